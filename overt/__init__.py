@@ -1,0 +1,53 @@
+"""overt: PyTorch training that never fails silently.
+
+``import overt`` is light: it imports neither torch nor any optional
+integration until a name that needs it is used.
+
+Public names (imported lazily):
+
+- :class:`Trainer`, :func:`fit` -- the training engine (``overt.engine``)
+- :class:`Recipe` -- what a recipe's ``build(cfg)`` returns
+- :class:`TrainConfig` -- the engine's configuration
+- :class:`Callback` -- the engine's plug-in base class
+- :func:`guard` -- runtime guards for a hand-written loop (``overt.guards``)
+- :class:`Checkpointer` -- atomic, verified, resumable checkpoints (``overt.checkpoint``)
+- :mod:`metrics` -- metric functions for recipes
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "Trainer": ("overt.engine.loop", "Trainer"),
+    "fit": ("overt.engine.loop", "fit"),
+    "Recipe": ("overt.recipes.base", "Recipe"),
+    "TrainConfig": ("overt.config", "TrainConfig"),
+    "Callback": ("overt.engine.callbacks", "Callback"),
+    "TrainState": ("overt.engine.state", "TrainState"),
+    "guard": ("overt.guards", "guard"),
+    "Checkpointer": ("overt.checkpoint", "Checkpointer"),
+    "OvertError": ("overt.errors", "OvertError"),
+    "metrics": ("overt.engine.metrics", ""),
+    "catalog": ("overt.catalog", ""),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'overt' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = getattr(module, attr) if attr else module
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,5 @@
+import sys
+
+from overt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,184 @@
+"""The catalog of silent training failures, in code.
+
+Every finding overt reports -- from a runtime guard or from ``overt lint`` --
+carries one of these entries: a fixed *slug* (what users read, grep for and
+silence) and a stable *code* (``OVTnnn``).  The slugs and their meanings come
+from ``shared/catalog.md``; a slug never changes meaning once released.
+
+Code ranges: 1xx gradients and the optimizer step, 2xx train/eval/no_grad
+modes, 3xx losses and labels, 4xx modules and tensors, 5xx data pipeline,
+6xx saving/loading/scaling, 7xx training dynamics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How bad a finding is. ``error`` findings stop a guarded run when the
+    weights are about to be corrupted; ``--strict`` promotes warnings."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalog entry."""
+
+    slug: str
+    code: str
+    title: str
+    why: str
+    severity: Severity
+    static: bool
+    runtime: bool
+
+    @property
+    def doc(self) -> str:
+        """Where the entry is documented, relative to the repository root."""
+        return f"docs/catalog.md#{self.slug}"
+
+
+_E = Severity.ERROR
+_W = Severity.WARNING
+_I = Severity.INFO
+
+ENTRIES: tuple[Entry, ...] = (
+    # -- gradients and the optimizer step ------------------------------------
+    Entry("stale-gradients", "OVT101", "gradients are never reset between optimizer steps",
+          "each step then applies the sum of every earlier gradient, so updates grow and the model is garbage",
+          _E, True, True),
+    Entry("zero-grad-misplaced", "OVT102", "gradients reset between backward() and step(), or step() before backward()",
+          "the optimizer steps on zero or missing gradients, so nothing is learned",
+          _E, True, True),
+    Entry("accumulation-unscaled", "OVT103", "accumulated loss not divided by the window size",
+          "the effective learning rate is multiplied by the number of micro-batches",
+          _W, True, False),
+    Entry("clip-before-unscale", "OVT104", "gradients clipped while still multiplied by the GradScaler's scale",
+          "the clip threshold is compared with scaled gradients, so clipping is a no-op or wipes out the update",
+          _E, True, False),
+    Entry("params-not-optimized", "OVT105", "trainable parameters that no optimizer holds",
+          "those parameters receive gradients but never change",
+          _E, False, True),
+    Entry("no-gradient", "OVT106", "trainable parameters that never receive a gradient",
+          "a detached path, an unused layer or a mistaken freeze means part of the model never learns",
+          _W, False, True),
+    Entry("params-not-updating", "OVT107", "the optimizer steps but the weights do not move",
+          "training burns compute without learning anything",
+          _E, False, True),
+    Entry("retain-graph-in-loop", "OVT108", "backward(retain_graph=True) inside the training loop",
+          "every step keeps its autograd graph alive, so memory grows until the run dies",
+          _W, True, True),
+    Entry("scheduler-cadence", "OVT109", "learning-rate scheduler stepped at the wrong cadence",
+          "the learning rate follows a schedule far faster or slower than configured",
+          _W, True, True),
+    Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
+          "one non-finite value poisons every weight it touches and training continues on garbage",
+          _E, False, True),
+    # -- modes ------------------------------------------------------------------
+    Entry("train-mode-in-eval", "OVT201", "evaluation with the model still in training mode",
+          "dropout stays active and BatchNorm uses and updates batch statistics, so metrics are noisy and wrong",
+          _E, True, True),
+    Entry("eval-mode-in-train", "OVT202", "training with the model left in eval mode",
+          "dropout is off and BatchNorm statistics are frozen for the whole epoch",
+          _E, True, True),
+    Entry("graph-in-eval", "OVT203", "evaluation without torch.no_grad()/inference_mode()",
+          "autograd graphs are built and kept for nothing: more memory and slower evaluation",
+          _W, True, True),
+    Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
+          "forward hooks (guards, profilers, quantisation) are silently skipped",
+          _W, True, False),
+    # -- losses, labels and outputs ------------------------------------------
+    Entry("softmax-before-cross-entropy", "OVT301", "probabilities fed to a loss that expects logits",
+          "softmax is applied twice, gradients shrink and convergence is slow or stalls",
+          _E, True, True),
+    Entry("wrong-loss-for-task", "OVT302", "a loss that does not fit the targets",
+          "e.g. MSE on class indices or a broadcasting target shape trains toward the wrong objective",
+          _E, True, True),
+    Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
+          "on CUDA this surfaces as a cryptic device-side assert far from the cause",
+          _E, False, True),
+    # -- modules and tensors ---------------------------------------------------
+    Entry("unregistered-submodule", "OVT401", "layers kept in a plain list/dict/tuple attribute",
+          "their parameters are invisible to the optimizer, .to(), state_dict() and checkpoints",
+          _E, True, True),
+    Entry("missing-super-init", "OVT402", "nn.Module subclass without super().__init__() first",
+          "PyTorch fails with a message that does not say why",
+          _E, True, True),
+    Entry("to-without-assign", "OVT403", "tensor.to(device) as a bare statement",
+          "tensors are not moved in place (modules are), so the tensor stays where it was",
+          _E, True, False),
+    Entry("device-mismatch", "OVT404", "model and data on different devices",
+          "PyTorch's error names neither the tensor nor the parameter involved",
+          _E, True, True),
+    Entry("dtype-mismatch", "OVT405", "input dtype does not match the model's parameters",
+          "float64 or integer features either crash deep in a layer or silently compute in the wrong precision",
+          _E, False, True),
+    Entry("inputs-require-grad", "OVT406", "requires_grad=True set on input data",
+          "autograd tracks the data too: slower steps and more memory for gradients nobody reads",
+          _W, True, False),
+    Entry("data-attribute", "OVT407", "tensor.data used to read or write tensors",
+          "it bypasses autograd's version checks and can silently corrupt gradients",
+          _W, True, False),
+    Entry("graph-leak", "OVT408", "a graph-carrying tensor kept across steps",
+          "every kept loss keeps its whole autograd graph alive, so memory grows until OOM",
+          _E, True, True),
+    # -- data pipeline -----------------------------------------------------------
+    Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader",
+          "the accelerator sits idle while batches are prepared",
+          _W, False, True),
+    Entry("batchnorm-tiny-batch", "OVT502", "a tiny training batch reaches BatchNorm in train mode",
+          "batch statistics from one or a few samples are noise, or raise an error",
+          _W, False, True),
+    Entry("unshuffled-training", "OVT503", "training DataLoader without shuffle",
+          "ordered data gives correlated batches and a model biased to the last classes seen",
+          _W, True, False),
+    Entry("shuffled-evaluation", "OVT504", "evaluation DataLoader with shuffle=True",
+          "order-dependent evaluation becomes irreproducible for no benefit",
+          _I, True, False),
+    # -- saving, loading, scaling ------------------------------------------------
+    Entry("unsafe-load", "OVT601", "torch.load without weights_only=True",
+          "loading a checkpoint can run arbitrary code hidden in the pickle",
+          _E, True, True),
+    Entry("whole-model-save", "OVT602", "torch.save(model) instead of its state_dict()",
+          "the pickle stores the class path and breaks on refactor or rename",
+          _W, True, False),
+    Entry("dataparallel", "OVT603", "nn.DataParallel instead of DistributedDataParallel",
+          "single-process DataParallel is slower and unbalanced; PyTorch recommends DDP",
+          _W, True, False),
+    Entry("ddp-out-of-sync", "OVT604", "replicas' weights diverge across ranks",
+          "each rank trains its own model and the saved one is arbitrary",
+          _E, False, True),
+    # -- training dynamics ---------------------------------------------------------
+    Entry("exploding-gradients", "OVT701", "gradient norm far above its running range",
+          "updates blow up and training diverges a few steps later",
+          _W, False, True),
+    Entry("vanishing-gradients", "OVT702", "gradient norm collapsing to ~0 in early layers",
+          "early layers stop learning while the loss still moves a little",
+          _W, False, True),
+    Entry("dead-activations", "OVT703", "most ReLU units output zero for every sample",
+          "dead units never recover and the network's capacity silently shrinks",
+          _W, False, True),
+    Entry("loss-not-decreasing", "OVT704", "loss flat or rising over a window where it should fall",
+          "the run is spending compute without making progress",
+          _W, False, True),
+)
+
+BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}
+BY_CODE: dict[str, Entry] = {e.code: e for e in ENTRIES}
+
+
+def lookup(key: str) -> Entry:
+    """Return the entry for a slug or a code; raise ``KeyError`` naming the valid choices."""
+    entry = BY_SLUG.get(key) or BY_CODE.get(key.upper())
+    if entry is None:
+        import difflib
+
+        close = difflib.get_close_matches(key, list(BY_SLUG), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown catalog slug or code {key!r}.{hint} See docs/catalog.md for the list.")
+    return entry

@@ -1,0 +1,48 @@
+"""``overt`` command line: one subcommand per face of the product.
+
+Each subcommand lives in its own module and is imported only when used, so
+``overt --help`` and ``overt lint`` never import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module, one-line help).  Each module exposes ``main(argv: list[str]) -> int``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("overt.cli.train", "train a recipe (built-in name, recipe.py or config.yaml)"),
+    "resume": ("overt.checkpoint.cli", "continue a run from its newest valid checkpoint"),
+    "run": ("overt.guards.run_cli", "run an unmodified training script under the runtime guards"),
+    "lint": ("overt.lint.cli", "find the catalog's failures in source code, statically"),
+}
+
+
+def _usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    lines = ["usage: overt COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += ["", "`overt COMMAND --help` shows a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        from overt import __version__
+
+        print(f"overt {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"overt: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

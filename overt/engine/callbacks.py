@@ -1,0 +1,65 @@
+"""The engine's plug-in points.
+
+The training loop in :mod:`overt.engine.loop` stays a readable canonical loop;
+everything else (logging, progress, checkpoints, guards) is a :class:`Callback`
+that the loop calls at fixed points.  A hook that is not overridden costs one
+no-op call, so plug-ins pay only for what they do.  Hot-path hooks
+(``on_after_backward``, ``on_before_optimizer_step``, ``on_step_end``) must not
+synchronise with the device on every step.
+
+Order inside one optimizer step (one accumulation window)::
+
+    for each micro-batch:  on_batch_start -> forward/loss/backward -> on_after_backward
+    precision.unscale -> on_before_optimizer_step -> clip -> optimizer.step
+    zero_grad(set_to_none) -> scheduler.step (if per step) -> on_step_end
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from overt.engine.loop import Trainer
+
+
+class Callback:
+    """Base class: override the hooks you need. ``trainer`` exposes the model,
+    optimizer, scheduler, precision plug-in, config and :class:`~overt.engine.state.TrainState`."""
+
+    def on_fit_start(self, trainer: Trainer) -> None: ...
+
+    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None: ...
+
+    def on_batch_start(self, trainer: Trainer, batch: Any, batch_index: int) -> None: ...
+
+    def on_after_backward(self, trainer: Trainer, loss: Any) -> None: ...
+
+    def on_before_optimizer_step(self, trainer: Trainer) -> None:
+        """Gradients are final and unscaled here; raising stops the run before the weights change."""
+
+    def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
+        """After optimizer step, gradient reset and per-step scheduler.  ``logs`` holds device
+        tensors (loss, grad norm); read them only every N steps."""
+
+    def on_validation_end(self, trainer: Trainer, metrics: dict[str, float]) -> None: ...
+
+    def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None: ...
+
+    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        """Add to ``summary`` (it is written to summary.json after every callback ran)."""
+
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None: ...
+
+
+class CallbackList:
+    """Calls every callback's hook in order."""
+
+    def __init__(self, callbacks: list[Callback]):
+        self.callbacks = list(callbacks)
+
+    def __iter__(self):
+        return iter(self.callbacks)
+
+    def call(self, hook: str, *args: Any) -> None:
+        for cb in self.callbacks:
+            getattr(cb, hook)(*args)

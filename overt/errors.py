@@ -1,0 +1,28 @@
+"""Errors a user can act on."""
+
+from __future__ import annotations
+
+
+class OvertError(Exception):
+    """A problem with the user's input or program, explained: what was seen,
+    where, why it matters, and the fix.  The CLI prints it without a traceback
+    and exits non-zero."""
+
+    def __init__(self, what: str, *, where: str = "", why: str = "", fix: str = ""):
+        self.what, self.where, self.why, self.fix = what, where, why, fix
+        parts = [what]
+        if where:
+            parts.append(f"  where: {where}")
+        if why:
+            parts.append(f"  why it matters: {why}")
+        if fix:
+            parts.append(f"  fix: {fix}")
+        super().__init__("\n".join(parts))
+
+
+class ConfigError(OvertError):
+    """A config key or value that cannot be used."""
+
+
+class RecipeError(OvertError):
+    """A recipe that cannot be loaded or built."""
