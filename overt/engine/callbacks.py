@@ -41,6 +41,10 @@ class Callback:
         """After optimizer step, gradient reset and per-step scheduler.  ``logs`` holds device
         tensors (loss, grad norm); read them only every N steps."""
 
+    def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        """Every ``log_every`` optimizer steps: interval means as python floats
+        (``train/loss``, ``train/lr``, ``train/samples_per_sec``, ...), plus ``step`` and ``epoch``."""
+
     def on_validation_end(self, trainer: Trainer, metrics: dict[str, float]) -> None: ...
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None: ...
@@ -51,15 +55,29 @@ class Callback:
     def on_exception(self, trainer: Trainer, error: BaseException) -> None: ...
 
 
+HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))
+
+
 class CallbackList:
-    """Calls every callback's hook in order."""
+    """Calls each hook on every callback that overrides it, in order.
+
+    Only overriding callbacks are called, so an unused hook costs an empty loop."""
 
     def __init__(self, callbacks: list[Callback]):
         self.callbacks = list(callbacks)
+        self._hooks: dict[str, list[Any]] = {name: [] for name in HOOKS}
+        for cb in self.callbacks:
+            for name in HOOKS:
+                if getattr(type(cb), name, None) is not getattr(Callback, name):
+                    self._hooks[name].append(getattr(cb, name))
 
     def __iter__(self):
         return iter(self.callbacks)
 
-    def call(self, hook: str, *args: Any) -> None:
-        for cb in self.callbacks:
-            getattr(cb, hook)(*args)
+    def hook(self, name: str) -> list[Any]:
+        """The bound methods to call for ``name`` (for hot paths: fetch once, loop)."""
+        return self._hooks[name]
+
+    def call(self, name: str, *args: Any) -> None:
+        for fn in self._hooks[name]:
+            fn(*args)

@@ -1,0 +1,149 @@
+"""Run configuration: the engine's settings plus a recipe's own parameters.
+
+One flat namespace, so a user overrides anything the same way::
+
+    overt train digits epochs=5 lr=0.01 precision=bf16
+
+Engine settings are the fields of :class:`TrainConfig`.  A recipe adds its own
+parameters through its module-level ``defaults`` dict (and may change engine
+defaults there, e.g. ``epochs``).  Unknown keys and ill-typed values are
+rejected with the valid choices named.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from overt.errors import ConfigError
+
+
+class TrainConfig(BaseModel):
+    """Engine settings.  Every field can be set in a config file, a recipe's
+    ``defaults`` or on the command line as ``key=value``."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    recipe: str = Field("digits", description="built-in recipe name, recipe .py file, or module path")
+    name: str | None = Field(None, description="run name (default: recipe name + timestamp)")
+    run_dir: str | None = Field(None, description="exact run directory (default: runs_root/name)")
+    runs_root: str = Field("runs", description="parent folder of generated run directories")
+    seed: int = Field(0, description="seeds python, numpy, torch (CPU and CUDA) and the data order")
+    epochs: int = Field(10, ge=1, description="number of passes over the training data")
+    batch_size: int = Field(64, ge=1, description="micro-batch size of the training loader")
+    val_batch_size: int | None = Field(None, ge=1, description="validation batch size (default: 2 x batch_size)")
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    accumulate: int = Field(1, ge=1, description="micro-batches per optimizer step (gradient accumulation)")
+    clip_grad_norm: float | None = Field(None, gt=0, description="max total gradient norm (None: no clipping)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="auto = bf16 where the accelerator supports it, fp32 on CPU"
+    )
+    device: str = Field("auto", description="auto, cpu, cuda, cuda:1, mps")
+    compile: bool = Field(False, description="wrap the model in torch.compile")
+    log_every: int = Field(10, ge=1, description="optimizer steps between logged training points")
+    val_every: int = Field(1, ge=1, description="epochs between validations")
+    monitor: str = Field("val/loss", description="metric that defines the best model")
+    monitor_mode: Literal["min", "max"] = Field("min", description="whether lower or higher is better")
+    progress: Literal["auto", "bar", "plain", "off"] = Field(
+        "auto", description="auto = a bar on a terminal, plain lines otherwise"
+    )
+    tensorboard: bool = Field(True, description="write TensorBoard event files into the run directory")
+    guards: bool = Field(True, description="run overt's runtime guards during training")
+    strict: bool = Field(False, description="guards: turn warnings into errors")
+    ignore: list[str] = Field(default_factory=list, description="guards: slugs (or codes) to silence")
+
+    def recipe_params(self) -> dict[str, Any]:
+        """The recipe's own parameters (fields that are not engine settings)."""
+        return {k: v for k, v in self.model_dump().items() if k not in TrainConfig.model_fields}
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+ENGINE_KEYS = frozenset(TrainConfig.model_fields)
+
+
+def config_class(recipe_defaults: dict[str, Any]) -> type[TrainConfig]:
+    """A TrainConfig subclass with the recipe's parameters as typed fields."""
+    fields: dict[str, Any] = {}
+    engine_defaults: dict[str, Any] = {}
+    for key, value in recipe_defaults.items():
+        if key in ENGINE_KEYS:
+            engine_defaults[key] = value
+        else:
+            annotation: Any = type(value) if value is not None else Any
+            if annotation is float:
+                annotation = float  # pydantic accepts ints for floats
+            fields[key] = (annotation, value)
+    for key, value in engine_defaults.items():
+        info = TrainConfig.model_fields[key]
+        fields[key] = (info.annotation, Field(value, description=info.description))
+    return create_model("RunConfig", __base__=TrainConfig, **fields)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["lr=0.01", "ignore=[graph-leak]"]`` -> ``{"lr": 0.01, "ignore": ["graph-leak"]}``.
+    Values are read as YAML scalars/lists, so numbers, booleans and lists work."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(
+                f"cannot read the override {item!r}",
+                why="overrides are key=value pairs",
+                fix="write it as key=value, e.g. epochs=5 or lr=0.001",
+            )
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            out[key] = raw
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config.  A relative ``recipe:`` file path is resolved against the file's folder."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}", fix="check the path") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML", where=str(exc).splitlines()[0],
+                          fix="fix the YAML syntax at the position shown") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of key: value",
+                          fix="write one `key: value` per line, e.g. `recipe: digits`")
+    recipe = data.get("recipe")
+    if isinstance(recipe, str) and recipe.endswith(".py") and not Path(recipe).is_absolute():
+        data["recipe"] = str((path.parent / recipe).resolve())
+    return data
+
+
+def resolve(recipe_defaults: dict[str, Any], values: dict[str, Any], source: str = "config") -> TrainConfig:
+    """Validate ``values`` against the engine settings plus the recipe's parameters."""
+    cls = config_class(recipe_defaults)
+    known = sorted(cls.model_fields)
+    unknown = [k for k in values if k not in cls.model_fields]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, known, n=3)
+        hint = f"did you mean {' or '.join(close)}?" if close else f"valid keys: {', '.join(known)}"
+        raise ConfigError(
+            f"unknown config key {key!r} (from {source})",
+            why="a misspelt key would otherwise be silently ignored and the run would use the default",
+            fix=hint,
+        )
+    try:
+        return cls(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"bad value for config key {key!r}: {err['msg']} (got {err.get('input')!r}, from {source})",
+            fix=f"give {key} a valid value",
+        ) from None

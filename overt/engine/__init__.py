@@ -1,0 +1,7 @@
+"""The training engine: a canonical loop with production concerns plugged in.
+
+Modules: ``loop`` (Trainer, fit), ``state`` (TrainState), ``device`` (device
+choice, batch moves), ``data`` (seeded resumable sampler, loaders),
+``accumulation`` (window plan), ``precision`` (autocast, GradScaler),
+``evaluate`` (validation), ``metrics``, ``seeding``, ``callbacks``, ``plugins``.
+"""

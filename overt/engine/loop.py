@@ -1,0 +1,385 @@
+"""The training loop.
+
+Read :meth:`Trainer.fit` and :meth:`Trainer.train_epoch` top to bottom: it is
+the canonical PyTorch loop -- ``model.train()``, batch to device, forward
+through ``__call__``, loss, backward, optimizer step, reset gradients,
+scheduler -- with precision, accumulation, clipping and validation each in
+one place, and everything else (logging, progress, guards, checkpoints)
+plugged in as :class:`~overt.engine.callbacks.Callback`\\ s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from overt.config import TrainConfig
+from overt.engine.accumulation import WindowPlan
+from overt.engine.callbacks import Callback, CallbackList
+from overt.engine.data import batch_sizes, build_loader, num_batches, set_loader_epoch
+from overt.engine.device import batch_size_of, move_to_device, pick_device
+from overt.engine.evaluate import evaluate
+from overt.engine.precision import Precision
+from overt.engine.seeding import seed_everything
+from overt.engine.state import TrainState
+from overt.errors import ConfigError, OvertError
+
+
+def default_forward(model: nn.Module, batch: Any) -> tuple[Any, Any]:
+    """``(inputs, target) -> (model(inputs), target)``."""
+    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+        inputs, target = batch
+        return model(inputs), target
+    raise OvertError(
+        f"cannot split a batch of type {type(batch).__name__} into (inputs, target)",
+        why="the default forward expects each batch to be a pair (inputs, target)",
+        fix="make the dataset return (inputs, target) pairs, or pass forward=lambda model, batch: (output, target)",
+    )
+
+
+class Trainer:
+    """Trains ``model`` with ``optimizer`` on ``loss_fn(model(x), y)``.
+
+    ``train_data``/``val_data`` are Datasets (the trainer builds seeded,
+    resumable loaders from ``config.batch_size``) or ready DataLoaders.
+    ``config`` is a :class:`~overt.config.TrainConfig`; keyword overrides
+    (``epochs=3``, ``precision="bf16"``...) are applied on top of it.
+    With ``run_dir`` the run writes its directory (config, metrics.jsonl,
+    TensorBoard events, model.safetensors, summary.json); without it nothing
+    is written.  Example::
+
+        trainer = overt.Trainer(model, optimizer, nn.CrossEntropyLoss(), train_ds, val_ds, epochs=5)
+        summary = trainer.fit()
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        train_data: Any,
+        val_data: Any = None,
+        *,
+        scheduler: Any = None,
+        scheduler_interval: Literal["step", "epoch"] | None = None,
+        metrics: dict[str, Callable[[Any, Any], torch.Tensor]] | None = None,
+        forward: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        config: TrainConfig | None = None,
+        callbacks: list[Callback] | None = None,
+        run_dir: str | Path | None = None,
+        **overrides: Any,
+    ):
+        cfg = config if config is not None else TrainConfig()
+        if overrides:
+            from overt.config import resolve
+
+            cfg = resolve({k: v for k, v in cfg.model_dump().items() if k not in TrainConfig.model_fields},
+                          {**cfg.model_dump(), **overrides}, source="Trainer(...) arguments")
+        self.config = cfg
+        seed_everything(cfg.seed)
+        self.device = pick_device(cfg.device)
+        self.model = model.to(self.device)
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.metrics = dict(metrics or {})
+        self.forward = forward or default_forward
+        self.precision = Precision(cfg.precision, self.device)
+        self.state = TrainState()
+        self.should_stop = False  # set by a callback (e.g. on SIGTERM) to end at the next step boundary
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+
+        pin = self.device.type == "cuda"
+        self.train_loader = self._loader(train_data, cfg.batch_size, True, pin, collate_fn)
+        self.val_loader = (None if val_data is None else
+                           self._loader(val_data, cfg.val_batch_size or 2 * cfg.batch_size, False, pin, collate_fn))
+        sizes = batch_sizes(self.train_loader)
+        n_batches = num_batches(self.train_loader)
+        self.plan: WindowPlan | None = (WindowPlan.build(sizes, cfg.accumulate) if sizes is not None else
+                                        WindowPlan.by_count(n_batches, cfg.accumulate) if n_batches else None)
+        self.steps_per_epoch = None if n_batches is None else math.ceil(n_batches / cfg.accumulate)
+        self.total_steps = None if self.steps_per_epoch is None else self.steps_per_epoch * cfg.epochs
+
+        self.scheduler, self.scheduler_interval = self._scheduler(scheduler, scheduler_interval)
+        self._fwd_model: Callable[..., Any] = torch.compile(self.model) if cfg.compile else self.model
+        self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        self._ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)
+
+        from overt.engine.plugins import default_callbacks
+
+        early, late = default_callbacks(cfg, self.run_dir)
+        self.callbacks = CallbackList([*early, *(callbacks or []), *late])
+        self.last_metrics: dict[str, float] = {}
+        self._interval: list[torch.Tensor] = []  # window losses since the last log point (device tensors)
+        self._interval_samples = 0
+        self._epoch_losses: list[tuple[torch.Tensor, int]] = []
+        self._window_loss: torch.Tensor | None = None
+        self._window_samples = 0
+        self._grad_norm: torch.Tensor | None = None
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def fit(self) -> dict[str, Any]:
+        """Train for ``config.epochs`` epochs (from wherever ``state`` says) and return the summary."""
+        cfg, state = self.config, self.state
+        self._start_time = self._log_time = time.perf_counter()
+        self.callbacks.call("on_fit_start", self)
+        try:
+            while state.epoch < cfg.epochs and not self.should_stop:
+                self.callbacks.call("on_epoch_start", self, state.epoch)
+                self.train_epoch()
+                if self.should_stop and state.batch_index:  # preempted mid-epoch: resume picks it up
+                    break
+                metrics = self._epoch_train_metrics()
+                if self.val_loader is not None and ((state.epoch + 1) % cfg.val_every == 0
+                                                    or state.epoch + 1 == cfg.epochs):
+                    metrics.update(self.validate())
+                self._track_best(metrics)
+                if self.scheduler_interval == "epoch":
+                    self._scheduler_step(metrics)
+                state.epoch, state.batch_index, state.samples_seen = state.epoch + 1, 0, 0
+                self.last_metrics = metrics
+                self.callbacks.call("on_epoch_end", self, state.epoch - 1, metrics)
+        except BaseException as error:
+            self.callbacks.call("on_exception", self, error)
+            raise
+        summary = self.summary()
+        self.callbacks.call("on_fit_end", self, summary)
+        return summary
+
+    def train_epoch(self) -> None:
+        """One pass over the training data (or its remainder, after a resume)."""
+        state, model, device = self.state, self.model, self.device
+        set_loader_epoch(self.train_loader, state.epoch, self.config.seed)
+        if state.samples_seen:
+            self._skip_consumed(state.samples_seen)
+        on_batch_start = self.callbacks.hook("on_batch_start")
+        non_blocking = device.type == "cuda"
+        accumulate = self.config.accumulate
+        model.train()
+        for batch in self.train_loader:
+            i = state.batch_index
+            for fn in on_batch_start:
+                fn(self, batch, i)
+            batch = move_to_device(batch, device, non_blocking)
+            if self.plan is not None:
+                weight, closes = self.plan.weights[i], self.plan.closes[i]
+            else:  # unsized loader: weight by the window length; the last partial window is fixed below
+                weight, closes = 1.0 / accumulate, (i + 1) % accumulate == 0
+            with self._grad_sync(closes):
+                self.micro_step(batch, weight)
+            state.batch_index += 1
+            if closes:
+                self.optimizer_step()
+                if self.should_stop:
+                    return
+        if self._window_samples:  # unsized loader ended inside a window: renormalise to its real length
+            pending = state.batch_index % accumulate
+            self._rescale_grads(accumulate / pending)
+            self.optimizer_step()
+
+    def micro_step(self, batch: Any, weight: float) -> torch.Tensor:
+        """Forward, loss and backward for one micro-batch; gradients accumulate in ``.grad``."""
+        try:
+            with self.precision.autocast():
+                output, target = self.forward(self._fwd_model, batch)
+                loss = self.loss_fn(output, target)
+        except OvertError:
+            raise
+        except (RuntimeError, IndexError, ValueError, TypeError) as exc:
+            raise self._batch_error(exc, batch) from exc
+        scaled = loss if weight == 1.0 else loss * weight
+        self.precision.backward(scaled)
+        for fn in self.callbacks.hook("on_after_backward"):
+            fn(self, loss)
+        n = batch_size_of(target)
+        self.state.samples_seen += n
+        self._window_samples += n
+        self._window_loss = scaled.detach() if self._window_loss is None else self._window_loss + scaled.detach()
+        return loss
+
+    def optimizer_step(self) -> None:
+        """Close an accumulation window: unscale, check, clip, step, reset gradients, schedule."""
+        cfg, state, optimizer = self.config, self.state, self.optimizer
+        self.precision.unscale(optimizer)
+        for fn in self.callbacks.hook("on_before_optimizer_step"):
+            fn(self)
+        if cfg.clip_grad_norm is not None:
+            self._grad_norm = nn.utils.clip_grad_norm_(self._params, cfg.clip_grad_norm)
+        self.precision.step(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        state.global_step += 1
+        if self.scheduler_interval == "step":
+            self.scheduler.step()
+        logs = {"loss": self._window_loss, "samples": self._window_samples, "grad_norm": self._grad_norm}
+        self._interval.append(self._window_loss)
+        self._interval_samples += self._window_samples
+        self._epoch_losses.append((self._window_loss, self._window_samples))
+        self._window_loss, self._window_samples = None, 0
+        for fn in self.callbacks.hook("on_step_end"):
+            fn(self, logs)
+        if state.global_step % cfg.log_every == 0:
+            self._log()
+
+    def validate(self) -> dict[str, float]:
+        """Validation metrics under ``eval()`` and ``inference_mode``; modes restored after."""
+        metrics = evaluate(self._fwd_model if isinstance(self._fwd_model, nn.Module) else self.model,
+                           self.val_loader, loss_fn=self.loss_fn, forward=self.forward, metrics=self.metrics,
+                           device=self.device, autocast=self.precision.autocast)
+        self.callbacks.call("on_validation_end", self, metrics)
+        return metrics
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """What the run did: final and best metrics, steps, epochs, time, versions."""
+        from overt import __version__
+
+        state = self.state
+        return {
+            "status": "stopped" if self.should_stop else "completed",
+            "epochs": state.epoch,
+            "steps": state.global_step,
+            "wall_time_s": round(time.perf_counter() - self._start_time, 3),
+            "final": dict(self.last_metrics),
+            "best": {"metric": self.config.monitor, "mode": self.config.monitor_mode,
+                     "value": state.best_metric, "step": state.best_step},
+            "device": str(self.device),
+            "precision": self.precision.mode,
+            "skipped_steps": self.precision.skipped_steps,
+            "versions": {"python": platform.python_version(), "torch": torch.__version__, "overt": __version__},
+        }
+
+    def _log(self) -> None:
+        """One host read for the interval: mean loss, lr, throughput -> ``on_log``."""
+        now = time.perf_counter()
+        logs: dict[str, float] = {
+            "step": self.state.global_step,
+            "epoch": self.state.epoch,
+            "train/loss": torch.stack(self._interval).float().mean().item(),
+            "train/lr": float(self.optimizer.param_groups[0]["lr"]),
+            "train/samples_per_sec": self._interval_samples / max(now - self._log_time, 1e-9),
+        }
+        if self._grad_norm is not None:
+            logs["train/grad_norm"] = float(self._grad_norm)
+        self._interval, self._interval_samples, self._log_time = [], 0, now
+        self.callbacks.call("on_log", self, logs)
+
+    def _epoch_train_metrics(self) -> dict[str, float]:
+        if not self._epoch_losses:
+            return {}
+        losses = torch.stack([loss.float() * n for loss, n in self._epoch_losses]).sum()
+        total = sum(n for _, n in self._epoch_losses)
+        self._epoch_losses = []
+        return {"train/epoch_loss": losses.item() / total}
+
+    def _track_best(self, metrics: dict[str, float]) -> None:
+        cfg, state = self.config, self.state
+        if cfg.monitor not in metrics:
+            if any(k.startswith("val/") for k in metrics) or cfg.monitor.startswith("train/"):
+                raise ConfigError(f"monitor={cfg.monitor!r} is not among the metrics this run produces",
+                                  where=f"epoch {state.epoch}",
+                                  why="the best model and best-K checkpoints would be chosen by nothing",
+                                  fix=f"set monitor to one of: {', '.join(sorted(metrics))}")
+            return
+        value = metrics[cfg.monitor]
+        best = state.best_metric
+        if best is None or (value < best if cfg.monitor_mode == "min" else value > best):
+            state.best_metric, state.best_step = value, state.global_step
+
+    def _scheduler_step(self, metrics: dict[str, float]) -> None:
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            if self.config.monitor in metrics:
+                self.scheduler.step(metrics[self.config.monitor])
+        else:
+            self.scheduler.step()
+
+    def _loader(self, data: Any, batch_size: int, shuffle: bool, pin: bool, collate_fn: Any) -> Any:
+        if isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
+            return data  # a ready loader (or any iterable of batches): used as given
+        return build_loader(data, batch_size=batch_size, shuffle=shuffle, seed=self.config.seed,
+                            num_workers=self.config.num_workers, pin_memory=pin, collate_fn=collate_fn)
+
+    def _scheduler(self, scheduler: Any, interval: str | None) -> tuple[Any, str | None]:
+        if scheduler is None:
+            return None, None
+        if interval not in ("step", "epoch"):
+            raise ConfigError(
+                "a scheduler was given without scheduler_interval",
+                why="stepping an epoch-based scheduler every batch (or the reverse) silently wrecks the schedule",
+                fix='pass scheduler_interval="step" (e.g. OneCycleLR) or "epoch" (e.g. StepLR, CosineAnnealingLR)',
+            )
+        if not hasattr(scheduler, "step"):  # a factory: f(optimizer, total_steps)
+            if self.total_steps is None:
+                raise ConfigError("a scheduler factory needs the number of steps, but the training loader has no length",
+                                  fix="pass a ready scheduler instead of a factory")
+            horizon = self.total_steps if interval == "step" else self.config.epochs
+            scheduler = scheduler(self.optimizer, horizon)
+        return scheduler, interval
+
+    def _grad_sync(self, closes: bool) -> Any:
+        """Inside an accumulation window, DDP need not all-reduce gradients until the last micro-batch."""
+        if self._ddp and not closes:
+            return self.model.no_sync()
+        return contextlib.nullcontext()
+
+    def _skip_consumed(self, samples: int) -> None:
+        sampler = getattr(self.train_loader, "sampler", None)
+        if not hasattr(sampler, "skip"):
+            raise OvertError("cannot resume mid-epoch: the training loader's sampler cannot skip consumed samples",
+                             fix="pass a Dataset (overt builds a resumable loader) or resume at an epoch boundary")
+        sampler.skip(samples)
+
+    @torch.no_grad()
+    def _rescale_grads(self, factor: float) -> None:
+        for p in self._params:
+            if p.grad is not None:
+                p.grad.mul_(factor)
+
+    def _batch_error(self, exc: BaseException, batch: Any) -> OvertError:
+        """Turn PyTorch's error in forward/loss into one that names the batch and a likely fix."""
+        state, text = self.state, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"epoch {state.epoch}, batch {state.batch_index} (optimizer step {state.global_step})"
+        shapes = _describe(batch)
+        fix = "check that the data, the model and the loss agree on shapes, dtypes and classes"
+        lowered = text.lower()
+        if "out of bounds" in lowered or "target" in lowered and "out of" in lowered:
+            fix = ("a label is outside [0, number of model outputs): make the model's last layer as wide as the "
+                   "number of classes, or remap the labels to 0..C-1")
+        elif "mat1 and mat2" in lowered or "shape" in lowered or "size" in lowered:
+            fix = "the batch's feature size does not match the model's first layer: check in_features vs the data"
+        elif "dtype" in lowered or "expected scalar type" in lowered:
+            fix = "convert the inputs to the model's dtype (usually float32) in the dataset"
+        return OvertError(f"training failed in forward/loss: {type(exc).__name__}: {text}",
+                          where=f"{where}; batch: {shapes}", fix=fix)
+
+
+def _describe(batch: Any) -> str:
+    if isinstance(batch, torch.Tensor):
+        return f"tensor{tuple(batch.shape)} {str(batch.dtype).replace('torch.', '')}"
+    if isinstance(batch, (list, tuple)):
+        return "(" + ", ".join(_describe(b) for b in batch) + ")"
+    if isinstance(batch, dict):
+        return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in batch.items()) + "}"
+    return type(batch).__name__
+
+
+def fit(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[Any, Any], torch.Tensor],
+    train_data: Any,
+    val_data: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """``Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()``."""
+    return Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()
+

@@ -1,0 +1,31 @@
+"""The loop's position: everything that says where training is."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class TrainState:
+    """Where the run is.  Saved in checkpoints; restoring it resumes the loop exactly.
+
+    ``batch_index`` counts micro-batches consumed in the current epoch;
+    ``samples_seen`` counts training samples consumed in the current epoch
+    (the sampler skips that many on resume).  ``global_step`` counts optimizer
+    steps since the start of the run.
+    """
+
+    epoch: int = 0
+    global_step: int = 0
+    batch_index: int = 0
+    samples_seen: int = 0
+    best_metric: float | None = None
+    best_step: int | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)

@@ -1,0 +1,131 @@
+"""The training-relevant calls in a stretch of code, in source order.
+
+A rule about order ("is the reset between backward() and step()?") reads a
+list of :class:`Event` rather than the raw tree.  Calls to functions defined in
+the same file are followed (two levels deep), so a loop that calls
+``train_one_epoch(...)`` sees the resets and mode switches inside it; the event
+then carries the call site as ``site`` so findings point at the caller's line.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from overt.lint.index import FileIndex, FuncNode, dotted, is_const, kwarg, walk_scope, walk_stmts
+
+CLIP_NAMES = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
+
+
+@dataclass
+class Event:
+    """One training-relevant call.
+
+    kind: backward | step | sched_step | reset | eval | train | clip | unscale
+    node: the call (or assignment) itself; site: where it is seen from the code
+    being analysed (the call of the in-file helper that contains it, or ``node``).
+    """
+
+    kind: str
+    node: ast.AST
+    site: ast.AST
+    target: str | None = None  # optimizer / model / loss text, when known
+    info: dict = field(default_factory=dict)
+    nested: bool = False  # came from an in-file helper
+
+
+def _receiver(call: ast.Call) -> ast.expr | None:
+    return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+
+def classify(ix: FileIndex, node: ast.AST) -> Event | None:
+    """The event ``node`` is, or None."""
+    if isinstance(node, ast.Assign):
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and t.attr == "grad":
+                return Event("reset", node, node, dotted(t.value))
+        return None
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if attr is None:
+        return None
+    recv = _receiver(node)
+    recv_text = dotted(recv) if recv is not None else None
+    if attr == "backward" or attr == "manual_backward":
+        if recv is not None and attr == "backward" and recv_text not in ("accelerator", "fabric", "self.accelerator", "self.fabric") \
+                and not (recv_text or "").endswith("autograd"):
+            target = recv
+        else:
+            target = node.args[0] if node.args else None
+        scaled = False
+        cur = target
+        while isinstance(cur, (ast.Call, ast.Attribute)):
+            if isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute) and cur.func.attr == "scale":
+                scaled = True
+                break
+            cur = cur.func if isinstance(cur, ast.Call) else cur.value
+        retain = kwarg(node, "retain_graph")
+        return Event("backward", node, node, dotted(target) if target is not None else None,
+                     {"scaled": scaled, "retain": is_const(retain, True), "expr": target})
+    if attr == "step" and recv is not None:
+        if ix.is_scheduler(recv_text):
+            return Event("sched_step", node, node, recv_text)
+        if ix.is_scaler(recv_text) and node.args:
+            return Event("step", node, node, dotted(node.args[0]), {"scaler": True})
+        if ix.is_optimizer(recv_text):
+            return Event("step", node, node, recv_text)
+        return None
+    if attr == "zero_grad":
+        return Event("reset", node, node, recv_text)
+    if attr in ("zero_", "detach_", "fill_", "requires_grad_") and recv is not None:
+        base = recv.value if isinstance(recv, ast.Attribute) and recv.attr == "data" else recv
+        if isinstance(base, ast.Attribute) and base.attr == "grad" and attr != "requires_grad_":
+            return Event("reset", node, node, dotted(base.value))
+        return None
+    if attr == "eval" and recv is not None and not node.args and not node.keywords:
+        return Event("eval", node, node, recv_text)
+    if attr == "train" and recv is not None:
+        arg = node.args[0] if node.args else kwarg(node, "mode")
+        if arg is None and not node.args and not node.keywords:
+            return Event("train", node, node, recv_text)
+        if is_const(arg, True):
+            return Event("train", node, node, recv_text)
+        if is_const(arg, False):
+            return Event("eval", node, node, recv_text)
+        return None
+    if attr in CLIP_NAMES:
+        if recv_text and any(w in recv_text.lower() for w in ("accelerator", "fabric", "self")):
+            return None
+        return Event("clip", node, node)
+    if attr == "unscale_":
+        return Event("unscale", node, node, recv_text)
+    low = attr.lower()
+    if "grad" in low and any(w in low for w in ("zero", "reset", "clear")):
+        return Event("reset", node, node, None, {"unknown": True})
+    return None
+
+
+def events(ix: FileIndex, body: ast.AST | list[ast.stmt], depth: int = 2,
+           _seen: frozenset[int] = frozenset()) -> list[Event]:
+    """Events under ``body`` (a node or a statement list) in source order,
+    not entering nested definitions, following in-file helpers ``depth`` deep."""
+    walker = walk_stmts(body) if isinstance(body, list) else walk_scope(body)
+    out: list[Event] = []
+    for node in walker:
+        ev = classify(ix, node)
+        if ev is not None:
+            out.append(ev)
+        if depth > 0 and isinstance(node, ast.Call):
+            callee = ix.callee(node)
+            if callee is not None and id(callee) not in _seen:
+                for inner in events(ix, callee.body, depth - 1, _seen | {id(callee)}):
+                    inner.site = node
+                    inner.nested = True
+                    out.append(inner)
+    return out
+
+
+def function_events(ix: FileIndex, func: FuncNode) -> list[Event]:
+    return events(ix, func.body, _seen=frozenset({id(func)}))

@@ -1,0 +1,58 @@
+"""What a rule is: a function from a :class:`FileIndex` to hits, registered by slug."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from overt.lint.index import FileIndex
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between (line, col) positions (1-based lines, 0-based cols)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    text: str
+
+
+@dataclass
+class Hit:
+    """A rule's raw finding before it becomes an :class:`overt.findings.Finding`."""
+
+    slug: str
+    node: ast.AST
+    message: str
+    edits: list[Edit] = field(default_factory=list)
+    fix_note: str = ""
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 1)
+
+    @property
+    def col(self) -> int:
+        return getattr(self.node, "col_offset", 0) + 1
+
+
+Rule = Callable[[FileIndex], Iterable[Hit]]
+RULES: dict[str, Rule] = {}
+FIXABLE: set[str] = set()
+
+
+def rule(slug: str, fixable: bool = False) -> Callable[[Rule], Rule]:
+    """Register ``func`` as the rule for ``slug`` (one rule per slug)."""
+
+    def deco(func: Rule) -> Rule:
+        if slug in RULES:
+            raise ValueError(f"two rules registered for {slug}")
+        RULES[slug] = func
+        if fixable:
+            FIXABLE.add(slug)
+        return func
+
+    return deco

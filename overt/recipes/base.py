@@ -1,0 +1,112 @@
+"""What a recipe returns, and how a recipe module is found and built."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Literal
+
+from overt.errors import RecipeError
+
+#: built-in recipes: name -> module
+BUILTIN: dict[str, str] = {"digits": "overt.recipes.digits"}
+
+
+@dataclass
+class Recipe:
+    """Everything the engine needs to train.
+
+    ``train_data``/``val_data`` may be Datasets (the engine builds loaders with a
+    seeded, resumable sampler) or ready DataLoaders.  ``scheduler`` may be a
+    scheduler or a factory ``f(optimizer, total_steps)``; when given,
+    ``scheduler_interval`` must say whether it steps per optimizer ``"step"`` or
+    per ``"epoch"`` -- overt never guesses.  ``metrics`` map a name to
+    ``f(output, target) -> tensor`` (the batch mean); they are averaged over
+    samples.  ``forward(model, batch) -> (output, target)`` replaces the default
+    ``x, y = batch; model(x)`` for other batch shapes.
+    """
+
+    model: Any
+    optimizer: Any
+    loss_fn: Callable[[Any, Any], Any]
+    train_data: Any
+    val_data: Any = None
+    scheduler: Any = None
+    scheduler_interval: Literal["step", "epoch"] | None = None
+    metrics: dict[str, Callable[[Any, Any], Any]] = field(default_factory=dict)
+    forward: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    collate_fn: Callable[[list[Any]], Any] | None = None
+
+
+def load_recipe_module(spec: str) -> ModuleType:
+    """Import a recipe by built-in name, ``.py`` path or dotted module path."""
+    if spec in BUILTIN:
+        return importlib.import_module(BUILTIN[spec])
+    if spec.endswith(".py"):
+        path = Path(spec)
+        if not path.is_file():
+            raise RecipeError(f"recipe file {spec} does not exist",
+                              fix=f"check the path, or use a built-in recipe: {', '.join(BUILTIN)}")
+        name = f"overt_recipe_{path.stem}"
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        assert mod_spec is not None and mod_spec.loader is not None
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module  # dataclasses and pickling in workers need it registered
+        _exec(lambda: mod_spec.loader.exec_module(module), f"importing recipe file {path}")
+        return module
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as exc:
+        if exc.name and spec.startswith(exc.name):
+            raise RecipeError(f"no recipe named {spec!r}",
+                              fix=f"use a built-in recipe ({', '.join(BUILTIN)}), a path to a .py file, "
+                                  "or an importable module path") from None
+        raise
+
+
+def recipe_defaults(module: ModuleType) -> dict[str, Any]:
+    defaults = getattr(module, "defaults", {})
+    if not isinstance(defaults, dict):
+        raise RecipeError(f"recipe {module.__name__}: `defaults` must be a dict, got {type(defaults).__name__}",
+                          fix="write defaults = {'lr': 1e-3, ...}")
+    return dict(defaults)
+
+
+def build_recipe(module: ModuleType, cfg: Any) -> Recipe:
+    """Call the recipe's ``build(cfg)`` and check what it returned."""
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise RecipeError(f"recipe {_origin(module)} has no build(cfg) function",
+                          fix="define `def build(cfg) -> overt.Recipe:` in the recipe module")
+    recipe = _exec(lambda: build(cfg), f"building recipe {_origin(module)}")
+    if not isinstance(recipe, Recipe):
+        raise RecipeError(f"recipe {_origin(module)}: build(cfg) returned {type(recipe).__name__}, not overt.Recipe",
+                          fix="return overt.Recipe(model=..., optimizer=..., loss_fn=..., train_data=...)")
+    if recipe.scheduler is not None and recipe.scheduler_interval not in ("step", "epoch"):
+        raise RecipeError(
+            f"recipe {_origin(module)} gives a scheduler but no scheduler_interval",
+            why="stepping an epoch-based scheduler every batch (or the reverse) silently wrecks the schedule",
+            fix='set scheduler_interval="step" (e.g. OneCycleLR) or "epoch" (e.g. StepLR) in the Recipe',
+        )
+    return recipe
+
+
+def _origin(module: ModuleType) -> str:
+    return getattr(module, "__file__", None) or module.__name__
+
+
+def _exec(fn: Callable[[], Any], what: str) -> Any:
+    try:
+        return fn()
+    except RecipeError:
+        raise
+    except Exception as exc:  # the user's code failed: show where, in their file
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/overt/" not in f.filename.replace("\\", "/")]
+        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise RecipeError(f"{what} failed: {type(exc).__name__}: {exc}", where=where,
+                          fix="fix the recipe code at the line shown") from exc

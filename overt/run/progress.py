@@ -1,0 +1,115 @@
+"""Progress on the terminal: a live bar (steps, throughput, ETA, loss) when stderr is a
+terminal, plain lines at each logged point and epoch end otherwise; a short summary at the end."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from overt.engine.callbacks import Callback
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return "  ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k not in ("step", "epoch"))
+
+
+def _eta(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class PlainProgress(Callback):
+    """Plain text lines: good in logs, CI and pipes."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def on_fit_start(self, trainer: Any) -> None:
+        cfg = trainer.config
+        total = trainer.total_steps if trainer.total_steps is not None else "?"
+        self._start = time.perf_counter()
+        self._print(f"overt: training on {trainer.device} ({trainer.precision.mode}), {cfg.epochs} epochs, "
+                    f"{total} optimizer steps, batch {cfg.batch_size} x accumulate {cfg.accumulate}")
+
+    def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
+        total = trainer.total_steps
+        step = int(logs["step"])
+        eta = ""
+        if total:
+            elapsed = time.perf_counter() - self._start
+            eta = f"  eta {_eta(elapsed / max(step, 1) * (total - step))}"
+        self._print(f"epoch {int(logs['epoch']) + 1}/{trainer.config.epochs}  step {step}/{total or '?'}  "
+                    f"loss {logs['train/loss']:.4f}  {logs['train/samples_per_sec']:.0f} samples/s{eta}")
+
+    def on_epoch_end(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
+        self._print(f"epoch {epoch + 1}/{trainer.config.epochs} done  {_fmt(metrics)}")
+
+    def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
+        self._print(summary_text(summary))
+
+
+class BarProgress(PlainProgress):
+    """A rich progress bar with throughput and ETA; epoch results printed above it."""
+
+    def on_fit_start(self, trainer: Any) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.console = Console(file=self.stream)
+        self.progress = Progress(
+            TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]} samples/s"), TextColumn("loss {task.fields[loss]}"),
+            TimeRemainingColumn(), console=self.console, transient=False,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("train", total=trainer.total_steps, epoch=1, rate="-", loss="-")
+        self.console.print(f"overt: training on {trainer.device} ({trainer.precision.mode}), "
+                           f"{trainer.config.epochs} epochs")
+
+    def on_step_end(self, trainer: Any, logs: dict[str, Any]) -> None:
+        self.progress.advance(self.task)
+
+    def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
+        self.progress.update(self.task, epoch=f"{int(logs['epoch']) + 1}/{trainer.config.epochs}",
+                             rate=f"{logs['train/samples_per_sec']:.0f}", loss=f"{logs['train/loss']:.4f}")
+
+    def on_epoch_end(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
+        self.console.print(f"epoch {epoch + 1}/{trainer.config.epochs}  {_fmt(metrics)}")
+
+    def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
+        self.progress.stop()
+        self.console.print(summary_text(summary))
+
+    def on_exception(self, trainer: Any, error: BaseException) -> None:
+        self.progress.stop()
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    best = summary.get("best", {})
+    lines = [f"overt: {summary['status']} {summary['epochs']} epochs, {summary['steps']} steps "
+             f"in {summary['wall_time_s']:.1f}s on {summary['device']} ({summary['precision']})"]
+    if summary.get("final"):
+        lines.append(f"  final: {_fmt(summary['final'])}")
+    if best.get("value") is not None:
+        lines.append(f"  best {best['metric']}={best['value']:.4g} at step {best['step']}")
+    if summary.get("skipped_steps"):
+        lines.append(f"  GradScaler skipped {summary['skipped_steps']} steps (inf/NaN gradients)")
+    if summary.get("findings"):
+        lines.append(f"  guards: {len(summary['findings'])} finding(s), see above")
+    if summary.get("run_dir"):
+        lines.append(f"  run directory: {summary['run_dir']}")
+    return "\n".join(lines)
+
+
+def progress_callback(mode: str, stream: TextIO | None = None) -> Callback | None:
+    """``auto``: a bar on a terminal, plain lines otherwise; ``off``: nothing."""
+    stream = stream or sys.stderr
+    if mode == "off":
+        return None
+    if mode == "bar" or (mode == "auto" and stream.isatty()):
+        return BarProgress(stream)
+    return PlainProgress(stream)

@@ -1,0 +1,35 @@
+"""Choosing and claiming a run directory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from overt.errors import ConfigError
+
+SUMMARY = "summary.json"
+STATUS = "status.json"
+
+
+def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: str) -> Path:
+    """``run_dir`` if given, else ``runs_root/name``, else ``runs_root/<recipe>-<timestamp>``."""
+    if run_dir:
+        return Path(run_dir)
+    if not name:
+        stem = Path(recipe).stem if recipe.endswith((".py", ".yaml", ".yml")) else recipe.rsplit(".", 1)[-1]
+        name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path(runs_root) / name
+
+
+def claim(path: Path) -> Path:
+    """Create ``path`` for a new run; refuse one that already holds a run."""
+    if path.exists() and any(path.iterdir()):
+        finished = (path / SUMMARY).exists()
+        raise ConfigError(
+            f"run directory {path} already holds a {'finished' if finished else 'previous'} run",
+            why="writing a new run into it would mix two runs' metrics and weights",
+            fix=("choose another name= or run_dir=, or delete the folder"
+                 + ("" if finished else "; to continue that run use `overt resume " + str(path) + "`")),
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    return path
