@@ -13,6 +13,7 @@ rejected with the valid choices named.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,26 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from overt.errors import ConfigError
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """YAML with 1.2 booleans: only true/false are booleans (``progress: off`` stays the string 'off')."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML with 1.2 booleans."""
+    return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 class TrainConfig(BaseModel):
@@ -55,6 +76,15 @@ class TrainConfig(BaseModel):
     guards: bool = Field(True, description="run overt's runtime guards during training")
     strict: bool = Field(False, description="guards: turn warnings into errors")
     ignore: list[str] = Field(default_factory=list, description="guards: slugs (or codes) to silence")
+    checkpoint: bool = Field(True, description="write checkpoints into the run directory (see docs/checkpoints.md)")
+    checkpoint_every_steps: int | None = Field(None, ge=1, description="save a checkpoint every N optimizer steps")
+    checkpoint_every_epochs: int | None = Field(1, ge=1, description="save a checkpoint every N epochs")
+    keep_last: int | None = Field(3, ge=1, description="keep the newest K checkpoints (None: keep all)")
+    keep_best: int = Field(1, ge=0, description="also keep the K best epoch checkpoints by `monitor`")
+    checkpoint_background: bool = Field(True, description="write checkpoints to disk in a background thread")
+    preempt_signal: str | None = Field(
+        None, description="extra signal that, like SIGTERM and SIGINT, makes the run save and stop (e.g. SIGUSR1)"
+    )
 
     def recipe_params(self) -> dict[str, Any]:
         """The recipe's own parameters (fields that are not engine settings)."""
@@ -99,7 +129,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
                 fix="write it as key=value, e.g. epochs=5 or lr=0.001",
             )
         try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else None
+            out[key] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError:
             out[key] = raw
     return out
@@ -109,7 +139,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML config.  A relative ``recipe:`` file path is resolved against the file's folder."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}", fix="check the path") from None
     except yaml.YAMLError as exc:

@@ -51,8 +51,10 @@ def resolve_run_config(target: str | None, overrides: list[str]) -> tuple[Any, A
     return module, resolve(defaults, {**defaults, **values}, source=source)
 
 
-def run(cfg: Any, module: Any) -> dict[str, Any]:
-    """Build the recipe, claim the run directory, train."""
+def run(cfg: Any, module: Any, resume: Any = None) -> dict[str, Any]:
+    """Build the recipe, claim the run directory, train.  With ``resume`` (a checkpoint read by
+    :func:`overt.checkpoint.find_checkpoint`) the run directory is reused and training continues
+    from the checkpoint."""
     from overt.engine.loop import Trainer
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe
@@ -64,8 +66,17 @@ def run(cfg: Any, module: Any) -> dict[str, Any]:
     trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
                       scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                       metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
-                      config=cfg, run_dir=claim(run_dir))
+                      config=cfg, run_dir=claim(run_dir) if resume is None else run_dir)
+    if resume is not None:
+        from overt.checkpoint import restore_trainer
+
+        restore_trainer(trainer, resume)
     return trainer.fit()
+
+
+def exit_status(summary: dict[str, Any]) -> int:
+    """0 for a finished run; 128 + signal number after a clean stop on a preemption signal."""
+    return int((summary.get("preempted") or {}).get("exit_code", 0))
 
 
 def main(argv: list[str]) -> int:
@@ -78,8 +89,8 @@ def main(argv: list[str]) -> int:
             for key, field in type(cfg).model_fields.items():
                 print(f"{key} = {getattr(cfg, key)!r}    # {field.description or 'recipe parameter'}")
             return 0
-        run(cfg, module)
+        summary = run(cfg, module)
     except OvertError as exc:
         print(f"overt train: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    return exit_status(summary)

@@ -33,6 +33,9 @@ from overt.engine.state import TrainState
 from overt.errors import ConfigError, OvertError
 
 
+_NO_SYNC_NEEDED = contextlib.nullcontext()
+
+
 def default_forward(model: nn.Module, batch: Any) -> tuple[Any, Any]:
     """``(inputs, target) -> (model(inputs), target)``."""
     if isinstance(batch, (tuple, list)) and len(batch) == 2:
@@ -120,7 +123,8 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self._interval: list[torch.Tensor] = []  # window losses since the last log point (device tensors)
         self._interval_samples = 0
-        self._epoch_losses: list[tuple[torch.Tensor, int]] = []
+        self._epoch_losses: list[torch.Tensor] = []  # window losses of this epoch, and their sample counts
+        self._epoch_samples: list[int] = []
         self._window_loss: torch.Tensor | None = None
         self._window_samples = 0
         self._grad_norm: torch.Tensor | None = None
@@ -222,7 +226,8 @@ class Trainer:
         logs = {"loss": self._window_loss, "samples": self._window_samples, "grad_norm": self._grad_norm}
         self._interval.append(self._window_loss)
         self._interval_samples += self._window_samples
-        self._epoch_losses.append((self._window_loss, self._window_samples))
+        self._epoch_losses.append(self._window_loss)
+        self._epoch_samples.append(self._window_samples)
         self._window_loss, self._window_samples = None, 0
         for fn in self.callbacks.hook("on_step_end"):
             fn(self, logs)
@@ -276,10 +281,11 @@ class Trainer:
     def _epoch_train_metrics(self) -> dict[str, float]:
         if not self._epoch_losses:
             return {}
-        losses = torch.stack([loss.float() * n for loss, n in self._epoch_losses]).sum()
-        total = sum(n for _, n in self._epoch_losses)
-        self._epoch_losses = []
-        return {"train/epoch_loss": losses.item() / total}
+        counts = torch.tensor(self._epoch_samples, dtype=torch.float32, device=self._epoch_losses[0].device)
+        weighted = (torch.stack(self._epoch_losses).float() * counts).sum().item()
+        total = sum(self._epoch_samples)
+        self._epoch_losses, self._epoch_samples = [], []
+        return {"train/epoch_loss": weighted / total}
 
     def _track_best(self, metrics: dict[str, float]) -> None:
         cfg, state = self.config, self.state
@@ -329,7 +335,7 @@ class Trainer:
         """Inside an accumulation window, DDP need not all-reduce gradients until the last micro-batch."""
         if self._ddp and not closes:
             return self.model.no_sync()
-        return contextlib.nullcontext()
+        return _NO_SYNC_NEEDED
 
     def _skip_consumed(self, samples: int) -> None:
         sampler = getattr(self.train_loader, "sampler", None)

@@ -18,6 +18,10 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None) -> tuple[list[Call
 
     early: list[Callback] = []
     late: list[Callback] = []
+    if run_dir is not None and cfg.checkpoint:
+        from overt.checkpoint.callback import CheckpointCallback
+
+        early.append(CheckpointCallback(cfg, run_dir))
     if run_dir is not None:
         from overt.run.metrics_log import MetricsLog
         from overt.run.writer import RunWriter

@@ -1,0 +1,37 @@
+"""Shared fixtures: real small data sets (digits ships with scikit-learn; MNIST-t10k
+from ../shared/data when present, skipped otherwise)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """(train, val) TensorDatasets of sklearn digits, split 80/20 with a fixed seed."""
+    from overt.recipes.digits import load_digits_split
+
+    return load_digits_split(0.2, 0)
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    path = SHARED_DATA / "mnist-t10k"
+    if not path.is_dir():
+        pytest.skip("../shared/data/mnist-t10k is not present")
+    return path
+
+
+def run_overt(*args: str, cwd: Path | None = None, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """Run ``python -m overt ARGS`` in a subprocess with this checkout on the path."""
+    environ = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
+    return subprocess.run([sys.executable, "-m", "overt", *args], cwd=cwd or REPO, env=environ,
+                          capture_output=True, text=True, timeout=timeout)
