@@ -65,6 +65,9 @@ class TrainConfig(BaseModel):
     )
     device: str = Field("auto", description="auto, cpu, cuda, cuda:1, mps")
     compile: bool = Field(False, description="wrap the model in torch.compile")
+    activation_checkpointing: list[str] = Field(
+        default_factory=list, description="submodule names or class names whose activations are recomputed in backward"
+    )
     log_every: int = Field(10, ge=1, description="optimizer steps between logged training points")
     val_every: int = Field(1, ge=1, description="epochs between validations")
     monitor: str = Field("val/loss", description="metric that defines the best model")

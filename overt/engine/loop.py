@@ -27,6 +27,7 @@ from overt.engine.callbacks import Callback, CallbackList
 from overt.engine.data import batch_sizes, build_loader, num_batches, set_loader_epoch
 from overt.engine.device import batch_size_of, move_to_device, pick_device
 from overt.engine.evaluate import evaluate
+from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.precision import Precision
 from overt.engine.seeding import seed_everything
 from overt.engine.state import TrainState
@@ -112,6 +113,8 @@ class Trainer:
         self.total_steps = None if self.steps_per_epoch is None else self.steps_per_epoch * cfg.epochs
 
         self.scheduler, self.scheduler_interval = self._scheduler(scheduler, scheduler_interval)
+        if cfg.activation_checkpointing:
+            apply_activation_checkpointing(self.model, cfg.activation_checkpointing)
         self._fwd_model: Callable[..., Any] = torch.compile(self.model) if cfg.compile else self.model
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
         self._ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)

@@ -20,33 +20,45 @@ def _eta(seconds: float) -> str:
 
 
 class PlainProgress(Callback):
-    """Plain text lines: good in logs, CI and pipes."""
+    """Plain text lines, good in logs, CI and pipes: one line per epoch (with throughput
+    and ETA) and, within long epochs, a progress line at most every ``every_s`` seconds."""
 
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, every_s: float = 10.0):
         self.stream = stream or sys.stderr
+        self.every_s = every_s
+        self._rate = 0.0
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
+    def _eta(self, trainer: Any) -> str:
+        total, step = trainer.total_steps, trainer.state.global_step
+        if not total or not step:
+            return ""
+        elapsed = time.perf_counter() - self._start
+        return f"  eta {_eta(elapsed / step * (total - step))}"
+
     def on_fit_start(self, trainer: Any) -> None:
         cfg = trainer.config
         total = trainer.total_steps if trainer.total_steps is not None else "?"
-        self._start = time.perf_counter()
+        self._start = self._last = time.perf_counter()
         self._print(f"overt: training on {trainer.device} ({trainer.precision.mode}), {cfg.epochs} epochs, "
                     f"{total} optimizer steps, batch {cfg.batch_size} x accumulate {cfg.accumulate}")
 
     def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
-        total = trainer.total_steps
-        step = int(logs["step"])
-        eta = ""
-        if total:
-            elapsed = time.perf_counter() - self._start
-            eta = f"  eta {_eta(elapsed / max(step, 1) * (total - step))}"
-        self._print(f"epoch {int(logs['epoch']) + 1}/{trainer.config.epochs}  step {step}/{total or '?'}  "
-                    f"loss {logs['train/loss']:.4f}  {logs['train/samples_per_sec']:.0f} samples/s{eta}")
+        self._rate = logs["train/samples_per_sec"]
+        now = time.perf_counter()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        self._print(f"epoch {int(logs['epoch']) + 1}/{trainer.config.epochs}  "
+                    f"step {int(logs['step'])}/{trainer.total_steps or '?'}  loss {logs['train/loss']:.4f}  "
+                    f"{self._rate:.0f} samples/s{self._eta(trainer)}")
 
     def on_epoch_end(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
-        self._print(f"epoch {epoch + 1}/{trainer.config.epochs} done  {_fmt(metrics)}")
+        self._last = time.perf_counter()
+        rate = f"  {self._rate:.0f} samples/s" if self._rate else ""
+        self._print(f"epoch {epoch + 1}/{trainer.config.epochs}  {_fmt(metrics)}{rate}{self._eta(trainer)}")
 
     def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
         self._print(summary_text(summary))
