@@ -182,3 +182,26 @@ def lookup(key: str) -> Entry:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise KeyError(f"unknown catalog slug or code {key!r}.{hint} See docs/catalog.md for the list.")
     return entry
+
+
+def markdown() -> str:
+    """The catalog as the Markdown page ``docs/catalog.md`` (kept in sync by a test)."""
+    lines = [
+        "# The catalog of silent failures",
+        "",
+        "Every finding overt reports carries a code and a slug from this table.",
+        "Slugs never change meaning. Silence one per line (`# overt: ignore[slug]`),",
+        "per run (`ignore=[slug]` / `--ignore slug`) or per project (`[tool.overt] ignore`).",
+        "Static entries are found by `overt lint` ([rules](lint.md)); runtime entries by the",
+        "guards ([guards](guards.md)). This page is generated from `overt/catalog.py`",
+        "(`python -c \"import overt.catalog as c; print(c.markdown(), end='')\" > docs/catalog.md`).",
+        "",
+        "| code | slug | severity | what goes wrong | why it matters | lint | guard |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in ENTRIES:
+        lint = f"[rule](lint.md#{e.slug})" if e.static else "—"
+        guard = f"[guard](guards.md#{e.slug})" if e.runtime else "—"
+        lines.append(f'| {e.code} | <a id="{e.slug}"></a>`{e.slug}` | {e.severity.value} | {e.title} | {e.why} '
+                     f"| {lint} | {guard} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,33 @@
+"""The catalog in code, its page, and the docs of every lint rule and guard stay in sync."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from overt import catalog
+from tests.conftest import REPO
+
+
+def test_catalog_page_is_generated_from_the_code():
+    assert (REPO / "docs" / "catalog.md").read_text() == catalog.markdown()
+
+
+def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
+    assert len(catalog.BY_SLUG) == len(catalog.ENTRIES) == len(catalog.BY_CODE)
+    shared = REPO.parent / "shared" / "catalog.md"
+    if not shared.exists():
+        pytest.skip("../shared/catalog.md is not present")
+    text = shared.read_text()
+    slugs = set(re.findall(r"`([a-z0-9-]+)`", text))
+    for entry in catalog.ENTRIES:
+        assert entry.slug in slugs, f"{entry.slug} is not in shared/catalog.md"
+
+
+@pytest.mark.parametrize("page,flag", [("lint.md", "static"), ("guards.md", "runtime")])
+def test_every_rule_and_guard_has_a_docs_section(page, flag):
+    path = REPO / "docs" / page
+    text = path.read_text()
+    missing = [e.slug for e in catalog.ENTRIES if getattr(e, flag) and e.slug not in text]
+    assert not missing, f"{page} documents no section for: {missing}"
