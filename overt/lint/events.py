@@ -10,9 +10,9 @@ then carries the call site as ``site`` so findings point at the caller's line.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from overt.lint.index import FileIndex, FuncNode, dotted, is_const, kwarg, walk_scope, walk_stmts
+from overt.lint.index import FileIndex, FuncNode, dotted, is_const, kwarg
 
 CLIP_NAMES = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
 
@@ -54,7 +54,8 @@ def classify(ix: FileIndex, node: ast.AST) -> Event | None:
     recv = _receiver(node)
     recv_text = dotted(recv) if recv is not None else None
     if attr == "backward" or attr == "manual_backward":
-        if recv is not None and attr == "backward" and recv_text not in ("accelerator", "fabric", "self.accelerator", "self.fabric") \
+        wrappers = ("accelerator", "fabric", "self.accelerator", "self.fabric")
+        if recv is not None and attr == "backward" and recv_text not in wrappers \
                 and not (recv_text or "").endswith("autograd"):
             target = recv
         else:
@@ -107,23 +108,36 @@ def classify(ix: FileIndex, node: ast.AST) -> Event | None:
     return None
 
 
+def _classified(ix: FileIndex, node: ast.AST) -> Event | None:
+    key = ("ev", id(node))
+    if key in ix.cache:
+        return ix.cache[key]
+    ev = classify(ix, node)
+    ix.cache[key] = ev
+    return ev
+
+
 def events(ix: FileIndex, body: ast.AST | list[ast.stmt], depth: int = 2,
            _seen: frozenset[int] = frozenset()) -> list[Event]:
     """Events under ``body`` (a node or a statement list) in source order,
-    not entering nested definitions, following in-file helpers ``depth`` deep."""
-    walker = walk_stmts(body) if isinstance(body, list) else walk_scope(body)
+    not entering nested definitions, following in-file helpers ``depth`` deep.
+    The returned list is cached: read it, do not modify it."""
+    key = ("events", id(body) if not isinstance(body, list) else tuple(id(s) for s in body), depth, _seen)
+    hit = ix.cache.get(key)
+    if hit is not None:
+        return hit
+    nodes = ix.stmts_nodes(body) if isinstance(body, list) else ix.scope_nodes(body)
     out: list[Event] = []
-    for node in walker:
-        ev = classify(ix, node)
+    for node in nodes:
+        ev = _classified(ix, node)
         if ev is not None:
             out.append(ev)
         if depth > 0 and isinstance(node, ast.Call):
             callee = ix.callee(node)
             if callee is not None and id(callee) not in _seen:
                 for inner in events(ix, callee.body, depth - 1, _seen | {id(callee)}):
-                    inner.site = node
-                    inner.nested = True
-                    out.append(inner)
+                    out.append(replace(inner, site=node, nested=True))
+    ix.cache[key] = out
     return out
 
 

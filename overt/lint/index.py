@@ -22,7 +22,13 @@ EVAL_FUNC_TOKENS = frozenset({"evaluate", "evaluation", "eval", "validate", "val
                               "predict", "prediction", "inference", "infer"})
 MODEL_TOKENS = frozenset({"model", "net", "network", "module", "encoder", "decoder", "classifier",
                           "backbone", "generator", "discriminator", "netg", "netd", "critic", "student",
-                          "teacher", "cnn", "mlp", "rnn", "lstm", "transformer", "ddp_model"})
+                          "teacher", "cnn", "mlp", "rnn", "lstm", "transformer", "ddp", "gen", "disc"})
+NOT_MODEL_TOKENS = frozenset({"dict", "state", "states", "path", "paths", "file", "filename", "name", "names",
+                              "config", "cfg", "args", "kwargs", "params", "parameters", "weights", "output",
+                              "outputs", "out", "dir", "type", "fn", "func", "class", "cls", "id", "ckpt",
+                              "checkpoint", "kind", "size", "url", "str", "list", "info", "loss", "losses",
+                              "optimizer", "opt", "loader", "data", "dataset", "input", "inputs", "factory",
+                              "builder", "fns", "hook", "hooks", "registry", "spec", "mode", "version"})
 FACTORIES = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye",
                        "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "from_numpy"})
 EPOCH_SCHEDULERS = frozenset({"StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR"})
@@ -120,14 +126,19 @@ class FileIndex:
     scalers: set[str] = field(default_factory=set)
     module_classes: set[str] = field(default_factory=set)
     grad_globally_off: bool = False
+    cache: dict = field(default_factory=dict)
+    kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)
 
     # -- construction -------------------------------------------------------
     @classmethod
     def build(cls, tree: ast.Module, source: str) -> "FileIndex":
         idx = cls(tree=tree, source_lines=source.splitlines())
+        parents, kids = idx.parents, idx.kids
         for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                idx.parents[child] = node
+            children = list(ast.iter_child_nodes(node))
+            kids[node] = children
+            for child in children:
+                parents[child] = node
             if isinstance(node, ast.Call):
                 idx.calls.append(node)
             elif isinstance(node, ast.Attribute):
@@ -259,7 +270,8 @@ class FileIndex:
         if text in self.schedulers or "sched" in text.lower():
             return False
         toks = tokens(text)
-        return any(t.startswith("optim") or t == "opt" for t in toks) or text.rsplit(".", 1)[-1].lower().startswith("optim")
+        last = text.rsplit(".", 1)[-1].lower()
+        return any(t.startswith("optim") or t == "opt" for t in toks) or last.startswith("optim")
 
     def is_scheduler(self, text: str | None) -> bool:
         return bool(text) and (text in self.schedulers or "sched" in text.lower())
@@ -275,10 +287,18 @@ class FileIndex:
         if text in self.losses or text in self.optimizers or text in self.loaders:
             return False
         toks = tokens(text)
+        if any(t in NOT_MODEL_TOKENS for t in toks):
+            return False
         return any(t in MODEL_TOKENS for t in toks) or text.rsplit(".", 1)[-1].lower().startswith(("model", "net"))
 
     def is_loss_fn(self, call: ast.Call) -> str | None:
         """The loss kind a call computes (``CrossEntropyLoss``, ``cross_entropy``...), or None."""
+        key = ("loss", id(call))
+        if key not in self.cache:
+            self.cache[key] = self._loss_kind(call)
+        return self.cache[key]
+
+    def _loss_kind(self, call: ast.Call) -> str | None:
         text = dotted(call.func)
         if text and text in self.losses:
             return self.losses[text]
@@ -288,11 +308,12 @@ class FileIndex:
                 return q.rsplit(".", 1)[-1]
         q = self.qualname(call.func) or ""
         last = q.rsplit(".", 1)[-1]
-        if self.is_torchish(q) and (last.endswith("_loss") or last in (
+        if "." in q and self.is_torchish(q) and (last.endswith("_loss") or last in (
                 "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss")):
             return last
-        if text and "." not in text.replace("self.", "") and any(
-                t in ("criterion", "loss", "lossfn") for t in tokens(text)):
+        bare = (text or "").replace("self.", "")
+        if bare in ("criterion", "loss_fn", "lossfn", "loss_func", "loss_function", "crit", "loss_module") \
+                or bare.startswith("criterion"):
             return "unknown"
         return None
 
@@ -307,6 +328,30 @@ class FileIndex:
         return None
 
     # -- tree navigation -------------------------------------------------------
+    def scope_nodes(self, node: ast.AST) -> list[ast.AST]:
+        """``walk_scope(node)`` as a cached list (pre-order, source order, no nested scopes)."""
+        key = ("scope", id(node))
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        out: list[ast.AST] = []
+        kids = self.kids
+        stack = [node]
+        while stack:
+            cur = stack.pop()
+            out.append(cur)
+            children = [c for c in kids.get(cur, ()) if not isinstance(c, SCOPE_TYPES)]
+            stack.extend(reversed(children))
+        self.cache[key] = out
+        return out
+
+    def stmts_nodes(self, stmts: list[ast.stmt]) -> list[ast.AST]:
+        out: list[ast.AST] = []
+        for stmt in stmts:
+            if not isinstance(stmt, SCOPE_TYPES):
+                out.extend(self.scope_nodes(stmt))
+        return out
+
     def ancestors(self, node: ast.AST):
         cur = self.parents.get(node)
         while cur is not None:

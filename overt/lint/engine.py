@@ -1,0 +1,118 @@
+"""Lint one source text or one file: parse once, run the selected rules, apply silencing."""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import tokenize
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from overt.findings import Finding
+from overt.lint.index import FileIndex
+from overt.lint.notebook import NotebookSource, read_notebook
+from overt.lint.rules import RULES, Hit
+from overt.lint.suppress import Suppressions
+
+
+@dataclass
+class FileResult:
+    """What lint found in one file. ``error`` is set (and ``findings`` empty)
+    when the file could not be read or parsed."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    error: str | None = None
+    notebook: NotebookSource | None = None
+
+
+def lint_source(source: str, path: str = "<string>", select: set[str] | None = None) -> list[Hit]:
+    """Run the rules in ``select`` (default: all) over ``source``; raise SyntaxError when it does not parse.
+
+    Returned hits are silenced per line/file, de-duplicated and sorted by position.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        tree = ast.parse(source, filename=path)
+    ix = FileIndex.build(tree, source)
+    sup = Suppressions.parse(ix.source_lines)
+    hits: list[Hit] = []
+    seen: set[tuple[str, int, int]] = set()
+    for slug, check in RULES.items():
+        if select is not None and slug not in select:
+            continue
+        try:
+            found = list(check(ix))
+        except Exception as exc:  # a rule bug must not take the whole run down
+            print(f"overt lint: internal error in rule {slug} on {path}: {type(exc).__name__}: {exc} "
+                  f"(skipped; please report it)", file=sys.stderr)
+            continue
+        for hit in found:
+            key = (hit.slug, hit.line, hit.col)
+            if key in seen or sup.silenced(hit.slug, hit.line):
+                continue
+            seen.add(key)
+            hits.append(hit)
+    hits.sort(key=lambda h: (h.line, h.col, h.slug))
+    return hits
+
+
+def _finding(hit: Hit, path: str, nb: NotebookSource | None) -> Finding:
+    line, details = hit.line, {}
+    where = f"{path}:{hit.line}:{hit.col}"
+    if nb is not None:
+        cell, line = nb.locate(hit.line)
+        details["cell"] = cell
+        where = f"{path}:cell {cell}:{line}:{hit.col}"
+    if hit.fix_note and nb is None:  # --fix does not rewrite notebooks
+        details["fix"] = hit.fix_note
+    return Finding(hit.slug, hit.message, where=where, path=path, line=line, col=hit.col, details=details)
+
+
+def read_source(path: Path) -> str:
+    """The file's text, decoded as Python does (PEP 263 coding cookie, UTF-8 BOM)."""
+    raw = path.read_bytes()
+    if path.suffix == ".ipynb":
+        return raw.decode("utf-8")
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return raw.decode(encoding)
+
+
+def lint_file(path: Path, select: set[str] | None = None) -> FileResult:
+    """Lint a .py or .ipynb file; unreadable or unparseable files come back with ``error``."""
+    shown = path.as_posix()
+    result = FileResult(shown)
+    try:
+        text = read_source(path)
+    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        result.error = f"{shown}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+        return result
+    nb = None
+    if path.suffix == ".ipynb":
+        try:
+            nb = read_notebook(text)
+        except ValueError as exc:
+            result.error = f"{shown}: {exc}"
+            return result
+        text = nb.source
+        result.notebook = nb
+    try:
+        result.hits = lint_source(text, shown, select)
+    except RecursionError:
+        result.error = f"{shown}: cannot parse: nested too deeply for Python's parser"
+        return result
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        col = getattr(exc, "offset", None) or 1
+        loc = f"{shown}:{line}:{col}"
+        if nb is not None:
+            cell, cl = nb.locate(line)
+            loc = f"{shown}:cell {cell}:{cl}:{col}"
+        msg = getattr(exc, "msg", None) or str(exc)
+        result.error = f"{loc}: cannot parse: {msg} (lint needs valid Python; fix the syntax error first)"
+        return result
+    result.findings = [_finding(h, shown, nb) for h in result.hits]
+    return result

@@ -1,0 +1,71 @@
+"""Output formats: text (one line per finding), JSON and SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+
+from overt.catalog import ENTRIES, Severity, lookup
+from overt.findings import Finding
+
+DOCS_URL = "https://github.com/overt-ml/overt/blob/main/docs/lint.md"
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def text_line(f: Finding) -> str:
+    """``path:line:col: CODE slug message`` (notebooks: ``path:cell N:line:col: ...``)."""
+    cell = f.details.get("cell")
+    loc = f"{f.path}:cell {cell}:{f.line}:{f.col}" if cell is not None else f"{f.path}:{f.line}:{f.col}"
+    return f"{loc}: {f.code} {f.slug} {f.message}"
+
+
+def to_json(findings: list[Finding]) -> str:
+    out = []
+    for f in findings:
+        item = {"path": f.path, "line": f.line, "col": f.col, "code": f.code, "slug": f.slug,
+                "message": f.message, "severity": Severity(f.severity).value}
+        if "cell" in f.details:
+            item["cell"] = f.details["cell"]
+        if "fix" in f.details:
+            item["fix"] = f.details["fix"]
+        out.append(item)
+    return json.dumps(out, indent=2)
+
+
+def to_sarif(findings: list[Finding], version: str) -> str:
+    rules = [e for e in ENTRIES if e.static]
+    index = {e.slug: i for i, e in enumerate(rules)}
+    results = []
+    for f in findings:
+        entry = lookup(f.slug)
+        region = {"startLine": f.line, "startColumn": f.col}
+        result = {
+            "ruleId": entry.code,
+            "ruleIndex": index[f.slug],
+            "level": _SARIF_LEVEL[Severity(f.severity).value],
+            "message": {"text": f"{f.slug}: {f.message}"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": region}}],
+        }
+        if "cell" in f.details:
+            result["properties"] = {"cell": f.details["cell"]}
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "overt",
+                "version": version,
+                "informationUri": DOCS_URL,
+                "rules": [{
+                    "id": e.code,
+                    "name": e.slug,
+                    "shortDescription": {"text": e.title},
+                    "fullDescription": {"text": e.why},
+                    "helpUri": f"{DOCS_URL}#{e.slug}",
+                    "defaultConfiguration": {"level": _SARIF_LEVEL[e.severity.value]},
+                } for e in rules],
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2)

@@ -1,0 +1,89 @@
+"""Rules about DataLoader arguments by how each loader is used (OVT5xx)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
+from overt.lint.rules.base import Hit, rule
+
+
+def _role(ix: FileIndex, call: ast.Call) -> str | None:
+    """'train' / 'eval' from the loader's name, its data set's name, or the loop that iterates it."""
+    parent = ix.parents.get(call)
+    names: list[str] = []
+    if isinstance(parent, ast.Assign):
+        names = [dotted(t) or "" for t in parent.targets]
+    elif isinstance(parent, ast.keyword) and parent.arg:
+        names = [parent.arg]
+    for n in names:
+        role = ix.loader_role(n)
+        if role:
+            return role
+    ds = call.args[0] if call.args else kwarg(call, "dataset")
+    role = ix.loader_role(dotted(ds) or "") if ds is not None else None
+    if role:
+        return role
+    if names:
+        from overt.lint.rules.gradients import loop_units
+        from overt.lint.rules.modes import eval_regions
+
+        def iterated(loop: ast.AST) -> bool:
+            return isinstance(loop, (ast.For, ast.AsyncFor)) and any(
+                dotted(x) in names for x in ast.walk(loop.iter) if isinstance(x, (ast.Name, ast.Attribute)))
+
+        train = any(iterated(lp) for lp in loop_units(ix))
+        evaluate = any(iterated(r) for r, _, named in eval_regions(ix) if named)
+        if train != evaluate:
+            return "train" if train else "eval"
+    return None
+
+
+def _iterable_dataset(ix: FileIndex, call: ast.Call) -> bool:
+    ds = call.args[0] if call.args else kwarg(call, "dataset")
+    values = [ds] + ix.assigns.get(dotted(ds) or "", []) if ds is not None else []
+    for v in values:
+        if isinstance(v, ast.Call):
+            cname = (dotted(v.func) or "").rsplit(".", 1)[-1]
+            cls = ix.classes.get(cname)
+            if "Iterable" in cname or "Stream" in cname:
+                return True
+            if cls is not None and any("Iterable" in (dotted(b) or "") for b in cls.bases):
+                return True
+    text = (dotted(ds) or "").lower() if ds is not None else ""
+    return "stream" in text or "iterable" in text
+
+
+def _shuffle(call: ast.Call) -> ast.expr | None:
+    value = kwarg(call, "shuffle")
+    if value is None and len(call.args) >= 3:
+        value = call.args[2]
+    return value
+
+
+@rule("unshuffled-training")
+def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
+    for call in ix.calls:
+        if not ix.call_is(call, "DataLoader") or has_star_kwargs(call):
+            continue
+        if kwarg(call, "sampler") is not None or kwarg(call, "batch_sampler") is not None:
+            continue
+        if _shuffle(call) is not None:
+            continue  # shuffle=False written out is a decision (time series, curriculum)
+        if _role(ix, call) == "train" and not _iterable_dataset(ix, call):
+            yield Hit("unshuffled-training", call,
+                      "this training DataLoader does not shuffle (shuffle defaults to False), so every epoch sees "
+                      "the data in the same "
+                      "order (on ordered data: batches of one class, a model biased to what came last); pass "
+                      "shuffle=True (or a sampler)")
+
+
+@rule("shuffled-evaluation")
+def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
+    for call in ix.calls:
+        if ix.call_is(call, "DataLoader") and is_const(_shuffle(call), True) and _role(ix, call) == "eval":
+            yield Hit("shuffled-evaluation", call,
+                      "this evaluation DataLoader shuffles, which changes nothing in the metrics but makes "
+                      "order-dependent evaluation (saved predictions, per-batch logs) irreproducible; use "
+                      "shuffle=False")

@@ -1,0 +1,367 @@
+"""Rules about gradients and the optimizer step (OVT1xx)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.events import Event, events, function_events
+from overt.lint.index import FileIndex, dotted, kwarg, names_in, tokens
+from overt.lint.rules.base import Hit, rule
+
+# --------------------------------------------------------------------------- units
+
+
+def loop_units(ix: FileIndex) -> list[ast.stmt]:
+    """Innermost loops whose own body calls both ``backward()`` and an optimizer ``step()``."""
+    if "loop_units" in ix.cache:
+        return ix.cache["loop_units"]
+    has: dict[int, bool] = {}
+    for loop in ix.loops:
+        kinds = {e.kind for e in events(ix, loop, depth=0)}
+        has[id(loop)] = "backward" in kinds and "step" in kinds
+    outer: set[int] = set()
+    for loop in ix.loops:
+        if has[id(loop)]:
+            outer.update(id(enc) for enc in ix.enclosing_loops(loop))
+    units = [lp for lp in ix.loops if has[id(lp)] and id(lp) not in outer]
+    ix.cache["loop_units"] = units
+    return units
+
+
+def function_units(ix: FileIndex) -> list[ast.AST]:
+    """Functions that call backward() and step() outside any training loop of their own
+    (a ``train_step`` called from a loop elsewhere, a Lightning manual ``training_step``)."""
+    if "function_units" in ix.cache:
+        return ix.cache["function_units"]
+    units = []
+    unit_loops = loop_units(ix)
+    for funcs in ix.functions.values():
+        for func in funcs:
+            kinds = {e.kind for e in events(ix, func.body, depth=0)}
+            if "backward" in kinds and "step" in kinds and not any(
+                    ix.enclosing_function(lp) is func for lp in unit_loops):
+                units.append(func)
+    ix.cache["function_units"] = units
+    return units
+
+
+def _is_known_reset(ev: Event) -> bool:
+    return ev.kind == "reset" and not ev.info.get("unknown")
+
+
+# --------------------------------------------------------------------------- stale-gradients
+
+
+def _stale_in(ix: FileIndex, evs: list[Event]) -> Event | None:
+    """The step whose gradients are never reset in ``evs``, or None."""
+    steps = [e for e in evs if e.kind == "step"]
+    resets = [e for e in evs if e.kind == "reset"]
+    if not steps:
+        return None
+    if not resets:
+        return steps[0]
+    # several optimizers (GAN): each stepped optimizer needs its own reset when
+    # every reset names an optimizer.
+    if all(_is_known_reset(r) and not r.nested and ix.is_optimizer(r.target) for r in resets):
+        reset_targets = {r.target for r in resets}
+        for s in steps:
+            if s.target and ix.is_optimizer(s.target) and s.target not in reset_targets:
+                return s
+    return None
+
+
+@rule("stale-gradients")
+def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
+    for loop in loop_units(ix):
+        bad = _stale_in(ix, events(ix, loop))
+        if bad is not None:
+            opt = bad.target or "optimizer"
+            uncalled = next((n for n in ix.scope_nodes(loop) if isinstance(n, ast.Expr)
+                             and isinstance(n.value, ast.Attribute) and n.value.attr == "zero_grad"), None)
+            if uncalled is not None:
+                text = ix.segment(uncalled.value)
+                yield Hit("stale-gradients", bad.site,
+                          f"`{text}` (line {uncalled.lineno}) is written without parentheses, so it never runs and "
+                          f"every step applies the sum of all earlier gradients; write `{text}()`")
+                continue
+            yield Hit("stale-gradients", bad.site,
+                      f"this loop calls backward() and {opt}.step() but never resets the gradients, so every "
+                      f"step applies the sum of all earlier gradients; call {opt}.zero_grad() once per step "
+                      f"(before backward() or after step())")
+    for func in function_units(ix):
+        evs = function_events(ix, func)
+        bad = _stale_in(ix, evs)
+        if bad is None:
+            continue
+        sites = ix.call_sites(func)
+        looped = [s for s in sites if ix.enclosing_loops(s)]
+        stale = func.name == "training_step" or (looped and any(
+            _stale_in(ix, events(ix, ix.enclosing_loops(s)[0])) is not None for s in looped))
+        if stale:
+            opt = bad.target or "optimizer"
+            yield Hit("stale-gradients", bad.site,
+                      f"{func.name}() calls backward() and {opt}.step() once per call but nothing resets the "
+                      f"gradients between calls; call {opt}.zero_grad() in it before backward()")
+
+
+# --------------------------------------------------------------------------- zero-grad-misplaced
+
+
+_JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+
+
+def _on_exit_path(ix: FileIndex, node: ast.AST, step: ast.AST) -> bool:
+    """Is ``node`` in a block that ends with continue/break/return/raise and does not hold ``step``?
+    (``if not finite: optimizer.zero_grad(); continue`` skips the step: legal.)"""
+    cur = ix.statement_of(node)
+    while True:
+        parent = ix.parents.get(cur)
+        if parent is None or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module,
+                                                 ast.For, ast.AsyncFor, ast.While)):
+            return False
+        for _, value in ast.iter_fields(parent):
+            if isinstance(value, list) and any(v is cur for v in value):
+                if value and isinstance(value[-1], _JUMPS) and not any(
+                        step is n for stmt in value for n in ast.walk(stmt)):
+                    return True
+        cur = parent
+
+
+def _misplaced(ix: FileIndex, evs: list[Event], cyclic: bool) -> Iterator[tuple[Event, bool]]:
+    seq = [e for e in evs if e.kind in ("backward", "step", "reset")]
+    optimizers = {e.target for e in seq if e.kind == "step"}
+    for j, s in enumerate(seq):
+        if s.kind != "step":
+            continue
+        back = [i for i in range(j) if seq[i].kind == "backward"]
+        if back:
+            between = seq[back[-1] + 1: j]
+            wrapped = False
+        elif cyclic:
+            later = [i for i in range(j + 1, len(seq)) if seq[i].kind == "backward"]
+            if not later:
+                continue
+            between = seq[later[-1] + 1:] + seq[:j]
+            wrapped = True
+        else:
+            continue
+        for r in between:
+            if r.kind != "reset" or r.info.get("unknown") or _on_exit_path(ix, r.site, s.site):
+                continue
+            if r.target == s.target or (len(optimizers) == 1 and not ix.is_optimizer(r.target)):
+                yield r, wrapped
+                break
+
+
+@rule("zero-grad-misplaced")
+def zero_grad_misplaced(ix: FileIndex) -> Iterator[Hit]:
+    seen: set[int] = set()
+    units = [(lp, events(ix, lp), True) for lp in loop_units(ix)]
+    units += [(f, function_events(ix, f), False) for f in function_units(ix)]
+    for _, evs, cyclic in units:
+        for reset, wrapped in _misplaced(ix, evs, cyclic):
+            if id(reset.site) in seen:
+                continue
+            seen.add(id(reset.site))
+            if wrapped:
+                msg = ("step() runs before backward() in each iteration, right after the gradients were reset, "
+                       "so the optimizer steps on zero or missing gradients; order the loop as zero_grad(), "
+                       "backward(), step()")
+            else:
+                msg = ("gradients are reset between backward() and step(), so the optimizer steps on zero or "
+                       "missing gradients; move the reset before backward() or after step()")
+            yield Hit("zero-grad-misplaced", reset.site, msg)
+
+
+# --------------------------------------------------------------------------- accumulation-unscaled
+
+
+def _under_mod_if(ix: FileIndex, node: ast.AST, stop: ast.AST) -> ast.If | None:
+    for anc in ix.ancestors(node):
+        if anc is stop:
+            return None
+        if isinstance(anc, ast.If) and any(
+                isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(anc.test)):
+            return anc
+    return None
+
+
+def _scales(expr: ast.AST) -> bool:
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Mult, ast.FloorDiv))
+               for n in ast.walk(expr))
+
+
+def _loss_value(ix: FileIndex, value: ast.AST) -> bool:
+    """Is ``value`` plainly a loss computed by a loss function (or a model output's ``.loss``)?"""
+    if isinstance(value, ast.Attribute) and value.attr == "loss":
+        return True
+    return isinstance(value, ast.Call) and ix.is_loss_fn(value) is not None
+
+
+@rule("accumulation-unscaled")
+def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
+    for loop in loop_units(ix):
+        evs = events(ix, loop, depth=0)
+        steps = [e for e in evs if e.kind == "step" and _under_mod_if(ix, e.node, loop)]
+        if not steps:
+            continue
+        window = _under_mod_if(ix, steps[0].node, loop)
+        for back in (e for e in evs if e.kind == "backward"):
+            if any(a is window for a in ix.ancestors(back.node)):
+                continue  # backward inside the window's if: not accumulation
+            expr = back.info.get("expr")
+            if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "scale":
+                expr = expr.args[0] if expr.args else None
+            if expr is None or _scales(expr):
+                continue
+            name = dotted(expr)
+            if name is None:
+                continue
+            values, augmented = [], False
+            for n in ix.scope_nodes(loop):
+                if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
+                    values.append(n.value)
+                elif isinstance(n, ast.AugAssign) and dotted(n.target) == name:
+                    augmented = True
+            if augmented or not values or any(_scales(v) for v in values):
+                continue
+            if all(_loss_value(ix, v) for v in values):
+                yield Hit("accumulation-unscaled", back.node,
+                          f"gradients accumulate over several backward() calls before each step() (the `%` "
+                          f"window), but `{name}` is not divided by the window size, so the update is that many "
+                          f"times too large; divide the loss by the number of accumulation steps before "
+                          f"backward() (and by the real size of a last, partial window)")
+                break
+
+
+# --------------------------------------------------------------------------- clip-before-unscale
+
+
+@rule("clip-before-unscale")
+def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
+    scopes: list[list[ast.stmt]] = [ix.tree.body]
+    scopes += [f.body for funcs in ix.functions.values() for f in funcs]
+    for body in scopes:
+        pending = False
+        for ev in events(ix, body, depth=0):
+            if ev.kind == "backward":
+                pending = bool(ev.info.get("scaled"))
+            elif ev.kind in ("unscale", "step"):
+                pending = False
+            elif ev.kind == "clip" and pending:
+                yield Hit("clip-before-unscale", ev.node,
+                          "gradients are clipped while still multiplied by the GradScaler's scale, so the "
+                          "threshold is compared with scaled values and clipping is a no-op or wipes out the "
+                          "update; call scaler.unscale_(optimizer) before clipping")
+                pending = False
+
+
+# --------------------------------------------------------------------------- retain-graph-in-loop
+
+
+@rule("retain-graph-in-loop")
+def retain_graph_in_loop(ix: FileIndex) -> Iterator[Hit]:
+    for loop in ix.loops:
+        evs = events(ix, loop, depth=0)
+        if not any(e.kind == "step" for e in evs):
+            continue
+        backs = [e for e in evs if e.kind == "backward"]
+        for i, ev in enumerate(backs):
+            if not ev.info.get("retain"):
+                continue
+            if ix.enclosing_loops(ev.node)[0] is not loop:
+                continue  # reported for its innermost loop
+            if any(not later.info.get("retain") for later in backs[i + 1:]):
+                continue  # a later backward in the same iteration frees the graph
+            yield Hit("retain-graph-in-loop", ev.node,
+                      "backward(retain_graph=True) in the training loop keeps every step's autograd graph "
+                      "alive, so memory grows until the run dies; drop retain_graph=True (or keep it only on "
+                      "an earlier backward() that shares the graph within one step)")
+
+
+# --------------------------------------------------------------------------- scheduler-cadence
+
+
+def _arg(call: ast.Call, name: str, pos: int) -> ast.expr | None:
+    value = kwarg(call, name)
+    if value is None and len(call.args) > pos:
+        value = call.args[pos]
+    return value
+
+
+def _epoch_horizon(call: ast.Call, kind: str) -> bool:
+    """Is this epoch-based scheduler configured in epochs (not in steps)?"""
+    if kind == "ExponentialLR":
+        gamma = _arg(call, "gamma", 1)
+        return isinstance(gamma, ast.Constant) and isinstance(gamma.value, float) and gamma.value < 0.99
+    name, pos = {"StepLR": ("step_size", 1), "MultiStepLR": ("milestones", 1),
+                 "CosineAnnealingLR": ("T_max", 1)}[kind]
+    expr = _arg(call, name, pos)
+    if expr is None:
+        return False
+    words = {t for n in names_in(expr) for t in tokens(n)}
+    if words & {"len", "step", "steps", "iter", "iters", "iterations", "batch", "batches", "total"}:
+        return False
+    if words & {"epoch", "epochs"}:
+        return True
+    consts = [n.value for n in ast.walk(expr) if isinstance(n, ast.Constant)]
+    return bool(consts) and not words and all(isinstance(c, int) and 0 < c <= 200 for c in consts)
+
+
+def _between(ix: FileIndex, node: ast.AST, stop: ast.AST) -> list[ast.AST]:
+    out = []
+    for anc in ix.ancestors(node):
+        if anc is stop:
+            break
+        out.append(anc)
+    return out
+
+
+def _step_loop(ix: FileIndex, loop: ast.AST) -> bool:
+    """Does ``loop`` itself (not a loop nested in it) call optimizer.step()?"""
+    return any(e.kind == "step" and ix.enclosing_loops(e.node)[:1] == [loop] for e in events(ix, loop, depth=0))
+
+
+@rule("scheduler-cadence")
+def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
+    for loop in ix.loops:
+        evs = events(ix, loop, depth=1)
+        for ev in evs:
+            if ev.kind != "sched_step" or ev.nested:
+                continue
+            loops = ix.enclosing_loops(ev.node)
+            if not loops or loops[0] is not loop:
+                continue
+            if any(isinstance(a, ast.If) for a in _between(ix, ev.node, loop)):
+                continue  # stepped conditionally (e.g. on the last batch): cadence unknown
+            call = ix.schedulers.get(ev.target or "")
+            kind = (ix.qualname(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
+            if kind == "ReduceLROnPlateau":
+                continue
+            steps = [e for e in evs if e.kind == "step"]
+            if steps and ev.node.lineno < steps[0].site.lineno and not ev.node.args:
+                yield Hit("scheduler-cadence", ev.node,
+                          f"{ev.target}.step() runs before optimizer.step() in this loop, so the first value of "
+                          f"the schedule is skipped (PyTorch warns about it); call it after optimizer.step()")
+                continue
+            if call is None:
+                continue
+            in_step_loop = _step_loop(ix, loop)
+            contains_step_loop = not in_step_loop and (
+                any(_step_loop(ix, inner) for inner in ix.loops if loop in ix.enclosing_loops(inner))
+                or any(e.kind == "step" and e.nested and ix.enclosing_loops(e.node) for e in evs))
+            if kind in ("StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR") and in_step_loop \
+                    and len(ix.enclosing_loops(ev.node)) >= 1 and _epoch_horizon(call, kind) and not ev.node.args:
+                yield Hit("scheduler-cadence", ev.node,
+                          f"{kind} is configured in epochs but {ev.target}.step() runs once per batch, so the "
+                          f"schedule runs as many times too fast as there are batches per epoch; step it once "
+                          f"per epoch, after the batch loop")
+            elif kind in ("OneCycleLR", "CyclicLR") and contains_step_loop:
+                total = kwarg(call, "total_steps")
+                words = {t for n in names_in(total) for t in tokens(n)} if total is not None else set()
+                if words and words <= {"epoch", "epochs", "num", "n", "max", "args", "cfg", "config"}:
+                    continue
+                yield Hit("scheduler-cadence", ev.node,
+                          f"{kind} is a per-batch schedule but {ev.target}.step() runs once per epoch, so the "
+                          f"learning rate barely moves; call it after every optimizer.step() in the batch loop")

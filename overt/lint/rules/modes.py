@@ -1,0 +1,351 @@
+"""Rules about train/eval modes and no_grad (OVT2xx)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.events import events
+from overt.lint.index import EVAL_FUNC_TOKENS, FileIndex, FuncNode, dotted, tokens
+from overt.lint.rules.base import Edit, Hit, rule
+
+_FRAMEWORK_HOOK_SUFFIXES = ("_step", "_epoch_end", "_end", "_start")
+_NOT_TRAINED = {"teacher", "ema", "target", "frozen", "reference", "ref", "pretrained", "old"}
+
+
+def is_eval_function(func: FuncNode) -> bool:
+    """Named like an evaluation routine (and not a framework hook such as Lightning's validation_step)."""
+    name = func.name
+    if name.startswith("on_") or name.endswith(_FRAMEWORK_HOOK_SUFFIXES) or name.startswith("test_"):
+        return False
+    toks = tokens(name)
+    return bool(set(toks) & EVAL_FUNC_TOKENS) and "train" not in toks and "training" not in toks
+
+
+def _model_calls(ix: FileIndex, node: ast.AST) -> list[ast.Call]:
+    out = []
+    for n in ix.scope_nodes(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)):
+            text = dotted(n.func)
+            if text and ix.is_model(text) and text not in ix.functions and text not in ix.classes:
+                out.append(n)
+    return out
+
+
+def eval_regions(ix: FileIndex) -> list[tuple[ast.AST, ast.Call, bool]]:
+    """(region, first model call, named-as-evaluation) for each evaluation loop or
+    evaluation function: code that runs the model and never calls backward()/step().
+    Loops only under no_grad (named neither way) come with ``False``."""
+    if "eval_regions" in ix.cache:
+        return ix.cache["eval_regions"]
+    out: list[tuple[ast.AST, ast.Call, bool]] = []
+    taken: set[int] = set()
+    for loop in ix.loops:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        if any(id(enc) in taken for enc in ix.enclosing_loops(loop)):
+            continue
+        func = ix.enclosing_function(loop)
+        if func is not None and ix.enclosing_class(func) is not None and \
+                ix.enclosing_class(func).name in ix.module_classes:
+            continue
+        named = any(ix.loader_role(n) == "eval" for n in _iter_names(loop.iter)) or (
+            func is not None and is_eval_function(func))
+        if not named and not ix.under_no_grad(loop):
+            continue
+        kinds = {e.kind for e in events(ix, loop, depth=2)}
+        if kinds & {"backward", "step"}:
+            continue
+        calls = _model_calls(ix, loop)
+        if calls:
+            out.append((loop, calls[0], named))
+            taken.add(id(loop))
+    for funcs in ix.functions.values():
+        for func in funcs:
+            if not is_eval_function(func):
+                continue
+            cls = ix.enclosing_class(func)
+            if cls is not None and cls.name in ix.module_classes:
+                continue
+            if any(ix.enclosing_function(r) is func for r, _, _ in out if not isinstance(r, ast.FunctionDef)):
+                continue
+            if {e.kind for e in events(ix, func.body, depth=2)} & {"backward", "step"}:
+                continue
+            calls = _model_calls(ix, func)
+            if calls:
+                out.append((func, calls[0], True))
+    ix.cache["eval_regions"] = out
+    return out
+
+
+def _iter_names(expr: ast.AST) -> list[str]:
+    return [dotted(n) or "" for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute))]
+
+
+# --------------------------------------------------------------------------- mode tracking
+
+
+_HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "getattr", "hasattr", "str", "repr",
+                       "list", "tuple", "dict", "set", "sum", "zip", "enumerate", "iter", "next", "vars", "sorted"})
+
+
+def unknown_calls_with(ix: FileIndex, nodes: list[ast.AST], model: str | None) -> list[ast.Call]:
+    """Calls of functions lint cannot see into (not in this file, not torch) that receive
+    ``model`` itself: they may switch its mode."""
+    if not model:
+        return []
+    out = []
+    for n in nodes:
+        if not isinstance(n, ast.Call) or ix.callee(n) is not None:
+            continue
+        q = ix.qualname(n.func) or ""
+        if q in _HARMLESS or q.startswith(("torch.", "nn.", "F.")) or (
+                isinstance(n.func, ast.Attribute) and dotted(n.func.value) == model):
+            continue
+        if any(dotted(a) == model for a in [*n.args, *(k.value for k in n.keywords)]):
+            out.append(n)
+    return out
+
+
+def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: bool = False) -> str | None:
+    """'eval', 'train', 'unknown' (an opaque call takes the model) or None, for the last
+    mode change in ``stmts``."""
+    marks: list[tuple[tuple[int, int], str]] = []
+    for ev in events(ix, stmts, depth=2):
+        pos = (ev.site.lineno, ev.site.col_offset)
+        if ev.kind == "eval" and (not strict or ev.target == model or (ev.nested and ix.is_model(ev.target))):
+            marks.append((pos, "eval"))
+        elif ev.kind == "train" and (ev.target == model or model is None
+                                     or (ev.nested and ix.is_model(ev.target))):
+            marks.append((pos, "train"))
+    for call in unknown_calls_with(ix, ix.stmts_nodes(stmts), model):
+        marks.append(((call.lineno, call.col_offset), "unknown"))
+    return max(marks)[1] if marks else None
+
+
+def _constructed_in(ix: FileIndex, body: list[ast.stmt], model: str) -> bool:
+    if model not in ix.models:
+        return False
+    for stmt in body:
+        for n in ix.scope_nodes(stmt) if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else ():
+            if isinstance(n, ast.Assign) and any(dotted(t) == model for t in n.targets):
+                return True
+    return False
+
+
+def _container(parent: ast.AST, child: ast.AST) -> list | None:
+    for _, value in ast.iter_fields(parent):
+        if isinstance(value, list) and any(v is child for v in value):
+            return value
+    return None
+
+
+def _arg_for_param(func: FuncNode, call: ast.Call, param: str) -> str | None:
+    names = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        names = names[1:]
+    for kw in call.keywords:
+        if kw.arg == param:
+            return dotted(kw.value)
+    if param in names:
+        i = names.index(param)
+        if i < len(call.args):
+            return dotted(call.args[i])
+    return None
+
+
+def mode_at(ix: FileIndex, node: ast.AST, model: str | None, depth: int = 2, strict: bool = False) -> str | None:
+    """'train', 'eval' or None (unknown): the mode ``model`` is in when ``node`` runs.
+    ``strict``: only mode switches on ``model`` itself count as eval (for flagging eval)."""
+    cur: ast.AST = ix.statement_of(node)
+    while True:
+        parent = ix.parents.get(cur)
+        if parent is None:
+            return None
+        body = _container(parent, cur)
+        if body is not None:
+            i = next(k for k, v in enumerate(body) if v is cur)
+            for stmt in reversed(body[:i]):
+                m = _last_mode(ix, [stmt], model, strict)
+                if m:
+                    return None if m == "unknown" else m
+            if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and body is parent.body:
+                tail = _last_mode(ix, body[i + 1:], model, strict)
+                if tail == "train":
+                    return "train"  # the previous iteration left the model training
+                if tail == "unknown":
+                    return None
+        if isinstance(parent, (ast.With, ast.AsyncWith)):
+            items = [n for item in parent.items for n in ix.scope_nodes(item.context_expr)]
+            if unknown_calls_with(ix, items, model) or any(
+                    ix.callee(n) is not None for n in items if isinstance(n, ast.Call)):
+                return None  # `with eval_mode(model):` and the like
+        if isinstance(parent, ast.Module):
+            return "train" if model and _constructed_in(ix, parent.body, model) else None
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if model and _constructed_in(ix, parent.body, model):
+                return "train"
+            if depth <= 0:
+                return None
+            results = []
+            for site in ix.call_sites(parent):
+                outer = _arg_for_param(parent, site, model) if model else None
+                if outer is None and model and model.startswith("self."):
+                    outer = model
+                results.append(mode_at(ix, site, outer, depth - 1, strict))
+            if "train" in results:
+                return "train"
+            return "eval" if results and all(r == "eval" for r in results) else None
+        if isinstance(parent, (ast.ClassDef, ast.Lambda)):
+            return None
+        cur = parent
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _needs_grad(ix: FileIndex, region: ast.AST) -> bool:
+    """Does the region use gradients on purpose (attribution, adversarial inputs)?"""
+    for n in ix.scope_nodes(region):
+        if isinstance(n, ast.Call):
+            name = dotted(n.func) or ""
+            if name.endswith(("autograd.grad", "enable_grad", "requires_grad_")) or ".autograd.functional." in name:
+                return True
+    return False
+
+
+@rule("train-mode-in-eval")
+def train_mode_in_eval(ix: FileIndex) -> Iterator[Hit]:
+    for region, call, named in eval_regions(ix):
+        model = dotted(call.func)
+        func = ix.enclosing_function(call)
+        own = events(ix, func.body, depth=0) if func is not None else []
+        if any(e.kind == "train" for e in own) and not any(e.kind == "backward" for e in own):
+            continue  # the evaluation switches to train() itself: on purpose (MC dropout, BN recalibration)
+        if not named and not _trains_before(ix, region):
+            continue  # a no_grad loop that is not named as evaluation (e.g. BatchNorm recalibration)
+        if mode_at(ix, call, model) == "train":
+            yield Hit("train-mode-in-eval", call,
+                      f"{model} runs in evaluation code while still in training mode (dropout active, "
+                      f"BatchNorm using and updating batch statistics), so the metrics are noisy and wrong; "
+                      f"call {model}.eval() before evaluating (and {model}.train() before training resumes)")
+
+
+def _trains_before(ix: FileIndex, region: ast.AST) -> bool:
+    """Does the code around ``region`` train (call backward()) before it?"""
+    func = ix.enclosing_function(region)
+    body = func.body if func is not None else ix.tree.body
+    return any(e.kind == "backward" and e.site.lineno < region.lineno for e in events(ix, body, depth=2))
+
+
+def _no_grad_reaches(ix: FileIndex, node: ast.AST, depth: int = 2) -> bool | None:
+    """True: under no_grad; False: provably not; None: unknown."""
+    if ix.under_no_grad(node):
+        return True
+    func = ix.enclosing_function(node)
+    if func is None:
+        return False if ix.enclosing_class(node) is None else None
+    if any(e.kind == "backward" for e in events(ix, func.body, depth=0)):
+        return False  # a function that trains runs with autograd on
+    if depth <= 0:
+        return None
+    sites = ix.call_sites(func)
+    if not sites:
+        return None
+    results = [_no_grad_reaches(ix, s, depth - 1) for s in sites]
+    if all(r is True for r in results):
+        return True
+    return False if False in results else None
+
+
+@rule("graph-in-eval")
+def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
+    if ix.grad_globally_off:
+        return
+    for region, call, named in eval_regions(ix):
+        if not named or _needs_grad(ix, region):
+            continue
+        if _no_grad_reaches(ix, call) is False:
+            yield Hit("graph-in-eval", call,
+                      "evaluation runs with autograd on: a graph is built and kept for every batch, costing "
+                      "memory and time for gradients nobody reads; wrap it in `with torch.no_grad():` (or "
+                      "`torch.inference_mode()`)")
+
+
+def _frozen(ix: FileIndex, model: str | None) -> bool:
+    """Is ``model`` frozen somewhere in the file (``requires_grad_(False)``, or
+    ``p.requires_grad = False`` over its parameters)?"""
+    for line in ix.source_lines:
+        if "requires_grad" in line and model and model in line:
+            return True
+    for loop in ix.loops:
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and model and f"{model}." in ix.segment(loop.iter) and any(
+                "requires_grad" in ix.segment(s) for s in loop.body):
+            return True
+    return False
+
+
+@rule("eval-mode-in-train")
+def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
+    seen: set[int] = set()
+    flagged_loops: set[int] = set()
+    for loop in ix.loops:
+        evs = events(ix, loop, depth=2)
+        kinds = {e.kind for e in evs}
+        if not {"backward", "step"} <= kinds or "train" in kinds:
+            continue
+        for ev in evs:
+            if ev.kind != "eval" or id(ev.site) in seen:
+                continue
+            if ev.target and set(tokens(ev.target)) & _NOT_TRAINED:
+                continue
+            if not ev.nested and not ix.is_model(ev.target):
+                continue
+            model = ev.target if not ev.nested else None
+            if model and unknown_calls_with(ix, ix.scope_nodes(loop), model):
+                continue  # an opaque helper gets the model and may switch it back
+            if model and any(isinstance(n, ast.Assign) and any(dotted(t) == model for t in n.targets)
+                             for n in ix.scope_nodes(loop)):
+                continue  # a fresh model every iteration (k-fold, restarts) starts in training mode
+            seen.add(id(ev.site))
+            flagged_loops.add(id(loop))
+            yield Hit("eval-mode-in-train", ev.site,
+                      f"this training loop switches the model to eval mode here but never back to training "
+                      f"mode, so later steps train with dropout off and BatchNorm frozen; call "
+                      f"{ev.target if ev.target and not ev.nested else 'model'}.train() at the start of each "
+                      f"epoch/training phase")
+            break
+    # a training loop entered while the model is still in eval mode (evaluated first, never train())
+    from overt.lint.rules.gradients import loop_units
+
+    for unit in loop_units(ix):
+        if id(unit) in flagged_loops or any(id(enc) in flagged_loops for enc in ix.enclosing_loops(unit)):
+            continue
+        calls = [c for c in _model_calls(ix, unit) if not ix.under_no_grad(c)]
+        if len({dotted(c.func) for c in calls}) != 1:
+            continue  # none, or several models (one may be a frozen feature extractor in eval mode)
+        model = dotted(calls[0].func)
+        if set(tokens(model or "")) & _NOT_TRAINED or _frozen(ix, model):
+            continue
+        if mode_at(ix, calls[0], model, strict=True) == "eval":
+            yield Hit("eval-mode-in-train", calls[0],
+                      f"{model} is trained here while still in eval mode (an earlier {model}.eval() is never undone), "
+                      f"so dropout is off and BatchNorm frozen for the whole run; call {model}.train() before the "
+                      f"training loop")
+
+
+@rule("forward-called-directly", fixable=True)
+def forward_called_directly(ix: FileIndex) -> Iterator[Hit]:
+    for call in ix.calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "forward"):
+            continue
+        recv = dotted(func.value)
+        if recv is None or recv in ("self", "cls", "super") or recv.rsplit(".", 1)[-1][:1].isupper():
+            continue
+        v = func.value
+        edit = Edit(v.end_lineno, v.end_col_offset, func.end_lineno, func.end_col_offset, "")
+        yield Hit("forward-called-directly", call,
+                  f"{recv}.forward(...) skips the module's hooks (guards, profilers, quantisation); call "
+                  f"{recv}(...) instead",
+                  edits=[edit], fix_note=f"{recv}.forward(...) -> {recv}(...)")

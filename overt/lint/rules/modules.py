@@ -1,0 +1,131 @@
+"""Rules about nn.Module definitions (OVT4xx: registration and construction)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.index import FileIndex, dotted
+from overt.lint.rules.base import Hit, rule
+
+_CONTAINERS = (ast.List, ast.Tuple, ast.Dict, ast.ListComp, ast.DictComp, ast.Set)
+
+
+def _builds_module(ix: FileIndex, node: ast.AST) -> bool:
+    """Is ``node`` a call that constructs a Module or a Parameter?"""
+    if not isinstance(node, ast.Call):
+        return False
+    q = ix.qualname(node.func) or ""
+    last = q.rsplit(".", 1)[-1]
+    if last in ix.module_classes or last == "Parameter":
+        return True
+    return ix.is_torchish(q) and (".nn." in f".{q}" or q.startswith("nn.")) and last[:1].isupper() \
+        and not last.endswith("Loss") and last not in ("ModuleList", "ModuleDict", "ParameterList", "ParameterDict")
+
+
+def _self_attr(target: ast.AST) -> str | None:
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return None
+
+
+@rule("unregistered-submodule")
+def unregistered_submodule(ix: FileIndex) -> Iterator[Hit]:
+    for name in ix.module_classes:
+        cls = ix.classes[name]
+        nodes = list(ast.walk(cls))
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in ("add_module", "register_module", "register_parameter") for n in nodes):
+            continue
+        registered: set[str] = set()
+        plain: dict[str, ast.Assign] = {}
+        appended: dict[str, ast.AST] = {}
+        for n in nodes:
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    attr = _self_attr(t)
+                    if attr is None:
+                        continue
+                    if isinstance(n.value, _CONTAINERS):
+                        if any(_builds_module(ix, x) for x in ast.walk(n.value)):
+                            plain.setdefault(attr, n)
+                        elif isinstance(n.value, (ast.List, ast.Dict)) and not (
+                                n.value.elts if isinstance(n.value, ast.List) else n.value.keys):
+                            plain.setdefault(attr, n)  # empty; filled by append below
+                    else:
+                        registered.add(attr)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                    "append", "extend", "insert", "__setitem__") and n.args:
+                attr = _self_attr(n.func.value)
+                if attr and any(_builds_module(ix, x) for x in ast.walk(n.args[-1])):
+                    appended.setdefault(attr, n)
+        for n in nodes:  # self.layers[k] = nn.Linear(...)
+            if isinstance(n, ast.Assign) and _builds_module(ix, n.value):
+                for t in n.targets:
+                    if isinstance(t, ast.Subscript) and _self_attr(t.value):
+                        appended.setdefault(_self_attr(t.value), n)
+        wrapped = set()
+        for n in nodes:  # self.net = nn.Sequential(*self.layers): the layers are registered there
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(_self_attr(t) for t in n.targets):
+                wrapped.update(_self_attr(x) for x in ast.walk(n.value) if _self_attr(x))
+        for attr, node in plain.items():
+            if attr in registered or attr in wrapped:
+                continue
+            value = node.value
+            filled = any(_builds_module(ix, x) for x in ast.walk(value)) or attr in appended
+            if not filled:
+                continue
+            kind = "dict" if isinstance(value, (ast.Dict, ast.DictComp)) else "list"
+            fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList (nn.ParameterList for parameters)"
+            yield Hit("unregistered-submodule", node,
+                      f"self.{attr} keeps layers in a plain Python {kind}, so {name} does not register them: "
+                      f"their parameters are invisible to the optimizer, .to(), state_dict() and checkpoints; "
+                      f"wrap it in {fix}")
+
+
+def _is_super_init(ix: FileIndex, node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"):
+        return False
+    v = node.func.value
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
+        return True
+    return dotted(v) is not None and dotted(v) != "self"
+
+
+def _delegates_init(node: ast.AST) -> bool:
+    """``super().anything(...)`` or a call of an ``*init*`` helper: the base class's
+    initialisation may happen there, so stay quiet."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    v = node.func.value
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
+        return True
+    return "init" in node.func.attr.lower() and node.func.attr != "__init__"
+
+
+@rule("missing-super-init")
+def missing_super_init(ix: FileIndex) -> Iterator[Hit]:
+    for name in ix.module_classes:
+        cls = ix.classes[name]
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is None:
+            continue
+        first_super = None
+        first_assign = None
+        for n in ast.walk(init):
+            if _is_super_init(ix, n) and (first_super is None or n.lineno < first_super.lineno):
+                first_super = n
+            if isinstance(n, ast.Assign) and any(_self_attr(t) for t in n.targets) and (
+                    _builds_module(ix, n.value)) and (first_assign is None or n.lineno < first_assign.lineno):
+                first_assign = n
+        if first_super is None and any(_delegates_init(n) for n in ast.walk(init)):
+            continue
+        if first_super is None:
+            yield Hit("missing-super-init", init,
+                      f"{name}.__init__ never calls super().__init__(), so nn.Module's bookkeeping is never "
+                      f"set up and assigning a layer fails with an AttributeError that does not say why; call "
+                      f"super().__init__() first")
+        elif first_assign is not None and first_assign.lineno < first_super.lineno:
+            yield Hit("missing-super-init", first_assign,
+                      f"{name}.__init__ assigns a layer before super().__init__() runs, which fails with "
+                      f"'cannot assign module before Module.__init__() call'; call super().__init__() first")
