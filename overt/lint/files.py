@@ -1,5 +1,6 @@
 """Which files lint reads: .py and .ipynb under the given paths, minus .gitignore'd
-and excluded ones (explicitly named files are always read)."""
+and excluded ones (explicitly named files, and directories the config excludes but the
+command line names, are always read)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,20 @@ class _Ignores:
             self._specs[directory] = spec
         return self._specs[directory]
 
-    def ignored(self, path: Path, is_dir: bool) -> bool:
+    def excluded(self, path: Path) -> bool:
+        """Whether the config's ``exclude`` patterns cover ``path`` (a directory)."""
+        if self._exclude is None:
+            return False
+        try:
+            rel = path.resolve().relative_to(self._exclude_root).as_posix()
+        except ValueError:
+            return False
+        return self._exclude.match_file(rel + "/")
+
+    def ignored(self, path: Path, is_dir: bool, use_exclude: bool = True) -> bool:
         path = path.resolve()
         suffix = "/" if is_dir else ""
-        if self._exclude is not None:
+        if use_exclude and self._exclude is not None:
             try:
                 rel = path.relative_to(self._exclude_root).as_posix()
                 if self._exclude.match_file(rel + suffix):
@@ -62,11 +73,14 @@ def discover(paths: list[Path], exclude: list[str], exclude_root: Path) -> tuple
         if p.is_file():
             files.append(p)
         elif p.is_dir():
+            # a directory named explicitly is linted even if the config excludes it
+            use_exclude = not ignores.excluded(p)
             for root, dirs, names in os.walk(p):
                 rp = Path(root)
-                dirs[:] = sorted(d for d in dirs if d not in ALWAYS_SKIP and not ignores.ignored(rp / d, True))
+                dirs[:] = sorted(d for d in dirs
+                                 if d not in ALWAYS_SKIP and not ignores.ignored(rp / d, True, use_exclude))
                 for name in sorted(names):
-                    if name.endswith(SUFFIXES) and not ignores.ignored(rp / name, False):
+                    if name.endswith(SUFFIXES) and not ignores.ignored(rp / name, False, use_exclude):
                         files.append(rp / name)
         else:
             missing.append(f"{p}: no such file or directory")
