@@ -21,12 +21,25 @@ def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: s
     return Path(runs_root) / name
 
 
+def _status(path: Path) -> str | None:
+    """completed / stopped / preempted / failed / running, from the run's own files."""
+    import json
+
+    for name in (SUMMARY, STATUS):
+        try:
+            return str(json.loads((path / name).read_text()).get("status"))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
 def claim(path: Path) -> Path:
     """Create ``path`` for a new run; refuse one that already holds a run."""
     if path.exists() and any(path.iterdir()):
-        finished = (path / SUMMARY).exists()
+        status = _status(path)
+        finished = status == "completed"
         raise ConfigError(
-            f"run directory {path} already holds a {'finished' if finished else 'previous'} run",
+            f"run directory {path} already holds a {'finished' if finished else (status or 'previous')} run",
             why="writing a new run into it would mix two runs' metrics and weights",
             fix=("choose another name= or run_dir=, or delete the folder"
                  + ("" if finished else "; to continue that run use `overt resume " + str(path) + "`")),

@@ -119,3 +119,16 @@ def test_import_overt_is_light():
     code = "import sys, overt; print(sorted(m for m in ('torch', 'rich', 'tensorboard', 'sklearn') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_stopped_run_directory_points_to_overt_resume(tmp_path):
+    from overt.errors import ConfigError
+    from overt.run.rundir import claim
+
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "preempted"}))
+    try:
+        claim(tmp_path)
+    except ConfigError as exc:
+        assert "preempted run" in str(exc) and f"overt resume {tmp_path}" in str(exc)
+    else:
+        raise AssertionError("claim() accepted a directory holding a run")

@@ -1,0 +1,294 @@
+"""Checkpoints for the :class:`~overt.engine.loop.Trainer`: policy, preemption and exact resume.
+
+What a Trainer checkpoint holds (names in ``state.json``/``*.safetensors``):
+
+- ``model``: the weights (``model.safetensors``);
+- ``optimizer``, ``scheduler`` (when there is one), ``precision`` (GradScaler and skipped-step count);
+- ``train_state``: epoch, global step, micro-batches and samples consumed in the epoch, best metric;
+- ``loop``: the per-window losses of the unfinished epoch and log interval, so the epoch's
+  train loss and the next logged point are the same as without the interruption;
+- every RNG (python, numpy, torch CPU, each CUDA device), the resolved config and the versions.
+
+Checkpoints are written only at optimizer-step boundaries (``on_step_end``, ``on_epoch_end`` and
+when the run stops), where no accumulation window is open, so restoring the position and the
+data order (a pure function of seed and epoch; the consumed samples are skipped without being
+loaded) continues the run exactly.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from overt.checkpoint.checkpointer import Checkpointer, Restored
+from overt.checkpoint.codec import CheckpointError
+from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
+from overt.checkpoint.rng import restore_rng
+from overt.checkpoint.store import NAME, read_newest_valid, verify_and_read
+from overt.engine.callbacks import Callback
+
+if TYPE_CHECKING:
+    from overt.engine.loop import Trainer
+
+#: config keys whose change on resume does not affect the computation
+_COSMETIC = {"progress", "run_dir", "name", "runs_root", "tensorboard", "log_every", "checkpoint_background",
+             "keep_last", "keep_best", "preempt_signal", "checkpoint", "checkpoint_every_steps",
+             "checkpoint_every_epochs", "guards", "strict", "ignore"}
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class LoopState:
+    """The Trainer's running logs of the unfinished epoch (saved so a resumed epoch reports the same loss)."""
+
+    ATTRS = ("_epoch_losses", "_epoch_samples", "_interval", "_interval_samples", "last_metrics")
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: getattr(self.trainer, name) for name in self.ATTRS if hasattr(self.trainer, name)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in self.ATTRS:
+            if name in state and hasattr(self.trainer, name):
+                setattr(self.trainer, name, _to_device(state[name], self.trainer.device))
+
+
+def _to_device(tree: Any, device: Any) -> Any:
+    if hasattr(tree, "to") and hasattr(tree, "device"):
+        return tree.to(device)
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_to_device(v, device) for v in tree)
+    if isinstance(tree, dict):
+        return {k: _to_device(v, device) for k, v in tree.items()}
+    return tree
+
+
+def trainer_objects(trainer: Trainer) -> dict[str, Any]:
+    """Everything of a Trainer that a checkpoint saves, by name."""
+    objects: dict[str, Any] = {"model": trainer.model, "optimizer": trainer.optimizer}
+    if trainer.scheduler is not None:
+        objects["scheduler"] = trainer.scheduler
+    objects.update(precision=trainer.precision, train_state=trainer.state, loop=LoopState(trainer))
+    return objects
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _position(trainer: Trainer) -> tuple[int, int, int]:
+    s = trainer.state
+    return s.epoch, s.global_step, s.batch_index
+
+
+class CheckpointCallback(Callback):
+    """Saves ``RUN_DIR/checkpoints/step-NNNNNN`` by the config's policy; turns SIGTERM, SIGINT and
+    ``preempt_signal`` into finish-the-step, save, stop."""
+
+    def __init__(self, cfg: Any, run_dir: Path):
+        self.cfg = cfg
+        self.checkpointer = Checkpointer(Path(run_dir) / "checkpoints", keep_last=cfg.keep_last,
+                                         keep_best=cfg.keep_best, mode=cfg.monitor_mode, metric_name=cfg.monitor,
+                                         background=cfg.checkpoint_background)
+        signals = [signal.SIGTERM, signal.SIGINT]
+        if cfg.preempt_signal:
+            extra = parse_signal(cfg.preempt_signal)
+            if extra not in signals:
+                signals.append(extra)
+        self.preemption = PreemptionHandler(signals, self._on_signal)
+        self.resumed: Restored | None = None
+        self.saves = 0
+        self._trainer: Trainer | None = None
+        self._saved_at: tuple[int, int, int] | None = None
+        self._pending = False
+        self._rng_due = False
+
+    # -- saving --------------------------------------------------------------------------------
+
+    def save(self, trainer: Trainer, kind: str, metric: float | None = None) -> Path | None:
+        s = trainer.state
+        if _rank() != 0:  # in a multi-process run, rank 0 writes (the others hold the same weights)
+            self._saved_at = _position(trainer)
+            return None
+        meta = {"kind": kind, "epoch": s.epoch, "global_step": s.global_step, "batch_index": s.batch_index,
+                "config": trainer.config.model_dump(mode="json"),
+                "run_dir": str(trainer.run_dir) if trainer.run_dir is not None else None}
+        path = self.checkpointer.save(s.global_step, trainer_objects(trainer), metric=metric, meta=meta)
+        self._saved_at = _position(trainer)
+        self.saves += 1
+        return path
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._trainer is not None:
+            self._trainer.should_stop = True  # nothing else here: the loop stops at the step boundary
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self._trainer = trainer
+        self.preemption.install()
+        self._saved_at = _position(trainer) if self.resumed is not None else None
+        self._rng_due = self.resumed is not None and self.resumed.rng is not None
+
+    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None:
+        if self._rng_due:  # again, right before the first batch, in case anything drew numbers since resume()
+            restore_rng(self.resumed.rng)
+            self._rng_due = False
+
+    def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
+        every = self.cfg.checkpoint_every_steps
+        if not every or trainer.state.global_step % every or trainer.should_stop:
+            return  # (a stopping run saves in on_fit_end)
+        if trainer.plan is not None and trainer.state.batch_index >= len(trainer.plan):
+            self._pending = True  # the epoch's last step: save after validation, in on_epoch_end
+        else:
+            self.save(trainer, "step")
+
+    def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
+        every = self.cfg.checkpoint_every_epochs
+        if self._pending or (every and (epoch + 1) % every == 0):
+            self.save(trainer, "epoch", metric=metrics.get(self.cfg.monitor))
+        self._pending = False
+
+    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        try:
+            if _position(trainer) != self._saved_at:
+                self.save(trainer, "stop" if trainer.should_stop else "final")
+            self.checkpointer.wait()
+        finally:
+            self.preemption.uninstall()
+        last = self.checkpointer.last_saved or (self.resumed.path if self.resumed is not None else None)
+        info: dict[str, Any] = {"dir": str(self.checkpointer.directory), "saved": self.saves,
+                                "last": str(last) if last else None}
+        if self.resumed is not None:
+            info["resumed_from"] = str(self.resumed.path)
+        summary["checkpoint"] = info
+        sig = self.preemption.received
+        if sig is not None:
+            summary["preempted"] = {"signal": sig.name, "exit_code": exit_code(sig), "checkpoint": info["last"]}
+            _stderr(f"overt: stopped on {sig.name} after step {trainer.state.global_step}; saved {info['last']}; "
+                    f"continue with `overt resume {trainer.run_dir}`")
+
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
+        try:
+            self.checkpointer.wait()  # a write in flight completes (or fails) before the process ends
+        except CheckpointError:
+            pass
+        finally:
+            self.preemption.uninstall()
+
+
+# -- resuming --------------------------------------------------------------------------------------
+
+def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
+    """Newest valid checkpoint of a run directory (or of a ``checkpoints`` folder), or one checkpoint folder."""
+    path = Path(path)
+    if NAME.match(path.name) or path.is_file():
+        return Restored(verify_and_read(path))
+    if not path.is_dir():
+        raise CheckpointError(f"{path} does not exist", fix="give the run directory of the run to continue")
+    root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+    return Restored(read_newest_valid(root, log=log))
+
+
+def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) -> Restored:
+    """Put ``restored`` into ``trainer`` (weights, optimizer, scheduler, precision, position, logs, RNG).
+
+    Bad newer checkpoints that were skipped are renamed ``*.bad`` so the resumed run's
+    policy never counts them; lines of ``metrics.jsonl`` after the checkpoint's step are
+    dropped, since the resumed run writes them again."""
+    objects = trainer_objects(trainer)
+    saved = restored.objects
+    for required in ("model", "optimizer", "train_state"):
+        if required not in saved:
+            raise CheckpointError(f"{restored.path} is not a Trainer checkpoint: it holds no {required!r}",
+                                  fix="restore it with Checkpointer.restore(...) and the objects it was saved with")
+    if ("scheduler" in objects) != ("scheduler" in saved):
+        has = "has" if "scheduler" in saved else "has no"
+        raise CheckpointError(f"{restored.path} {has} scheduler state, but this Trainer "
+                              f"{'has a' if 'scheduler' in objects else 'has no'} scheduler",
+                              why="the learning-rate schedule would not continue where it stopped",
+                              fix="build the run the same way as the one that was saved")
+    for note in restored.apply({k: v for k, v in objects.items() if k in saved}, rng=True, strict=True):
+        log(f"overt: {note}")
+    changed = _config_changes(restored.meta.get("config", {}), trainer.config.model_dump(mode="json"))
+    if changed:
+        log("overt: resuming with changed settings (the result may differ from an uninterrupted run): "
+            + ", ".join(changed))
+    _check_schedule_horizon(trainer, restored)
+    for bad, _ in restored.skipped:
+        target = bad.with_name(bad.name + ".bad")
+        try:
+            bad.rename(target)
+            log(f"overt: moved the unusable checkpoint {bad.name} aside to {target.name}")
+        except OSError:
+            pass
+    if trainer.run_dir is not None:
+        _trim_metrics(Path(trainer.run_dir) / "metrics.jsonl", restored.step)
+    for cb in trainer.callbacks:
+        if isinstance(cb, CheckpointCallback):
+            cb.resumed = restored
+    s = trainer.state
+    log(f"overt: resuming from {restored.path} (epoch {s.epoch + 1}, step {s.global_step}, "
+        f"{s.batch_index} micro-batches into the epoch)")
+    return restored
+
+
+def resume(trainer: Trainer, path: str | Path | None = None, log: Any = _stderr) -> Restored:
+    """Continue ``trainer`` from the newest valid checkpoint of its run directory (or of ``path``).
+    Call before ``trainer.fit()``; the fit then continues exactly where the checkpoint was taken."""
+    if path is None:
+        if trainer.run_dir is None:
+            raise CheckpointError("resume() needs a run directory: this Trainer has none",
+                                  fix="pass run_dir= to the Trainer, or resume(trainer, path)")
+        path = trainer.run_dir
+    return restore_trainer(trainer, find_checkpoint(path, log=log), log=log)
+
+
+def _check_schedule_horizon(trainer: Trainer, restored: Restored) -> None:
+    """A schedule with a fixed length (OneCycleLR's ``total_steps``) keeps its saved length: refuse a
+    resumed run that is now longer, before training, instead of failing when the schedule runs out."""
+    saved = getattr(trainer.scheduler, "total_steps", None)
+    wanted = trainer.total_steps if trainer.scheduler_interval == "step" else trainer.config.epochs
+    if isinstance(saved, int) and wanted is not None and wanted > saved:
+        unit = "optimizer steps" if trainer.scheduler_interval == "step" else "epochs"
+        raise CheckpointError(
+            f"the saved {type(trainer.scheduler).__name__} schedule covers {saved} {unit}; "
+            f"the resumed run now has {wanted}",
+            where=str(restored.path),
+            why="the schedule's length is part of its saved state; it would run out mid-training",
+            fix="resume with the saved number of epochs, or start a new run from these weights "
+                "(overt.checkpoint.load_weights) with a new schedule",
+        )
+
+
+def _config_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    return [f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
+            if k not in _COSMETIC and saved.get(k) != now.get(k)]
+
+
+def _trim_metrics(path: Path, step: int) -> None:
+    import json
+
+    from overt.run.atomic import write_text_atomic
+
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the crash
+        at = record.get("step") if isinstance(record, dict) else None
+        if not isinstance(at, (int, float)) or at <= step:
+            kept.append(line)
+    write_text_atomic(path, "".join(line + "\n" for line in kept))

@@ -1,0 +1,64 @@
+"""``overt resume RUN_DIR [key=value ...]``: continue a run from its newest valid checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = """\
+Continue a run from its newest valid checkpoint (a bad newest one is named and skipped).
+
+  overt resume runs/digits-20260101-120000
+  overt resume runs/mine epochs=30          continue with changed settings (reported)
+
+The run is rebuilt from the config saved in the checkpoint.  Exit status: 0 when the
+run finishes, 128 + N when it stops cleanly on signal N again (143 for SIGTERM),
+2 on an error (nothing to resume, unreadable checkpoints, bad overrides).
+"""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="overt resume", description=HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="the run directory (holds checkpoints/), or one checkpoint folder")
+    parser.add_argument("overrides", nargs="*", help="key=value config overrides")
+    return parser.parse_args(argv)
+
+
+def resume_config(restored: Any, run_dir: Path, overrides: list[str]) -> tuple[Any, Any]:
+    """(recipe module, validated config): the checkpoint's config, the overrides, this run directory."""
+    from overt.checkpoint.codec import CheckpointError
+    from overt.config import parse_overrides, resolve
+    from overt.recipes.base import load_recipe_module, recipe_defaults
+
+    saved = dict(restored.meta.get("config") or {})
+    if not saved:
+        raise CheckpointError(f"{restored.path} holds no run config",
+                              why="`overt resume` rebuilds the run from the config saved in the checkpoint",
+                              fix="resume it from Python: build the Trainer, then "
+                                  "overt.checkpoint.resume(trainer, path)")
+    values = {**saved, **parse_overrides(overrides), "run_dir": str(run_dir)}
+    module = load_recipe_module(str(values.get("recipe", "digits")))
+    defaults = recipe_defaults(module)
+    return module, resolve(defaults, {**defaults, **values}, source=f"{restored.path.name} or command line")
+
+
+def main(argv: list[str]) -> int:
+    from overt.errors import OvertError
+
+    args = parse_args(argv)
+    try:
+        from overt.checkpoint.callback import find_checkpoint
+        from overt.cli.train import exit_status, run
+
+        path = Path(args.run_dir)
+        restored = find_checkpoint(path)
+        run_dir = path.parent.parent if restored.path == path else path
+        module, cfg = resume_config(restored, run_dir, args.overrides)
+        summary = run(cfg, module, resume=restored)
+    except OvertError as exc:
+        print(f"overt resume: error: {exc}", file=sys.stderr)
+        return 2
+    return exit_status(summary)

@@ -1,0 +1,305 @@
+"""One checkpoint on disk: an atomically renamed directory with a SHA-256 manifest.
+
+Layout of ``checkpoints/step-000123/``::
+
+    model.safetensors   the model's weights (a module named "model"; one file per module)
+    state.safetensors   every other tensor (optimizer moments, RNG states, ...)
+    state.json          everything else: positions, hyper-parameters, config, versions
+    manifest.json       size and SHA-256 of each file above; written last
+
+The directory is built under a hidden temporary name, each file flushed and
+fsynced, then renamed into place and the parent folder fsynced, so a crash
+leaves either the complete checkpoint or none (a stray ``.tmp-*`` folder that
+is ignored and cleaned up).  Reading checks the manifest before anything is
+decoded, and reads only safetensors and JSON: nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from overt.checkpoint.codec import CheckpointError
+from overt.run.atomic import fsync_dir
+
+FORMAT = "overt-checkpoint"
+VERSION = 1
+MANIFEST = "manifest.json"
+STATE_JSON = "state.json"
+STATE_TENSORS = "state.safetensors"
+NAME = re.compile(r"^step-(\d+)$")
+_PICKLE_WHY = ("overt checkpoints are safetensors and JSON only; a pickle can run arbitrary code "
+               "when loaded, so overt never unpickles")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+@dataclass
+class Snapshot:
+    """A checkpoint held in host memory, ready to be written (possibly by a background thread)."""
+
+    step: int
+    tensor_files: dict[str, dict[str, torch.Tensor]]  # file name -> {key: host tensor}
+    state: dict[str, Any]  # goes to state.json
+    metric: dict[str, Any] | None = None
+
+
+@dataclass
+class Entry:
+    """A checkpoint directory found on disk (not yet verified)."""
+
+    step: int
+    path: Path
+    metric: float | None = None
+    problem: str | None = None  # set when the manifest cannot be read
+
+
+@dataclass
+class Loaded:
+    """A verified checkpoint read into memory."""
+
+    path: Path
+    step: int
+    state: dict[str, Any]
+    tensor_files: dict[str, dict[str, torch.Tensor]]
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def write_snapshot(snap: Snapshot, root: Path) -> Path:
+    """Write ``snap`` as ``root/step-NNNNNN`` atomically and durably; returns the final path."""
+    from safetensors.torch import save_file
+
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(snap.step)
+    tmp = root / f".tmp-{final.name}-{os.getpid()}-{time.monotonic_ns()}"
+    tmp.mkdir()
+    try:
+        files: dict[str, dict[str, Any]] = {}
+        for name, tensors in snap.tensor_files.items():
+            path = tmp / name
+            save_file(tensors, str(path), metadata={"format": "pt"})
+            _fsync_file(path)
+            files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        path = tmp / STATE_JSON
+        path.write_text(json.dumps(snap.state, indent=1, allow_nan=False) + "\n")
+        _fsync_file(path)
+        files[STATE_JSON] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        manifest = {"format": FORMAT, "version": VERSION, "step": snap.step, "metric": snap.metric,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": files}
+        path = tmp / MANIFEST
+        path.write_text(json.dumps(manifest, indent=1) + "\n")
+        _fsync_file(path)
+        fsync_dir(tmp)
+        if final.exists():  # the same step saved again (after resuming from an older checkpoint)
+            _remove(final)
+        os.rename(tmp, final)
+        fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _remove(path: Path) -> None:
+    """Delete a checkpoint so that no half-deleted folder ever carries a checkpoint's name."""
+    trash = path.with_name(f".trash-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    os.rename(path, trash)
+    fsync_dir(path.parent)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_checkpoint(path: Path) -> None:
+    _remove(path)
+
+
+def clean_stale(root: Path) -> list[Path]:
+    """Delete leftovers of interrupted saves and deletions (hidden ``.tmp-*``/``.trash-*`` folders)."""
+    removed = []
+    if root.is_dir():
+        for child in root.iterdir():
+            if child.name.startswith((".tmp-step-", ".trash-step-")):
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+    return removed
+
+
+# -- finding -----------------------------------------------------------------------------------
+
+def list_checkpoints(root: Path) -> list[Entry]:
+    """Checkpoint folders under ``root``, oldest first, with the metric their manifest records."""
+    entries = []
+    if not root.is_dir():
+        return entries
+    for child in root.iterdir():
+        match = NAME.match(child.name)
+        if not match:
+            continue
+        entry = Entry(int(match.group(1)), child)
+        try:
+            manifest = json.loads((child / MANIFEST).read_text())
+            metric = manifest.get("metric") or {}
+            value = metric.get("value")
+            entry.metric = float(value) if isinstance(value, (int, float)) else None
+        except (OSError, ValueError, AttributeError) as exc:
+            entry.problem = f"manifest unreadable: {exc}"
+        entries.append(entry)
+    return sorted(entries, key=lambda e: e.step)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+def sniff(data: bytes) -> str | None:
+    """Name the format of a file that is not safetensors (pickle, torch.save zip), else ``None``."""
+    if data[:1] == b"\x80" and len(data) > 1 and data[1] <= 5:
+        return "a Python pickle"
+    if data[:4] == b"PK\x03\x04":
+        return "a torch.save/zip archive (which holds a pickle)"
+    if len(data) >= 8:
+        n = int.from_bytes(data[:8], "little")
+        if 2 <= n <= len(data) - 8 and data[8:9] == b"{":
+            return None
+    return "not a safetensors file"
+
+
+def read_safetensors(path: Path, data: bytes | None = None) -> dict[str, torch.Tensor]:
+    """Tensors of a safetensors file on the CPU; a pickle in its place is refused, never loaded."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CheckpointError(f"cannot read {path}: {exc.strerror}", fix="check the path") from None
+    kind = sniff(data)
+    if kind is not None:
+        raise CheckpointError(
+            f"{path} is {kind}, not a safetensors file; it was not loaded",
+            why=_PICKLE_WHY if "pickle" in kind else "the file is damaged or is not an overt checkpoint file",
+            fix=("if you trust its origin, convert it yourself: "
+                 "safetensors.torch.save_file(torch.load(path, weights_only=True), 'model.safetensors')"
+                 if "pickle" in kind else "use another checkpoint"),
+        )
+    try:
+        return load(data)
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"{path} is not a readable safetensors file: {exc}",
+                              why="the file is damaged", fix="use another checkpoint") from None
+
+
+def verify_and_read(path: Path) -> Loaded:
+    """Check ``path`` against its manifest and read it; raises :class:`CheckpointError` saying what is wrong."""
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist", fix="check the path")
+    if not path.is_dir():
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        kind = sniff(head + b"\0" * 16)
+        raise CheckpointError(
+            f"{path} is a file ({kind or 'safetensors'}), not an overt checkpoint folder; it was not loaded",
+            why=_PICKLE_WHY if kind and "pickle" in kind else "an overt checkpoint is a folder with a manifest",
+            fix="point at a checkpoint folder (RUN_DIR/checkpoints/step-NNNNNN) or its run directory",
+        )
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path.name} has no {MANIFEST}",
+                              why="the manifest is written last: without it the save did not finish",
+                              fix="use an older checkpoint") from None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path.name}: {MANIFEST} is unreadable ({exc})", fix="use an older checkpoint") from None
+    if not (isinstance(manifest, dict) and manifest.get("format") == FORMAT
+            and isinstance(manifest.get("files"), dict)):
+        raise CheckpointError(f"{path.name}: {MANIFEST} is not an overt checkpoint manifest",
+                              fix="use an older checkpoint")
+    if manifest.get("version", 0) > VERSION:
+        raise CheckpointError(f"{path.name} was written by a newer overt (format {manifest['version']})",
+                              fix="upgrade overt to read it")
+    contents: dict[str, bytes] = {}
+    for name, info in manifest["files"].items():
+        if "/" in name or name.startswith("."):
+            raise CheckpointError(f"{path.name}: the manifest names an invalid file {name!r}")
+        try:
+            data = (path / name).read_bytes()
+        except FileNotFoundError:
+            raise CheckpointError(f"{path.name}: {name} is missing", fix="use an older checkpoint") from None
+        if len(data) != info.get("bytes"):
+            raise CheckpointError(f"{path.name}: {name} has {len(data)} bytes, the manifest says {info.get('bytes')}",
+                                  why="the file was cut short or changed after the save (a crash, a full disk)",
+                                  fix="use an older checkpoint")
+        if hashlib.sha256(data).hexdigest() != info.get("sha256"):
+            raise CheckpointError(f"{path.name}: {name} does not match its SHA-256 in the manifest",
+                                  why="the file was corrupted or changed after the save",
+                                  fix="use an older checkpoint")
+        contents[name] = data
+    if STATE_JSON not in contents:
+        raise CheckpointError(f"{path.name}: the manifest lists no {STATE_JSON}", fix="use an older checkpoint")
+    try:
+        state = json.loads(contents.pop(STATE_JSON))
+    except ValueError as exc:
+        raise CheckpointError(f"{path.name}: {STATE_JSON} is not valid JSON ({exc})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("objects"), dict):
+        raise CheckpointError(f"{path.name}: {STATE_JSON} is not an overt checkpoint state",
+                              fix="use an older checkpoint")
+    tensor_files = {name: read_safetensors(path / name, data) for name, data in contents.items()}
+    return Loaded(path=path, step=int(manifest.get("step", state.get("step", 0))), state=state,
+                  tensor_files=tensor_files)
+
+
+def read_newest_valid(root: Path, log: Any = None) -> Loaded:
+    """The newest checkpoint under ``root`` that verifies; each bad newer one is named in ``skipped``
+    (and passed to ``log``).  Raises when none verifies."""
+    entries = list_checkpoints(root)
+    skipped: list[tuple[Path, str]] = []
+    if log is not None and root.is_dir():
+        for child in sorted(root.iterdir()):
+            if child.name.startswith(".tmp-step-"):
+                log(f"overt: {child} is a save that never finished (the process ended while writing it); "
+                    "ignored, and deleted at the next save")
+    for entry in reversed(entries):
+        try:
+            loaded = verify_and_read(entry.path)
+        except CheckpointError as exc:
+            reason = exc.what
+            skipped.append((entry.path, reason))
+            if log is not None:
+                log(f"overt: checkpoint {entry.path} is unusable: {reason}; trying the previous one")
+            continue
+        loaded.skipped = skipped
+        if skipped and log is not None:
+            log(f"overt: using {loaded.path.name} (skipped {', '.join(p.name for p, _ in skipped)})")
+        return loaded
+    if not entries:
+        raise CheckpointError(f"no checkpoint in {root}",
+                              why="there is nothing to resume from",
+                              fix="train with checkpoint=true (and a run directory) to write checkpoints")
+    details = "; ".join(f"{p.name}: {r}" for p, r in skipped)
+    raise CheckpointError(f"no valid checkpoint in {root}", where=details,
+                          why="every checkpoint there failed verification",
+                          fix="restart the run from scratch")
