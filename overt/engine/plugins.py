@@ -18,6 +18,12 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None) -> tuple[list[Call
 
     early: list[Callback] = []
     late: list[Callback] = []
+    if cfg.guards:
+        from overt.guards.engine import GuardCallback
+        from overt.guards.options import pyproject_ignore
+
+        early.append(GuardCallback(strict=cfg.strict, ignore=[*pyproject_ignore(), *cfg.ignore],
+                                   report_path=str(run_dir / "guards.json") if run_dir else None))
     if run_dir is not None and cfg.checkpoint:
         from overt.checkpoint.callback import CheckpointCallback
 

@@ -28,10 +28,17 @@ def _entry_point_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _installed() -> bool:
+    """Whether overt's own flake8 entry point is already installed (e.g. `pip install -e .`)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "overt.lint.flake8_plugin:Plugin" for ep in entry_points(group="flake8.extension"))
+
+
 def test_flake8_runs_the_plugin(tmp_path):
     pytest.importorskip("flake8")
-    site = _entry_point_dir(tmp_path)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    paths = [str(REPO)] if _installed() else [str(_entry_point_dir(tmp_path)), str(REPO)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     target = FIXTURES / "stale-gradients" / "bad.py"
     proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "OVT", str(target)],
                           capture_output=True, text=True, env=env, cwd=tmp_path)

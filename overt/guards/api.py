@@ -1,0 +1,101 @@
+"""``overt.guard(...)``: the guards in a hand-written training loop."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from overt.findings import Finding
+from overt.guards.options import GuardOptions
+from overt.guards.session import GuardSession
+
+
+def _as_list(x: Any, kind: type) -> list[Any]:
+    if x is None:
+        return []
+    if isinstance(x, kind):
+        return [x]
+    return list(x)
+
+
+class Guard:
+    """Runtime guards attached to models and optimizers.
+
+    Findings are printed to stderr as they are found; :meth:`report` does the
+    final checks, removes every hook, prints a summary, writes the JSON report
+    (when ``report_path`` was given) and returns the findings.  Also a context
+    manager: ``with overt.guard(model, opt) as g: ...`` reports on exit.
+    """
+
+    def __init__(self, session: GuardSession):
+        self.session = session
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Findings so far."""
+        return list(self.session.reporter.findings)
+
+    def report(self, *, quiet: bool = False) -> list[Finding]:
+        """Finish: last device reads, end-of-run checks, hooks removed.  Returns the findings."""
+        first = not self.session.closed
+        findings = self.session.close()
+        if first:
+            out = self.session.options.out()
+            if not quiet:
+                print(self.session.reporter.summary_line(), file=out, flush=True)
+            if self.session.options.report_path:
+                self.session.reporter.write(self.session.options.report_path)
+        return findings
+
+    close = report
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.session.close(error=exc)
+        self.report()
+
+
+def guard(
+    model: nn.Module | Iterable[nn.Module],
+    optimizer: torch.optim.Optimizer | Iterable[torch.optim.Optimizer] | None = None,
+    *,
+    scheduler: Any = None,
+    strict: bool = False,
+    ignore: Sequence[str] = (),
+    check_every: int = 50,
+    warmup_steps: int = 5,
+    stop_on_error: bool = True,
+    report_path: str | None = None,
+    overhead_budget: float | None = 0.005,
+    stream: Any = None,
+) -> Guard:
+    """Attach the runtime guards to ``model`` (one module or several) and ``optimizer``
+    (one or several; e.g. a GAN's two).  Two lines in a hand-written loop::
+
+        g = overt.guard(model, optimizer)
+        ...  # the unchanged training loop
+        g.report()
+
+    ``ignore`` silences slugs or codes; ``strict`` makes warnings errors;
+    ``check_every``/``warmup_steps`` set how often the expensive checks run
+    (``overhead_budget`` lets tiny models stretch the interval, see
+    :class:`~overt.guards.options.GuardOptions`);
+    ``stop_on_error`` raises :class:`overt.guards.GuardError` before an
+    optimizer step that would corrupt the weights.
+    """
+    options = GuardOptions(strict=strict, ignore=frozenset(ignore), check_every=check_every,
+                           warmup_steps=warmup_steps, stop_on_error=stop_on_error,
+                           report_path=report_path, overhead_budget=overhead_budget, stream=stream)
+    session = GuardSession(options)
+    for m in _as_list(model, nn.Module):
+        session.watch_model(m)
+    for opt in _as_list(optimizer, torch.optim.Optimizer):
+        session.watch_optimizer(opt)
+    for sc in _as_list(scheduler, object) if isinstance(scheduler, (list, tuple)) else [scheduler]:
+        session.scheds.add(sc)
+    return Guard(session)

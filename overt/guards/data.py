@@ -1,0 +1,57 @@
+"""Guard on the data pipeline (slug ``dataloader-starvation``) and the batch index.
+
+:mod:`overt.guards.patches` times every ``next()`` on a DataLoader iterator.
+At checked steps the guard compares the time spent waiting for batches with
+the wall time since the last check (the first batch of each pass, which
+includes starting the worker processes, is left out).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+
+_MIN_BATCHES = 20
+_FRACTION = 0.5
+_MIN_WAIT_S = 0.002
+
+
+class DataChecks:
+    def __init__(self, session: GuardSession):
+        self.s = session
+        self.wait = 0.0
+        self.batches = 0
+        self.start = time.perf_counter()
+        self.workers = 0
+
+    def on_batch(self, waited: float, index: int, workers: int) -> None:
+        if index >= 0:
+            self.s.batch_index = index
+        if index == 0:
+            return  # the first batch of a pass includes starting the workers: not steady-state waiting
+        if self.batches == 0:
+            self.start = time.perf_counter() - waited
+        self.wait += waited
+        self.batches += 1
+        self.workers = workers
+
+    def evaluate(self, final: bool = False) -> None:
+        if self.batches < _MIN_BATCHES:
+            return
+        wall = time.perf_counter() - self.start
+        frac = self.wait / wall if wall > 0 else 0.0
+        mean = self.wait / self.batches
+        if frac > _FRACTION and mean > _MIN_WAIT_S:
+            self.s.report(
+                "dataloader-starvation",
+                f"the loop spent {frac:.0%} of its time waiting for the next batch ({mean * 1000:.1f} ms "
+                f"per batch over {self.batches} batches, num_workers={self.workers}): the model waits "
+                f"for data. Fix: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True), "
+                f"and move heavy work out of __getitem__ (pre-decode, cache, or batch transforms).",
+                where=f"DataLoader, {self.batches} batches before step {self.s.step}", key="loader",
+            )
+        self.wait = 0.0
+        self.batches = 0

@@ -1,0 +1,65 @@
+"""Guard on replicas drifting apart (slug ``ddp-out-of-sync``).
+
+When ``torch.distributed`` is initialised with more than one rank, every
+checked step ends with a cross-rank checksum: one float64 sum per parameter of
+the optimizer, gathered from every rank (one small collective, every
+``check_every`` steps).  Checked steps are then exactly the warm-up steps and
+the multiples of ``check_every`` (no adaptive stretching) so that every rank
+joins the same collectives.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession, OptInfo
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size), (0, 1) when torch.distributed is not in use."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+class DistributedChecks:
+    def __init__(self, session: GuardSession):
+        self.s = session
+
+    def active(self) -> bool:
+        return world()[1] > 1
+
+    def check(self, oi: OptInfo) -> None:
+        """Compare this rank's parameters with every other rank's (a collective: all ranks call it)."""
+        dist = torch.distributed
+        rank, size = world()
+        params = [p for p in oi.params if p.requires_grad]
+        if size < 2 or not params:
+            return
+        backend = dist.get_backend()
+        device = params[0].device if backend == "nccl" else torch.device("cpu")
+        sums = torch.stack([p.detach().double().sum() for p in params]).to(device)
+        gathered = [torch.empty_like(sums) for _ in range(size)]
+        dist.all_gather(gathered, sums)
+        table = torch.stack(gathered)  # (ranks, params)
+        spread = (table - table[0]).abs().amax(dim=0)
+        scale = table.abs().amax(dim=0).clamp_min(1e-12)
+        bad = (spread / scale > 1e-6).nonzero().flatten().tolist()  # one read, every check_every steps
+        if not bad:
+            return
+        names = [self.s.name_of(params[i]) for i in bad]
+        first = bad[0]
+        values = ", ".join(f"rank {r}: {table[r, first].item():.6g}" for r in range(size))
+        self.s.report(
+            "ddp-out-of-sync",
+            f"after step {oi.steps} the parameters of the {size} ranks differ: {len(bad)} of {len(params)} "
+            f"tensors, e.g. {names[0]} (sum {values}). Each rank is training its own model and the saved "
+            f"one is arbitrary. Fix: wrap the model in DistributedDataParallel on every rank (after moving "
+            f"it to its device), build the optimizer from the wrapped model's parameters, and make every "
+            f"rank run the same number of steps.",
+            where=f"{oi.name} on rank {rank}", key=oi.name,
+        )

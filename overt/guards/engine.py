@@ -1,0 +1,49 @@
+"""The guards as an engine callback (added to the engine's default callbacks)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from overt.engine.callbacks import Callback
+from overt.guards.options import GuardOptions
+from overt.guards.session import GuardSession
+
+
+class GuardCallback(Callback):
+    """Runs the runtime guards inside :class:`overt.Trainer`.
+
+    Findings go to stderr as found and to ``summary["findings"]`` at the end
+    (and to ``report_path`` as JSON when given).  Stale or non-finite gradients
+    raise :class:`overt.guards.GuardError` before the optimizer step.
+    """
+
+    def __init__(self, *, strict: bool = False, ignore: Sequence[str] = (), report_path: str | None = None,
+                 check_every: int = 50, warmup_steps: int = 5, overhead_budget: float | None = 0.005):
+        self.options = GuardOptions(strict=strict, ignore=frozenset(ignore), report_path=report_path,
+                                    check_every=check_every, warmup_steps=warmup_steps,
+                                    overhead_budget=overhead_budget)
+        self.session: GuardSession | None = None
+
+    def on_fit_start(self, trainer: Any) -> None:
+        if self.session is not None and not self.session.closed:
+            self.session.close()
+        self.session = GuardSession(self.options)
+        self.session.watch_model(trainer.model)
+        self.session.watch_optimizer(trainer.optimizer)
+        self.session.scheds.add(getattr(trainer, "scheduler", None))
+
+    def on_batch_start(self, trainer: Any, batch: Any, batch_index: int) -> None:
+        if self.session is not None:
+            self.session.batch_index = batch_index
+
+    def on_exception(self, trainer: Any, error: BaseException) -> None:
+        if self.session is not None:
+            self.session.close(error=error)
+
+    def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
+        if self.session is None:
+            return
+        findings = self.session.close()
+        summary["findings"] = [f.to_dict() for f in findings]
+        if self.options.report_path:
+            self.session.reporter.write(self.options.report_path)

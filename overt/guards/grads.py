@@ -1,0 +1,332 @@
+"""Guards on gradients and the optimizer step.
+
+Slugs: ``stale-gradients``, ``zero-grad-misplaced``, ``params-not-optimized``,
+``no-gradient``, ``params-not-updating``, ``non-finite`` (gradients),
+``exploding-gradients``, ``vanishing-gradients``.
+
+Stale gradients are found from host metadata only (no device read): after a
+checked optimizer step the guard remembers each gradient tensor and its
+version counter; a hook on the parameter sees the next accumulation.  If the
+gradient is still the very tensor the optimizer just used, unchanged since
+(no ``zero_grad``, no ``grad = None``, no ``zero_()``), the new gradient is
+being added to the old one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession, OptInfo
+
+
+def _clear_empty_hook_dicts(params: list[torch.Tensor]) -> None:
+    """Removing a tensor hook leaves an empty hook dict that autograd still calls into (taking
+    the GIL) on every backward; dropping the empty dict removes that per-parameter cost."""
+    for p in params:
+        if p._backward_hooks is not None and not p._backward_hooks:
+            p._backward_hooks = None
+
+
+class _Track:
+    __slots__ = ("ref", "ver", "seen", "carried", "probe")
+
+    def __init__(self) -> None:
+        self.ref: Any = None
+        self.ver = -1
+        self.seen = True
+        self.carried = False
+        self.probe: torch.Tensor | None = None
+
+
+def _group(names: list[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+class GradChecks:
+    def __init__(self, session: GuardSession):
+        self.s = session
+        self.tracks: dict[int, _Track] = {}
+        self.hooks: dict[int, list[Any]] = {}  # id(optimizer) -> hook handles
+        self.seen_grad: set[int] = set()
+        self.warmup_done = False
+        self.snapshots: dict[int, tuple[int, torch.Tensor]] = {}
+        self.history: dict[str, list[float]] = {}
+        self.vanish_strikes = 0
+        self.untracked_reset: set[int] = set()
+
+    # -- stale-gradients bookkeeping ---------------------------------------------
+    def track_next(self, oi: OptInfo, armed_next: bool) -> None:
+        """After a step: if the next step is checked, remember each gradient tensor."""
+        if not armed_next:
+            handles = self.hooks.pop(id(oi.opt), None)
+            if handles:
+                for h in handles:
+                    h.remove()
+                _clear_empty_hook_dicts(oi.params)
+            return
+        handles = self.hooks.get(id(oi.opt))
+        install = handles is None
+        if install:
+            handles = self.hooks[id(oi.opt)] = []
+        for p in oi.params:
+            if not p.requires_grad or id(p) in self.untracked_reset:
+                continue
+            tr = self.tracks.get(id(p))
+            if tr is None:
+                tr = self.tracks[id(p)] = _Track()
+            g = p.grad
+            tr.ref = weakref.ref(g) if g is not None else None
+            tr.ver = g._version if g is not None else -1
+            tr.seen = False
+            tr.carried = False
+            tr.probe = None
+            if install:
+                handles.append(p.register_hook(self._make_hook(p, tr)))
+
+    @staticmethod
+    def _make_hook(p: torch.Tensor, tr: _Track):
+        pref = weakref.ref(p)
+
+        def hook(_grad: torch.Tensor) -> None:
+            if tr.seen:
+                return None
+            tr.seen = True
+            try:
+                param = pref()
+                g = param.grad if param is not None else None
+                if g is not None and tr.ref is not None and tr.ref() is g and g._version == tr.ver:
+                    tr.carried = True
+                    tr.probe = g.detach().ne(0).any()
+            except Exception:  # pragma: no cover - a guard never breaks backward
+                pass
+            return None
+
+        return hook
+
+    def remove_hooks(self) -> None:
+        for handles in self.hooks.values():
+            for h in handles:
+                h.remove()
+        self.hooks.clear()
+        _clear_empty_hook_dicts([p for oi in self.s.optimizers.values() for p in oi.params])
+
+    # -- at a checked step, before the optimizer changes the weights ---------------
+    def step_pre(self, oi: OptInfo, closure: bool) -> None:
+        s = self.s
+        params = [p for p in oi.params if p.requires_grad]
+        self._stale(oi, params)
+        present = [p for p in params if p.grad is not None and not p.grad.is_sparse]
+        if params and not present and not closure and not any(p.grad is not None for p in params):
+            s.report(
+                "zero-grad-misplaced",
+                f"{oi.name}.step() was called while none of its {len(params)} trainable parameters "
+                f"had a gradient: either the gradients were reset between backward() and step(), or "
+                f"step() ran before backward(). The step changes nothing. Fix: order the loop as "
+                f"zero_grad() -> forward -> loss.backward() -> step().",
+                where=f"{oi.name}.step() at {user_location(1) or '?'}, {s.batch_where() or 'training step'}",
+                key=oi.name,
+            )
+        if not self.warmup_done:
+            self.seen_grad.update(id(p) for p in present)
+            for info in s.models.values():
+                for p in info.module.parameters():
+                    if p.grad is not None:
+                        self.seen_grad.add(id(p))
+        if not present:
+            return
+        by_device: dict[torch.device, list[torch.Tensor]] = {}
+        for p in present:
+            by_device.setdefault(p.grad.device, []).append(p)
+        for plist in by_device.values():
+            norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in plist])).float()
+            names = [s.name_of(p) for p in plist]
+            dims = [p.dim() for p in plist]
+            s.defer(norms, self._on_norms(oi, names, dims, s.step))
+
+    def _stale(self, oi: OptInfo, params: list[torch.Tensor]) -> None:
+        suspects = []
+        for p in params:
+            tr = self.tracks.get(id(p))
+            if tr is None or not tr.carried or tr.probe is None:
+                continue
+            g = p.grad
+            if g is None or tr.ref is None or tr.ref() is not g:
+                continue
+            suspects.append((p, tr.probe))
+        if not suspects:
+            return
+        nonzero = torch.stack([q.reshape(()) for _, q in suspects]).tolist()  # sync, only when suspicious
+        stale = [p for (p, _), nz in zip(suspects, nonzero) if nz]
+        for (p, _), nz in zip(suspects, nonzero):
+            if not nz:  # reset through .data or similar: not visible to version counters
+                self.untracked_reset.add(id(p))
+        if stale:
+            names = [self.s.name_of(p) for p in stale]
+            self.s.stop(
+                "stale-gradients",
+                f"the gradients of {len(stale)} of {len(params)} parameters ({_group(names)}) were "
+                f"accumulated into after {oi.name}'s previous step without being reset, so this step "
+                f"would apply the sum of every earlier gradient. Fix: call optimizer.zero_grad() once "
+                f"per step (before backward), or set_to_none after step().",
+                where=f"{oi.name}.step() at {user_location(1) or '?'}, {self.s.batch_where() or 'training step'}",
+                key=oi.name,
+            )
+
+    def _on_norms(self, oi: OptInfo, names: list[str], dims: list[int], step: int):
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            bad = [n for n, v in zip(names, vals) if not math.isfinite(v)]
+            if bad:
+                s.stop(
+                    "non-finite",
+                    f"{len(bad)} parameter(s) have NaN/inf gradients at step {step}: {_group(bad)}. "
+                    f"Stepping would write NaN into the weights. Fix: look for log(0), division by "
+                    f"zero or overflow in the loss; lower the learning rate; clip gradients; use "
+                    f"bf16 or a GradScaler with fp16.",
+                    where=oi.name,
+                    key="gradients", can_stop=s.can_stop,
+                )
+                return
+            if vals and max(vals) == 0.0:
+                s.report(
+                    "zero-grad-misplaced",
+                    f"{oi.name} stepped with every gradient exactly zero ({len(vals)} parameters): "
+                    f"the gradients were zeroed between backward() and step(). Fix: order the loop "
+                    f"as zero_grad() -> forward -> loss.backward() -> step().",
+                    where=oi.name, key=oi.name, step=step,
+                )
+                return
+            self._dynamics(oi, names, dims, vals, step)
+
+        return callback
+
+    def _dynamics(self, oi: OptInfo, names: list[str], dims: list[int], vals: list[float], step: int) -> None:
+        s = self.s
+        for name, v in zip(names, vals):
+            hist = self.history.setdefault(name, [])
+            if len(hist) >= 3 and step >= s.options.warmup_steps:
+                med = statistics.median(hist[-20:])
+                if v > 50.0 * med and v > 1e-3:
+                    s.report(
+                        "exploding-gradients",
+                        f"the gradient norm of {name} is {v:.3g} at step {step}, {v / max(med, 1e-30):.0f}x "
+                        f"its running median {med:.3g}: updates are about to blow up. Fix: lower the "
+                        f"learning rate, add warmup, or clip with torch.nn.utils.clip_grad_norm_.",
+                        where=name, key=oi.name, step=step,
+                    )
+            hist.append(v)
+            if len(hist) > 40:
+                del hist[:-20]
+        weights = [(n, v) for n, v, d in zip(names, vals, dims) if d >= 2]
+        if len(weights) >= 3:
+            (first_name, first), (_, last) = weights[0], weights[-1]
+            if last > 0 and first < 1e-4 * last:
+                self.vanish_strikes += 1
+                if self.vanish_strikes >= 2:
+                    s.report(
+                        "vanishing-gradients",
+                        f"the gradient norm of the first layer {first_name} is {first:.3g}, "
+                        f"{last / max(first, 1e-300):.3g}x smaller than the last layer's ({last:.3g}) "
+                        f"at step {step}: early layers have stopped learning. Fix: ReLU/GELU instead "
+                        f"of sigmoid/tanh in deep stacks, normalisation layers, residual connections, "
+                        f"or a better initialisation.",
+                        where=first_name, key=oi.name, step=step,
+                    )
+            else:
+                self.vanish_strikes = 0
+
+    # -- after a checked step --------------------------------------------------------
+    def step_post_checked(self, oi: OptInfo) -> None:
+        s = self.s
+        params = [p for p in oi.params if p.requires_grad][:256]
+        if not params:
+            return
+        parts = []
+        for p in params:
+            flat = p.detach().reshape(-1)
+            stride = max(1, flat.numel() // 32)
+            parts.append(flat[::stride][:32].float().to(params[0].device))
+        current = torch.cat(parts).clone()
+        prev = self.snapshots.get(id(oi.opt))
+        self.snapshots[id(oi.opt)] = (oi.steps, current)
+        if prev is not None and prev[1].shape == current.shape:
+            first_step = prev[0]
+            s.defer((current - prev[1]).abs().amax(), self._on_update(oi, first_step, oi.steps))
+        if not self.warmup_done and s.step >= s.options.warmup_steps:
+            self.end_of_warmup()
+
+    def _on_update(self, oi: OptInfo, a: int, b: int):
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            if vals[0] == 0.0 and not s.reporter.has("zero-grad-misplaced", oi.name):
+                lrs = sorted({g.get("lr", float("nan")) for g in oi.opt.param_groups})
+                lr = ", ".join(f"{x:g}" if not isinstance(x, torch.Tensor) else f"{float(x):g}" for x in lrs)
+                s.report(
+                    "params-not-updating",
+                    f"{oi.name} stepped {b - a} time(s) between steps {a} and {b} but none of its "
+                    f"parameters moved (sampled values identical; lr = {lr}). Causes: learning rate 0, "
+                    f"all gradients zero, a GradScaler skipping every step, or a frozen model. "
+                    f"Fix: check the learning rate and that the loss depends on these parameters.",
+                    where=f"{oi.name}, steps {a}-{b}", key=oi.name, step=b,
+                )
+
+        return callback
+
+    # -- the first steps are over ---------------------------------------------------
+    def end_of_warmup(self) -> None:
+        self.warmup_done = True
+        s = self.s
+        optimized = {id(p) for oi in s.optimizers.values() for p in oi.params}
+        # trainable parameters that got a gradient but no optimizer holds
+        missing = []
+        for info in s.models.values():
+            for name, p in info.module.named_parameters():
+                if p.requires_grad and id(p) in self.seen_grad and id(p) not in optimized:
+                    missing.append(f"{info.name}.{name}")
+        if missing and s.optimizers:
+            s.report(
+                "params-not-optimized",
+                f"{len(missing)} trainable parameter(s) receive gradients but no optimizer holds "
+                f"them: {_group(missing)}. They never change. Fix: build the optimizer after the model "
+                f"is complete, from model.parameters() (or add a param group with "
+                f"optimizer.add_param_group); freeze on purpose with requires_grad_(False).",
+                where=_group(missing, 3), key="missing",
+            )
+        for oi in s.optimizers.values():
+            if oi.params and not any(p.requires_grad for p in oi.params):
+                s.report(
+                    "params-not-optimized",
+                    f"every one of the {len(oi.params)} parameters of {oi.name} has requires_grad=False: "
+                    f"it can never learn anything. Fix: unfreeze them (requires_grad_(True)) or give "
+                    f"the optimizer the trainable parameters.",
+                    where=oi.name, key=oi.name,
+                )
+        # parameters an optimizer holds that never received a gradient
+        never = [s.name_of(p) for oi in s.optimizers.values() for p in oi.params
+                 if p.requires_grad and id(p) not in self.seen_grad
+                 and not s.reporter.has("zero-grad-misplaced", oi.name)]
+        if never:
+            s.report(
+                "no-gradient",
+                f"{len(never)} trainable parameter(s) held by an optimizer received no gradient in the "
+                f"first {s.step} steps: {_group(never)}. A detached path (.detach(), .data, .item(), "
+                f"numpy round trip), an unused layer or a mistaken freeze means they never learn. Fix: "
+                f"keep the computation in torch from these layers to the loss, or remove/freeze them "
+                f"on purpose (requires_grad_(False)).",
+                where=_group(never, 3), key="never",
+            )
+
+    def end_of_run(self) -> None:
+        if not self.warmup_done and self.s.step >= 1:
+            self.end_of_warmup()

@@ -1,0 +1,157 @@
+"""Guards on autograd graphs kept across steps.
+
+Slugs: ``graph-leak``, ``retain-graph-in-loop``.
+
+On checked training forwards a tiny sentinel object is attached as a hook to
+the output's ``grad_fn``.  The node owns the sentinel, so the sentinel lives
+exactly as long as the graph: alive three optimizer steps later means
+something (``losses.append(loss)``, ``total += loss``, a hidden state never
+detached) holds the graph.  The sentinel is also called when a backward pass
+goes through the node.  After the optimizer step, a graph that backward went
+through but whose saved tensors are still there was kept by
+``backward(retain_graph=True)``; two checked steps in a row like that, or a
+graph traversed again after the model ran forward again *and* an optimizer
+stepped, is reported as ``retain-graph-in-loop``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.modes import _tensors
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.modes import ModelInfo
+    from overt.guards.session import GuardSession
+
+_LAG = 3
+
+
+class _Sentinel:
+    __slots__ = ("session", "info", "step", "forwards", "loc", "fired", "__weakref__")
+
+    def __init__(self, session: GuardSession, info: ModelInfo, loc: str | None):
+        self.session = session
+        self.info = info
+        self.step = session.step
+        self.forwards = info.forwards
+        self.loc = loc
+        self.fired = False
+
+    def __call__(self, *_: Any) -> None:
+        self.fired = True
+        s = self.session
+        if s.closed:
+            return None
+        if s.step > self.step and self.info.forwards > self.forwards:
+            seen = (f"a backward pass at step {s.step} went through the graph {self.info.name} built at step "
+                    f"{self.step}: graphs are retained and chained across steps")
+            try:
+                s.graphs.report_retained(self.info, self.loc, seen)
+            except Exception:  # pragma: no cover - a guard never breaks backward
+                pass
+        return None
+
+
+_RETAIN_FIX = ("so memory and step time grow every step. Fix: drop retain_graph=True (it is only needed "
+               "to backward twice through the same graph within a step) and detach what is carried "
+               "between steps (e.g. hidden = hidden.detach()).")
+
+
+_SAVED_ATTRS: dict[type, list[str]] = {}
+
+
+def _saved_attrs(node: Any) -> list[str]:
+    names = _SAVED_ATTRS.get(type(node))
+    if names is None:
+        names = _SAVED_ATTRS[type(node)] = [a for a in dir(node) if a.startswith("_saved_")]
+    return names
+
+
+def _saved_alive(node: Any, limit: int = 16) -> bool | None:
+    """Whether the graph under ``node`` still holds its saved tensors (None: nothing saved to look at)."""
+    seen = 0
+    queue = [node]
+    while queue and seen < limit:
+        n = queue.pop(0)
+        if n is None:
+            continue
+        seen += 1
+        for attr in _saved_attrs(n):
+            try:
+                value = getattr(n, attr)
+            except RuntimeError:  # freed by backward
+                return False
+            if isinstance(value, torch.Tensor):
+                return True
+        queue.extend(f for f, _ in getattr(n, "next_functions", ()))
+    return None
+
+
+class GraphChecks:
+    def __init__(self, session: GuardSession):
+        self.s = session
+        self.live: list[tuple[weakref.ref, int, str]] = []
+        self.current: dict[int, tuple[Any, _Sentinel, ModelInfo]] = {}
+        self.strikes: dict[str, int] = {}
+
+    def report_retained(self, info: ModelInfo, loc: str | None, seen: str) -> None:
+        self.s.report("retain-graph-in-loop", f"{seen}, {_RETAIN_FIX}",
+                      where=f"{info.name} output" + (f" at {loc}" if loc else ""), key=info.name)
+
+    def step_post(self, param_ids: set[int]) -> None:
+        """After a checked step: graphs that backward went through but kept their saved tensors."""
+        for key, (node, sentinel, info) in list(self.current.items()):
+            if not any(id(p) in param_ids for p in info.module.parameters()):
+                continue
+            del self.current[key]
+            if not sentinel.fired:
+                continue
+            if _saved_alive(node):
+                n = self.strikes[info.name] = self.strikes.get(info.name, 0) + 1
+                if n >= 2:
+                    self.report_retained(info, sentinel.loc,
+                                         f"after backward and {n} checked optimizer steps in a row, the graph "
+                                         f"of {info.name}'s output still held its saved tensors: "
+                                         f"backward(retain_graph=True) keeps every step's graph alive")
+            else:
+                self.strikes[info.name] = 0
+
+    def watch_output(self, info: ModelInfo, output: Any) -> None:
+        nodes = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+        if not nodes:
+            return
+        if info.call_loc is None:
+            info.call_loc = user_location(4) or ""
+        sentinel = _Sentinel(self.s, info, info.call_loc)
+        for node in nodes[:4]:
+            node.register_hook(sentinel)
+        self.live.append((weakref.ref(sentinel), self.s.step, info.name))
+        self.current[id(info)] = (nodes[0], sentinel, info)
+
+    def check_alive(self) -> None:
+        if not self.live:
+            return
+        keep = []
+        for ref, step, name in self.live:
+            sentinel = ref()
+            if sentinel is None:
+                continue
+            if self.s.step - step >= _LAG:
+                self.s.report(
+                    "graph-leak",
+                    f"the autograd graph of {name}'s output from step {step} is still alive at step "
+                    f"{self.s.step}: something keeps a graph-carrying tensor across steps (e.g. "
+                    f"losses.append(loss), total += loss, outputs kept for metrics), so memory grows "
+                    f"until the run dies. Fix: keep numbers with loss.item() or tensors with "
+                    f".detach().",
+                    where=f"{name} output" + (f" at {sentinel.loc}" if sentinel.loc else ""),
+                    key=name,
+                )
+                continue
+            keep.append((ref, step, name))
+        self.live = keep

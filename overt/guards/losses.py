@@ -1,0 +1,243 @@
+"""Guards at the loss call.
+
+Slugs: ``softmax-before-cross-entropy``, ``wrong-loss-for-task``,
+``label-out-of-range``, ``non-finite`` (loss), ``loss-not-decreasing``,
+``device-mismatch`` (logits vs targets).
+
+:mod:`overt.guards.patches` wraps the loss functions of
+``torch.nn.functional`` (the ``nn`` loss modules call them too); the wrapper
+calls :meth:`LossChecks.before`, :meth:`after` and, when the loss raises,
+:meth:`on_error`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+
+CLASS_LOSSES = ("cross_entropy", "nll_loss")
+REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+_FIRST_CALLS = 3
+_WINDOW = 3
+
+
+def ignore_index_of(args: tuple, kwargs: dict) -> int:
+    # signature: (input, target, weight, size_average, ignore_index, ...)
+    if "ignore_index" in kwargs:
+        return int(kwargs["ignore_index"])
+    return int(args[4]) if len(args) > 4 and isinstance(args[4], int) else -100
+
+
+class LossChecks:
+    def __init__(self, session: GuardSession):
+        self.s = session
+        self.calls = 0
+        self.locs: dict[str, str] = {}
+        self.history: list[tuple[int, float]] = []
+        self.not_decreasing_checked = False
+
+    def _loc(self, name: str) -> str:
+        loc = self.locs.get(name)
+        if loc is None:
+            loc = self.locs[name] = user_location(4) or ""
+        return loc
+
+    def _where(self, name: str) -> str:
+        parts = [f"F.{name} call" + (f" at {self.locs.get(name)}" if self.locs.get(name) else "")]
+        if self.s.batch_where():
+            parts.append(self.s.batch_where())
+        return ", ".join(parts)
+
+    def active(self) -> bool:
+        return self.s.armed or self.calls < _FIRST_CALLS
+
+    def before(self, name: str, args: tuple, kwargs: dict) -> bool:
+        """Checks before the loss runs; returns whether :meth:`after` should look at the result."""
+        self.calls += 1
+        if not self.s.armed:
+            return False
+        inp = args[0] if args else kwargs.get("input")
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if not isinstance(inp, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return False
+        self._loc(name)
+        if name in CLASS_LOSSES:
+            self._class_loss(name, inp, target, ignore_index_of(args, kwargs))
+        elif name in REGRESSION_LOSSES:
+            self._regression_loss(name, inp, target)
+        return torch.is_grad_enabled()
+
+    def _class_loss(self, name: str, inp: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:
+        s = self.s
+        if not inp.is_floating_point() or inp.dim() == 0 or "meta" in (inp.device.type, target.device.type):
+            return
+        x = inp.detach()
+        dim = 1 if x.dim() >= 2 else 0
+        where = self._where(name)
+        step = s.step
+        rows_sum = x.sum(dim)
+        probs = (x.amin() >= 0) & (x.amax() <= 1) & ((rows_sum - 1).abs().amax() < 1e-3)
+        s.defer(probs, self._softmax_cb(name, where, step, "probabilities"))
+        if name == "nll_loss":
+            s.defer(x.amax() > 1e-6, self._softmax_cb(name, where, step, "positive"))
+        if not target.is_floating_point() and target.dtype != torch.bool:
+            num_classes = x.shape[dim]
+            t = target.detach()
+            valid = t != ignore_index
+            bad = ((t < 0) | (t >= num_classes)) & valid
+            if t.device.type != "cpu" and t.device == x.device and self.calls <= _FIRST_CALLS:
+                # on an accelerator a bad index becomes an asynchronous device assert: check now
+                if bool(bad.any()):
+                    self._report_labels(name, t, num_classes, ignore_index, stop=True)
+            else:
+                s.defer(bad.any(), lambda v: v[0] and self._report_labels(name, t, num_classes, ignore_index))
+
+    def _softmax_cb(self, name: str, where: str, step: int, kind: str):
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            if not vals[0]:
+                return
+            if kind == "positive":
+                msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
+                       f"(<= 0), so these are raw logits and the loss is meaningless. Fix: apply "
+                       f"F.log_softmax(logits, dim=1) before NLLLoss, or use CrossEntropyLoss on the logits.")
+            elif name == "cross_entropy":
+                msg = ("every input row to F.cross_entropy is in [0, 1] and sums to 1: the model outputs "
+                       "probabilities, so softmax is applied twice (CrossEntropyLoss applies log_softmax "
+                       "itself), gradients shrink and learning stalls. Fix: return raw logits from "
+                       "forward (drop the final softmax) and apply softmax only for predictions.")
+            else:
+                msg = ("every input row to F.nll_loss is in [0, 1] and sums to 1: it received "
+                       "probabilities, not log-probabilities. Fix: use F.log_softmax instead of softmax, "
+                       "or CrossEntropyLoss on raw logits.")
+            s.report("softmax-before-cross-entropy", msg, where, key=name, step=step)
+
+        return callback
+
+    def _report_labels(self, name: str, t: torch.Tensor, num_classes: int, ignore_index: int,
+                       stop: bool = False) -> None:
+        valid = t[t != ignore_index]
+        lo, hi = (int(valid.min()), int(valid.max())) if valid.numel() else (0, 0)
+        n_bad = int((((valid < 0) | (valid >= num_classes))).sum()) if valid.numel() else 0
+        msg = (f"{n_bad} target(s) outside [0, {num_classes}) in this batch (min {lo}, max {hi}); the "
+               f"logits have {num_classes} classes. On CUDA this is a cryptic device-side assert. Fix: "
+               f"make the output layer as wide as the number of classes, or remap the labels to "
+               f"0..{num_classes - 1} (e.g. 1-based labels: y - 1).")
+        if stop:
+            self.s.stop("label-out-of-range", msg, self._where(name), key=name)
+        else:
+            self.s.report("label-out-of-range", msg, self._where(name), key=name)
+
+    def _regression_loss(self, name: str, inp: torch.Tensor, target: torch.Tensor) -> None:
+        where = self._where(name)
+        if not target.is_floating_point():
+            self.s.report(
+                "wrong-loss-for-task",
+                f"F.{name} got {target.dtype} targets (class indices?) for {tuple(inp.shape)} outputs: a "
+                f"regression loss on class indices treats classes as ordered numbers. Fix: for "
+                f"classification use CrossEntropyLoss on logits with integer labels.",
+                where, key=name + ":dtype",
+            )
+        elif inp.shape != target.shape:
+            try:
+                broadcast = tuple(torch.broadcast_shapes(inp.shape, target.shape))
+            except RuntimeError:
+                return  # PyTorch raises on its own
+            self.s.report(
+                "wrong-loss-for-task",
+                f"F.{name} got outputs {tuple(inp.shape)} and targets {tuple(target.shape)}: they "
+                f"broadcast to {broadcast}, so every output is compared with every target. Fix: make "
+                f"the shapes equal (e.g. output.squeeze(-1) or target.unsqueeze(-1)); for class "
+                f"indices use CrossEntropyLoss.",
+                where, key=name + ":shape",
+            )
+
+    def after(self, name: str, out: Any) -> None:
+        if not isinstance(out, torch.Tensor) or out.dim() != 0 or not out.requires_grad:
+            return
+        step = self.s.step
+        where = self._where(name)
+
+        def callback(vals: list[float]) -> None:
+            v = vals[0]
+            if not math.isfinite(v):
+                self.s.stop("non-finite",
+                            f"the loss from F.{name} is {v} at step {step}: its gradients will poison "
+                            f"every weight. Fix: check the inputs for NaN/inf, log of 0, division by "
+                            f"zero; lower the learning rate; use gradient clipping.",
+                            where, key="loss", can_stop=self.s.can_stop)
+                return
+            self.history.append((step, v))
+            if len(self.history) >= 4 * _WINDOW:
+                self.check_decreasing()
+
+        self.s.defer(out.detach().float(), callback)
+
+    def check_decreasing(self, final: bool = False) -> None:
+        s = self.s
+        hist = self.history
+        if self.not_decreasing_checked or len(s.optimizers) != 1 or len(hist) < (2 * _WINDOW if final else 4 * _WINDOW):
+            return
+        if hist[-1][0] - hist[0][0] < 20:
+            return
+        self.not_decreasing_checked = True
+        first = sum(v for _, v in hist[:_WINDOW]) / _WINDOW
+        last = sum(v for _, v in hist[-_WINDOW:]) / _WINDOW
+        if last >= 0.99 * first and first > 1e-6:
+            s.report(
+                "loss-not-decreasing",
+                f"the training loss went from {first:.4g} (steps {hist[0][0]}-{hist[_WINDOW - 1][0]}) "
+                f"to {last:.4g} (steps {hist[-_WINDOW][0]}-{hist[-1][0]}): no progress over "
+                f"{hist[-1][0] - hist[0][0]} steps. Fix: check the learning rate (too low: flat; too "
+                f"high: rising), that labels match inputs, and that the optimizer holds the model's "
+                f"parameters.",
+                where=f"loss from F.{self._first_name()}", key="loss",
+            )
+
+    def _first_name(self) -> str:
+        return next(iter(self.locs), "loss")
+
+    def on_error(self, name: str, args: tuple, kwargs: dict) -> None:
+        """The loss raised: say why, when it is one of the catalog's causes."""
+        inp = args[0] if args else kwargs.get("input")
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if not isinstance(inp, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        self._loc(name)
+        if inp.device != target.device:
+            self.s.report(
+                "device-mismatch",
+                f"F.{name} got outputs on {inp.device} and targets on {target.device}. Fix: move the "
+                f"targets with `y = y.to(device)` (assign the result) together with the inputs.",
+                self._where(name), key=name,
+            )
+            return
+        if name in CLASS_LOSSES and inp.is_floating_point() and inp.dim() >= 1:
+            if target.is_floating_point() and target.shape != inp.shape:
+                self.s.report(
+                    "wrong-loss-for-task",
+                    f"F.{name} got float targets of shape {tuple(target.shape)} for outputs "
+                    f"{tuple(inp.shape)}: class-index targets must be integers (torch.long); "
+                    f"probability targets must have the output's shape. Fix: y.long() for class indices.",
+                    self._where(name), key=name + ":dtype",
+                )
+                return
+            if not target.is_floating_point():
+                dim = 1 if inp.dim() >= 2 else 0
+                t = target.detach()
+                num_classes = inp.shape[dim]
+                ii = ignore_index_of(args, kwargs)
+                valid = t[t != ii]
+                if valid.numel() and (int(valid.min()) < 0 or int(valid.max()) >= num_classes):
+                    self._report_labels(name, t, num_classes, ii)
+
+    def end_of_run(self) -> None:
+        self.check_decreasing(final=True)

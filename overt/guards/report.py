@@ -1,0 +1,85 @@
+"""Collect findings: once per cause, silenced slugs dropped, ``--strict`` applied,
+printed to stderr as they are found, and written as JSON at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from overt.catalog import Severity, lookup
+from overt.errors import OvertError
+from overt.findings import Finding
+from overt.guards.options import GuardOptions
+
+PREFIX = "overt guard: "
+
+
+class GuardError(OvertError):
+    """Raised before an optimizer step that would corrupt the weights
+    (stale or non-finite gradients).  ``finding`` is the cause."""
+
+    def __init__(self, finding: Finding):
+        self.finding = finding
+        entry = lookup(finding.slug)
+        super().__init__(
+            f"{finding.code} {finding.slug}: stopped before the optimizer step. {finding.message}",
+            where=finding.where + (f" (step {finding.step})" if finding.step is not None else ""),
+            why=entry.why,
+            fix=f"see docs/guards.md#{finding.slug}; silence with ignore=['{finding.slug}'] only if this is intended",
+        )
+
+
+class Reporter:
+    """Findings of one guarded run."""
+
+    def __init__(self, options: GuardOptions):
+        self.options = options
+        self.findings: list[Finding] = []
+        self._keys: set[tuple[str, str]] = set()
+        self._pid = os.getpid()
+
+    def has(self, slug: str, key: str = "") -> bool:
+        return (slug, key) in self._keys
+
+    def add(self, finding: Finding, key: str = "") -> Finding | None:
+        """Record ``finding`` unless its slug is silenced or its cause (slug, key) was already
+        reported.  Returns the recorded finding (None when dropped)."""
+        if os.getpid() != self._pid:  # a DataLoader worker: only the main process reports
+            return None
+        if finding.slug in self.options.ignore:
+            return None
+        cause = (finding.slug, key)
+        if cause in self._keys:
+            return None
+        self._keys.add(cause)
+        if self.options.strict and finding.severity != Severity.ERROR:
+            finding.severity = Severity.ERROR
+        self.findings.append(finding)
+        try:
+            print(PREFIX + finding.format(), file=self.options.out(), flush=True)
+        except (OSError, ValueError):  # closed stream: keep the finding anyway
+            pass
+        return finding
+
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == Severity.ERROR]
+
+    def summary_line(self) -> str:
+        n = len(self.findings)
+        if not n:
+            return PREFIX + "no findings."
+        e = len(self.errors())
+        return PREFIX + f"{n} finding{'s' if n != 1 else ''} ({e} error{'s' if e != 1 else ''}); " \
+            "see docs/guards.md for each slug's fix."
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": [f.to_dict() for f in self.findings]}
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write ``{"findings": [...]}`` to ``path`` (parents created)."""
+        target = Path(path)
+        if target.parent and not target.parent.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,120 @@
+"""``overt run [options] script.py [script args]``: an unmodified script under the guards.
+
+The script runs as ``__main__`` (via :mod:`runpy`) with its own ``sys.argv``;
+models and optimizers are found through PyTorch's global module and optimizer
+hooks.  The exit code is the script's own (``sys.exit(n)`` -> n, an uncaught
+exception -> 1); with ``--strict`` a run with findings exits 1 as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+
+from overt.errors import OvertError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="overt run",
+        description="Run a training script unmodified under overt's runtime guards.",
+        epilog="Findings go to stderr; silence slugs with --ignore or [tool.overt] ignore = [...] "
+               "in pyproject.toml. See docs/guards.md.",
+    )
+    p.add_argument("--report", metavar="FILE", help="write the findings as JSON to FILE")
+    p.add_argument("--strict", action="store_true", help="warnings become errors; exit 1 on any finding")
+    p.add_argument("--ignore", action="append", default=[], metavar="SLUG",
+                   help="silence a slug or code (repeatable, or comma-separated)")
+    p.add_argument("--check-every", type=int, default=50, metavar="N",
+                   help="run the expensive checks every N optimizer steps after warmup (default 50)")
+    p.add_argument("--warmup-steps", type=int, default=5, metavar="N",
+                   help="check every one of the first N steps (default 5)")
+    p.add_argument("--no-stop", action="store_true",
+                   help="report stale/non-finite gradients instead of stopping before the step")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    return p
+
+
+_SUPER_INIT = ("before Module.__init__() call",)
+
+
+def _explain_crash(session, exc: BaseException) -> None:
+    """Findings for crashes whose PyTorch message does not say why."""
+    text = str(exc)
+    if isinstance(exc, AttributeError) and any(s in text for s in _SUPER_INIT):
+        frames = traceback.extract_tb(exc.__traceback__)
+        user = [f for f in frames if "site-packages" not in f.filename and "/overt/" not in f.filename]
+        loc = f"{os.path.relpath(user[-1].filename)}:{user[-1].lineno}" if user else ""
+        session.report(
+            "missing-super-init",
+            f"PyTorch raised \"{text}\": an nn.Module subclass assigned a layer or parameter in "
+            f"__init__ before calling super().__init__(), so the module's registries do not exist yet. "
+            f"Fix: make super().__init__() the first line of __init__.",
+            where=f"__init__ at {loc}" if loc else "", key=loc,
+        )
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    script = args.script
+    if not os.path.isfile(script):
+        print(f"overt run: no such script: {script}", file=sys.stderr)
+        return 2
+
+    from overt.guards.options import GuardOptions, pyproject_ignore
+    from overt.guards.session import GuardSession
+
+    try:
+        options = GuardOptions(strict=args.strict,
+                               ignore=frozenset([*pyproject_ignore(os.path.dirname(os.path.abspath(script))),
+                                                 *args.ignore]),
+                               check_every=args.check_every, warmup_steps=args.warmup_steps,
+                               stop_on_error=not args.no_stop, report_path=args.report)
+    except OvertError as exc:
+        print(f"overt run: {exc}", file=sys.stderr)
+        return 2
+
+    session = GuardSession(options, auto=True)
+    old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    sys.argv = [script, *args.args]
+    script_dir = os.path.dirname(os.path.abspath(script))
+    if sys.path:
+        sys.path[0] = script_dir
+    else:
+        sys.path.insert(0, script_dir)
+    code = 0
+    error: BaseException | None = None
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except OvertError as exc:  # a guard stopped the run
+        error = exc
+        print(f"overt: {exc}", file=sys.stderr)
+        code = 1
+    except BaseException as exc:  # the script's own error: show it like Python would
+        error = exc
+        traceback.print_exc()
+        _explain_crash(session, exc)
+        code = 1
+    finally:
+        sys.argv = old_argv
+        if old_path0 is not None and sys.path:
+            sys.path[0] = old_path0
+    findings = session.close(error=error)
+    print(session.reporter.summary_line(), file=sys.stderr, flush=True)
+    if args.report:
+        session.reporter.write(args.report)
+    if code == 0 and args.strict and findings:
+        code = 1
+    return code

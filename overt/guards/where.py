@@ -1,0 +1,57 @@
+"""Find the user's own file:line on the stack, skipping torch, overt and the standard library."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import sysconfig
+
+_SKIP_DIRS: tuple[str, ...] = ()
+
+
+def _skip_dirs() -> tuple[str, ...]:
+    global _SKIP_DIRS
+    if not _SKIP_DIRS:
+        import torch
+
+        dirs = {os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))}
+        for key in ("stdlib", "platstdlib"):
+            path = sysconfig.get_paths().get(key)
+            if path:
+                dirs.add(path)
+        _SKIP_DIRS = tuple(os.path.realpath(d) + os.sep for d in dirs)
+    return _SKIP_DIRS
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def user_location(skip: int = 1) -> str | None:
+    """``"file.py:LINE"`` of the innermost frame that belongs to the user's code, or None."""
+    skip_dirs = _skip_dirs()
+    frame = sys._getframe(skip)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith("<"):
+            real = os.path.realpath(filename)
+            if not real.startswith(skip_dirs):
+                return f"{_short(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def class_location(obj: object) -> str | None:
+    """``"file.py:LINE"`` where ``type(obj)`` is defined, if Python can tell."""
+    cls = type(obj)
+    try:
+        path = inspect.getsourcefile(cls)
+        _, line = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return None
+    return f"{_short(path)}:{line}" if path else None

@@ -1,0 +1,91 @@
+"""Small real training loops on sklearn's digits for the guard tests."""
+
+from __future__ import annotations
+
+import io
+from functools import lru_cache
+
+import torch
+from torch import nn
+
+import overt
+
+
+@lru_cache(maxsize=1)
+def _digits() -> tuple[torch.Tensor, torch.Tensor]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(d.target, dtype=torch.long)
+    return x, y
+
+
+def digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs (1797, 64) float32 in [0, 1], labels (1797,) long)."""
+    x, y = _digits()
+    return x.clone(), y.clone()
+
+
+def batches(batch_size: int = 32, n: int | None = None, start: int = 0):
+    """Yield ``n`` consecutive (x, y) training batches (cycling over the first 1500 samples)."""
+    x, y = _digits()
+    i = start
+    count = 0
+    while n is None or count < n:
+        j = (i * batch_size) % (1500 - batch_size)
+        yield x[j:j + batch_size], y[j:j + batch_size]
+        i += 1
+        count += 1
+
+
+def val_batches(batch_size: int = 64):
+    x, y = _digits()
+    for j in range(1500, 1797, batch_size):
+        yield x[j:j + batch_size], y[j:j + batch_size]
+
+
+def mlp(hidden: int = 32, dropout: float = 0.0, bn: bool = False, out: int = 10) -> nn.Sequential:
+    torch.manual_seed(0)
+    layers: list[nn.Module] = [nn.Linear(64, hidden)]
+    if bn:
+        layers.append(nn.BatchNorm1d(hidden))
+    layers.append(nn.ReLU())
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    layers.append(nn.Linear(hidden, out))
+    return nn.Sequential(*layers)
+
+
+def guarded(model, opt, **kw):
+    """``overt.guard`` with output captured (``g.session.options.stream.getvalue()``)."""
+    kw.setdefault("stream", io.StringIO())
+    kw.setdefault("overhead_budget", None)  # exact check_every cadence: deterministic tests
+    return overt.guard(model, opt, **kw)
+
+
+def slugs(findings) -> list[str]:
+    return sorted({f.slug for f in findings})
+
+
+def train(model, opt, steps: int = 10, batch_size: int = 32, loss_fn=None):
+    """The canonical loop: zero_grad, forward, loss, backward, step."""
+    if loss_fn is None:
+        loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    for xb, yb in batches(batch_size, steps):
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+    return loss
+
+
+def evaluate(model):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for xb, yb in val_batches():
+            correct += int((model(xb).argmax(1) == yb).sum())
+    model.train()
+    return correct

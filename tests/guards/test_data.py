@@ -1,0 +1,120 @@
+"""Data pipeline guards and the learning-rate scheduler's cadence."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from .helpers import digits, guarded, mlp, slugs
+
+
+class _SlowDigits(Dataset):
+    """A __getitem__ that does heavy work per sample."""
+
+    def __init__(self, delay: float):
+        self.x, self.y = digits()
+        self.delay = delay
+
+    def __len__(self) -> int:
+        return 1500
+
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)
+        return self.x[i], self.y[i]
+
+
+def _epoch(loader, model, opt, max_batches=None):
+    model.train()
+    for i, (xb, yb) in enumerate(loader):
+        if max_batches is not None and i >= max_batches:
+            break
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+
+
+def test_dataloader_starvation():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(_SlowDigits(delay=0.002), batch_size=8, shuffle=True)
+    g = guarded(model, opt, check_every=10)
+    _epoch(loader, model, opt, max_batches=30)
+    findings = g.report()
+    assert slugs(findings) == ["dataloader-starvation"]
+    assert "num_workers=0" in findings[0].message
+
+
+def test_fast_loader_is_quiet():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:1500], y[:1500]), batch_size=8, shuffle=True)
+    g = guarded(model, opt, check_every=10)
+    _epoch(loader, model, opt, max_batches=30)
+    assert g.report() == []
+
+
+def test_batchnorm_tiny_last_batch():
+    model = mlp(bn=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:1442], y[:1442]), batch_size=32, shuffle=True)  # last batch: 2
+    g = guarded(model, opt)
+    _epoch(loader, model, opt)
+    findings = g.report()
+    assert slugs(findings) == ["batchnorm-tiny-batch"]
+    assert "batch of 2" in findings[0].message and "batch 45" in findings[0].where
+    assert "drop_last=True" in findings[0].message
+
+
+def test_batchnorm_with_drop_last_is_quiet():
+    model = mlp(bn=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:1442], y[:1442]), batch_size=32, shuffle=True, drop_last=True)
+    g = guarded(model, opt)
+    _epoch(loader, model, opt)
+    assert g.report() == []
+
+
+def _sched_run(kind: str, per_batch: bool, epochs: int = 2):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:640], y[:640]), batch_size=32, shuffle=True)
+    if kind == "step":
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)  # every 3 epochs
+    else:
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=epochs * len(loader))
+    g = guarded(model, opt, check_every=5)
+    for _ in range(epochs):
+        for xb, yb in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            if per_batch:
+                sched.step()
+        if not per_batch:
+            sched.step()
+    return g.report()
+
+
+def test_epoch_scheduler_stepped_every_batch():
+    findings = _sched_run("step", per_batch=True)
+    assert slugs(findings) == ["scheduler-cadence"]
+    assert "StepLR" in findings[0].where
+
+
+def test_one_cycle_stepped_every_epoch():
+    findings = _sched_run("onecycle", per_batch=False, epochs=3)
+    assert slugs(findings) == ["scheduler-cadence"]
+    assert "OneCycleLR" in findings[0].where
+
+
+def test_schedulers_at_their_cadence_are_quiet():
+    assert _sched_run("step", per_batch=False, epochs=3) == []
+    assert _sched_run("onecycle", per_batch=True, epochs=3) == []

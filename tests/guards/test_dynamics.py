@@ -1,0 +1,86 @@
+"""Training-dynamics guards: exploding/vanishing gradients, dead ReLUs, a loss that does not fall."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .helpers import guarded, mlp, slugs, train
+
+
+def _deep(act: type[nn.Module], depth: int = 12, width: int = 32) -> nn.Sequential:
+    torch.manual_seed(0)
+    layers: list[nn.Module] = [nn.Linear(64, width), act()]
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), act()]
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def test_vanishing_gradients_in_a_deep_sigmoid_stack():
+    model = _deep(nn.Sigmoid)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=2)
+    train(model, opt, steps=10)
+    findings = g.report()
+    assert "vanishing-gradients" in slugs(findings)
+    f = next(f for f in findings if f.slug == "vanishing-gradients")
+    assert "Sequential.0.weight" in f.where
+
+
+def test_deep_relu_stack_is_quiet():
+    model = _deep(nn.ReLU, depth=4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = guarded(model, opt, check_every=2)
+    train(model, opt, steps=10)
+    assert g.report() == []
+
+
+def test_exploding_gradients():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=2.0)  # far too high for this linear stack
+    g = guarded(model, opt, check_every=1, stop_on_error=False)
+    train(model, opt, steps=12)
+    findings = g.report()
+    assert "exploding-gradients" in slugs(findings)
+    first = findings[0]
+    assert first.slug == "exploding-gradients"  # reported before the gradients overflow
+
+
+def test_dead_activations():
+    model = mlp(hidden=64)
+    with torch.no_grad():
+        model[0].bias.fill_(-20.0)  # every ReLU unit starts (and stays) dead
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = guarded(model, opt, check_every=2, ignore=["loss-not-decreasing", "no-gradient"])
+    train(model, opt, steps=8)
+    findings = g.report()
+    assert slugs(findings) == ["dead-activations"]
+    assert "Sequential.1" in findings[0].where
+
+
+def test_healthy_relus_are_quiet():
+    model = mlp(hidden=64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = guarded(model, opt, check_every=2)
+    train(model, opt, steps=8)
+    assert g.report() == []
+
+
+def test_loss_not_decreasing():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)  # far too low: nothing happens
+    g = guarded(model, opt, check_every=3)
+    train(model, opt, steps=60)
+    findings = g.report()
+    assert slugs(findings) == ["loss-not-decreasing"]
+    assert "cross_entropy" in findings[0].where
+
+
+def test_decreasing_loss_is_quiet():
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = guarded(model, opt, check_every=3)
+    train(model, opt, steps=60)
+    assert g.report() == []

@@ -1,0 +1,86 @@
+"""The guards inside overt's engine: the real Trainer is quiet; planted bugs are reported in the summary."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from overt.guards.engine import GuardCallback
+
+from .helpers import digits
+
+Trainer = pytest.importorskip("overt.engine.loop").Trainer
+
+
+def _data():
+    x, y = digits()
+    return TensorDataset(x[:480], y[:480]), TensorDataset(x[1500:1600], y[1500:1600])
+
+
+def _fit(model, **overrides):
+    train, val = _data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    guard = GuardCallback(check_every=2, overhead_budget=None)
+    trainer = Trainer(model, opt, nn.CrossEntropyLoss(), train, val, callbacks=[guard],
+                      epochs=2, batch_size=32, progress="off", **overrides)
+    return trainer.fit()
+
+
+def _model(softmax: bool = False, plain_list: bool = False) -> nn.Module:
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            layers = [nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 10)]
+            self.body = layers if plain_list else nn.Sequential(*layers)
+
+        def forward(self, x):
+            if plain_list:
+                for layer in self.body:
+                    x = layer(x)
+            else:
+                x = self.body(x)
+            return x.softmax(1) if softmax else x
+
+    return Net()
+
+
+def test_trainer_with_guards_has_zero_findings():
+    summary = _fit(_model(), accumulate=2)
+    assert summary["findings"] == []
+
+
+def test_trainer_reports_softmax_before_cross_entropy():
+    summary = _fit(_model(softmax=True))
+    assert [f["slug"] for f in summary["findings"]] == ["softmax-before-cross-entropy"]
+    assert summary["findings"][0]["code"] == "OVT301"
+
+
+def test_trainer_reports_unregistered_submodule():
+    model = _model(plain_list=True)
+    model.extra = nn.Linear(2, 2)  # the only registered parameters: what the optimizer gets
+    summary = _fit(model)
+    slugs = [f["slug"] for f in summary["findings"]]
+    assert "unregistered-submodule" in slugs
+    where = next(f["where"] for f in summary["findings"] if f["slug"] == "unregistered-submodule")
+    assert "Net.body" in where and "test_engine.py" in where
+
+
+@pytest.mark.parametrize("name", sorted(__import__("overt.recipes", fromlist=["BUILTIN"]).BUILTIN))
+def test_every_builtin_recipe_trains_with_zero_findings(name):
+    from types import SimpleNamespace
+
+    from overt.recipes import build_recipe, load_recipe_module
+
+    module = load_recipe_module(name)
+    cfg = SimpleNamespace(**getattr(module, "defaults", {}))
+    recipe = build_recipe(module, cfg)
+    trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
+                      scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
+                      metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
+                      callbacks=[GuardCallback(check_every=5, overhead_budget=None)],
+                      epochs=2, batch_size=getattr(cfg, "batch_size", 32), progress="off")
+    summary = trainer.fit()
+    assert summary["findings"] == []

@@ -1,0 +1,210 @@
+"""Gradients and the optimizer step: planted bugs are reported with their location; clean twins are quiet."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from overt.guards import GuardError
+
+from .helpers import batches, guarded, mlp, slugs, train
+
+
+def test_stale_gradients_stops_before_the_second_step():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    before = None
+    with pytest.raises(GuardError) as err:
+        for i, (xb, yb) in enumerate(batches(32, 10)):
+            loss = F.cross_entropy(model(xb), yb)  # no zero_grad anywhere
+            loss.backward()
+            if i == 1:
+                before = [p.detach().clone() for p in model.parameters()]
+            opt.step()
+    findings = g.report()
+    assert slugs(findings) == ["stale-gradients"]
+    f = findings[0]
+    assert f.step == 1 and f.code == "OVT101"
+    assert "test_gradients.py" in f.where  # the user's own opt.step() line
+    assert "0.weight" in f.message
+    # stopped *before* the step: the weights are those from after step 1
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert "stale-gradients" in str(err.value)
+
+
+def test_stale_gradients_clean_twins_quiet():
+    for reset in ("optimizer", "model", "none_by_hand", "zero_false"):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = guarded(model, opt, check_every=2)
+        for xb, yb in batches(32, 12):
+            if reset == "optimizer":
+                opt.zero_grad()
+            elif reset == "model":
+                model.zero_grad()
+            elif reset == "none_by_hand":
+                for p in model.parameters():
+                    p.grad = None
+            else:
+                opt.zero_grad(set_to_none=False)
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+        assert g.report() == [], reset
+
+
+def test_zero_grad_between_backward_and_step():
+    for set_to_none in (True, False):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = guarded(model, opt)
+        for xb, yb in batches(32, 6):
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.zero_grad(set_to_none=set_to_none)  # misplaced: wipes the gradients
+            opt.step()
+        findings = g.report()
+        assert "zero-grad-misplaced" in slugs(findings), set_to_none
+        f = next(f for f in findings if f.slug == "zero-grad-misplaced")
+        assert f.step == 0 and "SGD#0" in f.where
+
+
+def test_zero_grad_placed_right_is_quiet():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    train(model, opt, steps=8)
+    assert g.report() == []
+
+
+def test_params_not_optimized_layer_added_after_optimizer():
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.append(nn.Linear(10, 10))  # added after the optimizer was built
+    g = guarded(model, opt)
+    train(model, opt, steps=7)
+    findings = g.report()
+    assert slugs(findings) == ["params-not-optimized"]
+    assert "Sequential.3.weight" in findings[0].message and "Sequential.3.bias" in findings[0].message
+
+
+def test_params_not_optimized_all_frozen_optimizer():
+    model = mlp()
+    head = nn.Linear(10, 10)
+    for p in head.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt_head = torch.optim.SGD(head.parameters(), lr=0.1)
+    g = guarded([model, head], [opt, opt_head])
+    for xb, yb in batches(32, 6):
+        opt.zero_grad()
+        F.cross_entropy(head(model(xb)), yb).backward()
+        opt.step()
+        opt_head.step()
+    findings = g.report()
+    assert "params-not-optimized" in slugs(findings)
+    assert any("requires_grad=False" in f.message for f in findings)
+
+
+def test_params_all_in_optimizer_is_quiet():
+    model = mlp()
+    model.append(nn.Linear(10, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # built after the model is complete
+    g = guarded(model, opt)
+    train(model, opt, steps=7)
+    assert g.report() == []
+
+
+class _Detached(nn.Module):
+    def __init__(self, detach: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Linear(64, 32)
+        self.head = nn.Linear(32, 10)
+        self.detach = detach
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        return self.head(h.detach() if self.detach else h)
+
+
+def test_no_gradient_on_detached_path():
+    model = _Detached(detach=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    train(model, opt, steps=7)
+    findings = g.report()
+    assert slugs(findings) == ["no-gradient"]
+    assert "_Detached.body.weight" in findings[0].message and "head" not in findings[0].message
+
+
+def test_no_gradient_clean_twin():
+    model = _Detached(detach=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    train(model, opt, steps=7)
+    assert g.report() == []
+
+
+def test_params_not_updating_with_lr_zero():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    g = guarded(model, opt, check_every=5)
+    train(model, opt, steps=12)
+    findings = g.report()
+    assert "params-not-updating" in slugs(findings)
+    f = next(f for f in findings if f.slug == "params-not-updating")
+    assert "lr = 0" in f.message and "SGD#0" in f.where
+
+
+def test_params_updating_is_quiet():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = guarded(model, opt, check_every=5)
+    train(model, opt, steps=12)
+    assert g.report() == []
+
+
+def test_non_finite_gradient_stops_before_the_step():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    with pytest.raises(GuardError):
+        for i, (xb, yb) in enumerate(batches(32, 6)):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            if i == 2:
+                loss = loss * torch.tensor(float("inf"))  # planted overflow
+            loss.backward()
+            opt.step()
+    findings = g.report()
+    assert "non-finite" in slugs(findings)
+    f = next(f for f in findings if f.slug == "non-finite")
+    assert f.step == 2
+    assert all(torch.isfinite(p).all() for p in model.parameters())  # the weights were not touched
+
+
+def test_non_finite_input_is_reported():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, stop_on_error=False)
+    for i, (xb, yb) in enumerate(batches(32, 4)):
+        if i == 1:
+            xb = xb.clone()
+            xb[3, 5] = float("nan")
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    findings = g.report()
+    assert "non-finite" in slugs(findings)
+    assert any("input 0 of Sequential" in f.message for f in findings)
+
+
+def test_finite_training_is_quiet():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=1)
+    train(model, opt, steps=10)
+    assert g.report() == []

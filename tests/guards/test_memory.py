@@ -1,0 +1,92 @@
+"""Autograd graphs kept across steps."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .helpers import batches, guarded, mlp, slugs
+
+
+def test_graph_leak_losses_appended():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    history = []
+    for xb, yb in batches(32, 10):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        history.append(loss)  # keeps every graph alive
+    findings = g.report()
+    assert slugs(findings) == ["graph-leak"]
+    assert "test_memory.py" in findings[0].where
+
+
+def test_graph_leak_running_total():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    total = 0.0
+    for xb, yb in batches(32, 10):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        total += loss
+    assert slugs(g.report()) == ["graph-leak"]
+
+
+def test_item_and_detach_are_quiet():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=2)
+    history, total, prev = [], 0.0, None
+    for xb, yb in batches(32, 12):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        history.append(loss.detach())
+        total += loss.item()
+        prev = loss  # one step of look-back is fine
+    assert prev is not None and g.report() == []
+
+
+def _loop(retain: bool, steps: int = 10):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = guarded(model, opt)
+    for xb, yb in batches(32, steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward(retain_graph=retain)
+        opt.step()
+    return g.report()
+
+
+def test_retain_graph_in_loop():
+    findings = _loop(retain=True)
+    assert slugs(findings) == ["retain-graph-in-loop"]
+    assert "Sequential" in findings[0].where and "helpers.py" not in findings[0].where
+    assert "test_memory.py" in findings[0].where
+
+
+def test_backward_without_retain_graph_is_quiet():
+    assert _loop(retain=False) == []
+
+
+def test_two_backwards_through_one_graph_within_a_step_is_quiet():
+    """A GAN-style second backward through a shared graph inside one step is legitimate."""
+    model = mlp()
+    head = torch.nn.Linear(10, 1)
+    opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.05)
+    g = guarded([model, head], opt)
+    for xb, yb in batches(32, 10):
+        opt.zero_grad()
+        out = model(xb)
+        F.cross_entropy(out, yb).backward(retain_graph=True)
+        head(out).pow(2).mean().backward()
+        opt.step()
+    assert g.report() == []
