@@ -68,7 +68,7 @@ class TrainConfig(BaseModel):
     activation_checkpointing: list[str] = Field(
         default_factory=list, description="submodule names or class names whose activations are recomputed in backward"
     )
-    log_every: int = Field(10, ge=1, description="optimizer steps between logged training points")
+    log_every: int = Field(50, ge=1, description="optimizer steps between logged training points")
     val_every: int = Field(1, ge=1, description="epochs between validations")
     monitor: str = Field("val/loss", description="metric that defines the best model")
     monitor_mode: Literal["min", "max"] = Field("min", description="whether lower or higher is better")

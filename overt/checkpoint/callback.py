@@ -45,18 +45,15 @@ def _stderr(message: str) -> None:
 class LoopState:
     """The Trainer's running logs of the unfinished epoch (saved so a resumed epoch reports the same loss)."""
 
-    ATTRS = ("_epoch_losses", "_epoch_samples", "_interval", "_interval_samples", "last_metrics")
-
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: getattr(self.trainer, name) for name in self.ATTRS if hasattr(self.trainer, name)}
+        return {"running_loss": self.trainer.running_loss.state_dict(), "last_metrics": self.trainer.last_metrics}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name in self.ATTRS:
-            if name in state and hasattr(self.trainer, name):
-                setattr(self.trainer, name, _to_device(state[name], self.trainer.device))
+        self.trainer.running_loss.load_state_dict(_to_device(state["running_loss"], self.trainer.device))
+        self.trainer.last_metrics = dict(state["last_metrics"])
 
 
 def _to_device(tree: Any, device: Any) -> Any:

@@ -11,7 +11,7 @@ Order inside one optimizer step (one accumulation window)::
 
     for each micro-batch:  on_batch_start -> forward/loss/backward -> on_after_backward
     precision.unscale -> on_before_optimizer_step -> clip -> optimizer.step
-    zero_grad(set_to_none) -> scheduler.step (if per step) -> on_step_end
+    zero_grad(set_to_none) -> scheduler.step (if per step) -> on_log (every log_every steps) -> on_step_end
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ class Callback:
         """Gradients are final and unscaled here; raising stops the run before the weights change."""
 
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
-        """After optimizer step, gradient reset and per-step scheduler.  ``logs`` holds device
-        tensors (loss, grad norm); read them only every N steps."""
+        """After optimizer step, gradient reset, per-step scheduler and (when due) ``on_log``.
+        ``logs``: ``loss`` (the last micro-batch's loss, a device tensor), ``samples`` (in the
+        window), ``grad_norm`` (device tensor or None); read device values only every N steps."""
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         """Every ``log_every`` optimizer steps: interval means as python floats

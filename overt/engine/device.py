@@ -30,7 +30,9 @@ def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False)
     """Move every tensor in ``batch`` (tensors, lists, tuples, namedtuples,
     dicts, dataclasses, nested) to ``device``; other values are left alone."""
     if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=non_blocking)
+        return batch if batch.device == device else batch.to(device, non_blocking=non_blocking)
+    if type(batch) is tuple or type(batch) is list:  # the common case first: a plain (inputs, target)
+        return type(batch)(move_to_device(b, device, non_blocking) for b in batch)
     if isinstance(batch, (list, tuple)):
         moved = [move_to_device(b, device, non_blocking) for b in batch]
         if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple

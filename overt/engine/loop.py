@@ -10,7 +10,6 @@ plugged in as :class:`~overt.engine.callbacks.Callback`\\ s.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import platform
 import time
@@ -27,14 +26,12 @@ from overt.engine.callbacks import Callback, CallbackList
 from overt.engine.data import batch_sizes, build_loader, num_batches, set_loader_epoch
 from overt.engine.device import batch_size_of, move_to_device, pick_device
 from overt.engine.evaluate import evaluate
+from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.precision import Precision
 from overt.engine.seeding import seed_everything
 from overt.engine.state import TrainState
 from overt.errors import ConfigError, OvertError
-
-
-_NO_SYNC_NEEDED = contextlib.nullcontext()
 
 
 def default_forward(model: nn.Module, batch: Any) -> tuple[Any, Any]:
@@ -124,11 +121,8 @@ class Trainer:
         early, late = default_callbacks(cfg, self.run_dir)
         self.callbacks = CallbackList([*early, *(callbacks or []), *late])
         self.last_metrics: dict[str, float] = {}
-        self._interval: list[torch.Tensor] = []  # window losses since the last log point (device tensors)
-        self._interval_samples = 0
-        self._epoch_losses: list[torch.Tensor] = []  # window losses of this epoch, and their sample counts
-        self._epoch_samples: list[int] = []
-        self._window_loss: torch.Tensor | None = None
+        self.running_loss = RunningLoss(self.device)  # summed on the device, read every log_every steps
+        self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
         self._window_samples = 0
         self._grad_norm: torch.Tensor | None = None
 
@@ -181,7 +175,10 @@ class Trainer:
                 weight, closes = self.plan.weights[i], self.plan.closes[i]
             else:  # unsized loader: weight by the window length; the last partial window is fixed below
                 weight, closes = 1.0 / accumulate, (i + 1) % accumulate == 0
-            with self._grad_sync(closes):
+            if self._ddp and not closes:  # inside a window DDP need not all-reduce until its last micro-batch
+                with self.model.no_sync():
+                    self.micro_step(batch, weight)
+            else:
                 self.micro_step(batch, weight)
             state.batch_index += 1
             if closes:
@@ -203,14 +200,14 @@ class Trainer:
             raise
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
             raise self._batch_error(exc, batch) from exc
-        scaled = loss if weight == 1.0 else loss * weight
-        self.precision.backward(scaled)
+        self.precision.backward(loss if weight == 1.0 else loss * weight)
         for fn in self.callbacks.hook("on_after_backward"):
             fn(self, loss)
-        n = batch_size_of(target)
+        n = target.shape[0] if isinstance(target, torch.Tensor) and target.dim() else batch_size_of(batch)
+        self.last_loss = loss.detach()
+        self.running_loss.add(self.last_loss, n)
         self.state.samples_seen += n
         self._window_samples += n
-        self._window_loss = scaled.detach() if self._window_loss is None else self._window_loss + scaled.detach()
         return loss
 
     def optimizer_step(self) -> None:
@@ -226,16 +223,14 @@ class Trainer:
         state.global_step += 1
         if self.scheduler_interval == "step":
             self.scheduler.step()
-        logs = {"loss": self._window_loss, "samples": self._window_samples, "grad_norm": self._grad_norm}
-        self._interval.append(self._window_loss)
-        self._interval_samples += self._window_samples
-        self._epoch_losses.append(self._window_loss)
-        self._epoch_samples.append(self._window_samples)
-        self._window_loss, self._window_samples = None, 0
-        for fn in self.callbacks.hook("on_step_end"):
-            fn(self, logs)
+        samples, self._window_samples = self._window_samples, 0
         if state.global_step % cfg.log_every == 0:
             self._log()
+        step_end = self.callbacks.hook("on_step_end")
+        if step_end:
+            logs = {"loss": self.last_loss, "samples": samples, "grad_norm": self._grad_norm}
+            for fn in step_end:
+                fn(self, logs)
 
     def validate(self) -> dict[str, float]:
         """Validation metrics under ``eval()`` and ``inference_mode``; modes restored after."""
@@ -269,26 +264,22 @@ class Trainer:
     def _log(self) -> None:
         """One host read for the interval: mean loss, lr, throughput -> ``on_log``."""
         now = time.perf_counter()
+        samples = self.running_loss.interval_samples
         logs: dict[str, float] = {
             "step": self.state.global_step,
             "epoch": self.state.epoch,
-            "train/loss": torch.stack(self._interval).float().mean().item(),
+            "train/loss": self.running_loss.read_interval(),
             "train/lr": float(self.optimizer.param_groups[0]["lr"]),
-            "train/samples_per_sec": self._interval_samples / max(now - self._log_time, 1e-9),
+            "train/samples_per_sec": samples / max(now - self._log_time, 1e-9),
         }
         if self._grad_norm is not None:
             logs["train/grad_norm"] = float(self._grad_norm)
-        self._interval, self._interval_samples, self._log_time = [], 0, now
+        self._log_time = now
         self.callbacks.call("on_log", self, logs)
 
     def _epoch_train_metrics(self) -> dict[str, float]:
-        if not self._epoch_losses:
-            return {}
-        counts = torch.tensor(self._epoch_samples, dtype=torch.float32, device=self._epoch_losses[0].device)
-        weighted = (torch.stack(self._epoch_losses).float() * counts).sum().item()
-        total = sum(self._epoch_samples)
-        self._epoch_losses, self._epoch_samples = [], []
-        return {"train/epoch_loss": weighted / total}
+        mean = self.running_loss.read_epoch()
+        return {} if mean is None else {"train/epoch_loss": mean}
 
     def _track_best(self, metrics: dict[str, float]) -> None:
         cfg, state = self.config, self.state
@@ -333,12 +324,6 @@ class Trainer:
             horizon = self.total_steps if interval == "step" else self.config.epochs
             scheduler = scheduler(self.optimizer, horizon)
         return scheduler, interval
-
-    def _grad_sync(self, closes: bool) -> Any:
-        """Inside an accumulation window, DDP need not all-reduce gradients until the last micro-batch."""
-        if self._ddp and not closes:
-            return self.model.no_sync()
-        return _NO_SYNC_NEEDED
 
     def _skip_consumed(self, samples: int) -> None:
         sampler = getattr(self.train_loader, "sampler", None)

@@ -49,3 +49,57 @@ class WeightedMean:
         names = list(self.sums)
         values = (torch.stack([self.sums[k] for k in names]) / self.count).tolist()
         return dict(zip(names, values))
+
+
+class RunningLoss:
+    """The training loss, sample-weighted, kept on the device: no host read per step.
+
+    ``add`` only keeps a reference to the detached loss; ``read_interval`` (one
+    host read) reduces them and gives the mean since the last read; ``read_epoch``
+    the mean over the epoch."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._losses: list[torch.Tensor] = []
+        self._counts: list[int] = []
+        self.interval_samples = 0
+        self.epoch_sum = 0.0
+        self.epoch_samples = 0
+
+    def add(self, loss: torch.Tensor, n: int) -> None:
+        """``loss``: a detached, mean-reduced batch loss; ``n``: the batch's samples."""
+        self._losses.append(loss)
+        self._counts.append(n)
+        self.interval_samples += n
+
+    def read_interval(self) -> float | None:
+        if not self.interval_samples:
+            return None
+        counts = torch.tensor(self._counts, dtype=torch.float32, device=self.device)
+        total = float((torch.stack(self._losses).float().reshape(-1) * counts).sum().item())
+        self._losses, self._counts = [], []
+        self.epoch_sum += total
+        self.epoch_samples += self.interval_samples
+        mean = total / self.interval_samples
+        self.interval_samples = 0
+        return mean
+
+    def read_epoch(self) -> float | None:
+        self.read_interval()
+        mean = self.epoch_sum / self.epoch_samples if self.epoch_samples else None
+        self.epoch_sum, self.epoch_samples = 0.0, 0
+        return mean
+
+    def state_dict(self) -> dict[str, object]:
+        losses = (torch.stack(self._losses).float().reshape(-1) if self._losses
+                  else torch.zeros(0, device=self.device))
+        return {"losses": losses.clone(), "counts": list(self._counts), "interval_samples": self.interval_samples,
+                "epoch_sum": self.epoch_sum, "epoch_samples": self.epoch_samples}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        losses = state["losses"]
+        self._losses = [t.to(self.device) for t in losses]  # type: ignore[union-attr]
+        self._counts = [int(c) for c in state["counts"]]  # type: ignore[union-attr]
+        self.interval_samples = int(state["interval_samples"])  # type: ignore[arg-type]
+        self.epoch_sum = float(state["epoch_sum"])  # type: ignore[arg-type]
+        self.epoch_samples = int(state["epoch_samples"])  # type: ignore[arg-type]
