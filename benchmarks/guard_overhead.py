@@ -1,21 +1,29 @@
 """Overhead of the runtime guards on a tiny MLP on CPU (where framework overhead dominates).
 
-Two measurements, each guards-off vs guards-on, interleaved in rounds so that
-machine noise hits both alike.  On a shared machine the OS preempts the
-process for milliseconds at a time, which wrecks wall-clock means, so a
-round's speed is measured two ways: steps per CPU-second of the process
-(``time.process_time``: preemption does not count, checked steps do) and
-1 / (median wall time of one step).  The figures are medians over rounds:
+Three measurements, each guards-off vs guards-on in one process (or, for ``overt
+run``, one process per run), interleaved in rounds so that machine noise hits
+both alike:
 
-1. ``overt.guard(model, opt)`` in a hand-written loop, in one process (each
-   guarded round first runs 500 steps: the first steps are all checked and the
-   check interval adapts, so the figure is the steady state);
-2. ``overt run`` on a hand-written script vs ``python script.py`` (the script
+1. the engine: ``overt.Trainer`` with its default guards on vs ``guards=False``
+   (tiny MLP 64-32-10 on the digits training split, batch 64, AdamW, the
+   engine's DataLoader over a TensorDataset, 23 steps per epoch).  Each round
+   times one whole ``fit()`` of each; the figures are the minimum (the loop's
+   intrinsic cost: the VM preempts the process for milliseconds at a time) and
+   the median over rounds of the time per step.  Runs of ``--engine-epochs``
+   (short: the guards' fixed cost -- session set-up and the warm-up's checked
+   steps -- weighs most) and of 8x as many epochs (close to the steady state);
+2. ``overt.guard(model, opt)`` in a hand-written loop (each guarded round first
+   runs 500 steps: the first steps are all checked and the check interval
+   adapts, so the figure is the steady state); a round's speed is measured as
+   steps per CPU-second of the process (``time.process_time``: preemption does
+   not count, checked steps do) and 1 / (median wall time of one step);
+3. ``overt run`` on a hand-written script vs ``python script.py`` (the script
    times its own loop, so interpreter start-up is not counted).
 
 Usage::
 
-    python benchmarks/guard_overhead.py [--steps 3000] [--rounds 7] [--threads 1] [--skip-run]
+    python benchmarks/guard_overhead.py [--steps 3000] [--rounds 7] [--threads 1]
+        [--engine-epochs 5] [--engine-rounds 30] [--skip-run] [--only-engine]
 """
 
 from __future__ import annotations
@@ -115,6 +123,49 @@ def summarize(off: list[tuple[float, float]], on: list[tuple[float, float]]) -> 
             statistics.median(o[1] for o in off), statistics.median(o[1] for o in on))
 
 
+def engine(epochs: int, rounds: int, threads: int) -> tuple[list[float], list[float], int]:
+    """Seconds per step of whole ``Trainer.fit()`` runs, guards off and on, alternating."""
+    import torch
+    from torch import nn
+
+    import overt
+    from overt.recipes.digits import load_digits_split
+
+    torch.set_num_threads(threads)
+    data, _ = load_digits_split(0.2, 0)
+
+    def fit(guards: bool) -> tuple[float, int]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        trainer = overt.Trainer(model, opt, nn.CrossEntropyLoss(), data, epochs=epochs, batch_size=64,
+                                device="cpu", progress="off", guards=guards)
+        start = time.perf_counter()
+        summary = trainer.fit()
+        seconds = time.perf_counter() - start
+        assert not summary.get("findings"), summary.get("findings")
+        return seconds, summary["steps"]
+
+    fit(False), fit(True)  # warm-up
+    off, on = [], []
+    steps = 0
+    for _ in range(rounds):
+        for guards, out in ((False, off), (True, on)):
+            seconds, steps = fit(guards)
+            out.append(seconds / steps)
+    return off, on, steps
+
+
+def report_engine(epochs: int, figures: tuple[list[float], list[float], int]) -> None:
+    off, on, steps = figures
+    lo_off, lo_on = min(off), min(on)
+    med_off, med_on = statistics.median(off), statistics.median(on)
+    print(f"engine, {epochs:3d} epochs ({steps:4d} steps): min step off {lo_off * 1e6:6.1f} us on "
+          f"{lo_on * 1e6:6.1f} us, overhead {100 * (lo_on - lo_off) / lo_off:+.1f}%   "
+          f"median step off {med_off * 1e6:6.1f} us on "
+          f"{med_on * 1e6:6.1f} us, overhead {100 * (med_on - med_off) / med_off:+.1f}%")
+
+
 def under_overt_run(steps: int, rounds: int, threads: int) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,12 +189,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--engine-epochs", type=int, default=5)
+    ap.add_argument("--engine-rounds", type=int, default=30)
     ap.add_argument("--skip-run", action="store_true", help="skip the overt run measurement")
+    ap.add_argument("--only-engine", action="store_true", help="only the engine measurement")
     args = ap.parse_args()
     import torch
 
-    print(f"torch {torch.__version__}, {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s), "
-          f"tiny MLP 64-64-10, batch 32, SGD, CPU")
+    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU")
+    print(f"engine: Trainer, tiny MLP 64-32-10, digits, batch 64, AdamW, {args.engine_rounds} rounds "
+          f"(fewer for the long runs)")
+    report_engine(args.engine_epochs, engine(args.engine_epochs, args.engine_rounds, args.threads))
+    long_epochs = 8 * args.engine_epochs
+    report_engine(long_epochs, engine(long_epochs, max(5, args.engine_rounds // 4), args.threads))
+    if args.only_engine:
+        return
+    print(f"hand loop: {args.steps} steps x {args.rounds} rounds, tiny MLP 64-64-10, batch 32, SGD")
     report("overt.guard", in_process(args.steps, args.rounds, args.threads))
     if not args.skip_run:
         report("overt run", under_overt_run(args.steps, args.rounds, args.threads))

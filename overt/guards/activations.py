@@ -38,15 +38,16 @@ class ActivationChecks:
         def hook(_m: Any, _args: tuple, out: Any) -> None:
             if isinstance(out, torch.Tensor) and out.dim() >= 2 and out.is_floating_point():
                 try:
-                    alive = (out.detach().reshape(out.shape[0], -1) > 0).any(0)
-                    self.s.defer(1.0 - alive.float().mean(), self._callback(name, self.s.step))
+                    # a ReLU's output is >= 0: a unit is dead for the batch when its maximum is 0
+                    peak = out.detach().reshape(out.shape[0], -1).amax(0)
+                    self.s.defer(torch.count_nonzero(peak), self._callback(name, self.s.step, peak.numel()))
                 except Exception:  # pragma: no cover - a guard never breaks forward
                     pass
         return hook
 
-    def _callback(self, name: str, step: int):
+    def _callback(self, name: str, step: int, units: int):
         def callback(vals: list[float]) -> None:
-            frac = vals[0]
+            frac = 1.0 - vals[0] / max(units, 1)
             if frac >= _DEAD:
                 self.strikes[name] = self.strikes.get(name, 0) + 1
                 if self.strikes[name] >= 2:

@@ -28,15 +28,16 @@ class DataChecks:
         self.workers = 0
 
     def on_batch(self, waited: float, index: int, workers: int) -> None:
+        """One batch came out of a DataLoader (:mod:`overt.guards.patches` inlines this)."""
         if index >= 0:
             self.s.batch_index = index
         if index == 0:
             return  # the first batch of a pass includes starting the workers: not steady-state waiting
         if self.batches == 0:
             self.start = time.perf_counter() - waited
+            self.workers = workers
         self.wait += waited
         self.batches += 1
-        self.workers = workers
 
     def evaluate(self, final: bool = False) -> None:
         if self.batches < _MIN_BATCHES:

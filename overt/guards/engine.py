@@ -15,10 +15,15 @@ class GuardCallback(Callback):
     Findings go to stderr as found and to ``summary["findings"]`` at the end
     (and to ``report_path`` as JSON when given).  Stale or non-finite gradients
     raise :class:`overt.guards.GuardError` before the optimizer step.
+
+    The warm-up is 3 checked steps here (5 for :func:`overt.guard` and ``overt run``): the
+    engine's own loop cannot misplace ``zero_grad`` or ``step``, which is what the longer
+    warm-up of a hand-written loop is for, and every checked step costs about as much as a
+    plain step of a tiny model.
     """
 
     def __init__(self, *, strict: bool = False, ignore: Sequence[str] = (), report_path: str | None = None,
-                 check_every: int = 50, warmup_steps: int = 5, overhead_budget: float | None = 0.005):
+                 check_every: int = 50, warmup_steps: int = 3, overhead_budget: float | None = 0.005):
         self.options = GuardOptions(strict=strict, ignore=frozenset(ignore), report_path=report_path,
                                     check_every=check_every, warmup_steps=warmup_steps,
                                     overhead_budget=overhead_budget)
@@ -28,13 +33,15 @@ class GuardCallback(Callback):
         if self.session is not None and not self.session.closed:
             self.session.close()
         self.session = GuardSession(self.options)
+        self.session.explain_loss_errors = False  # the engine explains a failing loss itself
         self.session.watch_model(trainer.model)
         self.session.watch_optimizer(trainer.optimizer)
         self.session.scheds.add(getattr(trainer, "scheduler", None))
-
-    def on_batch_start(self, trainer: Any, batch: Any, batch_index: int) -> None:
-        if self.session is not None:
-            self.session.batch_index = batch_index
+        # batch indices come from the patched DataLoader iterator (no per-batch callback: it
+        # would cost every step); for any other iterable of batches, from the engine's state
+        state = getattr(trainer, "state", None)
+        if state is not None and hasattr(state, "batch_index"):
+            self.session.batch_source = lambda: state.batch_index
 
     def on_exception(self, trainer: Any, error: BaseException) -> None:
         if self.session is not None:

@@ -15,7 +15,6 @@ being added to the old one.
 from __future__ import annotations
 
 import math
-import statistics
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,13 @@ class _Track:
         self.probe: torch.Tensor | None = None
 
 
+def _median(values: list[float]) -> float:
+    """``statistics.median`` without its overhead (a few values, on checked steps)."""
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
 def _group(names: list[str], limit: int = 6) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -62,6 +68,7 @@ class GradChecks:
         self.history: dict[str, list[float]] = {}
         self.vanish_strikes = 0
         self.untracked_reset: set[int] = set()
+        self.norm_meta: dict[tuple[int, ...], tuple[list[str], list[int]]] = {}  # names, dims per group
 
     # -- stale-gradients bookkeeping ---------------------------------------------
     def track_next(self, oi: OptInfo, armed_next: bool) -> None:
@@ -147,10 +154,12 @@ class GradChecks:
         for p in present:
             by_device.setdefault(p.grad.device, []).append(p)
         for plist in by_device.values():
-            norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in plist])).float()
-            names = [s.name_of(p) for p in plist]
-            dims = [p.dim() for p in plist]
-            s.defer(norms, self._on_norms(oi, names, dims, s.step))
+            norms = torch.stack(torch._foreach_norm([p.grad for p in plist]))
+            key = tuple(map(id, plist))
+            meta = self.norm_meta.get(key)
+            if meta is None:
+                meta = self.norm_meta[key] = ([s.name_of(p) for p in plist], [p.dim() for p in plist])
+            s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step))
 
     def _stale(self, oi: OptInfo, params: list[torch.Tensor]) -> None:
         suspects = []
@@ -215,7 +224,7 @@ class GradChecks:
         for name, v in zip(names, vals):
             hist = self.history.setdefault(name, [])
             if len(hist) >= 3 and step >= s.options.warmup_steps:
-                med = statistics.median(hist[-20:])
+                med = _median(hist[-20:])
                 if v > 50.0 * med and v > 1e-3:
                     s.report(
                         "exploding-gradients",
@@ -251,12 +260,24 @@ class GradChecks:
         params = [p for p in oi.params if p.requires_grad][:256]
         if not params:
             return
+        if 0 < s.step < s.options.warmup_steps - 1 and id(oi.opt) in self.snapshots:
+            return  # the warm-up compares its first and last steps' parameters
+        dtype, device = params[0].dtype, params[0].device
         parts = []
         for p in params:
             flat = p.detach().reshape(-1)
-            stride = max(1, flat.numel() // 32)
-            parts.append(flat[::stride][:32].float().to(params[0].device))
-        current = torch.cat(parts).clone()
+            n = flat.numel()
+            if n > 32:  # 32 values spread over the tensor, in one slicing op
+                stride = n // 32
+                flat = flat[:32 * stride:stride]
+            part = flat
+            if part.dtype != dtype or part.device != device:
+                part = part.float().to(device)
+                dtype = None  # mixed: make every part float32 on one device
+            parts.append(part)
+        if dtype is None:
+            parts = [q.float().to(device) for q in parts]
+        current = torch.cat(parts)  # a copy: the snapshot
         prev = self.snapshots.get(id(oi.opt))
         self.snapshots[id(oi.opt)] = (oi.steps, current)
         if prev is not None and prev[1].shape == current.shape:

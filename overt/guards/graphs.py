@@ -26,7 +26,7 @@ from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.modes import ModelInfo
-    from overt.guards.session import GuardSession
+    from overt.guards.session import GuardSession, OptInfo
 
 _LAG = 3
 
@@ -62,14 +62,19 @@ _RETAIN_FIX = ("so memory and step time grow every step. Fix: drop retain_graph=
                "between steps (e.g. hidden = hidden.detach()).")
 
 
-_SAVED_ATTRS: dict[type, list[str]] = {}
+_SAVED_ATTRS: dict[type, tuple[list[str], bool]] = {}
 
 
-def _saved_attrs(node: Any) -> list[str]:
-    names = _SAVED_ATTRS.get(type(node))
-    if names is None:
-        names = _SAVED_ATTRS[type(node)] = [a for a in dir(node) if a.startswith("_saved_")]
-    return names
+def _saved_attrs(node: Any) -> tuple[list[str], bool]:
+    """The node type's saved-value attributes, and whether they are ``_raw_saved_*`` ones
+    (a ``SavedTensor`` whose ``.data`` is None once freed: no exception to raise and catch)."""
+    found = _SAVED_ATTRS.get(type(node))
+    if found is None:
+        names = dir(node)
+        raw = [a for a in names if a.startswith("_raw_saved_")]
+        plain = [a for a in names if a.startswith("_saved_")]
+        found = _SAVED_ATTRS[type(node)] = (raw, True) if raw else (plain, False)
+    return found
 
 
 def _saved_alive(node: Any, limit: int = 16) -> bool | None:
@@ -81,7 +86,18 @@ def _saved_alive(node: Any, limit: int = 16) -> bool | None:
         if n is None:
             continue
         seen += 1
-        for attr in _saved_attrs(n):
+        attrs, raw = _saved_attrs(n)
+        if raw:
+            # SavedTensor.data is None once backward freed it (or for an optional value never
+            # set): a node whose saved tensors are all None has been freed
+            for attr in attrs:
+                value = getattr(n, attr, None)
+                for item in (value if isinstance(value, (list, tuple)) else (value,)):
+                    if isinstance(getattr(item, "data", None), torch.Tensor):
+                        return True
+            if attrs:
+                return False
+        for attr in attrs:
             try:
                 value = getattr(n, attr)
             except RuntimeError:  # freed by backward
@@ -98,15 +114,23 @@ class GraphChecks:
         self.live: list[tuple[weakref.ref, int, str]] = []
         self.current: dict[int, tuple[Any, _Sentinel, ModelInfo]] = {}
         self.strikes: dict[str, int] = {}
+        self.overlap: dict[tuple[int, int], bool] = {}  # (model, optimizer) -> shares parameters
 
     def report_retained(self, info: ModelInfo, loc: str | None, seen: str) -> None:
         self.s.report("retain-graph-in-loop", f"{seen}, {_RETAIN_FIX}",
                       where=f"{info.name} output" + (f" at {loc}" if loc else ""), key=info.name)
 
-    def step_post(self, param_ids: set[int]) -> None:
+    def step_post(self, oi: OptInfo) -> None:
         """After a checked step: graphs that backward went through but kept their saved tensors."""
+        if not self.current:
+            return
         for key, (node, sentinel, info) in list(self.current.items()):
-            if not any(id(p) in param_ids for p in info.module.parameters()):
+            pair = (id(info), id(oi))
+            overlap = self.overlap.get(pair)
+            if overlap is None:
+                param_ids = {id(p) for p in oi.params}
+                overlap = self.overlap[pair] = any(id(p) in param_ids for p in info.module.parameters())
+            if not overlap:
                 continue
             del self.current[key]
             if not sentinel.fired:

@@ -79,45 +79,60 @@ class LossChecks:
         if not inp.is_floating_point() or inp.dim() == 0 or "meta" in (inp.device.type, target.device.type):
             return
         x = inp.detach()
+        if x.numel() == 0:
+            return
         dim = 1 if x.dim() >= 2 else 0
         where = self._where(name)
         step = s.step
-        rows_sum = x.sum(dim)
-        probs = (x.amin() >= 0) & (x.amax() <= 1) & ((rows_sum - 1).abs().amax() < 1e-3)
-        s.defer(probs, self._softmax_cb(name, where, step, "probabilities"))
-        if name == "nll_loss":
-            s.defer(x.amax() > 1e-6, self._softmax_cb(name, where, step, "positive"))
-        if not target.is_floating_point() and target.dtype != torch.bool:
+        # three small reductions, judged on the host at the next flush: min and max of the
+        # input, and min and max of its row sums
+        lo, hi = torch.aminmax(x)
+        s_lo, s_hi = torch.aminmax(x.sum(dim))
+        s.defer(torch.stack((lo, hi, s_lo, s_hi)), self._softmax_cb(name, where, step))
+        if not target.is_floating_point() and target.dtype != torch.bool and target.numel():
             num_classes = x.shape[dim]
             t = target.detach()
-            valid = t != ignore_index
-            bad = ((t < 0) | (t >= num_classes)) & valid
             if t.device.type != "cpu" and t.device == x.device and self.calls <= _FIRST_CALLS:
                 # on an accelerator a bad index becomes an asynchronous device assert: check now
+                bad = ((t < 0) | (t >= num_classes)) & (t != ignore_index)
                 if bool(bad.any()):
                     self._report_labels(name, t, num_classes, ignore_index, stop=True)
             else:
-                s.defer(bad.any(), lambda v: v[0] and self._report_labels(name, t, num_classes, ignore_index))
+                t_lo, t_hi = torch.aminmax(t)
+                s.defer(torch.stack((t_lo, t_hi)), self._labels_cb(name, t, num_classes, ignore_index))
 
-    def _softmax_cb(self, name: str, where: str, step: int, kind: str):
+    def _labels_cb(self, name: str, t: torch.Tensor, num_classes: int, ignore_index: int):
+        def callback(vals: list[float]) -> None:
+            if vals[0] >= 0 and vals[1] < num_classes:
+                return
+            # out of range, or only ignore_index is: look exactly (this batch only)
+            bad = ((t < 0) | (t >= num_classes)) & (t != ignore_index)
+            if bool(bad.any()):
+                self._report_labels(name, t, num_classes, ignore_index)
+
+        return callback
+
+    def _softmax_cb(self, name: str, where: str, step: int):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            if not vals[0]:
-                return
-            if kind == "positive":
+            lo, hi, s_lo, s_hi = vals[:4]
+            if lo >= 0 and hi <= 1 and abs(s_lo - 1) < 1e-3 and abs(s_hi - 1) < 1e-3:
+                if name == "cross_entropy":
+                    msg = ("every input row to F.cross_entropy is in [0, 1] and sums to 1: the model outputs "
+                           "probabilities, so softmax is applied twice (CrossEntropyLoss applies log_softmax "
+                           "itself), gradients shrink and learning stalls. Fix: return raw logits from "
+                           "forward (drop the final softmax) and apply softmax only for predictions.")
+                else:
+                    msg = ("every input row to F.nll_loss is in [0, 1] and sums to 1: it received "
+                           "probabilities, not log-probabilities. Fix: use F.log_softmax instead of softmax, "
+                           "or CrossEntropyLoss on raw logits.")
+            elif name == "nll_loss" and hi > 1e-6:
                 msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
                        f"(<= 0), so these are raw logits and the loss is meaningless. Fix: apply "
                        f"F.log_softmax(logits, dim=1) before NLLLoss, or use CrossEntropyLoss on the logits.")
-            elif name == "cross_entropy":
-                msg = ("every input row to F.cross_entropy is in [0, 1] and sums to 1: the model outputs "
-                       "probabilities, so softmax is applied twice (CrossEntropyLoss applies log_softmax "
-                       "itself), gradients shrink and learning stalls. Fix: return raw logits from "
-                       "forward (drop the final softmax) and apply softmax only for predictions.")
             else:
-                msg = ("every input row to F.nll_loss is in [0, 1] and sums to 1: it received "
-                       "probabilities, not log-probabilities. Fix: use F.log_softmax instead of softmax, "
-                       "or CrossEntropyLoss on raw logits.")
+                return
             s.report("softmax-before-cross-entropy", msg, where, key=name, step=step)
 
         return callback

@@ -8,6 +8,7 @@ Slugs: ``train-mode-in-eval``, ``eval-mode-in-train``, ``graph-in-eval``,
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,13 +30,14 @@ class ModelInfo:
     def __init__(self, module: nn.Module, name: str):
         self.module = module
         self.name = name
-        names = {id(m): n for n, m in module.named_modules()}
-        self.dropbn = [m for m in module.modules()
+        named = list(module.named_modules())  # one walk of the module tree
+        mods = [m for _, m in named]
+        self.dropbn = [m for m in mods
                        if (isinstance(m, _DROPOUT) and getattr(m, "p", 0) > 0) or isinstance(m, _BN)]
-        self.bns = [m for m in module.modules() if isinstance(m, _BN) and m.track_running_stats is not None]
-        self.relus = [m for m in module.modules() if isinstance(m, nn.ReLU)]
-        self.sub_names = {k: (f"{name}.{v}" if v else name) for k, v in names.items()}
-        self.has_embedding = any(isinstance(m, _EMBED) for m in module.modules())
+        self.bns = [m for m in self.dropbn if isinstance(m, _BN) and m.track_running_stats is not None]
+        self.relus = [m for m in mods if isinstance(m, nn.ReLU)]
+        self.sub_names = {id(m): (f"{name}.{n}" if n else name) for n, m in reversed(named)}
+        self.has_embedding = any(isinstance(m, _EMBED) for m in mods)
         p = next((p for p in module.parameters() if p.is_floating_point()), None)
         self.param_dtype = p.dtype if p is not None else None
         self.param_device = p.device if p is not None else None
@@ -218,7 +220,6 @@ class ModeChecks:
             return
         suspects = []
         loc = None
-        autocast = torch.is_autocast_enabled() if hasattr(torch, "is_autocast_enabled") else False
         for i, x in enumerate(args[:4]):
             if not isinstance(x, torch.Tensor):
                 continue
@@ -232,7 +233,7 @@ class ModeChecks:
                     f"{info.name} input {i} at {loc}",
                 ))
             if x.is_floating_point():
-                if x.dtype != info.param_dtype and not autocast:
+                if x.dtype != info.param_dtype and not _autocast():
                     loc = loc or user_location(4) or ""
                     suspects.append((
                         "dtype-mismatch",
@@ -241,7 +242,8 @@ class ModeChecks:
                         f"torch.tensor(array, dtype={info.param_dtype}) or x.to({info.param_dtype}).",
                         f"{info.name} input {i} at {loc}",
                     ))
-                self.s.defer(torch.isfinite(x).all().logical_not(), self._nonfinite_input(info, i))
+                if x.numel():  # NaN and inf show in the extremes: one reduction, judged at flush
+                    self.s.defer(torch.stack(torch.aminmax(x.detach())), self._nonfinite_input(info, i))
             elif x.dtype != torch.bool and not info.has_embedding:
                 loc = loc or user_location(4) or ""
                 suspects.append((
@@ -258,7 +260,7 @@ class ModeChecks:
         where = f"{info.name} input {i}, {self.s.batch_where() or 'training batch'}"
 
         def callback(vals: list[float]) -> None:
-            if vals[0]:
+            if not (math.isfinite(vals[0]) and math.isfinite(vals[1])):
                 self.s.stop("non-finite",
                             f"input {i} of {info.name} contains NaN or inf at step {step}: every weight "
                             f"it touches becomes NaN. Fix: clean the data (check for missing values, "
@@ -277,6 +279,10 @@ class ModeChecks:
             rec = info.eval_out
             if rec is not None and not rec["reached"] and rec["step"] == self.s.step:
                 self._report_graph_in_eval(info, rec)
+
+
+def _autocast() -> bool:
+    return torch.is_autocast_enabled() if hasattr(torch, "is_autocast_enabled") else False
 
 
 def _tensors(output: Any) -> list[torch.Tensor]:

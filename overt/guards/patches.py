@@ -1,12 +1,17 @@
 """Process-wide instrumentation, installed while at least one guard session is active.
 
 - the loss functions of ``torch.nn.functional`` (``nn`` loss modules call them);
+  between checked steps they are the originals again unless a session wants a
+  failing loss explained on every step (``overt.guard``, ``overt run``);
 - ``next()`` on DataLoader iterators (batch index, time waiting for data, epochs);
 - ``torch.load`` (``weights_only=False`` is reported as ``unsafe-load``);
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
-- ``nn.Module.train`` and entering ``torch.no_grad``/``inference_mode``: they
-  arm the forward checks for the next few forwards (between checked steps the
-  forward hook is not installed: it costs microseconds per call).
+- ``nn.Module.train`` (when the mode changes) and entering
+  ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
+  few forwards (between checked steps the forward hook is not installed: it
+  costs microseconds per call).
+
+The wrappers are built once per process and reused by later sessions.
 
 Every wrapper returns straight to PyTorch when no session is active, and
 DataLoader worker processes never report (see :class:`~overt.guards.report.Reporter`).
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 ACTIVE: list[GuardSession] = []
 ARMED = False  # some active session is in a checked step: loss wrappers look at their arguments
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
+_ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the forward checks
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 
 
@@ -49,7 +55,7 @@ def _safely(fn: Any, *args: Any) -> Any:
 def _loss_wrapper(name: str, orig: Any) -> Any:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not ARMED:
+        if not ARMED:  # the fast path: one global read
             try:
                 return orig(*args, **kwargs)
             except Exception:
@@ -72,32 +78,55 @@ def _loss_wrapper(name: str, orig: Any) -> Any:
     return wrapper
 
 
+def _loader_start(it: Any) -> None:
+    """A DataLoader pass begins: epoch boundary for the scheduler checks, arm the forwards,
+    and note the index of the pass's last batch (-2: unknown)."""
+    try:
+        it._overt_last = len(it) - 1
+    except TypeError:
+        it._overt_last = -2
+    key = id(getattr(it, "_dataset", it))
+    for s in ACTIVE:
+        s.scheds.epoch_boundary()
+        # a training epoch or an evaluation pass begins: look at its first forwards, for the
+        # first passes over each dataset (later passes repeat the pattern; a mode switch or
+        # no_grad still re-arms, and an evaluation phase keeps the hook on until training resumes)
+        n = s.loader_passes.get(key, 0)
+        if n < _ARMED_PASSES:
+            s.loader_passes[key] = n + 1
+            s.arm_forwards(3)
+
+
 def _next_wrapper(orig: Any) -> Any:
+    clock = time.perf_counter
+
     @functools.wraps(orig)
     def __next__(self: Any) -> Any:
-        sessions = ACTIVE
-        if not sessions:
+        if not ACTIVE:
             return orig(self)
-        start = getattr(self, "_num_yielded", 1) == 0
-        if start:
-            for s in sessions:
-                s.scheds.epoch_boundary()
-                s.arm_forwards(3)  # a training epoch or an evaluation pass begins
-        t0 = time.perf_counter()
+        index = self._num_yielded  # of the batch about to be returned
+        if not index:
+            _loader_start(self)
+        t0 = clock()
         batch = orig(self)
-        waited = time.perf_counter() - t0
-        index = getattr(self, "_num_yielded", 0) - 1
-        workers = getattr(self, "_num_workers", 0)
-        total = getattr(self, "_overt_len", None)
-        if total is None:
+        waited = clock() - t0
+        for s in ACTIVE:  # DataChecks.on_batch, inlined: this runs on every batch
+            s.batch_index = index
+            if index:  # the first batch of a pass includes starting the workers: not counted
+                d = s.data
+                if not d.batches:
+                    d.start = t0
+                    d.workers = self._num_workers
+                d.wait += waited
+                d.batches += 1
+        last = getattr(self, "_overt_last", None)
+        if last is None:  # an iterator started before the session
             try:
-                total = len(self)
+                last = self._overt_last = len(self) - 1
             except TypeError:
-                total = -1
-            self._overt_len = total
-        for s in sessions:
-            s.data.on_batch(waited, index, workers)
-            if index == total - 1:
+                last = self._overt_last = -2
+        if index == last:
+            for s in ACTIVE:
                 s.arm_forwards(1)  # the last batch may be a tiny one
         return batch
 
@@ -137,10 +166,12 @@ def _sched_step_wrapper(orig: Any) -> Any:
 def _train_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def train(self: Any, mode: bool = True) -> Any:
+        was = self.training
         out = orig(self, mode)
-        for s in ACTIVE:
-            if id(self) in s.models:
-                s.arm_forwards(3)  # model.train()/eval(): a phase begins
+        if ACTIVE and was != self.training:  # model.train()/eval() switched: a phase begins
+            for s in ACTIVE:
+                if id(self) in s.models:
+                    s.arm_forwards(3)
         return out
 
     return train
@@ -157,10 +188,16 @@ def _enter_wrapper(orig: Any) -> Any:
     return __enter__
 
 
+_WRAPPERS: dict[tuple[Any, str], tuple[Any, Any]] = {}  # built once per process: (original, wrapper)
+
+
 def _patch(owner: Any, name: str, make: Any) -> None:
     orig = getattr(owner, name)
     _ORIGINALS[(owner, name)] = orig
-    setattr(owner, name, make(orig))
+    cached = _WRAPPERS.get((owner, name))
+    if cached is None or cached[0] is not orig:
+        cached = _WRAPPERS[(owner, name)] = (orig, make(orig))
+    setattr(owner, name, cached[1])
 
 
 def activate(session: GuardSession) -> None:
@@ -180,9 +217,25 @@ def activate(session: GuardSession) -> None:
 
 
 def refresh() -> None:
-    """Recompute :data:`ARMED` after a session's checked/unchecked state changed."""
+    """Recompute :data:`ARMED` after a session's checked/unchecked state changed.  Outside
+    checked steps the loss wrappers only explain a loss that raises; when no active session
+    wants that (the engine explains such errors itself), the original loss functions are put
+    back until the next checked step: a wrapper costs a call with ``*args, **kwargs`` per loss."""
     global ARMED
     ARMED = any(s.armed for s in ACTIVE)
+    if not ACTIVE:
+        return
+    wrap = ARMED or any(s.explain_loss_errors for s in ACTIVE)
+    for name in LOSSES:
+        orig = _ORIGINALS.get((F, name))
+        cached = _WRAPPERS.get((F, name))
+        if orig is None or cached is None or cached[0] is not orig:
+            continue
+        current = getattr(F, name)
+        if wrap and current is orig:
+            setattr(F, name, cached[1])
+        elif not wrap and current is cached[1]:
+            setattr(F, name, orig)
 
 
 def deactivate(session: GuardSession) -> None:

@@ -42,6 +42,7 @@ from overt.guards.report import GuardError, Reporter
 from overt.guards.schedulers import SchedulerChecks
 
 _grad_enabled = torch.is_grad_enabled
+_CALIBRATE = 8  # unchecked steps timed after the warm-up, before the first periodic check
 
 
 def _compiler_disable(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,7 +72,7 @@ class OptInfo:
     """An optimizer the session watches."""
 
     __slots__ = ("opt", "params", "steps", "name", "armed", "next_check", "last_check_time", "last_check_step",
-                 "pre_handle", "prev_post_time")
+                 "pre_handle", "prev_post_time", "calibrate")
 
     def __init__(self, opt: torch.optim.Optimizer, name: str):
         self.opt = opt
@@ -84,6 +85,9 @@ class OptInfo:
         self.last_check_step = 0
         self.pre_handle: Any = None  # the step pre-hook, installed only before checked steps
         self.prev_post_time: float | None = None
+        # after the warm-up: (post time of the last warm-up step, its steps, its duration), until
+        # a few unchecked steps have shown how long a plain step takes (see GuardSession._calibrate)
+        self.calibrate: tuple[float, int, float] | None = None
 
 
 class GuardSession:
@@ -99,11 +103,16 @@ class GuardSession:
         self.armed = True
         self.depth = 0
         self.batch_index: int | None = None  # of the latest training batch, when known
+        self.batch_source: Callable[[], int] | None = None  # the index, when no DataLoader gives it
         self.models: dict[int, ModelInfo] = {}
         self.optimizers: dict[int, OptInfo] = {}
         self.param_names: dict[int, str] = {}
         self.pending: list[tuple[torch.Tensor, Callable[[list[float]], None]]] = []
         self.closed = False
+        # explain a loss that raises on unchecked steps too (the engine's callback turns this off:
+        # the engine names the batch and the likely fix itself)
+        self.explain_loss_errors = True
+        self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
         self.check_cost = 0.0  # seconds spent in checks since the last checked step
         self._skip_roots: set[int] = set()
         self._submodules: set[int] = set()
@@ -151,29 +160,44 @@ class GuardSession:
                   f"skip this check and training continues. Please report it.", file=self.options.out())
 
     def batch_where(self) -> str:
-        return f"batch {self.batch_index}" if self.batch_index is not None else ""
+        index = self.batch_index
+        if index is None and self.batch_source is not None:
+            index = self.batch_source()
+        return f"batch {index}" if index is not None else ""
 
     # -- device values -----------------------------------------------------------
     def defer(self, value: torch.Tensor, callback: Callable[[list[float]], None]) -> None:
-        """Queue a device tensor; ``callback(values)`` runs at the next :meth:`flush`."""
+        """Queue a device tensor (computed from detached values); ``callback(values)`` runs at
+        the next :meth:`flush`."""
         if value.device.type == "meta":
             return
-        self.pending.append((value.detach().reshape(-1), callback))
+        self.pending.append((value, callback))
 
     def flush(self, can_stop: bool = True) -> None:
         """Read every queued device value at once (one synchronisation) and run the callbacks."""
         if not self.pending:
             return
         pending, self.pending = self.pending, []
-        by_device: dict[torch.device, list[int]] = {}
-        for i, (t, _) in enumerate(pending):
-            by_device.setdefault(t.device, []).append(i)
+        flats = []
+        for t, _ in pending:
+            if t.requires_grad:
+                t = t.detach()
+            flats.append(t if t.dim() == 1 else t.reshape(-1))
+        device = flats[0].device
+        if all(f.device == device for f in flats):
+            groups = [list(range(len(flats)))]
+        else:
+            by_device: dict[torch.device, list[int]] = {}
+            for i, f in enumerate(flats):
+                by_device.setdefault(f.device, []).append(i)
+            groups = list(by_device.values())
         values: list[list[float]] = [[] for _ in pending]
-        for idx in by_device.values():
-            flat = torch.cat([pending[i][0].float() for i in idx]).tolist()  # one read per device
+        for idx in groups:
+            # one read per device; cat promotes bool/int/half to a common dtype
+            flat = torch.cat([flats[i] for i in idx]).tolist() if len(idx) > 1 else flats[idx[0]].tolist()
             pos = 0
             for i in idx:
-                n = pending[i][0].numel()
+                n = flats[i].numel()
                 values[i] = flat[pos:pos + n]
                 pos += n
         self._can_stop = can_stop
@@ -246,7 +270,11 @@ class GuardSession:
         switched, no_grad was entered): the forward pre-hook costs a few microseconds per
         call, so it is not kept installed between checked steps."""
         for info in self.models.values():
-            if only_dropbn_training and not (info.module.training and info.dropbn):
+            if not info.dropbn and info.module.training:
+                # outside checked steps, a training-mode forward of a model without
+                # Dropout/BatchNorm has nothing to look at: leave its forward unhooked
+                continue
+            if only_dropbn_training and not info.module.training:
                 continue
             if info.fwd_left < n:
                 info.fwd_left = n
@@ -255,6 +283,8 @@ class GuardSession:
 
     def _sync_forward_hooks(self) -> None:
         for info in self.models.values():
+            if not self.armed and info.module.training and not info.dropbn:
+                info.fwd_left = 0  # nothing to look at in its unchecked training forwards
             if self.armed and info.pre_handle is None:
                 info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre)
             elif not self.armed and info.fwd_left <= 0 and info.pre_handle is not None:
@@ -295,10 +325,19 @@ class GuardSession:
                 info.pre_handle.remove()
                 info.pre_handle = None
 
+    def light_step(self) -> bool:
+        """A middle warm-up step (of steps ``0..warmup_steps-1``, all checked): the checks
+        that compare checked steps with each other (graphs kept alive, dead units on two
+        checked steps in a row, parameters that never move) need only the first and the
+        last two, so these steps skip them."""
+        return 0 < self.step < self.options.warmup_steps - 2
+
     def _checked_forward(self, info: ModelInfo, args: tuple) -> None:
         if not info.scanned:
             self.modes.scan_unregistered(info)
         self.modes.boundary(info, args)
+        if self.light_step():
+            return
         info.post_graph = True
         if info.relus and self.step >= 1:
             self.acts.arm(info, args)
@@ -352,7 +391,7 @@ class GuardSession:
             oi.steps += 1  # the fast path
             if oi.steps > self.step:
                 self.step = oi.steps
-            if oi.steps < oi.next_check:
+            if oi.steps < oi.next_check or (oi.calibrate is not None and self._calibrate(oi)):
                 return
             oi.prev_post_time = perf_counter()  # end of the last unchecked step: for _schedule
             self._rearm(oi)
@@ -378,13 +417,14 @@ class GuardSession:
         else:
             t0 = perf_counter()
             self.grads.step_post_checked(oi)
-            self.graphs.step_post({id(p) for p in oi.params})
+            self.graphs.step_post(oi)
             self.graphs.check_alive()
             if self.dist.active():
                 self.dist.check(oi)
             self._schedule(oi, perf_counter() - t0)
             oi.prev_post_time = None
-        oi.armed = oi.steps < self.options.warmup_steps or oi.steps >= oi.next_check
+        oi.armed = oi.steps < self.options.warmup_steps or (
+            oi.steps >= oi.next_check and not (oi.calibrate is not None and self._calibrate(oi)))
         if oi.armed or was_armed:
             self._after_step(oi, was_armed)
 
@@ -430,10 +470,31 @@ class GuardSession:
             plain = max((oi.prev_post_time - oi.last_check_time) / between, 1e-7)
             cost = max(now - oi.prev_post_time - plain, self.check_cost + post_cost)
             interval = max(interval, min(20 * interval, math.ceil(cost / (budget * plain))))
+        elif budget and oi.steps == self.options.warmup_steps and oi.last_check_time is not None \
+                and oi.last_check_step == oi.steps - 1 and interval > _CALIBRATE + 1:
+            # the last warm-up step: its duration is known, a plain step's is not yet; measure
+            # a few unchecked steps before placing the first periodic check
+            oi.calibrate = (now, oi.steps, now - oi.last_check_time)
+            oi.next_check = oi.steps + _CALIBRATE
         self.check_cost = 0.0
         oi.last_check_time, oi.last_check_step = now, oi.steps
         if oi.steps > self.options.warmup_steps:
             oi.next_check = oi.steps - 1 + interval  # index of the next checked step
+
+    def _calibrate(self, oi: OptInfo) -> bool:
+        """After the warm-up and a few unchecked steps: place the first periodic check so that
+        checks cost at most ``overhead_budget`` (see :meth:`_schedule`).  True when the step
+        that was due is not a checked one after all."""
+        start, steps, checked = oi.calibrate  # type: ignore[misc]
+        oi.calibrate = None
+        if oi.steps - steps < 2 or self.options.overhead_budget is None:
+            return False
+        interval = self.options.check_every
+        plain = max((perf_counter() - start) / (oi.steps - steps), 1e-7)
+        cost = max(checked - plain, 0.0)
+        interval = max(interval, min(20 * interval, math.ceil(cost / (self.options.overhead_budget * plain))))
+        oi.next_check = steps - 1 + interval
+        return oi.steps < oi.next_check
 
     # -- end ---------------------------------------------------------------------
     def close(self, error: BaseException | None = None) -> list[Finding]:

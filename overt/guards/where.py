@@ -8,6 +8,7 @@ import sys
 import sysconfig
 
 _SKIP_DIRS: tuple[str, ...] = ()
+_IS_USER: dict[str, bool] = {}  # code file name -> outside torch, overt and the standard library
 
 
 def _skip_dirs() -> tuple[str, ...]:
@@ -24,12 +25,22 @@ def _skip_dirs() -> tuple[str, ...]:
     return _SKIP_DIRS
 
 
+_SHORT: dict[tuple[str, str], str] = {}
+
+
 def _short(path: str) -> str:
     try:
-        rel = os.path.relpath(path)
-    except ValueError:
+        key = (path, os.getcwd())
+    except OSError:
         return path
-    return path if rel.startswith("..") else rel
+    short = _SHORT.get(key)
+    if short is None:
+        try:
+            rel = os.path.relpath(path)
+        except ValueError:
+            rel = ".."
+        short = _SHORT[key] = path if rel.startswith("..") else rel
+    return short
 
 
 def user_location(skip: int = 1) -> str | None:
@@ -39,8 +50,10 @@ def user_location(skip: int = 1) -> str | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith("<"):
-            real = os.path.realpath(filename)
-            if not real.startswith(skip_dirs):
+            user = _IS_USER.get(filename)
+            if user is None:  # realpath costs system calls: once per file
+                user = _IS_USER[filename] = not os.path.realpath(filename).startswith(skip_dirs)
+            if user:
                 return f"{_short(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
