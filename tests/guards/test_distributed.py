@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 
 import pytest
 import torch
@@ -24,6 +25,23 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, wrap: bool, out_dir: str) -> None:
+    # exit with os._exit: gloo's threads can abort ("terminate called without an active
+    # exception") during normal interpreter teardown, after the results are written
+    code = 1
+    try:
+        _train_rank(rank, world, port, wrap, out_dir)
+        code = 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _train_rank(rank: int, world: int, port: int, wrap: bool, out_dir: str) -> None:
     import io
 
     import overt
