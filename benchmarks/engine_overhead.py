@@ -1,6 +1,6 @@
 """Steps per second: overt's engine vs a hand-written canonical loop, same process.
 
-    python benchmarks/engine_overhead.py [--repeats 7] [--epochs 3] [--guards]
+    python benchmarks/engine_overhead.py [--repeats 11] [--epochs 20] [--guards]
 
 Both loops train the same model (fresh, same seed) on the same data (the
 digits training split, batch 64) for the same number of steps on CPU.  The
@@ -72,8 +72,8 @@ def overt_loop(make, data, epochs: int, guards: bool) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--guards", action="store_true", help="also time the engine with default guards on")
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -75,8 +75,12 @@ class RunningLoss:
     def read_interval(self) -> float | None:
         if not self.interval_samples:
             return None
-        counts = torch.tensor(self._counts, dtype=torch.float32, device=self.device)
-        total = float((torch.stack(self._losses).float().reshape(-1) * counts).sum().item())
+        losses = torch.stack(self._losses).float().reshape(-1)
+        if len(set(self._counts)) == 1:  # equal batches (the usual case): one reduction
+            total = losses.sum().item() * self._counts[0]
+        else:
+            counts = torch.tensor(self._counts, dtype=torch.float32, device=self.device)
+            total = (losses * counts).sum().item()
         self._losses, self._counts = [], []
         self.epoch_sum += total
         self.epoch_samples += self.interval_samples
