@@ -17,7 +17,9 @@ Public names (imported lazily):
 from __future__ import annotations
 
 import importlib
-from typing import Any
+TYPE_CHECKING = False  # importing typing costs ~10 ms: only type checkers need it here
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
