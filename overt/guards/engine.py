@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from overt.engine.callbacks import Callback
@@ -42,6 +43,25 @@ class GuardCallback(Callback):
         state = getattr(trainer, "state", None)
         if state is not None and hasattr(state, "batch_index"):
             self.session.batch_source = lambda: state.batch_index
+
+    def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
+        """The engine reads the interval's mean loss at every log point anyway: a non-finite
+        one is caught there for free, at most ``log_every`` steps after it appeared (the
+        sampled checks may be further apart)."""
+        loss = logs.get("train/loss")
+        if self.session is None or loss is None or math.isfinite(loss):
+            return
+        step = int(logs["step"])
+        first = step - trainer.config.log_every + 1
+        self.session.stop(
+            "non-finite",
+            f"the mean training loss of optimizer steps {max(first, 1)}-{step} is {loss}: a NaN/inf loss "
+            f"gives NaN/inf gradients, and the weights may already hold them. Fix: look for NaN/inf in the "
+            f"inputs or labels, log/sqrt/division of zero in the loss, a learning rate that is too high "
+            f"(lower it, or set clip_grad_norm), or fp16 overflow (use precision=bf16).",
+            where=f"training loss, steps {max(first, 1)}-{step}, epoch {int(logs['epoch'])}",
+            key="engine-train-loss",
+        )
 
     def on_exception(self, trainer: Any, error: BaseException) -> None:
         if self.session is not None:

@@ -84,3 +84,23 @@ def test_every_builtin_recipe_trains_with_zero_findings(name):
                       epochs=2, batch_size=getattr(cfg, "batch_size", 32), progress="off")
     summary = trainer.fit()
     assert summary["findings"] == []
+
+
+def test_engine_catches_a_nan_loss_between_sampled_checks_at_the_next_log_point():
+    from overt.guards.report import GuardError
+
+    x, y = digits()
+    x = x[:960].clone()
+    x[700, 3] = float("nan")  # one poisoned sample: its batch (mid-epoch, after the warm-up) goes NaN
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    trainer = Trainer(model, opt, nn.CrossEntropyLoss(), TensorDataset(x, y[:960]), epochs=1, batch_size=32,
+                      log_every=5, progress="off")  # default guards: warm-up, then sampled checks
+    order = trainer.train_loader.sampler.order().tolist()  # the data order is a function of (seed, epoch)
+    poisoned_step = order.index(700) // 32 + 1
+    assert poisoned_step > 3  # after the guards' warm-up steps
+    with pytest.raises(GuardError) as info:
+        trainer.fit()
+    assert info.value.finding.slug == "non-finite"
+    assert poisoned_step <= trainer.state.global_step < poisoned_step + 5  # caught by the next log point
