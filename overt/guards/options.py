@@ -31,22 +31,18 @@ def normalize_ignore(items: Iterable[str]) -> frozenset[str]:
 
 
 def pyproject_ignore(start: str | Path = ".") -> list[str]:
-    """Read ``[tool.overt] ignore = [...]`` from the nearest ``pyproject.toml`` at or above ``start``."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    """``[tool.overt] ignore = [...]`` from the nearest ``pyproject.toml`` at or above ``start``."""
+    from overt import pyproject
+    from overt.errors import ConfigError
+
+    path = pyproject.find(start)
+    if path is None:
         return []
-    here = Path(start).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
-                return []
-            value = data.get("tool", {}).get("overt", {}).get("ignore", [])
-            return [str(v) for v in value] if isinstance(value, list) else []
-    return []
+    try:
+        value = pyproject.read(path).get("ignore", [])
+    except ConfigError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 @dataclass

@@ -13,11 +13,11 @@ Keys (all optional; values are slugs, codes are accepted too)::
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from overt.catalog import ENTRIES, lookup
+from overt import pyproject
 from overt.errors import ConfigError
 
 STATIC_SLUGS: tuple[str, ...] = tuple(e.slug for e in ENTRIES if e.static)
@@ -70,34 +70,14 @@ class LintConfig:
 
 def find_pyproject(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.overt] table, from ``start`` upwards."""
-    cur = start.resolve()
-    if cur.is_file():
-        cur = cur.parent
-    for d in (cur, *cur.parents):
-        candidate = d / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            if "overt" in data.get("tool", {}):
-                return candidate
-    return None
+    return pyproject.find(start)
 
 
 def load_config(path: Path | None) -> LintConfig:
     """Read ``[tool.overt]`` from ``path`` (a pyproject.toml); defaults when None."""
     if path is None:
         return LintConfig()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}", fix="pass an existing file to --config") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}", fix="fix the syntax error it names") from None
-    section = data.get("tool", {}).get("overt", {})
-    if not isinstance(section, dict):
-        raise ConfigError(f"[tool.overt] in {path} must be a table")
+    section = pyproject.read(path)
     cfg = LintConfig(root=path.parent, source=path)
     where = f"[tool.overt] in {path}"
     if "select" in section:
