@@ -52,18 +52,8 @@ class LoopState:
         return {"running_loss": self.trainer.running_loss.state_dict(), "last_metrics": self.trainer.last_metrics}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.trainer.running_loss.load_state_dict(_to_device(state["running_loss"], self.trainer.device))
+        self.trainer.running_loss.load_state_dict(state["running_loss"])  # it moves its tensors to its device
         self.trainer.last_metrics = dict(state["last_metrics"])
-
-
-def _to_device(tree: Any, device: Any) -> Any:
-    if hasattr(tree, "to") and hasattr(tree, "device"):
-        return tree.to(device)
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_to_device(v, device) for v in tree)
-    if isinstance(tree, dict):
-        return {k: _to_device(v, device) for k, v in tree.items()}
-    return tree
 
 
 def trainer_objects(trainer: Trainer) -> dict[str, Any]:

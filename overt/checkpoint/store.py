@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from overt.checkpoint.codec import CheckpointError
-from overt.run.atomic import fsync_dir
+from overt.run.atomic import fsync_dir, fsync_file
 
 FORMAT = "overt-checkpoint"
 VERSION = 1
@@ -86,11 +86,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
-
-
 def write_snapshot(snap: Snapshot, root: Path) -> Path:
     """Write ``snap`` as ``root/step-NNNNNN`` atomically and durably; returns the final path."""
     from safetensors.torch import save_file
@@ -104,17 +99,17 @@ def write_snapshot(snap: Snapshot, root: Path) -> Path:
         for name, tensors in snap.tensor_files.items():
             path = tmp / name
             save_file(tensors, str(path), metadata={"format": "pt"})
-            _fsync_file(path)
+            fsync_file(path)
             files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
         path = tmp / STATE_JSON
         path.write_text(json.dumps(snap.state, indent=1, allow_nan=False) + "\n")
-        _fsync_file(path)
+        fsync_file(path)
         files[STATE_JSON] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
         manifest = {"format": FORMAT, "version": VERSION, "step": snap.step, "metric": snap.metric,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": files}
         path = tmp / MANIFEST
         path.write_text(json.dumps(manifest, indent=1) + "\n")
-        _fsync_file(path)
+        fsync_file(path)
         fsync_dir(tmp)
         if final.exists():  # the same step saved again (after resuming from an older checkpoint)
             _remove(final)

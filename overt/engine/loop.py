@@ -112,7 +112,7 @@ class Trainer:
         self.scheduler, self.scheduler_interval = self._scheduler(scheduler, scheduler_interval)
         if cfg.activation_checkpointing:
             apply_activation_checkpointing(self.model, cfg.activation_checkpointing)
-        self._fwd_model: Callable[..., Any] = torch.compile(self.model) if cfg.compile else self.model
+        self._fwd_model: nn.Module = torch.compile(self.model) if cfg.compile else self.model  # type: ignore[assignment]
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
         self._ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)
 
@@ -234,8 +234,7 @@ class Trainer:
 
     def validate(self) -> dict[str, float]:
         """Validation metrics under ``eval()`` and ``inference_mode``; modes restored after."""
-        metrics = evaluate(self._fwd_model if isinstance(self._fwd_model, nn.Module) else self.model,
-                           self.val_loader, loss_fn=self.loss_fn, forward=self.forward, metrics=self.metrics,
+        metrics = evaluate(self._fwd_model, self.val_loader, loss_fn=self.loss_fn, forward=self.forward, metrics=self.metrics,
                            device=self.device, autocast=self.precision.autocast)
         self.callbacks.call("on_validation_end", self, metrics)
         return metrics

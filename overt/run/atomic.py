@@ -20,6 +20,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to the disk."""
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
 @contextlib.contextmanager
 def atomic_path(final: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``final``; once the block has written it, make it
@@ -29,9 +35,7 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     try:
         yield tmp
-        with open(tmp, "rb+") as fh:
-            fh.flush()
-            os.fsync(fh.fileno())
+        fsync_file(tmp)
         os.replace(tmp, final)
         fsync_dir(final.parent)
     finally:

@@ -47,7 +47,7 @@ def _kill_inside_saves() -> None:
         return
     from overt.checkpoint import store
 
-    original, count = store._fsync_file, [0]
+    original, count = store.fsync_file, [0]
 
     def fsync_then_maybe_die(path):
         count[0] += 1
@@ -55,7 +55,7 @@ def _kill_inside_saves() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         original(path)
 
-    store._fsync_file = fsync_then_maybe_die
+    store.fsync_file = fsync_then_maybe_die
 
 
 _kill_inside_saves()
