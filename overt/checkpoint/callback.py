@@ -263,19 +263,14 @@ def _config_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
 
 
 def _trim_metrics(path: Path, step: int) -> None:
-    import json
-
     from overt.run.atomic import write_text_atomic
+    from overt.run.reader import iter_metric_lines
 
     if not path.is_file():
         return
     kept = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by the crash
-        at = record.get("step") if isinstance(record, dict) else None
+    for line, record in iter_metric_lines(path):  # a line cut short by the crash is dropped
+        at = record.get("step")
         if not isinstance(at, (int, float)) or at <= step:
             kept.append(line)
     write_text_atomic(path, "".join(line + "\n" for line in kept))

@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("overt.checkpoint.cli", "continue a run from its newest valid checkpoint"),
     "run": ("overt.guards.run_cli", "run an unmodified training script under the runtime guards"),
     "lint": ("overt.lint.cli", "find the catalog's failures in source code, statically"),
+    "report": ("overt.report.cli", "plots and a markdown report of runs, compared side by side"),
 }
 
 

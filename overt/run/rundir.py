@@ -7,8 +7,11 @@ from pathlib import Path
 
 from overt.errors import ConfigError
 
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 STATUS = "status.json"
+GUARDS = "guards.json"
 
 
 def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: str) -> Path:
@@ -23,13 +26,12 @@ def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: s
 
 def _status(path: Path) -> str | None:
     """completed / stopped / preempted / failed / running, from the run's own files."""
-    import json
+    from overt.run.reader import read_json
 
     for name in (SUMMARY, STATUS):
-        try:
-            return str(json.loads((path / name).read_text()).get("status"))
-        except (OSError, ValueError, AttributeError):
-            continue
+        data = read_json(path / name)
+        if data is not None:
+            return str(data.get("status"))
     return None
 
 

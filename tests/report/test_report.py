@@ -1,0 +1,119 @@
+"""`overt report` on real short runs: plots, the markdown report, comparison, CSV, and runs that
+did not finish (failed, killed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from overt.report import write_report
+from overt.run.reader import read_metrics, read_run
+from tests.conftest import REPO, run_overt
+from tests.report.conftest import png_size, train_run
+
+
+def test_plots_and_report_for_a_finished_run(finished_run, tmp_path):
+    result = write_report([finished_run], tmp_path / "out")
+    names = {p.name for p in result.plots}
+    assert {"overview.png", "loss.png", "accuracy.png", "lr.png", "samples_per_sec.png"} <= names
+    for path in result.plots:
+        assert path.stat().st_size > 5_000, path
+        width, height = png_size(path)
+        assert 400 <= width <= 2000 and 300 <= height <= 2000, (path.name, width, height)
+    text = result.markdown.read_text()
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert "| status | completed |" in text
+    best = summary["best"]
+    assert f"val/accuracy = {best['value']:.4g} at step {best['step']}" in text
+    assert f"| final val/loss | {summary['final']['val/loss']:.4g} |" in text
+    assert "| guard findings | 0 |" in text
+    assert "lr: 0.003" in text  # the config
+    for path in result.plots:
+        assert f"![{path.stem}]({path.name})" in text
+
+
+def test_two_runs_compared_name_lr_as_the_differing_key(finished_run, other_lr_run, tmp_path):
+    proc = run_overt("report", str(finished_run), str(other_lr_run), "--out", str(tmp_path / "cmp"))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "cmp" / "report.md").read_text()
+    section = text.split("## Config keys that differ", 1)[1].split("##", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| key")]
+    assert rows == ["| lr | 0.003 | 0.01 |"]
+    assert "|  | digits-a | digits-b |" in text
+    for run in (finished_run, other_lr_run):
+        best = json.loads((run / "summary.json").read_text())["best"]
+        assert f"val/accuracy = {best['value']:.4g} at step {best['step']}" in text
+    assert png_size(tmp_path / "cmp" / "overview.png")[0] > 600
+
+
+def test_csv_export_has_every_logged_record(finished_run, tmp_path):
+    result = write_report([finished_run], tmp_path / "out", csv=True)
+    with open(result.csv, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    records = read_metrics(finished_run / "metrics.jsonl")
+    assert len(rows) == len(records)
+    assert rows[0].keys() >= {"run", "step", "epoch", "train/loss", "val/accuracy"}
+    for row, record in zip(rows, records):
+        assert row["run"] == "digits-a" and int(row["step"]) == record["step"]
+        for key, value in record.items():
+            assert float(row[key]) == pytest.approx(value)
+
+
+def test_report_on_a_failed_run_shows_the_error_and_the_metrics_so_far(tmp_path, digits):
+    calls = [0]
+
+    def forward(model, batch):
+        calls[0] += 1
+        if calls[0] == 35:  # in the second epoch (23 batches of 64 + 3 validation batches each)
+            raise RuntimeError("disk on fire")
+        inputs, target = batch
+        return model(inputs), target
+
+    with pytest.raises(Exception, match="disk on fire"):
+        train_run(tmp_path / "run", digits, forward=forward)
+    result = write_report([tmp_path / "run"], tmp_path / "out")
+    text = result.markdown.read_text()
+    assert "failed at epoch 2, step" in text and "disk on fire" in text
+    assert "| epochs | 1 |" in text  # one epoch finished
+    assert (tmp_path / "out" / "loss.png").stat().st_size > 0
+
+
+def test_report_on_a_run_killed_mid_way(tmp_path):
+    run_dir = tmp_path / "killed"
+    recipe = REPO / "tests" / "checkpoint" / "kill_recipe.py"
+    proc = run_overt("train", str(recipe), f"run_dir={run_dir}", "log_every=5", OVERT_TEST_SIGNAL_AT="80")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with open(run_dir / "metrics.jsonl", "a") as fh:
+        fh.write('{"step": 99, "train/lo')  # as if killed in the middle of a write
+    run = read_run(run_dir)
+    assert run.state == "running" and run.summary is None
+    assert run.progress() == (1, max(r["step"] for r in run.metrics))
+    result = write_report([run_dir], csv=True)
+    assert result.markdown == run_dir / "report" / "report.md"
+    text = result.markdown.read_text()
+    assert "running, or killed before it could record why" in text
+    assert "| epochs | 1 |" in text and "best | val/accuracy = " in text
+    assert {"overview.png", "loss.png"} <= {p.name for p in result.plots}
+
+
+def test_without_matplotlib_the_tables_are_still_written_and_the_extra_is_named(finished_run, tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from overt.cli import main; "
+            f"sys.exit(main(['report', {str(finished_run)!r}, '--out', {str(tmp_path / 'out')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "matplotlib is not installed" in proc.stderr and "pip install 'overt[plots]'" in proc.stderr
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| status | completed |" in text and "Plots skipped" in text
+    assert not list((tmp_path / "out").glob("*.png"))
+
+
+def test_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
+    proc = run_overt("report", str(tmp_path))
+    assert proc.returncode == 2
+    assert "is not a run directory" in proc.stderr and "Traceback" not in proc.stderr
