@@ -5,7 +5,7 @@ integration until a name that needs it is used.
 
 Public names (imported lazily):
 
-- :class:`Trainer`, :func:`fit` -- the training engine (``overt.engine``)
+- :class:`Trainer`, :func:`fit` -- the training engine with its default plug-ins (``overt.compose``)
 - :class:`Recipe` -- what a recipe's ``build(cfg)`` returns
 - :class:`TrainConfig` -- the engine's configuration
 - :class:`Callback` -- the engine's plug-in base class
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "Trainer": ("overt.engine.loop", "Trainer"),
-    "fit": ("overt.engine.loop", "fit"),
+    "Trainer": ("overt.compose", "Trainer"),
+    "fit": ("overt.compose", "fit"),
     "Recipe": ("overt.recipes.base", "Recipe"),
     "TrainConfig": ("overt.config", "TrainConfig"),
     "Callback": ("overt.engine.callbacks", "Callback"),

@@ -1,6 +1,7 @@
 """Checkpoints for the :class:`~overt.engine.loop.Trainer`: policy, preemption and exact resume.
 
-What a Trainer checkpoint holds (names in ``state.json``/``*.safetensors``):
+What a Trainer checkpoint holds is what the Trainer says it is (:meth:`Trainer.state_objects
+<overt.engine.loop.Trainer.state_objects>`; names in ``state.json``/``*.safetensors``):
 
 - ``model``: the weights (``model.safetensors``);
 - ``optimizer``, ``scheduler`` (when there is one), ``precision`` (GradScaler and skipped-step count);
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from overt.checkpoint.checkpointer import Checkpointer, Restored
 from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
-from overt.checkpoint.rng import restore_rng
 from overt.checkpoint.store import NAME, read_newest_valid, verify_and_read
 from overt.engine.callbacks import Callback
 
@@ -40,29 +40,6 @@ _COSMETIC = {"progress", "run_dir", "name", "runs_root", "tensorboard", "log_eve
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-class LoopState:
-    """The Trainer's running logs of the unfinished epoch (saved so a resumed epoch reports the same loss)."""
-
-    def __init__(self, trainer: Trainer):
-        self.trainer = trainer
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"running_loss": self.trainer.running_loss.state_dict(), "last_metrics": self.trainer.last_metrics}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.trainer.running_loss.load_state_dict(state["running_loss"])  # it moves its tensors to its device
-        self.trainer.last_metrics = dict(state["last_metrics"])
-
-
-def trainer_objects(trainer: Trainer) -> dict[str, Any]:
-    """Everything of a Trainer that a checkpoint saves, by name."""
-    objects: dict[str, Any] = {"model": trainer.model, "optimizer": trainer.optimizer}
-    if trainer.scheduler is not None:
-        objects["scheduler"] = trainer.scheduler
-    objects.update(precision=trainer.precision, train_state=trainer.state, loop=LoopState(trainer))
-    return objects
 
 
 def _rank() -> int:
@@ -82,6 +59,7 @@ class CheckpointCallback(Callback):
 
     def __init__(self, cfg: Any, run_dir: Path):
         self.cfg = cfg
+        self.run_dir = Path(run_dir)
         self.checkpointer = Checkpointer(Path(run_dir) / "checkpoints", keep_last=cfg.keep_last,
                                          keep_best=cfg.keep_best, mode=cfg.monitor_mode, metric_name=cfg.monitor,
                                          background=cfg.checkpoint_background)
@@ -91,12 +69,10 @@ class CheckpointCallback(Callback):
             if extra not in signals:
                 signals.append(extra)
         self.preemption = PreemptionHandler(signals, self._on_signal)
-        self.resumed: Restored | None = None
         self.saves = 0
         self._trainer: Trainer | None = None
         self._saved_at: tuple[int, int, int] | None = None
         self._pending = False
-        self._rng_due = False
 
     # -- saving --------------------------------------------------------------------------------
 
@@ -106,9 +82,8 @@ class CheckpointCallback(Callback):
             self._saved_at = _position(trainer)
             return None
         meta = {"kind": kind, "epoch": s.epoch, "global_step": s.global_step, "batch_index": s.batch_index,
-                "config": trainer.config.model_dump(mode="json"),
-                "run_dir": str(trainer.run_dir) if trainer.run_dir is not None else None}
-        path = self.checkpointer.save(s.global_step, trainer_objects(trainer), metric=metric, meta=meta)
+                "config": trainer.config.model_dump(mode="json"), "run_dir": str(self.run_dir)}
+        path = self.checkpointer.save(s.global_step, trainer.state_objects(), metric=metric, meta=meta)
         self._saved_at = _position(trainer)
         self.saves += 1
         return path
@@ -122,19 +97,13 @@ class CheckpointCallback(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         self._trainer = trainer
         self.preemption.install()
-        self._saved_at = _position(trainer) if self.resumed is not None else None
-        self._rng_due = self.resumed is not None and self.resumed.rng is not None
-
-    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None:
-        if self._rng_due:  # again, right before the first batch, in case anything drew numbers since resume()
-            restore_rng(self.resumed.rng)
-            self._rng_due = False
+        self._saved_at = _position(trainer) if trainer.resumed_from is not None else None
 
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
         every = self.cfg.checkpoint_every_steps
         if not every or trainer.state.global_step % every or trainer.should_stop:
             return  # (a stopping run saves in on_fit_end)
-        if trainer.plan is not None and trainer.state.batch_index >= len(trainer.plan):
+        if logs["epoch_end"]:
             self._pending = True  # the epoch's last step: save after validation, in on_epoch_end
         else:
             self.save(trainer, "step")
@@ -145,24 +114,24 @@ class CheckpointCallback(Callback):
             self.save(trainer, "epoch", metric=metrics.get(self.cfg.monitor))
         self._pending = False
 
-    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+    def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         try:
             if _position(trainer) != self._saved_at:
                 self.save(trainer, "stop" if trainer.should_stop else "final")
             self.checkpointer.wait()
         finally:
             self.preemption.uninstall()
-        last = self.checkpointer.last_saved or (self.resumed.path if self.resumed is not None else None)
+        last = self.checkpointer.last_saved or trainer.resumed_from
         info: dict[str, Any] = {"dir": str(self.checkpointer.directory), "saved": self.saves,
                                 "last": str(last) if last else None}
-        if self.resumed is not None:
-            info["resumed_from"] = str(self.resumed.path)
+        if trainer.resumed_from is not None:
+            info["resumed_from"] = trainer.resumed_from
         summary["checkpoint"] = info
         sig = self.preemption.received
         if sig is not None:
             summary["preempted"] = {"signal": sig.name, "exit_code": exit_code(sig), "checkpoint": info["last"]}
             _stderr(f"overt: stopped on {sig.name} after step {trainer.state.global_step}; saved {info['last']}; "
-                    f"continue with `overt resume {trainer.run_dir}`")
+                    f"continue with `overt resume {self.run_dir}`")
 
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         try:
@@ -187,12 +156,13 @@ def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
 
 
 def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) -> Restored:
-    """Put ``restored`` into ``trainer`` (weights, optimizer, scheduler, precision, position, logs, RNG).
+    """Put ``restored`` into ``trainer``'s parts (:meth:`~overt.engine.loop.Trainer.state_objects`)
+    and RNG states; ``trainer.resumed_from`` names the checkpoint.
 
     Bad newer checkpoints that were skipped are renamed ``*.bad`` so the resumed run's
-    policy never counts them; lines of ``metrics.jsonl`` after the checkpoint's step are
-    dropped, since the resumed run writes them again."""
-    objects = trainer_objects(trainer)
+    policy never counts them.  (The run directory's ``metrics.jsonl`` drops its records after
+    the resumed step itself, when the run starts.)"""
+    objects = trainer.state_objects()
     saved = restored.objects
     for required in ("model", "optimizer", "train_state"):
         if required not in saved:
@@ -204,8 +174,12 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
                               f"{'has a' if 'scheduler' in objects else 'has no'} scheduler",
                               why="the learning-rate schedule would not continue where it stopped",
                               fix="build the run the same way as the one that was saved")
-    for note in restored.apply({k: v for k, v in objects.items() if k in saved}, rng=True, strict=True):
+    notes = restored.apply({k: v for k, v in objects.items() if k in saved}, rng=False, strict=True)
+    if restored.rng is not None:
+        notes += trainer.load_rng_state(restored.rng)
+    for note in notes:
         log(f"overt: {note}")
+    trainer.resumed_from = str(restored.path)
     changed = _config_changes(restored.meta.get("config", {}), trainer.config.model_dump(mode="json"))
     if changed:
         log("overt: resuming with changed settings (the result may differ from an uninterrupted run): "
@@ -218,11 +192,6 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
             log(f"overt: moved the unusable checkpoint {bad.name} aside to {target.name}")
         except OSError:
             pass
-    if trainer.run_dir is not None:
-        _trim_metrics(Path(trainer.run_dir) / "metrics.jsonl", restored.step)
-    for cb in trainer.callbacks:
-        if isinstance(cb, CheckpointCallback):
-            cb.resumed = restored
     s = trainer.state
     log(f"overt: resuming from {restored.path} (epoch {s.epoch + 1}, step {s.global_step}, "
         f"{s.batch_index} micro-batches into the epoch)")
@@ -230,13 +199,15 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
 
 
 def resume(trainer: Trainer, path: str | Path | None = None, log: Any = _stderr) -> Restored:
-    """Continue ``trainer`` from the newest valid checkpoint of its run directory (or of ``path``).
-    Call before ``trainer.fit()``; the fit then continues exactly where the checkpoint was taken."""
+    """Continue ``trainer`` from the newest valid checkpoint of its run directory (``overt.Trainer``'s
+    ``run_dir``) or of ``path``.  Call before ``trainer.fit()``; the fit then continues exactly where
+    the checkpoint was taken."""
     if path is None:
-        if trainer.run_dir is None:
+        run_dir = getattr(trainer, "run_dir", None)  # the engine's own Trainer has no run directory
+        if run_dir is None:
             raise CheckpointError("resume() needs a run directory: this Trainer has none",
                                   fix="pass run_dir= to the Trainer, or resume(trainer, path)")
-        path = trainer.run_dir
+        path = run_dir
     return restore_trainer(trainer, find_checkpoint(path, log=log), log=log)
 
 
@@ -260,17 +231,3 @@ def _check_schedule_horizon(trainer: Trainer, restored: Restored) -> None:
 def _config_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return [f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
             if k not in _COSMETIC and saved.get(k) != now.get(k)]
-
-
-def _trim_metrics(path: Path, step: int) -> None:
-    from overt.run.atomic import write_text_atomic
-    from overt.run.reader import iter_metric_lines
-
-    if not path.is_file():
-        return
-    kept = []
-    for line, record in iter_metric_lines(path):  # a line cut short by the crash is dropped
-        at = record.get("step")
-        if not isinstance(at, (int, float)) or at <= step:
-            kept.append(line)
-    write_text_atomic(path, "".join(line + "\n" for line in kept))

@@ -1,55 +1,10 @@
 """Every random number generator a training process draws from: capture and restore.
 
 Python's ``random``, numpy's global generator, torch on the CPU and torch on
-each CUDA device.  Restoring them makes dropout masks, random augmentations in
-the main process and anything else seeded globally continue exactly where the
-saved run was.
+each CUDA device.  The engine owns them (:mod:`overt.engine.seeding`); this
+module names them for the checkpoint store.
 """
 
-from __future__ import annotations
+from overt.engine.seeding import capture_rng, restore_rng
 
-import random
-import warnings
-from typing import Any
-
-import numpy as np
-import torch
-
-
-def capture_rng() -> dict[str, Any]:
-    """The current state of every global generator (tensors and plain data)."""
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch_cpu": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["torch_cuda"] = [torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())]
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> list[str]:
-    """Put every generator back; returns notes on states that could not be applied here."""
-    notes: list[str] = []
-    if "python" in state:
-        version, internal, gauss = state["python"]
-        random.setstate((version, tuple(internal), gauss))
-    if "numpy" in state:
-        np.random.set_state(tuple(state["numpy"]))
-    if "torch_cpu" in state:
-        torch.set_rng_state(state["torch_cpu"].to(torch.uint8))
-    cuda = state.get("torch_cuda") or []
-    if cuda:
-        if not torch.cuda.is_available():
-            notes.append(f"the checkpoint holds RNG states of {len(cuda)} CUDA device(s); "
-                         "this machine has none, so they were not restored")
-        else:
-            n = torch.cuda.device_count()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for i, s in enumerate(cuda[:n]):
-                    torch.cuda.set_rng_state(s.to(torch.uint8), i)
-            if len(cuda) != n:
-                notes.append(f"the checkpoint holds RNG states of {len(cuda)} CUDA device(s), "
-                             f"this machine has {n}; restored the first {min(n, len(cuda))}")
-    return notes
+__all__ = ["capture_rng", "restore_rng"]

@@ -51,29 +51,6 @@ def resolve_run_config(target: str | None, overrides: list[str]) -> tuple[Any, A
     return module, resolve(defaults, {**defaults, **values}, source=source)
 
 
-def run(cfg: Any, module: Any, resume: Any = None) -> dict[str, Any]:
-    """Build the recipe, claim the run directory, train.  With ``resume`` (a checkpoint read by
-    :func:`overt.checkpoint.find_checkpoint`) the run directory is reused and training continues
-    from the checkpoint."""
-    from overt.engine.loop import Trainer
-    from overt.engine.seeding import seed_everything
-    from overt.recipes.base import build_recipe
-    from overt.run.rundir import claim, run_dir_for
-
-    seed_everything(cfg.seed)  # model initialisation inside build() is seeded too
-    recipe = build_recipe(module, cfg)  # a recipe that fails to build leaves no run directory behind
-    run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
-    trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
-                      scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
-                      metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
-                      config=cfg, run_dir=claim(run_dir) if resume is None else run_dir)
-    if resume is not None:
-        from overt.checkpoint import restore_trainer
-
-        restore_trainer(trainer, resume)
-    return trainer.fit()
-
-
 def exit_status(summary: dict[str, Any]) -> int:
     """0 for a finished run; 128 + signal number after a clean stop on a preemption signal."""
     return int((summary.get("preempted") or {}).get("exit_code", 0))
@@ -89,7 +66,9 @@ def main(argv: list[str]) -> int:
             for key, field in type(cfg).model_fields.items():
                 print(f"{key} = {getattr(cfg, key)!r}    # {field.description or 'recipe parameter'}")
             return 0
-        summary = run(cfg, module)
+        from overt.compose import train_recipe
+
+        summary = train_recipe(cfg, module)
     except OvertError as exc:
         print(f"overt train: error: {exc}", file=sys.stderr)
         return 2

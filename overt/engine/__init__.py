@@ -3,5 +3,7 @@
 Modules: ``loop`` (Trainer, fit), ``state`` (TrainState), ``device`` (device
 choice, batch moves), ``data`` (seeded resumable sampler, loaders),
 ``accumulation`` (window plan), ``precision`` (autocast, GradScaler),
-``evaluate`` (validation), ``metrics``, ``seeding``, ``callbacks``, ``plugins``.
+``evaluate`` (validation), ``metrics``, ``seeding``, ``callbacks`` (the plug-in contract),
+``memory`` (activation checkpointing).  The engine imports none of its plug-ins: the default
+set is composed above it, in :mod:`overt.compose`.
 """

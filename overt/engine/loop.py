@@ -6,6 +6,10 @@ through ``__call__``, loss, backward, optimizer step, reset gradients,
 scheduler -- with precision, accumulation, clipping and validation each in
 one place, and everything else (logging, progress, guards, checkpoints)
 plugged in as :class:`~overt.engine.callbacks.Callback`\\ s.
+
+This Trainer runs exactly the callbacks it is given.  ``overt.Trainer`` (in
+:mod:`overt.compose`) is this Trainer with the default set (guards, checkpoints,
+run directory, progress) composed from the config.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from __future__ import annotations
 import math
 import platform
 import time
-from pathlib import Path
 from typing import Any, Callable, Literal
 
 import torch
@@ -29,7 +32,7 @@ from overt.engine.evaluate import evaluate
 from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.precision import Precision
-from overt.engine.seeding import seed_everything
+from overt.engine.seeding import capture_rng, restore_rng, seed_everything
 from overt.engine.state import TrainState
 from overt.errors import ConfigError, OvertError
 
@@ -46,18 +49,44 @@ def default_forward(model: nn.Module, batch: Any) -> tuple[Any, Any]:
     )
 
 
+def make_config(config: TrainConfig | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """``config`` (default: ``TrainConfig()``) with keyword ``overrides`` applied and validated."""
+    cfg = config if config is not None else TrainConfig()
+    if not overrides:
+        return cfg
+    from overt.config import resolve
+
+    return resolve({k: v for k, v in cfg.model_dump().items() if k not in TrainConfig.model_fields},
+                   {**cfg.model_dump(), **overrides}, source="Trainer(...) arguments")
+
+
+class _EpochLogs:
+    """The unfinished epoch's running loss and the last epoch's metrics, as one stateful part."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"running_loss": self.trainer.running_loss.state_dict(), "last_metrics": self.trainer.last_metrics}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.trainer.running_loss.load_state_dict(state["running_loss"])  # it moves its tensors to its device
+        self.trainer.last_metrics = dict(state["last_metrics"])
+
+
 class Trainer:
-    """Trains ``model`` with ``optimizer`` on ``loss_fn(model(x), y)``.
+    """Trains ``model`` with ``optimizer`` on ``loss_fn(model(x), y)``, calling exactly ``callbacks``.
 
     ``train_data``/``val_data`` are Datasets (the trainer builds seeded,
     resumable loaders from ``config.batch_size``) or ready DataLoaders.
     ``config`` is a :class:`~overt.config.TrainConfig`; keyword overrides
     (``epochs=3``, ``precision="bf16"``...) are applied on top of it.
-    With ``run_dir`` the run writes its directory (config, metrics.jsonl,
-    TensorBoard events, model.safetensors, summary.json); without it nothing
-    is written.  Example::
+    This engine Trainer writes nothing and adds no callbacks of its own; ``overt.Trainer``
+    (:class:`overt.compose.Trainer`) adds the defaults (guards, checkpoints, run directory,
+    progress).  What a run saves and restores is :meth:`state_dict`/:meth:`load_state_dict`
+    (by part: :meth:`state_objects`).  Example::
 
-        trainer = overt.Trainer(model, optimizer, nn.CrossEntropyLoss(), train_ds, val_ds, epochs=5)
+        trainer = Trainer(model, optimizer, nn.CrossEntropyLoss(), train_ds, val_ds, epochs=5)
         summary = trainer.fit()
     """
 
@@ -76,15 +105,9 @@ class Trainer:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         config: TrainConfig | None = None,
         callbacks: list[Callback] | None = None,
-        run_dir: str | Path | None = None,
         **overrides: Any,
     ):
-        cfg = config if config is not None else TrainConfig()
-        if overrides:
-            from overt.config import resolve
-
-            cfg = resolve({k: v for k, v in cfg.model_dump().items() if k not in TrainConfig.model_fields},
-                          {**cfg.model_dump(), **overrides}, source="Trainer(...) arguments")
+        cfg = make_config(config, overrides)
         self.config = cfg
         seed_everything(cfg.seed)
         self.device = pick_device(cfg.device)
@@ -96,7 +119,8 @@ class Trainer:
         self.precision = Precision(cfg.precision, self.device)
         self.state = TrainState()
         self.should_stop = False  # set by a callback (e.g. on SIGTERM) to end at the next step boundary
-        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.resumed_from: str | None = None  # where the loaded state came from (see load_state_dict)
+        self._rng_at_fit: dict[str, Any] | None = None  # RNG state to put back right before training resumes
 
         pin = self.device.type == "cuda"
         self.train_loader = self._loader(train_data, cfg.batch_size, True, pin, collate_fn)
@@ -116,10 +140,7 @@ class Trainer:
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
         self._ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)
 
-        from overt.engine.plugins import default_callbacks
-
-        early, late = default_callbacks(cfg, self.run_dir)
-        self.callbacks = CallbackList([*early, *(callbacks or []), *late])
+        self.callbacks = CallbackList(list(callbacks or []))
         self.last_metrics: dict[str, float] = {}
         self.running_loss = RunningLoss(self.device)  # summed on the device, read every log_every steps
         self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
@@ -133,6 +154,9 @@ class Trainer:
         cfg, state = self.config, self.state
         self._start_time = self._log_time = time.perf_counter()
         self.callbacks.call("on_fit_start", self)
+        if self._rng_at_fit is not None:  # a resumed run draws the same random numbers as the original
+            restore_rng(self._rng_at_fit)
+            self._rng_at_fit = None
         try:
             while state.epoch < cfg.epochs and not self.should_stop:
                 self.callbacks.call("on_epoch_start", self, state.epoch)
@@ -153,7 +177,8 @@ class Trainer:
             self.callbacks.call("on_exception", self, error)
             raise
         summary = self.summary()
-        self.callbacks.call("on_fit_end", self, summary)
+        self.callbacks.call("on_summary", self, summary)  # every plug-in adds its part first...
+        self.callbacks.call("on_fit_end", self, summary)  # ...then writers and printers see all of it
         return summary
 
     def train_epoch(self) -> None:
@@ -196,7 +221,9 @@ class Trainer:
             with self.precision.autocast():
                 output, target = self.forward(self._fwd_model, batch)
                 loss = self.loss_fn(output, target)
-        except OvertError:
+        except (OvertError, torch.cuda.OutOfMemoryError) as exc:
+            if isinstance(exc, torch.cuda.OutOfMemoryError):
+                self._explain_oom(exc, batch)  # the same exception, with a note: callers catch the type they know
             raise
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
             raise self._batch_error(exc, batch) from exc
@@ -228,7 +255,8 @@ class Trainer:
             self._log()
         step_end = self.callbacks.hook("on_step_end")
         if step_end:
-            logs = {"loss": self.last_loss, "samples": samples, "grad_norm": self._grad_norm}
+            epoch_end = self.plan is not None and state.batch_index >= len(self.plan)
+            logs = {"loss": self.last_loss, "samples": samples, "grad_norm": self._grad_norm, "epoch_end": epoch_end}
             for fn in step_end:
                 fn(self, logs)
 
@@ -238,6 +266,45 @@ class Trainer:
                            device=self.device, autocast=self.precision.autocast)
         self.callbacks.call("on_validation_end", self, metrics)
         return metrics
+
+    # -- what a run saves and restores --------------------------------------------------
+
+    def state_objects(self) -> dict[str, Any]:
+        """The Trainer's stateful parts by name, each with ``state_dict``/``load_state_dict``:
+        ``model``, ``optimizer``, ``scheduler`` (when there is one), ``precision`` (GradScaler and
+        skipped-step count), ``train_state`` (epoch, step, position in the epoch: the sampler
+        skips the consumed samples, best metric) and ``loop`` (the unfinished epoch's running
+        loss and the last metrics).  Checkpoints save exactly these, plus the RNG states."""
+        parts: dict[str, Any] = {"model": self.model, "optimizer": self.optimizer}
+        if self.scheduler is not None:
+            parts["scheduler"] = self.scheduler
+        parts.update(precision=self.precision, train_state=self.state, loop=_EpochLogs(self))
+        return parts
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue this run exactly: each part's state and ``rng``."""
+        state = {name: part.state_dict() for name, part in self.state_objects().items()}
+        state["rng"] = capture_rng()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], *, source: str | None = None) -> list[str]:
+        """Load a :meth:`state_dict` (``source``: where it came from, kept in ``resumed_from``).
+        Returns notes on RNG states this machine cannot restore."""
+        parts = self.state_objects()
+        if set(parts) != set(state) - {"rng"}:
+            raise OvertError(f"the state holds {', '.join(sorted(set(state) - {'rng'}))}; "
+                             f"this Trainer has {', '.join(sorted(parts))}",
+                             why="a run continues exactly only with the same parts (e.g. the same scheduler)",
+                             fix="build the Trainer the same way as the one whose state this is")
+        for name, part in parts.items():
+            part.load_state_dict(state[name])
+        self.resumed_from = source
+        return self.load_rng_state(state["rng"]) if state.get("rng") is not None else []
+
+    def load_rng_state(self, rng: dict[str, Any]) -> list[str]:
+        """Restore the RNG states now and again when ``fit`` starts (anything may draw in between)."""
+        self._rng_at_fit = rng
+        return restore_rng(rng)
 
     # -- pieces ---------------------------------------------------------------------------
 
@@ -355,6 +422,15 @@ class Trainer:
                           where=f"{where}; batch: {shapes}", fix=fix)
 
 
+    def _explain_oom(self, exc: BaseException, batch: Any) -> None:
+        state = self.state
+        if hasattr(exc, "add_note"):  # Python >= 3.11
+            exc.add_note(f"overt: out of memory in forward/loss at epoch {state.epoch}, batch {state.batch_index} "
+                         f"(optimizer step {state.global_step}); batch: {_describe(batch)}\n"
+                         "overt: fix: lower batch_size (keep the effective batch with accumulate=N), use "
+                         "precision=bf16, or set activation_checkpointing")
+
+
 def _describe(batch: Any) -> str:
     if isinstance(batch, torch.Tensor):
         return f"tensor{tuple(batch.shape)} {str(batch.dtype).replace('torch.', '')}"
@@ -373,6 +449,6 @@ def fit(
     val_data: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """``Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()``."""
+    """``Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()`` (only the given callbacks)."""
     return Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from overt.engine.callbacks import Callback
 from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
+
+if TYPE_CHECKING:
+    from overt.engine.loop import Trainer
 
 
 class GuardCallback(Callback):
@@ -30,21 +33,20 @@ class GuardCallback(Callback):
                                     overhead_budget=overhead_budget)
         self.session: GuardSession | None = None
 
-    def on_fit_start(self, trainer: Any) -> None:
+    def on_fit_start(self, trainer: Trainer) -> None:
         if self.session is not None and not self.session.closed:
             self.session.close()
         self.session = GuardSession(self.options)
         self.session.explain_loss_errors = False  # the engine explains a failing loss itself
         self.session.watch_model(trainer.model)
         self.session.watch_optimizer(trainer.optimizer)
-        self.session.scheds.add(getattr(trainer, "scheduler", None))
+        self.session.scheds.add(trainer.scheduler)
         # batch indices come from the patched DataLoader iterator (no per-batch callback: it
         # would cost every step); for any other iterable of batches, from the engine's state
-        state = getattr(trainer, "state", None)
-        if state is not None and hasattr(state, "batch_index"):
-            self.session.batch_source = lambda: state.batch_index
+        state = trainer.state
+        self.session.batch_source = lambda: state.batch_index
 
-    def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
+    def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         """The engine reads the interval's mean loss at every log point anyway: a non-finite
         one is caught there for free, at most ``log_every`` steps after it appeared (the
         sampled checks may be further apart)."""
@@ -63,11 +65,11 @@ class GuardCallback(Callback):
             key="engine-train-loss",
         )
 
-    def on_exception(self, trainer: Any, error: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         if self.session is not None:
             self.session.close(error=error)
 
-    def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
+    def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.session is None:
             return
         findings = self.session.close()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from overt.engine.callbacks import Callback
+
+if TYPE_CHECKING:
+    from overt.engine.loop import Trainer
 
 
 def _fmt(metrics: dict[str, float]) -> str:
@@ -31,21 +34,21 @@ class PlainProgress(Callback):
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
-    def _eta(self, trainer: Any) -> str:
+    def _eta(self, trainer: Trainer) -> str:
         total, step = trainer.total_steps, trainer.state.global_step
         if not total or not step:
             return ""
         elapsed = time.perf_counter() - self._start
         return f"  eta {_eta(elapsed / step * (total - step))}"
 
-    def on_fit_start(self, trainer: Any) -> None:
+    def on_fit_start(self, trainer: Trainer) -> None:
         cfg = trainer.config
         total = trainer.total_steps if trainer.total_steps is not None else "?"
         self._start = self._last = time.perf_counter()
         self._print(f"overt: training on {trainer.device} ({trainer.precision.mode}), {cfg.epochs} epochs, "
                     f"{total} optimizer steps, batch {cfg.batch_size} x accumulate {cfg.accumulate}")
 
-    def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
+    def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self._rate = logs["train/samples_per_sec"]
         now = time.perf_counter()
         if now - self._last < self.every_s:
@@ -55,19 +58,19 @@ class PlainProgress(Callback):
                     f"step {int(logs['step'])}/{trainer.total_steps or '?'}  loss {logs['train/loss']:.4f}  "
                     f"{self._rate:.0f} samples/s{self._eta(trainer)}")
 
-    def on_epoch_end(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
+    def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         self._last = time.perf_counter()
         rate = f"  {self._rate:.0f} samples/s" if self._rate else ""
         self._print(f"epoch {epoch + 1}/{trainer.config.epochs}  {_fmt(metrics)}{rate}{self._eta(trainer)}")
 
-    def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
+    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         self._print(summary_text(summary))
 
 
 class BarProgress(PlainProgress):
     """A rich progress bar with throughput and ETA; epoch results printed above it."""
 
-    def on_fit_start(self, trainer: Any) -> None:
+    def on_fit_start(self, trainer: Trainer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -82,21 +85,21 @@ class BarProgress(PlainProgress):
         self.console.print(f"overt: training on {trainer.device} ({trainer.precision.mode}), "
                            f"{trainer.config.epochs} epochs")
 
-    def on_step_end(self, trainer: Any, logs: dict[str, Any]) -> None:
+    def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
         self.progress.advance(self.task)
 
-    def on_log(self, trainer: Any, logs: dict[str, float]) -> None:
+    def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self.progress.update(self.task, epoch=f"{int(logs['epoch']) + 1}/{trainer.config.epochs}",
                              rate=f"{logs['train/samples_per_sec']:.0f}", loss=f"{logs['train/loss']:.4f}")
 
-    def on_epoch_end(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
+    def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         self.console.print(f"epoch {epoch + 1}/{trainer.config.epochs}  {_fmt(metrics)}")
 
-    def on_fit_end(self, trainer: Any, summary: dict[str, Any]) -> None:
+    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         self.progress.stop()
         self.console.print(summary_text(summary))
 
-    def on_exception(self, trainer: Any, error: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         self.progress.stop()
 
 

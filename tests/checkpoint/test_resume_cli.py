@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from overt.checkpoint.cli import main
+from overt.cli.resume import main
 
 
 def test_resume_of_a_missing_directory_says_so(tmp_path, capsys):

@@ -11,7 +11,7 @@ from overt.guards.engine import GuardCallback
 
 from .helpers import digits
 
-Trainer = pytest.importorskip("overt.engine.loop").Trainer
+Trainer = pytest.importorskip("overt.compose").Trainer  # overt.Trainer: with the default guards
 
 
 def _data():

@@ -51,13 +51,14 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     try:
         from overt.checkpoint.callback import find_checkpoint
-        from overt.cli.train import exit_status, run
+        from overt.cli.train import exit_status
+        from overt.compose import train_recipe
 
         path = Path(args.run_dir)
         restored = find_checkpoint(path)
         run_dir = path.parent.parent if restored.path == path else path
         module, cfg = resume_config(restored, run_dir, args.overrides)
-        summary = run(cfg, module, resume=restored)
+        summary = train_recipe(cfg, module, resume=restored)
     except OvertError as exc:
         print(f"overt resume: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,125 @@
+"""The default composition: the engine plus the plug-ins a config switches on.
+
+The engine (:mod:`overt.engine`) runs exactly the callbacks it is given and imports none of
+them.  This module, above it, is the one place that decides which plug-ins a run gets:
+guards (:mod:`overt.guards`), checkpoints (:mod:`overt.checkpoint`), the run directory and
+progress (:mod:`overt.run`).  ``overt.Trainer``/``overt.fit`` and ``overt train``/``overt resume``
+all build their runs here.  A new default plug-in (MLflow, a report...) is added in
+:func:`default_callbacks`, switched by a config key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+
+from overt.engine.loop import Trainer as EngineTrainer
+from overt.engine.loop import make_config
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from overt.config import TrainConfig
+    from overt.engine.callbacks import Callback
+
+
+def default_callbacks(cfg: TrainConfig, run_dir: Path | None,
+                      user: Sequence[Callback] = ()) -> list[Callback]:
+    """The callbacks of a run with this config, in calling order: guards, checkpoints (when
+    there is a run directory), the ``user``'s own, then metrics log + TensorBoard and the run
+    directory writer (when there is a run directory), then progress."""
+    from overt.run.progress import progress_callback
+
+    callbacks: list[Callback] = []
+    if cfg.guards:
+        from overt.guards.engine import GuardCallback
+        from overt.guards.options import pyproject_ignore
+
+        callbacks.append(GuardCallback(strict=cfg.strict, ignore=[*pyproject_ignore(), *cfg.ignore],
+                                       report_path=str(run_dir / "guards.json") if run_dir else None))
+    if run_dir is not None and cfg.checkpoint:
+        from overt.checkpoint.callback import CheckpointCallback
+
+        callbacks.append(CheckpointCallback(cfg, run_dir))
+    callbacks += user
+    if run_dir is not None:
+        from overt.run.metrics_log import MetricsLog
+        from overt.run.writer import RunWriter
+
+        callbacks += [MetricsLog(run_dir, tensorboard=cfg.tensorboard), RunWriter(run_dir)]
+    progress = progress_callback(cfg.progress)
+    if progress is not None:
+        callbacks.append(progress)
+    return callbacks
+
+
+class Trainer(EngineTrainer):
+    """``overt.Trainer``: the engine's :class:`~overt.engine.loop.Trainer` with the default
+    plug-ins (:func:`default_callbacks`) around the user's ``callbacks``.
+
+    With ``run_dir`` the run writes its directory (config, metrics.jsonl, TensorBoard events,
+    checkpoints, model.safetensors, summary.json); without it nothing is written.  Example::
+
+        trainer = overt.Trainer(model, optimizer, nn.CrossEntropyLoss(), train_ds, val_ds, epochs=5)
+        summary = trainer.fit()
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        train_data: Any,
+        val_data: Any = None,
+        *,
+        scheduler: Any = None,
+        scheduler_interval: Literal["step", "epoch"] | None = None,
+        metrics: dict[str, Callable[[Any, Any], torch.Tensor]] | None = None,
+        forward: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        config: TrainConfig | None = None,
+        callbacks: list[Callback] | None = None,
+        run_dir: str | Path | None = None,
+        **overrides: Any,
+    ):
+        cfg = make_config(config, overrides)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        super().__init__(model, optimizer, loss_fn, train_data, val_data, scheduler=scheduler,
+                         scheduler_interval=scheduler_interval, metrics=metrics, forward=forward,
+                         collate_fn=collate_fn, config=cfg,
+                         callbacks=default_callbacks(cfg, self.run_dir, callbacks or ()))
+
+
+def fit(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[Any, Any], torch.Tensor],
+    train_data: Any,
+    val_data: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """``overt.Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()``."""
+    return Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()
+
+
+def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str, Any]:
+    """Build a recipe module's run with ``cfg``, claim its run directory, train; the CLI's run.
+    With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
+    directory is reused and training continues from the checkpoint."""
+    from overt.engine.seeding import seed_everything
+    from overt.recipes.base import build_recipe
+    from overt.run.rundir import claim, run_dir_for
+
+    seed_everything(cfg.seed)  # model initialisation inside build() is seeded too
+    recipe = build_recipe(module, cfg)  # a recipe that fails to build leaves no run directory behind
+    run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
+    trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
+                      scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
+                      metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
+                      config=cfg, run_dir=claim(run_dir) if resume is None else run_dir)
+    if resume is not None:
+        from overt.checkpoint.callback import restore_trainer
+
+        restore_trainer(trainer, resume)
+    return trainer.fit()
