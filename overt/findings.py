@@ -15,6 +15,10 @@ class Finding:
     ``message`` says what was seen (with numbers), why it matters and the fix.
     ``where`` is a human-readable location (module, parameter, batch, file:line).
     Static findings also fill ``path``/``line``/``col``; runtime ones ``step``.
+    ``why`` (why it matters) and ``fix`` (what to change) are the same parts on their own, as in
+    :class:`~overt.errors.OvertError`: given by the reporter, or else ``why`` is the catalog
+    entry's and ``fix`` is read from the message (a guard's ``Fix: ...`` sentence; a lint
+    message's last ``; ...`` clause).
     """
 
     slug: str
@@ -26,11 +30,17 @@ class Finding:
     line: int | None = None
     col: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+    fix: str = ""
 
     def __post_init__(self) -> None:
         entry = lookup(self.slug)  # fail early on a slug that is not in the catalog
         if self.severity is None:
             self.severity = entry.severity
+        if not self.why:
+            self.why = entry.why
+        if not self.fix:
+            self.fix = fix_in(self.message, static=self.path is not None)
 
     @property
     def code(self) -> str:
@@ -44,6 +54,8 @@ class Finding:
             "message": self.message,
             "where": self.where,
             "step": self.step,
+            "why": self.why,
+            "fix": self.fix,
         }
         for key in ("path", "line", "col"):
             value = getattr(self, key)
@@ -58,3 +70,14 @@ class Finding:
         loc = f" {self.where}" if self.where else ""
         step = f" (step {self.step})" if self.step is not None else ""
         return f"{self.code} {self.slug} [{Severity(self.severity).value}]{loc}{step}: {self.message}"
+
+
+def fix_in(message: str, *, static: bool = False) -> str:
+    """The fix stated in a finding's message: after ``Fix:`` (guards), or the last ``; ``
+    clause of a lint message ("what was seen and why; what to do")."""
+    _, marker, fix = message.partition("Fix: ")
+    if marker:
+        return fix.strip()
+    if static and "; " in message:
+        return message.rpartition("; ")[2].strip()
+    return ""

@@ -22,11 +22,11 @@ def to_json(findings: list[Finding]) -> str:
     out = []
     for f in findings:
         item = {"path": f.path, "line": f.line, "col": f.col, "code": f.code, "slug": f.slug,
-                "message": f.message, "severity": Severity(f.severity).value}
+                "message": f.message, "severity": Severity(f.severity).value, "why": f.why, "fix": f.fix}
         if "cell" in f.details:
             item["cell"] = f.details["cell"]
         if "fix" in f.details:
-            item["fix"] = f.details["fix"]
+            item["autofix"] = f.details["fix"]
         out.append(item)
     return json.dumps(out, indent=2)
 
@@ -45,8 +45,9 @@ def to_sarif(findings: list[Finding], version: str) -> str:
             "message": {"text": f"{f.slug}: {f.message}"},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": region}}],
         }
+        result["properties"] = {"why": f.why, "fix": f.fix}
         if "cell" in f.details:
-            result["properties"] = {"cell": f.details["cell"]}
+            result["properties"]["cell"] = f.details["cell"]
         results.append(result)
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",

@@ -250,3 +250,15 @@ def test_coding_cookie_and_bom_are_read_and_kept_by_fix(tmp_path, capsys):
     assert main([str(tmp_path), "--fix"]) == 0
     assert latin.read_bytes().endswith(b'"caf\xe9"\nstate = torch.load("m.pt", weights_only=True)\n')
     assert bom.read_bytes() == b'\xef\xbb\xbfimport torch\nx = torch.randn(2)\nx = x.to("cpu")\n'
+
+
+def test_json_and_sarif_carry_why_and_fix_on_their_own(tmp_path, capsys):
+    p = tmp_path / "t.py"
+    p.write_text("import torch\nstate = torch.load('m.pt')\n")
+    assert main([str(p), "--format", "json"]) == 1
+    [item] = json.loads(capsys.readouterr().out)
+    assert item["fix"] == "pass weights_only=True and save state_dicts (or use safetensors)"
+    assert item["why"] and item["autofix"] == "torch.load(...) -> torch.load(..., weights_only=True)"
+    assert main([str(p), "--format", "sarif"]) == 1
+    [result] = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert result["properties"]["fix"] == item["fix"] and result["properties"]["why"] == item["why"]
