@@ -4,6 +4,6 @@ Modules: ``loop`` (Trainer, fit), ``state`` (TrainState), ``device`` (device
 choice, batch moves), ``data`` (seeded resumable sampler, loaders),
 ``accumulation`` (window plan), ``precision`` (autocast, GradScaler),
 ``evaluate`` (validation), ``metrics``, ``seeding``, ``callbacks`` (the plug-in contract),
-``memory`` (activation checkpointing).  The engine imports none of its plug-ins: the default
+``memory`` (activation checkpointing), ``explain`` (errors in forward/loss).  The engine imports none of its plug-ins: the default
 set is composed above it, in :mod:`overt.compose`.
 """

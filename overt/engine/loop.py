@@ -29,6 +29,7 @@ from overt.engine.callbacks import Callback, CallbackList
 from overt.engine.data import batch_sizes, build_loader, num_batches, set_loader_epoch
 from overt.engine.device import batch_size_of, move_to_device, pick_device
 from overt.engine.evaluate import evaluate
+from overt.engine.explain import batch_error, note_out_of_memory
 from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.precision import Precision
@@ -221,12 +222,13 @@ class Trainer:
             with self.precision.autocast():
                 output, target = self.forward(self._fwd_model, batch)
                 loss = self.loss_fn(output, target)
-        except (OvertError, torch.cuda.OutOfMemoryError) as exc:
-            if isinstance(exc, torch.cuda.OutOfMemoryError):
-                self._explain_oom(exc, batch)  # the same exception, with a note: callers catch the type they know
+        except OvertError:
+            raise
+        except torch.cuda.OutOfMemoryError as exc:  # raised as itself, so callers catch the type they know
+            note_out_of_memory(exc, batch, self.state)
             raise
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
-            raise self._batch_error(exc, batch) from exc
+            raise batch_error(exc, batch, self.state) from exc
         self.precision.backward(loss if weight == 1.0 else loss * weight)
         for fn in self.callbacks.hook("on_after_backward"):
             fn(self, loss)
@@ -403,42 +405,6 @@ class Trainer:
         for p in self._params:
             if p.grad is not None:
                 p.grad.mul_(factor)
-
-    def _batch_error(self, exc: BaseException, batch: Any) -> OvertError:
-        """Turn PyTorch's error in forward/loss into one that names the batch and a likely fix."""
-        state, text = self.state, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        where = f"epoch {state.epoch}, batch {state.batch_index} (optimizer step {state.global_step})"
-        shapes = _describe(batch)
-        fix = "check that the data, the model and the loss agree on shapes, dtypes and classes"
-        lowered = text.lower()
-        if "out of bounds" in lowered or "target" in lowered and "out of" in lowered:
-            fix = ("a label is outside [0, number of model outputs): make the model's last layer as wide as the "
-                   "number of classes, or remap the labels to 0..C-1")
-        elif "mat1 and mat2" in lowered or "shape" in lowered or "size" in lowered:
-            fix = "the batch's feature size does not match the model's first layer: check in_features vs the data"
-        elif "dtype" in lowered or "expected scalar type" in lowered:
-            fix = "convert the inputs to the model's dtype (usually float32) in the dataset"
-        return OvertError(f"training failed in forward/loss: {type(exc).__name__}: {text}",
-                          where=f"{where}; batch: {shapes}", fix=fix)
-
-
-    def _explain_oom(self, exc: BaseException, batch: Any) -> None:
-        state = self.state
-        if hasattr(exc, "add_note"):  # Python >= 3.11
-            exc.add_note(f"overt: out of memory in forward/loss at epoch {state.epoch}, batch {state.batch_index} "
-                         f"(optimizer step {state.global_step}); batch: {_describe(batch)}\n"
-                         "overt: fix: lower batch_size (keep the effective batch with accumulate=N), use "
-                         "precision=bf16, or set activation_checkpointing")
-
-
-def _describe(batch: Any) -> str:
-    if isinstance(batch, torch.Tensor):
-        return f"tensor{tuple(batch.shape)} {str(batch.dtype).replace('torch.', '')}"
-    if isinstance(batch, (list, tuple)):
-        return "(" + ", ".join(_describe(b) for b in batch) + ")"
-    if isinstance(batch, dict):
-        return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in batch.items()) + "}"
-    return type(batch).__name__
 
 
 def fit(

@@ -1,0 +1,50 @@
+"""What the loop says when the user's forward or loss fails: the batch, where, the likely fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from overt.engine.state import TrainState
+from overt.errors import OvertError
+
+
+def batch_error(exc: BaseException, batch: Any, state: TrainState) -> OvertError:
+    """PyTorch's error in forward/loss as an error that names the batch and a likely fix."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    fix = "check that the data, the model and the loss agree on shapes, dtypes and classes"
+    lowered = text.lower()
+    if "out of bounds" in lowered or "target" in lowered and "out of" in lowered:
+        fix = ("a label is outside [0, number of model outputs): make the model's last layer as wide as the "
+               "number of classes, or remap the labels to 0..C-1")
+    elif "mat1 and mat2" in lowered or "shape" in lowered or "size" in lowered:
+        fix = "the batch's feature size does not match the model's first layer: check in_features vs the data"
+    elif "dtype" in lowered or "expected scalar type" in lowered:
+        fix = "convert the inputs to the model's dtype (usually float32) in the dataset"
+    return OvertError(f"training failed in forward/loss: {type(exc).__name__}: {text}",
+                      where=f"{_position(state)}; batch: {describe(batch)}", fix=fix)
+
+
+def note_out_of_memory(exc: BaseException, batch: Any, state: TrainState) -> None:
+    """Add where and the fix to an out-of-memory error as a note: it stays the same exception,
+    so ``except torch.cuda.OutOfMemoryError`` still catches it."""
+    if hasattr(exc, "add_note"):  # Python >= 3.11
+        exc.add_note(f"overt: out of memory in forward/loss at {_position(state)}; batch: {describe(batch)}\n"
+                     "overt: fix: lower batch_size (keep the effective batch with accumulate=N), use "
+                     "precision=bf16, or set activation_checkpointing")
+
+
+def describe(batch: Any) -> str:
+    """Shapes and dtypes of a (nested) batch: ``(tensor(32, 64) float32, tensor(32,) int64)``."""
+    if isinstance(batch, torch.Tensor):
+        return f"tensor{tuple(batch.shape)} {str(batch.dtype).replace('torch.', '')}"
+    if isinstance(batch, (list, tuple)):
+        return "(" + ", ".join(describe(b) for b in batch) + ")"
+    if isinstance(batch, dict):
+        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in batch.items()) + "}"
+    return type(batch).__name__
+
+
+def _position(state: TrainState) -> str:
+    return f"epoch {state.epoch}, batch {state.batch_index} (optimizer step {state.global_step})"
