@@ -11,10 +11,9 @@ all build their runs here.  A new default plug-in (MLflow, a report...) is added
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from overt.engine.loop import Trainer as EngineTrainer
-from overt.engine.loop import make_config
 
 if TYPE_CHECKING:
     import torch
@@ -55,8 +54,8 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None,
 
 
 class Trainer(EngineTrainer):
-    """``overt.Trainer``: the engine's :class:`~overt.engine.loop.Trainer` with the default
-    plug-ins (:func:`default_callbacks`) around the user's ``callbacks``.
+    """``overt.Trainer``: the engine's :class:`~overt.engine.loop.Trainer` (same arguments) with
+    the default plug-ins (:func:`default_callbacks`) around the user's ``callbacks``.
 
     With ``run_dir`` the run writes its directory (config, metrics.jsonl, TensorBoard events,
     checkpoints, model.safetensors, summary.json); without it nothing is written.  Example::
@@ -65,30 +64,12 @@ class Trainer(EngineTrainer):
         summary = trainer.fit()
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        loss_fn: Callable[[Any, Any], torch.Tensor],
-        train_data: Any,
-        val_data: Any = None,
-        *,
-        scheduler: Any = None,
-        scheduler_interval: Literal["step", "epoch"] | None = None,
-        metrics: dict[str, Callable[[Any, Any], torch.Tensor]] | None = None,
-        forward: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
-        collate_fn: Callable[[list[Any]], Any] | None = None,
-        config: TrainConfig | None = None,
-        callbacks: list[Callback] | None = None,
-        run_dir: str | Path | None = None,
-        **overrides: Any,
-    ):
-        cfg = make_config(config, overrides)
+    def __init__(self, *args: Any, run_dir: str | Path | None = None, **kwargs: Any):
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        super().__init__(model, optimizer, loss_fn, train_data, val_data, scheduler=scheduler,
-                         scheduler_interval=scheduler_interval, metrics=metrics, forward=forward,
-                         collate_fn=collate_fn, config=cfg,
-                         callbacks=default_callbacks(cfg, self.run_dir, callbacks or ()))
+        super().__init__(*args, **kwargs)
+
+    def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
+        return default_callbacks(self.config, self.run_dir, callbacks)
 
 
 def fit(

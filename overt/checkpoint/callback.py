@@ -102,7 +102,7 @@ class CheckpointCallback(Callback):
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
         every = self.cfg.checkpoint_every_steps
         if not every or trainer.state.global_step % every or trainer.should_stop:
-            return  # (a stopping run saves in on_fit_end)
+            return  # (a stopping run saves in on_summary)
         if logs["epoch_end"]:
             self._pending = True  # the epoch's last step: save after validation, in on_epoch_end
         else:

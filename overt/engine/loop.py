@@ -141,12 +141,17 @@ class Trainer:
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
         self._ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)
 
-        self.callbacks = CallbackList(list(callbacks or []))
+        self.callbacks = CallbackList(self.compose_callbacks(list(callbacks or [])))
         self.last_metrics: dict[str, float] = {}
         self.running_loss = RunningLoss(self.device)  # summed on the device, read every log_every steps
         self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
         self._window_samples = 0
         self._grad_norm: torch.Tensor | None = None
+
+    def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
+        """The callbacks this run calls, in order: exactly ``callbacks`` here; ``overt.Trainer``
+        (:mod:`overt.compose`) puts the default plug-ins around them."""
+        return callbacks
 
     # -- the loop ----------------------------------------------------------------------
 
