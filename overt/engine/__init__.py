@@ -1,6 +1,6 @@
 """The training engine: a canonical loop with production concerns plugged in.
 
-Modules: ``loop`` (Trainer, fit), ``state`` (TrainState), ``device`` (device
+Modules: ``loop`` (Trainer), ``state`` (TrainState), ``device`` (device
 choice, batch moves), ``data`` (seeded resumable sampler, loaders),
 ``accumulation`` (window plan), ``precision`` (autocast, GradScaler),
 ``evaluate`` (validation), ``metrics``, ``seeding``, ``callbacks`` (the plug-in contract),

@@ -410,16 +410,3 @@ class Trainer:
         for p in self._params:
             if p.grad is not None:
                 p.grad.mul_(factor)
-
-
-def fit(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: Callable[[Any, Any], torch.Tensor],
-    train_data: Any,
-    val_data: Any = None,
-    **kwargs: Any,
-) -> dict[str, Any]:
-    """``Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()`` (only the given callbacks)."""
-    return Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()
-

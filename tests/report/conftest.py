@@ -28,11 +28,12 @@ def train_run(run_dir: Path, digits, *, epochs: int = 2, forward=None, **kw):
 
 def train_recipe(run_dir: Path, *overrides: str) -> dict:
     """The built-in digits recipe for 2 epochs, as `overt train digits KEY=VALUE...` runs it (in-process)."""
-    from overt.cli.train import resolve_run_config, run
+    from overt.cli.train import resolve_run_config
+    from overt.compose import train_recipe as train_in_process
 
     quiet = [f"{k}={str(v).lower()}" for k, v in QUIET.items()]
     module, cfg = resolve_run_config("digits", ["epochs=2", "hidden=32", *quiet, f"run_dir={run_dir}", *overrides])
-    return run(cfg, module)
+    return train_in_process(cfg, module)
 
 
 def png_size(path: Path) -> tuple[int, int]:
