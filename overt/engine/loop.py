@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from overt.config import TrainConfig
 from overt.engine.accumulation import WindowPlan
 from overt.engine.callbacks import Callback, CallbackList
-from overt.engine.data import batch_sizes, build_loader, num_batches, set_loader_epoch
+from overt.engine.data import batch_sizes, build_loader, check_not_empty, num_batches, set_loader_epoch
 from overt.engine.device import batch_size_of, move_to_device, pick_device
 from overt.engine.evaluate import evaluate
 from overt.engine.metrics import RunningLoss
@@ -102,6 +102,8 @@ class Trainer:
         self.train_loader = self._loader(train_data, cfg.batch_size, True, pin, collate_fn)
         self.val_loader = (None if val_data is None else
                            self._loader(val_data, cfg.val_batch_size or 2 * cfg.batch_size, False, pin, collate_fn))
+        check_not_empty(self.train_loader, "training")
+        check_not_empty(self.val_loader, "validation")
         sizes = batch_sizes(self.train_loader)
         n_batches = num_batches(self.train_loader)
         self.plan: WindowPlan | None = (WindowPlan.build(sizes, cfg.accumulate) if sizes is not None else
@@ -200,7 +202,13 @@ class Trainer:
             raise
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
             raise self._batch_error(exc, batch) from exc
-        self.precision.backward(loss if weight == 1.0 else loss * weight)
+        try:
+            self.precision.backward(loss if weight == 1.0 else loss * weight)
+        except (RuntimeError, AttributeError, TypeError) as exc:
+            error = _loss_error(loss, self.state)
+            if error is None:
+                raise
+            raise error from exc
         for fn in self.callbacks.hook("on_after_backward"):
             fn(self, loss)
         n = target.shape[0] if isinstance(target, torch.Tensor) and target.dim() else batch_size_of(batch)
@@ -353,6 +361,20 @@ class Trainer:
             fix = "convert the inputs to the model's dtype (usually float32) in the dataset"
         return OvertError(f"training failed in forward/loss: {type(exc).__name__}: {text}",
                           where=f"{where}; batch: {shapes}", fix=fix)
+
+
+def _loss_error(loss: Any, state: TrainState) -> OvertError | None:
+    """Name a loss that cannot be back-propagated (not a tensor, not a scalar); other errors pass."""
+    where = f"epoch {state.epoch}, batch {state.batch_index} (optimizer step {state.global_step})"
+    if not isinstance(loss, torch.Tensor):
+        return OvertError(f"the loss function returned a {type(loss).__name__} ({loss!r}), not a tensor",
+                          where=where, why="a Python number carries no gradient: nothing can be trained from it",
+                          fix="return the loss tensor itself (do not call .item() or float() on it in loss_fn)")
+    if loss.dim() != 0:
+        return OvertError(f"the loss function returned a tensor of shape {tuple(loss.shape)}, not a scalar",
+                          where=where, why="the engine back-propagates one number per batch",
+                          fix='reduce it to the batch mean: use reduction="mean" (not "none"), or .mean() it in loss_fn')
+    return None
 
 
 def _describe(batch: Any) -> str:

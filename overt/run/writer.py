@@ -17,6 +17,7 @@ from overt.engine.callbacks import Callback
 from overt.errors import OvertError
 from overt.run import lock
 from overt.run.atomic import atomic_path, write_text_atomic
+from overt.run.metrics_log import json_safe
 from overt.run.rundir import STATUS, SUMMARY
 
 
@@ -84,7 +85,7 @@ class RunWriter(Callback):
             with atomic_path(self.run_dir / "model.safetensors") as tmp:
                 save_model(trainer.model, str(tmp))
             summary["run_dir"] = str(self.run_dir)
-            write_text_atomic(self.run_dir / SUMMARY, json.dumps(summary, indent=2, default=str) + "\n")
+            write_text_atomic(self.run_dir / SUMMARY, json.dumps(json_safe(summary), indent=2, default=str) + "\n")
         except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
             if isinstance(error, OSError):
                 error = OvertError(f"cannot write the finished run's files into {self.run_dir}: "
