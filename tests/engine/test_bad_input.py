@@ -90,7 +90,8 @@ def test_a_loss_with_reduction_none(tmp_path, capsys):
 
 
 def test_a_loss_that_returns_a_python_float(tmp_path, capsys):
-    recipe = recipe_file(tmp_path, "loss_float", "recipe.loss_fn = lambda out, y: float(nn.functional.cross_entropy(out, y).detach()))
+    recipe = recipe_file(tmp_path, "loss_float",
+                         "recipe.loss_fn = lambda out, y: float(nn.functional.cross_entropy(out, y).detach())")
     fails([recipe, f"run_dir={tmp_path / 'r'}", *FAST], capsys, "returned a float", "not a tensor")
     failed_status(tmp_path / "r")
 
