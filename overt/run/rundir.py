@@ -79,10 +79,18 @@ def check_claimable(path: Path) -> None:
         fix = (f"it has no checkpoint to continue from, so start it again: delete the folder (rm -r {path}) "
                "and run the same command, or choose another name= or run_dir=")
     raise ConfigError(
-        f"run directory {path} already holds a {'finished' if status == 'completed' else (status or 'previous')} run",
+        f"run directory {path} already holds {_describe(status)}",
         why="writing a new run into it would mix two runs' metrics and weights",
         fix=fix,
     )
+
+
+def _describe(status: str | None) -> str:
+    if status == "completed":
+        return "a finished run"
+    if status == "ended abruptly":
+        return "a run that ended abruptly (its process was killed, or could not record how it ended)"
+    return f"a {status} run" if status else "a previous run"
 
 
 def claim(path: Path, *, unique: bool = False) -> Path:
