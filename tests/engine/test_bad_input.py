@@ -121,6 +121,9 @@ def test_metrics_jsonl_stays_valid_json_with_nan(tmp_path, capsys):
 
     records = [json.loads(line, parse_constant=strict) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["val/loss"] == "nan" and math.isnan(float(records[-1]["val/loss"]))
+    from overt.run.reader import read_metrics
+
+    assert math.isnan(read_metrics(run_dir / "metrics.jsonl")[-1]["val/loss"])  # read back as a float
     json.loads((run_dir / "summary.json").read_text(), parse_constant=strict)
 
 
