@@ -90,17 +90,33 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     directory is reused and training continues from the checkpoint."""
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe
-    from overt.run.rundir import claim, run_dir_for
+    from overt.run import lock
+    from overt.run.rundir import check_claimable, claim, run_dir_for
 
+    run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
+    named = bool(cfg.run_dir or cfg.name)  # else a generated name, made unique when claimed
+    if resume is None and named:
+        check_claimable(run_dir)  # before any data is loaded
     seed_everything(cfg.seed)  # model initialisation inside build() is seeded too
     recipe = build_recipe(module, cfg)  # a recipe that fails to build leaves no run directory behind
-    run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
-    trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
-                      scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
-                      metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
-                      config=cfg, run_dir=claim(run_dir) if resume is None else run_dir)
-    if resume is not None:
-        from overt.checkpoint.callback import restore_trainer
+    if resume is None:
+        run_dir = claim(run_dir, unique=not named)
+    try:
+        try:
+            trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
+                              scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
+                              metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
+                              config=cfg, run_dir=run_dir)
+            if resume is not None:
+                from overt.checkpoint.callback import restore_trainer
 
-        restore_trainer(trainer, resume)
-    return trainer.fit()
+                restore_trainer(trainer, resume)
+        except Exception as error:  # the run directory exists: it says why the run never started
+            from overt.run.writer import failed_status, write_status
+
+            write_status(run_dir, failed_status(error, step=None))
+            raise
+        return trainer.fit()  # from here on the RunWriter records the status
+    finally:
+        if resume is None:
+            lock.release(run_dir)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from overt.errors import ConfigError
 
@@ -41,6 +41,25 @@ _Yaml12Loader.add_implicit_resolver(
 def load_yaml(text: str) -> Any:
     """Parse YAML with 1.2 booleans."""
     return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|meta|(cuda|xpu|hpu|npu|xla|mtia|privateuseone)(:\d+)?)$")
+
+
+def check_preempt_signal(name: str) -> int:
+    """The signal number of ``name`` (``SIGUSR1``, ``USR1`` or ``10``); ``ValueError`` for an unknown
+    signal or one a process cannot catch (SIGKILL, SIGSTOP)."""
+    import signal
+
+    text = name.strip().upper()
+    try:
+        sig = signal.Signals(int(text)) if text.isdigit() else signal.Signals[text if text.startswith("SIG") else "SIG" + text]
+    except (KeyError, ValueError):
+        raise ValueError(f"unknown signal {name!r}: use a signal name such as SIGUSR1 or SIGUSR2") from None
+    if sig in (signal.SIGKILL, signal.SIGSTOP):
+        raise ValueError(f"{sig.name} cannot be caught by a process, so it can never mean 'save and stop': "
+                         "use SIGUSR1 or SIGUSR2")
+    return int(sig)
 
 
 class TrainConfig(BaseModel):
@@ -89,6 +108,20 @@ class TrainConfig(BaseModel):
         None, description="extra signal that, like SIGTERM and SIGINT, makes the run save and stop (e.g. SIGUSR1)"
     )
 
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        if not _DEVICE.match(value):
+            raise ValueError("not a device: use auto, cpu, cuda, cuda:N, mps or xpu (PyTorch device names)")
+        return value
+
+    @field_validator("preempt_signal")
+    @classmethod
+    def _catchable_signal(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_preempt_signal(value)
+        return value
+
     def recipe_params(self) -> dict[str, Any]:
         """The recipe's own parameters (fields that are not engine settings)."""
         return {k: v for k, v in self.model_dump().items() if k not in TrainConfig.model_fields}
@@ -112,9 +145,10 @@ def config_class(recipe_defaults: dict[str, Any]) -> type[TrainConfig]:
             if annotation is float:
                 annotation = float  # pydantic accepts ints for floats
             fields[key] = (annotation, value)
-    for key, value in engine_defaults.items():
+    for key, value in engine_defaults.items():  # a new default; the type and its constraints stay
         info = TrainConfig.model_fields[key]
-        fields[key] = (info.annotation, Field(value, description=info.description))
+        annotated: Any = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        fields[key] = (annotated, Field(value, description=info.description))
     return create_model("RunConfig", __base__=TrainConfig, **fields)
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from overt.checkpoint.checkpointer import Checkpointer, Restored
 from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
-from overt.checkpoint.store import NAME, read_newest_valid, verify_and_read
+from overt.checkpoint.store import NAME, list_checkpoints, read_newest_valid, verify_and_read
 from overt.engine.callbacks import Callback
 
 if TYPE_CHECKING:
@@ -152,6 +152,13 @@ def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
     if not path.is_dir():
         raise CheckpointError(f"{path} does not exist", fix="give the run directory of the run to continue")
     root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+    if not list_checkpoints(root) and (path / "config.yaml").is_file():
+        raise CheckpointError(
+            f"run {path} has no checkpoint to continue from",
+            why="it ended before its first checkpoint was written (or it was trained with checkpoint=false)",
+            fix=f"start it again: delete the folder (rm -r {path}) and run the same `overt train` command "
+                "(checkpoint_every_steps=N saves more often than once per epoch)",
+        )
     return Restored(read_newest_valid(root, log=log))
 
 

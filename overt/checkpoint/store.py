@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,39 @@ class Loaded:
     state: dict[str, Any]
     tensor_files: dict[str, dict[str, torch.Tensor]]
     skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+# -- reading files safely ----------------------------------------------------------------------
+
+_MANIFEST_MAX = 1 << 24  # a manifest is a few hundred bytes; never read more than this
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path``, which must be a regular file (not a FIFO, device, folder or symlink):
+    opening a FIFO would block forever and a device such as /dev/zero never ends.  At most
+    ``limit + 1`` bytes are read, so a file longer than expected is seen without reading it all."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        kind = "a symbolic link" if Path(path).is_symlink() else (getattr(exc, "strerror", None) or str(exc))
+        raise CheckpointError(f"cannot open {path}: {kind}",
+                              why="a checkpoint holds only regular files written by overt",
+                              fix="use another checkpoint") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode)
+                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a file")
+            raise CheckpointError(f"{path} is {kind}, not a regular file; it was not read",
+                                  why="a checkpoint holds only regular files written by overt",
+                                  fix="use another checkpoint")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read() if limit is None else fh.read(limit + 1)
+    finally:
+        os.close(fd)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -157,11 +191,11 @@ def list_checkpoints(root: Path) -> list[Entry]:
             continue
         entry = Entry(int(match.group(1)), child)
         try:
-            manifest = json.loads((child / MANIFEST).read_text())
+            manifest = json.loads(read_regular(child / MANIFEST, _MANIFEST_MAX))
             metric = manifest.get("metric") or {}
             value = metric.get("value")
             entry.metric = float(value) if isinstance(value, (int, float)) else None
-        except (OSError, ValueError, AttributeError) as exc:
+        except (OSError, ValueError, AttributeError, CheckpointError) as exc:
             entry.problem = f"manifest unreadable: {exc}"
         entries.append(entry)
     return sorted(entries, key=lambda e: e.step)
@@ -189,7 +223,7 @@ def read_safetensors(path: Path, data: bytes | None = None) -> dict[str, torch.T
 
     if data is None:
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             raise CheckpointError(f"cannot read {path}: {exc.strerror}", fix="check the path") from None
     kind = sniff(data)
@@ -213,8 +247,7 @@ def verify_and_read(path: Path) -> Loaded:
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist", fix="check the path")
     if not path.is_dir():
-        with open(path, "rb") as fh:
-            head = fh.read(16)
+        head = read_regular(path, 15)[:16]
         kind = sniff(head + b"\0" * 16)
         raise CheckpointError(
             f"{path} is a file ({kind or 'safetensors'}), not an overt checkpoint folder; it was not loaded",
@@ -222,7 +255,7 @@ def verify_and_read(path: Path) -> Loaded:
             fix="point at a checkpoint folder (RUN_DIR/checkpoints/step-NNNNNN) or its run directory",
         )
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = json.loads(read_regular(path / MANIFEST, _MANIFEST_MAX))
     except FileNotFoundError:
         raise CheckpointError(f"{path.name} has no {MANIFEST}",
                               why="the manifest is written last: without it the save did not finish",
@@ -238,14 +271,18 @@ def verify_and_read(path: Path) -> Loaded:
                               fix="upgrade overt to read it")
     contents: dict[str, bytes] = {}
     for name, info in manifest["files"].items():
-        if "/" in name or name.startswith("."):
-            raise CheckpointError(f"{path.name}: the manifest names an invalid file {name!r}")
+        if (not isinstance(name, str) or not isinstance(info, dict) or "/" in name or "\\" in name
+                or "\0" in name or name.startswith(".") or not isinstance(info.get("bytes"), int)):
+            raise CheckpointError(f"{path.name}: the manifest names an invalid file {name!r}",
+                                  why="a manifest written by overt names plain files inside its own folder",
+                                  fix="use an older checkpoint")
         try:
-            data = (path / name).read_bytes()
+            data = read_regular(path / name, info["bytes"])
         except FileNotFoundError:
             raise CheckpointError(f"{path.name}: {name} is missing", fix="use an older checkpoint") from None
         if len(data) != info.get("bytes"):
-            raise CheckpointError(f"{path.name}: {name} has {len(data)} bytes, the manifest says {info.get('bytes')}",
+            size = f"{len(data)}" if len(data) <= info["bytes"] else f"more than {info['bytes']}"
+            raise CheckpointError(f"{path.name}: {name} has {size} bytes, the manifest says {info['bytes']}",
                                   why="the file was cut short or changed after the save (a crash, a full disk)",
                                   fix="use an older checkpoint")
         if hashlib.sha256(data).hexdigest() != info.get("sha256"):

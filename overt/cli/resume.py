@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,15 +51,22 @@ def main(argv: list[str]) -> int:
 
     args = parse_args(argv)
     try:
-        from overt.checkpoint.callback import find_checkpoint
-        from overt.cli.train import exit_status
-        from overt.compose import train_recipe
+        from overt.run import lock
 
         path = Path(args.run_dir)
-        restored = find_checkpoint(path)
-        run_dir = path.parent.parent if restored.path == path else path
-        module, cfg = resume_config(restored, run_dir, args.overrides)
-        summary = train_recipe(cfg, module, resume=restored)
+        run_dir = path.parent.parent if re.match(r"^step-\d+$", path.name) else path
+        if run_dir.is_dir():
+            lock.acquire(run_dir)  # first (before torch is imported): another process may be training it
+        try:
+            from overt.checkpoint.callback import find_checkpoint
+            from overt.cli.train import exit_status
+            from overt.compose import train_recipe
+
+            restored = find_checkpoint(path)
+            module, cfg = resume_config(restored, run_dir, args.overrides)
+            summary = train_recipe(cfg, module, resume=restored)
+        finally:
+            lock.release(run_dir)
     except OvertError as exc:
         print(f"overt resume: error: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,8 @@ epoch after the first ``n`` indices without loading them.
 from __future__ import annotations
 
 import math
+import signal
+import threading
 from typing import Any, Callable, Iterator
 
 import torch
@@ -45,6 +47,31 @@ class EpochSampler(Sampler[int]):
         return self.n - self.start
 
 
+#: signals that mean "save and stop" to a training process; loader workers never act on them
+PREEMPTION_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2})
+
+
+class WorkerSafeLoader(DataLoader):
+    """A DataLoader whose worker processes are started with the preemption signals blocked.
+
+    Schedulers (SLURM, Kubernetes, systemd) and Ctrl-C signal every process of the job, workers
+    included; a worker killed by SIGTERM takes the run down with "DataLoader worker is killed by
+    signal" before the main process can save.  Workers are forked with these signals blocked
+    (the mask is inherited, there is no window in which they could act on one) and leave the
+    decision to the main process, which finishes the step, saves and stops them itself.  The
+    signals are blocked in the main thread only while the workers are started; one that arrives
+    meanwhile is delivered right after."""
+
+    def _get_iterator(self) -> Any:
+        if self.num_workers == 0 or threading.current_thread() is not threading.main_thread():
+            return super()._get_iterator()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, PREEMPTION_SIGNALS)
+        try:
+            return super()._get_iterator()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def build_loader(
     dataset: Any,
     *,
@@ -57,7 +84,7 @@ def build_loader(
 ) -> DataLoader:
     """A DataLoader over ``dataset`` with an :class:`EpochSampler` and seeded workers."""
     generator = torch.Generator().manual_seed(seed)
-    return DataLoader(
+    return WorkerSafeLoader(
         dataset,
         batch_size=batch_size,
         sampler=EpochSampler(len(dataset), shuffle=shuffle, seed=seed),
@@ -106,6 +133,23 @@ def num_batches(loader: Any) -> int | None:
         return len(loader)
     except TypeError:
         return None
+
+
+def check_not_empty(loader: Any, role: str) -> None:
+    """Refuse a training or validation loader that yields no batch in an epoch."""
+    if loader is None or num_batches(loader) != 0:
+        return
+    from overt.errors import OvertError
+
+    if role == "training":
+        raise OvertError("the training data is empty: an epoch has no batch",
+                         why="the run would 'complete' with 0 steps and save an untrained model",
+                         fix="check the data path and any filtering or split of the training set "
+                             "(with drop_last=True, a set smaller than one batch is empty too)")
+    raise OvertError(f"the {role} data is empty: it has no batch",
+                     why="validation would be skipped silently and no best model could be chosen",
+                     fix="check the validation split (e.g. val_fraction), or pass no validation data at all "
+                         "(val_data=None) to train without validation")
 
 
 def steps_per_epoch(loader: Any, accumulate: int) -> int | None:

@@ -1,4 +1,4 @@
-"""What the loop says when the user's forward or loss fails: the batch, where, the likely fix."""
+"""What the loop says when the user's forward, loss or backward fails: the batch, where, the likely fix."""
 
 from __future__ import annotations
 
@@ -24,6 +24,20 @@ def batch_error(exc: BaseException, batch: Any, state: TrainState) -> OvertError
         fix = "convert the inputs to the model's dtype (usually float32) in the dataset"
     return OvertError(f"training failed in forward/loss: {type(exc).__name__}: {text}",
                       where=f"{_position(state)}; batch: {describe(batch)}", fix=fix)
+
+
+def loss_error(loss: Any, state: TrainState) -> OvertError | None:
+    """Name a loss that cannot be back-propagated (not a tensor, not a scalar); other errors pass."""
+    where = _position(state)
+    if not isinstance(loss, torch.Tensor):
+        return OvertError(f"the loss function returned a {type(loss).__name__} ({loss!r}), not a tensor",
+                          where=where, why="a Python number carries no gradient: nothing can be trained from it",
+                          fix="return the loss tensor itself (do not call .item() or float() on it in loss_fn)")
+    if loss.dim() != 0:
+        return OvertError(f"the loss function returned a tensor of shape {tuple(loss.shape)}, not a scalar",
+                          where=where, why="the engine back-propagates one number per batch",
+                          fix='reduce it to the batch mean: use reduction="mean" (not "none"), or .mean() it in loss_fn')
+    return None
 
 
 def note_out_of_memory(exc: BaseException, batch: Any, state: TrainState) -> None:

@@ -26,10 +26,10 @@ from torch.utils.data import DataLoader
 from overt.config import TrainConfig
 from overt.engine.accumulation import WindowPlan
 from overt.engine.callbacks import Callback, CallbackList
-from overt.engine.data import batch_sizes, build_loader, num_batches, set_loader_epoch
+from overt.engine.data import batch_sizes, build_loader, check_not_empty, num_batches, set_loader_epoch
 from overt.engine.device import batch_size_of, move_to_device, pick_device
 from overt.engine.evaluate import evaluate
-from overt.engine.explain import batch_error, note_out_of_memory
+from overt.engine.explain import batch_error, loss_error, note_out_of_memory
 from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.precision import Precision
@@ -127,6 +127,8 @@ class Trainer:
         self.train_loader = self._loader(train_data, cfg.batch_size, True, pin, collate_fn)
         self.val_loader = (None if val_data is None else
                            self._loader(val_data, cfg.val_batch_size or 2 * cfg.batch_size, False, pin, collate_fn))
+        check_not_empty(self.train_loader, "training")
+        check_not_empty(self.val_loader, "validation")
         sizes = batch_sizes(self.train_loader)
         n_batches = num_batches(self.train_loader)
         self.plan: WindowPlan | None = (WindowPlan.build(sizes, cfg.accumulate) if sizes is not None else
@@ -234,7 +236,13 @@ class Trainer:
             raise
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
             raise batch_error(exc, batch, self.state) from exc
-        self.precision.backward(loss if weight == 1.0 else loss * weight)
+        try:
+            self.precision.backward(loss if weight == 1.0 else loss * weight)
+        except (RuntimeError, AttributeError, TypeError) as exc:
+            error = loss_error(loss, self.state)
+            if error is None:
+                raise
+            raise error from exc
         for fn in self.callbacks.hook("on_after_backward"):
             fn(self, loss)
         n = target.shape[0] if isinstance(target, torch.Tensor) and target.dim() else batch_size_of(batch)

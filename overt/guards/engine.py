@@ -65,6 +65,23 @@ class GuardCallback(Callback):
             key="engine-train-loss",
         )
 
+    def on_validation_end(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        """A non-finite validation loss or metric means the model (or the validation data) holds
+        NaN/inf: stop, instead of tracking it as the epoch's result."""
+        bad = {k: v for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)}
+        if self.session is None or not bad:
+            return
+        names = ", ".join(f"{k}={v}" for k, v in bad.items())
+        self.session.stop(
+            "non-finite",
+            f"validation after epoch {trainer.state.epoch + 1} gave {names}: the weights or the validation "
+            f"data hold NaN/inf, so this epoch's result (and any best model chosen by it) is meaningless. "
+            f"Fix: look for NaN/inf in the validation inputs or labels, and for a learning rate that is too "
+            f"high (lower it, or set clip_grad_norm).",
+            where=f"validation, epoch {trainer.state.epoch}, step {trainer.state.global_step}",
+            key="engine-val-loss",
+        )
+
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         if self.session is not None:
             self.session.close(error=error)

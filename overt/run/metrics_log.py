@@ -6,6 +6,9 @@ continues from a checkpoint."""
 from __future__ import annotations
 
 import json
+import math
+import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,19 +20,38 @@ if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: strict JSON
+    has no NaN, and a bare ``NaN`` token makes the whole line unreadable to other tools.
+    (``float("nan")`` reads them back.)"""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 class MetricsLog(Callback):
     """Appends every logged point and every epoch's metrics to ``metrics.jsonl``
     (keys: ``step``, ``epoch`` and metric names, see :mod:`overt.engine.metrics`)
     and, when ``tensorboard``, to event files under ``tb/``.  A run that starts at step N
     (resumed from a checkpoint) first drops the records after step N: the crashed run wrote
-    them, the resumed one writes them again."""
+    them, the resumed one writes them again.
+
+    A writer that fails (a full disk, a vanished folder) is reported once on stderr and
+    then left off; training goes on, and the checkpoints say whether the disk still takes
+    writes (a failed checkpoint save stops the run with its own error)."""
 
     def __init__(self, run_dir: Path, tensorboard: bool = True):
         self.path = Path(run_dir) / METRICS
         self.tb_dir = Path(run_dir) / "tb"
         self.tensorboard = tensorboard
+        self.failed: dict[str, str] = {}  # writer -> error, each reported once
         self._fh: Any = None
         self._tb: Any = None
+        self._hook: Any = None
 
     def on_fit_start(self, trainer: Trainer) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,13 +62,44 @@ class MetricsLog(Callback):
             from torch.utils.tensorboard import SummaryWriter  # heavy import: only when a run writes events
 
             self._tb = SummaryWriter(str(self.tb_dir))
+            self._quiet_writer_thread()
+
+    def _quiet_writer_thread(self) -> None:
+        """TensorBoard writes from a thread that prints its OSError as a traceback before the main
+        thread sees it; that error is reported once, by :meth:`_fail`, instead."""
+        previous = threading.excepthook
+
+        def hook(args: Any) -> None:
+            if type(args.thread).__name__ == "_AsyncWriterThread" and isinstance(args.exc_value, OSError):
+                return
+            previous(args)
+
+        self._hook, threading.excepthook = previous, hook
+
+    def _fail(self, writer: str, exc: BaseException) -> None:
+        if writer in self.failed:
+            return
+        self.failed[writer] = f"{type(exc).__name__}: {exc}"
+        where = self.path if writer == "metrics.jsonl" else self.tb_dir
+        print(f"overt: cannot write {writer} ({where}): {getattr(exc, 'strerror', None) or exc}; it is no longer "
+              f"written for this run (training goes on; free disk space and check the checkpoints)",
+              file=sys.stderr, flush=True)
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(record) + "\n")
+        if self._fh is not None:
+            try:
+                self._fh.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
+            except OSError as exc:
+                self._fail("metrics.jsonl", exc)
+                self._close_file()
         if self._tb is not None:
-            for key, value in record.items():
-                if key not in ("step", "epoch") and isinstance(value, (int, float)):
-                    self._tb.add_scalar(key, value, record["step"])
+            try:
+                for key, value in record.items():
+                    if key not in ("step", "epoch") and isinstance(value, (int, float)):
+                        self._tb.add_scalar(key, value, record["step"])
+            except OSError as exc:
+                self._fail("TensorBoard events", exc)
+                self._close_tb()
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self._write(dict(logs))
@@ -54,16 +107,33 @@ class MetricsLog(Callback):
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         self._write({"step": trainer.state.global_step, "epoch": epoch, **metrics})
 
-    def _close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+    def _close_file(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError as exc:
+                self._fail("metrics.jsonl", exc)
 
-    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+    def _close_tb(self) -> None:
+        tb, self._tb = self._tb, None
+        try:
+            if tb is not None:
+                tb.close()
+        except OSError as exc:
+            self._fail("TensorBoard events", exc)
+        finally:
+            if self._hook is not None:
+                threading.excepthook, self._hook = self._hook, None
+
+    def _close(self) -> None:
+        self._close_file()
+        self._close_tb()
+
+    def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         self._close()
+        if self.failed:
+            summary["logging_errors"] = dict(self.failed)
 
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         self._close()

@@ -17,6 +17,10 @@ from overt.errors import OvertError
 from overt.run.rundir import CONFIG, GUARDS, METRICS, STATUS, SUMMARY
 
 
+#: how metrics.jsonl spells non-finite values (strict JSON has no NaN; see overt.run.metrics_log.json_safe)
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
 def iter_metric_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(line, record)`` for each complete record of a ``metrics.jsonl`` file."""
     try:
@@ -29,7 +33,7 @@ def iter_metric_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         except ValueError:
             continue  # a line cut short by a crash
         if isinstance(record, dict):
-            yield line, record
+            yield line, {k: _NON_FINITE.get(v, v) if isinstance(v, str) else v for k, v in record.items()}
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

@@ -7,28 +7,79 @@ A directory with ``summary.json`` is a finished run; one without it is not
 from __future__ import annotations
 
 import json
+import os
+import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
+from overt.errors import OvertError
+from overt.run import lock
 from overt.run.atomic import atomic_path, write_text_atomic
+from overt.run.metrics_log import json_safe
 from overt.run.rundir import STATUS, SUMMARY
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
 
+def write_status(run_dir: Path, status: dict[str, Any]) -> bool:
+    """Write ``status.json`` atomically; when that fails (a full disk has no room for the temporary
+    file), overwrite the existing file in place, which reuses its blocks.  Returns whether it was
+    written; a failure is said on stderr (once per call), never raised: the status must not hide
+    the error that is being recorded."""
+    path = Path(run_dir) / STATUS
+    text = json.dumps(status, indent=2, default=str) + "\n"
+    try:
+        write_text_atomic(path, text)
+        return True
+    except OSError as first:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+            try:
+                data = text.encode()
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return True
+        except OSError:
+            print(f"overt: cannot record the run's status in {path} ({first.strerror or first}); "
+                  f"it was: {status.get('status')}", file=sys.stderr, flush=True)
+            return False
+
+
+def failed_status(error: BaseException, **where: Any) -> dict[str, Any]:
+    """The ``status.json`` of a run that ended on ``error``."""
+    return {
+        "status": "interrupted" if isinstance(error, KeyboardInterrupt) else "failed",
+        "error": f"{type(error).__name__}: {error}",
+        **where,
+        "traceback": traceback.format_exception(type(error), error, error.__traceback__)[-3:],
+    }
+
+
 class RunWriter(Callback):
-    """config.yaml and status.json at the start; model.safetensors, summary.json and status.json at the end."""
+    """Writes the run directory's config, status, final weights and summary; holds the
+    directory's lock (:mod:`overt.run.lock`) while the run trains."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
+        self._locked = False
 
     def on_fit_start(self, trainer: Trainer) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock.acquire(self.run_dir)
+        self._locked = True
         write_text_atomic(self.run_dir / "config.yaml", trainer.config.to_yaml())
-        write_text_atomic(self.run_dir / STATUS, json.dumps({"status": "running"}) + "\n")
+        write_text_atomic(self.run_dir / STATUS, json.dumps({"status": "running", "pid": os.getpid()}) + "\n")
+
+    def _unlock(self) -> None:
+        if self._locked:
+            self._locked = False
+            lock.release(self.run_dir)
 
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         summary["run_dir"] = str(self.run_dir)
@@ -36,18 +87,26 @@ class RunWriter(Callback):
     def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         from safetensors.torch import save_model
 
-        with atomic_path(self.run_dir / "model.safetensors") as tmp:
-            save_model(trainer.model, str(tmp))
-        status = {"status": summary.get("status", "completed")}
-        write_text_atomic(self.run_dir / SUMMARY, json.dumps(summary, indent=2, default=str) + "\n")
-        write_text_atomic(self.run_dir / STATUS, json.dumps(status) + "\n")
+        try:
+            with atomic_path(self.run_dir / "model.safetensors") as tmp:
+                save_model(trainer.model, str(tmp))
+            write_text_atomic(self.run_dir / SUMMARY, json.dumps(json_safe(summary), indent=2, default=str) + "\n")
+        except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
+            if isinstance(error, OSError):
+                error = OvertError(f"cannot write the finished run's files into {self.run_dir}: "
+                                   f"{error.strerror or error}",
+                                   why="without model.safetensors and summary.json the run does not count as finished",
+                                   fix=f"free disk space, then `overt resume {self.run_dir}` finishes it from its "
+                                       "last checkpoint")
+            write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
+            raise error from None
+        else:
+            write_status(self.run_dir, {"status": summary.get("status", "completed")})
+        finally:
+            self._unlock()
 
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
-        status = {
-            "status": "interrupted" if isinstance(error, KeyboardInterrupt) else "failed",
-            "error": f"{type(error).__name__}: {error}",
-            "epoch": trainer.state.epoch,
-            "step": trainer.state.global_step,
-            "traceback": traceback.format_exception(type(error), error, error.__traceback__)[-3:],
-        }
-        write_text_atomic(self.run_dir / STATUS, json.dumps(status, indent=2) + "\n")
+        try:
+            write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
+        finally:
+            self._unlock()

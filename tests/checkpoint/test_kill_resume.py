@@ -7,15 +7,20 @@ written in the background.  The process signals itself at a chosen forward pass 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import random
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_overt
+from tests.conftest import REPO, run_overt
 
 RECIPE = str(Path(__file__).with_name("kill_recipe.py"))
 FORWARD_PASSES = 3 * (45 + 6)  # 3 epochs x (45 training micro-batches + 6 validation batches)
@@ -112,3 +117,41 @@ def test_a_second_sigterm_exits_at_once(tmp_path):
     done = train(run_dir, OVERT_TEST_SIGNAL_AT="65", OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_TWICE="1")
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert not (run_dir / "summary.json").exists()
+
+
+def _sigterm_the_process_group(run_dir: Path, delay: float) -> subprocess.CompletedProcess:
+    """`overt train` with 2 DataLoader workers in its own session; SIGTERM to the whole process
+    group (as SLURM, Kubernetes and systemd preempt) ``delay`` seconds after training started."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "overt", "train", RECIPE, f"run_dir={run_dir}", "num_workers=2"],
+                            cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (run_dir / "metrics.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # metrics.jsonl appears at the start of fit, after the signal handlers
+    time.sleep(delay)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _process_group_trial(run_dir: Path, delay: float, reference: str) -> None:
+    stopped = _sigterm_the_process_group(run_dir, delay)
+    if stopped.returncode == 0:  # the run finished before the signal: nothing was tested
+        pytest.skip("the run ended before the signal")
+    assert stopped.returncode == 143, f"delay {delay}: {stopped.stderr}"
+    assert "Traceback" not in stopped.stderr and "Exception ignored" not in stopped.stderr, stopped.stderr
+    assert "stopped on SIGTERM" in stopped.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "stopped"
+    resumed = run_overt("resume", str(run_dir), "num_workers=2")
+    assert resumed.returncode == 0, f"delay {delay}: {resumed.stderr}"
+    assert sha(run_dir / "model.safetensors") == reference, f"delay {delay}: weights differ"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(10))
+def test_sigterm_to_the_process_group_with_workers_saves_and_resumes_exactly(tmp_path, reference, trial):
+    """10 of 10 (about 30 s each on 2 busy cores; the default suite checks the mechanism in
+    tests/engine/test_bad_input.py::test_loader_workers_never_see_preemption_signals)."""
+    _process_group_trial(tmp_path / "run", random.Random(trial).uniform(0.0, 1.2), reference)

@@ -11,12 +11,13 @@ def test_resume_of_a_missing_directory_says_so(tmp_path, capsys):
     assert "overt resume: error:" in err and "does not exist" in err and "Traceback" not in err
 
 
-def test_resume_of_a_run_without_checkpoints_says_how_to_get_them(tmp_path, capsys):
+def test_resume_of_a_run_without_checkpoints_says_how_to_start_again(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text("recipe: digits\n")
     assert main([str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "no checkpoint in" in err and "checkpoint=true" in err
+    assert "has no checkpoint to continue from" in err and f"rm -r {tmp_path / 'run'}" in err
+    assert "overt resume" not in err.split("fix:")[1]  # never sends the user back and forth
 
 
 def test_resume_of_a_finished_run(tmp_path, capsys):

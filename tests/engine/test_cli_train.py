@@ -129,6 +129,7 @@ def test_a_stopped_run_directory_points_to_overt_resume(tmp_path):
     from overt.run.rundir import claim
 
     (tmp_path / "summary.json").write_text(json.dumps({"status": "preempted"}))
+    (tmp_path / "checkpoints" / "step-000004").mkdir(parents=True)
     try:
         claim(tmp_path)
     except ConfigError as exc:

@@ -1,0 +1,67 @@
+"""Only regular files are ever opened from a checkpoint: a FIFO, a folder, a device or a name
+with a NUL byte in place of a checkpoint file is an error that names it -- never a hang, never
+an endless read, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from overt.cli.resume import main as resume
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    from overt.cli.train import main as train
+
+    run_dir = tmp_path_factory.mktemp("hostile") / "run"
+    assert train(["digits", f"run_dir={run_dir}", "epochs=1", "progress=off", "tensorboard=false",
+                  "guards=false"]) == 0
+    return run_dir
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _folder(path: Path) -> None:
+    path.mkdir()
+
+
+def _dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("plant, kind", [(_fifo, "is a FIFO"), (_folder, "is a folder"),
+                                         (_dev_zero, "a symbolic link")])
+@pytest.mark.parametrize("name", ["model.safetensors", "manifest.json"])
+def test_a_checkpoint_file_that_is_not_a_regular_file(tmp_path, capsys, finished_run, plant, kind, name):
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    target = run_dir / "checkpoints" / "step-000045" / name
+    target.unlink()
+    plant(target)
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(resume([str(run_dir), "progress=off"])), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert result == [2], "overt resume hung on a FIFO" if not result else result
+    err = capsys.readouterr().err
+    assert kind in err and "Traceback" not in err, err
+
+
+def test_a_manifest_naming_a_file_with_a_nul_byte(tmp_path, capsys, finished_run):
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    manifest_path = run_dir / "checkpoints" / "step-000045" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"]["model\0.safetensors"] = manifest["files"].pop("model.safetensors")
+    manifest_path.write_text(json.dumps(manifest))
+    assert resume([str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "the manifest names an invalid file 'model\\x00.safetensors'" in err and "Traceback" not in err
