@@ -133,7 +133,7 @@ def test_a_failing_metrics_log_is_reported_once(tmp_path, capsys):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     (run_dir / "metrics.jsonl").symlink_to("/dev/full")  # every write: No space left on device
-    from overt.engine.loop import Trainer
+    from overt.compose import Trainer  # overt.Trainer: with the run directory's writers
     from overt.recipes.digits import DigitsMLP, load_digits_split
 
     import torch
