@@ -12,39 +12,55 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from overt.guards.check import Check
+
 if TYPE_CHECKING:
-    from overt.guards.modes import ModelInfo
     from overt.guards.session import GuardSession
+    from overt.guards.watched import ModelInfo
 
 _MIN_BATCH = 8
 _DEAD = 0.9
 
 
-class ActivationChecks:
+class ActivationChecks(Check):
+    name = "acts"
+
     def __init__(self, session: GuardSession):
-        self.s = session
+        super().__init__(session)
         self.strikes: dict[str, int] = {}
-        self.armed_infos: list[ModelInfo] = []
+        self.handles: dict[int, list[Any]] = {}  # id(ModelInfo) -> the one-shot hooks on its ReLUs
+
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if not light and info.relus and self.s.step >= 1:
+            self.arm(info, args)
+
+    def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
+        if id(info) in self.handles:
+            self.disarm(info)
+
+    def remove_hooks(self) -> None:
+        for handles in self.handles.values():
+            for h in handles:
+                h.remove()
+        self.handles.clear()
 
     def arm(self, info: ModelInfo, args: tuple) -> None:
         x = args[0] if args else None
-        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] < _MIN_BATCH or info.act_handles:
+        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] < _MIN_BATCH or id(info) in self.handles:
             return
-        for relu in info.relus:
-            info.act_handles.append(relu.register_forward_hook(self._make_hook(info, info.label(relu))))
-        self.armed_infos.append(info)
+        self.handles[id(info)] = [relu.register_forward_hook(self._make_hook(info.label(relu)))
+                                  for relu in info.relus]
 
-    def _make_hook(self, info: ModelInfo, name: str):
+    def _make_hook(self, name: str):
         def hook(_m: Any, _args: tuple, out: Any) -> None:
             if isinstance(out, torch.Tensor) and out.dim() >= 2 and out.is_floating_point():
                 try:
                     # a ReLU's output is >= 0: a unit is dead for the batch when its maximum is 0
                     peak = out.detach().reshape(out.shape[0], -1).amax(0)
                     self.s.defer(torch.count_nonzero(peak), self._callback(name, self.s.step, peak.numel()))
-                except Exception:  # pragma: no cover - a guard never breaks forward
-                    pass
+                except Exception as exc:  # a guard never breaks forward
+                    self.s.check_failed(self, exc)
         return hook
-
     def _callback(self, name: str, step: int, units: int):
         def callback(vals: list[float]) -> None:
             frac = 1.0 - vals[0] / max(units, 1)
@@ -64,11 +80,5 @@ class ActivationChecks:
         return callback
 
     def disarm(self, info: ModelInfo) -> None:
-        for h in info.act_handles:
+        for h in self.handles.pop(id(info), ()):
             h.remove()
-        info.act_handles = []
-
-    def disarm_all(self) -> None:
-        for info in self.armed_infos:
-            self.disarm(info)
-        self.armed_infos = []

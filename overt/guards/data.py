@@ -11,7 +11,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from overt.guards.check import Check
+
 if TYPE_CHECKING:
+    from overt.guards.watched import OptInfo
     from overt.guards.session import GuardSession
 
 _MIN_BATCHES = 20
@@ -19,27 +22,26 @@ _FRACTION = 0.5
 _MIN_WAIT_S = 0.002
 
 
-class DataChecks:
+class DataChecks(Check):
+    """The DataLoader wrapper of :mod:`overt.guards.patches` fills the counters on every
+    batch after the first of a pass; :meth:`evaluate` judges them at checked steps."""
+
+    name = "data"
+
     def __init__(self, session: GuardSession):
-        self.s = session
-        self.wait = 0.0
-        self.batches = 0
-        self.start = time.perf_counter()
-        self.workers = 0
+        super().__init__(session)
+        self.wait = 0.0  # seconds spent waiting for batches since the last evaluation
+        self.batches = 0  # batches counted in ``wait``
+        self.start = time.perf_counter()  # when the first of them was asked for
+        self.workers = 0  # the DataLoader's num_workers
 
-    def on_batch(self, waited: float, index: int, workers: int) -> None:
-        """One batch came out of a DataLoader (:mod:`overt.guards.patches` inlines this)."""
-        if index >= 0:
-            self.s.batch_index = index
-        if index == 0:
-            return  # the first batch of a pass includes starting the workers: not steady-state waiting
-        if self.batches == 0:
-            self.start = time.perf_counter() - waited
-            self.workers = workers
-        self.wait += waited
-        self.batches += 1
+    def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        self.evaluate()
 
-    def evaluate(self, final: bool = False) -> None:
+    def end_of_run(self) -> None:
+        self.evaluate()
+
+    def evaluate(self) -> None:
         if self.batches < _MIN_BATCHES:
             return
         wall = time.perf_counter() - self.start

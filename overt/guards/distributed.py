@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from overt.guards.check import Check
+
 if TYPE_CHECKING:
-    from overt.guards.session import GuardSession, OptInfo
+    from overt.guards.watched import OptInfo
 
 
 def world() -> tuple[int, int]:
@@ -26,12 +28,18 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-class DistributedChecks:
-    def __init__(self, session: GuardSession):
-        self.s = session
+class DistributedChecks(Check):
+    name = "dist"
 
     def active(self) -> bool:
         return world()[1] > 1
+
+    def fixed_cadence(self) -> bool:
+        return self.active()  # every rank must check at the same steps: ddp-out-of-sync is a collective
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        if self.active():
+            self.check(oi)
 
     def check(self, oi: OptInfo) -> None:
         """Compare this rank's parameters with every other rank's (a collective: all ranks call it)."""

@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from overt.guards.check import Check
 from overt.guards.where import user_location
+from overt.text import first_names
 
 if TYPE_CHECKING:
-    from overt.guards.session import GuardSession, OptInfo
+    from overt.guards.session import GuardSession
+    from overt.guards.watched import OptInfo
 
 
 def _clear_empty_hook_dicts(params: list[torch.Tensor]) -> None:
@@ -52,14 +55,11 @@ def _median(values: list[float]) -> float:
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def _group(names: list[str], limit: int = 6) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+class GradChecks(Check):
+    name = "grads"
 
-
-class GradChecks:
     def __init__(self, session: GuardSession):
-        self.s = session
+        super().__init__(session)
         self.tracks: dict[int, _Track] = {}
         self.hooks: dict[int, list[Any]] = {}  # id(optimizer) -> hook handles
         self.seen_grad: set[int] = set()
@@ -69,6 +69,16 @@ class GradChecks:
         self.vanish_strikes = 0
         self.untracked_reset: set[int] = set()
         self.norm_meta: dict[tuple[int, ...], tuple[list[str], list[int]]] = {}  # names, dims per group
+
+    # -- the hooks -------------------------------------------------------------------
+    def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        self.step_pre(oi, closure)
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        self.step_post_checked(oi)
+
+    def on_arming(self, oi: OptInfo) -> None:
+        self.track_next(oi, oi.armed)
 
     # -- stale-gradients bookkeeping ---------------------------------------------
     def track_next(self, oi: OptInfo, armed_next: bool) -> None:
@@ -99,8 +109,7 @@ class GradChecks:
             if install:
                 handles.append(p.register_hook(self._make_hook(p, tr)))
 
-    @staticmethod
-    def _make_hook(p: torch.Tensor, tr: _Track):
+    def _make_hook(self, p: torch.Tensor, tr: _Track):
         pref = weakref.ref(p)
 
         def hook(_grad: torch.Tensor) -> None:
@@ -113,8 +122,8 @@ class GradChecks:
                 if g is not None and tr.ref is not None and tr.ref() is g and g._version == tr.ver:
                     tr.carried = True
                     tr.probe = g.detach().ne(0).any()
-            except Exception:  # pragma: no cover - a guard never breaks backward
-                pass
+            except Exception as exc:  # a guard never breaks backward
+                self.s.check_failed(self, exc)
             return None
 
         return hook
@@ -182,7 +191,7 @@ class GradChecks:
             names = [self.s.name_of(p) for p in stale]
             self.s.stop(
                 "stale-gradients",
-                f"the gradients of {len(stale)} of {len(params)} parameters ({_group(names)}) were "
+                f"the gradients of {len(stale)} of {len(params)} parameters ({first_names(names)}) were "
                 f"accumulated into after {oi.name}'s previous step without being reset, so this step "
                 f"would apply the sum of every earlier gradient. Fix: call optimizer.zero_grad() once "
                 f"per step (before backward), or set_to_none after step().",
@@ -198,7 +207,7 @@ class GradChecks:
             if bad:
                 s.stop(
                     "non-finite",
-                    f"{len(bad)} parameter(s) have NaN/inf gradients at step {step}: {_group(bad)}. "
+                    f"{len(bad)} parameter(s) have NaN/inf gradients at step {step}: {first_names(bad)}. "
                     f"Stepping would write NaN into the weights. Fix: look for log(0), division by "
                     f"zero or overflow in the loss; lower the learning rate; clip gradients; use "
                     f"bf16 or a GradScaler with fp16.",
@@ -319,10 +328,10 @@ class GradChecks:
             s.report(
                 "params-not-optimized",
                 f"{len(missing)} trainable parameter(s) receive gradients but no optimizer holds "
-                f"them: {_group(missing)}. They never change. Fix: build the optimizer after the model "
+                f"them: {first_names(missing)}. They never change. Fix: build the optimizer after the model "
                 f"is complete, from model.parameters() (or add a param group with "
                 f"optimizer.add_param_group); freeze on purpose with requires_grad_(False).",
-                where=_group(missing, 3), key="missing",
+                where=first_names(missing, 3), key="missing",
             )
         for oi in s.optimizers.values():
             if oi.params and not any(p.requires_grad for p in oi.params):
@@ -341,11 +350,11 @@ class GradChecks:
             s.report(
                 "no-gradient",
                 f"{len(never)} trainable parameter(s) held by an optimizer received no gradient in the "
-                f"first {s.step} steps: {_group(never)}. A detached path (.detach(), .data, .item(), "
+                f"first {s.step} steps: {first_names(never)}. A detached path (.detach(), .data, .item(), "
                 f"numpy round trip), an unused layer or a mistaken freeze means they never learn. Fix: "
                 f"keep the computation in torch from these layers to the loss, or remove/freeze them "
                 f"on purpose (requires_grad_(False)).",
-                where=_group(never, 3), key="never",
+                where=first_names(never, 3), key="never",
             )
 
     def end_of_run(self) -> None:

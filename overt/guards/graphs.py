@@ -21,39 +21,40 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from overt.guards.modes import _tensors
+from overt.guards.check import Check
+from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
-    from overt.guards.modes import ModelInfo
-    from overt.guards.session import GuardSession, OptInfo
+    from overt.guards.session import GuardSession
+    from overt.guards.watched import ModelInfo, OptInfo
 
 _LAG = 3
 
 
 class _Sentinel:
-    __slots__ = ("session", "info", "step", "forwards", "loc", "fired", "__weakref__")
+    __slots__ = ("checks", "info", "step", "forwards", "loc", "fired", "__weakref__")
 
-    def __init__(self, session: GuardSession, info: ModelInfo, loc: str | None):
-        self.session = session
+    def __init__(self, checks: GraphChecks, info: ModelInfo, loc: str | None):
+        self.checks = checks
         self.info = info
-        self.step = session.step
+        self.step = checks.s.step
         self.forwards = info.forwards
         self.loc = loc
         self.fired = False
 
     def __call__(self, *_: Any) -> None:
         self.fired = True
-        s = self.session
+        s = self.checks.s
         if s.closed:
             return None
         if s.step > self.step and self.info.forwards > self.forwards:
             seen = (f"a backward pass at step {s.step} went through the graph {self.info.name} built at step "
                     f"{self.step}: graphs are retained and chained across steps")
             try:
-                s.graphs.report_retained(self.info, self.loc, seen)
-            except Exception:  # pragma: no cover - a guard never breaks backward
-                pass
+                self.checks.report_retained(self.info, self.loc, seen)
+            except Exception as exc:  # a guard never breaks backward
+                s.check_failed(self.checks, exc)
         return None
 
 
@@ -108,13 +109,30 @@ def _saved_alive(node: Any, limit: int = 16) -> bool | None:
     return None
 
 
-class GraphChecks:
+class GraphChecks(Check):
+    name = "graphs"
+
     def __init__(self, session: GuardSession):
-        self.s = session
+        super().__init__(session)
+        self.watch_next: set[int] = set()  # id(ModelInfo): watch the output of this checked forward
+        self.call_locs: dict[int, str] = {}  # id(ModelInfo) -> where the user calls the model
         self.live: list[tuple[weakref.ref, int, str]] = []
         self.current: dict[int, tuple[Any, _Sentinel, ModelInfo]] = {}
         self.strikes: dict[str, int] = {}
         self.overlap: dict[tuple[int, int], bool] = {}  # (model, optimizer) -> shares parameters
+
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if not light:
+            self.watch_next.add(id(info))
+
+    def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
+        if not failed and id(info) in self.watch_next:
+            self.watch_next.discard(id(info))
+            self.watch_output(info, output)
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        self.step_post(oi)
+        self.check_alive()
 
     def report_retained(self, info: ModelInfo, loc: str | None, seen: str) -> None:
         self.s.report("retain-graph-in-loop", f"{seen}, {_RETAIN_FIX}",
@@ -146,12 +164,13 @@ class GraphChecks:
                 self.strikes[info.name] = 0
 
     def watch_output(self, info: ModelInfo, output: Any) -> None:
-        nodes = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+        nodes = [t.grad_fn for t in output_tensors(output) if t.grad_fn is not None]
         if not nodes:
             return
-        if info.call_loc is None:
-            info.call_loc = user_location(4) or ""
-        sentinel = _Sentinel(self.s, info, info.call_loc)
+        loc = self.call_locs.get(id(info))
+        if loc is None:
+            loc = self.call_locs[id(info)] = user_location(4) or ""
+        sentinel = _Sentinel(self, info, loc)
         for node in nodes[:4]:
             node.register_hook(sentinel)
         self.live.append((weakref.ref(sentinel), self.s.step, info.name))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from overt.guards.check import Check
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -35,9 +36,14 @@ def ignore_index_of(args: tuple, kwargs: dict) -> int:
     return int(args[4]) if len(args) > 4 and isinstance(args[4], int) else -100
 
 
-class LossChecks:
+class LossChecks(Check):
+    """Called by the loss-function wrappers of :mod:`overt.guards.patches`
+    (:meth:`before`, :meth:`after`, :meth:`on_error`)."""
+
+    name = "losses"
+
     def __init__(self, session: GuardSession):
-        self.s = session
+        super().__init__(session)
         self.calls = 0
         self.locs: dict[str, str] = {}
         self.history: list[tuple[int, float]] = []
@@ -54,9 +60,6 @@ class LossChecks:
         if self.s.batch_where():
             parts.append(self.s.batch_where())
         return ", ".join(parts)
-
-    def active(self) -> bool:
-        return self.s.armed or self.calls < _FIRST_CALLS
 
     def before(self, name: str, args: tuple, kwargs: dict) -> bool:
         """Checks before the loss runs; returns whether :meth:`after` should look at the result."""

@@ -14,79 +14,108 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from overt.guards.check import Check
+from overt.guards.watched import output_tensors
 from overt.guards.where import class_location, user_location
+from overt.text import first_names
 
 if TYPE_CHECKING:
-    from overt.guards.session import GuardSession, OptInfo
-
-_DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
-_BN = (nn.modules.batchnorm._BatchNorm,)
-_EMBED = (nn.Embedding, nn.EmbeddingBag)
+    from overt.guards.session import GuardSession
+    from overt.guards.watched import ModelInfo, OptInfo
 
 
-class ModelInfo:
-    """What the session knows about one watched root module."""
+class _Modes:
+    """This check's state for one watched model."""
 
-    def __init__(self, module: nn.Module, name: str):
-        self.module = module
-        self.name = name
-        named = list(module.named_modules())  # one walk of the module tree
-        mods = [m for _, m in named]
-        self.dropbn = [m for m in mods
-                       if (isinstance(m, _DROPOUT) and getattr(m, "p", 0) > 0) or isinstance(m, _BN)]
-        self.bns = [m for m in self.dropbn if isinstance(m, _BN) and m.track_running_stats is not None]
-        self.relus = [m for m in mods if isinstance(m, nn.ReLU)]
-        self.sub_names = {id(m): (f"{name}.{n}" if n else name) for n, m in reversed(named)}
-        self.has_embedding = any(isinstance(m, _EMBED) for m in mods)
-        p = next((p for p in module.parameters() if p.is_floating_point()), None)
-        self.param_dtype = p.dtype if p is not None else None
-        self.param_device = p.device if p is not None else None
-        self.forwards = 0
-        self.max_batch = 0
-        self.scanned = False
-        self.suspects: list[tuple[str, str, str]] = []
-        self.post_graph = False
-        self.post_eval = False
-        self.act_handles: list[Any] = []
-        self.post_handle: Any = None
-        self.pre_handle: Any = None
-        self.fwd_left = 0  # forwards still to look at outside checked steps
-        self.nograd_pending: tuple[int, str] | None = None
-        self.eval_grad_step: int | None = None
-        self.eval_out: dict[str, Any] | None = None
-        self.call_loc: str | None = None
+    __slots__ = ("max_batch", "scanned", "suspects", "post_eval", "nograd_pending", "eval_grad_step", "eval_out")
 
-    def label(self, m: nn.Module) -> str:
-        return self.sub_names.get(id(m), type(m).__name__)
+    def __init__(self) -> None:
+        self.max_batch = 0  # the largest training batch seen
+        self.scanned = False  # looked for unregistered submodules
+        self.suspects: list[tuple[str, str, str]] = []  # (slug, message, where): reported if the forward fails
+        self.post_eval = False  # watch the output of this eval-mode forward
+        self.nograd_pending: tuple[int, str] | None = None  # (step, location) of a no_grad forward in train mode
+        self.eval_grad_step: int | None = None  # step of the last grad-enabled eval-mode forward
+        self.eval_out: dict[str, Any] | None = None  # that forward: step, whether backward reached it, location
 
 
-class ModeChecks:
+class ModeChecks(Check):
+    name = "modes"
+
     def __init__(self, session: GuardSession):
-        self.s = session
+        super().__init__(session)
+        self.per_model: dict[int, _Modes] = {}  # id(ModelInfo) -> this check's state for it
         self.eval_grad_models: list[ModelInfo] = []
+
+    def _of(self, info: ModelInfo) -> _Modes:
+        st = self.per_model.get(id(info))
+        if st is None:
+            st = self.per_model[id(info)] = _Modes()
+        return st
+
+    # -- the hooks -----------------------------------------------------------------
+    def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
+        if info.bns:
+            self.tiny_batch(info, args)
+
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if not self._of(info).scanned:
+            self.scan_unregistered(info)
+        self.boundary(info, args)
+
+    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
+        self.grad_forward_in_eval(info, args)
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        if info.dropbn:
+            self.no_grad_forward(info)
+
+    def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
+        st = self.per_model.get(id(info))
+        if st is None:
+            return
+        if st.suspects:
+            suspects, st.suspects = st.suspects, []
+            if failed:  # the forward raised: say which input caused it
+                for slug, message, where in suspects:
+                    self.s.report(slug, message, where, key=where)
+        if st.post_eval and not failed:
+            st.post_eval = False
+            self.watch_eval_output(info, output)
+
+    def on_step(self, oi: OptInfo) -> None:
+        self.check_eval_mode_step(oi)
+
+    def on_crash(self, error: BaseException) -> None:
+        for info in self.s.models.values():
+            st = self.per_model.get(id(info))
+            if st is not None and st.suspects:
+                for slug, message, where in st.suspects:
+                    self.s.report(slug, message, where, key=where)
+                st.suspects = []
 
     # -- train-mode-in-eval ------------------------------------------------------
     def no_grad_forward(self, info: ModelInfo) -> None:
         """Forward under no_grad/inference_mode: Dropout/BatchNorm should be in eval mode.
         One such forward followed by an optimizer step is a training-time use (a GAN's
         generator, a teacher); two in a row with no step between is an evaluation."""
+        st = self._of(info)
         active = [m for m in info.dropbn if m.training]
         if not active:
-            info.nograd_pending = None
+            st.nograd_pending = None
             return
-        pending = info.nograd_pending
+        pending = st.nograd_pending
         if pending is not None and pending[0] == self.s.step:
             self._report_train_mode(info, active, pending[1])
         elif pending is None or pending[0] != self.s.step:
-            info.nograd_pending = (self.s.step, user_location(3) or "")
+            st.nograd_pending = (self.s.step, user_location(3) or "")
 
     def _report_train_mode(self, info: ModelInfo, active: list[nn.Module], loc: str) -> None:
-        names = ", ".join(f"{info.label(m)} ({type(m).__name__})" for m in active[:4])
-        more = f" and {len(active) - 4} more" if len(active) > 4 else ""
+        names = first_names([f"{info.label(m)} ({type(m).__name__})" for m in active], 4)
         self.s.report(
             "train-mode-in-eval",
             f"{info.name} ran forward under no_grad/inference_mode while {len(active)} Dropout/BatchNorm "
-            f"module(s) were in training mode: {names}{more}. Dropout stays active and BatchNorm uses "
+            f"module(s) were in training mode: {names}. Dropout stays active and BatchNorm uses "
             f"and updates batch statistics, so evaluation metrics are noisy and the running statistics "
             f"drift. Fix: call model.eval() before evaluating and .train() before training "
             f"again.",
@@ -97,23 +126,25 @@ class ModeChecks:
     # -- eval-mode-in-train / graph-in-eval --------------------------------------
     def grad_forward_in_eval(self, info: ModelInfo, args: tuple) -> None:
         """Forward with grad enabled while the model is in eval mode."""
-        prev = info.eval_out
+        st = self._of(info)
+        prev = st.eval_out
         if prev is not None and not prev["reached"] and prev["step"] == self.s.step:
             self._report_graph_in_eval(info, prev)
-        info.eval_out = {"step": self.s.step, "reached": False, "loc": None}
+        st.eval_out = {"step": self.s.step, "reached": False, "loc": None}
         if self.s.armed or info.forwards <= 3 or prev is None:
-            info.eval_out["loc"] = user_location(3)
-        info.post_eval = True
+            st.eval_out["loc"] = user_location(3)
+        st.post_eval = True
         if info.dropbn:
-            info.eval_grad_step = self.s.step
+            st.eval_grad_step = self.s.step
             if info not in self.eval_grad_models:
                 self.eval_grad_models.append(info)
+                self.s.watch_steps(self, True)
 
     def watch_eval_output(self, info: ModelInfo, output: Any) -> None:
-        record = info.eval_out
+        record = self._of(info).eval_out
         if record is None:
             return
-        tensors = _tensors(output)
+        tensors = output_tensors(output)
         nodes = [t.grad_fn for t in tensors if t.grad_fn is not None]
         if not nodes:
             record["reached"] = True  # nothing to keep: no graph was built
@@ -141,14 +172,15 @@ class ModeChecks:
         keep = []
         params = None
         for info in self.eval_grad_models:
-            if info.eval_grad_step != self.s.step:
+            st = self._of(info)
+            if st.eval_grad_step != self.s.step:
                 continue
             if params is None:
                 params = {id(p) for p in oi.params}
-            if any(id(p) in params for p in info.module.parameters()) and info.eval_out and info.eval_out["reached"]:
+            if any(id(p) in params for p in info.module.parameters()) and st.eval_out and st.eval_out["reached"]:
                 frozen = [m for m in info.dropbn if not m.training]
-                names = ", ".join(f"{info.label(m)} ({type(m).__name__})" for m in frozen[:4])
-                loc = info.eval_out.get("loc") if info.eval_out else None
+                names = first_names([f"{info.label(m)} ({type(m).__name__})" for m in frozen], 4)
+                loc = st.eval_out.get("loc") if st.eval_out else None
                 self.s.report(
                     "eval-mode-in-train",
                     f"{oi.name} stepped on {info.name}'s parameters after a forward in eval mode: "
@@ -161,6 +193,8 @@ class ModeChecks:
             else:
                 keep.append(info)
         self.eval_grad_models = keep
+        if not keep:
+            self.s.watch_steps(self, False)
 
     # -- batchnorm-tiny-batch ----------------------------------------------------
     def tiny_batch(self, info: ModelInfo, args: tuple) -> None:
@@ -168,15 +202,16 @@ class ModeChecks:
         if not isinstance(x, torch.Tensor) or x.dim() == 0:
             return
         n = x.shape[0]
-        if n > info.max_batch:
-            info.max_batch = n
+        st = self._of(info)
+        if n > st.max_batch:
+            st.max_batch = n
             return
-        if n == 1 or (n < 4 and 2 * n <= info.max_batch):
+        if n == 1 or (n < 4 and 2 * n <= st.max_batch):
             active = [m for m in info.bns if m.training]
             if active:
                 self.s.report(
                     "batchnorm-tiny-batch",
-                    f"a training batch of {n} sample(s) (earlier batches had {info.max_batch}) reached "
+                    f"a training batch of {n} sample(s) (earlier batches had {st.max_batch}) reached "
                     f"{len(active)} BatchNorm module(s) in training mode, e.g. {info.label(active[0])}: "
                     f"statistics from {n} sample(s) are noise (a batch of 1 raises an error). Fix: "
                     f"DataLoader(..., drop_last=True) for training, or a batch size that divides the data.",
@@ -186,7 +221,7 @@ class ModeChecks:
 
     # -- unregistered-submodule --------------------------------------------------
     def scan_unregistered(self, info: ModelInfo) -> None:
-        info.scanned = True
+        self._of(info).scanned = True
         for name, m in info.module.named_modules():
             for attr, value in vars(m).items():
                 if attr.startswith("_") or not isinstance(value, (list, tuple, dict, set)):
@@ -253,7 +288,7 @@ class ModeChecks:
                     f"with x.float() (and scale them), or use nn.Embedding for ids.",
                     f"{info.name} input {i} at {loc}",
                 ))
-        info.suspects = suspects
+        self._of(info).suspects = suspects
 
     def _nonfinite_input(self, info: ModelInfo, i: int):
         step = self.s.step
@@ -271,25 +306,16 @@ class ModeChecks:
     # -- end of run ----------------------------------------------------------------
     def end_of_run(self) -> None:
         for info in self.s.models.values():
-            pending = info.nograd_pending
+            st = self._of(info)
+            pending = st.nograd_pending
             if pending is not None and pending[0] == self.s.step:
                 active = [m for m in info.dropbn if m.training]
                 if active:
                     self._report_train_mode(info, active, pending[1])
-            rec = info.eval_out
+            rec = st.eval_out
             if rec is not None and not rec["reached"] and rec["step"] == self.s.step:
                 self._report_graph_in_eval(info, rec)
 
 
 def _autocast() -> bool:
     return torch.is_autocast_enabled() if hasattr(torch, "is_autocast_enabled") else False
-
-
-def _tensors(output: Any) -> list[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if isinstance(output, (list, tuple)):
-        return [t for t in output[:8] if isinstance(t, torch.Tensor)]
-    if isinstance(output, dict):
-        return [t for t in list(output.values())[:8] if isinstance(t, torch.Tensor)]
-    return []

@@ -42,13 +42,16 @@ LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", 
 
 
 def _safely(fn: Any, *args: Any) -> Any:
-    """Run a check; a guard's own failure must never break the user's program
+    """Run a check's method under the session's never-break policy: a failure is reported
+    once (:meth:`~overt.guards.session.GuardSession.check_failed`) and the program goes on
     (a :class:`GuardError` that stops the run is not a failure)."""
     try:
         return fn(*args)
     except GuardError:
         raise
-    except Exception:  # pragma: no cover - defensive
+    except Exception as exc:
+        check = fn.__self__
+        check.s.check_failed(check, exc)
         return None
 
 
@@ -110,7 +113,7 @@ def _next_wrapper(orig: Any) -> Any:
         t0 = clock()
         batch = orig(self)
         waited = clock() - t0
-        for s in ACTIVE:  # DataChecks.on_batch, inlined: this runs on every batch
+        for s in ACTIVE:  # the batch index and DataChecks' counters, inline: this runs on every batch
             s.batch_index = index
             if index:  # the first batch of a pass includes starting the workers: not counted
                 d = s.data

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch.optim import lr_scheduler as L
 
+from overt.guards.check import Check
+
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
 
@@ -32,9 +34,14 @@ def horizon(s: Any) -> int | None:
     return None
 
 
-class SchedulerChecks:
+class SchedulerChecks(Check):
+    """Fed by the patched ``LRScheduler.step`` (:meth:`add`) and the start of every
+    DataLoader pass (:meth:`epoch_boundary`), both in :mod:`overt.guards.patches`."""
+
+    name = "scheds"
+
     def __init__(self, session: GuardSession):
-        self.s = session
+        super().__init__(session)
         self.watched: list[list[Any]] = []  # [scheduler, OptInfo, sched_count_at_epoch_start, opt_steps_at_epoch_start]
         self.ids: set[int] = set()
 
@@ -46,7 +53,7 @@ class SchedulerChecks:
         oi = self.s.optimizers.get(id(opt)) if opt is not None else None
         if oi is None:
             if self.s.auto and opt is not None:
-                oi = self.s._add_optimizer(opt)
+                oi = self.s.add_optimizer(opt)
             else:
                 return
         self.ids.add(id(scheduler))

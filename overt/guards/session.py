@@ -1,4 +1,4 @@
-"""The guard session: one set of checks behind PyTorch's own hooks.
+"""The guard session: the checks of one run, behind PyTorch's own hooks.
 
 A :class:`GuardSession` watches models (root ``nn.Module``\\ s, through forward
 pre/post hooks), optimizers (step pre/post hooks) and, through
@@ -7,42 +7,49 @@ three ways in -- the engine's :class:`~overt.guards.engine.GuardCallback`,
 :func:`overt.guard` and ``overt run`` -- only differ in how models and
 optimizers are found.
 
-Speed: the clock is the optimizer step.  Steps ``0..warmup_steps-1`` and then
-one step in ``check_every`` (stretched up to 20x when the checks would cost
-more than ``overhead_budget`` of the training time) are *checked*; on the
-other steps every hook returns after a couple of attribute reads.  Checks that need device values
-queue device tensors in :attr:`pending`; they are read together by
-:meth:`flush`, once per checked step, so there is no host-device
-synchronisation on the other steps.
+The session does not know what its checks look for: it turns hook calls into the
+events of :class:`~overt.guards.check.Check` and calls each check registered in
+:data:`~overt.guards.registry.CHECKS` that listens to the event, under one
+never-break policy (:meth:`GuardSession.check_failed`).
+
+Speed: the clock is the optimizer step (the policy is :mod:`overt.guards.clock`).
+Checked steps run the checks; on the other steps every hook returns after a
+couple of attribute reads.  Checks that need device values queue device tensors
+(:meth:`GuardSession.defer`); they are read together once per checked step
+(:mod:`overt.guards.deferred`), so there is no host-device synchronisation on
+the other steps.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import sys
-import weakref
 from time import perf_counter
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 from torch import nn
 
 from overt.findings import Finding
-from overt.guards import patches
-from overt.guards.activations import ActivationChecks
-from overt.guards.data import DataChecks
-from overt.guards.distributed import DistributedChecks
-from overt.guards.grads import GradChecks
-from overt.guards.graphs import GraphChecks
-from overt.guards.losses import LossChecks
-from overt.guards.modes import ModeChecks, ModelInfo
+from overt.guards import clock, patches
+from overt.guards.check import HOOKS, Check
+from overt.guards.deferred import DeferredReads
 from overt.guards.options import GuardOptions
+from overt.guards.registry import CHECKS
 from overt.guards.report import GuardError, Reporter
-from overt.guards.schedulers import SchedulerChecks
+from overt.guards.watched import ModelInfo, OptInfo
+
+if TYPE_CHECKING:
+    from overt.guards.activations import ActivationChecks
+    from overt.guards.data import DataChecks
+    from overt.guards.distributed import DistributedChecks
+    from overt.guards.grads import GradChecks
+    from overt.guards.graphs import GraphChecks
+    from overt.guards.losses import LossChecks
+    from overt.guards.modes import ModeChecks
+    from overt.guards.schedulers import SchedulerChecks
 
 _grad_enabled = torch.is_grad_enabled
-_CALIBRATE = 8  # unchecked steps timed after the warm-up, before the first periodic check
 
 
 def _compiler_disable(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,8 +59,8 @@ def _compiler_disable(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A hook's own failure must never break the user's training: report it once and go on
-    (a :class:`GuardError` that stops the run on purpose passes through)."""
+    """The session's own hooks follow the checks' policy: a failure is reported once and
+    the hook returns (a :class:`GuardError` that stops the run on purpose passes through)."""
 
     @functools.wraps(fn)
     def wrapper(self: GuardSession, *args: Any) -> Any:
@@ -61,72 +68,65 @@ def _never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(self, *args)
         except GuardError:
             raise
-        except Exception as exc:  # pragma: no cover - defensive
-            self.internal_error(fn.__name__, exc)
+        except Exception as exc:
+            self.check_failed(f"GuardSession.{fn.__name__}", exc)
             return None
 
     return wrapper
 
 
-class OptInfo:
-    """An optimizer the session watches."""
-
-    __slots__ = ("opt", "params", "steps", "name", "armed", "next_check", "last_check_time", "last_check_step",
-                 "pre_handle", "prev_post_time", "calibrate")
-
-    def __init__(self, opt: torch.optim.Optimizer, name: str):
-        self.opt = opt
-        self.name = name
-        self.params: list[torch.Tensor] = [p for g in opt.param_groups for p in g["params"]]
-        self.steps = 0
-        self.armed = True  # the next step is a checked one
-        self.next_check = 0
-        self.last_check_time: float | None = None
-        self.last_check_step = 0
-        self.pre_handle: Any = None  # the step pre-hook, installed only before checked steps
-        self.prev_post_time: float | None = None
-        # after the warm-up: (post time of the last warm-up step, its steps, its duration), until
-        # a few unchecked steps have shown how long a plain step takes (see GuardSession._calibrate)
-        self.calibrate: tuple[float, int, float] | None = None
-
-
 class GuardSession:
     """All guards of one run.  Use :meth:`watch_model`, :meth:`watch_optimizer`
     (or ``auto=True`` to discover both through PyTorch's global hooks), then
-    :meth:`close` to get the findings."""
+    :meth:`close` to get the findings.  ``checks``: the check classes to run
+    (default :data:`overt.guards.registry.CHECKS`)."""
 
-    def __init__(self, options: GuardOptions | None = None, *, auto: bool = False):
+    # the default checks, reachable by their ``name``
+    grads: GradChecks
+    modes: ModeChecks
+    losses: LossChecks
+    graphs: GraphChecks
+    acts: ActivationChecks
+    data: DataChecks
+    scheds: SchedulerChecks
+    dist: DistributedChecks
+
+    def __init__(self, options: GuardOptions | None = None, *, auto: bool = False,
+                 checks: Sequence[type[Check]] = CHECKS):
         self.options = options or GuardOptions()
         self.reporter = Reporter(self.options)
         self.auto = auto
         self.step = 0  # optimizer steps done (the most any one optimizer did)
-        self.armed = True
+        self.armed = True  # some watched optimizer's next step is a checked one
         self.depth = 0
         self.batch_index: int | None = None  # of the latest training batch, when known
         self.batch_source: Callable[[], int] | None = None  # the index, when no DataLoader gives it
         self.models: dict[int, ModelInfo] = {}
         self.optimizers: dict[int, OptInfo] = {}
         self.param_names: dict[int, str] = {}
-        self.pending: list[tuple[torch.Tensor, Callable[[list[float]], None]]] = []
+        self.reads = DeferredReads(self._callback_failed, GuardError)
         self.closed = False
         # explain a loss that raises on unchecked steps too (the engine's callback turns this off:
         # the engine names the batch and the likely fix itself)
         self.explain_loss_errors = True
         self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
         self.check_cost = 0.0  # seconds spent in checks since the last checked step
+        self.step_watchers: list[Check] = []  # checks that see every step (see watch_steps)
+        self._failed: set[str] = set()  # checks whose failure was reported
         self._skip_roots: set[int] = set()
         self._submodules: set[int] = set()
         self._handles: list[Any] = []
         self._global_pre: Any = None
         self._global_opt_pre: Any = None
-        self.grads = GradChecks(self)
-        self.modes = ModeChecks(self)
-        self.losses = LossChecks(self)
-        self.graphs = GraphChecks(self)
-        self.acts = ActivationChecks(self)
-        self.data = DataChecks(self)
-        self.scheds = SchedulerChecks(self)
-        self.dist = DistributedChecks(self)
+        self.checks: list[Check] = [cls(self) for cls in checks]
+        for check in self.checks:
+            if check.name:
+                setattr(self, check.name, check)
+        # hook -> (check, bound method) for the checks that override it, in registration order
+        self._hooks: dict[str, list[tuple[Check, Callable[..., Any]]]] = {
+            hook: [(c, getattr(c, hook)) for c in self.checks if getattr(type(c), hook) is not getattr(Check, hook)]
+            for hook in HOOKS
+        }
         patches.activate(self)
         if auto:
             import torch.optim.optimizer as optim_mod
@@ -134,6 +134,53 @@ class GuardSession:
             self._global_opt_pre = optim_mod.register_optimizer_step_pre_hook(self._opt_pre)
             self._handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post))
             self._set_global_pre(True)
+
+    # -- the checks ----------------------------------------------------------------
+    def _each(self, hook: str, *args: Any) -> None:
+        """Call ``hook`` on every check that listens to it, under the never-break policy."""
+        for check, fn in self._hooks[hook]:
+            try:
+                fn(*args)
+            except GuardError:
+                raise
+            except Exception as exc:
+                self.check_failed(check, exc)
+
+    def _any(self, hook: str) -> bool:
+        """Whether any check answers ``hook()`` with True (one that raises counts as False)."""
+        for check, fn in self._hooks[hook]:
+            try:
+                if fn():
+                    return True
+            except Exception as exc:
+                self.check_failed(check, exc)
+        return False
+
+    def watch_steps(self, check: Check, on: bool) -> None:
+        """Have ``check.on_step`` called after every optimizer step (``on``), or no longer.
+        While any check is watching, unchecked steps take the hook's slow path."""
+        if on and check not in self.step_watchers:
+            self.step_watchers.append(check)
+        elif not on and check in self.step_watchers:
+            self.step_watchers.remove(check)
+
+    def check_failed(self, check: Check | str, exc: BaseException) -> None:
+        """The never-break policy: a check (or the session's own machinery) raised.  Training
+        goes on without that call; the failure is reported once per check, by name."""
+        name = check if isinstance(check, str) else f"check {type(check).__name__}"
+        if name in self._failed:
+            return
+        self._failed.add(name)
+        try:
+            print(f"overt guard: internal error in {name} ({type(exc).__name__}: {exc}); the guards skip it "
+                  f"and training continues. Please report it.", file=self.options.out(), flush=True)
+        except (OSError, ValueError):  # closed stream
+            pass
+
+    def _callback_failed(self, callback: Callable[..., Any], exc: BaseException) -> None:
+        # a deferred read's callback is defined in its check's class: its qualified name starts with it
+        owner = getattr(callback, "__qualname__", "").split(".")[0] or "deferred read"
+        self.check_failed(f"check {owner}", exc)
 
     # -- reporting ---------------------------------------------------------------
     def report(self, slug: str, message: str, where: str = "", *, key: str = "",
@@ -152,13 +199,6 @@ class GuardSession:
         if finding is not None and can_stop and self.options.stop_on_error:
             raise GuardError(finding)
 
-    def internal_error(self, where: str, exc: BaseException) -> None:
-        """Say once that a guard failed (the training run goes on)."""
-        if not getattr(self, "_internal_reported", False):
-            self._internal_reported = True
-            print(f"overt guard: internal error in {where} ({type(exc).__name__}: {exc}); the guards "
-                  f"skip this check and training continues. Please report it.", file=self.options.out())
-
     def batch_where(self) -> str:
         index = self.batch_index
         if index is None and self.batch_source is not None:
@@ -168,47 +208,15 @@ class GuardSession:
     # -- device values -----------------------------------------------------------
     def defer(self, value: torch.Tensor, callback: Callable[[list[float]], None]) -> None:
         """Queue a device tensor (computed from detached values); ``callback(values)`` runs at
-        the next :meth:`flush`."""
-        if value.device.type == "meta":
-            return
-        self.pending.append((value, callback))
-
-    def flush(self, can_stop: bool = True) -> None:
-        """Read every queued device value at once (one synchronisation) and run the callbacks."""
-        if not self.pending:
-            return
-        pending, self.pending = self.pending, []
-        flats = []
-        for t, _ in pending:
-            if t.requires_grad:
-                t = t.detach()
-            flats.append(t if t.dim() == 1 else t.reshape(-1))
-        device = flats[0].device
-        if all(f.device == device for f in flats):
-            groups = [list(range(len(flats)))]
-        else:
-            by_device: dict[torch.device, list[int]] = {}
-            for i, f in enumerate(flats):
-                by_device.setdefault(f.device, []).append(i)
-            groups = list(by_device.values())
-        values: list[list[float]] = [[] for _ in pending]
-        for idx in groups:
-            # one read per device; cat promotes bool/int/half to a common dtype
-            flat = torch.cat([flats[i] for i in idx]).tolist() if len(idx) > 1 else flats[idx[0]].tolist()
-            pos = 0
-            for i in idx:
-                n = flats[i].numel()
-                values[i] = flat[pos:pos + n]
-                pos += n
-        self._can_stop = can_stop
-        for (_, cb), vals in zip(pending, values):
-            cb(vals)
+        the next checked step's read (see :mod:`overt.guards.deferred`)."""
+        self.reads.defer(value, callback)
 
     @property
     def can_stop(self) -> bool:
-        return getattr(self, "_can_stop", True)
+        """Whether the deferred callbacks now running may stop the run (not at its end)."""
+        return self.reads.can_stop
 
-    # -- models ------------------------------------------------------------------
+    # -- models and optimizers ---------------------------------------------------
     def watch_model(self, model: nn.Module, name: str | None = None) -> ModelInfo:
         """Hook ``model`` (a root module): forward pre and post hooks."""
         if id(model) in self.models:
@@ -227,15 +235,16 @@ class GuardSession:
         """Hook ``opt``'s step (unless the session already hooks every optimizer)."""
         oi = self.optimizers.get(id(opt))
         if oi is None:
-            oi = self._add_optimizer(opt)
+            oi = self.add_optimizer(opt)
             if not self.auto:
                 oi.pre_handle = opt.register_step_pre_hook(self._opt_pre)
                 self._handles.append(opt.register_step_post_hook(self._opt_post))
         return oi
 
-    def _add_optimizer(self, opt: torch.optim.Optimizer) -> OptInfo:
-        oi = OptInfo(opt, f"{type(opt).__name__}#{len(self.optimizers)}")
-        oi.next_check = self.options.check_every
+    def add_optimizer(self, opt: torch.optim.Optimizer) -> OptInfo:
+        """Know ``opt`` (name its parameters, start its clock) without hooking it: the hooks are
+        :meth:`watch_optimizer`'s, or the global ones of an ``auto`` session."""
+        oi = OptInfo(opt, f"{type(opt).__name__}#{len(self.optimizers)}", next_check=self.options.check_every)
         self.optimizers[id(opt)] = oi
         for gi, group in enumerate(opt.param_groups):
             for pi, p in enumerate(group["params"]):
@@ -245,7 +254,7 @@ class GuardSession:
     def name_of(self, p: torch.Tensor) -> str:
         return self.param_names.get(id(p), f"parameter {tuple(p.shape)}")
 
-    # -- hooks -------------------------------------------------------------------
+    # -- forward hooks: installed only when something will look --------------------
     def _set_global_pre(self, on: bool) -> None:
         if on and self._global_pre is None:
             self._global_pre = nn.modules.module.register_module_forward_pre_hook(self._discover)
@@ -264,7 +273,6 @@ class GuardSession:
         self.watch_model(module)
         self._fwd_pre(module, args)  # its own pre hook was added too late for this call
 
-    # -- forward hooks are installed only when something will look --------------
     def arm_forwards(self, n: int, only_dropbn_training: bool = False) -> None:
         """Look at the next ``n`` forwards of every watched model (a loader started, a mode
         switched, no_grad was entered): the forward pre-hook costs a few microseconds per
@@ -299,18 +307,17 @@ class GuardSession:
         post = False
         if _grad_enabled():
             if module.training:
-                if info.bns:
-                    self.modes.tiny_batch(info, args)
+                self._each("on_train_forward", info, args)
                 if self.armed or info.forwards <= 3:
                     t0 = perf_counter()
-                    self._checked_forward(info, args)
+                    self._each("on_checked_forward", info, args, clock.light_step(self.step, self.options.warmup_steps))
                     self.check_cost += perf_counter() - t0
                     post = True
             else:
-                self.modes.grad_forward_in_eval(info, args)
+                self._each("on_eval_forward", info, args)
                 post = True
-        elif info.dropbn:
-            self.modes.no_grad_forward(info)
+        else:
+            self._each("on_no_grad_forward", info)
         if self._global_pre is not None:  # discovering: track nesting so inner modules are not roots
             self.depth += 1
             post = True
@@ -325,23 +332,6 @@ class GuardSession:
                 info.pre_handle.remove()
                 info.pre_handle = None
 
-    def light_step(self) -> bool:
-        """A middle warm-up step (of steps ``0..warmup_steps-1``, all checked): the checks
-        that compare checked steps with each other (graphs kept alive, dead units on two
-        checked steps in a row, parameters that never move) need only the first and the
-        last two, so these steps skip them."""
-        return 0 < self.step < self.options.warmup_steps - 2
-
-    def _checked_forward(self, info: ModelInfo, args: tuple) -> None:
-        if not info.scanned:
-            self.modes.scan_unregistered(info)
-        self.modes.boundary(info, args)
-        if self.light_step():
-            return
-        info.post_graph = True
-        if info.relus and self.step >= 1:
-            self.acts.arm(info, args)
-
     @_compiler_disable
     @_never_break
     def _fwd_post(self, module: nn.Module, args: tuple, output: Any) -> None:
@@ -354,40 +344,26 @@ class GuardSession:
         if self.depth:
             self.depth -= 1
         failed = output is None and sys.exc_info()[1] is not None
-        if info.suspects:
-            suspects, info.suspects = info.suspects, []
-            if failed:
-                for slug, message, where in suspects:
-                    self.report(slug, message, where, key=where)
-        if info.act_handles:
-            self.acts.disarm(info)
-        if failed:
-            return
-        if info.post_graph:
-            info.post_graph = False
-            self.graphs.watch_output(info, output)
-        if info.post_eval:
-            info.post_eval = False
-            self.modes.watch_eval_output(info, output)
+        self._each("on_forward_end", info, output, failed)
 
+    # -- optimizer hooks: the clock ----------------------------------------------------
     @_never_break
     def _opt_pre(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         """Before a checked step (the hook is only installed then): gradients are final here."""
-        oi = self.optimizers.get(id(opt)) or self._add_optimizer(opt)
+        oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
         if oi.armed:
             t0 = perf_counter()
             closure = len(args) > 1 or kwargs.get("closure") is not None  # args[0] is the optimizer
-            self.grads.step_pre(oi, closure)
-            self.data.evaluate()
             try:
-                self.flush(can_stop=True)
+                self._each("before_checked_step", oi, closure)
+                self.reads.flush(can_stop=True)
             finally:
                 self.check_cost += perf_counter() - t0
 
     def _opt_post(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
-        """The clock: after every optimizer step.  Unchecked steps cost a few attribute reads."""
+        """After every optimizer step.  Unchecked steps cost a few attribute reads."""
         oi = self.optimizers.get(id(opt))
-        if oi is not None and not oi.armed and not self.modes.eval_grad_models:
+        if oi is not None and not oi.armed and not self.step_watchers:
             oi.steps += 1  # the fast path
             if oi.steps > self.step:
                 self.step = oi.steps
@@ -405,9 +381,14 @@ class GuardSession:
 
     @_never_break
     def _opt_post_slow(self, opt: torch.optim.Optimizer) -> None:
-        oi = self.optimizers.get(id(opt)) or self._add_optimizer(opt)
-        if self.modes.eval_grad_models:
-            self.modes.check_eval_mode_step(oi)
+        oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
+        for check in list(self.step_watchers):
+            try:
+                check.on_step(oi)
+            except GuardError:
+                raise
+            except Exception as exc:
+                self.check_failed(check, exc)
         oi.steps += 1
         if oi.steps > self.step:
             self.step = oi.steps
@@ -416,11 +397,7 @@ class GuardSession:
             oi.prev_post_time = perf_counter()
         else:
             t0 = perf_counter()
-            self.grads.step_post_checked(oi)
-            self.graphs.step_post(oi)
-            self.graphs.check_alive()
-            if self.dist.active():
-                self.dist.check(oi)
+            self._each("after_checked_step", oi)
             self._schedule(oi, perf_counter() - t0)
             oi.prev_post_time = None
         oi.armed = oi.steps < self.options.warmup_steps or (
@@ -430,7 +407,7 @@ class GuardSession:
 
     def _after_step(self, oi: OptInfo, was_armed: bool) -> None:
         """The next step's checked state changed (or stays checked): hooks follow it."""
-        self.grads.track_next(oi, oi.armed)
+        self._each("on_arming", oi)
         if not self.auto:
             if oi.armed and oi.pre_handle is None:
                 oi.pre_handle = oi.opt.register_step_pre_hook(self._opt_pre)
@@ -456,45 +433,26 @@ class GuardSession:
             self._global_opt_pre = None
 
     def _schedule(self, oi: OptInfo, post_cost: float) -> None:
-        """Pick the next checked step: ``check_every`` steps on, stretched (up to 20x) so that
-        the checks cost at most ``overhead_budget`` of the training time.  The cost of a
-        checked step is its wall time (forward, loss, backward hooks, reads) minus the
-        average unchecked step's."""
+        """After a checked step: place the next one (:func:`overt.guards.clock.after_checked_step`)."""
         now = perf_counter()
-        interval = self.options.check_every
-        budget = self.options.overhead_budget
-        if self.dist.active():
-            budget = None  # every rank must check at the same steps (ddp-out-of-sync is a collective)
-        between = oi.steps - 1 - oi.last_check_step  # unchecked steps since the previous check
-        if budget and oi.last_check_time is not None and between >= 2 and oi.prev_post_time is not None:
-            plain = max((oi.prev_post_time - oi.last_check_time) / between, 1e-7)
-            cost = max(now - oi.prev_post_time - plain, self.check_cost + post_cost)
-            interval = max(interval, min(20 * interval, math.ceil(cost / (budget * plain))))
-        elif budget and oi.steps == self.options.warmup_steps and oi.last_check_time is not None \
-                and oi.last_check_step == oi.steps - 1 and interval > _CALIBRATE + 1:
-            # the last warm-up step: its duration is known, a plain step's is not yet; measure
-            # a few unchecked steps before placing the first periodic check
-            oi.calibrate = (now, oi.steps, now - oi.last_check_time)
-            oi.next_check = oi.steps + _CALIBRATE
+        budget = None if self._any("fixed_cadence") else self.options.overhead_budget
+        oi.next_check, oi.calibrate = clock.after_checked_step(
+            oi, now=now, check_cost=self.check_cost + post_cost, check_every=self.options.check_every,
+            warmup_steps=self.options.warmup_steps, budget=budget)
         self.check_cost = 0.0
         oi.last_check_time, oi.last_check_step = now, oi.steps
-        if oi.steps > self.options.warmup_steps:
-            oi.next_check = oi.steps - 1 + interval  # index of the next checked step
 
     def _calibrate(self, oi: OptInfo) -> bool:
-        """After the warm-up and a few unchecked steps: place the first periodic check so that
-        checks cost at most ``overhead_budget`` (see :meth:`_schedule`).  True when the step
-        that was due is not a checked one after all."""
-        start, steps, checked = oi.calibrate  # type: ignore[misc]
+        """A check fell due after the warm-up's timed unchecked steps: place it
+        (:func:`overt.guards.clock.calibrated_next_check`).  True when the step that was due
+        is not a checked one after all."""
+        next_check = clock.calibrated_next_check(oi, now=perf_counter(), check_every=self.options.check_every,
+                                                 budget=self.options.overhead_budget)
         oi.calibrate = None
-        if oi.steps - steps < 2 or self.options.overhead_budget is None:
+        if next_check is None:
             return False
-        interval = self.options.check_every
-        plain = max((perf_counter() - start) / (oi.steps - steps), 1e-7)
-        cost = max(checked - plain, 0.0)
-        interval = max(interval, min(20 * interval, math.ceil(cost / (self.options.overhead_budget * plain))))
-        oi.next_check = steps - 1 + interval
-        return oi.steps < oi.next_check
+        oi.next_check = next_check
+        return oi.steps < next_check
 
     # -- end ---------------------------------------------------------------------
     def close(self, error: BaseException | None = None) -> list[Finding]:
@@ -503,24 +461,16 @@ class GuardSession:
             return self.reporter.findings
         self.closed = True
         try:
-            self._can_stop = False
-            for info in self.models.values():
-                if info.suspects and error is not None:
-                    for slug, message, where in info.suspects:
-                        self.report(slug, message, where, key=where)
-                    info.suspects = []
+            self.reads.can_stop = False
             if error is None:
-                self.flush(can_stop=False)
-                self.grads.end_of_run()
-                self.modes.end_of_run()
-                self.losses.end_of_run()
-                self.data.evaluate(final=True)
-                self.flush(can_stop=False)
+                self.reads.flush(can_stop=False)
+                self._each("end_of_run")
+                self.reads.flush(can_stop=False)
             else:
-                self.pending = []
+                self._each("on_crash", error)
+                self.reads.clear()
         finally:
-            self.grads.remove_hooks()
-            self.acts.disarm_all()
+            self._each("remove_hooks")
             for info in self.models.values():
                 for name in ("pre_handle", "post_handle"):
                     handle = getattr(info, name)
@@ -540,18 +490,4 @@ class GuardSession:
         return self.reporter.findings
 
 
-def module_names(root: nn.Module, modules: Iterable[nn.Module], prefix: str) -> dict[int, str]:
-    """``id(module) -> "prefix.path"`` for ``modules`` inside ``root``."""
-    wanted = {id(m) for m in modules}
-    out = {}
-    for name, m in root.named_modules():
-        if id(m) in wanted and id(m) not in out:
-            out[id(m)] = f"{prefix}.{name}" if name else prefix
-    return out
-
-
-def finite(v: float) -> bool:
-    return math.isfinite(v)
-
-
-__all__ = ["GuardSession", "OptInfo", "weakref"]
+__all__ = ["GuardSession"]

@@ -1,0 +1,31 @@
+"""The checks every guard session runs, in the order their hooks are called.
+
+Adding a check: write a :class:`~overt.guards.check.Check` subclass in its own
+module and add it here (docs/architecture.md, "Adding a check").  The order
+matters only where one check's findings or state feed another's: gradients
+first (their findings decide whether ``params-not-updating`` and ``no-gradient``
+are worth reporting), the data pipeline after them, the cross-rank collective last.
+"""
+
+from __future__ import annotations
+
+from overt.guards.activations import ActivationChecks
+from overt.guards.check import Check
+from overt.guards.data import DataChecks
+from overt.guards.distributed import DistributedChecks
+from overt.guards.grads import GradChecks
+from overt.guards.graphs import GraphChecks
+from overt.guards.losses import LossChecks
+from overt.guards.modes import ModeChecks
+from overt.guards.schedulers import SchedulerChecks
+
+CHECKS: tuple[type[Check], ...] = (
+    GradChecks,
+    ModeChecks,
+    LossChecks,
+    GraphChecks,
+    ActivationChecks,
+    DataChecks,
+    SchedulerChecks,
+    DistributedChecks,
+)
