@@ -50,8 +50,10 @@ def _safely(fn: Any, *args: Any) -> Any:
     except GuardError:
         raise
     except Exception as exc:
-        check = fn.__self__
-        check.s.check_failed(check, exc)
+        check = getattr(fn, "__self__", None)
+        session = getattr(check, "s", None)
+        if session is not None:
+            session.check_failed(check, exc)
         return None
 
 
