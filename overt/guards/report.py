@@ -38,6 +38,7 @@ class Reporter:
         self.options = options
         self.findings: list[Finding] = []
         self._keys: set[tuple[str, str]] = set()
+        self._failed: set[str] = set()  # the guards whose own failure was reported
         self._pid = os.getpid()
 
     def has(self, slug: str, key: str = "") -> bool:
@@ -62,6 +63,17 @@ class Reporter:
         except (OSError, ValueError):  # closed stream: keep the finding anyway
             pass
         return finding
+
+    def internal_error(self, name: str, exc: BaseException) -> None:
+        """Say once per guard ``name`` that it failed (it is skipped; training goes on)."""
+        if name in self._failed or os.getpid() != self._pid:
+            return
+        self._failed.add(name)
+        try:
+            print(f"{PREFIX}internal error in {name} ({type(exc).__name__}: {exc}); the guards skip it and "
+                  f"training continues. Please report it.", file=self.options.out(), flush=True)
+        except (OSError, ValueError):  # closed stream
+            pass
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == Severity.ERROR]

@@ -112,7 +112,6 @@ class GuardSession:
         self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
         self.check_cost = 0.0  # seconds spent in checks since the last checked step
         self.step_watchers: list[Check] = []  # checks that see every step (see watch_steps)
-        self._failed: set[str] = set()  # checks whose failure was reported
         self._skip_roots: set[int] = set()
         self._submodules: set[int] = set()
         self._handles: list[Any] = []
@@ -167,15 +166,7 @@ class GuardSession:
     def check_failed(self, check: Check | str, exc: BaseException) -> None:
         """The never-break policy: a check (or the session's own machinery) raised.  Training
         goes on without that call; the failure is reported once per check, by name."""
-        name = check if isinstance(check, str) else f"check {type(check).__name__}"
-        if name in self._failed:
-            return
-        self._failed.add(name)
-        try:
-            print(f"overt guard: internal error in {name} ({type(exc).__name__}: {exc}); the guards skip it "
-                  f"and training continues. Please report it.", file=self.options.out(), flush=True)
-        except (OSError, ValueError):  # closed stream
-            pass
+        self.reporter.internal_error(check if isinstance(check, str) else f"check {type(check).__name__}", exc)
 
     def _callback_failed(self, callback: Callable[..., Any], exc: BaseException) -> None:
         # a deferred read's callback is defined in its check's class: its qualified name starts with it
