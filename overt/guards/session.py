@@ -137,7 +137,10 @@ class GuardSession:
     # -- the checks ----------------------------------------------------------------
     def _each(self, hook: str, *args: Any) -> None:
         """Call ``hook`` on every check that listens to it, under the never-break policy."""
-        for check, fn in self._hooks[hook]:
+        self._call(self._hooks[hook], *args)
+
+    def _call(self, calls: list[tuple[Check, Callable[..., Any]]], *args: Any) -> None:
+        for check, fn in calls:
             try:
                 fn(*args)
             except GuardError:
@@ -373,13 +376,8 @@ class GuardSession:
     @_never_break
     def _opt_post_slow(self, opt: torch.optim.Optimizer) -> None:
         oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
-        for check in list(self.step_watchers):
-            try:
-                check.on_step(oi)
-            except GuardError:
-                raise
-            except Exception as exc:
-                self.check_failed(check, exc)
+        if self.step_watchers:
+            self._call([(check, check.on_step) for check in self.step_watchers], oi)
         oi.steps += 1
         if oi.steps > self.step:
             self.step = oi.steps
