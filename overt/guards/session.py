@@ -120,6 +120,8 @@ class GuardSession:
         self.checks: list[Check] = [cls(self) for cls in checks]
         for check in self.checks:
             if check.name:
+                if check.name in vars(self):
+                    raise ValueError(f"check {type(check).__name__}: the name {check.name!r} is taken")
                 setattr(self, check.name, check)
         # hook -> (check, bound method) for the checks that override it, in registration order
         self._hooks: dict[str, list[tuple[Check, Callable[..., Any]]]] = {

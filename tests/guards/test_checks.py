@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from overt.guards.check import Check
 from overt.guards.options import GuardOptions
+from overt.guards.patches import ACTIVE
 from overt.guards.registry import CHECKS
 from overt.guards.session import GuardSession
 
@@ -101,3 +103,12 @@ def test_a_failing_loss_check_is_reported_and_the_loss_still_runs():
     assert s.close() == []
     text = s.options.stream.getvalue()
     assert text.count("internal error in check LossChecks (RuntimeError: loss check bug)") == 1, text
+
+
+def test_a_check_name_cannot_shadow_the_session():
+    class Clash(Check):
+        name = "step"
+
+    with pytest.raises(ValueError, match="'step' is taken"):
+        _session(Clash)
+    assert not ACTIVE  # nothing was left installed
