@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "numpy", "rich", "tensorboard", "sklearn", "safetensors", "pydantic", "yaml")
+HEAVY = ("torch", "numpy", "rich", "tensorboard", "sklearn", "safetensors", "pydantic", "yaml", "mlflow", "matplotlib")
 
 
 def run(code: str, repeats: int) -> float:

@@ -104,6 +104,13 @@ class TrainConfig(BaseModel):
     keep_last: int | None = Field(3, ge=1, description="keep the newest K checkpoints (None: keep all)")
     keep_best: int = Field(1, ge=0, description="also keep the K best epoch checkpoints by `monitor`")
     checkpoint_background: bool = Field(True, description="write checkpoints to disk in a background thread")
+    plots: bool = Field(False, description="draw PNG plots of the metrics into RUN_DIR/plots at the end "
+                                           "(needs the plots extra: matplotlib)")
+    mlflow: bool = Field(False, description="log the run to MLflow (needs the mlflow extra); "
+                                            "also on when mlflow_uri or mlflow_experiment is set")
+    mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
+                                                     "else MLflow's default sqlite:///mlflow.db)")
+    mlflow_experiment: str | None = Field(None, description="MLflow experiment name (default: overt)")
     preempt_signal: str | None = Field(
         None, description="extra signal that, like SIGTERM and SIGINT, makes the run save and stop (e.g. SIGUSR1)"
     )

@@ -14,7 +14,7 @@ import pytest
 from overt.report import write_report
 from overt.run.reader import read_metrics, read_run
 from tests.conftest import REPO, run_overt
-from tests.report.conftest import png_size, train_run
+from tests.report.conftest import png_size, train_recipe, train_run
 
 
 def test_plots_and_report_for_a_finished_run(finished_run, tmp_path):
@@ -117,3 +117,22 @@ def test_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
     proc = run_overt("report", str(tmp_path))
     assert proc.returncode == 2
     assert "is not a run directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_plots_true_draws_the_plots_into_the_run_directory_at_the_end(tmp_path):
+    summary = train_recipe(tmp_path / "run", "plots=true")
+    plots = tmp_path / "run" / "plots"
+    assert summary["plots"] == str(plots)
+    for name in ("overview.png", "loss.png", "accuracy.png", "lr.png"):
+        assert png_size(plots / name)[0] >= 400, name
+
+
+def test_plots_true_without_matplotlib_refuses_to_start_and_names_the_extra(tmp_path, monkeypatch):
+    from overt.errors import OvertError
+
+    for name in ("matplotlib", "matplotlib.figure"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    with pytest.raises(OvertError, match="matplotlib is not installed") as info:
+        train_recipe(tmp_path / "run", "plots=true")
+    assert "pip install 'overt[plots]'" in str(info.value)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -1,0 +1,201 @@
+"""MLflow tracking as an engine callback (``mlflow=true``; the ``mlflow`` extra).
+
+One MLflow run per overt run, logged through :class:`mlflow.MlflowClient` (no global
+"active run" is touched, so a user's own MLflow code is unaffected):
+
+- params: the resolved config, every key (strings as they are, other values as JSON);
+- metrics: every record ``metrics.jsonl`` gets, at the same step (log points and epoch ends,
+  ``epoch`` included), sent asynchronously so the loop does not wait for the tracking store;
+- tags: ``overt.version``, ``torch.version``, ``overt.device``, ``overt.precision``,
+  ``overt.run_dir``, and at the end ``overt.status`` and ``overt.findings`` (a count);
+- artifacts under ``overt/``: ``summary.json``, ``guards.json`` (the guard findings),
+  ``config.yaml`` and the final weights ``model.safetensors``.
+
+A run that fails is marked FAILED (KILLED on Ctrl-C) with the error in ``overt.error``.
+``overt resume`` continues the same MLflow run (its id is kept in ``RUN_DIR/mlflow.json``);
+the points logged between the checkpoint and the crash then appear twice in MLflow.
+If the tracking store fails mid-run, training goes on: one warning is printed and
+``metrics.jsonl`` still has everything."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from overt.engine.callbacks import Callback
+from overt.errors import OvertError
+
+if TYPE_CHECKING:
+    from overt.engine.loop import Trainer
+
+EXTRA_HINT = "pip install 'overt[mlflow]'   (the mlflow extra)"
+ID_FILE = "mlflow.json"
+
+
+def param_value(value: Any) -> str:
+    """How a config value is logged as an MLflow param."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text[:6000]  # MLflow's limit on a param value
+
+
+class MLflowCallback(Callback):
+    """Logs a run to MLflow; ``tracking_uri`` None means MLflow's own default
+    (``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the current folder)."""
+
+    def __init__(self, tracking_uri: str | None = None, experiment: str = "overt", run_name: str | None = None,
+                 run_dir: str | Path | None = None):
+        import importlib.util
+
+        try:  # checked before the run starts; imported at its start
+            found = importlib.util.find_spec("mlflow") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise OvertError("mlflow=true, but MLflow is not installed",
+                             why="MLflow tracking is an optional extra of overt", fix=EXTRA_HINT)
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.run_name = run_name or (self.run_dir.name if self.run_dir is not None else None)
+        self.client: Any = None
+        self.run_id: str | None = None
+        self._pending: list[Any] = []
+        self._broken = False
+
+    # -- start -----------------------------------------------------------------------
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        from mlflow import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        try:
+            self.run_id = self._continued_run(trainer) or self._new_run(trainer)
+        except Exception as exc:  # noqa: BLE001 - any store error: explained, before training starts
+            raise OvertError(
+                f"cannot start an MLflow run at {self.client.tracking_uri}: {type(exc).__name__}: {exc}",
+                why="the run would train without the tracking you asked for",
+                fix="check mlflow_uri (a server URL, or e.g. sqlite:///mlflow.db) and that the server is up, "
+                    "or set mlflow=false",
+            ) from None
+        if self.run_dir is not None:
+            from overt.run.atomic import write_text_atomic
+
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self.run_dir / ID_FILE, json.dumps(
+                {"tracking_uri": self.client.tracking_uri, "run_id": self.run_id}) + "\n")
+
+    def _continued_run(self, trainer: Trainer) -> str | None:
+        """The MLflow run of a run directory being resumed, marked running again."""
+        if self.run_dir is None or not getattr(trainer, "resumed_from", None):
+            return None
+        try:
+            saved = json.loads((self.run_dir / ID_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        run_id = saved.get("run_id")
+        if not run_id or saved.get("tracking_uri") != self.client.tracking_uri:
+            return None
+        self.client.update_run(run_id, status="RUNNING")
+        self.client.set_tag(run_id, "overt.resumed_at_step", str(trainer.state.global_step))
+        return str(run_id)
+
+    def _new_run(self, trainer: Trainer) -> str:
+        from mlflow.entities import Param
+
+        import torch
+        from overt import __version__
+
+        found = self.client.get_experiment_by_name(self.experiment)
+        experiment_id = found.experiment_id if found else self.client.create_experiment(self.experiment)
+        tags = {"overt.version": __version__, "torch.version": torch.__version__,
+                "overt.device": str(trainer.device), "overt.precision": trainer.precision.mode}
+        if self.run_dir is not None:
+            tags["overt.run_dir"] = str(self.run_dir.resolve())
+        run_id = self.client.create_run(experiment_id, run_name=self.run_name, tags=tags).info.run_id
+        params = [Param(k, param_value(v)) for k, v in trainer.config.model_dump(mode="json").items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            self.client.log_batch(run_id, params=params[i:i + 100])
+        return str(run_id)
+
+    # -- during the run --------------------------------------------------------------
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self._broken or self.run_id is None:
+            return
+        from mlflow.entities import Metric
+
+        step, now = int(record["step"]), int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, step) for k, v in record.items()
+                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        self._guarded(lambda: self._pending.append(
+            self.client.log_batch(self.run_id, metrics=metrics, synchronous=False)))
+
+    def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        self._log(logs)
+
+    def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
+        self._log({"step": trainer.state.global_step, "epoch": epoch, **metrics})
+        self._flush()  # surfaces a failing store once per epoch, not at the very end
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for ops in pending:
+            if ops is not None:
+                self._guarded(ops.wait)
+
+    def _guarded(self, fn: Any) -> None:
+        if self._broken:
+            return
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - a tracking failure must not end the training run
+            self._broken = True
+            print(f"overt: MLflow logging failed ({type(exc).__name__}: {exc}); training continues without "
+                  f"MLflow, metrics.jsonl has every point", file=sys.stderr, flush=True)
+
+    # -- end -------------------------------------------------------------------------
+
+    def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        if self.run_id is not None:
+            summary["mlflow"] = {"tracking_uri": self.client.tracking_uri, "run_id": self.run_id}
+
+    def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        if self.run_id is None:
+            return
+        self._flush()
+        run_id, findings = self.run_id, summary.get("findings") or []
+
+        def finish() -> None:
+            from safetensors.torch import save_model
+
+            self.client.log_dict(run_id, json.loads(json.dumps(summary, default=str)), "overt/summary.json")
+            self.client.log_dict(run_id, {"findings": findings}, "overt/guards.json")
+            self.client.log_text(run_id, trainer.config.to_yaml(), "overt/config.yaml")
+            with tempfile.TemporaryDirectory() as tmp:
+                weights = Path(tmp) / "model.safetensors"
+                save_model(trainer.model, str(weights))
+                self.client.log_artifact(run_id, str(weights), "overt")
+            for key, value in (("overt.status", summary.get("status", "completed")),
+                               ("overt.findings", len(findings))):
+                self.client.set_tag(run_id, key, str(value))
+            self.client.set_terminated(run_id, "FINISHED")
+
+        self._guarded(finish)
+
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
+        if self.run_id is None:
+            return
+        self._flush()
+        run_id = self.run_id
+
+        def fail() -> None:
+            self.client.set_tag(run_id, "overt.status", "interrupted" if isinstance(error, KeyboardInterrupt)
+                                else "failed")
+            self.client.set_tag(run_id, "overt.error", f"{type(error).__name__}: {error}"[:5000])
+            self.client.set_terminated(run_id, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+
+        self._guarded(fail)

@@ -1,0 +1,93 @@
+"""MLflow tracking against a real local MLflow store (sqlite), read back with the MLflow client."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from overt.run.reader import read_config, read_metrics
+from tests.conftest import REPO
+from tests.report.conftest import train_recipe, train_run
+
+mlflow = pytest.importorskip("mlflow")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One sqlite store for the module (creating its tables takes seconds)."""
+    folder = tmp_path_factory.mktemp("mlflow")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)  # MLflow's default artifact root lands here
+        yield f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def history(client, run_id: str, key: str) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def test_params_metrics_tags_and_artifacts_read_back_equal_the_run_directory(tmp_path, store):
+    run_dir = tmp_path / "run"
+    summary = train_recipe(run_dir, f"mlflow_uri={store}", "mlflow_experiment=digits-test", "lr=0.01",
+                           "clip_grad_norm=1.0")
+    client = mlflow.MlflowClient(store)
+    run_id = json.loads((run_dir / "mlflow.json").read_text())["run_id"]
+    run = client.get_run(run_id)
+    assert client.get_experiment(run.info.experiment_id).name == "digits-test"
+    assert run.info.status == "FINISHED" and run.info.run_name == "run"
+
+    config = read_config(run_dir / "config.yaml")
+    assert run.data.params == {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    assert run.data.params["lr"] == "0.01"
+
+    records = read_metrics(run_dir / "metrics.jsonl")
+    keys = {k for r in records for k in r if k != "step"}
+    assert {"train/loss", "train/grad_norm", "val/accuracy", "epoch"} <= keys
+    assert set(run.data.metrics) == keys
+    for key in keys:
+        assert history(client, run_id, key) == sorted((r["step"], r[key]) for r in records if key in r), key
+
+    import torch
+
+    tags = run.data.tags
+    assert tags["overt.version"] == summary["versions"]["overt"] and tags["torch.version"] == torch.__version__
+    assert (tags["overt.device"], tags["overt.precision"]) == ("cpu", "fp32")
+    assert (tags["overt.status"], tags["overt.findings"]) == ("completed", "0")
+
+    artifacts = {a.path for a in client.list_artifacts(run_id, "overt")}
+    assert artifacts == {"overt/summary.json", "overt/guards.json", "overt/config.yaml", "overt/model.safetensors"}
+    local = client.download_artifacts(run_id, "overt", str(tmp_path / "down"))
+    logged = json.loads((tmp_path / "down" / "overt" / "summary.json").read_text())
+    assert logged["best"] == summary["best"] and logged["final"] == summary["final"]
+    assert logged["mlflow"] == summary["mlflow"] == {"tracking_uri": store, "run_id": run_id}
+    from safetensors.torch import load_file
+
+    weights, final = load_file(f"{local}/model.safetensors"), load_file(run_dir / "model.safetensors")
+    assert weights.keys() == final.keys() and all(torch.equal(weights[k], final[k]) for k in final)
+
+
+def test_a_failed_run_is_marked_failed_with_its_error(tmp_path, store, digits):
+    def forward(model, batch):
+        raise RuntimeError("the data loader returned garbage")
+
+    with pytest.raises(Exception, match="garbage"):
+        train_run(tmp_path / "run", digits, forward=forward, mlflow=True, mlflow_uri=store)
+    client = mlflow.MlflowClient(store)
+    run_id = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED" and "garbage" in run.data.tags["overt.error"]
+    assert client.get_experiment(run.info.experiment_id).name == "overt"
+
+
+def test_nothing_of_mlflow_or_matplotlib_is_imported_when_off():
+    import subprocess
+    import sys
+
+    code = ("import sys; from overt.config import TrainConfig; from overt.engine.plugins import default_callbacks; "
+            "from pathlib import Path; default_callbacks(TrainConfig(progress='plain'), Path('unused')); "
+            "print(sorted(m for m in ('mlflow', 'matplotlib', 'overt.integrations.mlflow', 'overt.report') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
