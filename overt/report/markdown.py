@@ -75,13 +75,16 @@ def summary_rows(runs: list[RunRecord]) -> list[list[Any]]:
     for final in finals:
         keys.update(dict.fromkeys(final))
     rows += [[f"final {key}", *(final.get(key) for final in finals)] for key in keys]
-    rows.append(["guard findings", *(len(r.findings) for r in runs)])
+    rows.append(["guard findings", *(None if r.findings is None else len(r.findings) for r in runs)])
     return rows
 
 
 def _findings(run: RunRecord) -> list[str]:
+    if run.findings is None:
+        return ["none recorded (the guards write them when a run ends; a failed run's error above names a "
+                "guard that stopped it)"]
     if not run.findings:
-        return ["none"] if run.summary is not None else ["none recorded (the guards write them when a run ends)"]
+        return ["none"]
     out = []
     for f in run.findings:
         where = f" {f.get('where')}" if f.get("where") else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -70,7 +70,7 @@ class RunRecord:
     metrics: list[dict[str, Any]]
     summary: dict[str, Any] | None
     status: dict[str, Any]
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] | None = None  # None: not recorded (the guards write them when a run ends)
 
     @property
     def name(self) -> str:
@@ -144,6 +144,7 @@ def read_run(path: str | Path) -> RunRecord:
     summary = read_json(path / SUMMARY)
     findings = (summary or {}).get("findings")
     if findings is None:
-        findings = (read_json(path / GUARDS) or {}).get("findings", [])
+        findings = (read_json(path / GUARDS) or {}).get("findings")
     return RunRecord(path=path, config=read_config(path / CONFIG), metrics=read_metrics(path / METRICS),
-                     summary=summary, status=read_json(path / STATUS) or {}, findings=list(findings or []))
+                     summary=summary, status=read_json(path / STATUS) or {},
+                     findings=None if findings is None else list(findings))

@@ -98,6 +98,7 @@ def test_report_on_a_run_killed_mid_way(tmp_path):
     text = result.markdown.read_text()
     assert "running, or killed before it could record why" in text
     assert "| epochs | 1 |" in text and "best | val/accuracy = " in text
+    assert "| guard findings | – |" in text and "none recorded" in text  # unknown, not "0"
     assert {"overview.png", "loss.png"} <= {p.name for p in result.plots}
 
 
