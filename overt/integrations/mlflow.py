@@ -48,39 +48,41 @@ class MLflowCallback(Callback):
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "overt", run_name: str | None = None,
                  run_dir: str | Path | None = None):
-        import importlib.util
-
-        try:  # checked before the run starts; imported at its start
-            found = importlib.util.find_spec("mlflow") is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
+        """Connects to the tracking store and finds (or creates) the experiment now, so that a
+        missing extra or an unreachable store is an error before anything is trained or written."""
+        try:
+            from mlflow import MlflowClient
+        except ImportError:
             raise OvertError("mlflow=true, but MLflow is not installed",
-                             why="MLflow tracking is an optional extra of overt", fix=EXTRA_HINT)
-        self.tracking_uri = tracking_uri
-        self.experiment = experiment
+                             why="MLflow tracking is an optional extra of overt", fix=EXTRA_HINT) from None
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.run_name = run_name or (self.run_dir.name if self.run_dir is not None else None)
-        self.client: Any = None
+        self._where = tracking_uri or "MLflow's default store (MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
+        self.client = self._store_call(lambda: MlflowClient(tracking_uri=tracking_uri))
+        self.experiment_id = self._store_call(lambda: self._experiment(experiment))
         self.run_id: str | None = None
         self._pending: list[Any] = []
         self._broken = False
 
-    # -- start -----------------------------------------------------------------------
-
-    def on_fit_start(self, trainer: Trainer) -> None:
-        from mlflow import MlflowClient
-
-        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+    def _store_call(self, fn: Any) -> Any:
         try:
-            self.run_id = self._continued_run(trainer) or self._new_run(trainer)
+            return fn()
         except Exception as exc:  # noqa: BLE001 - any store error: explained, before training starts
             raise OvertError(
-                f"cannot start an MLflow run at {self.client.tracking_uri}: {type(exc).__name__}: {exc}",
+                f"cannot use the MLflow tracking store {self._where}: {type(exc).__name__}: {exc}",
                 why="the run would train without the tracking you asked for",
                 fix="check mlflow_uri (a server URL, or e.g. sqlite:///mlflow.db) and that the server is up, "
                     "or set mlflow=false",
             ) from None
+
+    def _experiment(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        return str(found.experiment_id if found else self.client.create_experiment(name))
+
+    # -- start -----------------------------------------------------------------------
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self.run_id = self._store_call(lambda: self._continued_run(trainer) or self._new_run(trainer))
         if self.run_dir is not None:
             from overt.run.atomic import write_text_atomic
 
@@ -109,13 +111,11 @@ class MLflowCallback(Callback):
         import torch
         from overt import __version__
 
-        found = self.client.get_experiment_by_name(self.experiment)
-        experiment_id = found.experiment_id if found else self.client.create_experiment(self.experiment)
         tags = {"overt.version": __version__, "torch.version": torch.__version__,
                 "overt.device": str(trainer.device), "overt.precision": trainer.precision.mode}
         if self.run_dir is not None:
             tags["overt.run_dir"] = str(self.run_dir.resolve())
-        run_id = self.client.create_run(experiment_id, run_name=self.run_name, tags=tags).info.run_id
+        run_id = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags).info.run_id
         params = [Param(k, param_value(v)) for k, v in trainer.config.model_dump(mode="json").items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
             self.client.log_batch(run_id, params=params[i:i + 100])

@@ -79,6 +79,16 @@ def test_a_failed_run_is_marked_failed_with_its_error(tmp_path, store, digits):
     assert client.get_experiment(run.info.experiment_id).name == "overt"
 
 
+def test_an_unusable_store_is_an_error_before_anything_is_trained(tmp_path):
+    from overt.errors import OvertError
+
+    (tmp_path / "a-file").write_text("not a folder")
+    uri = f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}"
+    with pytest.raises(OvertError, match="cannot use the MLflow tracking store sqlite:///"):
+        train_recipe(tmp_path / "run", f"mlflow_uri={uri}")
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 def test_nothing_of_mlflow_or_matplotlib_is_imported_when_off():
     import subprocess
     import sys
