@@ -85,6 +85,8 @@ class GuardCallback(Callback):
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         if self.session is not None:
             self.session.close(error=error)
+            if self.options.report_path:  # a failed run's findings (e.g. the guard that stopped it) are kept too
+                self.session.reporter.write(self.options.report_path)
 
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.session is None:

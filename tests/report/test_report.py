@@ -137,3 +137,17 @@ def test_plots_true_without_matplotlib_refuses_to_start_and_names_the_extra(tmp_
         train_recipe(tmp_path / "run", "plots=true")
     assert "pip install 'overt[plots]'" in str(info.value)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_run_stopped_by_a_guard_shows_the_finding(tmp_path, digits):
+    def forward(model, batch):
+        inputs, target = batch
+        return model(inputs) * float("nan"), target  # a NaN loss from the first step
+
+    with pytest.raises(Exception, match="non-finite"):
+        train_run(tmp_path / "run", digits, forward=forward)
+    text = write_report([tmp_path / "run"], tmp_path / "out").markdown.read_text()
+    assert "| status | failed |" in text and "| guard findings | 1 |" in text
+    from overt.catalog import lookup
+
+    assert f"**{lookup('non-finite').code} non-finite** [error]" in text.split("## Guard findings", 1)[1]
