@@ -46,7 +46,11 @@ def status_text(run: RunRecord, now: float | None = None) -> str:
     if metrics.is_file():
         seconds = (now or time.time()) - metrics.stat().st_mtime
         age = f"; metrics last written {_age(seconds)} ago"
-    return f"running, or killed before it could record why (no summary.json{age})"
+    if state == "running":
+        from overt.run.lock import describe_holder
+
+        return f"running: {describe_holder(run.holder or {})}{age}"
+    return f"{state}: no summary.json and no process holds the run (killed, or its last status write failed{age})"
 
 
 def _age(seconds: float) -> str:

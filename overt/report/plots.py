@@ -113,8 +113,7 @@ def write_plots(runs: list[RunRecord], out_dir: Path) -> list[Path]:
     for ax in axes[len(found):]:
         ax.set_visible(False)
     title = labels[0] if len(runs) == 1 else f"{len(runs)} runs"
-    state = "running or killed" if runs[0].state == "running" else runs[0].state
-    fig.suptitle(f"{title}  ({state})" if len(runs) == 1 else title)
+    fig.suptitle(f"{title}  ({runs[0].state})" if len(runs) == 1 else title)
     written = [out_dir / "overview.png"]
     fig.savefig(written[0])
 

@@ -71,6 +71,7 @@ class RunRecord:
     summary: dict[str, Any] | None
     status: dict[str, Any]
     findings: list[dict[str, Any]] | None = None  # None: not recorded (the guards write them when a run ends)
+    holder: dict[str, Any] | None = None  # who holds the run's lock (pid, host, since), set by ``state``
 
     @property
     def name(self) -> str:
@@ -78,9 +79,16 @@ class RunRecord:
 
     @property
     def state(self) -> str:
-        """``completed``, ``stopped``, ``failed``, ``interrupted``, or ``running`` (which a run
-        killed without a chance to write is too: nothing on disk tells the two apart)."""
-        return str((self.summary or {}).get("status") or self.status.get("status") or "running")
+        """``completed``, ``stopped``, ``failed``, ``interrupted``, ``running`` (a process holds the
+        run's lock now), or ``ended abruptly`` (it says running but nobody holds the lock: killed,
+        or its last status write failed); as :func:`overt.run.rundir.run_status` says."""
+        status = str((self.summary or {}).get("status") or self.status.get("status") or "running")
+        if status == "running" and self.summary is None:
+            from overt.run import lock
+
+            self.holder = lock.holder(self.path)
+            return "running" if self.holder is not None else "ended abruptly"
+        return status
 
     @property
     def metric_names(self) -> list[str]:

@@ -91,15 +91,24 @@ def test_report_on_a_run_killed_mid_way(tmp_path):
     with open(run_dir / "metrics.jsonl", "a") as fh:
         fh.write('{"step": 99, "train/lo')  # as if killed in the middle of a write
     run = read_run(run_dir)
-    assert run.state == "running" and run.summary is None
+    assert run.state == "ended abruptly" and run.summary is None  # it says running; no process holds it
     assert run.progress() == (1, max(r["step"] for r in run.metrics))
     result = write_report([run_dir], csv=True)
     assert result.markdown == run_dir / "report" / "report.md"
     text = result.markdown.read_text()
-    assert "running, or killed before it could record why" in text
+    assert "ended abruptly: no summary.json and no process holds the run (killed" in text
     assert "| epochs | 1 |" in text and "best | val/accuracy = " in text
     assert "| guard findings | – |" in text and "none recorded" in text  # unknown, not "0"
     assert {"overview.png", "loss.png"} <= {p.name for p in result.plots}
+
+    from overt.run import lock
+
+    lock.acquire(run_dir)  # as a process training it would
+    try:
+        assert read_run(run_dir).state == "running"
+        assert "running: pid " in write_report([run_dir]).markdown.read_text()
+    finally:
+        lock.release(run_dir)
 
 
 def test_without_matplotlib_the_tables_are_still_written_and_the_extra_is_named(finished_run, tmp_path):
