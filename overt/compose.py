@@ -3,8 +3,9 @@
 The engine (:mod:`overt.engine`) runs exactly the callbacks it is given and imports none of
 them.  This module, above it, is the one place that decides which plug-ins a run gets:
 guards (:mod:`overt.guards`), checkpoints (:mod:`overt.checkpoint`), the run directory and
-progress (:mod:`overt.run`).  ``overt.Trainer``/``overt.fit`` and ``overt train``/``overt resume``
-all build their runs here.  A new default plug-in (MLflow, a report...) is added in
+progress (:mod:`overt.run`), MLflow (:mod:`overt.integrations.mlflow`) and plots at the end
+(:mod:`overt.report.callback`).  ``overt.Trainer``/``overt.fit`` and ``overt train``/``overt resume``
+all build their runs here.  A new default plug-in is added in
 :func:`default_callbacks`, switched by a config key.
 """
 
@@ -26,8 +27,11 @@ if TYPE_CHECKING:
 def default_callbacks(cfg: TrainConfig, run_dir: Path | None,
                       user: Sequence[Callback] = ()) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, checkpoints (when
-    there is a run directory), the ``user``'s own, then metrics log + TensorBoard and the run
-    directory writer (when there is a run directory), then progress."""
+    there is a run directory), the ``user``'s own, MLflow (``mlflow``/``mlflow_uri``/
+    ``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
+    the run directory writer (when there is a run directory), then progress.  MLflow and the
+    plots come before the run directory's writers so that an unusable tracking store or a
+    missing matplotlib is an error before the run directory is written."""
     from overt.run.progress import progress_callback
 
     callbacks: list[Callback] = []
@@ -42,6 +46,20 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None,
 
         callbacks.append(CheckpointCallback(cfg, run_dir))
     callbacks += user
+    if cfg.mlflow or cfg.mlflow_uri or cfg.mlflow_experiment:
+        from overt.integrations.mlflow import MLflowCallback
+
+        callbacks.append(MLflowCallback(cfg.mlflow_uri, cfg.mlflow_experiment or "overt", run_dir=run_dir))
+    if cfg.plots:
+        if run_dir is None:
+            from overt.errors import ConfigError
+
+            raise ConfigError("plots=true, but this run has no run directory to draw them into",
+                              fix="pass run_dir=... (overt train always has one), or set plots=false and "
+                                  "call overt.report.write_report on a run directory later")
+        from overt.report.callback import PlotsCallback
+
+        callbacks.append(PlotsCallback(run_dir))
     if run_dir is not None:
         from overt.run.metrics_log import MetricsLog
         from overt.run.writer import RunWriter

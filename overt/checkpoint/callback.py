@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 #: config keys whose change on resume does not affect the computation
 _COSMETIC = {"progress", "run_dir", "name", "runs_root", "tensorboard", "log_every", "checkpoint_background",
              "keep_last", "keep_best", "preempt_signal", "checkpoint", "checkpoint_every_steps",
-             "checkpoint_every_epochs", "guards", "strict", "ignore"}
+             "checkpoint_every_epochs", "guards", "strict", "ignore",
+             "plots", "mlflow", "mlflow_uri", "mlflow_experiment"}
 
 
 def _stderr(message: str) -> None:

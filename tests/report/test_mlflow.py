@@ -93,7 +93,7 @@ def test_nothing_of_mlflow_or_matplotlib_is_imported_when_off():
     import subprocess
     import sys
 
-    code = ("import sys; from overt.config import TrainConfig; from overt.engine.plugins import default_callbacks; "
+    code = ("import sys; from overt.config import TrainConfig; from overt.compose import default_callbacks; "
             "from pathlib import Path; default_callbacks(TrainConfig(progress='plain'), Path('unused')); "
             "print(sorted(m for m in ('mlflow', 'matplotlib', 'overt.integrations.mlflow', 'overt.report') "
             "if m in sys.modules))")
