@@ -12,6 +12,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from overt.lint.analysis.project import Project
 
 FuncNode = ast.FunctionDef | ast.AsyncFunctionDef
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
@@ -31,8 +36,6 @@ NOT_MODEL_TOKENS = frozenset({"dict", "state", "states", "path", "paths", "file"
                               "builder", "fns", "hook", "hooks", "registry", "spec", "mode", "version"})
 FACTORIES = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye",
                        "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "from_numpy"})
-EPOCH_SCHEDULERS = frozenset({"StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR"})
-BATCH_SCHEDULERS = frozenset({"OneCycleLR", "CyclicLR"})
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
@@ -86,24 +89,6 @@ def names_in(node: ast.AST) -> set[str]:
     return out
 
 
-def walk_scope(node: ast.AST):
-    """Like ``ast.walk`` (pre-order, source order) but does not enter nested
-    functions, lambdas or classes below ``node``."""
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        yield cur
-        children = [c for c in ast.iter_child_nodes(cur) if not isinstance(c, SCOPE_TYPES)]
-        stack.extend(reversed(children))
-
-
-def walk_stmts(stmts: list[ast.stmt]):
-    for stmt in stmts:
-        if isinstance(stmt, SCOPE_TYPES):
-            continue
-        yield from walk_scope(stmt)
-
-
 @dataclass
 class FileIndex:
     """Everything rules ask about one parsed module."""
@@ -112,6 +97,7 @@ class FileIndex:
     source_lines: list[str]
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified
+    imports: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)  # name -> (module, level, symbol)
     calls: list[ast.Call] = field(default_factory=list)
     attributes: list[ast.Attribute] = field(default_factory=list)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
@@ -128,11 +114,16 @@ class FileIndex:
     grad_globally_off: bool = False
     cache: dict = field(default_factory=dict)
     kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)
+    path: Path | None = None  # the file, when linted from disk (project imports resolve next to it)
+    project: "Project | None" = None
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def build(cls, tree: ast.Module, source: str) -> "FileIndex":
-        idx = cls(tree=tree, source_lines=source.splitlines())
+    def build(cls, tree: ast.Module, source: str, path: Path | None = None,
+              project: "Project | None" = None) -> "FileIndex":
+        idx = cls(tree=tree, source_lines=source.splitlines(), path=path, project=project)
+        if project is not None and path is not None:
+            project.register(path, idx)
         parents, kids = idx.parents, idx.kids
         for node in ast.walk(tree):
             children = list(ast.iter_child_nodes(node))
@@ -153,12 +144,16 @@ class FileIndex:
                 for a in node.names:
                     if a.asname:
                         idx.aliases[a.asname] = a.name
+                        idx.imports[a.asname] = (a.name, 0, None)
                     else:
                         top = a.name.split(".")[0]
                         idx.aliases[top] = top
-            elif isinstance(node, ast.ImportFrom) and node.module:
+                        idx.imports[top] = (top, 0, None)
+            elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
-                    idx.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if node.module:
+                        idx.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    idx.imports[a.asname or a.name] = (node.module, node.level, a.name)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.units import eval_regions, loop_units
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
 from overt.lint.rules.base import Hit, rule
 
@@ -26,9 +27,6 @@ def _role(ix: FileIndex, call: ast.Call) -> str | None:
     if role:
         return role
     if names:
-        from overt.lint.rules.gradients import loop_units
-        from overt.lint.rules.modes import eval_regions
-
         def iterated(loop: ast.AST) -> bool:
             return isinstance(loop, (ast.For, ast.AsyncFor)) and any(
                 dotted(x) in names for x in ast.walk(loop.iter) if isinstance(x, (ast.Name, ast.Attribute)))

@@ -5,45 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.events import Event, events, function_events
+from overt.lint.analysis.events import Event, events, function_events
+from overt.lint.analysis.units import function_units, loop_units
 from overt.lint.index import FileIndex, dotted, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit, rule
 
 # --------------------------------------------------------------------------- units
-
-
-def loop_units(ix: FileIndex) -> list[ast.stmt]:
-    """Innermost loops whose own body calls both ``backward()`` and an optimizer ``step()``."""
-    if "loop_units" in ix.cache:
-        return ix.cache["loop_units"]
-    has: dict[int, bool] = {}
-    for loop in ix.loops:
-        kinds = {e.kind for e in events(ix, loop, depth=0)}
-        has[id(loop)] = "backward" in kinds and "step" in kinds
-    outer: set[int] = set()
-    for loop in ix.loops:
-        if has[id(loop)]:
-            outer.update(id(enc) for enc in ix.enclosing_loops(loop))
-    units = [lp for lp in ix.loops if has[id(lp)] and id(lp) not in outer]
-    ix.cache["loop_units"] = units
-    return units
-
-
-def function_units(ix: FileIndex) -> list[ast.AST]:
-    """Functions that call backward() and step() outside any training loop of their own
-    (a ``train_step`` called from a loop elsewhere, a Lightning manual ``training_step``)."""
-    if "function_units" in ix.cache:
-        return ix.cache["function_units"]
-    units = []
-    unit_loops = loop_units(ix)
-    for funcs in ix.functions.values():
-        for func in funcs:
-            kinds = {e.kind for e in events(ix, func.body, depth=0)}
-            if "backward" in kinds and "step" in kinds and not any(
-                    ix.enclosing_function(lp) is func for lp in unit_loops):
-                units.append(func)
-    ix.cache["function_units"] = units
-    return units
 
 
 def _is_known_reset(ev: Event) -> bool:

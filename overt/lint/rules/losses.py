@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.units import label_names
 from overt.lint.index import FileIndex, dotted, kwarg
 from overt.lint.rules.base import Hit, rule
-from overt.lint.rules.tensors import label_names
 
 LOGIT_LOSSES = {"CrossEntropyLoss", "cross_entropy"}
 LOGPROB_LOSSES = {"NLLLoss", "nll_loss"}

@@ -5,81 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.events import events
-from overt.lint.index import EVAL_FUNC_TOKENS, FileIndex, FuncNode, dotted, tokens
+from overt.lint.analysis.events import events
+from overt.lint.analysis.units import eval_regions, loop_units, model_calls
+from overt.lint.index import FileIndex, FuncNode, dotted, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 
-_FRAMEWORK_HOOK_SUFFIXES = ("_step", "_epoch_end", "_end", "_start")
 _NOT_TRAINED = {"teacher", "ema", "target", "frozen", "reference", "ref", "pretrained", "old"}
-
-
-def is_eval_function(func: FuncNode) -> bool:
-    """Named like an evaluation routine (and not a framework hook such as Lightning's validation_step)."""
-    name = func.name
-    if name.startswith("on_") or name.endswith(_FRAMEWORK_HOOK_SUFFIXES) or name.startswith("test_"):
-        return False
-    toks = tokens(name)
-    return bool(set(toks) & EVAL_FUNC_TOKENS) and "train" not in toks and "training" not in toks
-
-
-def _model_calls(ix: FileIndex, node: ast.AST) -> list[ast.Call]:
-    out = []
-    for n in ix.scope_nodes(node):
-        if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)):
-            text = dotted(n.func)
-            if text and ix.is_model(text) and text not in ix.functions and text not in ix.classes:
-                out.append(n)
-    return out
-
-
-def eval_regions(ix: FileIndex) -> list[tuple[ast.AST, ast.Call, bool]]:
-    """(region, first model call, named-as-evaluation) for each evaluation loop or
-    evaluation function: code that runs the model and never calls backward()/step().
-    Loops only under no_grad (named neither way) come with ``False``."""
-    if "eval_regions" in ix.cache:
-        return ix.cache["eval_regions"]
-    out: list[tuple[ast.AST, ast.Call, bool]] = []
-    taken: set[int] = set()
-    for loop in ix.loops:
-        if not isinstance(loop, (ast.For, ast.AsyncFor)):
-            continue
-        if any(id(enc) in taken for enc in ix.enclosing_loops(loop)):
-            continue
-        func = ix.enclosing_function(loop)
-        if func is not None and ix.enclosing_class(func) is not None and \
-                ix.enclosing_class(func).name in ix.module_classes:
-            continue
-        named = any(ix.loader_role(n) == "eval" for n in _iter_names(loop.iter)) or (
-            func is not None and is_eval_function(func))
-        if not named and not ix.under_no_grad(loop):
-            continue
-        kinds = {e.kind for e in events(ix, loop, depth=2)}
-        if kinds & {"backward", "step"}:
-            continue
-        calls = _model_calls(ix, loop)
-        if calls:
-            out.append((loop, calls[0], named))
-            taken.add(id(loop))
-    for funcs in ix.functions.values():
-        for func in funcs:
-            if not is_eval_function(func):
-                continue
-            cls = ix.enclosing_class(func)
-            if cls is not None and cls.name in ix.module_classes:
-                continue
-            if any(ix.enclosing_function(r) is func for r, _, _ in out if not isinstance(r, ast.FunctionDef)):
-                continue
-            if {e.kind for e in events(ix, func.body, depth=2)} & {"backward", "step"}:
-                continue
-            calls = _model_calls(ix, func)
-            if calls:
-                out.append((func, calls[0], True))
-    ix.cache["eval_regions"] = out
-    return out
-
-
-def _iter_names(expr: ast.AST) -> list[str]:
-    return [dotted(n) or "" for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute))]
 
 
 # --------------------------------------------------------------------------- mode tracking
@@ -316,12 +247,10 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
                       f"epoch/training phase")
             break
     # a training loop entered while the model is still in eval mode (evaluated first, never train())
-    from overt.lint.rules.gradients import loop_units
-
     for unit in loop_units(ix):
         if id(unit) in flagged_loops or any(id(enc) in flagged_loops for enc in ix.enclosing_loops(unit)):
             continue
-        calls = [c for c in _model_calls(ix, unit) if not ix.under_no_grad(c)]
+        calls = [c for c in model_calls(ix, unit) if not ix.under_no_grad(c)]
         if len({dotted(c.func) for c in calls}) != 1:
             continue  # none, or several models (one may be a frozen feature extractor in eval mode)
         model = dotted(calls[0].func)

@@ -5,106 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.events import events
-from overt.lint.index import FACTORIES, FileIndex, dotted, has_star_kwargs, is_const, kwarg
+from overt.lint.analysis.events import events
+from overt.lint.analysis.units import (is_factory, loader_iter, loop_units, param_names, target_names,
+                                       tensor_names)
+from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
 from overt.lint.rules.base import Edit, Hit, rule
-
-CLASSIFICATION_DATASETS = {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100",
-                           "SVHN", "STL10", "ImageFolder", "ImageNet", "Caltech101", "Food101", "Flowers102"}
-INT_DTYPES = {"long", "int64", "int32", "int", "int16", "int8", "uint8"}
-
-
-def _is_factory(ix: FileIndex, call: ast.AST) -> bool:
-    if not isinstance(call, ast.Call):
-        return False
-    q = ix.qualname(call.func) or ""
-    return q.startswith("torch.") and q.count(".") == 1 and q.rsplit(".", 1)[-1] in FACTORIES
-
-
-def _loader_iter(ix: FileIndex, expr: ast.AST) -> str | None:
-    """The loader name a for-loop iterates (``loader``, ``enumerate(loader)``, ``tqdm(loader)``)."""
-    for n in ast.walk(expr):
-        text = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
-        if text and (text in ix.loaders or "loader" in text.lower() or text.rsplit(".", 1)[-1] in ("dl", "batches")):
-            return text
-    return None
-
-
-def _target_names(target: ast.AST) -> list[str]:
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-
-
-def tensor_names(ix: FileIndex) -> set[str]:
-    """Names that hold tensors: made by torch factories or drawn from a data loader."""
-    if "tensor_names" in ix.cache:
-        return ix.cache["tensor_names"]
-    out: set[str] = set()
-    for name, values in ix.assigns.items():
-        if any(_is_factory(ix, v) for v in values):
-            out.add(name)
-    for loop in ix.loops:
-        # only tuple targets: a single `batch` may be a dict or an object whose .to() works in place
-        if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Tuple) \
-                and _loader_iter(ix, loop.iter):
-            tgt = loop.target
-            if len(tgt.elts) == 2 and isinstance(tgt.elts[1], ast.Tuple):
-                tgt = tgt.elts[1]  # enumerate(loader)
-            out.update(e.id for e in tgt.elts if isinstance(e, ast.Name))
-    for name, values in ix.assigns.items():
-        if any(isinstance(v, ast.Name) and v.id in out for v in values):
-            out.add(name)
-    out -= ix.models
-    ix.cache["tensor_names"] = out
-    return out
-
-
-def label_names(ix: FileIndex) -> set[str]:
-    """Names holding integer class indices: randint/argmax/.long()/integer dtype, or the
-    second item drawn from a loader over a torchvision classification data set."""
-    if "label_names" in ix.cache:
-        return ix.cache["label_names"]
-    out: set[str] = set()
-    for name, values in ix.assigns.items():
-        for v in values:
-            if not isinstance(v, ast.Call):
-                continue
-            q = ix.qualname(v.func) or ""
-            last = q.rsplit(".", 1)[-1]
-            dtype = dotted(kwarg(v, "dtype")) or ""
-            if (q in ("torch.randint",) or last in ("long", "argmax")
-                    or (_is_factory(ix, v) and dtype.rsplit(".", 1)[-1] in INT_DTYPES)):
-                out.add(name)
-    cls_loaders = set()
-    for name, call in ix.loaders.items():
-        ds = call.args[0] if call.args else kwarg(call, "dataset")
-        cands = [ds] + (ix.assigns.get(dotted(ds) or "", []) if ds is not None else [])
-        if any(isinstance(c, ast.Call) and (ix.qualname(c.func) or "").rsplit(".", 1)[-1] in CLASSIFICATION_DATASETS
-               for c in cands):
-            cls_loaders.add(name)
-    for loop in ix.loops:
-        if not isinstance(loop, (ast.For, ast.AsyncFor)):
-            continue
-        src = _loader_iter(ix, loop.iter)
-        if src in cls_loaders:
-            tgt = loop.target
-            if isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2 and isinstance(tgt.elts[1], ast.Tuple):
-                tgt = tgt.elts[1]  # enumerate(loader)
-            if isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2 and isinstance(tgt.elts[1], ast.Name):
-                out.add(tgt.elts[1].id)
-    ix.cache["label_names"] = out
-    return out
-
-
-def param_names(ix: FileIndex) -> set[str]:
-    """Loop variables bound to parameters (``for p in model.parameters()``)."""
-    out: set[str] = set()
-    for loop in ix.loops:
-        if isinstance(loop, (ast.For, ast.AsyncFor)):
-            calls = [n for n in ast.walk(loop.iter) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
-            if any(c.func.attr in ("parameters", "named_parameters") for c in calls):
-                names = _target_names(loop.target)
-                out.add(names[-1]) if names else None
-    return out
 
 
 @rule("to-without-assign", fixable=True)
@@ -158,7 +63,7 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                     if dotted(n.func.value):
                         moved.add(dotted(n.func.value))
             for n in ix.scope_nodes(item):
-                if not _is_factory(ix, n) or kwarg(n, "device") is not None or has_star_kwargs(n):
+                if not is_factory(ix, n) or kwarg(n, "device") is not None or has_star_kwargs(n):
                     continue
                 last = (ix.qualname(n.func) or "").rsplit(".", 1)[-1]
                 literal = n.args and isinstance(n.args[0], (ast.List, ast.Tuple, ast.ListComp))
@@ -192,12 +97,10 @@ def inputs_require_grad(ix: FileIndex) -> Iterator[Hit]:
                               f"`{name}` is created with requires_grad=True and used as data, so autograd tracks "
                               f"every batch through the data too: slower steps and more memory for gradients "
                               f"nobody reads; drop requires_grad=True (parameters, not data, need it)")
-    from overt.lint.rules.gradients import loop_units
-
     for loop in loop_units(ix):
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _loader_iter(ix, loop.iter):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not loader_iter(ix, loop.iter):
             continue
-        bound = set(_target_names(loop.target))
+        bound = set(target_names(loop.target))
         reads_grad = any(isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) in bound
                          for n in ix.scope_nodes(loop))
         autograd_grad = any(isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("autograd.grad")
