@@ -16,7 +16,7 @@ from overt.lint.engine import lint_file  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-for path in sorted(FIXTURES.glob("*/bad.py")) + sorted(FIXTURES.glob("*/bad.ipynb")):
+for path in sorted(FIXTURES.glob("*/bad*.py")) + sorted(FIXTURES.glob("*/bad.ipynb")):
     res = lint_file(path)
     if res.error:
         sys.exit(res.error)

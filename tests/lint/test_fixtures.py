@@ -1,5 +1,8 @@
 """TorchFix-style fixture tests: for each rule, bad.py with the expected findings
-in bad.txt next to it, and ok.py (the tricky legal patterns) with none."""
+in bad.txt next to it, and ok.py (the tricky legal patterns) with none.  A rule
+that follows values also has bad_hops.py / ok_hops.py: the same failure one hop
+away (a variable, an attribute, a helper, a branch, a loop-carried value) and
+its clean twins."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ from overt.lint.engine import lint_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STATIC = [e.slug for e in ENTRIES if e.static]
-BAD = sorted(FIXTURES.glob("*/bad.py")) + sorted(FIXTURES.glob("*/bad.ipynb"))
-GOOD = sorted(FIXTURES.glob("*/ok.py")) + sorted(FIXTURES.glob("clean/*.py")) + sorted(FIXTURES.glob("*/clean.ipynb"))
+BAD = sorted(FIXTURES.glob("*/bad*.py")) + sorted(FIXTURES.glob("*/bad.ipynb"))
+GOOD = sorted(FIXTURES.glob("*/ok*.py")) + sorted(FIXTURES.glob("clean/*.py")) + sorted(FIXTURES.glob("*/clean.ipynb"))
 
 
 def _render(path: Path) -> list[str]:
@@ -39,7 +42,7 @@ def test_legal_code_gives_no_findings(path: Path) -> None:
     assert _render(path) == []
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/bad.py")), ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/bad*.py")), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_marked_line_is_expected(path: Path) -> None:
     """Each `# BAD: slug` marker in a fixture is in its expected file, and nothing unmarked is."""
     marked = set()

@@ -195,7 +195,7 @@ class Values:
         if isinstance(expr, ast.Subscript):
             base = self.of(expr.value, depth + 1)
             if base.members is not None:
-                key = expr.slice.value if isinstance(expr.slice, ast.Constant) else None
+                key = _constant(expr.slice)
                 if isinstance(key, int) and key < 0:
                     key = -1 if key == -1 else None
                 return base.member(key) if key is not None else UNKNOWN
@@ -498,6 +498,14 @@ def resolve_in(ix: FileIndex, text: str, hops: int = 0) -> "ClassRef | tuple[Fil
     if sub is not None and rest and "." not in rest:
         return resolve_in(sub, rest, hops + 1)
     return None
+
+
+def _constant(node: ast.AST) -> object:
+    """The value of a constant (``-1`` included), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, int):
+        return -node.operand.value
+    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _method(cls: ast.ClassDef, name: str) -> FuncNode | None:
