@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from overt.findings import Finding
+from overt.lint.analysis.project import Project
 from overt.lint.config import LintConfig, find_pyproject, load_config
 from overt.lint.engine import FileResult, lint_file, lint_source
 from overt.lint.files import discover
@@ -25,8 +26,9 @@ def lint_paths(paths: list[str | Path], config: LintConfig | None = None) -> tup
         config = load_config(find_pyproject(ps[0] if ps else Path.cwd()))
     files, errors = discover(ps, config.exclude, config.root)
     findings: list[Finding] = []
+    project = Project()
     for f in files:
-        res = lint_file(f, config.rules_for(f))
+        res = lint_file(f, config.rules_for(f), project)
         if res.error:
             errors.append(res.error)
         findings.extend(res.findings)

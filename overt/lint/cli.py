@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 import tokenize
 from pathlib import Path
@@ -33,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.overt] from")
     p.add_argument("--fix", action="store_true", help="apply the mechanical fixes and say what changed")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when something is found")
+    p.add_argument("--no-ignore", action="store_true",
+                   help="also lint files that .gitignore or [tool.overt] exclude would skip")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
     return p
 
@@ -43,6 +46,14 @@ def _list_rules() -> str:
     rows = [f"{e.code}  {e.slug:<30} {e.severity.value:<8} {'fix' if e.slug in FIXABLE else '   '}  {e.title}"
             for e in ENTRIES if e.static]
     return "\n".join(rows)
+
+
+def _under(f: Path, d: Path) -> bool:
+    try:
+        f.resolve().relative_to(d.resolve())
+        return True
+    except ValueError:
+        return False
 
 
 def main(argv: list[str]) -> int:
@@ -60,13 +71,18 @@ def main(argv: list[str]) -> int:
     except OvertError as exc:
         print(f"overt lint: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `overt lint ... | head`: the reader has gone; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
     from overt import __version__
     from overt.lint.config import STATIC_SLUGS, find_pyproject, load_config, resolve
     from overt.lint.engine import lint_file, read_source
-    from overt.lint.files import discover
+    from overt.lint.analysis.project import Project
+    from overt.lint.files import discover, skipped_note
     from overt.lint.fix import apply_fixes
     from overt.lint.report import text_line, to_json, to_sarif
 
@@ -84,12 +100,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.ignore:
         config.ignore |= resolve(args.ignore, "--ignore")
 
-    files, errors = discover(paths, config.exclude, config.root)
+    files, errors = discover(paths, config.exclude, config.root, respect_ignores=not args.no_ignore)
+    notes = []
+    for p in paths:
+        if p.is_dir() and not args.no_ignore and not any(_under(f, p) for f in files):
+            note = skipped_note(p, config.exclude, config.root)
+            if note:
+                notes.append(note)
     findings = []
     fixed_notes: list[str] = []
+    project = Project()
     for f in files:
         select = config.rules_for(f)
-        res = lint_file(f, select)
+        res = lint_file(f, select, project)
         if args.fix and not res.error and res.notebook is None and any(h.edits for h in res.hits):
             source = read_source(f)
             new, done = apply_fixes(source, [h for h in res.hits if h.edits])
@@ -100,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
                 for h in done:
                     code = next(e.code for e in ENTRIES if e.slug == h.slug)
                     fixed_notes.append(f"{res.path}:{h.line}:{h.col}: fixed {code} {h.slug}: {h.fix_note}")
-                res = lint_file(f, select)
+                res = lint_file(f, select, project)
         if res.error:
             errors.append(res.error)
         findings.extend(res.findings)
@@ -120,6 +143,8 @@ def _run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     for err in errors:
         print(f"overt lint: {err}", file=sys.stderr)
+    for note in notes:
+        print(f"overt lint: {note}", file=sys.stderr)
     if args.format == "text":
         from overt.lint.rules import FIXABLE
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overt.findings import Finding
+from overt.lint.analysis.project import Project
 from overt.lint.index import FileIndex
 from overt.lint.notebook import NotebookSource, read_notebook
 from overt.lint.rules import RULES, Hit
@@ -29,15 +30,20 @@ class FileResult:
     notebook: NotebookSource | None = None
 
 
-def lint_source(source: str, path: str = "<string>", select: set[str] | None = None) -> list[Hit]:
+def lint_source(source: str, path: str = "<string>", select: set[str] | None = None,
+                file: Path | None = None, project: Project | None = None) -> list[Hit]:
     """Run the rules in ``select`` (default: all) over ``source``; raise SyntaxError when it does not parse.
 
+    ``file`` and ``project``: where the source lives and the run's project index, so that
+    imports of other modules of the package are followed.
     Returned hits are silenced per line/file, de-duplicated and sorted by position.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SyntaxWarning)
-        tree = ast.parse(source, filename=path)
-    ix = FileIndex.build(tree, source)
+    ix = project.known(file, source) if project is not None and file is not None else None
+    if ix is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(source, filename=path)
+        ix = FileIndex.build(tree, source, path=file, project=project)
     sup = Suppressions.parse(ix.source_lines)
     hits: list[Hit] = []
     seen: set[tuple[str, int, int]] = set()
@@ -81,8 +87,9 @@ def read_source(path: Path) -> str:
     return raw.decode(encoding)
 
 
-def lint_file(path: Path, select: set[str] | None = None) -> FileResult:
-    """Lint a .py or .ipynb file; unreadable or unparseable files come back with ``error``."""
+def lint_file(path: Path, select: set[str] | None = None, project: Project | None = None) -> FileResult:
+    """Lint a .py or .ipynb file; unreadable or unparseable files come back with ``error``.
+    With ``project`` (one per run), imports of the package's other modules are followed."""
     shown = path.as_posix()
     result = FileResult(shown)
     try:
@@ -100,7 +107,7 @@ def lint_file(path: Path, select: set[str] | None = None) -> FileResult:
         text = nb.source
         result.notebook = nb
     try:
-        result.hits = lint_source(text, shown, select)
+        result.hits = lint_source(text, shown, select, path if nb is None else None, project)
     except RecursionError:
         result.error = f"{shown}: cannot parse: nested too deeply for Python's parser"
         return result

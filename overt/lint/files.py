@@ -46,27 +46,70 @@ class _Ignores:
         return self._exclude.match_file(rel + "/")
 
     def ignored(self, path: Path, is_dir: bool, use_exclude: bool = True) -> bool:
+        return self.reason(path, is_dir, use_exclude) is not None
+
+    def reason(self, path: Path, is_dir: bool, use_exclude: bool = True) -> str | None:
+        """Why ``path`` is skipped (the config's exclude, or the .gitignore that matches it), or None."""
         path = path.resolve()
         suffix = "/" if is_dir else ""
         if use_exclude and self._exclude is not None:
             try:
                 rel = path.relative_to(self._exclude_root).as_posix()
                 if self._exclude.match_file(rel + suffix):
-                    return True
+                    return "excluded by `exclude` in [tool.overt]"
             except ValueError:
                 pass
         for d in path.parents:
             spec = self._spec(d)
             if spec is not None and spec.match_file(path.relative_to(d).as_posix() + suffix):
-                return True
+                return f"git-ignored by {d / '.gitignore'}"
             if (d / ".git").exists():
                 break
-        return False
+        return None
 
 
-def discover(paths: list[Path], exclude: list[str], exclude_root: Path) -> tuple[list[Path], list[str]]:
-    """Files to lint, in a stable order, and messages for paths that do not exist."""
+def _walk(p: Path, ignores: _Ignores | None, use_exclude: bool) -> list[Path]:
+    found = []
+    for root, dirs, names in os.walk(p):
+        rp = Path(root)
+        dirs[:] = sorted(d for d in dirs if d not in ALWAYS_SKIP
+                         and not (ignores and ignores.ignored(rp / d, True, use_exclude)))
+        for name in sorted(names):
+            if name.endswith(SUFFIXES) and not (ignores and ignores.ignored(rp / name, False, use_exclude)):
+                found.append(rp / name)
+    return found
+
+
+def skipped_note(directory: Path, exclude: list[str], exclude_root: Path) -> str | None:
+    """For a directory that gave no file to lint: how many .py/.ipynb files it holds that
+    were skipped, why, and how to include them (None when it holds none)."""
     ignores = _Ignores(exclude, exclude_root)
+    use_exclude = not ignores.excluded(directory)
+    every = _walk(directory, None, use_exclude)
+    if not every:
+        return None
+    reasons: dict[str, int] = {}
+    for f in every:
+        why = None
+        for part in [*reversed(f.relative_to(directory).parents[:-1]), None]:
+            target = directory / part if part is not None else f
+            why = ignores.reason(target, part is not None, use_exclude)
+            if why:
+                break
+        if why is None:
+            why = ignores.reason(directory, True, use_exclude)
+        reasons[why or "skipped"] = reasons.get(why or "skipped", 0) + 1
+    what = "; ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    n = len(every)
+    return (f"{directory}: {n} Python file{'s' if n != 1 else ''} skipped ({what}); pass --no-ignore to "
+            f"lint them anyway, or name the files")
+
+
+def discover(paths: list[Path], exclude: list[str], exclude_root: Path,
+             respect_ignores: bool = True) -> tuple[list[Path], list[str]]:
+    """Files to lint, in a stable order, and messages for paths that do not exist.
+    ``respect_ignores=False`` reads git-ignored and config-excluded files too."""
+    ignores = _Ignores(exclude, exclude_root) if respect_ignores else None
     files: list[Path] = []
     missing: list[str] = []
     for p in paths:
@@ -74,14 +117,8 @@ def discover(paths: list[Path], exclude: list[str], exclude_root: Path) -> tuple
             files.append(p)
         elif p.is_dir():
             # a directory named explicitly is linted even if the config excludes it
-            use_exclude = not ignores.excluded(p)
-            for root, dirs, names in os.walk(p):
-                rp = Path(root)
-                dirs[:] = sorted(d for d in dirs
-                                 if d not in ALWAYS_SKIP and not ignores.ignored(rp / d, True, use_exclude))
-                for name in sorted(names):
-                    if name.endswith(SUFFIXES) and not ignores.ignored(rp / name, False, use_exclude):
-                        files.append(rp / name)
+            use_exclude = ignores is not None and not ignores.excluded(p)
+            files.extend(_walk(p, ignores, use_exclude))
         else:
             missing.append(f"{p}: no such file or directory")
     seen: set[Path] = set()

@@ -156,6 +156,35 @@ def test_gitignore_is_honoured(tmp_path, capsys):
     assert paths == {"src/train.py"}
 
 
+def test_ignored_directory_says_what_was_skipped_and_how_to_include_it(tmp_path, capsys):
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, ".gitignore", "build/\n")
+    _write(tmp_path, "build/train.py", STALE.format(comment="", comment2=""))
+    _write(tmp_path, "build/util.py", "x = 1\n")
+    assert main([str(tmp_path / "build")]) == 0
+    err = capsys.readouterr().err
+    assert "2 Python files skipped (2 git-ignored by" in err and ".gitignore" in err
+    assert "--no-ignore" in err
+    assert main([str(tmp_path / "build"), "--no-ignore", "--select", "OVT101"]) == 1
+    assert "1 finding in 2 files" in capsys.readouterr().err
+
+
+def test_config_excluded_files_are_explained(tmp_path, capsys):
+    _write(tmp_path, "pyproject.toml", '[tool.overt]\nexclude = ["*_gen.py"]\n')
+    _write(tmp_path, "src/model_gen.py", STALE.format(comment="", comment2=""))
+    assert main([str(tmp_path / "src"), "--config", str(tmp_path / "pyproject.toml")]) == 0
+    assert "1 Python file skipped (1 excluded by `exclude` in [tool.overt])" in capsys.readouterr().err
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    # far more output than a pipe buffers, so writing fails once `head` has gone
+    p = _write(tmp_path, "many.py", "import torch\n" + 'torch.load("a.pt")\n' * 3000)
+    proc = subprocess.run(f"{sys.executable} -m overt lint {p} | head -1", shell=True, cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr
+
+
 def test_notebook_reported_by_cell(capsys):
     assert main([str(FIXTURES / "notebooks"), "--format", "json"]) == 1
     items = json.loads(capsys.readouterr().out)

@@ -32,6 +32,14 @@ class Project:
     def register(self, path: Path, ix: "FileIndex") -> None:
         self._files[path.resolve()] = ix
 
+    def known(self, path: Path, source: str) -> "FileIndex | None":
+        """The index already built for ``path`` when its source is unchanged (a module parsed
+        for an import earlier in the run is not parsed again when its turn to be linted comes)."""
+        ix = self._files.get(path.resolve())
+        if ix is not None and ix.source_lines == source.splitlines():
+            return ix
+        return None
+
     def index_for(self, path: Path) -> "FileIndex | None":
         key = path.resolve()
         if key in self._files:
