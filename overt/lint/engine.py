@@ -39,6 +39,7 @@ def lint_source(source: str, path: str = "<string>", select: set[str] | None = N
     Returned hits are silenced per line/file, de-duplicated and sorted by position.
     """
     ix = project.known(file, source) if project is not None and file is not None else None
+    kept = ix is not None  # an imported module the project keeps for the rest of the run
     if ix is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
@@ -63,6 +64,8 @@ def lint_source(source: str, path: str = "<string>", select: set[str] | None = N
             seen.add(key)
             hits.append(hit)
     hits.sort(key=lambda h: (h.line, h.col, h.slug))
+    if not kept:
+        ix.cache.clear()  # frees the analyses now (they refer back to the index) instead of at the next GC
     return hits
 
 

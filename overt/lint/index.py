@@ -122,8 +122,6 @@ class FileIndex:
     def build(cls, tree: ast.Module, source: str, path: Path | None = None,
               project: "Project | None" = None) -> "FileIndex":
         idx = cls(tree=tree, source_lines=source.splitlines(), path=path, project=project)
-        if project is not None and path is not None:
-            project.register(path, idx)
         parents, kids = idx.parents, idx.kids
         for node in ast.walk(tree):
             children = list(ast.iter_child_nodes(node))

@@ -4,9 +4,10 @@ One walk over the statements, in execution order, carries "which assignments of
 each name may be the current one" and records it at every read of a name.  It
 understands assignments, augmented and annotated assignments, tuple unpacking,
 ``with ... as``, loop targets, walrus, imports and nested definitions; branches
-join, loops run to a fixed point (so a value carried from the previous
-iteration reaches the top of the body), ``break``/``continue``/``return`` cut
-the flow where they stand.
+join, a loop's body starts from every definition the body makes (so a value
+carried from the previous iteration reaches the top of the body: one pass that
+over-approximates the fixed point), ``break``/``continue``/``return`` cut the
+flow where they stand.
 
 The answer over-approximates (a definition that may reach is included), so a
 rule that requires *every* reaching definition to agree stays silent when the
@@ -55,7 +56,8 @@ class ReachingDefs:
     """``defs(name_node)``: the definitions that may reach a read of a local name.
     An empty set means the name is not bound in this scope (a global, a builtin)."""
 
-    def __init__(self, scope: ast.AST):
+    def __init__(self, scope: ast.AST, kids: dict[ast.AST, list[ast.AST]] | None = None):
+        self._kids = kids if kids is not None else {}
         self.reaching: dict[int, frozenset[Def]] = {}
         self.bound: set[str] = set()
         self._loops: list[tuple[list, list]] = []  # (continue states, break states)
@@ -114,7 +116,8 @@ class ReachingDefs:
                 for p in parts:
                     self._reads(p, state, inner)
                 continue
-            stack.extend(ast.iter_child_nodes(n))
+            children = self._kids.get(n)
+            stack.extend(children if children is not None else ast.iter_child_nodes(n))
 
     def _bind(self, target: ast.AST, state: State, d: Def) -> None:
         if isinstance(target, ast.Name):
@@ -141,29 +144,76 @@ class ReachingDefs:
         return state
 
     def _loop(self, s: ast.stmt, state: State) -> State | None:
+        # One pass: the head of the loop starts from every definition the body makes (what
+        # the previous iteration may carry back), which over-approximates the fixed point.
         head: State = dict(state)
-        for _ in range(4):
-            self._loops.append(([], []))
-            body_state = dict(head)
-            if isinstance(s, (ast.For, ast.AsyncFor)):
-                self._bind(s.target, body_state, self._def("for", s, s.iter))
-            else:
-                self._reads(s.test, body_state)
-            end = self._block(s.body, body_state)
-            conts, breaks = self._loops.pop()
-            new = head
-            for st in [end, *conts]:
-                new = _join(new, st)
-            if new == head:
-                break
-            head = new
-        exit_state = dict(head)
+        carried: State = {}
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            self._bind(s.target, carried, self._def("for", s, s.iter))
+        self._assigned(s.body, carried)
+        for k, v in carried.items():
+            head[k] = head[k] | v if k in head else v
+        self._loops.append(([], []))
+        body_state = dict(head)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            self._bind(s.target, body_state, self._def("for", s, s.iter))
+        else:
+            self._reads(s.test, body_state)
+        end = self._block(s.body, body_state)
+        _, breaks = self._loops.pop()
+        exit_state = _join(dict(head), end) or dict(head)
         if isinstance(s, ast.While):
             self._reads(s.test, exit_state)
         after = self._block(s.orelse, exit_state)
         for st in breaks:
             after = _join(after, st)
         return after
+
+    def _assigned(self, stmts: list[ast.stmt], out: State) -> None:
+        """Every definition the statements make (no reads recorded, no flow): ``out[name] |= defs``."""
+        for s in stmts:
+            scratch: State = {}
+            if isinstance(s, ast.Assign):
+                for t in s.targets:
+                    self._bind(t, scratch, self._def("assign", s, s.value))
+            elif isinstance(s, ast.AnnAssign) and s.value is not None:
+                self._bind(s.target, scratch, self._def("assign", s, s.value))
+            elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+                scratch[s.target.id] = frozenset({self._def("aug", s, s.value)})
+            elif isinstance(s, (ast.For, ast.AsyncFor)):
+                self._bind(s.target, scratch, self._def("for", s, s.iter))
+            elif isinstance(s, (ast.With, ast.AsyncWith)):
+                for item in s.items:
+                    if item.optional_vars is not None:
+                        self._bind(item.optional_vars, scratch, self._def("with", item, item.context_expr))
+            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                scratch[s.name] = frozenset({self._def("other", s)})
+            elif isinstance(s, (ast.Import, ast.ImportFrom)):
+                for a in s.names:
+                    name = a.asname or a.name.split(".")[0]
+                    scratch[name] = frozenset({self._def("other", s, None, hash(name))})
+            elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                for h in s.handlers:
+                    if h.name:
+                        scratch[h.name] = frozenset({self._def("other", h)})
+            elif isinstance(s, ast.Match):
+                for case in s.cases:
+                    for n in ast.walk(case.pattern):
+                        name = getattr(n, "name", None)
+                        if isinstance(name, str):
+                            scratch[name] = scratch.get(name, frozenset()) | {self._def("other", case)}
+            for k, v in scratch.items():
+                out[k] = out[k] | v if k in out else v
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list):
+                    self._assigned(inner, out)
+            for h in getattr(s, "handlers", ()):
+                self._assigned(h.body, out)
+            for case in getattr(s, "cases", ()):
+                self._assigned(case.body, out)
 
     def _stmt(self, s: ast.stmt, state: State) -> State | None:
         if isinstance(s, ast.Assign):

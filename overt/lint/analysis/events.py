@@ -2,7 +2,8 @@
 
 A rule about order ("is the reset between backward() and step()?") reads a
 list of :class:`Event` rather than the raw tree.  Calls to functions defined in
-the same file are followed (two levels deep), so a loop that calls
+the same file, or imported from another module of the linted package, are
+followed (two levels deep), so a loop that calls
 ``train_one_epoch(...)`` sees the resets and mode switches inside it; the event
 then carries the call site as ``site`` so findings point at the caller's line.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
+from overt.lint.analysis.values import resolve_in
 from overt.lint.index import FileIndex, FuncNode, dotted, is_const, kwarg
 
 CLIP_NAMES = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
@@ -117,10 +119,32 @@ def _classified(ix: FileIndex, node: ast.AST) -> Event | None:
     return ev
 
 
+def _callee(ix: FileIndex, call: ast.Call) -> tuple[FileIndex, FuncNode | None]:
+    """The function a call reaches: in this file (``f()``, ``self.f()``), or imported from
+    another module of the project (``from .loops import train_one_epoch``)."""
+    func = ix.callee(call)
+    if func is not None:
+        return ix, func
+    if ix.project is not None and ix.imports:
+        f = call.func
+        while isinstance(f, ast.Attribute):
+            f = f.value
+        if isinstance(f, ast.Name) and f.id in ix.imports and f.id not in _EXTERNAL:
+            found = resolve_in(ix, dotted(call.func) or "")
+            if isinstance(found, tuple):
+                return found
+    return ix, None
+
+
+_EXTERNAL = frozenset({"torch", "nn", "F", "np", "numpy", "optim", "os", "sys", "math", "random", "time",
+                       "json", "tqdm", "logging", "pathlib", "Path", "functional"})
+
+
 def events(ix: FileIndex, body: ast.AST | list[ast.stmt], depth: int = 2,
            _seen: frozenset[int] = frozenset()) -> list[Event]:
     """Events under ``body`` (a node or a statement list) in source order,
-    not entering nested definitions, following in-file helpers ``depth`` deep.
+    not entering nested definitions, following helpers (in this file or imported from the
+    project) ``depth`` deep.
     The returned list is cached: read it, do not modify it."""
     key = ("events", id(body) if not isinstance(body, list) else tuple(id(s) for s in body), depth, _seen)
     hit = ix.cache.get(key)
@@ -133,9 +157,13 @@ def events(ix: FileIndex, body: ast.AST | list[ast.stmt], depth: int = 2,
         if ev is not None:
             out.append(ev)
         if depth > 0 and isinstance(node, ast.Call):
-            callee = ix.callee(node)
+            ckey = ("callee", id(node))
+            found = ix.cache.get(ckey)
+            if found is None:
+                found = ix.cache[ckey] = _callee(ix, node)
+            where, callee = found
             if callee is not None and id(callee) not in _seen:
-                for inner in events(ix, callee.body, depth - 1, _seen | {id(callee)}):
+                for inner in events(where, callee.body, depth - 1, _seen | {id(callee)}):
                     out.append(replace(inner, site=node, nested=True))
     ix.cache[key] = out
     return out

@@ -3,10 +3,11 @@
 A rule that meets ``from .models import Net`` asks the project for ``models``; the
 project finds the file next to the importing one (relative imports, sibling
 scripts, packages up to the first directory without ``__init__.py``), parses it
-once and keeps its :class:`~overt.lint.index.FileIndex`.  Files that are linted in
-the same run are registered as they are parsed, so nothing is read twice; files
-reached only through imports are parsed on demand, at most ``MAX_EXTRA`` of them
-per run, which bounds the cost on any tree.
+once and keeps its :class:`~overt.lint.index.FileIndex` for the rest of the run
+(when that module's own turn to be linted comes, the same index is used).  Only
+imported modules are kept, at most ``MAX_MODULES`` of them, so memory and time stay
+bounded on any tree: past that, imports are not followed and the rules that
+would need them stay silent.
 """
 
 from __future__ import annotations
@@ -19,33 +20,33 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from overt.lint.index import FileIndex
 
-MAX_EXTRA = 200
+MAX_MODULES = 128
 
 
 class Project:
-    """Parsed modules by path, filled by the linter and on demand."""
+    """The imported modules of the project, parsed on demand, by path."""
 
     def __init__(self) -> None:
         self._files: dict[Path, FileIndex | None] = {}
+        self._paths: dict[tuple, Path | None] = {}
         self._extra = 0
-
-    def register(self, path: Path, ix: "FileIndex") -> None:
-        self._files[path.resolve()] = ix
 
     def known(self, path: Path, source: str) -> "FileIndex | None":
         """The index already built for ``path`` when its source is unchanged (a module parsed
         for an import earlier in the run is not parsed again when its turn to be linted comes)."""
-        ix = self._files.get(path.resolve())
+        ix = self._files.get(path) or self._files.get(path.resolve())
         if ix is not None and ix.source_lines == source.splitlines():
             return ix
         return None
 
     def index_for(self, path: Path) -> "FileIndex | None":
+        if path in self._files:
+            return self._files[path]
         key = path.resolve()
         if key in self._files:
             return self._files[key]
         ix = None
-        if self._extra < MAX_EXTRA:
+        if self._extra < MAX_MODULES:
             self._extra += 1
             ix = _parse(key, self)
         self._files[key] = ix
@@ -55,25 +56,32 @@ class Project:
         """The file that ``from <level dots><module> import ...`` in ``ix`` refers to, if it is in the project."""
         if ix.path is None:
             return None
-        parts = module.split(".") if module else []
-        here = ix.path.resolve().parent
-        if level > 0:
-            base = here
-            for _ in range(level - 1):
-                base = base.parent
-            roots = [base]
-        else:
-            roots = [here]
-            d = here
-            while (d / "__init__.py").is_file() and d.parent != d:
-                d = d.parent
-                roots.append(d)
-        for root in roots:
-            target = root.joinpath(*parts) if parts else root
-            for cand in (target.with_suffix(".py") if parts else None, target / "__init__.py"):
-                if cand is not None and cand.is_file():
-                    return self.index_for(cand)
-        return None
+        key = (ix.path, module, level)
+        if key not in self._paths:
+            self._paths[key] = _find(ix.path.resolve().parent, module, level)
+        found = self._paths[key]
+        return self.index_for(found) if found is not None else None
+
+
+def _find(here: Path, module: str | None, level: int) -> Path | None:
+    parts = module.split(".") if module else []
+    if level > 0:
+        base = here
+        for _ in range(level - 1):
+            base = base.parent
+        roots = [base]
+    else:
+        roots = [here]
+        d = here
+        while (d / "__init__.py").is_file() and d.parent != d:
+            d = d.parent
+            roots.append(d)
+    for root in roots:
+        target = root.joinpath(*parts) if parts else root
+        for cand in (target.with_suffix(".py") if parts else None, target / "__init__.py"):
+            if cand is not None and cand.is_file():
+                return cand
+    return None
 
 
 def _parse(path: Path, project: Project) -> "FileIndex | None":

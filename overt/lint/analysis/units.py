@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from overt.lint.analysis.events import events
+from overt.lint.analysis.values import values_for
 from overt.lint.index import EVAL_FUNC_TOKENS, FACTORIES, FileIndex, FuncNode, dotted, kwarg, tokens
 
 CLASSIFICATION_DATASETS = {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100",
@@ -61,11 +62,17 @@ def is_eval_function(func: FuncNode) -> bool:
 
 
 def model_calls(ix: FileIndex, node: ast.AST) -> list[ast.Call]:
+    """Calls of a model under ``node``: a name that holds (or is named like) a model, or a
+    name that holds an instance of a module class of the project (``clf = Net()``,
+    ``def evaluate(clf: Net, ...)``)."""
     out = []
     for n in ix.scope_nodes(node):
         if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)):
             text = dotted(n.func)
-            if text and ix.is_model(text) and text not in ix.functions and text not in ix.classes:
+            if not text or text in ix.functions or text in ix.classes:
+                continue
+            if ix.is_model(text) or (isinstance(n.func, ast.Name) and values_for(ix).may_hold_classes
+                                     and values_for(ix).of(n.func).cls is not None):
                 out.append(n)
     return out
 

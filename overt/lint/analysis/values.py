@@ -141,6 +141,18 @@ class Values:
         self._forward: dict[int, Value] = {}
         self._returns: dict[int, Value] = {}
 
+    @property
+    def may_hold_classes(self) -> bool:
+        """Can a name here hold an instance of a project module class? (A class defined
+        here, or a capitalised name imported from a module that is not torch's.)"""
+        found = self.ix.cache.get("may_hold_classes")
+        if found is None:
+            found = bool(self.ix.module_classes) or any(
+                sym and sym[:1].isupper() and not self.ix.is_torchish(f"{mod or ''}.{sym}".strip("."))
+                for mod, _, sym in self.ix.imports.values())
+            self.ix.cache["may_hold_classes"] = found
+        return found
+
     # -- scopes -----------------------------------------------------------------
     def scope(self, node: ast.AST) -> ast.AST:
         """The function (or lambda) whose locals ``node`` reads, else the module."""
@@ -152,7 +164,7 @@ class Values:
     def flow(self, scope: ast.AST) -> ReachingDefs:
         f = self._flows.get(id(scope))
         if f is None:
-            f = self._flows[id(scope)] = ReachingDefs(scope)
+            f = self._flows[id(scope)] = ReachingDefs(scope, self.ix.kids)
         return f
 
     def defs(self, name: ast.Name) -> frozenset[Def]:
@@ -473,6 +485,14 @@ class Values:
 
 
 def resolve_in(ix: FileIndex, text: str, hops: int = 0) -> "ClassRef | tuple[FileIndex, FuncNode] | None":
+    """The project class (an ``nn.Module`` subclass) or function ``text`` names in ``ix``."""
+    key = ("resolve", text)
+    if key not in ix.cache:
+        ix.cache[key] = _resolve(ix, text, hops)
+    return ix.cache[key]
+
+
+def _resolve(ix: FileIndex, text: str, hops: int) -> "ClassRef | tuple[FileIndex, FuncNode] | None":
     head, _, rest = text.partition(".")
     if not rest:
         if head in ix.module_classes:

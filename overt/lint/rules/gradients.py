@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from overt.lint.analysis.events import Event, events, function_events
 from overt.lint.analysis.units import function_units, loop_units
+from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, dotted, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit, rule
 
@@ -163,7 +164,7 @@ def _loss_value(ix: FileIndex, value: ast.AST) -> bool:
     """Is ``value`` plainly a loss computed by a loss function (or a model output's ``.loss``)?"""
     if isinstance(value, ast.Attribute) and value.attr == "loss":
         return True
-    return isinstance(value, ast.Call) and ix.is_loss_fn(value) is not None
+    return isinstance(value, ast.Call) and (ix.is_loss_fn(value) is not None or bool(values_for(ix).of(value).loss))
 
 
 @rule("accumulation-unscaled")

@@ -18,18 +18,19 @@ REGRESSION_LOSSES = {"MSELoss", "mse_loss", "L1Loss", "l1_loss", "SmoothL1Loss",
 
 def loss_kind(ix: FileIndex, call: ast.Call) -> str | None:
     """The loss a call computes: by name (``nn.CrossEntropyLoss()(...)``, ``F.nll_loss``,
-    ``criterion`` assigned a loss module), or by following ``call.func`` to a loss module
-    (a parameter bound to one at every call site, a ``self.X`` loss attribute)."""
+    ``criterion`` assigned a loss module), or, for a criterion-like name, by following it
+    to a loss module (a parameter bound to one at every call site, a ``self.X`` attribute)."""
     kind = ix.is_loss_fn(call)
     if kind not in (None, "unknown"):
         return kind
-    if isinstance(call.func, (ast.Name, ast.Attribute)):
+    if kind == "unknown":  # named like a criterion: follow it (a parameter, an attribute) to its loss module
         found = values_for(ix).of(call.func).loss_module
         if found:
             return found
     return kind
 
 
+_CHECKED = LOGIT_LOSSES | LOGPROB_LOSSES | SIGMOID_LOSSES
 _WHAT = {"probs": "softmax probabilities", "sigmoid": "sigmoid outputs", "logits": "raw logits"}
 
 
@@ -55,7 +56,7 @@ def softmax_before_cross_entropy(ix: FileIndex) -> Iterator[Hit]:
     vals = values_for(ix)
     for call in ix.calls:
         kind = loss_kind(ix, call)
-        if kind is None or kind == "unknown":
+        if kind not in _CHECKED:
             continue
         arg = call.args[0] if call.args else kwarg(call, "input")
         if arg is None:
@@ -79,14 +80,18 @@ def _base_name(expr: ast.AST | None) -> str | None:
 @rule("wrong-loss-for-task")
 def wrong_loss_for_task(ix: FileIndex) -> Iterator[Hit]:
     labels = label_names(ix)
+    vals = values_for(ix)
     for call in ix.calls:
-        kind = ix.is_loss_fn(call)
+        kind = loss_kind(ix, call)
         if kind not in REGRESSION_LOSSES:
             continue
         target = call.args[1] if len(call.args) > 1 else kwarg(call, "target")
+        if target is None:
+            continue
         name = _base_name(target)
-        if name and name in labels:
+        if (name and name in labels) or vals.of(target).labels:
+            shown = name or ix.segment(target)
             yield Hit("wrong-loss-for-task", call,
-                      f"{kind} is a regression loss but `{name}` holds integer class indices, so the model is "
+                      f"{kind} is a regression loss but `{shown}` holds integer class indices, so the model is "
                       f"trained to output the class number as a value; use CrossEntropyLoss on logits with "
                       f"the class indices as targets")

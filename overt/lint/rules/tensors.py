@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.events import events
+from overt.lint.analysis.values import values_for
 from overt.lint.analysis.units import (is_factory, loader_iter, loop_units, param_names, target_names,
                                        tensor_names)
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
@@ -174,13 +175,16 @@ def _bare_refs(expr: ast.AST, names: set[str]) -> bool:
 
 @rule("graph-leak")
 def graph_leak(ix: FileIndex) -> Iterator[Hit]:
+    vals = values_for(ix)
     for loop in ix.loops:
-        evs = events(ix, loop, depth=0)
+        evs = events(ix, loop, depth=1)  # backward() in a helper the loop calls counts too
         backs = [e for e in evs if e.kind == "backward"]
         if not backs or ix.under_no_grad(loop):
             continue
         losses = set()
         for e in backs:
+            if e.nested:
+                continue
             expr = e.info.get("expr")
             if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "scale" \
                     and expr.args:
@@ -188,8 +192,8 @@ def graph_leak(ix: FileIndex) -> Iterator[Hit]:
             if isinstance(expr, ast.Name):
                 losses.add(expr.id)
         for n in ix.scope_nodes(loop):
-            if isinstance(n, ast.Assign):
-                if isinstance(n.value, ast.Call) and ix.is_loss_fn(n.value) not in (None, "unknown"):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+                if ix.is_loss_fn(n.value) not in (None, "unknown") or vals.of(n.value).loss:
                     losses.update(dotted(t) for t in n.targets if isinstance(t, ast.Name))
         for n in ix.scope_nodes(loop):  # `loss = loss.item()` after backward: no graph kept
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
