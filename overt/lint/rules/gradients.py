@@ -212,13 +212,13 @@ def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
     scopes += [f.body for funcs in ix.functions.values() for f in funcs]
     for body in scopes:
         pending = False
-        for ev in events(ix, body, depth=0):
+        for ev in events(ix, body, depth=1):  # a clipping helper (in this file or imported) counts
             if ev.kind == "backward":
                 pending = bool(ev.info.get("scaled"))
             elif ev.kind in ("unscale", "step"):
                 pending = False
             elif ev.kind == "clip" and pending:
-                yield Hit("clip-before-unscale", ev.node,
+                yield Hit("clip-before-unscale", ev.site,
                           "gradients are clipped while still multiplied by the GradScaler's scale, so the "
                           "threshold is compared with scaled values and clipping is a no-op or wipes out the "
                           "update; call scaler.unscale_(optimizer) before clipping")

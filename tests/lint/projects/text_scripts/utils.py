@@ -1,0 +1,15 @@
+import torch
+
+
+def clip_gradients(model, max_norm=1.0):
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def validate(model, loader):
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for tokens, labels in loader:
+            correct += (model(tokens).argmax(1) == labels).sum().item()
+            total += len(labels)
+    return correct / total

@@ -1,0 +1,1 @@
+"""A small image-classification package: model, training loop and helpers in three modules."""
