@@ -4,14 +4,18 @@
 
 The tree is built in a temporary directory by replicating the lint test
 fixtures (correct and incorrect training scripts, modules, notebooks' worth of
-loops: ``tests/lint/fixtures/**/*.py``) into sub-packages until it holds at
-least ``--lines`` lines.  Two timings are reported, each the median of
+loops: ``tests/lint/fixtures/**/*.py``) and the multi-file sample projects
+(``tests/lint/projects/``: packages whose modules import each other, so the
+project index follows imports across files) into sub-directories until it
+holds at least ``--lines`` lines.  Two timings are reported, each the median of
 ``--repeats`` runs:
 
-- in-process: ``overt.lint.lint_paths`` over the tree (discovery + parse + rules);
+- in-process: ``overt.lint.lint_paths`` over the tree (discovery + parse + project
+  index + rules);
 - command line: ``python -m overt lint TREE`` wall time, interpreter start included.
 
-Target (issue 4): the whole 10,000+ line tree in under 2 seconds.
+Targets: the whole 10,000+ line tree in under 2 seconds (issue 4), and at least
+10,000 lines/s in-process with the project index on (issue 11).
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ from overt.lint.config import LintConfig  # noqa: E402
 
 def build_tree(root: Path, min_lines: int) -> tuple[int, int]:
     """Copy the fixtures into ``root`` until it has ``min_lines`` lines; return (files, lines)."""
-    sources = sorted((REPO / "tests" / "lint" / "fixtures").glob("**/*.py"))
+    lint = REPO / "tests" / "lint"
+    sources = [(src, Path(src.parent.name) / src.name) for src in sorted((lint / "fixtures").glob("**/*.py"))]
+    sources += [(src, src.relative_to(lint)) for src in sorted((lint / "projects").glob("**/*.py"))]
     files = lines = copy = 0
     while lines < min_lines:
-        for src in sources:
-            dest = root / f"pkg{copy:03d}" / src.parent.name / src.name
+        for src, rel in sources:
+            dest = root / f"pkg{copy:03d}" / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest)
             files += 1
@@ -72,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tree: {n_files} files, {n_lines} lines, {findings} findings")
         print(f"in-process  : {t_in:.3f} s  -> {n_lines / t_in:,.0f} lines/s")
         print(f"command line: {t_cli:.3f} s  -> {n_lines / t_cli:,.0f} lines/s (interpreter start included)")
-        print(f"target (< 2 s for the whole tree): {'met' if t_cli < 2.0 else 'NOT met'}")
+        print(f"targets: < 2 s for the whole tree: {'met' if t_cli < 2.0 else 'NOT met'}; "
+              f">= 10,000 lines/s in-process: {'met' if n_lines / t_in >= 10_000 else 'NOT met'}")
     return 0
 
 

@@ -24,19 +24,38 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
             continue
         edits, note = [], ""
         if flag is None:
-            line = ix.source_lines[call.end_lineno - 1] if call.end_lineno <= len(ix.source_lines) else ""
-            close = call.end_col_offset - 1
-            if line[close:close + 1] == ")":
-                head = line[:close].rstrip()
-                sep = "" if head.endswith(("(", ",")) else ", "
-                sep = " " if head.endswith(",") else sep
-                edits = [Edit(call.end_lineno, close, call.end_lineno, close, f"{sep}weights_only=True")]
-                note = "torch.load(...) -> torch.load(..., weights_only=True)"
+            edits = _weights_only_edit(ix, call)
+            note = "torch.load(...) -> torch.load(..., weights_only=True)" if edits else ""
         what = "weights_only=False" if flag is not None else "without weights_only=True"
         yield Hit("unsafe-load", call,
                   f"torch.load {what} unpickles arbitrary objects, so loading a checkpoint can run code hidden "
                   f"in it; pass weights_only=True and save state_dicts (or use safetensors)",
                   edits=edits, fix_note=note)
+
+
+def _weights_only_edit(ix: FileIndex, call: ast.Call) -> list[Edit]:
+    """Insert ``weights_only=True`` as the last argument of ``call`` (columns in UTF-8 bytes)."""
+    lines = ix.source_lines
+    if call.end_lineno > len(lines):
+        return []
+    line = lines[call.end_lineno - 1].encode("utf-8")
+    close = call.end_col_offset - 1
+    if line[close:close + 1] != b")":
+        return []
+    head = line[:close].rstrip()
+    if head:  # `torch.load(a)`, `torch.load(a, )`, `torch.load(`+`)`
+        sep = "" if head.endswith(b"(") else " " if head.endswith(b",") else ", "
+        return [Edit(call.end_lineno, close, call.end_lineno, close, f"{sep}weights_only=True")]
+    # `)` on a line of its own: the argument goes on a line before it
+    prev = call.end_lineno - 1
+    while prev > call.lineno and not lines[prev - 1].strip():
+        prev -= 1
+    text = lines[prev - 1]
+    indent = text[:len(text) - len(text.lstrip())]
+    if text.rstrip().endswith(","):
+        return [Edit(call.end_lineno, 0, call.end_lineno, 0, f"{indent}weights_only=True,\n")]
+    end = len(text.rstrip().encode("utf-8"))
+    return [Edit(prev, end, prev, end, ", weights_only=True")]
 
 
 @rule("whole-model-save")
