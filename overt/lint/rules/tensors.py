@@ -51,12 +51,25 @@ def _moved_or_index(ix: FileIndex, node: ast.AST) -> bool:
     return False
 
 
+def _forward_and_helpers(ix: FileIndex, cls: ast.ClassDef) -> list[ast.FunctionDef]:
+    """``forward`` and the methods of the class it calls (``self._mask(x)``), one level deep."""
+    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    forward = methods.get("forward")
+    if forward is None:
+        return []
+    out = [forward]
+    for n in ix.scope_nodes(forward):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self":
+            helper = methods.get(n.func.attr)
+            if helper is not None and helper not in out and not helper.name.startswith("__"):
+                out.append(helper)
+    return out
+
+
 @rule("device-mismatch")
 def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
     for cname in ix.module_classes:
-        for item in ix.classes[cname].body:
-            if not (isinstance(item, ast.FunctionDef) and item.name == "forward"):
-                continue
+        for item in _forward_and_helpers(ix, ix.classes[cname]):
             moved = set()
             for n in ix.scope_nodes(item):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
@@ -75,8 +88,9 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 if isinstance(parent, ast.Assign) and any(dotted(t) in moved for t in parent.targets):
                     continue
+                where = "forward()" if item.name == "forward" else f"{item.name}() (called by forward())"
                 yield Hit("device-mismatch", n,
-                          f"torch.{last}(...) inside forward() creates the tensor on the CPU whatever device the "
+                          f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the "
                           f"model and its input are on, so the model fails (or silently runs on the CPU) on a "
                           f"GPU; pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
                           f"buffer in __init__")
