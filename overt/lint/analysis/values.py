@@ -70,7 +70,7 @@ class Value:
     positions, -1 for the last one, a string for ModuleDict keys).
     ``loss_module``: the loss class (``CrossEntropyLoss``) of a loss module;
     ``loss``: the loss kind when the value is a computed loss; ``labels``: integer
-    class indices.
+    class indices; ``tensor``: certainly a tensor (made by a torch factory or op).
     """
 
     head: str | None = None
@@ -81,6 +81,7 @@ class Value:
     loss_module: str | None = None
     loss: str | None = None
     labels: bool = False
+    tensor: bool = False
 
     def member(self, key: object) -> "Value":
         for k, v in self.members or ():
@@ -104,7 +105,7 @@ def join(values: list[Value]) -> Value:
     if len(values) == 1:
         return first
     kw = {}
-    for f in ("head", "layer", "cls", "members", "loss_module", "loss", "labels"):
+    for f in ("head", "layer", "cls", "members", "loss_module", "loss", "labels", "tensor"):
         v = getattr(first, f)
         if all(getattr(o, f) == v for o in values[1:]):
             kw[f] = v
@@ -213,7 +214,7 @@ class Values:
                 return base.member(key) if key is not None else UNKNOWN
             if base.is_module:
                 return UNKNOWN
-            return Value(head=base.head, origin=base.origin, labels=base.labels)  # indexing a tensor keeps its kind
+            return Value(head=base.head, origin=base.origin, labels=base.labels, tensor=base.tensor)  # keeps its kind
         if isinstance(expr, ast.IfExp):
             return join([self.of(expr.body, depth + 1), self.of(expr.orelse, depth + 1)])
         if isinstance(expr, ast.NamedExpr):
@@ -313,7 +314,7 @@ class Values:
                 q = ix.qualname(func) or ""
                 recv = (dotted(func.value) or "").split(".")[0]
                 if ix.is_torchish(q) or recv not in ix.imports:  # torch's op, or a tensor method
-                    return Value(head=ACTIVATION_FUNCS[attr], origin=f"line {call.lineno}")
+                    return Value(head=ACTIVATION_FUNCS[attr], origin=f"line {call.lineno}", tensor=True)
             if attr == "log" and call.args and (dotted(func) or "").rsplit(".", 1)[0] in ("torch", "math.torch"):
                 inner = self.of(call.args[0], depth + 1)
                 return Value(head="logprobs", origin=inner.origin) if inner.head == "probs" else UNKNOWN
@@ -323,18 +324,18 @@ class Values:
             if attr in PASS_THROUGH and not _is_self_attr(func):
                 inner = self.of(func.value, depth + 1)
                 if attr in LABEL_CALLS:
-                    return Value(labels=True)
+                    return Value(labels=True, tensor=inner.tensor or attr == "long")
                 return inner
             if attr in LABEL_CALLS:
                 return Value(labels=True)
             if attr == "detach":
                 inner = self.of(func.value, depth + 1)
-                return Value(head=inner.head, origin=inner.origin, labels=inner.labels)
+                return Value(head=inner.head, origin=inner.origin, labels=inner.labels, tensor=True)
         q = ix.qualname(func) or ""
         last = q.rsplit(".", 1)[-1]
         if isinstance(func, ast.Name) and last in ACTIVATION_FUNCS and last not in ix.functions \
                 and ix.is_torchish(q):
-            return Value(head=ACTIVATION_FUNCS[last], origin=f"line {call.lineno}")
+            return Value(head=ACTIVATION_FUNCS[last], origin=f"line {call.lineno}", tensor=True)
         if last == "argmax" and ix.is_torchish(q):
             return Value(labels=True)
         if q == "torch.compile" and call.args:
@@ -344,7 +345,7 @@ class Values:
             return Value(head="logprobs", origin=inner.origin) if inner.head == "probs" else UNKNOWN
         if q.startswith("torch.") and q.count(".") == 1 and last in FACTORIES:
             dtype = (dotted(kwarg(call, "dtype")) or "").rsplit(".", 1)[-1]
-            return Value(labels=last == "randint" or dtype in INT_DTYPES)
+            return Value(labels=last == "randint" or dtype in INT_DTYPES, tensor=True)
         # a torch layer or loss module being built
         if "." in q and ix.is_torchish(q) and last[:1].isupper() and (q.startswith(("nn.", "torch.nn."))
                                                                        or ".nn." in f".{q}"):

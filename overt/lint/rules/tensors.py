@@ -24,7 +24,8 @@ def to_without_assign(ix: FileIndex) -> Iterator[Hit]:
             continue
         recv = call.func.value
         name = dotted(recv)
-        if not isinstance(recv, ast.Name) or name not in tensors or ix.is_model(name):
+        if not isinstance(recv, ast.Name) or ix.is_model(name) or (
+                name not in tensors and not values_for(ix).of(recv).tensor):
             continue
         yield Hit("to-without-assign", call,
                   f"`{ix.segment(call)}` returns a moved copy and throws it away: tensors are not moved in place "
