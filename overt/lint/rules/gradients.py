@@ -208,6 +208,8 @@ def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
 
 @rule("clip-before-unscale")
 def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
+    if not any(isinstance(c.func, ast.Attribute) and c.func.attr == "scale" for c in ix.calls):
+        return  # no GradScaler-scaled backward() in this file
     scopes: list[list[ast.stmt]] = [ix.tree.body]
     scopes += [f.body for funcs in ix.functions.values() for f in funcs]
     for body in scopes:

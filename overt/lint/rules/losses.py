@@ -21,12 +21,11 @@ def loss_kind(ix: FileIndex, call: ast.Call) -> str | None:
     ``criterion`` assigned a loss module), or, for a criterion-like name, by following it
     to a loss module (a parameter bound to one at every call site, a ``self.X`` attribute)."""
     kind = ix.is_loss_fn(call)
-    if kind not in (None, "unknown"):
-        return kind
     if kind == "unknown":  # named like a criterion: follow it (a parameter, an attribute) to its loss module
-        found = values_for(ix).of(call.func).loss_module
-        if found:
-            return found
+        key = ("loss_kind", id(call))
+        if key not in ix.cache:
+            ix.cache[key] = values_for(ix).of(call.func).loss_module or kind
+        return ix.cache[key]
     return kind
 
 
