@@ -28,7 +28,8 @@ class Hit:
     node: ast.AST
     message: str
     edits: list[Edit] = field(default_factory=list)
-    fix_note: str = ""
+    fix_note: str = ""  # what --fix rewrites (``before -> after``), for fixable hits
+    fix: str = ""  # the fix on its own, when the rule states it apart from the message
 
     @property
     def line(self) -> int:

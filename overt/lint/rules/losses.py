@@ -33,20 +33,24 @@ _CHECKED = LOGIT_LOSSES | LOGPROB_LOSSES | SIGMOID_LOSSES
 _WHAT = {"probs": "softmax probabilities", "sigmoid": "sigmoid outputs", "logits": "raw logits"}
 
 
-def _mismatch(kind: str, head: str | None) -> str | None:
-    """Why feeding ``head`` to a loss of ``kind`` is wrong, or None when it is fine (or unknown)."""
-    if head == "probs" and kind in LOGIT_LOSSES:
-        return (f"{kind} applies log-softmax itself, so feeding it softmax probabilities applies softmax twice "
-                f"and shrinks the gradients; pass the raw logits (apply softmax only for predictions)")
-    if head == "probs" and kind in LOGPROB_LOSSES:
-        return (f"{kind} expects log-probabilities but gets softmax probabilities; use log_softmax (or "
-                f"CrossEntropyLoss on the raw logits)")
-    if head == "sigmoid" and kind in SIGMOID_LOSSES:
-        return (f"{kind} applies the sigmoid itself, so feeding it sigmoid outputs applies it twice; pass the "
-                f"raw logits (or use BCELoss on the probabilities)")
-    if head == "logits" and kind in LOGPROB_LOSSES:
-        return (f"{kind} expects log-probabilities but gets raw logits (the output of a linear layer); apply "
-                f"log_softmax first, or train with CrossEntropyLoss on the logits")
+# (what the input holds, the losses that must not get it, why, the fix)
+_MISMATCHES = [
+    ("probs", LOGIT_LOSSES, "{kind} applies log-softmax itself, so feeding it softmax probabilities applies softmax "
+     "twice and shrinks the gradients", "pass the raw logits (apply softmax only for predictions)"),
+    ("probs", LOGPROB_LOSSES, "{kind} expects log-probabilities but gets softmax probabilities",
+     "use log_softmax (or CrossEntropyLoss on the raw logits)"),
+    ("sigmoid", SIGMOID_LOSSES, "{kind} applies the sigmoid itself, so feeding it sigmoid outputs applies it twice",
+     "pass the raw logits (or use BCELoss on the probabilities)"),
+    ("logits", LOGPROB_LOSSES, "{kind} expects log-probabilities but gets raw logits (the output of a linear layer)",
+     "apply log_softmax first, or train with CrossEntropyLoss on the logits"),
+]
+
+
+def _mismatch(kind: str, head: str | None) -> tuple[str, str] | None:
+    """(why, fix) when feeding ``head`` to a loss of ``kind`` is wrong; None when it is fine (or unknown)."""
+    for held, losses, why, fix in _MISMATCHES:
+        if head == held and kind in losses:
+            return why.format(kind=kind), fix
     return None
 
 
@@ -61,12 +65,13 @@ def softmax_before_cross_entropy(ix: FileIndex) -> Iterator[Hit]:
         if arg is None:
             continue
         v = vals.of(arg)
-        why = _mismatch(kind, v.head)
-        if why is None:
+        found = _mismatch(kind, v.head)
+        if found is None:
             continue
+        why, fix = found
         direct = isinstance(arg, ast.Call) and v.origin == f"line {arg.lineno}"
         src = "" if direct else f"its input holds {_WHAT[v.head]} (made at {v.origin}): "
-        yield Hit("softmax-before-cross-entropy", call, f"{src}{why}")
+        yield Hit("softmax-before-cross-entropy", call, f"{src}{why}; {fix}", fix=fix)
 
 
 def _base_name(expr: ast.AST | None) -> str | None:
