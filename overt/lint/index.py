@@ -97,7 +97,8 @@ class FileIndex:
     source_lines: list[str]
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified
-    imports: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)  # name -> (module, level, symbol)
+    # local name -> (module, relative-import level, imported symbol or None for `import module`)
+    imports: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
     calls: list[ast.Call] = field(default_factory=list)
     attributes: list[ast.Attribute] = field(default_factory=list)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)

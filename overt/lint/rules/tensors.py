@@ -135,7 +135,8 @@ def inputs_require_grad(ix: FileIndex) -> Iterator[Hit]:
             if hit:
                 yield Hit("inputs-require-grad", n,
                           f"the batch tensor `{hit}` is set to require grad in the training loop but its "
-                          f"gradient is never read, so autograd does extra work every step; do not set requires_grad on `{hit}`")
+                          f"gradient is never read, so autograd does extra work every step; do not set "
+                          f"requires_grad on `{hit}`")
 
 
 @rule("data-attribute")
