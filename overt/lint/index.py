@@ -34,6 +34,7 @@ NOT_MODEL_TOKENS = frozenset({"dict", "state", "states", "path", "paths", "file"
                               "checkpoint", "kind", "size", "url", "str", "list", "info", "loss", "losses",
                               "optimizer", "opt", "loader", "data", "dataset", "input", "inputs", "factory",
                               "builder", "fns", "hook", "hooks", "registry", "spec", "mode", "version"})
+INT_DTYPES = frozenset({"long", "int64", "int32", "int", "int16", "int8", "uint8"})
 FACTORIES = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye",
                        "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "from_numpy"})
 

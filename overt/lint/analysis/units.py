@@ -7,15 +7,13 @@ import ast
 
 from overt.lint.analysis.events import events
 from overt.lint.analysis.values import values_for
-from overt.lint.index import EVAL_FUNC_TOKENS, FACTORIES, FileIndex, FuncNode, dotted, kwarg, tokens
+from overt.lint.index import EVAL_FUNC_TOKENS, FACTORIES, INT_DTYPES, FileIndex, FuncNode, dotted, kwarg, tokens
 
 CLASSIFICATION_DATASETS = {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100",
                            "SVHN", "STL10", "ImageFolder", "ImageNet", "Caltech101", "Food101", "Flowers102"}
 
-INT_DTYPES = {"long", "int64", "int32", "int", "int16", "int8", "uint8"}
 
 _FRAMEWORK_HOOK_SUFFIXES = ("_step", "_epoch_end", "_end", "_start")
-
 
 
 def loop_units(ix: FileIndex) -> list[ast.stmt]:
@@ -218,4 +216,3 @@ def param_names(ix: FileIndex) -> set[str]:
                 names = target_names(loop.target)
                 out.add(names[-1]) if names else None
     return out
-

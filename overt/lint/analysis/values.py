@@ -27,7 +27,7 @@ import ast
 from dataclasses import dataclass, replace
 
 from overt.lint.analysis.defs import Def, ReachingDefs
-from overt.lint.index import FileIndex, FuncNode, dotted, kwarg
+from overt.lint.index import FACTORIES, INT_DTYPES, FileIndex, FuncNode, dotted, kwarg
 
 MAX_DEPTH = 8
 PASS_THROUGH = frozenset({"view", "reshape", "squeeze", "unsqueeze", "float", "double", "half", "to", "cuda",
@@ -38,9 +38,6 @@ ACTIVATION_LAYERS = {"Softmax": "probs", "Sigmoid": "sigmoid", "LogSoftmax": "lo
 ACTIVATION_FUNCS = {"softmax": "probs", "sigmoid": "sigmoid", "log_softmax": "logprobs", "logsigmoid": "logsigmoid"}
 LINEAR_LAYERS = frozenset({"Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d"})
 LABEL_CALLS = frozenset({"long", "argmax", "int"})
-INT_DTYPES = frozenset({"long", "int64", "int32", "int", "int16", "int8", "uint8"})
-FACTORIES = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye",
-                       "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "from_numpy"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,7 +290,27 @@ class Values:
                     found.setdefault(str(n.args[1].value), []).append(self.of(n.args[2]))
         for attr, vals in found.items():
             out[attr] = join(vals)
+        for attr in self._reassigned(ref.node):  # set again outside __init__: could be anything when called
+            out.pop(attr, None)
         self._attrs[key] = out
+        return out
+
+    def _reassigned(self, cls: ast.ClassDef) -> set[str]:
+        """Attributes ``self.X`` assigned in a method other than ``__init__``."""
+        out = set()
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name != "__init__":
+                for n in self.ix.scope_nodes(item):
+                    if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                            if isinstance(t, ast.Attribute) and dotted(t.value) == "self":
+                                out.add(t.attr)
+                    elif isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "self.add_module",
+                                                                        "self.register_module"):
+                        return {t.attr for m in ast.walk(cls) if isinstance(m, ast.Assign) for t in m.targets
+                                if isinstance(t, ast.Attribute) and dotted(t.value) == "self"} | {
+                            str(a.args[0].value) for a in ast.walk(cls) if isinstance(a, ast.Call)
+                            and a.args and isinstance(a.args[0], ast.Constant)}  # registered by name: all unknown
         return out
 
     def bases(self, ref: ClassRef) -> list[ClassRef]:
@@ -347,8 +364,7 @@ class Values:
             dtype = (dotted(kwarg(call, "dtype")) or "").rsplit(".", 1)[-1]
             return Value(labels=last == "randint" or dtype in INT_DTYPES, tensor=True)
         # a torch layer or loss module being built
-        if "." in q and ix.is_torchish(q) and last[:1].isupper() and (q.startswith(("nn.", "torch.nn."))
-                                                                       or ".nn." in f".{q}"):
+        if "." in q and ix.is_torchish(q) and last[:1].isupper() and ".nn." in f".{q}":
             if last.endswith("Loss"):
                 return Value(loss_module=last)
             return self._layer(call, last, depth)
@@ -460,7 +476,10 @@ class Values:
             positional = positional[1:]
             if arg.arg in ("self", "cls"):
                 return UNKNOWN
-        sites = self.ix.call_sites(func)
+        # a method is called as self.f(...); a function as f(...) (not obj.f(...): another object's method)
+        sites = [c for c in self.ix.call_sites(func)
+                 if (isinstance(c.func, ast.Attribute) and dotted(c.func.value) == "self") == is_method
+                 and (is_method or isinstance(c.func, ast.Name))]
         if not sites:
             return UNKNOWN
         vals = []
