@@ -15,7 +15,7 @@ from pathlib import Path
 from overt.findings import Finding
 from overt.lint.analysis.project import Project
 from overt.lint.config import LintConfig, find_pyproject, load_config
-from overt.lint.engine import FileResult, lint_file, lint_source
+from overt.lint.engine import FileResult, cyclic_gc_paused, lint_file, lint_source
 from overt.lint.files import discover
 
 
@@ -27,11 +27,12 @@ def lint_paths(paths: list[str | Path], config: LintConfig | None = None) -> tup
     files, errors = discover(ps, config.exclude, config.root)
     findings: list[Finding] = []
     project = Project()
-    for f in files:
-        res = lint_file(f, config.rules_for(f), project)
-        if res.error:
-            errors.append(res.error)
-        findings.extend(res.findings)
+    with cyclic_gc_paused():
+        for f in files:
+            res = lint_file(f, config.rules_for(f), project)
+            if res.error:
+                errors.append(res.error)
+            findings.extend(res.findings)
     return findings, errors
 
 

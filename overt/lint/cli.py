@@ -49,11 +49,7 @@ def _list_rules() -> str:
 
 
 def _under(f: Path, d: Path) -> bool:
-    try:
-        f.resolve().relative_to(d.resolve())
-        return True
-    except ValueError:
-        return False
+    return f == d or d in f.parents  # discover() lists a directory's files under the path as given
 
 
 def main(argv: list[str]) -> int:
@@ -80,7 +76,7 @@ def main(argv: list[str]) -> int:
 def _run(args: argparse.Namespace) -> int:
     from overt import __version__
     from overt.lint.config import STATIC_SLUGS, find_pyproject, load_config, resolve
-    from overt.lint.engine import lint_file, read_source
+    from overt.lint.engine import cyclic_gc_paused, lint_file, read_source
     from overt.lint.analysis.project import Project
     from overt.lint.files import discover, skipped_note
     from overt.lint.fix import apply_fixes
@@ -110,23 +106,24 @@ def _run(args: argparse.Namespace) -> int:
     findings = []
     fixed_notes: list[str] = []
     project = Project()
-    for f in files:
-        select = config.rules_for(f)
-        res = lint_file(f, select, project)
-        if args.fix and not res.error and res.notebook is None and any(h.edits for h in res.hits):
-            source = read_source(f)
-            new, done = apply_fixes(source, [h for h in res.hits if h.edits])
-            if done and new != source:
-                encoding, _ = tokenize.detect_encoding(io.BytesIO(f.read_bytes()).readline)
-                with open(f, "w", encoding=encoding, newline="") as fh:
-                    fh.write(new)
-                for h in done:
-                    code = next(e.code for e in ENTRIES if e.slug == h.slug)
-                    fixed_notes.append(f"{res.path}:{h.line}:{h.col}: fixed {code} {h.slug}: {h.fix_note}")
-                res = lint_file(f, select, project)
-        if res.error:
-            errors.append(res.error)
-        findings.extend(res.findings)
+    with cyclic_gc_paused():
+        for f in files:
+            select = config.rules_for(f)
+            res = lint_file(f, select, project)
+            if args.fix and not res.error and res.notebook is None and any(h.edits for h in res.hits):
+                source = read_source(f)
+                new, done = apply_fixes(source, [h for h in res.hits if h.edits])
+                if done and new != source:
+                    encoding, _ = tokenize.detect_encoding(io.BytesIO(f.read_bytes()).readline)
+                    with open(f, "w", encoding=encoding, newline="") as fh:
+                        fh.write(new)
+                    for h in done:
+                        code = next(e.code for e in ENTRIES if e.slug == h.slug)
+                        fixed_notes.append(f"{res.path}:{h.line}:{h.col}: fixed {code} {h.slug}: {h.fix_note}")
+                    res = lint_file(f, select, project)
+            if res.error:
+                errors.append(res.error)
+            findings.extend(res.findings)
 
     out = sys.stdout
     if args.format == "json":

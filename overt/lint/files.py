@@ -19,6 +19,7 @@ class _Ignores:
 
     def __init__(self, exclude: list[str], exclude_root: Path):
         self._specs: dict[Path, pathspec.PathSpec | None] = {}
+        self._chains: dict[Path, list[tuple[Path, pathspec.PathSpec]]] = {}
         self._exclude = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
         self._exclude_root = exclude_root.resolve()
 
@@ -45,12 +46,25 @@ class _Ignores:
             return False
         return self._exclude.match_file(rel + "/")
 
-    def ignored(self, path: Path, is_dir: bool, use_exclude: bool = True) -> bool:
-        return self.reason(path, is_dir, use_exclude) is not None
+    def ignored(self, path: Path, is_dir: bool, use_exclude: bool = True, resolved: bool = False) -> bool:
+        return self.reason(path, is_dir, use_exclude, resolved) is not None
 
-    def reason(self, path: Path, is_dir: bool, use_exclude: bool = True) -> str | None:
+    def _chain(self, directory: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+        """The .gitignore specs that apply below ``directory``: its own and its parents', up to
+        the repository root (cached per directory)."""
+        found = self._chains.get(directory)
+        if found is None:
+            own = self._spec(directory)
+            found = [(directory, own)] if own is not None else []
+            if not (directory / ".git").exists() and directory.parent != directory:
+                found = found + self._chain(directory.parent)
+            self._chains[directory] = found
+        return found
+
+    def reason(self, path: Path, is_dir: bool, use_exclude: bool = True, resolved: bool = False) -> str | None:
         """Why ``path`` is skipped (the config's exclude, or the .gitignore that matches it), or None."""
-        path = path.resolve()
+        if not resolved:
+            path = path.resolve()
         suffix = "/" if is_dir else ""
         if use_exclude and self._exclude is not None:
             try:
@@ -59,23 +73,26 @@ class _Ignores:
                     return "excluded by `exclude` in [tool.overt]"
             except ValueError:
                 pass
-        for d in path.parents:
-            spec = self._spec(d)
-            if spec is not None and spec.match_file(path.relative_to(d).as_posix() + suffix):
+        text = path.as_posix()
+        for d, spec in self._chain(path.parent):
+            base = d.as_posix().rstrip("/") + "/"
+            if spec.match_file(text[len(base):] + suffix):
                 return f"git-ignored by {d / '.gitignore'}"
-            if (d / ".git").exists():
-                break
         return None
 
 
 def _walk(p: Path, ignores: _Ignores | None, use_exclude: bool) -> list[Path]:
     found = []
+    real = p.resolve()  # resolved once; the walk's own paths are kept as given
     for root, dirs, names in os.walk(p):
         rp = Path(root)
+        rel = os.path.relpath(root, p)
+        rr = real if rel == "." else real / rel
         dirs[:] = sorted(d for d in dirs if d not in ALWAYS_SKIP
-                         and not (ignores and ignores.ignored(rp / d, True, use_exclude)))
+                         and not (ignores and ignores.ignored(rr / d, True, use_exclude, resolved=True)))
         for name in sorted(names):
-            if name.endswith(SUFFIXES) and not (ignores and ignores.ignored(rp / name, False, use_exclude)):
+            if name.endswith(SUFFIXES) and not (
+                    ignores and ignores.ignored(rr / name, False, use_exclude, resolved=True)):
                 found.append(rp / name)
     return found
 

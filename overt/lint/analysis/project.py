@@ -13,6 +13,7 @@ would need them stay silent.
 from __future__ import annotations
 
 import ast
+import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,13 +55,29 @@ class Project:
 
     def module(self, ix: "FileIndex", module: str | None, level: int) -> "FileIndex | None":
         """The file that ``from <level dots><module> import ...`` in ``ix`` refers to, if it is in the project."""
+        found = self.module_path(ix, module, level)
+        return self.index_for(found) if found is not None else None
+
+    def module_path(self, ix: "FileIndex", module: str | None, level: int) -> Path | None:
+        """The path of that module's file, without parsing it (None outside the project)."""
         if ix.path is None:
             return None
-        key = (ix.path, module, level)
+        here = ix.cache.get("dir")
+        if here is None:
+            here = ix.cache["dir"] = Path(os.path.abspath(ix.path.parent))
+        key = (here, module, level)
         if key not in self._paths:
-            self._paths[key] = _find(ix.path.resolve().parent, module, level)
-        found = self._paths[key]
-        return self.index_for(found) if found is not None else None
+            self._paths[key] = _find(here, module, level)
+        return self._paths[key]
+
+    def imports_project(self, ix: "FileIndex") -> bool:
+        """Does ``ix`` import anything from another module of the project?"""
+        found = ix.cache.get("imports_project")
+        if found is None:
+            found = ix.cache["imports_project"] = any(
+                level > 0 or self.module_path(ix, module, 0) is not None
+                for module, level, _ in ix.imports.values())
+        return found
 
 
 def _find(here: Path, module: str | None, level: int) -> Path | None:

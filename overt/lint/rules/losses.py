@@ -54,12 +54,20 @@ def _mismatch(kind: str, head: str | None) -> tuple[str, str] | None:
     return None
 
 
+def _may_make_probabilities(ix: FileIndex) -> bool:
+    """Can a softmax or sigmoid output reach this file's losses? (The file names one, or it
+    imports from another module of the project, which might.)"""
+    text = "\n".join(ix.source_lines)
+    return "oftmax" in text or "igmoid" in text or (ix.project is not None and ix.project.imports_project(ix))
+
+
 @rule("softmax-before-cross-entropy")
 def softmax_before_cross_entropy(ix: FileIndex) -> Iterator[Hit]:
     vals = values_for(ix)
+    checked = _CHECKED if _may_make_probabilities(ix) else LOGPROB_LOSSES  # raw logits fed to NLL: always
     for call in ix.calls:
         kind = loss_kind(ix, call)
-        if kind not in _CHECKED:
+        if kind not in checked:
             continue
         arg = call.args[0] if call.args else kwarg(call, "input")
         if arg is None:
