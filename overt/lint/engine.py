@@ -95,7 +95,8 @@ def _finding(hit: Hit, path: str, nb: NotebookSource | None) -> Finding:
         where = f"{path}:cell {cell}:{line}:{hit.col}"
     if hit.fix_note and nb is None:  # --fix does not rewrite notebooks
         details["fix"] = hit.fix_note
-    return Finding(hit.slug, hit.message, where=where, path=path, line=line, col=hit.col, details=details)
+    return Finding(hit.slug, hit.message, where=where, path=path, line=line, col=hit.col, details=details,
+                   fix=hit.fix)  # the rule's own fix; else Finding reads it from the message
 
 
 def read_source(path: Path) -> str:

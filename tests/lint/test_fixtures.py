@@ -63,3 +63,14 @@ def test_every_static_rule_has_positive_and_negative_fixtures(slug: str) -> None
     folder = FIXTURES / slug
     assert (folder / "bad.py").is_file() and (folder / "ok.py").is_file()
     assert any(line.endswith(f" {slug}") for line in (folder / "bad.txt").read_text().splitlines())
+
+
+def test_every_finding_states_its_fix_on_its_own() -> None:
+    """JSON/SARIF consumers get the fix apart from the message (Finding.fix), for every rule."""
+    seen = set()
+    for path in BAD:
+        for f in lint_file(path).findings:
+            assert f.fix and f.fix in f.message and len(f.fix) > 12, (f.slug, f.fix)
+            assert f.why
+            seen.add(f.slug)
+    assert seen == set(STATIC)
