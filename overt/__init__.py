@@ -12,6 +12,7 @@ Public names (imported lazily):
 - :func:`guard` -- runtime guards for a hand-written loop (``overt.guards``)
 - :class:`Checkpointer` -- atomic, verified, resumable checkpoints (``overt.checkpoint``)
 - :mod:`metrics` -- metric functions for recipes
+- :func:`doctor` -- readiness probes and the readiness note (``overt.doctor``)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "OvertError": ("overt.errors", "OvertError"),
     "metrics": ("overt.engine.metrics", ""),
     "catalog": ("overt.catalog", ""),
+    "doctor": ("overt.doctor", ""),  # a callable module: overt.doctor(model, ...) runs the probes
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("overt.guards.run_cli", "run an unmodified training script under the runtime guards"),
     "lint": ("overt.lint.cli", "find the catalog's failures in source code, statically"),
     "report": ("overt.report.cli", "plots and a markdown report of runs, compared side by side"),
+    "doctor": ("overt.doctor.cli", "run readiness probes on a recipe and write the readiness note"),
 }
 
 

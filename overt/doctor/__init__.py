@@ -1,0 +1,35 @@
+"""``overt doctor``: readiness probes that prove a training setup works before the long run,
+and the readiness note with the evidence.
+
+- ``overt.doctor(model, optimizer, loss_fn, train_data, val_data=None, **settings)`` runs the
+  probes and returns a :class:`Readiness` (``.passed``, ``.verdicts``, ``.to_markdown()``,
+  ``.to_json()``, ``.write(dir)``).  The module itself is callable, so ``overt.doctor(...)``
+  works however it was imported.
+- :mod:`overt.doctor.probes`: each probe on its own (``probes.overfit_batch(...)`` ...), returning a
+  :class:`ProbeResult`.
+- ``overt doctor [recipe.py | config.yaml | name] [key=value ...]`` on the command line.
+
+See ``docs/doctor.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from overt.doctor.api import ORDER, DoctorSettings, doctor
+from overt.doctor.readiness import Readiness
+from overt.doctor.result import ProbeResult, Verdict
+
+__all__ = ["ORDER", "DoctorSettings", "ProbeResult", "Readiness", "Verdict", "doctor"]
+
+
+class _CallableModule(types.ModuleType):
+    """``overt.doctor`` is this package; calling it runs :func:`doctor`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Readiness:
+        return doctor(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,138 @@
+"""``overt doctor [RECIPE | CONFIG.yaml | NAME] [key=value ...] [--lr-find] [--bench] [--strict]``"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = """\
+Run readiness probes on a recipe and write the readiness note.
+
+  overt doctor                          the built-in digits recipe
+  overt doctor my_recipe.py lr=0.01     a recipe file, with overrides
+  overt doctor config.yaml --strict     a config file; warnings fail too
+  overt doctor --lr-find --bench        also the learning-rate range test and the device benchmark
+  overt doctor out=reports/doctor       where to write (default: runs/doctor/<recipe>-<time>/)
+
+Writes readiness.md, readiness.json and PNG plots (with matplotlib).  Exit code: 0 when no
+probe fails, 1 when one does (or warns, with --strict), 2 on usage errors.
+Doctor settings are key=value too: overfit_steps, overfit_samples, overfit_time_s,
+resume_steps, determinism_steps, parity_steps, throughput_steps, throughput_time_s, lr_find_steps.
+"""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    from overt.doctor.api import ORDER
+
+    parser = argparse.ArgumentParser(prog="overt doctor", description=HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", nargs="?", default=None,
+                        help="built-in recipe name, recipe .py file, module path, or .yaml config")
+    parser.add_argument("overrides", nargs="*", help="key=value config overrides and doctor settings")
+    parser.add_argument("--lr-find", action="store_true", help="also run the learning-rate range test")
+    parser.add_argument("--bench", action="store_true", help="also benchmark the CPU and the accelerator")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    parser.add_argument("--only", default=None, metavar="PROBES",
+                        help=f"comma-separated probes to run, of: {', '.join(ORDER)}")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if args.target is not None and "=" in args.target:
+        args.overrides.insert(0, args.target)
+        args.target = None
+    return args
+
+
+def out_dir(out: Any, cfg: Any) -> Path:
+    """``out=`` if given, else ``runs_root/doctor/<recipe>-<timestamp>``; refuses a folder holding something
+    other than an earlier readiness note."""
+    from overt.doctor.readiness import JSON
+    from overt.errors import ConfigError
+    from overt.run.rundir import run_dir_for
+
+    path = Path(str(out)) if out else run_dir_for(None, str(Path(cfg.runs_root) / "doctor"), None, cfg.recipe)
+    if path.exists() and any(path.iterdir()) and not (path / JSON).exists():
+        raise ConfigError(f"{path} already holds files that are not a readiness note",
+                          why="the doctor would mix its note into another run's files",
+                          fix="choose another out= folder, or delete it")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    from overt.errors import OvertError
+
+    args = parse_args(argv)
+    try:
+        readiness, directory = run(args)
+    except OvertError as exc:
+        print(f"overt doctor: error: {exc}", file=sys.stderr)
+        return 2
+    strict = args.strict
+    counts = ", ".join(f"{n} {v}" for v, n in _counts(readiness).items() if n)
+    print(f"overt doctor: {readiness.verdict.upper()} ({counts}); note: {directory / 'readiness.md'}",
+          file=sys.stderr)
+    return readiness.exit_code(strict=strict)
+
+
+def _counts(readiness: Any) -> dict[str, int]:
+    from overt.doctor.result import Verdict
+
+    return {v.value: readiness.count(v) for v in Verdict}
+
+
+def run(args: argparse.Namespace) -> tuple[Any, Path]:
+    """Resolve the recipe and settings, build it, run the probes, write the note."""
+    from overt.cli.train import resolve_run_config
+    from overt.config import parse_overrides
+    from overt.doctor.api import DOCTOR_KEYS, doctor, split_settings
+    from overt.doctor.build import build_failure
+    from overt.doctor.readiness import Readiness
+    from overt.engine.seeding import seed_everything
+    from overt.errors import RecipeError
+    from overt.recipes.base import build_recipe
+
+    values = parse_overrides(args.overrides)  # also rejects items that are not key=value
+    out = values.pop("out", None)
+    own = {k: v for k, v in values.items() if k in DOCTOR_KEYS}
+    engine = [item for item in args.overrides if item.partition("=")[0].strip() in values and
+              item.partition("=")[0].strip() not in own]
+    module, cfg = resolve_run_config(args.target, engine)
+    _, settings = split_settings(own, cfg)  # validates the doctor's own keys
+    only = [p.strip() for p in args.only.split(",")] if args.only else None
+    if only:
+        from overt.doctor.api import ORDER
+        from overt.errors import ConfigError
+
+        bad = [p for p in only if p not in ORDER]
+        if bad:
+            raise ConfigError(f"unknown probe {bad[0]!r}", fix=f"choose from: {', '.join(ORDER)}")
+    directory = out_dir(out, cfg)
+    name = Path(cfg.recipe).stem if cfg.recipe.endswith(".py") else cfg.recipe
+    seed_everything(cfg.seed)
+    try:
+        recipe = build_recipe(module, cfg)
+    except RecipeError as exc:
+        if exc.__cause__ is None:
+            raise  # no build function, or it returned something else: a usage error
+        result = build_failure(exc.__cause__, f"{name}: build(cfg)")
+        readiness = Readiness([result], {"name": name})
+        if not args.quiet:
+            print(f"doctor [ 1/1] {result.title:<38} FAIL    {result.summary}", file=sys.stderr)
+        readiness.write(directory)
+        return readiness, directory
+
+    def rebuild() -> tuple[Any, Any]:
+        fresh = build_recipe(module, cfg)
+        return fresh.model, fresh.optimizer
+
+    readiness = doctor(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
+                       scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
+                       forward=recipe.forward, collate_fn=recipe.collate_fn, build=rebuild, config=cfg, name=name,
+                       progress=not args.quiet, only=only, lr_find=args.lr_find or settings.lr_find,
+                       bench=args.bench or settings.bench,
+                       **{k: v for k, v in own.items() if k not in ("lr_find", "bench")})
+    readiness.write(directory)
+    return readiness, directory
+

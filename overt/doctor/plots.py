@@ -1,0 +1,79 @@
+"""PNG plots for the note: the overfit curve, per-layer gradient norms, the learning-rate sweep.
+
+matplotlib is an optional extra (``pip install "overt[plots]"``); without it the note says the
+plots were skipped and how to get them."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from overt.doctor.readiness import Readiness
+
+INSTALL = 'matplotlib is not installed; `pip install "overt[plots]"` (or `pip install matplotlib`) adds them'
+
+
+def write_plots(r: Readiness, directory: Path) -> tuple[dict[str, str], str | None]:
+    """``({name: file name}, None)``, or ``({}, why they were skipped)``."""
+    curves = {k: v for p in r.probes for k, v in p.curves.items()}
+    if not curves:
+        return {}, None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}, INSTALL
+    written: dict[str, str] = {}
+    for key, draw in (("overfit", _overfit), ("grad_norms", _grad_norms), ("lr_find", _lr_find)):
+        if curves.get(key):
+            fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
+            try:
+                title = draw(ax, curves[key], r)
+                ax.set_title(title, fontsize=10)
+                fig.tight_layout()
+                name = f"{key.replace('_', '-')}.png"
+                fig.savefig(directory / name)
+                written[title] = name
+            finally:
+                plt.close(fig)
+    return written, None
+
+
+def _overfit(ax: Any, curve: list[float], r: Readiness) -> str:
+    ax.plot(range(1, len(curve) + 1), curve, color="tab:blue")
+    if all(v > 0 and math.isfinite(v) for v in curve):
+        ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (one fixed batch)")
+    ax.grid(alpha=0.3)
+    return "Overfit one small batch"
+
+
+def _grad_norms(ax: Any, rows: list[tuple[str, float | None]], r: Readiness) -> str:
+    names = [name for name, _ in rows]
+    values = [v if v is not None and math.isfinite(v) and v > 0 else 0.0 for _, v in rows]
+    ax.barh(range(len(values)), values, color=["tab:red" if v == 0 else "tab:green" for v in values])
+    ax.set_yticks(range(len(values)), names, fontsize=7)
+    ax.invert_yaxis()
+    if any(v > 0 for v in values):
+        ax.set_xscale("log")
+    ax.set_xlabel("gradient norm after one backward pass (red: none or zero)")
+    return "Gradient norm per layer"
+
+
+def _lr_find(ax: Any, points: list[tuple[float, float]], r: Readiness) -> str:
+    lrs, losses = zip(*points)
+    ax.plot(lrs, losses, color="tab:purple")
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("smoothed training loss")
+    probe = r["lr-find"] if "lr-find" in r else None
+    if probe is not None and probe.evidence.get("suggested_lr"):
+        ax.axvline(probe.evidence["suggested_lr"], color="tab:orange", linestyle="--", label="suggested")
+        ax.legend()
+    ax.grid(alpha=0.3)
+    return "Learning-rate range test"

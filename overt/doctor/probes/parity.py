@@ -1,0 +1,91 @@
+"""Probe 9, CPU vs accelerator parity: the same tiny run on the CPU and on the accelerator,
+losses within a stated tolerance.  Skipped, with the reason, on a CPU-only machine."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from overt.doctor.common import Forward, default_forward, fresh, to
+from overt.doctor.result import ProbeResult, Verdict, skipped
+
+TESTS = "a tiny run on the CPU and on the accelerator from the same weights and data: losses within tolerance"
+#: relative tolerance on every step's loss
+RTOL = 1e-3
+
+
+def accelerator() -> str | None:
+    """``cuda`` or ``mps`` when present, else None."""
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return None
+
+
+def device_parity(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any], *,
+                  forward: Forward | None = None, reference: str = "cpu", other: str | None = None,
+                  other_precision: str = "fp32", steps: int = 5, rtol: float = RTOL) -> ProbeResult:
+    """Probe 9 on its own: ``steps`` optimizer steps on ``reference`` and on ``other`` (default: the
+    accelerator; skipped when there is none) from copies with the same weights, on the same batches.
+    The runs train with the model in eval mode, so dropout (whose random masks differ by device)
+    is off; ``other_precision`` (fp32, bf16, fp16) is the autocast used on ``other``."""
+    other = other or accelerator()
+    if other is None:
+        return skipped("parity", "CPU vs accelerator parity", TESTS,
+                       "no accelerator on this machine (CUDA and MPS unavailable): only the CPU path was tested")
+    r = ProbeResult("parity", "CPU vs accelerator parity", TESTS)
+    forward = forward or default_forward
+    runs = {}
+    for name, device, precision in (("reference", reference, "fp32"), ("other", other, other_precision)):
+        runs[name] = _losses(model, optimizer, loss_fn, batches, forward, torch.device(device), precision, steps)
+    a, b = runs["reference"], runs["other"]
+    worst = max((abs(x - y) / max(abs(x), 1e-8) for x, y in zip(a, b)), default=0.0)
+    label = f"{other}" + (f" ({other_precision})" if other_precision != "fp32" else "")
+    r.evidence.update(reference=reference, other=label, steps=len(a), losses_reference=a, losses_other=b,
+                      max_relative_diff=worst, rtol=rtol)
+    r.lines.append(f"{reference}: {', '.join(f'{v:.6g}' for v in a)}")
+    r.lines.append(f"{label}: {', '.join(f'{v:.6g}' for v in b)}")
+    r.lines.append(f"largest relative difference {worst:.2e} (tolerance {rtol:.0e}); training ran in eval mode so "
+                   f"dropout masks, which differ by device, are off")
+    if len(a) == len(b) and worst <= rtol and all(math.isfinite(v) for v in a + b):
+        r.summary = f"{reference} vs {label}: {len(a)} steps within {worst:.1e} (tolerance {rtol:.0e})"
+        return r
+    r.verdict = Verdict.FAIL
+    r.summary = f"{reference} vs {label}: losses differ by up to {worst:.2e} (tolerance {rtol:.0e})"
+    r.slugs.append("device-mismatch")
+    r.causes += ["tensors created inside forward() on a fixed device or dtype (torch.zeros(...) without device=)",
+                 "precision assumptions: reduced precision (bf16/fp16, TF32) changes the numbers beyond the tolerance",
+                 "device-specific code paths (if x.is_cuda: ...)"]
+    r.fix = ("create tensors with device=x.device (or register_buffer), and compare at fp32 before "
+             "enabling mixed precision")
+    return r
+
+
+def _losses(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any], forward: Forward,
+            device: torch.device, precision: str, steps: int) -> list[float]:
+    from overt.engine.precision import Precision
+
+    m, opt, _ = fresh(model, optimizer)
+    m.to(device)
+    if any(p.device != device for p in m.parameters()):
+        raise RuntimeError(f"model could not be moved to {device}")
+    prec = Precision(precision, device)
+    autocast = prec.autocast if prec.dtype is not None else contextlib.nullcontext
+    m.eval()
+    losses = []
+    for i in range(steps):
+        batch = to(batches[i % len(batches)], device)
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            output, target = forward(m, batch)
+            loss = loss_fn(output, target)
+        prec.backward(loss)
+        prec.step(opt)
+        losses.append(float(loss.detach().float()))
+    return losses

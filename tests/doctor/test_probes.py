@@ -1,0 +1,274 @@
+"""Each probe on its own: a planted bug makes it fail (or warn) with the catalog slug; the clean
+twin passes.  Real small runs on scikit-learn digits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from overt.config import TrainConfig
+from overt.doctor import Verdict, probes
+from overt.doctor.shortrun import Objects
+from tests.doctor import helpers as h
+
+
+@pytest.fixture(scope="module")
+def data():
+    return h.digits()
+
+
+def slugs(result):
+    return {f.slug for f in result.findings}
+
+
+# -- 1. data ----------------------------------------------------------------------------------
+
+def test_data_clean(data):
+    train, val = data
+    r = probes.check_data(train, val, model=h.mlp(), batch_size=32)
+    assert r.verdict is Verdict.PASS, r.summary
+    assert r.evidence["classes"] == 10 and r.evidence["overlap"] == 0
+    assert "tensor(32, 64) float32" in r.evidence["batch"]
+
+
+def test_data_labels_out_of_range(data):
+    train, val = data
+    shifted = TensorDataset(train.tensors[0], train.tensors[1] + 1)  # 1-based labels, 10 outputs
+    r = probes.check_data(shifted, val, model=h.mlp(), batch_size=32)
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"label-out-of-range"}
+    assert "y - 1" in r.findings[0].message
+
+
+def test_data_non_finite_inputs_and_raw_scale_and_leakage(data):
+    train, val = data
+    x = train.tensors[0].clone()
+    x[5, 3] = float("nan")
+    r = probes.check_data(TensorDataset(x, train.tensors[1]), val, batch_size=32)
+    assert r.verdict is Verdict.FAIL and "non-finite" in slugs(r) and "5" in r.findings[0].where
+    raw = TensorDataset(train.tensors[0] * 255, train.tensors[1])
+    r = probes.check_data(raw, None, batch_size=32)
+    assert r.verdict is Verdict.WARN and "not normalised" in r.summary
+    leaky = TensorDataset(torch.cat([val.tensors[0][:20], train.tensors[0]]), torch.cat([val.tensors[1][:20],
+                                                                                        train.tensors[1]]))
+    r = probes.check_data(leaky, val, batch_size=32)
+    assert r.verdict is Verdict.WARN and r.evidence["overlap"] == 20
+
+
+def test_data_class_imbalance(data):
+    train, _ = data
+    x, y = train.tensors
+    keep = torch.cat([torch.nonzero(y != 3).reshape(-1), torch.nonzero(y == 3).reshape(-1)[:2]])
+    r = probes.check_data(TensorDataset(x[keep], y[keep]), None, model=h.mlp(), batch_size=32)
+    assert r.verdict is Verdict.WARN and "imbalanced" in r.summary
+
+
+# -- 2. initial loss ---------------------------------------------------------------------------
+
+def test_initial_loss_near_ln_c(data):
+    r = probes.initial_loss(h.mlp(), nn.CrossEntropyLoss(), [h.first_batch(data[0], 64)])
+    assert r.verdict is Verdict.PASS and abs(r.evidence["ratio"] - 1) < 0.1
+
+
+def test_initial_loss_softmax_before_cross_entropy(data):
+    r = probes.initial_loss(h.SoftmaxMLP(), nn.CrossEntropyLoss(), [h.first_batch(data[0])])
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"softmax-before-cross-entropy"}
+
+
+def test_initial_loss_mse_on_class_labels(data):
+    r = probes.initial_loss(h.mlp(), nn.MSELoss(), [h.first_batch(data[0])])
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"wrong-loss-for-task"}
+    assert "CrossEntropyLoss" in r.fix
+
+
+def test_initial_loss_far_above_ln_c(data):
+    model = h.mlp()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(30)  # a broken initialisation: confidently wrong from step 0
+    r = probes.initial_loss(model, nn.CrossEntropyLoss(), [h.first_batch(data[0], 64)])
+    assert r.verdict is Verdict.FAIL and r.evidence["ratio"] > 3
+
+
+# -- 3. optimizer registration ------------------------------------------------------------------
+
+def test_registration_clean():
+    model, opt, _ = h.setup()
+    r = probes.optimizer_registration(model, opt)
+    assert r.verdict is Verdict.PASS and r.evidence["optimizer_tensors"] == 4
+
+
+def test_registration_plain_list_and_late_layer():
+    model = h.PlainListMLP()
+    r = probes.optimizer_registration(model, torch.optim.Adam(model.parameters()))
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"unregistered-submodule"}
+    assert "PlainListMLP.heads" in r.findings[0].where and "nn.ModuleList" in r.findings[0].message
+    model, opt, _ = h.setup()
+    model.add_module("late", nn.Linear(10, 10))  # added after the optimizer was built
+    r = probes.optimizer_registration(model, opt)
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"params-not-optimized"} and "late.weight" in r.findings[0].where
+
+
+def test_registration_optimizer_of_another_instance_and_frozen():
+    model = h.mlp()
+    other = h.mlp()
+    r = probes.optimizer_registration(model, torch.optim.SGD(other.parameters(), lr=0.1))
+    assert r.verdict is Verdict.FAIL and "another model instance" in " ".join(f.message for f in r.findings)
+    model = h.mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model[0].weight.requires_grad_(False)
+    r = probes.optimizer_registration(model, opt)
+    assert r.verdict is Verdict.WARN and "frozen" in r.summary
+
+
+# -- 4. gradient flow ----------------------------------------------------------------------------
+
+def test_gradients_clean(data):
+    r = probes.gradient_flow(h.mlp(), nn.CrossEntropyLoss(), h.first_batch(data[0]))
+    assert r.verdict is Verdict.PASS and [row["layer"] for row in r.evidence["layers"]] == ["0", "3"]
+
+
+def test_gradients_unused_layer_detached_and_non_finite(data):
+    batch = h.first_batch(data[0])
+    r = probes.gradient_flow(h.UnusedLayer(), nn.CrossEntropyLoss(), batch)
+    assert r.verdict is Verdict.WARN and slugs(r) == {"no-gradient"} and "extra" in r.findings[0].where
+    r = probes.gradient_flow(h.Detached(), nn.CrossEntropyLoss(), batch)
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"no-gradient"}
+    r = probes.gradient_flow(h.NanGrad(), nn.CrossEntropyLoss(), batch)
+    assert r.verdict is Verdict.FAIL and "non-finite" in slugs(r)
+
+
+# -- 5. overfit one batch --------------------------------------------------------------------------
+
+def test_overfit_clean_and_frozen_by_zero_lr(data):
+    batch = h.first_batch(data[0])
+    model, opt, loss = h.setup()
+    r = probes.overfit_batch(model, opt, loss, batch, steps=150)
+    assert r.verdict is Verdict.PASS and r.evidence["end_accuracy"] == 1.0 and r.curves["overfit"]
+    model, opt, loss = h.setup(lr=0.0)
+    r = probes.overfit_batch(model, opt, loss, batch, steps=40)
+    assert r.verdict is Verdict.FAIL and "params-not-updating" in r.slugs
+    assert r.evidence["ratio"] == pytest.approx(1.0)
+
+
+# -- 6. validation twice ----------------------------------------------------------------------------
+
+def test_validation_clean_and_functional_dropout(data):
+    batches = [h.first_batch(data[1], 64)]
+    r = probes.validation_twice(h.mlp(), batches)
+    assert r.verdict is Verdict.PASS and r.evidence["mode_dependent_layers"] == ["2 (Dropout)"]
+    r = probes.validation_twice(h.FunctionalDropout(), batches)
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"train-mode-in-eval"} and "training=" in r.findings[0].message
+
+
+def test_validation_user_function_without_eval_or_no_grad(data):
+    val = data[1]
+
+    def sloppy(model, dataset):
+        return model(dataset.tensors[0]).argmax(1)  # no model.eval(), no torch.no_grad()
+
+    def careful(model, dataset):
+        model.eval()
+        with torch.no_grad():
+            return model(dataset.tensors[0]).argmax(1)
+
+    r = probes.validation_twice(h.mlp(dropout=0.5), [], validate=sloppy, data=val)
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"train-mode-in-eval", "graph-in-eval"}
+    r = probes.validation_twice(h.mlp(dropout=0.5), [], validate=careful, data=val)
+    assert r.verdict is Verdict.PASS, r.summary
+
+
+# -- 7. checkpoint -------------------------------------------------------------------------------
+
+def test_checkpoint_roundtrip_clean_and_state_outside_state_dict(data):
+    batch = h.first_batch(data[0])
+    model, opt, loss = h.setup()
+    r = probes.checkpoint_roundtrip(model, opt, batch, loss, build=lambda: h.setup(h.mlp())[:2])
+    assert r.verdict is Verdict.PASS and "model.safetensors" in r.evidence["files"]
+    model = h.UnbufferedState()
+    r = probes.checkpoint_roundtrip(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, loss,
+                                    build=h.UnbufferedState)
+    assert r.verdict is Verdict.FAIL and "register_buffer" in r.fix
+
+
+def _objs(train, model=None, **cfg):
+    model, opt, loss = h.setup(model)
+    return Objects(model, opt, loss, train, config=TrainConfig(batch_size=32, **cfg))
+
+
+def test_exact_resume_clean_and_unseeded_augmentation(data):
+    r = probes.exact_resume(_objs(data[0]), steps=2)
+    assert r.verdict is Verdict.PASS and r.evidence["uninterrupted"] == r.evidence["resumed"]
+    r = probes.exact_resume(_objs(h.NoisyDataset(data[0])), steps=2)
+    assert r.verdict is Verdict.FAIL
+
+
+def test_exact_resume_with_a_ready_dataloader_warns(data):
+    loader = DataLoader(data[0], batch_size=32, shuffle=True)
+    r = probes.exact_resume(_objs(loader), steps=2)
+    assert r.verdict is Verdict.WARN and "mid-epoch" in r.summary
+
+
+# -- 8. determinism --------------------------------------------------------------------------------
+
+def test_determinism_clean_and_unseeded_randomness(data):
+    r = probes.determinism(_objs(data[0]), steps=3)
+    assert r.verdict is Verdict.PASS and r.evidence["run_a"] == r.evidence["run_b"]
+    r = probes.determinism(_objs(h.NoisyDataset(data[0])), steps=3)
+    assert r.verdict is Verdict.FAIL and r.evidence["first_differing_step"] == 1
+
+
+# -- 9. parity ---------------------------------------------------------------------------------------
+
+def test_parity_skipped_without_accelerator_and_compares_devices(data):
+    model, opt, loss = h.setup()
+    batches = [h.first_batch(data[0])]
+    if not torch.cuda.is_available():
+        r = probes.device_parity(model, opt, loss, batches)
+        assert r.verdict is Verdict.SKIPPED and "no accelerator" in r.reason
+    r = probes.device_parity(model, opt, loss, batches, other="cpu", steps=3)
+    assert r.verdict is Verdict.PASS and r.evidence["max_relative_diff"] == 0.0
+    # bf16 is within the tolerance for this model ...
+    r = probes.device_parity(model, opt, loss, batches, other="cpu", other_precision="bf16", steps=3)
+    assert r.verdict is Verdict.PASS
+    # ... but not for one that assumes fp32 (inputs shifted to ~100 lose their values in bf16)
+    model, opt, loss = h.setup(h.OffsetInputs())
+    r = probes.device_parity(model, opt, loss, batches, other="cpu", steps=3)
+    assert r.verdict is Verdict.PASS
+    r = probes.device_parity(model, opt, loss, batches, other="cpu", other_precision="bf16", steps=3)
+    assert r.verdict is Verdict.FAIL and r.evidence["max_relative_diff"] > 1e-3
+
+
+# -- 10. throughput ------------------------------------------------------------------------------------
+
+def test_throughput_clean_and_starved(data):
+    model, opt, loss = h.setup()
+    fast = DataLoader(data[0], batch_size=32)
+    r = probes.throughput(model, opt, loss, fast, steps=10)
+    assert r.verdict is Verdict.PASS and r.evidence["samples_per_s"] > 0 and r.evidence["peak_memory_bytes"] > 0
+    slow = DataLoader(h.SlowDataset(data[0], delay_s=0.001), batch_size=32)
+    r = probes.throughput(model, opt, loss, slow, steps=5)
+    assert r.verdict is Verdict.WARN and slugs(r) == {"dataloader-starvation"}
+    assert r.evidence["wait_share"] > 0.5 and "num_workers" in r.fix or "batch size" in r.fix
+
+
+# -- 11. learning-rate range test ----------------------------------------------------------------------
+
+def test_lr_range_test_suggests_a_rate_and_flags_a_far_one(data):
+    loader = DataLoader(data[0], batch_size=32, shuffle=True)
+    model, opt, loss = h.setup(lr=3e-3)
+    r = probes.lr_range_test(model, opt, loss, loader, steps=60)
+    assert 1e-5 < r.evidence["suggested_lr"] < 1.0 and r.curves["lr_find"]
+    model, opt, loss = h.setup(lr=1e-7)
+    r = probes.lr_range_test(model, opt, loss, loader, steps=60)
+    assert r.verdict is Verdict.WARN and "10x" in r.summary
+
+
+# -- 12. device benchmark --------------------------------------------------------------------------------
+
+def test_device_bench_times_matmul_and_a_step(data):
+    model, opt, loss = h.setup()
+    r = probes.device_bench(model, opt, loss, h.first_batch(data[0]), sizes=(64, 128), batch_factors=(1, 2))
+    row = r.evidence["table"]["cpu"]
+    assert row["matmul 128"] > 0 and row["step batch 64"] > 0
