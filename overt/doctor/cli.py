@@ -37,7 +37,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only", default=None, metavar="PROBES",
                         help=f"comma-separated probes to run, of: {', '.join(ORDER)}")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.target is not None and "=" in args.target:
         args.overrides.insert(0, args.target)
         args.target = None

@@ -100,7 +100,8 @@ def _user_validation(r: ProbeResult, base: nn.Module, validate: Callable[[nn.Mod
     results = []
     for _ in range(2):
         probe = copy.deepcopy(base)  # each pass from the same state (a batch norm in train mode would drift)
-        handles = [m.register_forward_pre_hook(_recorder(name or type(probe).__name__, seen))
+        handles = [m.register_forward_pre_hook(_recorder(f"{name} ({type(m).__name__})" if name else
+                                                         type(probe).__name__, seen))
                    for name, m in probe.named_modules() if isinstance(m, _MODAL) or m is probe]
         try:
             results.append(validate(probe, data))
