@@ -256,8 +256,8 @@ class _Setup:
 
         pin = self.device.type == "cuda"
         loader = self.train_loader(num_workers=self.cfg.num_workers, pin_memory=pin)
-        size = len(self.train_data) if hasattr(self.train_data, "__len__") and hasattr(self.train_data,
-                                                                                      "__getitem__") else None
+        data = self.train_data
+        size = len(data) if hasattr(data, "__len__") and hasattr(data, "__getitem__") else None
         return throughput(self.model, self.optimizer, self.loss_fn, loader, device=self.device, forward=self.forward,
                           precision=self.cfg.precision, steps=self.opts.throughput_steps,
                           time_limit_s=self.opts.throughput_time_s, num_workers=self.cfg.num_workers,

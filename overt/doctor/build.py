@@ -65,7 +65,8 @@ def build_failure(exc: BaseException, what: str = "build(cfg)") -> ProbeResult:
                    f"({h['weights']:,} weights): PyTorch does not see them, so the model has "
                    f"{sum(p.numel() for p in module.parameters()) if '_modules' in vars(module) else 'no registered'} "
                    f"parameters{' and the optimizer gets an empty list' if 'empty parameter list' in text else ''}. "
-                   f"Fix: self.{h['attr']} = {h['fix']}([...]).", where=f"{h['owner']}.{h['attr']} ({_defined_at(cls)})")
+                   f"Fix: self.{h['attr']} = {h['fix']}([...]).",
+                   where=f"{h['owner']}.{h['attr']} ({_defined_at(cls)})")
     if r.findings:
         r.summary = "; ".join(f"{f.slug}: {f.where}" for f in r.findings)
         r.fix = " ".join(dict.fromkeys(f.message.rsplit("Fix: ", 1)[-1] for f in r.findings))

@@ -135,4 +135,3 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
                        **{k: v for k, v in own.items() if k not in ("lr_find", "bench")})
     readiness.write(directory)
     return readiness, directory
-

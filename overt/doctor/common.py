@@ -167,6 +167,19 @@ def train_steps(model: nn.Module, optimizer: Any, loss_fn: Any, batches: Iterato
     return losses
 
 
+def precision_step(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, forward: Forward,
+                   precision: Any) -> torch.Tensor:
+    """One optimizer step under an :class:`~overt.engine.precision.Precision` (autocast, loss scaling);
+    returns the loss (not read on the host)."""
+    optimizer.zero_grad(set_to_none=True)
+    with precision.autocast():
+        output, target = forward(model, batch)
+        loss = loss_fn(output, target)
+    precision.backward(loss)
+    precision.step(optimizer)
+    return loss
+
+
 def cycle(items: list[Any]) -> Iterator[Any]:
     while True:
         yield from items

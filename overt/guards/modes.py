@@ -24,6 +24,35 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 
+_CONTAINER_FIX = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "set": "nn.ModuleList", "dict": "nn.ModuleDict"}
+
+
+def hidden_containers(model: nn.Module) -> list[dict[str, Any]]:
+    """Attributes of ``model`` or its submodules that are plain list/tuple/dict/set holding modules or
+    parameters: invisible to ``parameters()``, ``.to()`` and ``state_dict()``.  One dict per attribute:
+    ``name`` (the submodule's qualified name, "" for ``model``), ``module``, ``attr``, ``kind``,
+    ``modules`` (how many), ``weights`` (their elements) and ``fix`` (the container to use)."""
+    found = []
+    # without super().__init__() there is no module registry to walk: look at the object itself
+    pairs = model.named_modules() if "_modules" in vars(model) else [("", model)]
+    for name, module in pairs:
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not isinstance(value, (list, tuple, dict, set)):
+                continue
+            items = list(value.values()) if isinstance(value, dict) else list(value)
+            hidden = [v for v in items if isinstance(v, (nn.Module, nn.Parameter))]
+            if not hidden:
+                continue
+            weights = sum(p.numel() for v in hidden for p in (v.parameters() if isinstance(v, nn.Module) else [v]))
+            kind = type(value).__name__
+            fix = _CONTAINER_FIX.get(kind, "nn.ModuleList")
+            if all(isinstance(v, nn.Parameter) for v in hidden):
+                fix = "nn.ParameterDict" if kind == "dict" else "nn.ParameterList"
+            found.append({"name": name, "module": module, "attr": attr, "kind": kind, "modules": len(hidden),
+                          "weights": weights, "fix": fix})
+    return found
+
+
 class _Modes:
     """This check's state for one watched model."""
 
@@ -222,32 +251,18 @@ class ModeChecks(Check):
     # -- unregistered-submodule --------------------------------------------------
     def scan_unregistered(self, info: ModelInfo) -> None:
         self._of(info).scanned = True
-        for name, m in info.module.named_modules():
-            for attr, value in vars(m).items():
-                if attr.startswith("_") or not isinstance(value, (list, tuple, dict, set)):
-                    continue
-                items = list(value.values()) if isinstance(value, dict) else list(value)
-                hidden = [v for v in items if isinstance(v, (nn.Module, nn.Parameter))]
-                if not hidden:
-                    continue
-                n_params = sum(p.numel() for v in hidden
-                               for p in (v.parameters() if isinstance(v, nn.Module) else [v]))
-                owner = f"{info.name}.{name}" if name else info.name
-                kind = type(value).__name__
-                fix = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "set": "nn.ModuleList",
-                       "dict": "nn.ModuleDict"}[kind]
-                if all(isinstance(v, nn.Parameter) for v in hidden):
-                    fix = "nn.ParameterList" if kind != "dict" else "nn.ParameterDict"
-                loc = class_location(m)
-                self.s.report(
-                    "unregistered-submodule",
-                    f"{owner}.{attr} is a plain Python {kind} holding {len(hidden)} "
-                    f"module(s)/parameter(s) ({n_params} weights): they are invisible to "
-                    f"parameters(), the optimizer, .to(device) and state_dict(), so they never train "
-                    f"and are not saved. Fix: self.{attr} = {fix}(...).",
-                    where=f"{owner}.{attr}" + (f" ({type(m).__name__} defined at {loc})" if loc else ""),
-                    key=f"{owner}.{attr}",
-                )
+        for h in hidden_containers(info.module):
+            owner = f"{info.name}.{h['name']}" if h["name"] else info.name
+            loc = class_location(h["module"])
+            self.s.report(
+                "unregistered-submodule",
+                f"{owner}.{h['attr']} is a plain Python {h['kind']} holding {h['modules']} "
+                f"module(s)/parameter(s) ({h['weights']} weights): they are invisible to "
+                f"parameters(), the optimizer, .to(device) and state_dict(), so they never train "
+                f"and are not saved. Fix: self.{h['attr']} = {h['fix']}(...).",
+                where=f"{owner}.{h['attr']}" + (f" ({type(h['module']).__name__} defined at {loc})" if loc else ""),
+                key=f"{owner}.{h['attr']}",
+            )
 
     # -- device / dtype at the model boundary -------------------------------------
     def boundary(self, info: ModelInfo, args: tuple) -> None:

@@ -49,7 +49,8 @@ def fingerprint(model: nn.Module, optimizer: torch.optim.Optimizer) -> str:
     for pid, s in sorted(state["state"].items()):
         for k, v in sorted(s.items()):
             h.update(f"{pid}.{k}".encode())
-            h.update(v.detach().cpu().contiguous().numpy().tobytes() if isinstance(v, torch.Tensor) else repr(v).encode())
+            h.update(v.detach().cpu().contiguous().numpy().tobytes() if isinstance(v, torch.Tensor)
+                     else repr(v).encode())
     h.update(repr(state["param_groups"]).encode())
     return h.hexdigest()
 

@@ -77,7 +77,8 @@ def device_bench(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, *, 
         r.lines.append("speed-up of the accelerator: " + ", ".join(f"{k} x{v:.1f}" for k, v in speedups.items()))
         steps = [k for k in speedups if k.startswith("step")]
         small, large = speedups[steps[0]], speedups[steps[-1]]
-        r.summary = f"training step x{small:.1f} faster on {devices[1]} at {steps[0].split()[-1]}, x{large:.1f} at {steps[-1].split()[-1]}"
+        r.summary = (f"training step x{small:.1f} faster on {devices[1]} at {steps[0].split()[-1]}, "
+                     f"x{large:.1f} at {steps[-1].split()[-1]}")
         if large > 1.5 * small:
             r.lines.append(f"the accelerator gains more with larger batches (x{small:.1f} -> x{large:.1f}): a batch "
                            f"of {steps[-1].split()[-1]} or more uses it better, memory permitting")
@@ -102,6 +103,3 @@ def _repeat(batch: Any, k: int) -> Any:
     if isinstance(batch, dict):
         return {key: _repeat(v, k) for key, v in batch.items()}
     return batch
-
-
-

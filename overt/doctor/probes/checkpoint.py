@@ -15,7 +15,8 @@ from overt.doctor.common import Forward, cycle, default_forward, device_of, fres
 from overt.doctor.result import ProbeResult, Verdict
 from overt.doctor.shortrun import Objects, first_difference, run, trainer_for
 
-TESTS_ROUNDTRIP = "save with overt's Checkpointer, load into a freshly built model: identical outputs for the same input"
+TESTS_ROUNDTRIP = ("save with overt's Checkpointer, load into a freshly built model: identical outputs for the "
+                   "same input")
 TESTS_RESUME = "k steps + save + resume + k steps equals 2k uninterrupted steps, bit for bit"
 TESTS = f"{TESTS_ROUNDTRIP}; {TESTS_RESUME}"
 
@@ -51,8 +52,9 @@ def checkpoint_roundtrip(model: nn.Module, optimizer: Any, batch: Any, loss_fn: 
     state = probe.state_dict()
     r.evidence.update(files=files, bytes=sum(files.values()), objects=sorted(restored.objects),
                       tensors=sum(isinstance(v, torch.Tensor) for v in state.values()), rebuilt_with=source)
+    sizes = ", ".join(f"{k} {v / 1e3:.0f} kB" for k, v in files.items())
     r.lines.append(f"saved {', '.join(sorted(restored.objects))} + RNG states: {len(files)} files, "
-                   f"{sum(files.values()) / 1e6:.2f} MB ({', '.join(f'{k} {v / 1e3:.0f} kB' for k, v in files.items())})")
+                   f"{sum(files.values()) / 1e6:.2f} MB ({sizes})")
     r.lines.append(f"loaded into {source}")
     report = restored.reports.get("model")
     out_a, out_b = _outputs(probe, batch, forward), _outputs(target_model, batch, forward)
@@ -60,7 +62,8 @@ def checkpoint_roundtrip(model: nn.Module, optimizer: Any, batch: Any, loss_fn: 
     diff = 0.0 if same else (float((out_a.float() - out_b.float()).abs().max()) if out_a.shape == out_b.shape
                              else float("inf"))
     r.evidence["max_output_diff"] = diff
-    r.lines.append("outputs for the same batch after reload: " + ("identical" if same else f"differ by up to {diff:.3g}"))
+    r.lines.append("outputs for the same batch after reload: "
+                   + ("identical" if same else f"differ by up to {diff:.3g}"))
     opt_same = target_opt is None or _same_state(opt.state_dict(), target_opt.state_dict())
     if target_opt is not None:
         r.lines.append("optimizer state after reload: " + ("identical" if opt_same else "differs"))
@@ -168,4 +171,3 @@ def checkpoint(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, objs:
     parts = [checkpoint_roundtrip(model, optimizer, batch, loss_fn, build=build, forward=forward, device=device),
              exact_resume(objs, steps=steps)]
     return combine("checkpoint", "Checkpoint round-trip and exact resume", TESTS, parts)
-

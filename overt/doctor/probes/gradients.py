@@ -49,7 +49,8 @@ def gradient_flow(model: nn.Module, loss_fn: Any, batch: Any, *, forward: Forwar
     bad = [n for n, v in norms.items() if v is not None and not math.isfinite(v)]
     for t in table:
         norm = "None" if t["norm"] is None else f"{t['norm']:.3g}"
-        r.lines.append(f"`{t['layer']}`: grad norm {norm}" + (f" ({t['none']} tensor(s) without grad)" if t["none"] and t["norm"] is not None else ""))
+        partial = f" ({t['none']} tensor(s) without grad)" if t["none"] and t["norm"] is not None else ""
+        r.lines.append(f"`{t['layer']}`: grad norm {norm}{partial}")
     problems, warnings = [], []
     if bad:
         r.find("non-finite", f"{len(bad)} parameter(s) have NaN/inf gradients after one backward pass "

@@ -86,8 +86,9 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
         return r
     classes = int(out.shape[1])
     if _are_probabilities(out):
-        msg = (f"every output row is in [0, 1] and sums to 1: the model returns probabilities, so "
-               f"{'CrossEntropyLoss applies softmax a second time' if kind == 'cross_entropy' else 'NLLLoss gets probabilities instead of log-probabilities'}"
+        effect = ("CrossEntropyLoss applies softmax a second time" if kind == "cross_entropy" else
+                  "NLLLoss gets probabilities instead of log-probabilities")
+        msg = (f"every output row is in [0, 1] and sums to 1: the model returns probabilities, so {effect}"
                f" and gradients shrink. Fix: return raw logits (drop the final softmax)"
                f"{'' if kind == 'cross_entropy' else ', or apply log_softmax'}.")
         r.find("softmax-before-cross-entropy", msg, where="model output")

@@ -3,14 +3,13 @@ losses within a stated tolerance.  Skipped, with the reason, on a CPU-only machi
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
 
 import torch
 from torch import nn
 
-from overt.doctor.common import Forward, default_forward, fresh, to
+from overt.doctor.common import Forward, default_forward, fresh, precision_step, to
 from overt.doctor.result import ProbeResult, Verdict, skipped
 
 TESTS = "a tiny run on the CPU and on the accelerator from the same weights and data: losses within tolerance"
@@ -76,16 +75,7 @@ def _losses(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any], 
     if any(p.device != device for p in m.parameters()):
         raise RuntimeError(f"model could not be moved to {device}")
     prec = Precision(precision, device)
-    autocast = prec.autocast if prec.dtype is not None else contextlib.nullcontext
     m.eval()
-    losses = []
-    for i in range(steps):
-        batch = to(batches[i % len(batches)], device)
-        opt.zero_grad(set_to_none=True)
-        with autocast():
-            output, target = forward(m, batch)
-            loss = loss_fn(output, target)
-        prec.backward(loss)
-        prec.step(opt)
-        losses.append(float(loss.detach().float()))
-    return losses
+    losses = [precision_step(m, opt, loss_fn, to(batches[i % len(batches)], device), forward, prec).detach()
+              for i in range(steps)]
+    return [float(v) for v in torch.stack(losses).float()]

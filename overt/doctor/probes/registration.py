@@ -11,36 +11,17 @@ from torch import nn
 from overt.catalog import Severity
 from overt.doctor.common import param_layer
 from overt.doctor.result import ProbeResult, Verdict
-
-TESTS = ("parameter tensors and counts in the optimizer's groups vs the model's trainable parameters; "
-         "frozen, missing (unregistered submodule, plain list) and duplicated parameters")
-
-_CONTAINER_FIX = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "set": "nn.ModuleList", "dict": "nn.ModuleDict"}
+from overt.guards.modes import hidden_containers as _hidden
 
 
 def hidden_containers(model: nn.Module) -> list[dict[str, Any]]:
-    """Attributes of ``model`` or its submodules that are plain list/tuple/dict/set holding modules or
-    parameters: invisible to ``parameters()``, ``.to()`` and ``state_dict()``.  One dict per attribute:
-    ``owner``, ``attr``, ``kind``, ``modules`` (count), ``weights`` (elements) and ``fix``."""
-    found = []
-    # without super().__init__() there is no module registry to walk: look at the object itself
-    pairs = model.named_modules() if "_modules" in vars(model) else [("", model)]
-    for name, module in pairs:
-        for attr, value in vars(module).items():
-            if attr.startswith("_") or not isinstance(value, (list, tuple, dict, set)):
-                continue
-            items = list(value.values()) if isinstance(value, dict) else list(value)
-            hidden = [v for v in items if isinstance(v, (nn.Module, nn.Parameter))]
-            if not hidden:
-                continue
-            weights = sum(p.numel() for v in hidden for p in (v.parameters() if isinstance(v, nn.Module) else [v]))
-            kind = type(value).__name__
-            fix = _CONTAINER_FIX.get(kind, "nn.ModuleList")
-            if all(isinstance(v, nn.Parameter) for v in hidden):
-                fix = "nn.ParameterDict" if kind == "dict" else "nn.ParameterList"
-            found.append({"owner": name or type(model).__name__, "attr": attr, "kind": kind,
-                          "modules": len(hidden), "weights": weights, "fix": fix})
-    return found
+    """Layers and parameters kept in plain Python containers (see :func:`overt.guards.modes.hidden_containers`),
+    each with ``owner``: the qualified name of the module holding it (the class name for the model itself)."""
+    return [{**h, "owner": h["name"] or type(model).__name__} for h in _hidden(model)]
+
+
+TESTS = ("parameter tensors and counts in the optimizer's groups vs the model's trainable parameters; "
+         "frozen, missing (unregistered submodule, plain list) and duplicated parameters")
 
 
 def optimizer_registration(model: nn.Module, optimizer: Any) -> ProbeResult:
@@ -120,7 +101,8 @@ def optimizer_registration(model: nn.Module, optimizer: Any) -> ProbeResult:
         r.verdict, r.summary = Verdict.FAIL, "; ".join(fail + warn)
         r.causes += ["layers in a plain list/dict, a missing super().__init__(), a layer added after the optimizer "
                      "was built, or an optimizer built for another model instance"]
-        r.fix = r.fix or "use nn.ModuleList/nn.ModuleDict, and build the optimizer from the finished model's parameters()"
+        r.fix = r.fix or ("use nn.ModuleList/nn.ModuleDict, and build the optimizer from the finished model's "
+                          "parameters()")
     elif warn:
         r.verdict, r.summary = Verdict.WARN, "; ".join(warn)
     else:

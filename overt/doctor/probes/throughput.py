@@ -4,15 +4,13 @@ dominates."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 from typing import Any
 
 import torch
 from torch import nn
 
-from overt.doctor.common import Clock, Forward, default_forward, fresh, samples, to
+from overt.doctor.common import Clock, Forward, default_forward, fresh, precision_step, samples, to
 from overt.doctor.result import ProbeResult, Verdict
 
 TESTS = "time waiting for data vs computing over N training steps; samples/s; peak memory"
@@ -48,7 +46,6 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
     m, opt, _ = fresh(model, optimizer)
     m.to(device).train()
     prec = Precision(precision, device)
-    autocast = prec.autocast if prec.dtype is not None else contextlib.nullcontext
     clock = Clock(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -69,12 +66,7 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
         if first_batch_s is None:
             first_batch_s = t1 - t0
         batch = to(batch, device)
-        opt.zero_grad(set_to_none=True)
-        with autocast():
-            output, target = forward(m, batch)
-            loss = loss_fn(output, target)
-        prec.backward(loss)
-        prec.step(opt)
+        precision_step(m, opt, loss_fn, batch, forward, prec)
         t2 = clock.now()
         n_steps += 1
         if n_steps > warmup:
