@@ -161,7 +161,8 @@ class _Setup:
                             cfg)
         self._take, self._loader_for = take, loader_for
         self._batches: list[Any] | None = None
-        self.blocked: str | None = None  # why the probes after a failed data probe cannot run
+        self.blocked: str | None = None  # why the probes that need a forward pass cannot run
+        self.loss_blocked: str | None = None  # why the probes that train cannot run
 
     def train_loader(self, **kw: Any) -> Any:
         return self._loader_for(self.train_data, self.cfg.batch_size, shuffle=True, seed=self.cfg.seed,
@@ -183,6 +184,8 @@ class _Setup:
         start = time.perf_counter()
         if self.blocked and probe not in ("data", "optimizer", "bench"):
             result = skipped(probe, _TITLES[probe], "", self.blocked)
+        elif self.loss_blocked and probe in _TRAINING:
+            result = skipped(probe, _TITLES[probe], "", self.loss_blocked)
         else:
             try:
                 result = getattr(self, "_" + probe.replace("-", "_"))()
@@ -191,6 +194,9 @@ class _Setup:
         result.seconds = time.perf_counter() - start
         if probe == "data" and result.evidence.get("forward_error"):
             self.blocked = f"the model cannot run a training batch ({result.evidence['forward_error']})"
+        if probe == "initial-loss" and result.verdict is Verdict.FAIL and (
+                {f.slug for f in result.findings} & {"wrong-loss-for-task", "label-out-of-range"}):
+            self.loss_blocked = f"the loss cannot train on these targets (initial loss: {result.summary})"
         return result
 
     # -- one method per probe --------------------------------------------------------------
@@ -309,6 +315,9 @@ class _Setup:
                           "overt's evaluation: model.eval() + torch.inference_mode(), modes restored after",
         }
 
+
+#: probes that train the model, skipped when the loss does not fit the targets
+_TRAINING = ("gradients", "overfit-batch", "checkpoint", "determinism", "parity", "throughput", "lr-find", "bench")
 
 _TITLES = {"data": "Data", "initial-loss": "Initial loss", "optimizer": "Optimizer registration",
            "gradients": "Gradient flow", "overfit-batch": "Overfit one small batch", "validation": "Validation twice",

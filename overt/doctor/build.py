@@ -32,9 +32,14 @@ def modules_in_traceback(exc: BaseException) -> list[nn.Module]:
 
 
 def _defined_at(cls: type) -> str:
+    import os
+
     try:
         lines = inspect.getsourcelines(cls.__init__)
-        return f"{inspect.getsourcefile(cls.__init__)}:{lines[1]}"
+        path = inspect.getsourcefile(cls.__init__) or "?"
+        if os.path.abspath(path).startswith(os.getcwd() + os.sep):
+            path = os.path.relpath(path)
+        return f"{path}:{lines[1]}"
     except (OSError, TypeError):
         return cls.__qualname__
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from overt.catalog import lookup
 from overt.doctor.result import ProbeResult, Verdict
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def _evidence(r: Readiness) -> list[str]:
             if p.fix:
                 lines += [f"Fix: {p.fix}.", ""]
         if p.slugs:
-            lines += ["Catalog: " + ", ".join(f"[`{s}`](docs/catalog.md#{s})" for s in p.slugs), ""]
+            lines += ["Catalog (see docs/catalog.md in overt): " + ", ".join(f"`{lookup(s).code} {s}`" for s in p.slugs),
+                      ""]
     return lines
 
 
