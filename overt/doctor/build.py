@@ -8,6 +8,7 @@ they are inspected there."""
 from __future__ import annotations
 
 import inspect
+import os
 import traceback
 from typing import Any
 
@@ -31,15 +32,15 @@ def modules_in_traceback(exc: BaseException) -> list[nn.Module]:
     return list(found.values())
 
 
-def _defined_at(cls: type) -> str:
-    import os
+def _short(path: str) -> str:
+    """``path`` relative to the working directory when it is inside it."""
+    return os.path.relpath(path) if os.path.abspath(path).startswith(os.getcwd() + os.sep) else path
 
+
+def _defined_at(cls: type) -> str:
     try:
         lines = inspect.getsourcelines(cls.__init__)
-        path = inspect.getsourcefile(cls.__init__) or "?"
-        if os.path.abspath(path).startswith(os.getcwd() + os.sep):
-            path = os.path.relpath(path)
-        return f"{path}:{lines[1]}"
+        return f"{_short(inspect.getsourcefile(cls.__init__) or '?')}:{lines[1]}"
     except (OSError, TypeError):
         return cls.__qualname__
 
@@ -47,7 +48,7 @@ def _defined_at(cls: type) -> str:
 def _user_line(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if "/overt/" not in f.filename.replace("\\", "/") and "site-packages" not in f.filename]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{_short(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
 
 
 def build_failure(exc: BaseException, what: str = "build(cfg)") -> ProbeResult:

@@ -77,12 +77,12 @@ def _evidence(r: Readiness) -> list[str]:
             lines += [f"> `{f.code} {f.slug}` ({f.where}): {f.message}", ""]
         if p.verdict is not Verdict.PASS:
             if p.causes:
-                lines += ["Likely causes: " + "; ".join(p.causes) + ".", ""]
+                lines += ["Likely causes: " + "; ".join(c.rstrip(".") for c in p.causes) + ".", ""]
             if p.fix:
-                lines += [f"Fix: {p.fix}.", ""]
+                lines += [f"Fix: {p.fix.rstrip('.')}.", ""]
         if p.slugs:
-            lines += ["Catalog (see docs/catalog.md in overt): " + ", ".join(f"`{lookup(s).code} {s}`" for s in p.slugs),
-                      ""]
+            related = ", ".join(f"`{lookup(s).code} {s}`" for s in p.slugs)
+            lines += [f"Catalog (docs/catalog.md in overt): {related}", ""]
     return lines
 
 
@@ -137,8 +137,11 @@ def _checkpoint(r: Readiness) -> list[str]:
 
 
 def _risks(r: Readiness) -> list[str]:
-    risks = derive_risks(r)
     lines = ["## Risks for a larger data set or a longer run", ""]
+    if "build" in r:
+        return lines + ["Not assessed: the recipe did not build, so nothing could be measured. Fix the failures "
+                        "above and run the doctor again.", ""]
+    risks = derive_risks(r)
     lines += [f"{i}. {text}" for i, text in enumerate(risks, 1)] if risks else [
         "No risk stood out in the measurements."]
     return lines + [""]
@@ -199,7 +202,7 @@ def derive_risks(r: Readiness) -> list[str]:
         if e.get("overlap"):
             risks.append(f"Leakage: {e['overlap']} validation sample(s) also occur in the training data, so "
                          f"validation overstates generalisation, more so as the data grows by scraping or merging.")
-    if s.get("val_samples") is None:
+    if "train_samples" in s and s.get("val_samples") is None:
         risks.append("No validation data: over a longer run, overfitting would go unnoticed; hold out a split.")
     o = _get(r, "overfit-batch")
     if o is not None and o.verdict is not Verdict.SKIPPED and o.evidence.get("steps"):
