@@ -82,6 +82,15 @@ def test_initial_loss_mse_on_class_labels(data):
     assert "CrossEntropyLoss" in r.fix
 
 
+def test_initial_loss_regression_target_that_broadcasts(data):
+    x, _ = h.first_batch(data[0])
+    model = nn.Linear(64, 1)
+    r = probes.initial_loss(model, nn.MSELoss(), [(x, x[:, 0])])  # (32, 1) outputs vs (32,) targets
+    assert r.verdict is Verdict.FAIL and slugs(r) == {"wrong-loss-for-task"} and "broadcast" in r.summary
+    r = probes.initial_loss(model, nn.MSELoss(), [(x, x[:, :1])])
+    assert r.verdict is Verdict.PASS and "no ln(C) reference" in r.summary
+
+
 def test_initial_loss_far_above_ln_c(data):
     model = h.mlp()
     with torch.no_grad():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -44,7 +45,8 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
     kind = loss_kind(loss_fn)
     total, n, outputs, targets = 0.0, 0, [], []
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # torch's broadcast warning: judged and reported below
             for batch in batches:
                 output, target = forward(probe, to(batch, device))
                 outputs.append(output)
@@ -71,6 +73,16 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
         r.summary = f"a regression loss on integer class labels ({tuple(tgt.shape)} labels, {tuple(out.shape)} outputs)"
         r.causes.append("MSELoss/L1Loss used for classification")
         r.fix = "use nn.CrossEntropyLoss() on the model's raw logits with integer class labels"
+        return r
+    if (kind == "regression" and isinstance(tgt, torch.Tensor) and isinstance(out, torch.Tensor)
+            and out.shape != tgt.shape):
+        r.find("wrong-loss-for-task",
+               f"the regression loss gets outputs {tuple(out.shape)} and targets {tuple(tgt.shape)}: they broadcast, "
+               f"so every output is compared with every target. Fix: make the shapes equal (output.squeeze(-1) or "
+               f"target.unsqueeze(-1)).", where="loss function vs targets")
+        r.verdict = Verdict.FAIL
+        r.summary = f"outputs {tuple(out.shape)} and targets {tuple(tgt.shape)} broadcast in the loss"
+        r.fix = "make the model's output and the target the same shape"
         return r
     value = total / max(n, 1)
     r.evidence.update(loss=value, loss_fn=kind, samples=n)

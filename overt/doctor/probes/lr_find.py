@@ -64,9 +64,10 @@ def lr_range_test(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *
         return r
     lrs = [math.log10(lr) for lr, _ in points]
     losses = [v for _, v in points]
-    slopes = [(losses[i + 1] - losses[i - 1]) / (lrs[i + 1] - lrs[i - 1]) for i in range(1, len(points) - 1)]
-    steepest = min(range(len(slopes)), key=slopes.__getitem__) + 1
     lowest = min(range(len(losses)), key=losses.__getitem__)
+    end = max(lowest, 2)  # the steepest descent is looked for before the loss bottoms out
+    slopes = [(losses[i + 1] - losses[i - 1]) / (lrs[i + 1] - lrs[i - 1]) for i in range(1, min(end, len(points) - 1))]
+    steepest = min(range(len(slopes)), key=slopes.__getitem__) + 1
     suggested = min(points[steepest][0], points[lowest][0] / 10)
     r.evidence.update(suggested_lr=suggested, steepest_lr=points[steepest][0], lowest_loss_lr=points[lowest][0],
                       lowest_loss=losses[lowest])
