@@ -96,7 +96,7 @@ def doctor(model: nn.Module, optimizer: Any, loss_fn: Any, train_data: Any, val_
         report = overt.doctor(model, optimizer, nn.CrossEntropyLoss(), train_ds, val_ds, batch_size=32)
         assert report.passed, report.to_markdown()
     """
-    from overt.checkpoint.rng import capture_rng, restore_rng
+    from overt.engine.seeding import capture_rng, restore_rng
     from overt.doctor.readiness import Readiness
 
     cfg, opts = split_settings(settings, config)

@@ -119,7 +119,7 @@ def exact_resume(objs: Objects, *, steps: int = 3) -> ProbeResult:
     """Probe 7b on its own: overt's Trainer on copies, ``steps`` + save + resume + ``steps`` against
     ``2 * steps`` uninterrupted; losses and final weights must be equal bit for bit."""
     from overt.checkpoint import Checkpointer
-    from overt.checkpoint.callback import restore_trainer, trainer_objects
+    from overt.checkpoint.callback import restore_trainer
     from overt.errors import OvertError
 
     r = ProbeResult("exact-resume", "Exact resume", TESTS_RESUME)
@@ -128,7 +128,7 @@ def exact_resume(objs: Objects, *, steps: int = 3) -> ProbeResult:
     first.fit()
     with tempfile.TemporaryDirectory(prefix="overt-doctor-") as tmp:
         ckpt = Checkpointer(tmp, keep_last=1, log=_quiet)
-        ckpt.save(first.state.global_step, trainer_objects(first))
+        ckpt.save(first.state.global_step, first.state_objects())  # what `overt train` checkpoints hold
         second, stop2 = trainer_for(objs, 2 * steps)
         try:
             restore_trainer(second, ckpt.load(), log=_quiet)
@@ -144,10 +144,11 @@ def exact_resume(objs: Objects, *, steps: int = 3) -> ProbeResult:
     if second.scheduler is not None:
         r.evidence.update(scheduler=type(second.scheduler).__name__,
                           scheduler_total_steps=getattr(second.scheduler, "total_steps", None))
-    r.evidence.update(steps=2 * steps, uninterrupted=full_losses, resumed=resumed, saved=sorted(trainer_objects(first)))
+    saved = sorted(first.state_objects())
+    r.evidence.update(steps=2 * steps, uninterrupted=full_losses, resumed=resumed, saved=saved)
     r.lines.append(f"uninterrupted {2 * steps} steps: losses {', '.join(f'{v:.6g}' for v in full_losses)}")
     r.lines.append(f"{steps} steps, save, resume, {steps} steps: losses {', '.join(f'{v:.6g}' for v in resumed)}")
-    r.lines.append(f"a Trainer checkpoint holds: {', '.join(sorted(trainer_objects(first)))} and every RNG state")
+    r.lines.append(f"a Trainer checkpoint holds: {', '.join(saved)} and every RNG state")
     diff = first_difference(full_weights, weights(second.model))
     if resumed == full_losses and diff is None:
         r.summary = f"{steps}+{steps} resumed steps equal {2 * steps} uninterrupted ones bit for bit"

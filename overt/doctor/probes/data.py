@@ -19,9 +19,9 @@ TESTS = ("one batch's structure, shapes and dtypes; labels against the model's o
 
 def describe_batch(batch: Any) -> str:
     """``(tensor(32, 64) float32, tensor(32,) int64)``."""
-    from overt.engine.loop import _describe
+    from overt.engine.explain import describe
 
-    return _describe(batch)
+    return describe(batch)
 
 
 def tensors_of(data: Any, *, batch_size: int, seed: int, collate_fn: Any = None,
