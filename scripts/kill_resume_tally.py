@@ -8,6 +8,12 @@ and compares the SHA-256 of the final weights with an uninterrupted run::
 
     python scripts/kill_resume_tally.py --trials 20
     python scripts/kill_resume_tally.py --trials 10 --workers 2 --signal SIGTERM
+    python scripts/kill_resume_tally.py --trials 20 --in-save     # SIGKILL inside fsync/rename of a save
+
+With ``--in-save`` the kill points are the checkpoint store's durable operations instead of
+forward passes: right before or right after a random one of the run's file fsyncs, folder
+fsyncs and renames (saves and deletions of old checkpoints, in the background thread too),
+through the test hook in tests/checkpoint/kill_recipe.py.
 
 Prints one line per trial and the tally; exits 1 if any trial differs.
 """
@@ -31,7 +37,8 @@ RECIPE = REPO / "tests" / "checkpoint" / "kill_recipe.py"
 
 def overt(args: list[str], **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
-    for key in ("OVERT_TEST_SIGNAL_AT", "OVERT_TEST_SIGNAL"):
+    for key in ("OVERT_TEST_SIGNAL_AT", "OVERT_TEST_SIGNAL", "OVERT_TEST_KILL_AT_SAVE_POINT",
+                "OVERT_TEST_SAVE_POINTS_FILE"):
         if key not in env:
             environ.pop(key, None)
     return subprocess.run([sys.executable, "-m", "overt", *args], cwd=REPO, env=environ,
@@ -51,6 +58,8 @@ def main() -> int:
     parser.add_argument("--signal", default="SIGKILL", help="SIGKILL (default), SIGTERM, SIGINT, ...")
     parser.add_argument("--foreground", action="store_true", help="write checkpoints in the foreground")
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill points (default: random)")
+    parser.add_argument("--in-save", action="store_true",
+                        help="SIGKILL right before/after a random fsync or rename of the checkpoint store")
     args = parser.parse_args()
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
@@ -60,26 +69,33 @@ def main() -> int:
     # forward passes in the run: training micro-batches plus validation batches, per epoch
     n_train, n_val, batch = 1437, 360, 32
     calls = args.epochs * (-(-n_train // batch) + -(-n_val // (2 * batch)))
-    print(f"kill points: {args.signal} before a random one of {calls} forward passes (seed {seed}); "
-          f"settings: {' '.join(settings)}")
     with tempfile.TemporaryDirectory(prefix="overt-tally-") as tmp:
         ref = Path(tmp) / "reference"
-        done = overt(["train", str(RECIPE), f"run_dir={ref}", *settings])
+        count_file = Path(tmp) / "save-points"
+        done = overt(["train", str(RECIPE), f"run_dir={ref}", *settings], OVERT_TEST_SAVE_POINTS_FILE=str(count_file))
         if done.returncode != 0:
             print(done.stderr, file=sys.stderr)
             return 2
+        if args.in_save:
+            calls = int(count_file.read_text())
+            what = "SIGKILL at a random one of {} points before/after an fsync or rename of a checkpoint save"
+        else:
+            what = f"{args.signal} before a random one of {{}} forward passes"
+        print(f"kill points: {what.format(calls)} (seed {seed}); settings: {' '.join(settings)}")
         expected = weights_hash(ref)
         same = 0
         start = time.perf_counter()
         for trial in range(args.trials):
             at = rng.randint(1, calls)
             run_dir = Path(tmp) / f"trial-{trial}"
-            first = overt(["train", str(RECIPE), f"run_dir={run_dir}", *settings],
-                          OVERT_TEST_SIGNAL_AT=str(at), OVERT_TEST_SIGNAL=args.signal)
+            hook = ({"OVERT_TEST_KILL_AT_SAVE_POINT": str(at)} if args.in_save
+                    else {"OVERT_TEST_SIGNAL_AT": str(at), "OVERT_TEST_SIGNAL": args.signal})
+            first = overt(["train", str(RECIPE), f"run_dir={run_dir}", *settings], **hook)
             resumes = 0
             rc = first.returncode
             while rc != 0 and resumes < 3:
-                if not (run_dir / "checkpoints").is_dir() or not any((run_dir / "checkpoints").iterdir()):
+                ckpts = run_dir / "checkpoints"
+                if not ckpts.is_dir() or not any(p.name.startswith("step-") for p in ckpts.iterdir()):
                     # killed before the first checkpoint: the only way on is to start again
                     shutil.rmtree(run_dir)
                     rc = overt(["train", str(RECIPE), f"run_dir={run_dir}", *settings]).returncode
@@ -88,7 +104,8 @@ def main() -> int:
                 resumes += 1
             ok = rc == 0 and weights_hash(run_dir) == expected
             same += ok
-            print(f"trial {trial + 1:3d}: signal before forward pass {at:4d}, first exit {first.returncode:4d}, "
+            point = f"save point {at:4d}" if args.in_save else f"signal before forward pass {at:4d}"
+            print(f"trial {trial + 1:3d}: {point}, first exit {first.returncode:4d}, "
                   f"{resumes} resume(s): {'identical' if ok else 'DIFFERENT'}", flush=True)
         print(f"\n{same}/{args.trials} resumed runs bit-identical to the uninterrupted run "
               f"({time.perf_counter() - start:.0f}s)")

@@ -300,8 +300,26 @@ def verify_and_read(path: Path) -> Loaded:
         raise CheckpointError(f"{path.name}: {STATE_JSON} is not an overt checkpoint state",
                               fix="use an older checkpoint")
     tensor_files = {name: read_safetensors(path / name, data) for name, data in contents.items()}
+    for name, tensors in tensor_files.items():
+        if name != STATE_TENSORS:  # a module's weights
+            check_finite(tensors, f"{path.name}/{name}")
     return Loaded(path=path, step=int(manifest.get("step", state.get("step", 0))), state=state,
                   tensor_files=tensor_files)
+
+
+def check_finite(tensors: dict[str, torch.Tensor], source: str) -> None:
+    """Refuse weights that hold NaN/inf: continuing from them (or predicting with them) is garbage."""
+    from overt.checkpoint.finite import all_finite, nonfinite_names
+
+    if all_finite(tensors.values()):
+        return
+    bad = nonfinite_names(tensors.items())
+    raise CheckpointError(
+        f"{source} holds NaN/inf weights ({len(bad)} tensor(s): {', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''})",
+        why="the run had already diverged when it was saved; training on from it, or predicting with it, "
+            "gives garbage",
+        fix="use an older checkpoint (overt resume falls back to the newest finite one)",
+    )
 
 
 def read_newest_valid(root: Path, log: Any = None) -> Loaded:

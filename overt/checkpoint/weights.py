@@ -77,11 +77,12 @@ def load_weights(model: nn.Module, path: str | Path, *, strict: bool = True, nam
     """Load weights from a checkpoint folder (its ``name`` module), a run directory (its newest valid
     checkpoint) or a ``.safetensors`` file into ``model``.  Never unpickles.  Returns the report;
     with ``strict`` (default) any difference raises :class:`CheckpointError` naming the keys."""
-    from overt.checkpoint.store import NAME, read_newest_valid, read_safetensors, verify_and_read
+    from overt.checkpoint.store import NAME, check_finite, read_newest_valid, read_safetensors, verify_and_read
 
     path = Path(path)
     if path.is_file():
         state: dict[str, Any] = read_safetensors(path)
+        check_finite(state, str(path))
     else:
         if NAME.match(path.name):
             loaded = verify_and_read(path)

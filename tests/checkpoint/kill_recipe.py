@@ -41,21 +41,49 @@ def build(cfg):
 
 def _kill_inside_saves() -> None:
     """``OVERT_TEST_KILL_IN_SAVE=N``: SIGKILL the process at the N-th file fsync of a checkpoint
-    save (4 per save: model, state tensors, state.json, manifest) -- a crash in the middle of a save."""
-    at = os.environ.get("OVERT_TEST_KILL_IN_SAVE")
-    if not at:
+    save (4 per save: model, state tensors, state.json, manifest) -- a crash in the middle of a save.
+
+    ``OVERT_TEST_KILL_AT_SAVE_POINT=N``: SIGKILL at the N-th point of the checkpoint store's
+    durable operations -- right before and right after each file fsync, folder fsync and rename
+    (of a save, and of the deletion of an old checkpoint) -- in whichever thread runs it.
+    ``OVERT_TEST_SAVE_POINTS_FILE=PATH`` writes the number of such points of the run at exit."""
+    at_fsync = os.environ.get("OVERT_TEST_KILL_IN_SAVE")
+    at_point = os.environ.get("OVERT_TEST_KILL_AT_SAVE_POINT")
+    count_file = os.environ.get("OVERT_TEST_SAVE_POINTS_FILE")
+    if not (at_fsync or at_point or count_file):
         return
+    import atexit
+    import types
+
     from overt.checkpoint import store
 
-    original, count = store.fsync_file, [0]
+    fsyncs, points = [0], [0]
 
-    def fsync_then_maybe_die(path):
-        count[0] += 1
-        if count[0] == int(at):
+    def point() -> None:
+        points[0] += 1
+        if at_point and points[0] == int(at_point):
             os.kill(os.getpid(), signal.SIGKILL)
-        original(path)
 
-    store.fsync_file = fsync_then_maybe_die
+    def around(fn, is_file_fsync=False):
+        def wrapped(*args):
+            if is_file_fsync:
+                fsyncs[0] += 1
+                if at_fsync and fsyncs[0] == int(at_fsync):
+                    os.kill(os.getpid(), signal.SIGKILL)
+            point()
+            result = fn(*args)
+            point()
+            return result
+        return wrapped
+
+    store.fsync_file = around(store.fsync_file, is_file_fsync=True)
+    store.fsync_dir = around(store.fsync_dir)
+    proxy = types.ModuleType("os")
+    proxy.__dict__.update(os.__dict__)
+    proxy.rename = around(os.rename)
+    store.os = proxy
+    if count_file:
+        atexit.register(lambda: open(count_file, "w").write(str(points[0])))
 
 
 _kill_inside_saves()
