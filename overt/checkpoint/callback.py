@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from overt.checkpoint.checkpointer import Checkpointer, Restored
 from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
+from overt.checkpoint.finite import all_finite, float_tensors, nonfinite_names
 from overt.checkpoint.store import NAME, list_checkpoints, read_newest_valid, verify_and_read
 from overt.engine.callbacks import Callback
 
@@ -69,7 +70,7 @@ class CheckpointCallback(Callback):
             extra = parse_signal(cfg.preempt_signal)
             if extra not in signals:
                 signals.append(extra)
-        self.preemption = PreemptionHandler(signals, self._on_signal)
+        self.preemption = PreemptionHandler(signals, self._on_signal, on_abort=self._on_abort)
         self.saves = 0
         self._trainer: Trainer | None = None
         self._saved_at: tuple[int, int, int] | None = None
@@ -79,6 +80,7 @@ class CheckpointCallback(Callback):
 
     def save(self, trainer: Trainer, kind: str, metric: float | None = None) -> Path | None:
         s = trainer.state
+        self._check_finite(trainer)
         if _rank() != 0:  # in a multi-process run, rank 0 writes (the others hold the same weights)
             self._saved_at = _position(trainer)
             return None
@@ -88,6 +90,52 @@ class CheckpointCallback(Callback):
         self._saved_at = _position(trainer)
         self.saves += 1
         return path
+
+    def _check_finite(self, trainer: Trainer) -> None:
+        """Refuse to save NaN/inf weights, optimizer state or loss over the good checkpoints: one
+        reduction on the device and one host read per save (the save reads the device anyway)."""
+        model_state = trainer.model.state_dict()
+        optimizer_state = list(float_tensors(list(trainer.optimizer.state.values())))
+        loss = [trainer.last_loss] if trainer.last_loss is not None and trainer.precision.mode != "fp16" else []
+        tensors = [t for _, t in float_tensors(model_state)] + [t for _, t in optimizer_state] + loss
+        if all_finite(tensors):
+            return
+        bad = nonfinite_names(float_tensors(model_state))
+        if nonfinite_names(optimizer_state):
+            bad.append("the optimizer's state")
+        if loss and nonfinite_names([("the training loss", loss[0])]):
+            bad.append("the training loss")
+        raise CheckpointError(
+            f"the state at step {trainer.state.global_step} holds NaN/inf ({', '.join(bad[:6])}"
+            f"{', ...' if len(bad) > 6 else ''}); it was not saved",
+            where=f"{self.checkpointer.directory} (newest finite checkpoint: {self._last_good() or 'none yet'})",
+            why="a checkpoint of diverged weights is useless to continue from, and saving it would rotate the "
+                "good checkpoints out (keep_last)",
+            fix=self._continue_hint(),
+        )
+
+    def _last_good(self) -> str | None:
+        try:
+            self.checkpointer.wait()
+        except CheckpointError:
+            pass
+        entries = list_checkpoints(self.checkpointer.directory)
+        return str(entries[-1].path) if entries else None
+
+    def _continue_hint(self) -> str:
+        last = self._last_good()
+        where = (f"`overt resume {self.run_dir}` continues from {Path(last).name} (the newest finite checkpoint)"
+                 if last else f"start the run again (rm -r {self.run_dir}): it has no finite checkpoint")
+        return ("find where NaN/inf comes from (NaN/inf in the inputs or labels, log/sqrt/division of zero in "
+                "the loss, a learning rate that is too high, fp16 overflow: use bf16); then " + where)
+
+    def _on_abort(self, sig: signal.Signals) -> None:
+        """A second signal ends the process at once: say so in status.json, which still says running."""
+        from overt.run.writer import write_status
+
+        step = self._trainer.state.global_step if self._trainer is not None else None
+        write_status(self.run_dir, {"status": "killed", "error": f"a second {sig.name} ended the process at once "
+                                    "(no checkpoint of the last steps)", "step": step})
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self._trainer is not None:
@@ -141,6 +189,8 @@ class CheckpointCallback(Callback):
             pass
         finally:
             self.preemption.uninstall()
+        if getattr(getattr(error, "finding", None), "slug", None) == "non-finite":  # the guards stopped the run
+            _stderr(f"overt: newest finite checkpoint: {self._last_good() or 'none'}; {self._continue_hint()}")
 
 
 # -- resuming --------------------------------------------------------------------------------------
@@ -160,7 +210,25 @@ def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
             fix=f"start it again: delete the folder (rm -r {path}) and run the same `overt train` command "
                 "(checkpoint_every_steps=N saves more often than once per epoch)",
         )
-    return Restored(read_newest_valid(root, log=log))
+    restored = Restored(read_newest_valid(root, log=log))
+    if root != path:
+        _check_belongs(restored, path)
+    return restored
+
+
+def _check_belongs(restored: Restored, run_dir: Path) -> None:
+    """Refuse a checkpoint that lives outside ``run_dir`` (a ``checkpoints`` link to another folder)
+    and was written by another run: continuing from it would graft another run onto this one."""
+    real_ckpt, real_run = restored.path.resolve(), run_dir.resolve()
+    saved = restored.meta.get("run_dir")
+    if real_ckpt.is_relative_to(real_run) or not saved or Path(saved).resolve() == real_run:
+        return
+    raise CheckpointError(
+        f"the checkpoint {restored.path} belongs to another run",
+        where=f"it is {real_ckpt} (through a link), written by the run {saved}; resuming {run_dir}",
+        why="continuing from it would graft another run's weights and position onto this run's logs",
+        fix=f"resume that run itself (`overt resume {saved}`), or remove the link {run_dir / 'checkpoints'}",
+    )
 
 
 def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) -> Restored:

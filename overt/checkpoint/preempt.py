@@ -41,9 +41,11 @@ def exit_code(sig: int) -> int:
 class PreemptionHandler:
     """Installs handlers for ``signals`` (main thread only); the first signal calls ``on_signal``."""
 
-    def __init__(self, signals: list[signal.Signals], on_signal: Callable[[signal.Signals], None]):
+    def __init__(self, signals: list[signal.Signals], on_signal: Callable[[signal.Signals], None],
+                 on_abort: Callable[[signal.Signals], None] | None = None):
         self.signals = signals
         self.on_signal = on_signal
+        self.on_abort = on_abort  # called (errors ignored) before a second signal ends the process
         self.received: signal.Signals | None = None
         self._previous: dict[signal.Signals, Any] = {}
 
@@ -67,4 +69,9 @@ class PreemptionHandler:
             return
         # second signal: stop now, the way the signal's default action does
         signal.signal(signum, signal.SIG_DFL)
+        if self.on_abort is not None:
+            try:
+                self.on_abort(signal.Signals(signum))
+            except Exception:  # noqa: BLE001 - nothing may delay the stop
+                pass
         os.kill(os.getpid(), signum)

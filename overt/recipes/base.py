@@ -69,6 +69,58 @@ def load_recipe_module(spec: str) -> ModuleType:
         raise
 
 
+def recipe_file(spec: str) -> Path | None:
+    """The source file a recipe spec names, found without running the recipe's code (a dotted
+    module path imports its parent packages, as any lookup of a module does)."""
+    if spec.endswith(".py"):
+        return Path(spec).resolve()
+    try:
+        found = importlib.util.find_spec(BUILTIN.get(spec, spec))
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(found, "origin", None)
+    return Path(origin).resolve() if origin and origin not in ("built-in", "frozen") else None
+
+
+def recipe_source(spec: str) -> dict[str, Any]:
+    """``{"spec", "file", "sha256"}`` of a recipe's source, recorded in checkpoints so that a
+    resumed run can tell whether it would run the code the run was trained with."""
+    import hashlib
+
+    path = recipe_file(spec)
+    digest = None
+    if path is not None and path.is_file():
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"spec": spec, "file": str(path) if path else None, "sha256": digest}
+
+
+def check_recipe_source(saved: dict[str, Any] | None, spec: str, *, allow_changed: bool = False) -> list[str]:
+    """Before a resumed run imports its recipe: the lines to print (which file is imported), or
+    :class:`RecipeError` when its source differs from the one the checkpoint was trained with
+    (unless ``allow_changed``): importing runs its code, and changed code breaks exact resume."""
+    now = recipe_source(spec)
+    short = (now["sha256"] or "?")[:12]
+    notes = [f"overt: importing recipe {now['file'] or spec} (sha256 {short}...)"]
+    if not saved or not saved.get("sha256"):
+        return notes + ["overt: the checkpoint records no recipe hash (written by an older overt): "
+                        "the recipe's source is not checked"]
+    if saved["sha256"] == now["sha256"]:
+        return notes
+    where = (f"trained with {saved.get('file') or saved.get('spec')} sha256 {saved['sha256'][:12]}...; "
+             f"now {now['file'] or spec} sha256 {short}...")
+    if allow_changed:
+        return notes + [f"overt: the recipe's source changed since the checkpoint was written ({where}); "
+                        "resuming with it anyway (--allow-changed-recipe): the result will differ from an "
+                        "uninterrupted run"]
+    raise RecipeError(
+        f"the recipe {spec} is not the one this run was trained with: its source changed",
+        where=where,
+        why="`overt resume` imports and runs the recipe's code; code the run was not trained with breaks "
+            "exact resume, and a checkpoint edited to name another file would run that file",
+        fix="restore the recipe file as it was, or pass --allow-changed-recipe to resume with the new code",
+    )
+
+
 def recipe_defaults(module: ModuleType) -> dict[str, Any]:
     defaults = getattr(module, "defaults", {})
     if not isinstance(defaults, dict):
