@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from overt.engine.callbacks import Callback
 
 
-def default_callbacks(cfg: TrainConfig, run_dir: Path | None,
-                      user: Sequence[Callback] = ()) -> list[Callback]:
+def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
+                      recipe_source: dict[str, Any] | None = None) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, checkpoints (when
     there is a run directory), the ``user``'s own, MLflow (``mlflow``/``mlflow_uri``/
     ``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
@@ -44,7 +44,7 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None,
     if run_dir is not None and cfg.checkpoint:
         from overt.checkpoint.callback import CheckpointCallback
 
-        callbacks.append(CheckpointCallback(cfg, run_dir))
+        callbacks.append(CheckpointCallback(cfg, run_dir, recipe_source=recipe_source))
     callbacks += user
     if cfg.mlflow or cfg.mlflow_uri or cfg.mlflow_experiment:
         from overt.integrations.mlflow import MLflowCallback
@@ -82,12 +82,14 @@ class Trainer(EngineTrainer):
         summary = trainer.fit()
     """
 
-    def __init__(self, *args: Any, run_dir: str | Path | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, run_dir: str | Path | None = None, recipe_source: dict[str, Any] | None = None,
+                 **kwargs: Any):
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.recipe_source = recipe_source  # recorded in checkpoints (overt train sets it; see train_recipe)
         super().__init__(*args, **kwargs)
 
     def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
-        return default_callbacks(self.config, self.run_dir, callbacks)
+        return default_callbacks(self.config, self.run_dir, callbacks, recipe_source=self.recipe_source)
 
 
 def fit(
@@ -107,7 +109,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
     directory is reused and training continues from the checkpoint."""
     from overt.engine.seeding import seed_everything
-    from overt.recipes.base import build_recipe
+    from overt.recipes.base import build_recipe, recipe_source
     from overt.run import lock
     from overt.run.rundir import check_claimable, claim, run_dir_for
 
@@ -124,7 +126,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
             trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
                               scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                               metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
-                              config=cfg, run_dir=run_dir)
+                              config=cfg, run_dir=run_dir, recipe_source=recipe_source(cfg.recipe))
             if resume is not None:
                 from overt.checkpoint.callback import restore_trainer
 

@@ -59,9 +59,10 @@ class CheckpointCallback(Callback):
     """Saves ``RUN_DIR/checkpoints/step-NNNNNN`` by the config's policy; turns SIGTERM, SIGINT and
     ``preempt_signal`` into finish-the-step, save, stop."""
 
-    def __init__(self, cfg: Any, run_dir: Path):
+    def __init__(self, cfg: Any, run_dir: Path, recipe_source: dict[str, Any] | None = None):
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.recipe_source = recipe_source  # {"spec", "file", "sha256"} of the recipe, checked by overt resume
         self.checkpointer = Checkpointer(Path(run_dir) / "checkpoints", keep_last=cfg.keep_last,
                                          keep_best=cfg.keep_best, mode=cfg.monitor_mode, metric_name=cfg.monitor,
                                          background=cfg.checkpoint_background)
@@ -85,7 +86,8 @@ class CheckpointCallback(Callback):
             self._saved_at = _position(trainer)
             return None
         meta = {"kind": kind, "epoch": s.epoch, "global_step": s.global_step, "batch_index": s.batch_index,
-                "config": trainer.config.model_dump(mode="json"), "run_dir": str(self.run_dir)}
+                "config": trainer.config.model_dump(mode="json"), "run_dir": str(self.run_dir),
+                "recipe_source": self.recipe_source}
         path = self.checkpointer.save(s.global_step, trainer.state_objects(), metric=metric, meta=meta)
         self._saved_at = _position(trainer)
         self.saves += 1

@@ -14,7 +14,9 @@ Continue a run from its newest valid checkpoint (a bad newest one is named and s
   overt resume runs/digits-20260101-120000
   overt resume runs/mine epochs=30          continue with changed settings (reported)
 
-The run is rebuilt from the config saved in the checkpoint.  Exit status: 0 when the
+The run is rebuilt from the config saved in the checkpoint.  Its recipe is code: overt
+says which file it imports and refuses one whose source changed since the run was trained
+(--allow-changed-recipe resumes with the new code anyway).  Exit status: 0 when the
 run finishes, 128 + N when it stops cleanly on signal N again (143 for SIGTERM),
 2 on an error (nothing to resume, unreadable checkpoints, bad overrides).
 """
@@ -25,14 +27,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="the run directory (holds checkpoints/), or one checkpoint folder")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
+    parser.add_argument("--allow-changed-recipe", action="store_true",
+                        help="resume even though the recipe's source differs from the one the run was trained with")
     return parser.parse_args(argv)
 
 
-def resume_config(restored: Any, run_dir: Path, overrides: list[str]) -> tuple[Any, Any]:
-    """(recipe module, validated config): the checkpoint's config, the overrides, this run directory."""
+def resume_config(restored: Any, run_dir: Path, overrides: list[str],
+                  allow_changed_recipe: bool = False) -> tuple[Any, Any]:
+    """(recipe module, validated config): the checkpoint's config, the overrides, this run directory.
+    The recipe is imported only after its source was checked against the one the run was trained with."""
     from overt.checkpoint.codec import CheckpointError
     from overt.config import parse_overrides, resolve
-    from overt.recipes.base import load_recipe_module, recipe_defaults
+    from overt.recipes.base import check_recipe_source, load_recipe_module, recipe_defaults
 
     saved = dict(restored.meta.get("config") or {})
     if not saved:
@@ -41,9 +47,24 @@ def resume_config(restored: Any, run_dir: Path, overrides: list[str]) -> tuple[A
                               fix="resume it from Python: build the Trainer, then "
                                   "overt.checkpoint.resume(trainer, path)")
     values = {**saved, **parse_overrides(overrides), "run_dir": str(run_dir)}
-    module = load_recipe_module(str(values.get("recipe", "digits")))
+    spec = str(values.get("recipe", "digits"))
+    for line in check_recipe_source(restored.meta.get("recipe_source"), spec, allow_changed=allow_changed_recipe):
+        print(line, file=sys.stderr, flush=True)
+    _note_versions(restored.versions)
+    module = load_recipe_module(spec)
     defaults = recipe_defaults(module)
     return module, resolve(defaults, {**defaults, **values}, source=f"{restored.path.name} or command line")
+
+
+def _note_versions(saved: dict[str, str]) -> None:
+    """Say when torch or overt differ from the checkpoint's: exact resume holds on the same versions."""
+    from overt.checkpoint.checkpointer import versions
+
+    now = versions()
+    changed = [f"{k} {saved[k]} -> {now[k]}" for k in ("torch", "overt") if saved.get(k) and saved[k] != now.get(k)]
+    if changed:
+        print(f"overt: the checkpoint was written with other versions ({', '.join(changed)}): training goes on, "
+              "but not necessarily bit-identically to an uninterrupted run", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -63,7 +84,7 @@ def main(argv: list[str]) -> int:
             from overt.compose import train_recipe
 
             restored = find_checkpoint(path)
-            module, cfg = resume_config(restored, run_dir, args.overrides)
+            module, cfg = resume_config(restored, run_dir, args.overrides, args.allow_changed_recipe)
             summary = train_recipe(cfg, module, resume=restored)
         finally:
             lock.release(run_dir)

@@ -181,11 +181,11 @@ class Trainer:
                 state.epoch, state.batch_index, state.samples_seen = state.epoch + 1, 0, 0
                 self.last_metrics = metrics
                 self.callbacks.call("on_epoch_end", self, state.epoch - 1, metrics)
-        except BaseException as error:
+            summary = self.summary()
+            self.callbacks.call("on_summary", self, summary)  # every plug-in adds its part first...
+        except BaseException as error:  # (a final save that fails fails the run: on_exception too)
             self.callbacks.call("on_exception", self, error)
             raise
-        summary = self.summary()
-        self.callbacks.call("on_summary", self, summary)  # every plug-in adds its part first...
         self.callbacks.call("on_fit_end", self, summary)  # ...then writers and printers see all of it
         return summary
 

@@ -65,3 +65,14 @@ def test_a_manifest_naming_a_file_with_a_nul_byte(tmp_path, capsys, finished_run
     assert resume([str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "the manifest names an invalid file 'model\\x00.safetensors'" in err and "Traceback" not in err
+
+
+def test_a_checkpoint_folder_linked_from_another_run_is_refused(tmp_path, capsys, finished_run):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.yaml").write_text((finished_run / "config.yaml").read_text())
+    (other / "checkpoints").symlink_to(finished_run / "checkpoints")
+    assert resume([str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "belongs to another run" in err and f"written by the run {finished_run}" in err
+    assert "Traceback" not in err

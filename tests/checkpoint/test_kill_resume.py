@@ -117,6 +117,8 @@ def test_a_second_sigterm_exits_at_once(tmp_path):
     done = train(run_dir, OVERT_TEST_SIGNAL_AT="65", OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_TWICE="1")
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert not (run_dir / "summary.json").exists()
+    status = json.loads((run_dir / "status.json").read_text())  # not left saying "running"
+    assert status["status"] == "killed" and "a second SIGTERM" in status["error"]
 
 
 def _sigterm_the_process_group(run_dir: Path, delay: float) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from overt.checkpoint import CheckpointError, load_weights
-from overt.checkpoint.cli import main as resume
+from overt.cli.resume import main as resume
 
 
 @pytest.fixture(scope="module")
