@@ -15,16 +15,6 @@ import pytest
 from overt.cli.resume import main as resume
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    from overt.cli.train import main as train
-
-    run_dir = tmp_path_factory.mktemp("hostile") / "run"
-    assert train(["digits", f"run_dir={run_dir}", "epochs=1", "progress=off", "tensorboard=false",
-                  "guards=false"]) == 0
-    return run_dir
-
-
 def _fifo(path: Path) -> None:
     os.mkfifo(path)
 
@@ -40,12 +30,13 @@ def _dev_zero(path: Path) -> None:
 @pytest.mark.parametrize("plant, kind", [(_fifo, "is a FIFO"), (_folder, "is a folder"),
                                          (_dev_zero, "a symbolic link")])
 @pytest.mark.parametrize("name", ["model.safetensors", "manifest.json"])
-def test_a_checkpoint_file_that_is_not_a_regular_file(tmp_path, capsys, finished_run, plant, kind, name):
+def test_a_checkpoint_file_that_is_not_a_regular_file(tmp_path, capsys, two_epochs, plant, kind, name):
     run_dir = tmp_path / "run"
-    shutil.copytree(finished_run, run_dir)
-    target = run_dir / "checkpoints" / "step-000045" / name
-    target.unlink()
-    plant(target)
+    shutil.copytree(two_epochs, run_dir)
+    for ckpt in (run_dir / "checkpoints").iterdir():
+        target = ckpt / name
+        target.unlink()
+        plant(target)
     result: list[int] = []
     worker = threading.Thread(target=lambda: result.append(resume([str(run_dir), "progress=off"])), daemon=True)
     worker.start()
@@ -55,24 +46,25 @@ def test_a_checkpoint_file_that_is_not_a_regular_file(tmp_path, capsys, finished
     assert kind in err and "Traceback" not in err, err
 
 
-def test_a_manifest_naming_a_file_with_a_nul_byte(tmp_path, capsys, finished_run):
+def test_a_manifest_naming_a_file_with_a_nul_byte(tmp_path, capsys, two_epochs):
     run_dir = tmp_path / "run"
-    shutil.copytree(finished_run, run_dir)
-    manifest_path = run_dir / "checkpoints" / "step-000045" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["files"]["model\0.safetensors"] = manifest["files"].pop("model.safetensors")
-    manifest_path.write_text(json.dumps(manifest))
+    shutil.copytree(two_epochs, run_dir)
+    for ckpt in (run_dir / "checkpoints").iterdir():
+        manifest_path = ckpt / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        manifest["files"]["model\0.safetensors"] = manifest["files"].pop("model.safetensors")
+        manifest_path.write_text(json.dumps(manifest))
     assert resume([str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "the manifest names an invalid file 'model\\x00.safetensors'" in err and "Traceback" not in err
 
 
-def test_a_checkpoint_folder_linked_from_another_run_is_refused(tmp_path, capsys, finished_run):
+def test_a_checkpoint_folder_linked_from_another_run_is_refused(tmp_path, capsys, two_epochs):
     other = tmp_path / "other"
     other.mkdir()
-    (other / "config.yaml").write_text((finished_run / "config.yaml").read_text())
-    (other / "checkpoints").symlink_to(finished_run / "checkpoints")
+    (other / "config.yaml").write_text((two_epochs / "config.yaml").read_text())
+    (other / "checkpoints").symlink_to(two_epochs / "checkpoints")
     assert resume([str(other)]) == 2
     err = capsys.readouterr().err
-    assert "belongs to another run" in err and f"written by the run {finished_run}" in err
+    assert "belongs to another run" in err and f"written by the run {two_epochs}" in err
     assert "Traceback" not in err

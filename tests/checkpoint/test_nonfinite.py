@@ -15,16 +15,6 @@ from overt.checkpoint import CheckpointError, load_weights
 from overt.cli.resume import main as resume
 
 
-@pytest.fixture(scope="module")
-def two_epochs(tmp_path_factory) -> Path:
-    from overt.cli.train import main as train
-
-    run_dir = tmp_path_factory.mktemp("nonfinite") / "run"
-    assert train(["digits", f"run_dir={run_dir}", "epochs=2", "progress=off", "tensorboard=false",
-                  "guards=false"]) == 0
-    return run_dir
-
-
 def poison(checkpoint: Path) -> None:
     """Put a NaN into the saved weights and forge the manifest so that the files still verify
     (what a diverged run saved by a tool without overt's check looks like)."""
