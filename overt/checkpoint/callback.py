@@ -252,7 +252,9 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
                               f"{'has a' if 'scheduler' in objects else 'has no'} scheduler",
                               why="the learning-rate schedule would not continue where it stopped",
                               fix="build the run the same way as the one that was saved")
+    built = _hyperparameters(trainer.optimizer, scheduled="scheduler" in objects)
     notes = restored.apply({k: v for k, v in objects.items() if k in saved}, rng=False, strict=True)
+    notes += _reapply_hyperparameters(trainer, built, restored)
     if restored.rng is not None:
         notes += trainer.load_rng_state(restored.rng)
     for note in notes:
@@ -304,6 +306,46 @@ def _check_schedule_horizon(trainer: Trainer, restored: Restored) -> None:
             fix="resume with the saved number of epochs, or start a new run from these weights "
                 "(overt.checkpoint.load_weights) with a new schedule",
         )
+
+
+# Optimizer hyperparameters a run's config can set.  With a scheduler, the group's ``lr`` is the
+# schedule's current value and cyclic schedules also move momentum/betas: compare ``initial_lr``.
+_HYPER = ("lr", "weight_decay", "momentum", "dampening", "betas", "eps", "alpha", "nesterov", "amsgrad")
+_HYPER_SCHEDULED = ("initial_lr", "max_lr", "weight_decay", "dampening", "eps", "alpha", "nesterov", "amsgrad")
+
+
+def _hyperparameters(optimizer: Any, scheduled: bool) -> list[dict[str, Any]]:
+    keys = _HYPER_SCHEDULED if scheduled else _HYPER
+    return [{k: tuple(g[k]) if isinstance(g[k], (list, tuple)) else g[k] for k in keys if k in g}
+            for g in optimizer.param_groups]
+
+
+def _reapply_hyperparameters(trainer: Trainer, built: list[dict[str, Any]], restored: Restored) -> list[str]:
+    """The optimizer's saved state carries its hyperparameters, so ``overt resume RUN lr=1e-4`` would
+    otherwise train on at the saved learning rate while saying it changed.  Hyperparameters that the
+    rebuilt optimizer has and the checkpoint's lacks are applied (and said); a changed learning rate
+    under a scheduler, whose saved state drives the rate, is refused."""
+    scheduled = trainer.scheduler is not None
+    now = _hyperparameters(trainer.optimizer, scheduled)
+    notes = []
+    for index, (wanted, loaded) in enumerate(zip(built, now)):
+        for key, value in wanted.items():
+            if loaded.get(key) == value:
+                continue
+            if key in ("initial_lr", "max_lr"):
+                raise CheckpointError(
+                    f"the learning rate changed on resume (param group {index}: {key} "
+                    f"{loaded.get(key)!r} in the checkpoint, {value!r} now), but the run has a scheduler",
+                    where=str(restored.path),
+                    why="the scheduler's saved state sets the learning rate at every step, so the new rate "
+                        "would be silently ignored",
+                    fix="resume with the saved learning rate, or start a new run from these weights "
+                        "(overt.checkpoint.load_weights) with the new rate and a new schedule",
+                )
+            trainer.optimizer.param_groups[index][key] = value
+            notes.append(f"applied the changed optimizer setting {key} {loaded.get(key)!r} -> {value!r} "
+                         f"(param group {index}) over the checkpoint's")
+    return notes
 
 
 def _config_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:

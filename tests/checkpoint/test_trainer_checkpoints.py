@@ -112,3 +112,39 @@ def test_resume_refuses_a_trainer_built_differently(tmp_path, digits):
 def test_an_unknown_preempt_signal_is_a_config_error(tmp_path, digits):
     with pytest.raises(ConfigError, match="unknown signal 'SIGNOPE'"):
         build(digits, tmp_path / "run", preempt_signal="SIGNOPE")
+
+
+def _plain(digits, run_dir, lr, scheduler=False, **overrides):
+    seed_everything(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5) if scheduler else None
+    train, val = digits
+    return overt.Trainer(model, opt, nn.CrossEntropyLoss(), train, val, scheduler=sched,
+                         scheduler_interval="epoch", run_dir=run_dir,
+                         **{**SETTINGS, "epochs": 1, "accumulate": 1, "monitor": "val/loss",
+                            "monitor_mode": "min", **overrides})
+
+
+def test_a_learning_rate_changed_on_resume_is_applied_not_silently_dropped(tmp_path, digits):
+    _plain(digits, tmp_path / "run", lr=0.05).fit()
+    same = _plain(digits, tmp_path / "run", lr=0.05, epochs=2)
+    notes: list[str] = []
+    resume(same, log=notes.append)
+    assert same.optimizer.param_groups[0]["lr"] == 0.05
+    assert not any("applied the changed optimizer setting" in n for n in notes)  # unchanged: nothing said
+
+    lower = _plain(digits, tmp_path / "run", lr=0.001, epochs=2)
+    notes.clear()
+    resume(lower, log=notes.append)
+    assert lower.optimizer.param_groups[0]["lr"] == 0.001
+    assert lower.optimizer.state  # the momentum buffers still come from the checkpoint
+    assert any("lr 0.05 -> 0.001" in n for n in notes)
+
+
+def test_a_learning_rate_changed_under_a_scheduler_is_refused(tmp_path, digits):
+    _plain(digits, tmp_path / "run", lr=0.05, scheduler=True).fit()
+    same = _plain(digits, tmp_path / "run", lr=0.05, scheduler=True, epochs=2)
+    resume(same, log=lambda _: None)  # unchanged: resumes
+    with pytest.raises(CheckpointError, match="learning rate changed on resume"):
+        resume(_plain(digits, tmp_path / "run", lr=0.001, scheduler=True, epochs=2), log=lambda _: None)
