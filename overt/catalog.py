@@ -140,6 +140,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("shuffled-evaluation", "OVT504", "evaluation DataLoader with shuffle=True",
           "order-dependent evaluation becomes irreproducible for no benefit",
           _I, True, False),
+    Entry("unsharded-sampler", "OVT505", "training DataLoader not split across ranks under DDP",
+          "every rank trains on every sample: each epoch repeats the same work world_size times",
+          _W, False, True),
+    Entry("unset-epoch", "OVT506", "DistributedSampler whose set_epoch() is never called",
+          "every epoch repeats the first epoch's shuffled order (and the same split across ranks)",
+          _W, True, True),
     # -- saving, loading, scaling ------------------------------------------------
     Entry("unsafe-load", "OVT601", "torch.load without weights_only=True",
           "loading a checkpoint can run arbitrary code hidden in the pickle",
@@ -153,6 +159,9 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("ddp-out-of-sync", "OVT604", "replicas' weights diverge across ranks",
           "each rank trains its own model and the saved one is arbitrary",
           _E, False, True),
+    Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
+          "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
+          _W, True, False),
     # -- training dynamics ---------------------------------------------------------
     Entry("exploding-gradients", "OVT701", "gradient norm far above its running range",
           "updates blow up and training diverges a few steps later",

@@ -120,14 +120,23 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_snapshot(snap: Snapshot, root: Path) -> Path:
-    """Write ``snap`` as ``root/step-NNNNNN`` atomically and durably; returns the final path."""
+def tmp_name(root: Path, step: int) -> Path:
+    """A fresh hidden temporary folder name for the checkpoint of ``step`` (ignored until renamed)."""
+    return root / f".tmp-{checkpoint_name(step)}-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def write_snapshot(snap: Snapshot, root: Path, tmp: Path | None = None) -> Path:
+    """Write ``snap`` as ``root/step-NNNNNN`` atomically and durably; returns the final path.
+
+    ``tmp``: an existing temporary folder (from :func:`tmp_name`) that already holds other files
+    of the same checkpoint (a sharded checkpoint's shards); they are committed by the same rename."""
     from safetensors.torch import save_file
 
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(snap.step)
-    tmp = root / f".tmp-{final.name}-{os.getpid()}-{time.monotonic_ns()}"
-    tmp.mkdir()
+    if tmp is None:
+        tmp = tmp_name(root, snap.step)
+        tmp.mkdir()
     try:
         files: dict[str, dict[str, Any]] = {}
         for name, tensors in snap.tensor_files.items():

@@ -93,6 +93,7 @@ def _loader_start(it: Any) -> None:
     key = id(getattr(it, "_dataset", it))
     for s in ACTIVE:
         s.scheds.epoch_boundary()
+        _safely(s.samplers.pass_started, it)
         # a training epoch or an evaluation pass begins: look at its first forwards, for the
         # first passes over each dataset (later passes repeat the pattern; a mode switch or
         # no_grad still re-arms, and an evaluation phase keeps the hook on until training resumes)

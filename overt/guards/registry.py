@@ -17,6 +17,7 @@ from overt.guards.grads import GradChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
+from overt.guards.samplers import SamplerChecks
 from overt.guards.schedulers import SchedulerChecks
 
 CHECKS: tuple[type[Check], ...] = (
@@ -26,6 +27,7 @@ CHECKS: tuple[type[Check], ...] = (
     GraphChecks,
     ActivationChecks,
     DataChecks,
+    SamplerChecks,
     SchedulerChecks,
     DistributedChecks,
 )

@@ -1,0 +1,162 @@
+"""FSDP2 checkpoints: ``torch.distributed.checkpoint`` shards under overt's atomic commit and manifest.
+
+Layout of ``checkpoints/step-NNNNNN/`` for ``strategy=fsdp``::
+
+    dcp/                 model and optimizer, sharded: each rank writes its own shards
+                         (torch.distributed.checkpoint's FileSystemWriter: ``.metadata``, ``*.distcp``)
+    state.safetensors    every other tensor (per-rank RNG states, GradScaler, ...)
+    state.json           positions, scheduler, config, versions; ``meta.sharded`` lists the size
+                         and SHA-256 of every file under ``dcp/``
+    manifest.json        size and SHA-256 of state.json and state.safetensors; written last
+
+Saving is a collective: rank 0 names a hidden temporary folder and tells the others; every rank
+writes its shards there; rank 0 hashes them, writes the rest and renames the folder into place
+(:func:`overt.checkpoint.store.write_snapshot`), then every rank waits at a barrier.  A crash
+at any point leaves no folder with a checkpoint's name.  Loading verifies the manifest
+(state.json, whose hash list covers the shards), then each shard's hash, then lets
+``torch.distributed.checkpoint`` read the shards this rank needs -- with any number of
+processes: the saved shards are resharded to the current world size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from overt.checkpoint.codec import CheckpointError
+
+SHARDS = "dcp"
+
+
+def _hash_tree(folder: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        out[str(path.relative_to(folder))] = {"bytes": path.stat().st_size, "sha256": digest}
+    return out
+
+
+def _broadcast(value: Any) -> Any:
+    import torch.distributed as dist
+
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_rng() -> list[dict[str, Any]] | None:
+    """Every rank's RNG states, on rank 0 (None elsewhere); a collective."""
+    import torch.distributed as dist
+
+    from overt.checkpoint.rng import capture_rng
+
+    state = capture_rng()
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [state]
+    out: list[Any] = [None] * dist.get_world_size() if dist.get_rank() == 0 else []
+    dist.gather_object(state, out if dist.get_rank() == 0 else None, dst=0)
+    return out if dist.get_rank() == 0 else None
+
+
+def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metric: float | None,
+                 meta: dict[str, Any]) -> Path:
+    """Save ``objects`` (``model``: an FSDP2 module, ``optimizer`` and plain stateful objects) as one
+    checkpoint; every rank calls it.  Returns the final path (the same on every rank)."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    from overt.checkpoint.store import clean_stale, checkpoint_name, tmp_name, write_snapshot
+
+    root = Path(checkpointer.directory)
+    rank = dist.get_rank()
+    tmp = None
+    if rank == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        if not checkpointer._cleaned:
+            clean_stale(root)
+            checkpointer._cleaned = True
+        tmp = tmp_name(root, step)
+        tmp.mkdir()
+    tmp = Path(_broadcast(str(tmp) if tmp is not None else None))
+    model, optimizer = objects["model"], objects["optimizer"]
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    try:
+        dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(tmp / SHARDS))
+    except BaseException:
+        if rank == 0:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    rngs = gather_rng()
+    final = root / checkpoint_name(step)
+    if rank == 0:
+        rest = {k: v for k, v in objects.items() if k not in ("model", "optimizer")}
+        rest["rank_rng"] = {"world_size": len(rngs), "states": rngs}
+        meta = {**meta, "sharded": {"format": "torch.distributed.checkpoint", "folder": SHARDS,
+                                    "world_size": dist.get_world_size(), "files": _hash_tree(tmp / SHARDS)}}
+        snap = checkpointer.snapshot(step, rest, metric=metric, meta=meta)
+        path = write_snapshot(snap, root, tmp=tmp)
+        checkpointer.last_saved = path
+        checkpointer.prune(protect=path)
+    dist.barrier()  # every rank returns once the checkpoint is committed
+    return final
+
+
+def is_sharded(restored: Any) -> bool:
+    return bool(restored.meta.get("sharded"))
+
+
+def verify_shards(restored: Any) -> Path:
+    """Check every shard file against the hashes in state.json (itself verified by the manifest)."""
+    info = restored.meta["sharded"]
+    folder = Path(restored.path) / info.get("folder", SHARDS)
+    expected: dict[str, dict[str, Any]] = info.get("files") or {}
+    if not expected:
+        raise CheckpointError(f"{restored.path.name}: the sharded checkpoint lists no shard files",
+                              fix="use an older checkpoint")
+    for name, spec in expected.items():
+        path = folder / name
+        if not path.is_file():
+            raise CheckpointError(f"{restored.path.name}: shard {name} is missing", fix="use an older checkpoint")
+        data = path.read_bytes()
+        if len(data) != spec.get("bytes") or hashlib.sha256(data).hexdigest() != spec.get("sha256"):
+            raise CheckpointError(f"{restored.path.name}: shard {name} does not match its size/SHA-256",
+                                  why="the file was cut short or changed after the save",
+                                  fix="use an older checkpoint")
+    return folder
+
+
+def load_sharded(restored: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Load the sharded model and optimizer of ``restored`` into this rank's FSDP2 ``model`` and
+    ``optimizer``, resharding when the world size differs from the saved one.  A collective."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    folder = verify_shards(restored)
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optimizer": optim_sd}
+    try:
+        dcp.load(state, checkpoint_id=str(folder))
+    except Exception as exc:
+        raise CheckpointError(f"cannot load the sharded state of {restored.path.name}: {type(exc).__name__}: {exc}",
+                              why="the model or optimizer differs from the one that was saved",
+                              fix="build the run the same way as the one that was saved") from None
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def own_rng(restored: Any, rank: int, world_size: int) -> tuple[dict[str, Any] | None, str | None]:
+    """This rank's saved RNG states (and a note when they cannot be exact: another world size)."""
+    saved = restored.objects.get("rank_rng")
+    if not saved:
+        return restored.rng, None
+    states = saved["states"]
+    if len(states) == world_size:
+        return states[rank], None
+    return states[0], (f"the checkpoint was saved by {len(states)} processes and this run has {world_size}: "
+                       "every rank continues from rank 0's random number generators, so dropout and other "
+                       "random draws differ from an uninterrupted run")

@@ -1,0 +1,111 @@
+"""Guards on how the data is split across ranks (slugs ``unsharded-sampler``, ``unset-epoch``).
+
+Both look once per DataLoader pass (when its first batch is taken), never per batch:
+
+- ``unset-epoch``: a shuffling sampler with ``set_epoch`` (``DistributedSampler``, or any
+  sampler with ``shuffle`` and ``epoch``) starts a new pass with the same ``epoch`` as its
+  previous pass: ``set_epoch`` was not called, so every epoch repeats the first epoch's order.
+- ``unsharded-sampler``: with more than one process, the loader that feeds the optimizer
+  steps (the pass in progress at a checked step) draws from a plain ``RandomSampler`` or
+  ``SequentialSampler`` over the whole data set: every rank trains on every sample, so an
+  epoch is ``world_size`` epochs of duplicated work and DDP averages identical gradients.
+  A data set that is already split per rank (a ``Subset``, an ``IterableDataset``) is not
+  flagged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from torch.utils.data import IterableDataset, RandomSampler, SequentialSampler, Subset
+
+from overt.guards.check import Check
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+    from overt.guards.watched import OptInfo
+
+
+def _sampler_of(it: Any) -> Any:
+    index_sampler = getattr(it, "_index_sampler", None)
+    return getattr(index_sampler, "sampler", index_sampler)
+
+
+class SamplerChecks(Check):
+    """``pass_started`` is called by :mod:`overt.guards.patches` when a DataLoader pass begins."""
+
+    name = "samplers"
+
+    def __init__(self, session: GuardSession):
+        super().__init__(session)
+        self.epochs: dict[int, Any] = {}  # id(sampler) -> its epoch at the start of the previous pass
+        self.current: tuple[str, str] | None = None  # (sampler description, dataset) of an unsharded pass
+
+    def pass_started(self, it: Any) -> None:
+        sampler = _sampler_of(it)
+        if sampler is None:
+            return
+        self._epoch(sampler)
+        self.current = self._unsharded(it, sampler)
+
+    def _epoch(self, sampler: Any) -> None:
+        if not (getattr(sampler, "shuffle", False) and hasattr(sampler, "set_epoch") and hasattr(sampler, "epoch")):
+            return
+        key, epoch = id(sampler), sampler.epoch
+        previous = self.epochs.get(key, _UNSEEN)
+        self.epochs[key] = epoch
+        if previous is _UNSEEN or previous != epoch:
+            return
+        name = type(sampler).__name__
+        self.s.report(
+            "unset-epoch",
+            f"a new pass over the data starts with {name}.epoch still {epoch}, as in the previous pass: "
+            f"set_epoch() is not called, so every epoch uses the same shuffled order (and with several "
+            f"processes, the same split of the data across ranks). Fix: call sampler.set_epoch(epoch) at the "
+            f"start of every epoch, before iterating the DataLoader.",
+            where=self._where(f"{name} (epoch {epoch})"), key=str(key),
+        )
+
+    def _unsharded(self, it: Any, sampler: Any) -> tuple[str, str] | None:
+        from overt.distributed.env import world
+
+        if world()[1] < 2 or not isinstance(sampler, (RandomSampler, SequentialSampler)):
+            return None
+        dataset = getattr(it, "_dataset", None)
+        if dataset is None or isinstance(dataset, (IterableDataset, Subset)):
+            return None
+        try:
+            if len(sampler) != len(dataset):
+                return None
+        except TypeError:
+            return None
+        return type(sampler).__name__, f"{type(dataset).__name__} of {len(dataset)} samples"
+
+    def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        """At a checked optimizer step: the pass in progress feeds training."""
+        if self.current is None:
+            return
+        from overt.distributed.env import world
+
+        sampler, dataset = self.current
+        rank, size = world()
+        self.s.report(
+            "unsharded-sampler",
+            f"{size} processes train, but the training DataLoader draws from a {sampler} over the whole "
+            f"{dataset}: every rank sees every sample, so each epoch does the same work {size} times and the "
+            f"ranks' gradients average over duplicated data. Fix: DataLoader(dataset, batch_size=..., "
+            f"sampler=DistributedSampler(dataset, shuffle=True)) (no shuffle= on the DataLoader) and call "
+            f"sampler.set_epoch(epoch) every epoch; overt's engine shards its loaders itself.",
+            where=self._where(f"DataLoader({sampler})"), key="unsharded",
+        )
+        self.current = None
+
+    @staticmethod
+    def _where(what: str) -> str:
+        from overt.distributed.env import world
+
+        rank, size = world()
+        return f"{what} on rank {rank}" if size > 1 else what
+
+
+_UNSEEN = object()

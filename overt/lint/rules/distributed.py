@@ -1,0 +1,81 @@
+"""Rules about multi-process training with torch.distributed (OVT506, OVT605)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.index import FileIndex, dotted
+from overt.lint.rules.base import Hit, rule
+
+_MAIN_WORDS = ("rank", "is_main", "main_process", "master", "is_leader", "is_primary")
+
+
+@rule("unset-epoch")
+def unset_epoch(ix: FileIndex) -> Iterator[Hit]:
+    """A ``DistributedSampler`` in a file with an epoch loop (a loop around a loop) that never calls
+    ``.set_epoch(...)`` on anything.  A file that only builds loaders is left alone: the epoch loop
+    that must call ``set_epoch`` lives elsewhere."""
+    if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ix.calls):
+        return
+    if not any(isinstance(n, (ast.For, ast.While)) and n is not loop for loop in ix.loops for n in ast.walk(loop)):
+        return
+    for call in ix.calls:
+        if ix.call_is(call, "DistributedSampler") and not _no_shuffle(call):
+            yield Hit("unset-epoch", call,
+                      "this DistributedSampler's set_epoch() is never called, so every epoch uses the first "
+                      "epoch's shuffled order and the same split across ranks; call sampler.set_epoch(epoch) "
+                      "at the start of every epoch, before iterating the DataLoader")
+
+
+def _no_shuffle(call: ast.Call) -> bool:
+    return any(k.arg == "shuffle" and isinstance(k.value, ast.Constant) and k.value.value is False
+               for k in call.keywords)
+
+
+def _distributed(ix: FileIndex) -> bool:
+    return any(ix.call_is(c, "init_process_group", "DistributedDataParallel", "fully_shard") for c in ix.calls)
+
+
+def _mentions_rank(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else ""
+        if any(word in name.lower() for word in _MAIN_WORDS):
+            return True
+    return False
+
+
+def _exits(stmts: list[ast.stmt]) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], (ast.Return, ast.Continue, ast.Break, ast.Raise))
+
+
+def _guarded(ix: FileIndex, call: ast.Call) -> bool:
+    """Inside ``if <rank test>:`` (or its else), or after ``if <rank test>: return`` in the same function."""
+    node: ast.AST = call
+    for parent in ix.ancestors(call):
+        if isinstance(parent, (ast.If, ast.IfExp)) and node is not parent.test and _mentions_rank(parent.test):
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            stmt = ix.statement_of(call)
+            for before in ast.walk(parent):
+                if (isinstance(before, ast.If) and before.lineno < stmt.lineno and _mentions_rank(before.test)
+                        and _exits(before.body) and ix.enclosing_function(before) is ix.enclosing_function(call)):
+                    return True
+            return False
+        node = parent
+    return False
+
+
+@rule("every-rank-saves")
+def every_rank_saves(ix: FileIndex) -> Iterator[Hit]:
+    """``torch.save`` in a multi-process script, not under a rank-0 condition."""
+    if not _distributed(ix):
+        return
+    for call in ix.calls:
+        if ix.call_is(call, "save") and (ix.qualname(call.func) or "").startswith("torch.") and not _guarded(ix, call):
+            target = dotted(call.args[1]) if len(call.args) > 1 else None
+            yield Hit("every-rank-saves", call,
+                      f"every process of this distributed run executes this torch.save"
+                      f"{f' to {target}' if target else ''}: all ranks write the same file at once (a torn file, "
+                      f"wasted I/O); save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
+                      f"dist.barrier() before anyone loads it")
