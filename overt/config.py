@@ -84,6 +84,14 @@ class TrainConfig(BaseModel):
     )
     device: str = Field("auto", description="auto, cpu, cuda, cuda:1, mps")
     compile: bool = Field(False, description="wrap the model in torch.compile")
+    strategy: Literal["auto", "ddp", "fsdp", "none"] = Field(
+        "auto", description="multi-process training (torchrun / nproc=N): auto = ddp when WORLD_SIZE > 1; fsdp = FSDP2"
+    )
+    fsdp_wrap: list[str] = Field(
+        default_factory=list,
+        description="strategy=fsdp: submodule class names or qualified names sharded as their own unit "
+                    "(default: every direct child with parameters)",
+    )
     activation_checkpointing: list[str] = Field(
         default_factory=list, description="submodule names or class names whose activations are recomputed in backward"
     )

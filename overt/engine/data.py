@@ -99,7 +99,7 @@ def build_loader(
 def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
     """Tell the loader's sampler the epoch (ours or DistributedSampler) and reseed
     its worker generator, so epoch ``e`` loads the same way in a fresh process."""
-    sampler = getattr(loader, "sampler", None)
+    sampler = order_sampler(loader)
     if hasattr(sampler, "set_epoch"):
         sampler.set_epoch(epoch)
     generator = getattr(loader, "generator", None)
@@ -107,9 +107,21 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
         generator.manual_seed(epoch_seed(seed, epoch) ^ 0x5EED)
 
 
+def order_sampler(loader: Any) -> Any:
+    """What decides the loader's order: its batch sampler when that is epoch-aware (the sharded
+    one of a multi-process run), else its sampler."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if hasattr(batch_sampler, "set_epoch"):
+        return batch_sampler
+    return getattr(loader, "sampler", None)
+
+
 def batch_sizes(loader: Any) -> list[int] | None:
     """Sizes of every batch the loader yields in one full epoch, when they can be
     known in advance (a plain batch_size over a sized sampler); else ``None``."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if hasattr(batch_sampler, "sizes"):  # the sharded sampler knows this rank's batches
+        return batch_sampler.sizes()
     bs = getattr(loader, "batch_size", None)
     sampler = getattr(loader, "sampler", None)
     if bs is None or sampler is None:
@@ -122,6 +134,18 @@ def batch_sizes(loader: Any) -> list[int] | None:
     if getattr(loader, "drop_last", False) or rest == 0:
         return [bs] * full
     return [bs] * full + [rest]
+
+
+def window_plan(loader: Any, accumulate: int) -> Any:
+    """Each micro-batch's loss weight: its share of the window's samples (over every process
+    when the loader is sharded, see :func:`overt.distributed.sharding.window_plan`)."""
+    from overt.engine.accumulation import WindowPlan
+
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if hasattr(batch_sampler, "window_plan"):
+        return batch_sampler.window_plan(accumulate)
+    sizes = batch_sizes(loader)
+    return WindowPlan.build(sizes, accumulate) if sizes is not None else None
 
 
 def num_batches(loader: Any) -> int | None:

@@ -35,9 +35,11 @@ def evaluate(
     device: torch.device,
     autocast: Callable[[], Any],
     prefix: str = "val/",
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> dict[str, float]:
     """Run ``loader`` through ``model`` under ``eval()`` and ``inference_mode``; return
-    ``{prefix+'loss': ..., prefix+name: ...}`` averaged over samples."""
+    ``{prefix+'loss': ..., prefix+name: ...}`` averaged over samples.  ``reduce`` (a sum over
+    processes) makes them the means over every process's samples."""
     totals = WeightedMean()
     non_blocking = device.type == "cuda"
     with eval_mode(model), torch.inference_mode():
@@ -49,4 +51,4 @@ def evaluate(
                 for name, fn in metrics.items():
                     values[name] = fn(output, target)
             totals.add(values, batch_size_of(target) or batch_size_of(batch))
-    return {prefix + name: value for name, value in totals.compute().items()}
+    return {prefix + name: value for name, value in totals.compute(reduce).items()}

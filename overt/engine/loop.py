@@ -26,8 +26,14 @@ from torch.utils.data import DataLoader
 from overt.config import TrainConfig
 from overt.engine.accumulation import WindowPlan
 from overt.engine.callbacks import Callback, CallbackList
-from overt.engine.data import batch_sizes, build_loader, check_not_empty, num_batches, set_loader_epoch
-from overt.engine.device import batch_size_of, move_to_device, pick_device
+from overt.distributed.env import world
+from overt.distributed.group import init_from_env
+from overt.distributed.reduce import sum_across_ranks
+from overt.distributed.sharding import sharded_loader
+from overt.distributed.strategy import resolve_strategy, wrap_model
+from overt.engine.data import (batch_sizes, build_loader, check_not_empty, num_batches, order_sampler, set_loader_epoch,
+                               window_plan)
+from overt.engine.device import batch_size_of, move_to_device
 from overt.engine.evaluate import evaluate
 from overt.engine.explain import batch_error, loss_error, note_out_of_memory
 from overt.engine.metrics import RunningLoss
@@ -111,7 +117,10 @@ class Trainer:
         cfg = make_config(config, overrides)
         self.config = cfg
         seed_everything(cfg.seed)
-        self.device = pick_device(cfg.device)
+        # under torchrun: the process group (gloo on CPU, nccl on CUDA) and cuda:LOCAL_RANK
+        _, self.device, _ = init_from_env(cfg.device)
+        self.rank, self.world_size = world()
+        self.strategy = resolve_strategy(cfg.strategy, self.world_size)
         self.model = model.to(self.device)
         self.optimizer = optimizer
         self.loss_fn = loss_fn
@@ -131,7 +140,7 @@ class Trainer:
         check_not_empty(self.val_loader, "validation")
         sizes = batch_sizes(self.train_loader)
         n_batches = num_batches(self.train_loader)
-        self.plan: WindowPlan | None = (WindowPlan.build(sizes, cfg.accumulate) if sizes is not None else
+        self.plan: WindowPlan | None = (window_plan(self.train_loader, cfg.accumulate) if sizes is not None else
                                         WindowPlan.by_count(n_batches, cfg.accumulate) if n_batches else None)
         self.steps_per_epoch = None if n_batches is None else math.ceil(n_batches / cfg.accumulate)
         self.total_steps = None if self.steps_per_epoch is None else self.steps_per_epoch * cfg.epochs
@@ -139,13 +148,20 @@ class Trainer:
         self.scheduler, self.scheduler_interval = self._scheduler(scheduler, scheduler_interval)
         if cfg.activation_checkpointing:
             apply_activation_checkpointing(self.model, cfg.activation_checkpointing)
-        self._fwd_model: nn.Module = torch.compile(self.model) if cfg.compile else self.model  # type: ignore[assignment]
+        # ddp: the forward runs through the DDP wrapper, self.model stays the user's module;
+        # fsdp: self.model is sharded in place and the optimizer re-pointed at the shards
+        wrapped = wrap_model(self.model, optimizer, strategy=self.strategy, device=self.device,
+                             precision=self.precision.mode, fsdp_wrap=cfg.fsdp_wrap)
+        self._fwd_model: nn.Module = torch.compile(wrapped) if cfg.compile else wrapped  # type: ignore[assignment]
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-        self._ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)
+        ddp = nn.parallel.DistributedDataParallel
+        self._ddp = wrapped if isinstance(wrapped, ddp) else self.model if isinstance(self.model, ddp) else None
+        self._fsdp = self.model if self.strategy == "fsdp" else None
+        self._reduce = sum_across_ranks if self.world_size > 1 else None  # global losses and metrics
 
         self.callbacks = CallbackList(self.compose_callbacks(list(callbacks or [])))
         self.last_metrics: dict[str, float] = {}
-        self.running_loss = RunningLoss(self.device)  # summed on the device, read every log_every steps
+        self.running_loss = RunningLoss(self.device, self._reduce)  # on the device, read every log_every steps
         self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
         self._window_samples = 0
         self._grad_norm: torch.Tensor | None = None
@@ -208,9 +224,12 @@ class Trainer:
                 weight, closes = self.plan.weights[i], self.plan.closes[i]
             else:  # unsized loader: weight by the window length; the last partial window is fixed below
                 weight, closes = 1.0 / accumulate, (i + 1) % accumulate == 0
-            if self._ddp and not closes:  # inside a window DDP need not all-reduce until its last micro-batch
-                with self.model.no_sync():
+            if self._ddp is not None and not closes:  # inside a window DDP all-reduces only at its last micro-batch
+                with self._ddp.no_sync():
                     self.micro_step(batch, weight)
+            elif self._fsdp is not None and accumulate > 1:  # FSDP2 likewise reduce-scatters only at the end
+                self._fsdp.set_requires_gradient_sync(closes)
+                self.micro_step(batch, weight)
             else:
                 self.micro_step(batch, weight)
             state.batch_index += 1
@@ -278,7 +297,7 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         """Validation metrics under ``eval()`` and ``inference_mode``; modes restored after."""
         metrics = evaluate(self._fwd_model, self.val_loader, loss_fn=self.loss_fn, forward=self.forward, metrics=self.metrics,
-                           device=self.device, autocast=self.precision.autocast)
+                           device=self.device, autocast=self.precision.autocast, reduce=self._reduce)
         self.callbacks.call("on_validation_end", self, metrics)
         return metrics
 
@@ -337,6 +356,8 @@ class Trainer:
             "best": {"metric": self.config.monitor, "mode": self.config.monitor_mode,
                      "value": state.best_metric, "step": state.best_step},
             "device": str(self.device),
+            "world_size": self.world_size,
+            "strategy": self.strategy,
             "precision": self.precision.mode,
             "skipped_steps": self.precision.skipped_steps,
             "versions": {"python": platform.python_version(), "torch": torch.__version__, "overt": __version__},
@@ -345,16 +366,17 @@ class Trainer:
     def _log(self) -> None:
         """One host read for the interval: mean loss, lr, throughput -> ``on_log``."""
         now = time.perf_counter()
-        samples = self.running_loss.interval_samples
+        loss = self.running_loss.read_interval()  # over every process's samples in a multi-process run
         logs: dict[str, float] = {
             "step": self.state.global_step,
             "epoch": self.state.epoch,
-            "train/loss": self.running_loss.read_interval(),
+            "train/loss": loss,
             "train/lr": float(self.optimizer.param_groups[0]["lr"]),
-            "train/samples_per_sec": samples / max(now - self._log_time, 1e-9),
+            "train/samples_per_sec": self.running_loss.last_samples / max(now - self._log_time, 1e-9),
         }
         if self._grad_norm is not None:
-            logs["train/grad_norm"] = float(self._grad_norm)
+            norm = self._grad_norm
+            logs["train/grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         self._log_time = now
         self.callbacks.call("on_log", self, logs)
 
@@ -386,6 +408,10 @@ class Trainer:
     def _loader(self, data: Any, batch_size: int, shuffle: bool, pin: bool, collate_fn: Any) -> Any:
         if isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
             return data  # a ready loader (or any iterable of batches): used as given
+        if self.world_size > 1:  # this rank's share of the seeded order, by global batch
+            return sharded_loader(data, batch_size=batch_size, shuffle=shuffle, seed=self.config.seed,
+                                  rank=self.rank, world_size=self.world_size, num_workers=self.config.num_workers,
+                                  pin_memory=pin, collate_fn=collate_fn)
         return build_loader(data, batch_size=batch_size, shuffle=shuffle, seed=self.config.seed,
                             num_workers=self.config.num_workers, pin_memory=pin, collate_fn=collate_fn)
 
@@ -407,7 +433,7 @@ class Trainer:
         return scheduler, interval
 
     def _skip_consumed(self, samples: int) -> None:
-        sampler = getattr(self.train_loader, "sampler", None)
+        sampler = order_sampler(self.train_loader)
         if not hasattr(sampler, "skip"):
             raise OvertError("cannot resume mid-epoch: the training loader's sampler cannot skip consumed samples",
                              fix="pass a Dataset (overt builds a resumable loader) or resume at an epoch boundary")

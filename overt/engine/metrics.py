@@ -17,6 +17,8 @@ Metric names written to ``metrics.jsonl`` and TensorBoard:
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 
@@ -43,10 +45,17 @@ class WeightedMean:
             self.sums[name] = self.sums[name] + weighted if name in self.sums else weighted
         self.count += n
 
-    def compute(self) -> dict[str, float]:
+    def compute(self, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """The means; with ``reduce`` (a sum over processes) the sums and counts of every process
+        are added first, so each sample of every process counts once."""
+        names = list(self.sums)
+        if reduce is not None:
+            sums = torch.stack([self.sums[k].double() for k in names]) if names else torch.zeros(0, dtype=torch.float64)
+            both = reduce(torch.cat([sums, torch.tensor([float(self.count)], dtype=torch.float64, device=sums.device)]))
+            *totals, count = both.tolist()
+            return {k: v / count for k, v in zip(names, totals)} if count else {}
         if not self.count:
             return {}
-        names = list(self.sums)
         values = (torch.stack([self.sums[k] for k in names]) / self.count).tolist()
         return dict(zip(names, values))
 
@@ -58,11 +67,13 @@ class RunningLoss:
     host read) reduces them and gives the mean since the last read; ``read_epoch``
     the mean over the epoch."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None):
         self.device = device
+        self.reduce = reduce  # sums over processes (multi-process runs): the means are global
         self._losses: list[torch.Tensor] = []
         self._counts: list[int] = []
         self.interval_samples = 0
+        self.last_samples = 0  # samples behind the last read (over every process)
         self.epoch_sum = 0.0
         self.epoch_samples = 0
 
@@ -76,15 +87,22 @@ class RunningLoss:
         if not self.interval_samples:
             return None
         losses = torch.stack(self._losses).float().reshape(-1)
-        if len(set(self._counts)) == 1:  # equal batches (the usual case): one reduction
+        samples = self.interval_samples
+        if self.reduce is not None:  # one all-reduce of (loss sum, samples): global values
+            counts = torch.tensor(self._counts, dtype=torch.float32, device=self.device)
+            both = torch.stack([(losses * counts).sum().double(),
+                                torch.tensor(float(samples), dtype=torch.float64, device=self.device)])
+            total, samples = self.reduce(both).tolist()
+        elif len(set(self._counts)) == 1:  # equal batches (the usual case): one reduction
             total = losses.sum().item() * self._counts[0]
         else:
             counts = torch.tensor(self._counts, dtype=torch.float32, device=self.device)
             total = (losses * counts).sum().item()
         self._losses, self._counts = [], []
         self.epoch_sum += total
-        self.epoch_samples += self.interval_samples
-        mean = total / self.interval_samples
+        self.epoch_samples += samples
+        self.last_samples = int(samples)
+        mean = total / samples
         self.interval_samples = 0
         return mean
 
