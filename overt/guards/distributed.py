@@ -71,3 +71,41 @@ class DistributedChecks(Check):
             f"rank run the same number of steps.",
             where=f"{oi.name} on rank {rank}", key=oi.name,
         )
+
+
+def gather_findings(findings: list) -> list | None:
+    """Every rank's findings, on rank 0 (``None`` on the other ranks); a collective.
+
+    Each finding names its rank (``details["ranks"]``, and ``where`` unless it already does);
+    a finding that several ranks made alike (same slug and message) is reported once, naming
+    every rank that made it."""
+    from overt.catalog import Severity
+    from overt.findings import Finding
+
+    rank, size = world()
+    if size < 2:
+        return list(findings)
+    dist = torch.distributed
+    mine = [f.to_dict() for f in findings]
+    gathered: list = [None] * size if rank == 0 else []
+    dist.gather_object(mine, gathered if rank == 0 else None, dst=0)
+    if rank != 0:
+        return None
+    merged: dict[tuple[str, str], tuple[dict, list[int]]] = {}
+    for r, items in enumerate(gathered):
+        for item in items or []:
+            key = (item["slug"], item["message"])
+            if key not in merged:
+                merged[key] = (item, [])
+            merged[key][1].append(r)
+    out = []
+    for item, ranks in merged.values():
+        where = item.get("where") or ""
+        if "rank" not in where:
+            label = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+            where = f"{where} on {label}" if where else label
+        details = dict(item.get("details") or {}, ranks=ranks)
+        severity = Severity(item["severity"]) if item.get("severity") else None
+        out.append(Finding(item["slug"], item["message"], where=where, severity=severity,
+                           step=item.get("step"), details=details))
+    return out
