@@ -31,26 +31,34 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
     ``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
     the run directory writer (when there is a run directory), then progress.  MLflow and the
     plots come before the run directory's writers so that an unusable tracking store or a
-    missing matplotlib is an error before the run directory is written."""
+    missing matplotlib is an error before the run directory is written.  Under torchrun, guards
+    and checkpoints run on every rank; whatever writes or prints only on rank 0."""
+    from overt.distributed.env import DistEnv
     from overt.run.progress import progress_callback
 
+    env = DistEnv.from_environ()
+    main = env.rank == 0
     callbacks: list[Callback] = []
     if cfg.guards:
         from overt.guards.engine import GuardCallback
         from overt.guards.options import pyproject_ignore
 
         callbacks.append(GuardCallback(strict=cfg.strict, ignore=[*pyproject_ignore(), *cfg.ignore],
-                                       report_path=str(run_dir / "guards.json") if run_dir else None))
+                                       report_path=str(run_dir / "guards.json") if run_dir and main else None))
     if run_dir is not None and cfg.checkpoint:
         from overt.checkpoint.callback import CheckpointCallback
 
         callbacks.append(CheckpointCallback(cfg, run_dir, recipe_source=recipe_source))
     callbacks += user
-    if cfg.mlflow or cfg.mlflow_uri or cfg.mlflow_experiment:
+    if env.distributed and run_dir is not None:
+        from overt.distributed.callback import FullWeights
+
+        callbacks.append(FullWeights())  # a collective: the final weights, whole, for rank 0's writer
+    if main and (cfg.mlflow or cfg.mlflow_uri or cfg.mlflow_experiment):
         from overt.integrations.mlflow import MLflowCallback
 
         callbacks.append(MLflowCallback(cfg.mlflow_uri, cfg.mlflow_experiment or "overt", run_dir=run_dir))
-    if cfg.plots:
+    if cfg.plots and main:
         if run_dir is None:
             from overt.errors import ConfigError
 
@@ -60,12 +68,12 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
         from overt.report.callback import PlotsCallback
 
         callbacks.append(PlotsCallback(run_dir))
-    if run_dir is not None:
+    if run_dir is not None and main:
         from overt.run.metrics_log import MetricsLog
         from overt.run.writer import RunWriter
 
         callbacks += [MetricsLog(run_dir, tensorboard=cfg.tensorboard), RunWriter(run_dir)]
-    progress = progress_callback(cfg.progress)
+    progress = progress_callback(cfg.progress) if main else None
     if progress is not None:
         callbacks.append(progress)
     return callbacks
@@ -108,6 +116,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     """Build a recipe module's run with ``cfg``, claim its run directory, train; the CLI's run.
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
     directory is reused and training continues from the checkpoint."""
+    from overt.distributed.env import DistEnv
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe, recipe_source
     from overt.run import lock
@@ -115,12 +124,15 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
     named = bool(cfg.run_dir or cfg.name)  # else a generated name, made unique when claimed
-    if resume is None and named:
+    main = DistEnv.from_environ().rank == 0  # under torchrun only rank 0 claims and writes the run directory
+    if resume is None and named and main:
         check_claimable(run_dir)  # before any data is loaded
     seed_everything(cfg.seed)  # model initialisation inside build() is seeded too
     recipe = build_recipe(module, cfg)  # a recipe that fails to build leaves no run directory behind
-    if resume is None:
-        run_dir = claim(run_dir, unique=not named)
+    if resume is None:  # under torchrun rank 0 claims it (and picks a unique name); the others follow
+        from overt.distributed.group import on_rank0
+
+        run_dir = on_rank0(lambda: claim(run_dir, unique=not named))
     try:
         try:
             trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
@@ -134,7 +146,8 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
         except Exception as error:  # the run directory exists: it says why the run never started
             from overt.run.writer import failed_status, write_status
 
-            write_status(run_dir, failed_status(error, step=None))
+            if main:
+                write_status(run_dir, failed_status(error, step=None))
             raise
         return trainer.fit()  # from here on the RunWriter records the status
     finally:

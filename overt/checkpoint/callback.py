@@ -82,13 +82,30 @@ class CheckpointCallback(Callback):
     def save(self, trainer: Trainer, kind: str, metric: float | None = None) -> Path | None:
         s = trainer.state
         self._check_finite(trainer)
-        if _rank() != 0:  # in a multi-process run, rank 0 writes (the others hold the same weights)
-            self._saved_at = _position(trainer)
-            return None
+        world = getattr(trainer, "world_size", 1)
         meta = {"kind": kind, "epoch": s.epoch, "global_step": s.global_step, "batch_index": s.batch_index,
                 "config": trainer.config.model_dump(mode="json"), "run_dir": str(self.run_dir),
-                "recipe_source": self.recipe_source}
-        path = self.checkpointer.save(s.global_step, trainer.state_objects(), metric=metric, meta=meta)
+                "recipe_source": self.recipe_source, "world_size": world}
+        objects = trainer.state_objects()
+        if getattr(trainer, "strategy", None) == "fsdp":  # every rank writes its shards (a collective)
+            from overt.distributed.dcp import save_sharded
+
+            path = save_sharded(self.checkpointer, s.global_step, objects, metric=metric, meta=meta)
+            self._saved_at = _position(trainer)
+            self.saves += 1
+            return path
+        if world > 1:  # every rank's RNG states (a collective); rank 0 writes, the others hold the same weights
+            from overt.distributed.dcp import gather_rng
+
+            rngs = gather_rng()
+            objects["rank_rng"] = {"world_size": world, "states": rngs}
+        if _rank() != 0:  # rank 0 writes it; this rank knows where
+            from overt.checkpoint.store import checkpoint_name
+
+            self._saved_at = _position(trainer)
+            self.checkpointer.last_saved = self.checkpointer.directory / checkpoint_name(s.global_step)
+            return None
+        path = self.checkpointer.save(s.global_step, objects, metric=metric, meta=meta)
         self._saved_at = _position(trainer)
         self.saves += 1
         return path
@@ -100,7 +117,9 @@ class CheckpointCallback(Callback):
         optimizer_state = list(float_tensors(list(trainer.optimizer.state.values())))
         loss = [trainer.last_loss] if trainer.last_loss is not None and trainer.precision.mode != "fp16" else []
         tensors = [t for _, t in float_tensors(model_state)] + [t for _, t in optimizer_state] + loss
-        if all_finite(tensors):
+        from overt.distributed.reduce import all_ranks
+
+        if all_ranks(all_finite(tensors), trainer.device):  # every rank refuses, or none (a collective)
             return
         bad = nonfinite_names(float_tensors(model_state))
         if nonfinite_names(optimizer_state):
@@ -140,8 +159,22 @@ class CheckpointCallback(Callback):
                                     "(no checkpoint of the last steps)", "step": step})
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        if self._trainer is not None:
+        if self._trainer is not None and getattr(self._trainer, "world_size", 1) == 1:
             self._trainer.should_stop = True  # nothing else here: the loop stops at the step boundary
+        # several processes: the signal is only recorded; all ranks decide together in _agree
+
+    def _agree(self, trainer: Trainer) -> None:
+        """Multi-process runs: stop when any rank got a signal, all after the same step (a collective,
+        at log points and epoch ends; see overt/distributed/stop.py)."""
+        if getattr(trainer, "world_size", 1) == 1 or trainer.should_stop:
+            return
+        from overt.distributed.stop import agree
+
+        sig = agree(self.preemption.received, trainer.device)
+        if sig is not None:
+            trainer.should_stop = True
+            if self.preemption.received is None:
+                self.preemption.received = sig  # this rank exits like the one that was signalled
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -149,6 +182,9 @@ class CheckpointCallback(Callback):
         self._trainer = trainer
         self.preemption.install()
         self._saved_at = _position(trainer) if trainer.resumed_from is not None else None
+
+    def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        self._agree(trainer)
 
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
         every = self.cfg.checkpoint_every_steps
@@ -160,6 +196,7 @@ class CheckpointCallback(Callback):
             self.save(trainer, "step")
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
+        self._agree(trainer)
         every = self.cfg.checkpoint_every_epochs
         if self._pending or (every and (epoch + 1) % every == 0):
             self.save(trainer, "epoch", metric=metrics.get(self.cfg.monitor))
@@ -181,8 +218,9 @@ class CheckpointCallback(Callback):
         sig = self.preemption.received
         if sig is not None:
             summary["preempted"] = {"signal": sig.name, "exit_code": exit_code(sig), "checkpoint": info["last"]}
-            _stderr(f"overt: stopped on {sig.name} after step {trainer.state.global_step}; saved {info['last']}; "
-                    f"continue with `overt resume {self.run_dir}`")
+            if _rank() == 0:
+                _stderr(f"overt: stopped on {sig.name} after step {trainer.state.global_step}; saved {info['last']}; "
+                        f"continue with `overt resume {self.run_dir}`")
 
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         try:
@@ -242,7 +280,18 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
     the resumed step itself, when the run starts.)"""
     objects = trainer.state_objects()
     saved = restored.objects
-    for required in ("model", "optimizer", "train_state"):
+    sharded = bool(restored.meta.get("sharded"))
+    if sharded != (getattr(trainer, "strategy", None) == "fsdp"):
+        raise CheckpointError(f"{restored.path} was saved {'sharded (strategy=fsdp)' if sharded else 'whole'}; "
+                              f"this run uses strategy={getattr(trainer, 'strategy', 'none')}",
+                              fix="resume with the strategy the run was saved with")
+    built = _hyperparameters(trainer.optimizer, scheduled="scheduler" in objects)  # before anything is loaded
+    if sharded:  # model and optimizer from the shards, resharded to this run's processes (a collective)
+        from overt.distributed.dcp import load_sharded
+
+        load_sharded(restored, trainer.model, trainer.optimizer)
+        objects = {k: v for k, v in objects.items() if k not in ("model", "optimizer")}
+    for required in ("train_state",) if sharded else ("model", "optimizer", "train_state"):
         if required not in saved:
             raise CheckpointError(f"{restored.path} is not a Trainer checkpoint: it holds no {required!r}",
                                   fix="restore it with Checkpointer.restore(...) and the objects it was saved with")
@@ -252,20 +301,28 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
                               f"{'has a' if 'scheduler' in objects else 'has no'} scheduler",
                               why="the learning-rate schedule would not continue where it stopped",
                               fix="build the run the same way as the one that was saved")
-    built = _hyperparameters(trainer.optimizer, scheduled="scheduler" in objects)
     notes = restored.apply({k: v for k, v in objects.items() if k in saved}, rng=False, strict=True)
     notes += _reapply_hyperparameters(trainer, built, restored)
-    if restored.rng is not None:
-        notes += trainer.load_rng_state(restored.rng)
-    for note in notes:
+    rng = restored.rng
+    if getattr(trainer, "world_size", 1) > 1 or "rank_rng" in saved:  # each rank its own RNG states
+        from overt.distributed.dcp import own_rng
+        from overt.distributed.resume import adapt_position
+
+        rng, note = own_rng(restored, getattr(trainer, "rank", 0), getattr(trainer, "world_size", 1))
+        notes += [note] if note else []
+        notes += adapt_position(trainer, restored.meta)
+    if rng is not None:
+        notes += trainer.load_rng_state(rng)
+    main = _rank() == 0
+    for note in notes if main else []:
         log(f"overt: {note}")
     trainer.resumed_from = str(restored.path)
     changed = _config_changes(restored.meta.get("config", {}), trainer.config.model_dump(mode="json"))
-    if changed:
+    if changed and main:
         log("overt: resuming with changed settings (the result may differ from an uninterrupted run): "
             + ", ".join(changed))
     _check_schedule_horizon(trainer, restored)
-    for bad, _ in restored.skipped:
+    for bad, _ in restored.skipped if main else []:
         target = bad.with_name(bad.name + ".bad")
         try:
             bad.rename(target)
@@ -273,8 +330,9 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
         except OSError:
             pass
     s = trainer.state
-    log(f"overt: resuming from {restored.path} (epoch {s.epoch + 1}, step {s.global_step}, "
-        f"{s.batch_index} micro-batches into the epoch)")
+    if main:
+        log(f"overt: resuming from {restored.path} (epoch {s.epoch + 1}, step {s.global_step}, "
+            f"{s.batch_index} micro-batches into the epoch)")
     return restored
 
 

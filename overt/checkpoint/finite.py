@@ -15,6 +15,8 @@ import torch
 def float_tensors(tree: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
     """``(key path, tensor)`` for every floating-point tensor in a nested state (dicts, lists, tuples)."""
     if isinstance(tree, torch.Tensor):
+        if type(tree).__name__ == "DTensor":  # FSDP2: this rank's shard (every rank checks its own)
+            tree = tree.to_local()
         if tree.is_floating_point() or tree.is_complex():
             yield prefix, tree
     elif isinstance(tree, dict):

@@ -106,3 +106,32 @@ def process_group(device_spec: str = "auto") -> Iterator[tuple[DistEnv, torch.de
     finally:
         if owned:
             teardown(ok)
+
+
+class RankZeroError(Exception):
+    """Re-raised on the other ranks when a step that only rank 0 runs failed (rank 0 reports it)."""
+
+
+def on_rank0(fn, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)`` on rank 0 only (e.g. claiming the run directory); every rank returns its result,
+    and when it raised, every rank raises: rank 0 the error itself, the others :class:`RankZeroError`
+    (so the job stops together instead of hanging in the next collective).  Without a process
+    group: just ``fn(*args)``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return fn(*args)
+    box: list = [None, None]
+    error: BaseException | None = None
+    if dist.get_rank() == 0:
+        try:
+            box[0] = fn(*args)
+        except BaseException as exc:  # told to the others, then raised here
+            error = exc
+            box[1] = f"{type(exc).__name__}: {exc}"
+    dist.broadcast_object_list(box, src=0)
+    if error is not None:
+        raise error
+    if box[1] is not None:
+        raise RankZeroError(f"rank 0 failed: {box[1]}")
+    return box[0]

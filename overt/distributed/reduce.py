@@ -34,3 +34,14 @@ def sum_across_ranks(values: torch.Tensor) -> torch.Tensor:
     buf = values.detach().to(comm_device(values.device), torch.float64)
     dist.all_reduce(buf, op=dist.ReduceOp.SUM)
     return buf.to(values.device)
+
+
+def all_ranks(flag: bool, device: torch.device) -> bool:
+    """True when ``flag`` is true on every rank (a collective); ``flag`` without a process group."""
+    if not active():
+        return flag
+    import torch.distributed as dist
+
+    buf = torch.tensor([1 if flag else 0], dtype=torch.int64, device=comm_device(device))
+    dist.all_reduce(buf, op=dist.ReduceOp.MIN)
+    return bool(buf.item())

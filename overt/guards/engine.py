@@ -36,7 +36,15 @@ class GuardCallback(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         if self.session is not None and not self.session.closed:
             self.session.close()
-        self.session = GuardSession(self.options)
+        from overt.guards.distributed import world
+
+        options = self.options
+        if world()[0] != 0:  # other ranks stay silent: rank 0 reports their findings at the end
+            import dataclasses
+            import io
+
+            options = dataclasses.replace(options, stream=io.StringIO())
+        self.session = GuardSession(options)
         self.session.explain_loss_errors = False  # the engine explains a failing loss itself
         self.session.watch_model(trainer.model)
         self.session.watch_optimizer(trainer.optimizer)
@@ -91,7 +99,18 @@ class GuardCallback(Callback):
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.session is None:
             return
+        from overt.guards.distributed import gather_findings, world
+
         findings = self.session.close()
+        if world()[1] > 1:  # a collective: every rank's findings, merged on rank 0, each naming its ranks
+            gathered = gather_findings(findings)
+            if gathered is not None:
+                from overt.guards.report import PREFIX
+
+                for finding in gathered:  # the other ranks' own findings are printed here, once
+                    if finding.details.get("ranks") != [0]:
+                        print(PREFIX + finding.format(), file=self.options.out(), flush=True)
+                findings = self.session.reporter.findings = gathered
         summary["findings"] = [f.to_dict() for f in findings]
         if self.options.report_path:
             self.session.reporter.write(self.options.report_path)

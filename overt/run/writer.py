@@ -85,11 +85,15 @@ class RunWriter(Callback):
         summary["run_dir"] = str(self.run_dir)
 
     def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
-        from safetensors.torch import save_model
+        from safetensors.torch import save_file, save_model
 
+        whole = getattr(trainer, "final_weights", None)  # gathered from every rank's shards (FSDP2)
         try:
             with atomic_path(self.run_dir / "model.safetensors") as tmp:
-                save_model(trainer.model, str(tmp))
+                if whole is not None:
+                    save_file({k: v.contiguous() for k, v in whole.items()}, str(tmp), metadata={"format": "pt"})
+                else:
+                    save_model(trainer.model, str(tmp))
             write_text_atomic(self.run_dir / SUMMARY, json.dumps(json_safe(summary), indent=2, default=str) + "\n")
         except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
             if isinstance(error, OSError):
