@@ -68,27 +68,36 @@ def _note_versions(saved: dict[str, str]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    from overt.distributed.env import RankZeroError
     from overt.errors import OvertError
 
     args = parse_args(argv)
     try:
+        from overt.cli.train import exit_status, launched, report_error
+        from overt.distributed.env import DistEnv
         from overt.run import lock
 
+        code = launched(["resume", *argv], args.overrides)  # nproc=N: N workers under torchrun's agent
+        if code is not None:
+            return code
         path = Path(args.run_dir)
         run_dir = path.parent.parent if re.match(r"^step-\d+$", path.name) else path
-        if run_dir.is_dir():
+        main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
+        if run_dir.is_dir() and main:
             lock.acquire(run_dir)  # first (before torch is imported): another process may be training it
         try:
             from overt.checkpoint.callback import find_checkpoint
-            from overt.cli.train import exit_status
+            from overt.cli.train import run_distributed
             from overt.compose import train_recipe
+            from overt.distributed.launch import split_launch_overrides
 
-            restored = find_checkpoint(path)
-            module, cfg = resume_config(restored, run_dir, args.overrides, args.allow_changed_recipe)
-            summary = train_recipe(cfg, module, resume=restored)
+            restored = find_checkpoint(path) if main else find_checkpoint(path, log=lambda message: None)
+            module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
+                                        args.allow_changed_recipe)
+            summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))
         finally:
             lock.release(run_dir)
-    except OvertError as exc:
-        print(f"overt resume: error: {exc}", file=sys.stderr)
+    except (OvertError, RankZeroError) as exc:
+        report_error("overt resume", exc)
         return 2
     return exit_status(summary)

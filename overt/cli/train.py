@@ -56,20 +56,60 @@ def exit_status(summary: dict[str, Any]) -> int:
     return int((summary.get("preempted") or {}).get("exit_code", 0))
 
 
+def launched(argv: list[str], overrides: list[str]) -> int | None:
+    """``nproc=N`` (N > 1) outside torchrun: run this same command on N workers under torchrun's
+    elastic agent (in this process) and return the job's exit status; else ``None``."""
+    import os
+
+    from overt.distributed.launch import launch, split_launch_overrides
+
+    nproc, _ = split_launch_overrides(overrides)
+    if nproc is None or nproc < 2 or "WORLD_SIZE" in os.environ:
+        return None
+    return launch(nproc, [a for a in argv if not a.replace(" ", "").startswith("nproc=")])
+
+
+def run_distributed(cfg: Any, job: Any) -> Any:
+    """``job()`` inside the torchrun process group (when there is one), torn down however it ends."""
+    from overt.distributed.group import process_group
+
+    with process_group(cfg.device):
+        return job()
+
+
+def report_error(command: str, exc: BaseException) -> None:
+    """Print an error a user can act on; in a multi-process run name the rank (other ranks stay
+    quiet about a failure that rank 0 reports)."""
+    from overt.distributed.env import DistEnv
+    from overt.distributed.env import RankZeroError
+
+    env = DistEnv.from_environ()
+    if isinstance(exc, RankZeroError):
+        return
+    where = f" (rank {env.rank} of {env.world_size})" if env.distributed else ""
+    print(f"{command}: error{where}: {exc}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
+    from overt.distributed.env import RankZeroError
     from overt.errors import OvertError
 
     args = parse_args(argv)
     try:
-        module, cfg = resolve_run_config(args.target, args.overrides)
+        code = launched(["train", *argv], args.overrides)
+        if code is not None:
+            return code
+        from overt.distributed.launch import split_launch_overrides
+
+        module, cfg = resolve_run_config(args.target, split_launch_overrides(args.overrides)[1])
         if args.list_keys:
             for key, field in type(cfg).model_fields.items():
                 print(f"{key} = {getattr(cfg, key)!r}    # {field.description or 'recipe parameter'}")
             return 0
         from overt.compose import train_recipe
 
-        summary = train_recipe(cfg, module)
-    except OvertError as exc:
-        print(f"overt train: error: {exc}", file=sys.stderr)
+        summary = run_distributed(cfg, lambda: train_recipe(cfg, module))
+    except (OvertError, RankZeroError) as exc:
+        report_error("overt train", exc)
         return 2
     return exit_status(summary)

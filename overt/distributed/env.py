@@ -6,6 +6,10 @@ import os
 from dataclasses import dataclass
 
 
+class RankZeroError(Exception):
+    """Raised on the other ranks when a step that only rank 0 runs failed (rank 0 reports the error)."""
+
+
 @dataclass(frozen=True)
 class DistEnv:
     """What torchrun (or SLURM through torchrun) tells each worker process."""

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from overt.distributed.env import DistEnv
+from overt.distributed.env import DistEnv, RankZeroError
 from overt.errors import ConfigError
 
 
@@ -106,10 +106,6 @@ def process_group(device_spec: str = "auto") -> Iterator[tuple[DistEnv, torch.de
     finally:
         if owned:
             teardown(ok)
-
-
-class RankZeroError(Exception):
-    """Re-raised on the other ranks when a step that only rank 0 runs failed (rank 0 reports it)."""
 
 
 def on_rank0(fn, *args):  # type: ignore[no-untyped-def]

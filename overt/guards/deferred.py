@@ -47,6 +47,8 @@ class DeferredReads:
         for t, _ in pending:
             if t.requires_grad:
                 t = t.detach()
+            if type(t).__name__ == "DTensor":  # FSDP2: this rank's part of the value (no collective here)
+                t = t.to_local()
             flats.append(t if t.dim() == 1 else t.reshape(-1))
         device = flats[0].device
         if all(f.device == device for f in flats):

@@ -20,6 +20,8 @@ DataLoader worker processes never report (see :class:`~overt.guards.report.Repor
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -139,10 +141,19 @@ def _next_wrapper(orig: Any) -> Any:
     return __next__
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _from_torch(frame: Any) -> bool:
+    """torch calling its own ``torch.load`` (``broadcast_object_list``, ``gather_object``... unpickle
+    what the other ranks of the same job sent): not a file from elsewhere."""
+    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
+
+
 def _load_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def load(*args: Any, **kwargs: Any) -> Any:
-        if ACTIVE and kwargs.get("weights_only") is False:
+        if ACTIVE and kwargs.get("weights_only") is False and not _from_torch(sys._getframe(1)):
             loc = user_location(2) or ""
             target = args[0] if args else kwargs.get("f", "?")
             for s in ACTIVE:
