@@ -104,6 +104,7 @@ def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metri
         checkpointer.last_saved = path
         checkpointer.prune(protect=path)
     dist.barrier()  # every rank returns once the checkpoint is committed
+    checkpointer.last_saved = final
     return final
 
 
