@@ -99,7 +99,9 @@ def process_group(device_spec: str = "auto") -> Iterator[tuple[DistEnv, torch.de
         yield env, device
         ok = True
     except BaseException as error:
-        if env.distributed and not isinstance(error, (SystemExit, KeyboardInterrupt)):
+        from overt.errors import OvertError
+
+        if env.distributed and not isinstance(error, (SystemExit, KeyboardInterrupt, OvertError, RankZeroError)):
             print(f"overt: rank {env.rank} of {env.world_size} failed: {type(error).__name__}: {error}",
                   file=sys.stderr, flush=True)
         raise
