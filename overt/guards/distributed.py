@@ -10,6 +10,7 @@ joins the same collectives.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import torch
@@ -101,10 +102,9 @@ def gather_findings(findings: list) -> list | None:
             merged[key][1].append(r)
     out = []
     for item, ranks in merged.values():
-        where = item.get("where") or ""
-        if "rank" not in where:
-            label = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
-            where = f"{where} on {label}" if where else label
+        label = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+        where = re.sub(r"\s*on rank \d+", "", item.get("where") or "")
+        where = f"{where} on {label}" if where else label
         details = dict(item.get("details") or {}, ranks=ranks)
         severity = Severity(item["severity"]) if item.get("severity") else None
         out.append(Finding(item["slug"], item["message"], where=where, severity=severity,

@@ -79,6 +79,10 @@ def main(argv: list[str]) -> int:
         return 2
 
     session = GuardSession(options, auto=True)
+    from overt.guards.ranks import RankReports
+
+    ranks = RankReports(session)  # under torchrun: other ranks quiet, rank 0 reports everyone's findings once
+    ranks.install()
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = [script, *args.args]
     script_dir = os.path.dirname(os.path.abspath(script))
@@ -111,10 +115,14 @@ def main(argv: list[str]) -> int:
         sys.argv = old_argv
         if old_path0 is not None and sys.path:
             sys.path[0] = old_path0
+    ranks.gather()  # a script that left its process group alive
+    ranks.uninstall()
     findings = session.close(error=error)
-    print(session.reporter.summary_line(), file=sys.stderr, flush=True)
-    if args.report:
-        session.reporter.write(args.report)
+    findings = session.reporter.findings = ranks.final(findings, sys.stderr)
+    if ranks.env.rank == 0 or not ranks.done:
+        print(session.reporter.summary_line(), file=sys.stderr, flush=True)
+    if args.report and (ranks.env.rank == 0 or not ranks.done):
+        session.reporter.write(args.report if ranks.env.rank == 0 else f"{args.report}.rank{ranks.env.rank}")
     if code == 0 and args.strict and findings:
         code = 1
     return code

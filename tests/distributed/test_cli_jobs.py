@@ -129,3 +129,24 @@ def test_fsdp_run_saved_by_two_processes_continues_on_three(tmp_path):
     assert "saved by 2 processes and this run has 3" in more.stderr  # RNG: not exact, and said so
     summary = json.loads((run / "summary.json").read_text())
     assert summary["world_size"] == 3 and summary["epochs"] == 2 and summary["final"]["val/accuracy"] > 0.5
+
+
+@pytest.mark.parametrize("bug,slug", [("unsharded", "unsharded-sampler"), ("no-set-epoch", "unset-epoch"),
+                                      ("none", None)])
+def test_torchrun_overt_run_reports_every_ranks_findings_once_on_rank_0(tmp_path, bug, slug):
+    import json
+
+    report = tmp_path / "report.json"
+    script = Path(__file__).parent / "scripts" / "ddp_script.py"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "overt",
+                           "run", "--report", str(report), str(script), "--bug", bug],
+                          capture_output=True, text=True, env=_env(), timeout=400, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(report.read_text())["findings"]
+    assert not list(tmp_path.glob("report.json.rank*"))  # gathered: only rank 0 wrote a report
+    if slug is None:
+        assert found == [] and "no findings" in done.stderr
+        return
+    assert [f["slug"] for f in found] == [slug]
+    assert found[0]["details"]["ranks"] == [0, 1]  # both ranks made it; reported once
+    assert done.stderr.count(f"{slug} [") <= 2  # rank 0's own line as found + the merged one at the end
