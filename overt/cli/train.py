@@ -13,6 +13,8 @@ Train a recipe.
   overt train my_recipe.py lr=0.01    a recipe file, with overrides
   overt train config.yaml epochs=3    a config file naming its recipe
   overt train --list-keys             every config key with its default
+  overt train my_recipe.py nproc=4    4 processes (DDP; strategy=fsdp for FSDP2), torchrun's
+                                      agent in this process; see docs/distributed.md
 
 Overrides are key=value (values read as YAML: 0.01, true, [a, b]).
 """
