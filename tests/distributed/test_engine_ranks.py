@@ -65,7 +65,8 @@ def _full_weights(model):
 
 
 def _ranks(rank, world, out_dir):
-    return {"ddp": _train(BATCH, strategy="ddp"), "fsdp": _train(BATCH, strategy="fsdp")}
+    return {"ddp": _train(BATCH, strategy="ddp"), "fsdp": _train(BATCH, strategy="fsdp"),
+            "ddp_acc": _train(BATCH, strategy="ddp", accumulate=3), "fsdp_acc": _train(BATCH, strategy="fsdp", accumulate=3)}
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,7 @@ def runs(tmp_path_factory):
     ranks = run_ranks(_ranks, tmp_path_factory.mktemp("engine-ranks"))
     torch.set_num_threads(1)
     single = _train(BATCH * 2)
+    single["acc"] = _train(BATCH * 2, accumulate=3)
     return ranks, single
 
 
@@ -93,6 +95,12 @@ def test_fsdp_equals_ddp(runs):
     ranks, _ = runs
     assert ranks[0]["fsdp"]["strategy"] == "fsdp"
     _close(ranks[0]["fsdp"]["weights"], ranks[0]["ddp"]["weights"])
+
+
+def test_gradient_accumulation_across_ranks_equals_one_process(runs):
+    ranks, single = runs  # no_sync (DDP) / set_requires_gradient_sync (FSDP2) inside a window; a partial last window
+    _close(ranks[0]["ddp_acc"]["weights"], single["acc"]["weights"])
+    _close(ranks[0]["fsdp_acc"]["weights"], single["acc"]["weights"])
 
 
 def test_every_training_sample_once_per_epoch_and_validation_once(runs):
