@@ -65,14 +65,14 @@ def fsdp_units(model: nn.Module, wrap: list[str]) -> list[tuple[str, nn.Module]]
     if not units:
         raise ConfigError(f"fsdp_wrap={wrap} matches no submodule of {type(model).__name__}",
                           fix="name submodule classes (e.g. TransformerBlock) or qualified names (e.g. layers.0)")
-    outer = {id(m) for _, m in units}
-    # a unit inside another unit is sharded first (fully_shard goes bottom-up)
-    return sorted(units, key=lambda item: -item[0].count(".")) if outer else units
+    return sorted(units, key=lambda item: -item[0].count("."))  # inner units first: fully_shard goes bottom-up
 
 
 def shard_fsdp(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, precision: str,
                wrap: list[str]) -> nn.Module:
     """``fully_shard`` the units, then the root; re-point ``optimizer`` at the sharded parameters."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     if optimizer.state:
@@ -80,7 +80,9 @@ def shard_fsdp(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
                           why="FSDP2 replaces the parameters; existing optimizer state would be lost")
     names = {id(p): name for name, p in model.named_parameters()}
     policy = mixed_precision(precision)
-    kwargs: dict[str, Any] = {} if policy is None else {"mp_policy": policy}
+    kwargs: dict[str, Any] = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
+    if policy is not None:
+        kwargs["mp_policy"] = policy
     for _, unit in fsdp_units(model, wrap):
         fully_shard(unit, **kwargs)
     fully_shard(model, **kwargs)
