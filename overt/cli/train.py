@@ -82,8 +82,7 @@ def run_distributed(cfg: Any, job: Any) -> Any:
 def report_error(command: str, exc: BaseException) -> None:
     """Print an error a user can act on; in a multi-process run name the rank (other ranks stay
     quiet about a failure that rank 0 reports)."""
-    from overt.distributed.env import DistEnv
-    from overt.distributed.env import RankZeroError
+    from overt.distributed.env import DistEnv, RankZeroError
 
     env = DistEnv.from_environ()
     if isinstance(exc, RankZeroError):
