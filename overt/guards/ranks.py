@@ -54,7 +54,7 @@ class RankReports:
         if self.done or not (dist.is_available() and dist.is_initialized()):
             return
         self.done = True
-        self.session.flush(can_stop=False)
+        self.session.reads.flush(can_stop=False)
         self.gathered = gather_findings(list(self.session.reporter.findings))
 
     def uninstall(self) -> None:
