@@ -11,6 +11,7 @@ Public names (imported lazily):
 - :class:`Callback` -- the engine's plug-in base class
 - :func:`guard` -- runtime guards for a hand-written loop (``overt.guards``)
 - :class:`Checkpointer` -- atomic, verified, resumable checkpoints (``overt.checkpoint``)
+- :class:`Predictor` -- a finished run's model on new inputs (``overt.predict``)
 - :mod:`metrics` -- metric functions for recipes
 - :func:`doctor` -- readiness probes and the readiness note (``overt.doctor``)
 """
@@ -33,6 +34,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TrainState": ("overt.engine.state", "TrainState"),
     "guard": ("overt.guards", "guard"),
     "Checkpointer": ("overt.checkpoint", "Checkpointer"),
+    "Predictor": ("overt.predict.predictor", "Predictor"),
     "OvertError": ("overt.errors", "OvertError"),
     "metrics": ("overt.engine.metrics", ""),
     "catalog": ("overt.catalog", ""),

@@ -121,6 +121,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     from overt.recipes.base import build_recipe, recipe_source
     from overt.run import lock
     from overt.run.rundir import check_claimable, claim, run_dir_for
+    from overt.run.writer import write_recipe_meta
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
     named = bool(cfg.run_dir or cfg.name)  # else a generated name, made unique when claimed
@@ -138,7 +139,9 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
             trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
                               scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                               metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
-                              config=cfg, run_dir=run_dir, recipe_source=recipe_source(cfg.recipe))
+                              callbacks=recipe.callbacks, config=cfg, run_dir=run_dir,
+                              recipe_source=recipe_source(cfg.recipe))
+            write_recipe_meta(run_dir, recipe.meta)
             if resume is not None:
                 from overt.checkpoint.callback import restore_trainer
 

@@ -26,3 +26,7 @@ class ConfigError(OvertError):
 
 class RecipeError(OvertError):
     """A recipe that cannot be loaded or built."""
+
+
+class DataError(OvertError):
+    """Data a recipe needs that is missing or unreadable (overt never downloads it)."""

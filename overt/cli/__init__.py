@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("overt.lint.cli", "find the catalog's failures in source code, statically"),
     "report": ("overt.report.cli", "plots and a markdown report of runs, compared side by side"),
     "doctor": ("overt.doctor.cli", "run readiness probes on a recipe and write the readiness note"),
+    "predict": ("overt.predict.cli", "run a finished run's model on new inputs (CSV, .npy, text) -> JSON lines"),
+    "export": ("overt.export.cli", "export a finished run's model to ONNX or torch.export (.pt2), parity-checked"),
 }
 
 

@@ -11,10 +11,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Literal
 
-from overt.errors import RecipeError
+from overt.errors import OvertError, RecipeError
 
 #: built-in recipes: name -> module
-BUILTIN: dict[str, str] = {"digits": "overt.recipes.digits"}
+BUILTIN: dict[str, str] = {
+    "digits": "overt.recipes.digits",
+    "tiny": "overt.recipes.tiny",
+    "sentiment": "overt.recipes.sentiment",
+    "mnist": "overt.recipes.mnist",
+    "house-prices": "overt.recipes.house_prices",
+    "char-rnn": "overt.recipes.char_rnn",
+    "resnet": "overt.recipes.resnet",
+    "finetune": "overt.recipes.finetune",
+}
 
 
 @dataclass
@@ -28,7 +37,20 @@ class Recipe:
     per ``"epoch"`` -- overt never guesses.  ``metrics`` map a name to
     ``f(output, target) -> tensor`` (the batch mean); they are averaged over
     samples.  ``forward(model, batch) -> (output, target)`` replaces the default
-    ``x, y = batch; model(x)`` for other batch shapes.
+    ``x, y = batch; model(x)`` for other batch shapes.  ``callbacks`` are
+    :class:`~overt.Callback`\\ s the recipe needs during training (e.g. unfreezing
+    a backbone).  ``meta`` holds JSON-ready facts learned from the training split
+    that prediction needs (a vocabulary, normalisation statistics, class names);
+    ``overt train`` writes it to ``recipe_meta.json`` in the run directory.
+
+    A recipe module may also define, for ``overt predict`` / ``overt export``
+    (:mod:`overt.predict`)::
+
+        def build_model(cfg, meta) -> nn.Module        # the model alone, without loading data
+        def preprocess(inputs: list, meta) -> batch    # raw inputs -> the model's input
+        def postprocess(output, meta) -> list          # the model's output -> one JSON value per input
+        def predict(model, inputs: list, meta) -> list # instead of the two above (e.g. sampling text)
+        def model_inputs(batch) -> tuple               # a training batch -> the model's positional inputs
     """
 
     model: Any
@@ -41,6 +63,8 @@ class Recipe:
     metrics: dict[str, Callable[[Any, Any], Any]] = field(default_factory=dict)
     forward: Callable[[Any, Any], tuple[Any, Any]] | None = None
     collate_fn: Callable[[list[Any]], Any] | None = None
+    callbacks: list[Any] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def load_recipe_module(spec: str) -> ModuleType:
@@ -155,7 +179,7 @@ def _origin(module: ModuleType) -> str:
 def _exec(fn: Callable[[], Any], what: str) -> Any:
     try:
         return fn()
-    except RecipeError:
+    except OvertError:  # already explains itself (a RecipeError, missing data, a bad config value)
         raise
     except Exception as exc:  # the user's code failed: show where, in their file
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/overt/" not in f.filename.replace("\\", "/")]

@@ -13,6 +13,8 @@ METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 STATUS = "status.json"
 GUARDS = "guards.json"
+WEIGHTS = "model.safetensors"
+RECIPE_META = "recipe_meta.json"
 
 
 def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: str) -> Path:
