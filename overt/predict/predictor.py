@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -55,14 +55,15 @@ class Predictor:
 
     @classmethod
     def from_run(cls, run_dir: str | Path, *, device: str = "auto", batch_size: int = 256,
-                 echo: TextIO | None = sys.stderr) -> Predictor:
+                 quiet: bool = False) -> Predictor:
         """Rebuild the model of the finished run in ``run_dir`` from its ``config.yaml`` and recipe,
         load ``model.safetensors`` strictly, and use the recipe's ``preprocess``/``postprocess``
-        (or ``predict``) when it defines them.  ``echo`` gets one line naming the recipe imported."""
+        (or ``predict``) when it defines them.  Unless ``quiet``, one line on stderr names the recipe file
+        imported."""
         from overt.checkpoint.weights import load_weights
         from overt.recipes.base import build_recipe
 
-        module, cfg, meta = load_run(run_dir, echo)
+        module, cfg, meta = load_run(run_dir, quiet)
         build_model = getattr(module, "build_model", None)
         if build_model is not None:
             model = build_model(cfg, meta)
@@ -107,9 +108,9 @@ def _numbers(inputs: list[Any]) -> torch.Tensor:
     return numeric_rows(inputs)
 
 
-def load_run(run_dir: str | Path, echo: TextIO | None = sys.stderr) -> tuple[ModuleType, Any, dict[str, Any]]:
+def load_run(run_dir: str | Path, quiet: bool = False) -> tuple[ModuleType, Any, dict[str, Any]]:
     """(recipe module, validated config, recipe meta) of a finished run; the recipe imported is the one
-    its ``config.yaml`` names, and ``echo`` is told which file that is."""
+    its ``config.yaml`` names, and (unless ``quiet``) stderr is told which file that is."""
     from overt.config import load_yaml, resolve
     from overt.errors import ConfigError
     from overt.recipes.base import load_recipe_module, recipe_defaults
@@ -125,9 +126,9 @@ def load_run(run_dir: str | Path, echo: TextIO | None = sys.stderr) -> tuple[Mod
     values = load_yaml((run / "config.yaml").read_text()) or {}
     spec = str(values.get("recipe", "digits"))
     module = load_recipe_module(spec)
-    if echo is not None:
+    if not quiet:
         print(f"overt: rebuilding the model with recipe {spec} ({getattr(module, '__file__', module.__name__)}), "
-              f"as named in {run / 'config.yaml'}", file=echo)
+              f"as named in {run / 'config.yaml'}", file=sys.stderr)
     defaults = recipe_defaults(module)
     try:
         cfg = resolve(defaults, {**defaults, **values}, source=str(run / "config.yaml"))

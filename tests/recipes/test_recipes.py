@@ -31,7 +31,7 @@ def test_every_builtin_recipe_has_defaults_a_docstring_and_build():
 def test_tiny_learns_its_plane_and_predicts_labels(runs):
     run = runs("tiny")
     assert summary_of(run)["final"]["val/accuracy"] >= 0.85
-    predictor = overt.Predictor.from_run(run, echo=None)
+    predictor = overt.Predictor.from_run(run, quiet=True)
     out = predictor.predict([[3.0, -3.0, 0.0, 0.0], [-3.0, 3.0, 0.0, 0.0]])
     assert [o["class"] for o in out] == [1, 0]
     assert all(0.5 < o["probability"] <= 1.0 for o in out)
@@ -57,7 +57,7 @@ def test_house_prices_trains_and_predicts_prices_from_a_named_csv(runs, tmp_path
     run = runs("house-prices")
     final = summary_of(run)["final"]
     assert final["val/r2"] > 0.5 and {"val/mse", "val/mae"} <= set(final)
-    predictor = overt.Predictor.from_run(run, echo=None)
+    predictor = overt.Predictor.from_run(run, quiet=True)
     big = {"size_sqft": "3000", "bedrooms": "5", "age_years": "5", "distance_km": "1", "price": "ignored"}
     small = {"size_sqft": "700", "bedrooms": "1", "age_years": "70", "distance_km": "25"}
     out = predictor.predict([big, small])
@@ -76,7 +76,7 @@ def test_house_prices_without_a_csv_says_how_to_get_one():
 
 def test_resnet_batch_norm_uses_running_statistics_in_eval(runs):
     run = runs("resnet")
-    predictor = overt.Predictor.from_run(run, echo=None)
+    predictor = overt.Predictor.from_run(run, quiet=True)
     from sklearn.datasets import load_digits
 
     images = load_digits().images[:6]  # raw pixels 0..16
@@ -123,7 +123,7 @@ def test_sentiment_vocabulary_comes_from_the_training_split(runs):
     run = runs("sentiment")
     meta = json.loads((run / "recipe_meta.json").read_text())
     assert meta["vocab"][:2] == ["<pad>", "<unk>"] and len(meta["vocab"]) > 100
-    predictor = overt.Predictor.from_run(run, echo=None)
+    predictor = overt.Predictor.from_run(run, quiet=True)
     out = predictor.predict(["great", "a zzzunseenword"])
     assert {o["label"] for o in out} <= {"positive", "negative"}
     assert torch.equal(predictor.preprocess(["a zzzunseenword"], meta)[0, 1], torch.tensor(1))  # <unk>
@@ -136,7 +136,7 @@ def test_mnist_reads_idx_and_predicts_raw_pixels_like_training(runs):
     meta = json.loads((run / "recipe_meta.json").read_text())
     (x_tr, _), _ = load_mnist_split(shared("mnist-t10k"), 0.2, limit=256)
     assert meta["mean"] == pytest.approx(float(x_tr.astype(np.float32).mean() / 255), rel=1e-5)
-    predictor = overt.Predictor.from_run(run, echo=None)
+    predictor = overt.Predictor.from_run(run, quiet=True)
     raw = [x_tr[i] for i in range(4)]
     assert torch.allclose(predictor.preprocess(raw, meta), normalised(x_tr[:4], meta["mean"], meta["std"]))
     assert len(predictor.predict(raw)) == 4
@@ -158,7 +158,7 @@ def test_char_rnn_pads_packs_reports_perplexity_and_samples(runs):
     final = summary_of(run)["final"]
     assert final["val/perplexity"] == pytest.approx(math.exp(final["val/loss"]), rel=1e-6)
     assert (run / "sample.txt").read_text().startswith("ROMEO:")
-    predictor = overt.Predictor.from_run(run, echo=None)
+    predictor = overt.Predictor.from_run(run, quiet=True)
     out = predictor.predict(["JULIET:"])
     assert out[0]["text"].startswith("JULIET:") and len(out[0]["text"]) == len("JULIET:") + 40
 
