@@ -48,8 +48,9 @@ def validation_inputs(predictor: Any, samples: int) -> tuple[torch.Tensor, ...]:
     module = predictor.module
     recipe = build_recipe(module, predictor.config)
     data = recipe.val_data if recipe.val_data is not None else recipe.train_data
-    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=samples, shuffle=False,
-                                                                 collate_fn=recipe.collate_fn)
+    if not isinstance(data, DataLoader):
+        data = DataLoader(data, batch_size=samples, shuffle=False, collate_fn=recipe.collate_fn)
+    loader = data
     batch = next(iter(loader))
     if hasattr(module, "model_inputs"):
         inputs = tuple(module.model_inputs(batch))

@@ -7,7 +7,6 @@ Safety: the only code imported is the recipe named in the run's ``config.yaml``
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -69,13 +68,14 @@ class Predictor:
             model = build_model(cfg, meta)
         else:  # a recipe without build_model: build it whole (this loads its data)
             model = build_recipe(module, cfg).model
-        weights = Path(run_dir) / "model.safetensors"
-        load_weights(model, weights, strict=True)
+        from overt.run.rundir import WEIGHTS
+
+        load_weights(model, Path(run_dir) / WEIGHTS, strict=True)
         return cls(model, preprocess=getattr(module, "preprocess", None),
                    postprocess=getattr(module, "postprocess", None), predict_fn=getattr(module, "predict", None),
                    meta=meta, device=device, batch_size=batch_size, module=module, config=cfg)
 
-    def forward(self, inputs: Any) -> Any:
+    def run_batch(self, inputs: Any) -> Any:
         """The model on one prepared batch (a tensor or a tuple of them), on the predictor's device."""
         from overt.engine.device import move_to_device
 
@@ -93,7 +93,7 @@ class Predictor:
         for start in range(0, len(inputs), self.batch_size):
             chunk = inputs[start:start + self.batch_size]
             batch = self.preprocess(chunk, self.meta) if self.preprocess is not None else _numbers(chunk)
-            output = self.forward(batch)
+            output = self.run_batch(batch)
             output = output.detach().cpu() if isinstance(output, torch.Tensor) else output
             results += (self.postprocess(output, self.meta) if self.postprocess is not None
                         else [{"output": row} for row in output.tolist()])
@@ -111,30 +111,30 @@ def _numbers(inputs: list[Any]) -> torch.Tensor:
 def load_run(run_dir: str | Path, quiet: bool = False) -> tuple[ModuleType, Any, dict[str, Any]]:
     """(recipe module, validated config, recipe meta) of a finished run; the recipe imported is the one
     its ``config.yaml`` names, and (unless ``quiet``) stderr is told which file that is."""
-    from overt.config import load_yaml, resolve
+    from overt.config import resolve
     from overt.errors import ConfigError
     from overt.recipes.base import load_recipe_module, recipe_defaults
+    from overt.run.reader import read_config, read_json
+    from overt.run.rundir import CONFIG, RECIPE_META, WEIGHTS
 
     run = Path(run_dir)
-    if not (run / "config.yaml").is_file():
+    if not (run / CONFIG).is_file():
         raise RunError(f"{run} is not a run directory (no config.yaml)",
                        fix="give the folder `overt train` wrote, e.g. runs/digits-20260101-120000")
-    if not (run / "model.safetensors").is_file():
+    if not (run / WEIGHTS).is_file():
         raise RunError(f"{run} holds no model.safetensors: the run did not finish",
                        why="only a finished run writes its final weights",
                        fix=f"finish it with `overt resume {run}`, or use a run that completed")
-    values = load_yaml((run / "config.yaml").read_text()) or {}
+    values = read_config(run / CONFIG)
     spec = str(values.get("recipe", "digits"))
     module = load_recipe_module(spec)
     if not quiet:
         print(f"overt: rebuilding the model with recipe {spec} ({getattr(module, '__file__', module.__name__)}), "
-              f"as named in {run / 'config.yaml'}", file=sys.stderr)
+              f"as named in {run / CONFIG}", file=sys.stderr)
     defaults = recipe_defaults(module)
     try:
-        cfg = resolve(defaults, {**defaults, **values}, source=str(run / "config.yaml"))
+        cfg = resolve(defaults, {**defaults, **values}, source=str(run / CONFIG))
     except ConfigError as exc:
         raise RunError(f"the recipe {spec} no longer accepts this run's config", where=str(exc).split("\n")[0],
                        fix="use the recipe version that trained the run") from None
-    meta_file = run / "recipe_meta.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-    return module, cfg, meta
+    return module, cfg, read_json(run / RECIPE_META) or {}

@@ -98,7 +98,8 @@ class CharRNN(nn.Module):
     def __init__(self, vocab_size: int, embed: int, hidden: int, layers: int, cell: str, dropout: float):
         super().__init__()
         if cell not in ("lstm", "gru"):
-            raise ConfigError(f"cell={cell!r} is not a recurrent cell this recipe knows", fix="use cell=lstm or cell=gru")
+            raise ConfigError(f"cell={cell!r} is not a recurrent cell this recipe knows",
+                              fix="use cell=lstm or cell=gru")
         self.embed = nn.Embedding(vocab_size, embed, padding_idx=PAD)
         rnn = nn.LSTM if cell == "lstm" else nn.GRU
         self.rnn = rnn(embed, hidden, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)

@@ -20,7 +20,6 @@ differ from the base run's: both networks end in global pooling.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,7 @@ def base_model(base_config: dict[str, Any], base_meta: dict[str, Any]) -> nn.Mod
     name = str(base_config.get("recipe"))
     if name not in BASES:
         raise ConfigError(f"finetune starts from a {' or '.join(BASES)} run; this run's recipe is {name!r}",
-                          fix=f"train a base model first: `overt train resnet name=base`, then init_from=runs/base")
+                          fix="train a base model first: `overt train resnet name=base`, then init_from=runs/base")
     module = load_recipe_module(name)
     cfg = resolve(recipe_defaults(module), base_config, source="the base run's config.yaml")
     return module.build_model(cfg, base_meta)
@@ -78,16 +77,14 @@ def with_new_head(model: nn.Module, n_classes: int) -> nn.Module:
 
 def read_run(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """(config, recipe meta, weights file) of a finished run."""
-    from overt.config import load_yaml
+    from overt.run.reader import read_config, read_json
+    from overt.run.rundir import CONFIG, RECIPE_META, WEIGHTS
 
     run = Path(run_dir)
-    weights = run / "model.safetensors"
-    if not (run / "config.yaml").is_file() or not weights.is_file():
-        raise ConfigError(f"init_from={run_dir!r} is not a finished run directory (no config.yaml and "
-                          "model.safetensors there)", fix="point init_from= at a run that completed, e.g. runs/base")
-    meta_file = run / "recipe_meta.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-    return load_yaml((run / "config.yaml").read_text()), meta, weights
+    if not (run / CONFIG).is_file() or not (run / WEIGHTS).is_file():
+        raise ConfigError(f"init_from={run_dir!r} is not a finished run directory (no {CONFIG} and {WEIGHTS} there)",
+                          fix="point init_from= at a run that completed, e.g. runs/base")
+    return read_config(run / CONFIG), read_json(run / RECIPE_META) or {}, run / WEIGHTS
 
 
 class UnfreezeBackbone(Callback):

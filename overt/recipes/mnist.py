@@ -140,8 +140,8 @@ def build(cfg: Any) -> overt.Recipe:
     return overt.Recipe(
         model=model, optimizer=optimizer, loss_fn=nn.CrossEntropyLoss(),
         train_data=train, val_data=val,
-        scheduler=lambda opt, total_steps: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr,
-                                                                                total_steps=total_steps),
+        scheduler=lambda opt, total_steps: torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=cfg.lr, total_steps=total_steps),
         scheduler_interval="step",
         metrics={"accuracy": accuracy},
         meta={"mean": mean, "std": std, "size": int(x_tr.shape[1])},

@@ -80,8 +80,8 @@ def test_resnet_batch_norm_uses_running_statistics_in_eval(runs):
     from sklearn.datasets import load_digits
 
     images = load_digits().images[:6]  # raw pixels 0..16
-    together = predictor.forward(predictor.preprocess(list(images), predictor.meta))
-    alone = torch.cat([predictor.forward(predictor.preprocess([img], predictor.meta)) for img in images])
+    together = predictor.run_batch(predictor.preprocess(list(images), predictor.meta))
+    alone = torch.cat([predictor.run_batch(predictor.preprocess([img], predictor.meta)) for img in images])
     assert torch.allclose(together, alone, atol=1e-5)  # a prediction does not depend on its batch
 
 
