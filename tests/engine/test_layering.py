@@ -14,8 +14,8 @@ import pytest
 
 OVERT = Path(__file__).resolve().parents[2] / "overt"
 ABOVE_ENGINE = ("overt.guards", "overt.checkpoint", "overt.run", "overt.cli", "overt.recipes", "overt.compose",
-                "overt.lint", "overt.report", "overt.integrations")
-ABOVE_CHECKPOINT = ("overt.cli", "overt.recipes", "overt.compose", "overt.report")
+                "overt.lint", "overt.report", "overt.integrations", "overt.predict", "overt.export")
+ABOVE_CHECKPOINT = ("overt.cli", "overt.recipes", "overt.compose", "overt.report", "overt.predict", "overt.export")
 
 
 def _imported_after(modules: list[str]) -> list[str]:
