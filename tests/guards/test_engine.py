@@ -68,7 +68,12 @@ def test_trainer_reports_unregistered_submodule():
     assert "Net.body" in where and "test_engine.py" in where
 
 
-@pytest.mark.parametrize("name", sorted(__import__("overt.recipes", fromlist=["BUILTIN"]).BUILTIN))
+#: the built-in recipes that train on their defaults without data files; tests/recipes/ trains every
+#: built-in recipe (small slices of ../shared/data for the others) with the guards on and asserts zero findings
+SELF_CONTAINED = ["digits", "tiny"]
+
+
+@pytest.mark.parametrize("name", SELF_CONTAINED)
 def test_every_builtin_recipe_trains_with_zero_findings(name):
     from types import SimpleNamespace
 
