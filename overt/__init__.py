@@ -14,6 +14,7 @@ Public names (imported lazily):
 - :class:`Predictor` -- a finished run's model on new inputs (``overt.predict``)
 - :mod:`metrics` -- metric functions for recipes
 - :func:`doctor` -- readiness probes and the readiness note (``overt.doctor``)
+- :mod:`testing` -- smoke-test assertions for what you train (and a pytest plugin)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "metrics": ("overt.engine.metrics", ""),
     "catalog": ("overt.catalog", ""),
     "doctor": ("overt.doctor", ""),  # a callable module: overt.doctor(model, ...) runs the probes
+    "testing": ("overt.testing", ""),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("overt.doctor.cli", "run readiness probes on a recipe and write the readiness note"),
     "predict": ("overt.predict.cli", "run a finished run's model on new inputs (CSV, .npy, text) -> JSON lines"),
     "export": ("overt.export.cli", "export a finished run's model to ONNX or torch.export (.pt2), parity-checked"),
+    "init": ("overt.scaffold.cli", "create a small project: recipe, config, smoke tests, lint settings"),
 }
 
 

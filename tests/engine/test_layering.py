@@ -14,8 +14,10 @@ import pytest
 
 OVERT = Path(__file__).resolve().parents[2] / "overt"
 ABOVE_ENGINE = ("overt.guards", "overt.checkpoint", "overt.run", "overt.cli", "overt.recipes", "overt.compose",
-                "overt.lint", "overt.report", "overt.integrations", "overt.predict", "overt.export")
-ABOVE_CHECKPOINT = ("overt.cli", "overt.recipes", "overt.compose", "overt.report", "overt.predict", "overt.export")
+                "overt.lint", "overt.report", "overt.integrations", "overt.predict", "overt.export",
+                "overt.testing", "overt.scaffold")
+ABOVE_CHECKPOINT = ("overt.cli", "overt.recipes", "overt.compose", "overt.report", "overt.predict", "overt.export",
+                    "overt.testing", "overt.scaffold")
 
 
 def _imported_after(modules: list[str]) -> list[str]:
