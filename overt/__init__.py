@@ -15,6 +15,7 @@ Public names (imported lazily):
 - :mod:`metrics` -- metric functions for recipes
 - :func:`doctor` -- readiness probes and the readiness note (``overt.doctor``)
 - :mod:`testing` -- smoke-test assertions for what you train (and a pytest plugin)
+- :func:`pad_collate`, :class:`PadCollate` -- batches of variable-length sequences, with their lengths
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Predictor": ("overt.predict.predictor", "Predictor"),
     "OvertError": ("overt.errors", "OvertError"),
     "metrics": ("overt.engine.metrics", ""),
+    "pad_collate": ("overt.engine.collate", "pad_collate"),
+    "PadCollate": ("overt.engine.collate", "PadCollate"),
     "catalog": ("overt.catalog", ""),
     "doctor": ("overt.doctor", ""),  # a callable module: overt.doctor(model, ...) runs the probes
     "testing": ("overt.testing", ""),

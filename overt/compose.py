@@ -139,6 +139,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
             trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
                               scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                               metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
+                              train_transform=recipe.train_transform,
                               callbacks=recipe.callbacks, config=cfg, run_dir=run_dir,
                               recipe_source=recipe_source(cfg.recipe))
             write_recipe_meta(run_dir, recipe.meta)

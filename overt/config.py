@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from overt.errors import ConfigError
 
@@ -77,6 +77,11 @@ class TrainConfig(BaseModel):
     batch_size: int = Field(64, ge=1, description="micro-batch size of the training loader")
     val_batch_size: int | None = Field(None, ge=1, description="validation batch size (default: 2 x batch_size)")
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    drop_last: bool = Field(False, description="training loader: drop the last incomplete batch (a tiny last batch "
+                                               "gives BatchNorm noise statistics); validation always sees every sample")
+    persistent_workers: bool = Field(False, description="keep loader workers alive between epochs (needs num_workers > 0)")
+    prefetch_factor: int | None = Field(None, ge=1, description="batches each loader worker prepares ahead "
+                                                                "(needs num_workers > 0; None: PyTorch's 2)")
     accumulate: int = Field(1, ge=1, description="micro-batches per optimizer step (gradient accumulation)")
     clip_grad_norm: float | None = Field(None, gt=0, description="max total gradient norm (None: no clipping)")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
@@ -96,6 +101,8 @@ class TrainConfig(BaseModel):
         default_factory=list, description="submodule names or class names whose activations are recomputed in backward"
     )
     log_every: int = Field(50, ge=1, description="optimizer steps between logged training points")
+    log_grad_norms: bool = Field(False, description="also log each layer's gradient norm (grad_norm/<layer>) "
+                                                    "at every logged point")
     val_every: int = Field(1, ge=1, description="epochs between validations")
     monitor: str = Field("val/loss", description="metric that defines the best model")
     monitor_mode: Literal["min", "max"] = Field("min", description="whether lower or higher is better")
@@ -129,6 +136,15 @@ class TrainConfig(BaseModel):
         if not _DEVICE.match(value):
             raise ValueError("not a device: use auto, cpu, cuda, cuda:N, mps or xpu (PyTorch device names)")
         return value
+
+    @model_validator(mode="after")
+    def _workers_for_worker_settings(self) -> TrainConfig:
+        if self.num_workers == 0:
+            given = [k for k in ("persistent_workers", "prefetch_factor") if getattr(self, k) not in (False, None)]
+            if given:
+                raise ValueError(f"{' and '.join(given)} need loader workers, but num_workers=0: "
+                                 f"set num_workers=N (N > 0), or drop {' and '.join(given)}")
+        return self
 
     @field_validator("preempt_signal")
     @classmethod
@@ -225,6 +241,9 @@ def resolve(recipe_defaults: dict[str, Any], values: dict[str, Any], source: str
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
+        if not key:  # a rule across keys (e.g. worker settings without workers): the message names them
+            what, _, fix = err["msg"].removeprefix("Value error, ").partition(": ")
+            raise ConfigError(f"{what} (from {source})", fix=fix or "change the keys named") from None
         raise ConfigError(
             f"bad value for config key {key!r}: {err['msg']} (got {err.get('input')!r}, from {source})",
             fix=f"give {key} a valid value",

@@ -57,7 +57,8 @@ class Callback:
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
         """After optimizer step, gradient reset, per-step scheduler and (when due) ``on_log``.
         ``logs``: ``loss`` (the last micro-batch's loss, a device tensor), ``samples`` (in the
-        window), ``grad_norm`` (device tensor or None), ``epoch_end`` (True when this step closed
+        window), ``grad_norm`` (device tensor: every step with clipping, logged steps without; else
+        None), ``epoch_end`` (True when this step closed
         the epoch's last window: validation and ``on_epoch_end`` follow; known for sized loaders);
         read device values only every N steps."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader, Sampler
@@ -18,11 +18,21 @@ from torch.utils.data import DataLoader, Sampler
 from overt.engine.seeding import epoch_seed, seed_worker
 
 
-class EpochSampler(Sampler[int]):
-    """Indices ``0..n-1``, shuffled by ``(seed, epoch)`` when ``shuffle``; resumable."""
+class EpochIndex(NamedTuple):
+    """A sample index with the epoch it is drawn in: what an :class:`EpochSampler` with
+    ``tag_epoch`` yields, so a dataset in a (persistent) loader worker knows the epoch too
+    (see :class:`overt.engine.augment.Augmented`)."""
 
-    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0):
-        self.n, self.shuffle, self.seed = n, shuffle, seed
+    epoch: int
+    index: int
+
+
+class EpochSampler(Sampler[int]):
+    """Indices ``0..n-1``, shuffled by ``(seed, epoch)`` when ``shuffle``; resumable.
+    With ``tag_epoch`` each index comes as an :class:`EpochIndex` ``(epoch, index)``."""
+
+    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0, tag_epoch: bool = False):
+        self.n, self.shuffle, self.seed, self.tag_epoch = n, shuffle, seed, tag_epoch
         self.epoch = 0
         self.start = 0
 
@@ -40,8 +50,11 @@ class EpochSampler(Sampler[int]):
         g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
         return torch.randperm(self.n, generator=g)
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.order()[self.start:].tolist())
+    def __iter__(self) -> Iterator[Any]:
+        indices = self.order()[self.start:].tolist()
+        if self.tag_epoch:
+            return iter([EpochIndex(self.epoch, i) for i in indices])
+        return iter(indices)
 
     def __len__(self) -> int:
         return self.n - self.start
@@ -81,18 +94,30 @@ def build_loader(
     num_workers: int = 0,
     pin_memory: bool = False,
     collate_fn: Callable[[list[Any]], Any] | None = None,
+    drop_last: bool = False,
+    persistent_workers: bool = False,
+    prefetch_factor: int | None = None,
+    tag_epoch: bool = False,
 ) -> DataLoader:
-    """A DataLoader over ``dataset`` with an :class:`EpochSampler` and seeded workers."""
+    """A DataLoader over ``dataset`` with an :class:`EpochSampler` and seeded workers.
+    ``persistent_workers``/``prefetch_factor`` apply only with workers (``num_workers > 0``);
+    ``tag_epoch``: the sampler yields :class:`EpochIndex` pairs (for an ``Augmented`` dataset)."""
     generator = torch.Generator().manual_seed(seed)
+    workers: dict[str, Any] = {}
+    if num_workers:
+        workers = {"worker_init_fn": seed_worker, "persistent_workers": persistent_workers}
+        if prefetch_factor is not None:
+            workers["prefetch_factor"] = prefetch_factor
     return WorkerSafeLoader(
         dataset,
         batch_size=batch_size,
-        sampler=EpochSampler(len(dataset), shuffle=shuffle, seed=seed),
+        sampler=EpochSampler(len(dataset), shuffle=shuffle, seed=seed, tag_epoch=tag_epoch),
         num_workers=num_workers,
         pin_memory=pin_memory,
         collate_fn=collate_fn,
-        worker_init_fn=seed_worker if num_workers else None,
+        drop_last=drop_last,
         generator=generator,
+        **workers,
     )
 
 

@@ -15,7 +15,10 @@ def batch_error(exc: BaseException, batch: Any, state: TrainState) -> OvertError
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     fix = "check that the data, the model and the loss agree on shapes, dtypes and classes"
     lowered = text.lower()
-    if "out of bounds" in lowered or "target" in lowered and "out of" in lowered:
+    if "expected more than 1 value per channel" in lowered:
+        fix = ("a training batch of 1 sample reached a BatchNorm layer (the epoch's last, incomplete batch): "
+               "set drop_last=true (the engine drops it from training only), or a batch size that divides the data")
+    elif "out of bounds" in lowered or "target" in lowered and "out of" in lowered:
         fix = ("a label is outside [0, number of model outputs): make the model's last layer as wide as the "
                "number of classes, or remap the labels to 0..C-1")
     elif "mat1 and mat2" in lowered or "shape" in lowered or "size" in lowered:

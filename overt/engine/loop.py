@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from overt.config import TrainConfig
 from overt.engine.accumulation import WindowPlan
+from overt.engine.augment import Augmented, augmented
 from overt.engine.callbacks import Callback, CallbackList
 from overt.distributed.env import world
 from overt.distributed.group import init_from_env
@@ -35,9 +36,11 @@ from overt.engine.data import (batch_sizes, build_loader, check_not_empty, num_b
                                window_plan)
 from overt.engine.device import batch_size_of, move_to_device
 from overt.engine.evaluate import evaluate
+from overt.engine.gradnorms import GradNorms
 from overt.engine.explain import batch_error, loss_error, note_out_of_memory
 from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
+from overt.engine.model_summary import model_summary
 from overt.engine.precision import Precision
 from overt.engine.seeding import capture_rng, restore_rng, seed_everything
 from overt.engine.state import TrainState
@@ -110,6 +113,7 @@ class Trainer:
         metrics: dict[str, Callable[[Any, Any], torch.Tensor]] | None = None,
         forward: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        train_transform: Callable[[Any, torch.Generator], Any] | None = None,
         config: TrainConfig | None = None,
         callbacks: list[Callback] | None = None,
         **overrides: Any,
@@ -122,6 +126,7 @@ class Trainer:
         self.rank, self.world_size = world()
         self.strategy = resolve_strategy(cfg.strategy, self.world_size)
         self.model = model.to(self.device)
+        self.model_info = model_summary(self.model)  # parameters, size, device, dtype, top-level layers
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.metrics = dict(metrics or {})
@@ -133,6 +138,8 @@ class Trainer:
         self._rng_at_fit: dict[str, Any] | None = None  # RNG state to put back right before training resumes
 
         pin = self.device.type == "cuda"
+        if train_transform is not None:
+            train_data = augmented(train_data, train_transform, cfg.seed)
         self.train_loader = self._loader(train_data, cfg.batch_size, True, pin, collate_fn)
         self.val_loader = (None if val_data is None else
                            self._loader(val_data, cfg.val_batch_size or 2 * cfg.batch_size, False, pin, collate_fn))
@@ -154,6 +161,7 @@ class Trainer:
                              precision=self.precision.mode, fsdp_wrap=cfg.fsdp_wrap)
         self._fwd_model: nn.Module = torch.compile(wrapped) if cfg.compile else wrapped  # type: ignore[assignment]
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        self.grad_norms = GradNorms(self.model, self._params, clip=cfg.clip_grad_norm, per_layer=cfg.log_grad_norms)
         ddp = nn.parallel.DistributedDataParallel
         self._ddp = wrapped if isinstance(wrapped, ddp) else self.model if isinstance(self.model, ddp) else None
         self._fsdp = self.model if self.strategy == "fsdp" else None
@@ -277,15 +285,15 @@ class Trainer:
         self.precision.unscale(optimizer)
         for fn in self.callbacks.hook("on_before_optimizer_step"):
             fn(self)
-        if cfg.clip_grad_norm is not None:
-            self._grad_norm = nn.utils.clip_grad_norm_(self._params, cfg.clip_grad_norm)
+        logged = (state.global_step + 1) % cfg.log_every == 0
+        self._grad_norm = self.grad_norms.measure(logged)  # clips when clip_grad_norm is set
         self.precision.step(optimizer)
         optimizer.zero_grad(set_to_none=True)
         state.global_step += 1
         if self.scheduler_interval == "step":
             self.scheduler.step()
         samples, self._window_samples = self._window_samples, 0
-        if state.global_step % cfg.log_every == 0:
+        if logged:
             self._log()
         step_end = self.callbacks.hook("on_step_end")
         if step_end:
@@ -359,6 +367,7 @@ class Trainer:
             "world_size": self.world_size,
             "strategy": self.strategy,
             "precision": self.precision.mode,
+            "model": self.model_info,
             "skipped_steps": self.precision.skipped_steps,
             "versions": {"python": platform.python_version(), "torch": torch.__version__, "overt": __version__},
         }
@@ -374,9 +383,7 @@ class Trainer:
             "train/lr": float(self.optimizer.param_groups[0]["lr"]),
             "train/samples_per_sec": self.running_loss.last_samples / max(now - self._log_time, 1e-9),
         }
-        if self._grad_norm is not None:
-            norm = self._grad_norm
-            logs["train/grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        logs.update(self.grad_norms.read())
         self._log_time = now
         self.callbacks.call("on_log", self, logs)
 
@@ -405,15 +412,20 @@ class Trainer:
         else:
             self.scheduler.step()
 
-    def _loader(self, data: Any, batch_size: int, shuffle: bool, pin: bool, collate_fn: Any) -> Any:
+    def _loader(self, data: Any, batch_size: int, train: bool, pin: bool, collate_fn: Any) -> Any:
+        """A seeded, resumable loader over a Dataset: shuffled and with ``drop_last`` for training,
+        in order and complete for validation."""
         if isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
             return data  # a ready loader (or any iterable of batches): used as given
+        cfg = self.config
         if self.world_size > 1:  # this rank's share of the seeded order, by global batch
-            return sharded_loader(data, batch_size=batch_size, shuffle=shuffle, seed=self.config.seed,
-                                  rank=self.rank, world_size=self.world_size, num_workers=self.config.num_workers,
+            return sharded_loader(data, batch_size=batch_size, shuffle=train, seed=cfg.seed,
+                                  rank=self.rank, world_size=self.world_size, num_workers=cfg.num_workers,
                                   pin_memory=pin, collate_fn=collate_fn)
-        return build_loader(data, batch_size=batch_size, shuffle=shuffle, seed=self.config.seed,
-                            num_workers=self.config.num_workers, pin_memory=pin, collate_fn=collate_fn)
+        return build_loader(data, batch_size=batch_size, shuffle=train, seed=cfg.seed, num_workers=cfg.num_workers,
+                            pin_memory=pin, collate_fn=collate_fn, drop_last=train and cfg.drop_last,
+                            persistent_workers=cfg.persistent_workers, prefetch_factor=cfg.prefetch_factor,
+                            tag_epoch=isinstance(data, Augmented))
 
     def _scheduler(self, scheduler: Any, interval: str | None) -> tuple[Any, str | None]:
         if scheduler is None:

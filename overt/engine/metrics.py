@@ -10,7 +10,8 @@ Metric names written to ``metrics.jsonl`` and TensorBoard:
 - ``train/loss``: mean training loss over the optimizer steps since the last logged point
 - ``train/epoch_loss``: sample-weighted mean training loss of the epoch
 - ``train/lr``: learning rate of the first parameter group
-- ``train/grad_norm``: total gradient norm before clipping (when clipping is on)
+- ``train/grad_norm``: total gradient norm (before clipping, when clipping is on) of the logged step
+- ``grad_norm/<layer>``: each layer's gradient norm at the logged step (with ``log_grad_norms``)
 - ``train/samples_per_sec``: training throughput since the last logged point
 - ``val/loss`` and ``val/<name>``: validation loss and each recipe metric, sample-weighted
 """

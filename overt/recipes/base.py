@@ -37,7 +37,11 @@ class Recipe:
     per ``"epoch"`` -- overt never guesses.  ``metrics`` map a name to
     ``f(output, target) -> tensor`` (the batch mean); they are averaged over
     samples.  ``forward(model, batch) -> (output, target)`` replaces the default
-    ``x, y = batch; model(x)`` for other batch shapes.  ``callbacks`` are
+    ``x, y = batch; model(x)`` for other batch shapes.  ``collate_fn`` batches the samples
+    (e.g. ``overt.pad_collate`` for variable-length sequences).  ``train_transform(sample,
+    generator) -> sample`` augments the training set only, re-drawn every epoch and exactly
+    resumable: draw every random number from ``generator`` (see :mod:`overt.engine.augment`).
+    ``callbacks`` are
     :class:`~overt.Callback`\\ s the recipe needs during training (e.g. unfreezing
     a backbone).  ``meta`` holds JSON-ready facts learned from the training split
     that prediction needs (a vocabulary, normalisation statistics, class names);
@@ -65,6 +69,7 @@ class Recipe:
     collate_fn: Callable[[list[Any]], Any] | None = None
     callbacks: list[Any] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    train_transform: Callable[[Any, Any], Any] | None = None
 
 
 def load_recipe_module(spec: str) -> ModuleType:

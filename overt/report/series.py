@@ -2,7 +2,7 @@
 
 Training and validation values of one quantity share a panel (``train/loss``,
 ``train/epoch_loss`` and ``val/loss`` are all "loss"); learning rate, gradient
-norm and throughput get their own; any other logged key gets a panel of its own."""
+norm (total, and every layer's together) and throughput get their own; any other logged key gets a panel of its own."""
 
 from __future__ import annotations
 
@@ -18,13 +18,17 @@ KNOWN = {
     "loss": ("Loss", "loss"),
     "lr": ("Learning rate", "lr"),
     "grad_norm": ("Gradient norm (before clipping)", "total norm"),
+    "layer_grad_norm": ("Gradient norm per layer (log_grad_norms=true)", "norm"),
     "samples_per_sec": ("Throughput", "samples / s"),
 }
 _SPLITS = ("train/", "val/")
 
 
 def panel_name(key: str) -> str:
-    """``train/epoch_loss`` -> ``loss``; ``val/accuracy`` -> ``accuracy``; ``custom`` -> ``custom``."""
+    """``train/epoch_loss`` -> ``loss``; ``val/accuracy`` -> ``accuracy``; every ``grad_norm/<layer>``
+    -> ``layer_grad_norm``; ``custom`` -> ``custom``."""
+    if key.startswith("grad_norm/"):
+        return "layer_grad_norm"
     for prefix in _SPLITS:
         if key.startswith(prefix):
             rest = key[len(prefix):]

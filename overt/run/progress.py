@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from overt.engine.callbacks import Callback
+from overt.engine.model_summary import summary_text as model_text
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -47,6 +48,7 @@ class PlainProgress(Callback):
         self._start = self._last = time.perf_counter()
         self._print(f"overt: training on {trainer.device} ({trainer.precision.mode}), {cfg.epochs} epochs, "
                     f"{total} optimizer steps, batch {cfg.batch_size} x accumulate {cfg.accumulate}")
+        self._print(model_text(trainer.model_info))
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self._rate = logs["train/samples_per_sec"]
@@ -83,7 +85,8 @@ class BarProgress(PlainProgress):
         self.progress.start()
         self.task = self.progress.add_task("train", total=trainer.total_steps, epoch=1, rate="-", loss="-")
         self.console.print(f"overt: training on {trainer.device} ({trainer.precision.mode}), "
-                           f"{trainer.config.epochs} epochs")
+                           f"{trainer.config.epochs} epochs", highlight=False)
+        self.console.print(model_text(trainer.model_info), highlight=False, markup=False)
 
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
         self.progress.advance(self.task)
