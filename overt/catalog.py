@@ -127,6 +127,9 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("graph-leak", "OVT408", "a graph-carrying tensor kept across steps",
           "every kept loss keeps its whole autograd graph alive, so memory grows until OOM",
           _E, True, True),
+    Entry("unregistered-tensor", "OVT409", "a plain tensor attribute on a module where a buffer belongs",
+          "it is not moved by .to(), not saved in state_dict() and not restored from checkpoints",
+          _W, False, True),
     # -- data pipeline -----------------------------------------------------------
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader",
           "the accelerator sits idle while batches are prepared",
@@ -146,6 +149,15 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("unset-epoch", "OVT506", "DistributedSampler whose set_epoch() is never called",
           "every epoch repeats the first epoch's shuffled order (and the same split across ranks)",
           _W, True, True),
+    Entry("too-many-workers", "OVT507", "more DataLoader workers than CPUs available to the process",
+          "workers compete for the same cores and each holds its own copy of the dataset: slower, more memory",
+          _W, False, True),
+    Entry("batchnorm-in-accumulation", "OVT508", "BatchNorm trained with gradient accumulation",
+          "its statistics come from each micro-batch, not from the window the optimizer steps on",
+          _W, False, True),
+    Entry("effective-batch-size", "OVT509", "the effective batch size changed while the learning rate did not",
+          "a learning rate tuned for one batch size is too small or too large for another",
+          _I, False, True),
     # -- saving, loading, scaling ------------------------------------------------
     Entry("unsafe-load", "OVT601", "torch.load without weights_only=True",
           "loading a checkpoint can run arbitrary code hidden in the pickle",
@@ -174,6 +186,12 @@ ENTRIES: tuple[Entry, ...] = (
           _W, False, True),
     Entry("loss-not-decreasing", "OVT704", "loss flat or rising over a window where it should fall",
           "the run is spending compute without making progress",
+          _W, False, True),
+    Entry("val-loss-diverging", "OVT705", "validation loss rising for several epochs while training loss falls",
+          "the model is overfitting: every further epoch makes the model worse on unseen data",
+          _W, False, True),
+    Entry("val-metric-collapse", "OVT706", "a validation metric collapsed far below its best",
+          "training destabilised (learning rate, bad batch, numerical trouble) and the current weights are worse",
           _W, False, True),
 )
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
                       recipe_source: dict[str, Any] | None = None) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, checkpoints (when
-    there is a run directory), the ``user``'s own, MLflow (``mlflow``/``mlflow_uri``/
+    there is a run directory), the ``user``'s own, anomaly mode (``debug_anomaly``), MLflow (``mlflow``/``mlflow_uri``/
     ``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
     the run directory writer (when there is a run directory), then progress.  MLflow and the
     plots come before the run directory's writers so that an unusable tracking store or a
@@ -50,6 +50,10 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
 
         callbacks.append(CheckpointCallback(cfg, run_dir, recipe_source=recipe_source))
     callbacks += user
+    if cfg.debug_anomaly:
+        from overt.engine.anomaly import AnomalyMode
+
+        callbacks.append(AnomalyMode())
     if env.distributed and run_dir is not None:
         from overt.distributed.callback import FullWeights
 

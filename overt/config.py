@@ -101,6 +101,8 @@ class TrainConfig(BaseModel):
         default_factory=list, description="submodule names or class names whose activations are recomputed in backward"
     )
     log_every: int = Field(50, ge=1, description="optimizer steps between logged training points")
+    debug_anomaly: bool = Field(False, description="run under torch.autograd anomaly mode (slow): the first backward "
+                                                   "operation that produces NaN is named, with its forward line")
     log_grad_norms: bool = Field(False, description="also log each layer's gradient norm (grad_norm/<layer>) "
                                                     "at every logged point")
     val_every: int = Field(1, ge=1, description="epochs between validations")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -65,3 +66,50 @@ def describe(batch: Any) -> str:
 
 def _position(state: TrainState) -> str:
     return f"epoch {state.epoch}, batch {state.batch_index} (optimizer step {state.global_step})"
+
+
+_INPLACE = re.compile(r"\[(?:torch\.)?(\w+) \[([\d, ]*)\]\], which is output (\d+) of (\w+)")
+_NAN = re.compile(r"Function '(\w+)' returned nan values in its (\d+)th output")
+
+
+def _op(node: str) -> str:
+    """``ReluBackward0`` -> ``relu``; ``AddmmBackward0`` -> ``addmm``; ``Sigmoid`` -> ``sigmoid``."""
+    return re.sub(r"Backward\d*$", "", node).lower() or node
+
+
+def backward_error(exc: BaseException, model: Any, state: TrainState) -> OvertError | None:
+    """Explain the backward failures whose PyTorch message hides the cause: a tensor autograd saved
+    was modified in place, and (under ``debug_anomaly``) the first operation whose gradient is NaN."""
+    text = str(exc)
+    where = _position(state)
+    found = _INPLACE.search(text)
+    if "modified by an inplace operation" in text:
+        kind, shape, _, node = found.groups() if found else ("tensor", "?", "0", "?")
+        inplace = [name or type(model).__name__ for name, m in model.named_modules() if getattr(m, "inplace", False) is True]
+        suspects = (f"modules with inplace=True: {', '.join(inplace[:5])}" if inplace else
+                    "no module has inplace=True, so look for an in-place tensor operation in forward or in the loss "
+                    "(x += y, x[mask] = v, x.relu_(), x.mul_(), torch.relu(x, inplace=True))")
+        return OvertError(
+            f"backward failed: a tensor autograd saved for the gradient (the [{shape.replace(' ', '')}] {kind} "
+            f"output of {_op(node)}, backward node {node}) was modified in place after it was saved",
+            where=f"{where}; suspects: {suspects}",
+            why="autograd needs the saved value to compute the gradient; the in-place write replaced it, so "
+                "the gradient cannot be computed (PyTorch's message names the saved tensor, not the write)",
+            fix="make that operation out of place (x = x + y instead of x += y; inplace=False; relu instead of "
+                "relu_), or clone() the tensor before writing to it; to see the forward line that made the "
+                "tensor, set debug_anomaly=true (torch.autograd.set_detect_anomaly(True) in your own loop)",
+        )
+    found = _NAN.search(text)
+    if found:
+        node, output = found.groups()
+        return OvertError(
+            f"backward produced NaN: {_op(node)} (backward node {node}) is the first operation whose gradient "
+            f"is NaN (its output {output})",
+            where=f"{where}; anomaly mode printed the forward line that called {_op(node)} just above "
+                  f"('Error detected in {node}. Traceback of forward call ...')",
+            why="one NaN gradient poisons every weight it reaches at the next optimizer step",
+            fix=f"make the input of {_op(node)} safe at that line: e.g. log(x + 1e-8) or log of clamp(min=eps), "
+                f"sqrt of clamp(min=eps), no division by zero; or lower the learning rate / set clip_grad_norm "
+                f"if the values blew up before",
+        )
+    return None

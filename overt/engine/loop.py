@@ -37,7 +37,7 @@ from overt.engine.data import (batch_sizes, build_loader, check_not_empty, num_b
 from overt.engine.device import batch_size_of, move_to_device
 from overt.engine.evaluate import evaluate
 from overt.engine.gradnorms import GradNorms
-from overt.engine.explain import batch_error, loss_error, note_out_of_memory
+from overt.engine.explain import backward_error, batch_error, loss_error, note_out_of_memory
 from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.model_summary import model_summary
@@ -266,7 +266,7 @@ class Trainer:
         try:
             self.precision.backward(loss if weight == 1.0 else loss * weight)
         except (RuntimeError, AttributeError, TypeError) as exc:
-            error = loss_error(loss, self.state)
+            error = loss_error(loss, self.state) or backward_error(exc, self.model, self.state)
             if error is None:
                 raise
             raise error from exc

@@ -1,4 +1,4 @@
-"""Guard on the data pipeline (slug ``dataloader-starvation``) and the batch index.
+"""Guards on the data pipeline (slugs ``dataloader-starvation``, ``too-many-workers``) and the batch index.
 
 :mod:`overt.guards.patches` times every ``next()`` on a DataLoader iterator.
 At checked steps the guard compares the time spent waiting for batches with
@@ -8,6 +8,7 @@ includes starting the worker processes, is left out).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,14 @@ _FRACTION = 0.5
 _MIN_WAIT_S = 0.002
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. a container's or a job's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 class DataChecks(Check):
     """The DataLoader wrapper of :mod:`overt.guards.patches` fills the counters on every
     batch after the first of a pass; :meth:`evaluate` judges them at checked steps."""
@@ -34,6 +43,20 @@ class DataChecks(Check):
         self.batches = 0  # batches counted in ``wait``
         self.start = time.perf_counter()  # when the first of them was asked for
         self.workers = 0  # the DataLoader's num_workers
+        self.cpus = available_cpus()
+
+    def loader_started(self, workers: int) -> None:
+        """A DataLoader pass begins with ``workers`` worker processes (too-many-workers)."""
+        if workers <= 1 or workers <= self.cpus:
+            return
+        self.s.report(
+            "too-many-workers",
+            f"a DataLoader runs num_workers={workers} worker processes, but this process may use only "
+            f"{self.cpus} CPU(s): the workers compete for the same cores with each other and with training, "
+            f"and each holds its own copy of the dataset (memory grows per worker). Fix: "
+            f"num_workers={max(self.cpus - 1, 1)} (at most the CPUs available, one left for the training process).",
+            where=f"DataLoader, step {self.s.step}", key="workers",
+        )
 
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
         self.evaluate()

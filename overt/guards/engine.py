@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from overt.engine.callbacks import Callback
 from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
+from overt.guards.setup import check_setup
+from overt.guards.trends import EpochTrends
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -32,6 +34,7 @@ class GuardCallback(Callback):
                                     check_every=check_every, warmup_steps=warmup_steps,
                                     overhead_budget=overhead_budget)
         self.session: GuardSession | None = None
+        self.trends: EpochTrends | None = None
 
     def on_fit_start(self, trainer: Trainer) -> None:
         if self.session is not None and not self.session.closed:
@@ -53,6 +56,16 @@ class GuardCallback(Callback):
         # would cost every step); for any other iterable of batches, from the engine's state
         state = trainer.state
         self.session.batch_source = lambda: state.batch_index
+        check_setup(self.session, trainer)
+        self.trends = EpochTrends(self.session, monitor=trainer.config.monitor, monitor_mode=trainer.config.monitor_mode)
+
+    def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
+        """Validation trends (overfitting, a collapsed metric) from the epoch's metrics, already on the host."""
+        if self.session is not None and self.trends is not None:
+            try:
+                self.trends.epoch_end(epoch, metrics)
+            except Exception as exc:  # never break training
+                self.session.check_failed("trends", exc)
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         """The engine reads the interval's mean loss at every log point anyway: a non-finite

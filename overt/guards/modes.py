@@ -2,7 +2,7 @@
 unregistered submodules, and input device/dtype.
 
 Slugs: ``train-mode-in-eval``, ``eval-mode-in-train``, ``graph-in-eval``,
-``batchnorm-tiny-batch``, ``unregistered-submodule``, ``device-mismatch``,
+``batchnorm-tiny-batch``, ``unregistered-submodule``, ``unregistered-tensor``, ``device-mismatch``,
 ``dtype-mismatch``, ``non-finite`` (inputs).
 """
 
@@ -243,7 +243,8 @@ class ModeChecks(Check):
                     f"a training batch of {n} sample(s) (earlier batches had {st.max_batch}) reached "
                     f"{len(active)} BatchNorm module(s) in training mode, e.g. {info.label(active[0])}: "
                     f"statistics from {n} sample(s) are noise (a batch of 1 raises an error). Fix: "
-                    f"DataLoader(..., drop_last=True) for training, or a batch size that divides the data.",
+                    f"drop_last=True for the training DataLoader (drop_last=true in overt's engine), or a "
+                    f"batch size that divides the data.",
                     where=f"{info.name}, {self.s.batch_where() or 'training batch'}",
                     key=info.name,
                 )
@@ -262,6 +263,31 @@ class ModeChecks(Check):
                 f"and are not saved. Fix: self.{h['attr']} = {h['fix']}(...).",
                 where=f"{owner}.{h['attr']}" + (f" ({type(h['module']).__name__} defined at {loc})" if loc else ""),
                 key=f"{owner}.{h['attr']}",
+            )
+        for name, m in info.module.named_modules():
+            self.plain_tensors(info, name, m)
+
+    # -- unregistered-tensor -----------------------------------------------------
+    def plain_tensors(self, info: ModelInfo, name: str, m: nn.Module) -> None:
+        """Tensors assigned as plain attributes of a user's module (PyTorch's own modules keep
+        theirs on purpose): they belong in a buffer."""
+        if type(m).__module__.startswith("torch."):
+            return
+        for attr, value in vars(m).items():
+            if attr.startswith("_") or not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):
+                continue
+            owner = f"{info.name}.{name}" if name else info.name
+            loc = class_location(m)
+            shape = "x".join(map(str, value.shape)) or "scalar"
+            self.s.report(
+                "unregistered-tensor",
+                f"{owner}.{attr} is a plain tensor attribute ({shape} {str(value.dtype).replace('torch.', '')} on "
+                f"{value.device}), not a buffer: model.to(device) leaves it where it is (a device mismatch on "
+                f"the GPU), and state_dict() and checkpoints do not save it. Fix: "
+                f"self.register_buffer({attr!r}, tensor) (persistent=False if it must not be saved), "
+                f"or nn.Parameter if it should train.",
+                where=f"{owner}.{attr}" + (f" ({type(m).__name__} defined at {loc})" if loc else ""),
+                key=f"tensor:{owner}.{attr}",
             )
 
     # -- device / dtype at the model boundary -------------------------------------

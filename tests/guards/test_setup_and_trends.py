@@ -1,0 +1,157 @@
+"""Guards on the run's setup and on the epochs' results, inside overt's engine, and the model
+scans: val-loss-diverging, val-metric-collapse, batchnorm-in-accumulation, effective-batch-size,
+unregistered-tensor, too-many-workers.  Each planted, each with a clean twin."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import overt
+from overt.config import config_class
+from overt.engine.callbacks import Callback
+from overt.guards.engine import GuardCallback
+from overt.guards.options import GuardOptions
+from overt.guards.session import GuardSession
+from overt.guards.trends import EpochTrends
+
+from .helpers import digits
+
+
+def _slugs(summary):
+    return [f["slug"] for f in summary["findings"]]
+
+
+def _data(n_train=480):
+    x, y = digits()
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[1500:1700], y[1500:1700])
+
+
+def _fit(model, n_train=480, callbacks=(), config=None, lr=0.1, optimizer=None, **overrides):
+    train, val = _data(n_train)
+    opt = optimizer or torch.optim.SGD(model.parameters(), lr=lr)
+    guard = GuardCallback(check_every=2, overhead_budget=None)
+    settings = {} if config is not None else dict(epochs=2, batch_size=32, progress="off")
+    return overt.Trainer(model, opt, nn.CrossEntropyLoss(), train, val, callbacks=[guard, *callbacks], config=config,
+                         metrics={"accuracy": overt.metrics.accuracy}, **{**settings, **overrides}).fit()
+
+
+def _mlp(bn=False, hidden=32):
+    torch.manual_seed(0)
+    layers = [nn.Linear(64, hidden), *([nn.BatchNorm1d(hidden)] if bn else []), nn.ReLU(), nn.Linear(hidden, 10)]
+    return nn.Sequential(*layers)
+
+
+# -- validation trends -------------------------------------------------------------------------
+
+def _trends(history, **kw):
+    session = GuardSession(GuardOptions())
+    trends = EpochTrends(session, monitor=kw.pop("monitor", "val/loss"), monitor_mode=kw.pop("mode", "min"), **kw)
+    for epoch, metrics in enumerate(history):
+        trends.epoch_end(epoch, metrics)
+    return [f.slug for f in session.close()]
+
+
+def test_val_loss_rising_three_validations_while_train_falls_is_overfitting_and_two_are_not():
+    rising = [{"train/epoch_loss": 1.0 - 0.1 * i, "val/loss": v} for i, v in enumerate([0.9, 0.8, 0.85, 0.9, 0.95])]
+    assert _trends(rising) == ["val-loss-diverging"]
+    assert _trends(rising[:4]) == []  # two rises: noise, quiet
+    both_rise = [{"train/epoch_loss": 1.0 + 0.1 * i, "val/loss": 0.8 + 0.1 * i} for i in range(5)]
+    assert _trends(both_rise) == []  # training loss rising too: not overfitting (loss-not-decreasing's job)
+
+
+def test_val_accuracy_collapsing_below_half_its_best_and_a_dip_that_is_not():
+    acc = lambda *v: [{"val/accuracy": a, "val/loss": 1.0} for a in v]  # noqa: E731
+    assert _trends(acc(0.5, 0.9, 0.92, 0.3)) == ["val-metric-collapse"]
+    assert _trends(acc(0.5, 0.9, 0.92, 0.8, 0.93)) == []
+    assert _trends([{"val/f1": 0.9}, {"val/f1": 0.2}], monitor="val/f1", mode="max") == ["val-metric-collapse"]
+
+
+def test_an_overfitting_run_is_reported_at_epoch_end_and_a_healthy_one_is_quiet():
+    torch.manual_seed(0)
+    big = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    overfit = _fit(big, n_train=24, epochs=8, batch_size=24, optimizer=torch.optim.Adam(big.parameters(), lr=3e-2))
+    assert "val-loss-diverging" in _slugs(overfit)
+    healthy = _fit(_mlp(), epochs=4)
+    assert not {"val-loss-diverging", "val-metric-collapse"} & set(_slugs(healthy))
+
+
+class Blowup(Callback):
+    """A learning rate that jumps after epoch 2 (the planted destabilisation)."""
+
+    def on_epoch_end(self, trainer, epoch, metrics):
+        if epoch == 2:
+            for group in trainer.optimizer.param_groups:
+                group["lr"] = 60.0
+
+
+def test_a_collapsed_validation_accuracy_is_reported_in_a_real_run():
+    summary = _fit(_mlp(), callbacks=[Blowup()], epochs=5, ignore=["exploding-gradients", "non-finite"])
+    assert "val-metric-collapse" in _slugs(summary), summary["final"]
+
+
+# -- setup ------------------------------------------------------------------------------------------
+
+def test_batchnorm_with_accumulation_warns_and_layernorm_or_no_accumulation_is_quiet():
+    assert "batchnorm-in-accumulation" in _slugs(_fit(_mlp(bn=True), accumulate=4, batch_size=8, epochs=1))
+    assert "batchnorm-in-accumulation" not in _slugs(_fit(_mlp(bn=True), epochs=1))
+    torch.manual_seed(0)
+    layernorm = nn.Sequential(nn.Linear(64, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 10))
+    assert "batchnorm-in-accumulation" not in _slugs(_fit(layernorm, accumulate=4, batch_size=8, epochs=1))
+
+
+def test_effective_batch_size_changed_with_the_recipes_lr_unchanged_is_an_info():
+    # a recipe tuned lr=0.1 for batches of 32 (its defaults), as `overt train` builds its config
+    cls = config_class({"lr": 0.1, "batch_size": 32, "epochs": 1, "progress": "off"})
+    changed = _fit(_mlp(), config=cls(accumulate=2))
+    finding = next(f for f in changed["findings"] if f["slug"] == "effective-batch-size")
+    assert finding["severity"] == "info" and "64 samples" in finding["message"] and "lr=0.2" in finding["message"]
+    assert "effective-batch-size" not in _slugs(_fit(_mlp(), config=cls(accumulate=2, lr=0.2)))
+    assert "effective-batch-size" not in _slugs(_fit(_mlp(), config=cls()))
+
+
+# -- modules and workers ----------------------------------------------------------------------------
+
+class Scaled(nn.Module):
+    def __init__(self, buffer: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Linear(64, 10)
+        scale = torch.full((10,), 0.5)
+        if buffer:
+            self.register_buffer("scale", scale)
+        else:
+            self.scale = scale  # planted: a plain tensor attribute
+
+    def forward(self, x):
+        return self.body(x) * self.scale
+
+
+def test_a_plain_tensor_attribute_is_reported_and_a_buffer_is_not():
+    summary = _fit(Scaled(buffer=False), epochs=1)
+    finding = next(f for f in summary["findings"] if f["slug"] == "unregistered-tensor")
+    assert "Scaled.scale" in finding["where"] and "register_buffer('scale'" in finding["message"]
+    assert "unregistered-tensor" not in _slugs(_fit(Scaled(buffer=True), epochs=1))
+
+
+def test_more_workers_than_cpus_is_reported_in_a_hand_written_loop():
+    cpus = len(os.sched_getaffinity(0))
+    x, y = digits()
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    found = {}
+    for workers in (cpus + 1, min(cpus, 2)):
+        guard = overt.guard(model, opt, stream=io.StringIO())
+        loader = DataLoader(TensorDataset(x[:64], y[:64]), batch_size=32, num_workers=workers)
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+        found[workers] = [f.slug for f in guard.report()]
+    assert "too-many-workers" in found[cpus + 1]
+    assert "too-many-workers" not in found[min(cpus, 2)]
