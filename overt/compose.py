@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
                       recipe_source: dict[str, Any] | None = None) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, checkpoints (when
-    there is a run directory), the ``user``'s own, anomaly mode (``debug_anomaly``), MLflow (``mlflow``/``mlflow_uri``/
-    ``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
+    there is a run directory), the ``user``'s own, anomaly mode (``debug_anomaly``), MLflow
+    (``mlflow``/``mlflow_uri``/``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
     the run directory writer (when there is a run directory), then progress.  MLflow and the
     plots come before the run directory's writers so that an unusable tracking store or a
     missing matplotlib is an error before the run directory is written.  Under torchrun, guards
