@@ -129,7 +129,7 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, True),
     Entry("unregistered-tensor", "OVT409", "a plain tensor attribute on a module where a buffer belongs",
           "it is not moved by .to(), not saved in state_dict() and not restored from checkpoints",
-          _W, False, True),
+          _W, True, True),
     # -- data pipeline -----------------------------------------------------------
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader",
           "the accelerator sits idle while batches are prepared",

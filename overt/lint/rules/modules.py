@@ -129,3 +129,53 @@ def missing_super_init(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("missing-super-init", first_assign,
                       f"{name}.__init__ assigns a layer before super().__init__() runs, which fails with "
                       f"'cannot assign module before Module.__init__() call'; call super().__init__() first")
+
+
+#: torch functions that make a new tensor
+_TENSOR_FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange",
+                               "linspace", "logspace", "eye", "rand", "randn", "randint", "randperm",
+                               "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like"})
+
+
+#: tensor methods that return a tensor again
+_TENSOR_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "to", "cuda", "cpu",
+                             "clone", "detach", "contiguous", "view", "reshape", "unsqueeze", "squeeze", "t"})
+
+
+def _makes_tensor(ix: FileIndex, node: ast.AST) -> bool:
+    """``torch.zeros(...)`` and the like, possibly with ``.float()``/``.to(...)``/arithmetic after it."""
+    while isinstance(node, ast.BinOp):
+        node = node.left
+    while (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TENSOR_METHODS
+           and isinstance(node.func.value, ast.Call)):
+        node = node.func.value  # torch.ones(3).float() -> torch.ones(3)
+    if not isinstance(node, ast.Call):
+        return False
+    q = ix.qualname(node.func) or ""
+    return ix.is_torchish(q) and q.rsplit(".", 1)[-1] in _TENSOR_FACTORIES and ".nn." not in f".{q}"
+
+
+@rule("unregistered-tensor")
+def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
+    for name in ix.module_classes:
+        cls = ix.classes[name]
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is None:
+            continue
+        nodes = list(ast.walk(cls))
+        registered = {n.args[0].value for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                      and n.func.attr in ("register_buffer", "register_parameter") and n.args
+                      and isinstance(n.args[0], ast.Constant)}
+        reassigned = {_self_attr(t) for n in nodes if isinstance(n, ast.Assign) and _builds_module(ix, n.value)
+                      for t in n.targets}  # self.x = nn.Parameter(...) somewhere
+        for n in ast.walk(init):
+            if not isinstance(n, ast.Assign) or not _makes_tensor(ix, n.value):
+                continue
+            for t in n.targets:
+                attr = _self_attr(t)
+                if attr is None or attr.startswith("_") or attr in registered or attr in reassigned:
+                    continue
+                yield Hit("unregistered-tensor", n,
+                          f"self.{attr} is a plain tensor attribute of {name}, not a buffer: model.to(device) "
+                          f"leaves it where it is and state_dict()/checkpoints do not save it; use "
+                          f"self.register_buffer({attr!r}, ...) (persistent=False if it must not be saved)")
