@@ -130,6 +130,9 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("unregistered-tensor", "OVT409", "a plain tensor attribute on a module where a buffer belongs",
           "it is not moved by .to(), not saved in state_dict() and not restored from checkpoints",
           _W, True, True),
+    Entry("numpy-shared-memory", "OVT410", "a numpy array written in place after torch.from_numpy shared it",
+          "the tensor shares the array's memory, so it changes too: data that looks random or corrupted",
+          _W, True, False),
     # -- data pipeline -----------------------------------------------------------
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader",
           "the accelerator sits idle while batches are prepared",

@@ -247,3 +247,52 @@ def graph_leak(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("graph-leak", n,
                       f"`{acc}` keeps the loss tensor itself, and with it the whole autograd graph of every "
                       f"step, so memory grows until the run dies; store `loss.item()` (or `loss.detach()`)")
+
+
+#: numpy array methods that change the array in place
+_NUMPY_INPLACE = frozenset({"fill", "sort", "put", "resize", "itemset", "partition", "setfield"})
+
+
+def _scope(ix: FileIndex, node: ast.AST) -> ast.AST:
+    while node in ix.parents and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        node = ix.parents[node]
+    return node
+
+
+def _mutates(node: ast.AST, name: str) -> bool:
+    """Does statement/expression ``node`` write into the array ``name`` in place?"""
+    if isinstance(node, ast.AugAssign):
+        t = node.target
+        return (isinstance(t, ast.Name) and t.id == name) or (
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name)
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+                   for t in node.targets)
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _NUMPY_INPLACE and isinstance(f.value, ast.Name) \
+                and f.value.id == name:
+            return True
+        return any(k.arg == "out" and isinstance(k.value, ast.Name) and k.value.id == name for k in node.keywords)
+    return False
+
+
+@rule("numpy-shared-memory")
+def numpy_shared_memory(ix: FileIndex) -> Iterator[Hit]:
+    for call in ix.calls:
+        q = ix.qualname(call.func) or ""
+        if not (q.endswith("from_numpy") and ix.is_torchish(q)) or not call.args or not isinstance(call.args[0], ast.Name):
+            continue
+        name = call.args[0].id
+        scope = _scope(ix, call)
+        later = [n for n in ast.walk(scope) if getattr(n, "lineno", 0) > call.lineno and _mutates(n, name)
+                 and _scope(ix, n) is scope]
+        rebound = [n for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.lineno > call.lineno
+                   and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        if not later or (rebound and min(r.lineno for r in rebound) < later[0].lineno):
+            continue
+        first = min(later, key=lambda n: (n.lineno, n.col_offset))
+        yield Hit("numpy-shared-memory", first,
+                  f"`{name}` is written in place after torch.from_numpy({name}) (line {call.lineno}) made a tensor "
+                  f"that shares its memory: the tensor changes too; use torch.tensor({name}) (a copy), or "
+                  f"{name}.copy() before the write")
