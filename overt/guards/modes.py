@@ -53,6 +53,12 @@ def hidden_containers(model: nn.Module) -> list[dict[str, Any]]:
     return found
 
 
+def _attribute_where(owner: str, attr: str, module: nn.Module) -> str:
+    """``Net.blocks (Net defined at model.py:12)``."""
+    loc = class_location(module)
+    return f"{owner}.{attr}" + (f" ({type(module).__name__} defined at {loc})" if loc else "")
+
+
 class _Modes:
     """This check's state for one watched model."""
 
@@ -254,15 +260,13 @@ class ModeChecks(Check):
         self._of(info).scanned = True
         for h in hidden_containers(info.module):
             owner = f"{info.name}.{h['name']}" if h["name"] else info.name
-            loc = class_location(h["module"])
             self.s.report(
                 "unregistered-submodule",
                 f"{owner}.{h['attr']} is a plain Python {h['kind']} holding {h['modules']} "
                 f"module(s)/parameter(s) ({h['weights']} weights): they are invisible to "
                 f"parameters(), the optimizer, .to(device) and state_dict(), so they never train "
                 f"and are not saved. Fix: self.{h['attr']} = {h['fix']}(...).",
-                where=f"{owner}.{h['attr']}" + (f" ({type(h['module']).__name__} defined at {loc})" if loc else ""),
-                key=f"{owner}.{h['attr']}",
+                where=_attribute_where(owner, h["attr"], h["module"]), key=f"{owner}.{h['attr']}",
             )
         for name, m in info.module.named_modules():
             self.plain_tensors(info, name, m)
@@ -277,7 +281,6 @@ class ModeChecks(Check):
             if attr.startswith("_") or not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):
                 continue
             owner = f"{info.name}.{name}" if name else info.name
-            loc = class_location(m)
             shape = "x".join(map(str, value.shape)) or "scalar"
             self.s.report(
                 "unregistered-tensor",
@@ -286,8 +289,7 @@ class ModeChecks(Check):
                 f"the GPU), and state_dict() and checkpoints do not save it. Fix: "
                 f"self.register_buffer({attr!r}, tensor) (persistent=False if it must not be saved), "
                 f"or nn.Parameter if it should train.",
-                where=f"{owner}.{attr}" + (f" ({type(m).__name__} defined at {loc})" if loc else ""),
-                key=f"tensor:{owner}.{attr}",
+                where=_attribute_where(owner, attr, m), key=f"tensor:{owner}.{attr}",
             )
 
     # -- device / dtype at the model boundary -------------------------------------

@@ -103,13 +103,18 @@ def _delegates_init(node: ast.AST) -> bool:
     return "init" in node.func.attr.lower() and node.func.attr != "__init__"
 
 
-@rule("missing-super-init")
-def missing_super_init(ix: FileIndex) -> Iterator[Hit]:
+def _module_inits(ix: FileIndex) -> Iterator[tuple[str, ast.ClassDef, ast.FunctionDef]]:
+    """Each nn.Module class of the file that defines ``__init__``: (name, class, its __init__)."""
     for name in ix.module_classes:
         cls = ix.classes[name]
         init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-        if init is None:
-            continue
+        if init is not None:
+            yield name, cls, init
+
+
+@rule("missing-super-init")
+def missing_super_init(ix: FileIndex) -> Iterator[Hit]:
+    for name, _, init in _module_inits(ix):
         first_super = None
         first_assign = None
         for n in ast.walk(init):
@@ -157,11 +162,7 @@ def _makes_tensor(ix: FileIndex, node: ast.AST) -> bool:
 
 @rule("unregistered-tensor")
 def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
-    for name in ix.module_classes:
-        cls = ix.classes[name]
-        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-        if init is None:
-            continue
+    for name, cls, init in _module_inits(ix):
         nodes = list(ast.walk(cls))
         registered = {n.args[0].value for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                       and n.func.attr in ("register_buffer", "register_parameter") and n.args
