@@ -6,6 +6,7 @@
 - ``next()`` on DataLoader iterators (batch index, time waiting for data, epochs);
 - ``torch.load`` (``weights_only=False`` is reported as ``unsafe-load``);
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
+- ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
   few forwards (between checked steps the forward hook is not installed: it
@@ -43,7 +44,7 @@ _ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the fo
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 
 
-def _safely(fn: Any, *args: Any) -> Any:
+def safely(fn: Any, *args: Any) -> Any:
     """Run a check's method under the session's never-break policy: a failure is reported
     once (:meth:`~overt.guards.session.GuardSession.check_failed`) and the program goes on
     (a :class:`GuardError` that stops the run is not a failure)."""
@@ -67,18 +68,18 @@ def _loss_wrapper(name: str, orig: Any) -> Any:
                 return orig(*args, **kwargs)
             except Exception:
                 for s in ACTIVE:
-                    _safely(s.losses.on_error, name, args, kwargs)
+                    safely(s.losses.on_error, name, args, kwargs)
                 raise
         sessions = ACTIVE
-        watch = [s for s in sessions if _safely(s.losses.before, name, args, kwargs)]
+        watch = [s for s in sessions if safely(s.losses.before, name, args, kwargs)]
         try:
             out = orig(*args, **kwargs)
         except Exception:
             for s in sessions:
-                _safely(s.losses.on_error, name, args, kwargs)
+                safely(s.losses.on_error, name, args, kwargs)
             raise
         for s in watch:
-            _safely(s.losses.after, name, out)
+            safely(s.losses.after, name, out)
         return out
 
     wrapper.__overt_original__ = orig  # type: ignore[attr-defined]
@@ -208,6 +209,32 @@ def _enter_wrapper(orig: Any) -> Any:
     return __enter__
 
 
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
+_HOOK_FLAGS = ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+def _ours(hook: Any) -> bool:
+    return getattr(hook, "__module__", "").startswith("overt.guards.")
+
+
+def _getstate_wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def __getstate__(self: Any) -> Any:
+        """A module pickled (``torch.save(model)``) or deep-copied (an EMA copy) while the guards
+        watch it: its state leaves the guards' forward hooks out, as if they were not there (the
+        hooks hold the session, which neither pickles nor belongs in a copy)."""
+        state = orig(self)
+        ours = [k for name in _HOOK_DICTS for k, hook in state.get(name, {}).items() if _ours(hook)]
+        if ours:
+            for name in (*_HOOK_DICTS, *_HOOK_FLAGS):
+                hooks = state.get(name)
+                if hooks is not None:
+                    state[name] = type(hooks)((k, v) for k, v in hooks.items() if k not in ours)
+        return state
+
+    return __getstate__
+
+
 _WRAPPERS: dict[tuple[Any, str], tuple[Any, Any]] = {}  # built once per process: (original, wrapper)
 
 
@@ -230,6 +257,7 @@ def activate(session: GuardSession) -> None:
         _patch(torch, "load", _load_wrapper)
         _patch(_sched.LRScheduler, "step", _sched_step_wrapper)
         _patch(torch.nn.Module, "train", _train_wrapper)
+        _patch(torch.nn.Module, "__getstate__", _getstate_wrapper)
         _patch(torch.no_grad, "__enter__", _enter_wrapper)
         _patch(torch.inference_mode, "__enter__", _enter_wrapper)
     ACTIVE.append(session)

@@ -1,6 +1,6 @@
 """``overt run [options] script.py [script args]``: an unmodified script under the guards.
 
-The script runs as ``__main__`` (via :mod:`runpy`) with its own ``sys.argv``;
+The script runs as ``__main__`` as ``python script.py`` runs it (:mod:`overt.guards.script`);
 models and optimizers are found through PyTorch's global module and optimizer
 hooks.  The exit code is the script's own (``sys.exit(n)`` -> n, an uncaught
 exception -> 1); with ``--strict`` a run with findings exits 1 as well.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import sys
 import traceback
 
@@ -58,6 +57,36 @@ def _explain_crash(session, exc: BaseException) -> None:
         )
 
 
+def _explain_loss_crash(session, exc: BaseException) -> None:
+    """A loss function raised: explain it from the frame's arguments (the loss wrappers of
+    :mod:`overt.guards.patches` are only installed on checked steps under ``overt run``)."""
+    import torch.nn.functional as F
+
+    from overt.guards import patches
+    from overt.guards.where import is_user_file, short_location
+
+    codes = {}
+    for name in patches.LOSSES:
+        fn = getattr(F, name, None)
+        fn = getattr(fn, "__overt_original__", fn)
+        if hasattr(fn, "__code__"):
+            codes[fn.__code__] = name
+    tb, caller = exc.__traceback__, None
+    while tb is not None:
+        frame = tb.tb_frame
+        name = codes.get(frame.f_code)
+        if name is not None:
+            local = dict(frame.f_locals)
+            args = (local.pop("input", None), local.pop("target", None))
+            if caller is not None:
+                session.losses.locs.setdefault(name, caller)
+            patches.safely(session.losses.on_error, name, args, local)
+            return
+        if is_user_file(frame.f_code.co_filename):
+            caller = short_location(frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     script = args.script
@@ -65,6 +94,7 @@ def main(argv: list[str]) -> int:
         print(f"overt run: no such script: {script}", file=sys.stderr)
         return 2
 
+    from overt.guards import patches
     from overt.guards.options import GuardOptions, pyproject_ignore
     from overt.guards.session import GuardSession
 
@@ -78,22 +108,22 @@ def main(argv: list[str]) -> int:
         print(f"overt run: {exc}", file=sys.stderr)
         return 2
 
+    from overt.guards.script import print_uncaught, run_as_main
+
     session = GuardSession(options, auto=True)
     from overt.guards.ranks import RankReports
 
     ranks = RankReports(session)  # under torchrun: other ranks quiet, rank 0 reports everyone's findings once
     ranks.install()
+    # a loss that raises is explained from the crash's traceback (_explain_crash), so between
+    # checked steps the loss functions stay PyTorch's own (no wrapper frame, no per-call cost)
+    session.explain_loss_errors = False
+    patches.refresh()
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
-    sys.argv = [script, *args.args]
-    script_dir = os.path.dirname(os.path.abspath(script))
-    if sys.path:
-        sys.path[0] = script_dir
-    else:
-        sys.path.insert(0, script_dir)
     code = 0
     error: BaseException | None = None
     try:
-        runpy.run_path(script, run_name="__main__")
+        run_as_main(script, args.args)
     except SystemExit as exc:
         if exc.code is None:
             code = 0
@@ -106,10 +136,11 @@ def main(argv: list[str]) -> int:
         error = exc
         print(f"overt: {exc}", file=sys.stderr)
         code = 1
-    except BaseException as exc:  # the script's own error: show it like Python would
+    except BaseException as exc:  # the script's own error: shown as Python would show it
         error = exc
-        traceback.print_exc()
+        print_uncaught(exc)
         _explain_crash(session, exc)
+        _explain_loss_crash(session, exc)
         code = 1
     finally:
         sys.argv = old_argv

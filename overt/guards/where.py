@@ -45,18 +45,28 @@ def _short(path: str) -> str:
 
 def user_location(skip: int = 1) -> str | None:
     """``"file.py:LINE"`` of the innermost frame that belongs to the user's code, or None."""
-    skip_dirs = _skip_dirs()
     frame = sys._getframe(skip)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith("<"):
-            user = _IS_USER.get(filename)
-            if user is None:  # realpath costs system calls: once per file
-                user = _IS_USER[filename] = not os.path.realpath(filename).startswith(skip_dirs)
-            if user:
-                return f"{_short(filename)}:{frame.f_lineno}"
+        if is_user_file(filename):
+            return f"{_short(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def is_user_file(filename: str) -> bool:
+    """Whether code from ``filename`` is the user's (not torch, overt, the standard library)."""
+    if filename.startswith("<"):
+        return False
+    user = _IS_USER.get(filename)
+    if user is None:  # realpath costs system calls: once per file
+        user = _IS_USER[filename] = not os.path.realpath(filename).startswith(_skip_dirs())
+    return user
+
+
+def short_location(filename: str, lineno: int) -> str:
+    """``"file.py:LINE"`` with the file relative to the working directory when that is shorter."""
+    return f"{_short(filename)}:{lineno}"
 
 
 def class_location(obj: object) -> str | None:

@@ -84,9 +84,11 @@ def test_strict_fails_a_run_with_warnings(tmp_path, capsys):
     model = MODEL + "\nmodel.append(nn.Dropout(0.5))"
     tail = "model.eval()\nwith torch.enable_grad():\n    model(x[:8]); model(x[8:16])"
     script = _script(tmp_path, model=model, tail=tail)
-    assert _run([str(script)]) == 0
+    # dataloader-starvation, the one timing-based guard, may fire on a loaded machine: ignored
+    quiet = ["--ignore", "dataloader-starvation"]
+    assert _run([*quiet, str(script)]) == 0
     assert "graph-in-eval [warning]" in capsys.readouterr().err
-    assert _run(["--strict", str(script)]) == 1
+    assert _run([*quiet, "--strict", str(script)]) == 1
     assert "graph-in-eval [error]" in capsys.readouterr().err
 
 
@@ -124,7 +126,9 @@ def test_unsafe_load_is_flagged(tmp_path, capsys):
     state = torch.load({str(tmp_path / "m.pt")!r}, weights_only=True)
     ''')
     report = tmp_path / "r.json"
-    assert _run(["--report", str(report), str(_script(tmp_path, tail=tail))]) == 0
+    # dataloader-starvation, the one timing-based guard, may fire on a loaded machine: ignored
+    quiet = ["--ignore", "dataloader-starvation"]
+    assert _run([*quiet, "--report", str(report), str(_script(tmp_path, tail=tail))]) == 0
     findings = json.loads(report.read_text())["findings"]
     assert [f["slug"] for f in findings] == ["unsafe-load"]
     assert "train.py:" in findings[0]["where"]
