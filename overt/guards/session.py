@@ -52,10 +52,25 @@ if TYPE_CHECKING:
 _grad_enabled = torch.is_grad_enabled
 
 
+_DISABLED: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
 def _compiler_disable(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Keep torch.compile from tracing into a hook (it runs eagerly, between graphs)."""
-    disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    return disable(fn) if disable is not None else fn
+    """Keep torch.compile from tracing into a hook (it runs eagerly, between graphs).
+    ``torch.compiler.disable`` imports torch._dynamo (sympy, torch.distributed...: seconds of
+    start-up), so it is applied on the first call made once torch._dynamo is imported: a
+    program that never imported it cannot be compiling."""
+
+    @functools.wraps(fn)
+    def hook(*args: Any) -> Any:
+        if "torch._dynamo" not in sys.modules:
+            return fn(*args)
+        disabled = _DISABLED.get(fn)
+        if disabled is None:
+            disabled = _DISABLED[fn] = torch.compiler.disable(fn)
+        return disabled(*args)
+
+    return hook
 
 
 def _never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,6 +127,7 @@ class GuardSession:
         self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
         self.check_cost = 0.0  # seconds spent in checks since the last checked step
         self.step_watchers: list[Check] = []  # checks that see every step (see watch_steps)
+        self.unclocked = False  # idle: training forwards but no optimizer step (_idle_without_optimizer)
         self._skip_roots: set[int] = set()
         self._submodules: set[int] = set()
         self._handles: list[Any] = []
@@ -242,6 +258,10 @@ class GuardSession:
         :meth:`watch_optimizer`'s, or the global ones of an ``auto`` session."""
         oi = OptInfo(opt, f"{type(opt).__name__}#{len(self.optimizers)}", next_check=self.options.check_every)
         self.optimizers[id(opt)] = oi
+        if self.unclocked:  # the session went idle before any step: this first step is not
+            self.unclocked = False  # watched (its forward was not); the clock starts at the next
+            oi.armed = False
+            oi.next_check = 1
         for gi, group in enumerate(opt.param_groups):
             for pi, p in enumerate(group["params"]):
                 self.param_names.setdefault(id(p), f"{oi.name}.param_groups[{gi}][{pi}] {tuple(p.shape)}")
@@ -300,6 +320,9 @@ class GuardSession:
     def _fwd_pre(self, module: nn.Module, args: tuple) -> None:
         info = self.models[id(module)]
         info.forwards += 1
+        if self.armed and not self.optimizers and info.forwards > self.options.warmup_steps \
+                and module.training and _grad_enabled():
+            self._idle_without_optimizer()
         post = False
         if _grad_enabled():
             if module.training:
@@ -327,6 +350,18 @@ class GuardSession:
             if info.fwd_left <= 0 and info.pre_handle is not None:
                 info.pre_handle.remove()
                 info.pre_handle = None
+
+    def _idle_without_optimizer(self) -> None:
+        """Training forwards go on and no optimizer has stepped (a hand-written update, as in
+        pytorch/examples' regression/main.py): with no step to clock the checks, the first
+        ``warmup_steps`` forwards were checked and the session goes idle -- no forward hook, no
+        loss wrapper -- until an optimizer steps (the global optimizer hooks stay)."""
+        self.unclocked = True
+        self.armed = False
+        patches.refresh()
+        self._sync_forward_hooks()
+        if self.auto:
+            self._set_global_pre(False)
 
     @_compiler_disable
     @_never_break
