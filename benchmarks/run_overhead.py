@@ -101,7 +101,7 @@ print("LOOP", time.perf_counter() - t0, time.process_time() - c0)
 CASES = {
     "tiny": (TINY, [], 4000),
     "small": (MLP, ["64-128-10", "32", "sgd"], 2000),
-    "mid": (MLP, ["512-1024-1024-10", "128", "adam"], 200),
+    "mid": (MLP, ["512-1024-1024-10", "128", "adam"], 60),
 }
 
 

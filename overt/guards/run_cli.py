@@ -119,7 +119,6 @@ def main(argv: list[str]) -> int:
     # checked steps the loss functions stay PyTorch's own (no wrapper frame, no per-call cost)
     session.explain_loss_errors = False
     patches.refresh()
-    old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     code = 0
     error: BaseException | None = None
     try:
@@ -142,10 +141,8 @@ def main(argv: list[str]) -> int:
         _explain_crash(session, exc)
         _explain_loss_crash(session, exc)
         code = 1
-    finally:
-        sys.argv = old_argv
-        if old_path0 is not None and sys.path:
-            sys.path[0] = old_path0
+    # sys.argv, sys.path[0] and __main__ stay the script's, as after `python script.py` (atexit
+    # handlers see them); an in-process caller restores them (tests/guards/test_run_cli.py)
     ranks.gather()  # a script that left its process group alive
     ranks.uninstall()
     findings = session.close(error=error)

@@ -46,7 +46,12 @@ def _script(tmp_path: Path, *, reset="opt.zero_grad()", model=MODEL, tail="", wo
 
 
 def _run(argv: list[str]) -> int:
-    code = run_cli.main(argv)
+    # the script's sys.argv, sys.path[0] and __main__ stay after it, as after `python script.py`
+    saved = sys.argv[:], sys.path[0], sys.modules["__main__"]
+    try:
+        code = run_cli.main(argv)
+    finally:
+        sys.argv, sys.path[0], sys.modules["__main__"] = saved
     assert not ACTIVE  # every hook and wrapper removed
     return code
 
