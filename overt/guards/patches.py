@@ -24,6 +24,7 @@ import functools
 import os
 import sys
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -73,7 +74,7 @@ def _loss_wrapper(name: str, orig: Any) -> Any:
         sessions = ACTIVE
         watch = [s for s in sessions if safely(s.losses.before, name, args, kwargs)]
         try:
-            out = orig(*args, **kwargs)
+            out = as_caller(orig, args, kwargs)  # a checked step: warnings at the caller
         except Exception:
             for s in sessions:
                 safely(s.losses.on_error, name, args, kwargs)
@@ -168,9 +169,43 @@ def _load_wrapper(orig: Any) -> Any:
                     f"(or safetensors) and load with weights_only=True (the default since torch 2.6).",
                     where=f"torch.load at {loc}" if loc else "torch.load", key=loc or str(target),
                 )
-        return orig(*args, **kwargs)
+        if not ACTIVE:
+            return orig(*args, **kwargs)
+        return as_caller(orig, args, kwargs)
 
     return load
+
+
+_warn = warnings.warn
+
+
+def _warn_past_wrappers(message: Any, category: Any = None, stacklevel: int = 1, source: Any = None,
+                        **kwargs: Any) -> None:
+    """``warnings.warn`` while :func:`as_caller` runs: a warning that would be attributed to a
+    frame of this module (a wrapper) goes to the first frame above it, as without the wrapper."""
+    extra = 0
+    try:
+        frame = sys._getframe(stacklevel)
+    except ValueError:  # deeper than the stack: warnings.warn names sys then
+        frame = None
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+        extra += 1
+    _warn(message, category, stacklevel + 1 + extra, source, **kwargs)
+
+
+def as_caller(fn: Any, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` called from a wrapper, with the warnings it attributes to the
+    wrapper (``stacklevel=2``, e.g. torch.load's or a loss's) issued at the wrapper's caller,
+    under the program's own filters and registries: the program prints what it prints
+    unwrapped.  (``warnings.catch_warnings`` would not do: entering it makes every warning
+    already shown once show again.)  For calls on checked steps or once in a while."""
+    prev = warnings.warn
+    warnings.warn = _warn_past_wrappers
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        warnings.warn = prev
 
 
 def _sched_step_wrapper(orig: Any) -> Any:

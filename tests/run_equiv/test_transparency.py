@@ -91,3 +91,28 @@ def test_a_failing_loss_is_explained_and_the_traceback_is_the_scripts(tmp_path, 
     assert "label-out-of-range" in err and "train.py:10" in err
     traceback = err[err.index("Traceback"):]
     assert "overt" not in traceback.split("IndexError")[0]  # no frame of overt's runner or wrappers
+
+
+def test_torch_load_warnings_point_at_the_callers_line(tmp_path, monkeypatch):
+    """TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD makes torch.load warn (stacklevel=2): at the caller's line,
+    with or without the guards' torch.load wrapper (numpy data saved with torch.save loads then)."""
+    import warnings
+
+    import numpy as np
+
+    path = tmp_path / "traindata.pt"
+    torch.save(np.arange(6.0).reshape(2, 3), path)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    seen = []
+    for guarded in (False, True):
+        session = GuardSession(GuardOptions(), auto=True) if guarded else None
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                data = torch.load(path)
+        finally:
+            if session is not None:
+                session.close()
+        assert data.shape == (2, 3)
+        seen.append([(w.category, w.filename, str(w.message)) for w in caught])
+    assert seen[0] == seen[1] and seen[0] and seen[0][0][1] == __file__
