@@ -98,9 +98,9 @@ def _loader_start(it: Any) -> None:
     workers = getattr(it, "_num_workers", 0)
     for s in ACTIVE:
         s.scheds.epoch_boundary()
-        _safely(s.samplers.pass_started, it)
+        safely(s.samplers.pass_started, it)
         if workers > 1:
-            _safely(s.data.loader_started, workers)
+            safely(s.data.loader_started, workers)
         # a training epoch or an evaluation pass begins: look at its first forwards, for the
         # first passes over each dataset (later passes repeat the pattern; a mode switch or
         # no_grad still re-arms, and an evaluation phase keeps the hook on until training resumes)
