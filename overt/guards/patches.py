@@ -61,6 +61,9 @@ def safely(fn: Any, *args: Any) -> Any:
         return None
 
 
+_safely = safely  # the former name, still used by branches in flight
+
+
 def _loss_wrapper(name: str, orig: Any) -> Any:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
