@@ -7,9 +7,11 @@ epoch after the first ``n`` indices without loading them.
 
 from __future__ import annotations
 
+import atexit
 import math
 import signal
 import threading
+import weakref
 from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
@@ -80,9 +82,25 @@ class WorkerSafeLoader(DataLoader):
             return super()._get_iterator()
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, PREEMPTION_SIGNALS)
         try:
-            return super()._get_iterator()
+            iterator = super()._get_iterator()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _LIVE_WORKERS.add(iterator)
+        return iterator
+
+
+# Workers that ignore SIGTERM also ignore the SIGTERM with which multiprocessing ends daemon
+# processes at interpreter exit: its exit handler would then wait for them forever (persistent
+# workers of a loader still referenced at exit, an epoch abandoned by an exception).  So the
+# loaders' own iterators stop their workers first, the way an iterator's end does (atexit runs
+# this before multiprocessing's handler, which was registered earlier, when torch imported it).
+_LIVE_WORKERS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers_at_exit() -> None:
+    for iterator in list(_LIVE_WORKERS):
+        iterator._shutdown_workers()
 
 
 def build_loader(

@@ -204,3 +204,30 @@ def test_a_transform_needs_a_dataset_not_a_ready_loader(digits):
     with pytest.raises(ConfigError, match="train_transform was given with a ready DataLoader"):
         Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
                 DataLoader(digits[0], batch_size=8), train_transform=jitter)
+
+
+def test_a_process_holding_persistent_workers_still_exits(tmp_path):
+    """Workers block the preemption signals, so multiprocessing's exit-time SIGTERM cannot end
+    them: the loader stops them itself, or the interpreter would wait for them forever."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "hold.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        from torch.utils.data import TensorDataset
+        from overt.engine.loop import Trainer
+
+        data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+        model = nn.Linear(4, 2)
+        trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), data,
+                          epochs=1, batch_size=16, num_workers=2, persistent_workers=True)
+        trainer.fit()
+        assert trainer.train_loader._iterator is not None  # alive at exit
+        print("trained")
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "trained" in done.stdout
