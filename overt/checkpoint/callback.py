@@ -285,7 +285,7 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
         raise CheckpointError(f"{restored.path} was saved {'sharded (strategy=fsdp)' if sharded else 'whole'}; "
                               f"this run uses strategy={getattr(trainer, 'strategy', 'none')}",
                               fix="resume with the strategy the run was saved with")
-    built = _hyperparameters(trainer.optimizer, scheduled="scheduler" in objects)  # before anything is loaded
+    built = _hyperparameters(trainer.optimizer, scheduled=trainer.scheduler is not None)  # before anything is loaded
     if sharded:  # model and optimizer from the shards, resharded to this run's processes (a collective)
         from overt.distributed.dcp import load_sharded
 
