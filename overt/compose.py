@@ -125,7 +125,8 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     from overt.recipes.base import build_recipe, recipe_source
     from overt.run import lock
     from overt.run.rundir import check_claimable, claim, run_dir_for
-    from overt.run.writer import write_recipe_meta
+    from overt.recipes.trust import remember
+    from overt.run.writer import write_recipe_meta, write_recipe_source
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
     named = bool(cfg.run_dir or cfg.name)  # else a generated name, made unique when claimed
@@ -138,6 +139,9 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
         from overt.distributed.group import on_rank0
 
         run_dir = on_rank0(lambda: claim(run_dir, unique=not named))
+    source = recipe_source(cfg.recipe)
+    if main:
+        remember(source)  # this machine ran this recipe's code: predict/export/resume may import it again
     try:
         try:
             trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
@@ -145,8 +149,10 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
                               metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
                               train_transform=recipe.train_transform,
                               callbacks=recipe.callbacks, config=cfg, run_dir=run_dir,
-                              recipe_source=recipe_source(cfg.recipe))
-            write_recipe_meta(run_dir, recipe.meta)
+                              recipe_source=source)
+            if main:
+                write_recipe_meta(run_dir, recipe.meta)
+                write_recipe_source(run_dir, source)
             if resume is not None:
                 from overt.checkpoint.callback import restore_trainer
 

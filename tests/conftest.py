@@ -11,6 +11,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# overt train records the recipe files it ran in a machine-local file (overt.recipes.trust); the tests use
+# their own, shared with the subprocesses they start, never the user's
+if "OVERT_TRUST_FILE" not in os.environ:
+    import tempfile
+
+    os.environ["OVERT_TRUST_FILE"] = os.path.join(tempfile.mkdtemp(prefix="overt-trust-"), "trusted-recipes.json")
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

@@ -16,7 +16,8 @@ Continue a run from its newest valid checkpoint (a bad newest one is named and s
 
 The run is rebuilt from the config saved in the checkpoint.  Its recipe is code: overt
 says which file it imports and refuses one whose source changed since the run was trained
-(--allow-changed-recipe resumes with the new code anyway).  Exit status: 0 when the
+(--allow-changed-recipe resumes with the new code anyway), and a recipe file this machine
+never trained with, or a checkpoint that records no hash of it (--trust-recipe: you vouch).  Exit status: 0 when the
 run finishes, 128 + N when it stops cleanly on signal N again (143 for SIGTERM),
 2 on an error (nothing to resume, unreadable checkpoints, bad overrides).
 """
@@ -29,16 +30,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     parser.add_argument("--allow-changed-recipe", action="store_true",
                         help="resume even though the recipe's source differs from the one the run was trained with")
+    parser.add_argument("--trust-recipe", action="store_true",
+                        help="import the recipe file the checkpoint names even though this machine did not train "
+                             "with it (or the checkpoint records no hash of it)")
     return parser.parse_args(argv)
 
 
 def resume_config(restored: Any, run_dir: Path, overrides: list[str],
-                  allow_changed_recipe: bool = False) -> tuple[Any, Any]:
+                  allow_changed_recipe: bool = False, trust_recipe: bool = False) -> tuple[Any, Any]:
     """(recipe module, validated config): the checkpoint's config, the overrides, this run directory.
-    The recipe is imported only after its source was checked against the one the run was trained with."""
+    The recipe is imported only after its source was checked against the one the run was trained with,
+    and (when it is not built in) against this machine's record of what ``overt train`` ran here
+    (:mod:`overt.recipes.trust`), unless the user consents (``trust_recipe``, ``allow_changed_recipe``)."""
     from overt.checkpoint.codec import CheckpointError
     from overt.config import parse_overrides, resolve
-    from overt.recipes.base import check_recipe_source, load_recipe_module, recipe_defaults
+    from overt.recipes.base import BUILTIN, check_recipe_source, load_recipe_module, recipe_defaults
+    from overt.recipes.trust import authorize
 
     saved = dict(restored.meta.get("config") or {})
     if not saved:
@@ -48,7 +55,15 @@ def resume_config(restored: Any, run_dir: Path, overrides: list[str],
                                   "overt.checkpoint.resume(trainer, path)")
     values = {**saved, **parse_overrides(overrides), "run_dir": str(run_dir)}
     spec = str(values.get("recipe", "digits"))
-    for line in check_recipe_source(restored.meta.get("recipe_source"), spec, allow_changed=allow_changed_recipe):
+    recorded = restored.meta.get("recipe_source")
+    if spec in BUILTIN or allow_changed_recipe:  # overt's own code, or the user said to run the file as it is now
+        lines = check_recipe_source(recorded, spec, allow_changed=allow_changed_recipe)
+    else:  # a file named by a checkpoint: only the code this machine trained with, or with consent
+        if isinstance(recorded, dict) and recorded.get("sha256") and not trust_recipe:
+            check_recipe_source(recorded, spec)  # a changed source: refused, naming --allow-changed-recipe
+        lines = authorize(spec, recorded=recorded if isinstance(recorded, dict) else {}, trust=trust_recipe,
+                          command="overt resume", run=str(run_dir))
+    for line in lines:
         print(line, file=sys.stderr, flush=True)
     _note_versions(restored.versions)
     module = load_recipe_module(spec)
@@ -93,7 +108,7 @@ def main(argv: list[str]) -> int:
 
             restored = find_checkpoint(path) if main else find_checkpoint(path, log=lambda message: None)
             module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
-                                        args.allow_changed_recipe)
+                                        args.allow_changed_recipe, args.trust_recipe)
             summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))
         finally:
             lock.release(run_dir)

@@ -87,7 +87,8 @@ def _export_pt2(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: 
 
 
 def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = None, *, samples: int = 64,
-               atol: float = 1e-4, quiet: bool = False) -> ExportResult:
+               atol: float = 1e-4, quiet: bool = False, recipe: str | None = None,
+               trust_recipe: bool = False) -> ExportResult:
     """Export the model of the finished run ``run_dir`` to ``out`` (default ``RUN_DIR/model.onnx`` or
     ``model.pt2``) and compare it with the eager model on ``samples`` validation inputs."""
     from overt.predict.predictor import Predictor
@@ -101,7 +102,8 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
         except ImportError as exc:
             raise ExportError(f"ONNX export needs {exc.name}, which is not installed",
                               fix='pip install "overt[export]"  (onnx, onnxruntime, onnxscript)') from None
-    predictor = Predictor.from_run(run_dir, device="cpu", quiet=quiet)
+    predictor = Predictor.from_run(run_dir, device="cpu", quiet=quiet, recipe=recipe, trust_recipe=trust_recipe,
+                                   command="overt export")
     model = predictor.model.eval()
     inputs = validation_inputs(predictor, samples)
     path = Path(out) if out is not None else Path(run_dir) / f"model.{fmt}"

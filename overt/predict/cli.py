@@ -15,8 +15,11 @@ line), literal strings, or stdin (no inputs or `-`).  One JSON line per input on
   overt predict runs/sentiment-... "what a great phone" "never again"
   cat prompts.txt | overt predict runs/char-rnn-...
 
-The model is rebuilt from the run's config.yaml with the recipe it names (the file
-imported is printed on stderr); weights are read from model.safetensors, never unpickled.
+The model is rebuilt from the run's config.yaml with the recipe it names.  A recipe is
+code: a built-in one is always used; a recipe file only when this machine trained the run
+with that exact file (its sha256 was recorded then), or when you vouch for it with
+--trust-recipe or --recipe FILE.  The file and its hash are printed before it is imported.
+Weights are read from model.safetensors, never unpickled.
 Exit status 2 on a bad run directory or bad inputs.
 """
 
@@ -32,12 +35,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--format", choices=FORMATS, default=None, help="read every input file (and stdin) as this")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
     parser.add_argument("--batch-size", type=int, default=256, help="inputs per forward pass (default: 256)")
+    parser.add_argument("--recipe", default=None, metavar="FILE",
+                        help="import this recipe file instead of the one the run names (you vouch for it)")
+    parser.add_argument("--trust-recipe", action="store_true",
+                        help="import the recipe file the run names even though this machine did not train with it")
     args = parser.parse_args(argv)
     try:
         from overt.predict.predictor import Predictor
 
         inputs = read_inputs(args.inputs, args.format)
-        predictor = Predictor.from_run(args.run_dir, device=args.device, batch_size=args.batch_size)
+        predictor = Predictor.from_run(args.run_dir, device=args.device, batch_size=args.batch_size,
+                                       recipe=args.recipe, trust_recipe=args.trust_recipe)
         results = predictor.predict(inputs)
     except OvertError as exc:
         print(f"overt predict: error: {exc}", file=sys.stderr)

@@ -54,15 +54,17 @@ class Predictor:
 
     @classmethod
     def from_run(cls, run_dir: str | Path, *, device: str = "auto", batch_size: int = 256,
-                 quiet: bool = False) -> Predictor:
+                 quiet: bool = False, recipe: str | None = None, trust_recipe: bool = False,
+                 command: str = "overt predict") -> Predictor:
         """Rebuild the model of the finished run in ``run_dir`` from its ``config.yaml`` and recipe,
         load ``model.safetensors`` strictly, and use the recipe's ``preprocess``/``postprocess``
         (or ``predict``) when it defines them.  Unless ``quiet``, one line on stderr names the recipe file
-        imported."""
+        imported.  A recipe that is not built in is imported only when this machine trained the run with
+        it, or with ``trust_recipe`` / ``recipe=FILE`` (see :func:`load_run`)."""
         from overt.checkpoint.weights import load_weights
         from overt.recipes.base import build_recipe
 
-        module, cfg, meta = load_run(run_dir, quiet)
+        module, cfg, meta = load_run(run_dir, quiet, recipe=recipe, trust_recipe=trust_recipe, command=command)
         build_model = getattr(module, "build_model", None)
         if build_model is not None:
             model = build_model(cfg, meta)
@@ -108,14 +110,21 @@ def _numbers(inputs: list[Any]) -> torch.Tensor:
     return numeric_rows(inputs)
 
 
-def load_run(run_dir: str | Path, quiet: bool = False) -> tuple[ModuleType, Any, dict[str, Any]]:
-    """(recipe module, validated config, recipe meta) of a finished run; the recipe imported is the one
-    its ``config.yaml`` names, and (unless ``quiet``) stderr is told which file that is."""
+def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = None,
+             trust_recipe: bool = False, command: str = "overt predict") -> tuple[ModuleType, Any, dict[str, Any]]:
+    """(recipe module, validated config, recipe meta) of a finished run.
+
+    The recipe is code, and a run directory can come from anywhere: the one its ``config.yaml``
+    names is imported only when it is built in, or when it is the file the run was trained with on
+    this machine (:mod:`overt.recipes.trust`), or with the user's consent (``trust_recipe``, or
+    ``recipe`` naming the file to use instead).  The file and its sha256 are printed on stderr
+    (unless ``quiet``) before the import."""
     from overt.config import resolve
     from overt.errors import ConfigError
     from overt.recipes.base import load_recipe_module, recipe_defaults
-    from overt.run.reader import read_config, read_json
-    from overt.run.rundir import CONFIG, RECIPE_META, WEIGHTS
+    from overt.recipes.trust import authorize, explicit
+    from overt.run.reader import read_json
+    from overt.run.rundir import CONFIG, RECIPE_META, RECIPE_SOURCE, WEIGHTS
 
     run = Path(run_dir)
     if not (run / CONFIG).is_file():
@@ -125,16 +134,44 @@ def load_run(run_dir: str | Path, quiet: bool = False) -> tuple[ModuleType, Any,
         raise RunError(f"{run} holds no model.safetensors: the run did not finish",
                        why="only a finished run writes its final weights",
                        fix=f"finish it with `overt resume {run}`, or use a run that completed")
-    values = read_config(run / CONFIG)
-    spec = str(values.get("recipe", "digits"))
+    values = read_run_config(run / CONFIG)
+    named = str(values.get("recipe", "digits"))
+    if recipe is not None:
+        spec, notes = explicit(recipe)
+    else:
+        spec = named
+        recorded = read_json(run / RECIPE_SOURCE)
+        notes = authorize(spec, recorded=recorded if isinstance(recorded, dict) else None, trust=trust_recipe,
+                          command=command, run=str(run))
+    for line in notes:  # before the import: what runs, and why overt lets it
+        print(line, file=sys.stderr, flush=True)
     module = load_recipe_module(spec)
     if not quiet:
         print(f"overt: rebuilding the model with recipe {spec} ({getattr(module, '__file__', module.__name__)}), "
               f"as named in {run / CONFIG}", file=sys.stderr)
     defaults = recipe_defaults(module)
+    values["recipe"] = spec
     try:
         cfg = resolve(defaults, {**defaults, **values}, source=str(run / CONFIG))
     except ConfigError as exc:
         raise RunError(f"the recipe {spec} no longer accepts this run's config", where=str(exc).split("\n")[0],
                        fix="use the recipe version that trained the run") from None
-    return module, cfg, read_json(run / RECIPE_META) or {}
+    meta = read_json(run / RECIPE_META)
+    return module, cfg, meta if isinstance(meta, dict) else {}
+
+
+def read_run_config(path: Path) -> dict[str, Any]:
+    """A run's ``config.yaml`` as a dict, or :class:`RunError` saying what is wrong with it."""
+    from overt.run.reader import read_config
+
+    try:
+        values = read_config(path)
+    except OvertError:
+        raise
+    except Exception as exc:  # unreadable, not YAML, not UTF-8
+        raise RunError(f"{path} cannot be read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                       why="the model is rebuilt from the run's config",
+                       fix="restore config.yaml as `overt train` wrote it") from None
+    if not isinstance(values, dict):
+        raise RunError(f"{path} does not hold a mapping of settings", fix="restore config.yaml as overt wrote it")
+    return values

@@ -15,6 +15,7 @@ STATUS = "status.json"
 GUARDS = "guards.json"
 WEIGHTS = "model.safetensors"
 RECIPE_META = "recipe_meta.json"
+RECIPE_SOURCE = "recipe_source.json"  # {"spec", "file", "sha256"} of the recipe that trained the run
 
 
 def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: str) -> Path:

@@ -18,7 +18,7 @@ from overt.errors import OvertError
 from overt.run import lock
 from overt.run.atomic import atomic_path, write_text_atomic
 from overt.run.metrics_log import json_safe
-from overt.run.rundir import RECIPE_META, STATUS, SUMMARY
+from overt.run.rundir import RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -28,6 +28,12 @@ def write_recipe_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     """``recipe_meta.json``: what prediction needs from the training split (a recipe's ``meta``,
     see :class:`overt.Recipe`)."""
     write_text_atomic(Path(run_dir) / RECIPE_META, json.dumps(meta, indent=1) + "\n")
+
+
+def write_recipe_source(run_dir: Path, source: dict[str, Any]) -> None:
+    """``recipe_source.json``: which recipe file (and its sha256) trained the run, checked by
+    ``overt predict``/``export`` before they import it (:mod:`overt.recipes.trust`)."""
+    write_text_atomic(Path(run_dir) / RECIPE_SOURCE, json.dumps(source, indent=1) + "\n")
 
 
 def write_status(run_dir: Path, status: dict[str, Any]) -> bool:

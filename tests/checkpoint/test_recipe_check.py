@@ -19,7 +19,7 @@ def test_a_changed_recipe_is_refused_before_it_runs(tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert overt(["train", str(recipe), f"run_dir={run_dir}", "progress=off", "tensorboard=false"]) == 0
     assert overt(["resume", str(run_dir)]) == 0  # unchanged: it says what it imports, and resumes
-    assert f"overt: importing recipe {recipe} (sha256 {trained_with[:12]}...)" in capsys.readouterr().err
+    assert f"overt: importing recipe {recipe} (sha256 {trained_with})" in capsys.readouterr().err
 
     recipe.write_text(RECIPE + f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n")
     now = hashlib.sha256(recipe.read_bytes()).hexdigest()

@@ -29,21 +29,6 @@ def test_predictor_refuses_an_unfinished_run(runs, tmp_path):
         overt.Predictor.from_run(run, quiet=True)
 
 
-def test_predictor_imports_the_run_recipe_file_and_nothing_else(runs, tmp_path, capsys):
-    """A user's recipe file is imported from the path the run's config names, and printed."""
-    recipe = tmp_path / "my_recipe.py"
-    recipe.write_text("from overt.recipes.tiny import build, build_model, defaults  # noqa: F401\n")
-    run = tmp_path / "mine"
-    shutil.copytree(runs("tiny"), run)
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
-    cfg["recipe"] = str(recipe)
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
-    predictor = overt.Predictor.from_run(run)
-    assert str(recipe) in capsys.readouterr().err
-    assert predictor.postprocess is None  # the file defines none: raw outputs
-    assert len(predictor.predict([[0.0, 1.0, 2.0, 3.0]])[0]["output"]) == 2
-
-
 def test_predict_cli_reads_csv_and_npy_files_and_writes_json_lines(runs, tmp_path):
     run = runs("tiny")
     csv = tmp_path / "rows.csv"
