@@ -212,17 +212,66 @@ def list_checkpoints(root: Path) -> list[Entry]:
 
 # -- reading -----------------------------------------------------------------------------------
 
+_HEADER_MAX = 100_000_000  # safetensors' own limit on the JSON header's size
+
+
+def safetensors_header_size(data: bytes) -> int | None:
+    """The length of the safetensors JSON header that ``data`` starts with, when its first 8 bytes
+    are one (little-endian, at least 2, at most safetensors' limit), else ``None``."""
+    if len(data) < 8:
+        return None
+    n = int.from_bytes(data[:8], "little")
+    return n if 2 <= n <= _HEADER_MAX else None
+
+
+def is_safetensors_header(header: bytes) -> bool:
+    """Whether ``header`` (the bytes after the 8-byte length) parses as a safetensors header: a JSON
+    object whose entries are tensors (``dtype``, ``shape``, ``data_offsets``) or ``__metadata__``."""
+    try:
+        parsed = json.loads(header.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    if not isinstance(parsed, dict):
+        return False
+    for key, info in parsed.items():
+        if key == "__metadata__":
+            if not (isinstance(info, dict) and all(isinstance(v, str) for v in info.values())):
+                return False
+            continue
+        if not (isinstance(info, dict) and isinstance(info.get("dtype"), str)
+                and isinstance(info.get("shape"), list) and isinstance(info.get("data_offsets"), list)
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in info["shape"])
+                and len(info["data_offsets"]) == 2
+                and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in info["data_offsets"])):
+            return False
+    return True
+
+
 def sniff(data: bytes) -> str | None:
-    """Name the format of a file that is not safetensors (pickle, torch.save zip), else ``None``."""
+    """``None`` when ``data`` is a safetensors file (its header parses as one), else the name of
+    what it is instead (a pickle, a torch.save zip, or just "not a safetensors file").
+
+    The safetensors test comes first and is exact: the header length is 8 little-endian bytes, so
+    a valid file whose header is 128, 384, 640... bytes long starts with the bytes ``80 01``..``80 05``
+    of a pickle's PROTO opcode; only a file that is *not* safetensors is looked at as a pickle."""
+    n = safetensors_header_size(data)
+    if n is not None and n <= len(data) - 8 and is_safetensors_header(data[8:8 + n]):
+        return None
     if data[:1] == b"\x80" and len(data) > 1 and data[1] <= 5:
         return "a Python pickle"
     if data[:4] == b"PK\x03\x04":
         return "a torch.save/zip archive (which holds a pickle)"
-    if len(data) >= 8:
-        n = int.from_bytes(data[:8], "little")
-        if 2 <= n <= len(data) - 8 and data[8:9] == b"{":
-            return None
     return "not a safetensors file"
+
+
+def sniff_file(path: Path) -> str | None:
+    """:func:`sniff` for a regular file on disk, reading only its header."""
+    head = read_regular(path, 7)[:8]
+    n = safetensors_header_size(head)
+    if n is not None:
+        data = read_regular(path, 8 + n - 1)[:8 + n]
+        return sniff(data)
+    return sniff(head)
 
 
 def read_safetensors(path: Path, data: bytes | None = None) -> dict[str, torch.Tensor]:
@@ -256,8 +305,7 @@ def verify_and_read(path: Path) -> Loaded:
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist", fix="check the path")
     if not path.is_dir():
-        head = read_regular(path, 15)[:16]
-        kind = sniff(head + b"\0" * 16)
+        kind = sniff_file(path)
         raise CheckpointError(
             f"{path} is a file ({kind or 'safetensors'}), not an overt checkpoint folder; it was not loaded",
             why=_PICKLE_WHY if kind and "pickle" in kind else "an overt checkpoint is a folder with a manifest",

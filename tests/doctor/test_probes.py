@@ -282,3 +282,23 @@ def test_device_bench_times_matmul_and_a_step(data):
     r = probes.device_bench(model, opt, loss, h.first_batch(data[0]), sizes=(64, 128), batch_factors=(1, 2))
     row = r.evidence["table"]["cpu"]
     assert row["matmul 128"] > 0 and row["step batch 64"] > 0
+
+
+def test_checkpoint_probe_passes_a_plain_mlp_whose_weights_header_looks_like_a_pickle(data):
+    """Three hidden layers of 40 under ``self.layers``: model.safetensors' header is 384 bytes, so its
+    first bytes are 80 01 (a pickle's PROTO opcode); the probe used to fail this valid model."""
+    def build_model():
+        torch.manual_seed(0)
+        holder = nn.Module()
+        holder.layers = nn.Sequential(nn.Linear(64, 40), nn.ReLU(), nn.Linear(40, 40), nn.ReLU(),
+                                      nn.Linear(40, 40), nn.ReLU(), nn.Linear(40, 10))
+        holder.forward = holder.layers.forward
+        return holder
+
+    def build():
+        model = build_model()
+        return model, torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    model, opt = build()
+    r = probes.checkpoint_roundtrip(model, opt, h.first_batch(data[0]), nn.CrossEntropyLoss(), build=build)
+    assert r.verdict is Verdict.PASS, (r.summary, r.lines)
