@@ -13,6 +13,9 @@ from overt.guards.activations import ActivationChecks
 from overt.guards.check import Check
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
+from overt.guards.dropout import DropoutChecks
+from overt.guards.evalloop import EvalLoopChecks
+from overt.guards.frozen import FrozenChecks
 from overt.guards.grads import GradChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
@@ -23,6 +26,9 @@ from overt.guards.schedulers import SchedulerChecks
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
     ModeChecks,
+    DropoutChecks,
+    EvalLoopChecks,
+    FrozenChecks,
     LossChecks,
     GraphChecks,
     ActivationChecks,

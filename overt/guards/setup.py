@@ -3,6 +3,7 @@
 ``batchnorm-in-accumulation``: BatchNorm layers trained with ``accumulate > 1`` and micro-batches
 under 32 samples compute their statistics from each small micro-batch, not from the window the
 optimizer steps on.
+``val-overlaps-train``: validation samples that are training samples too (:mod:`overt.guards.overlap`).
 ``effective-batch-size``: the samples per optimizer step (batch x accumulate x processes)
 differ from the recipe's own setting while the recipe's learning rate is left as it was.
 """
@@ -23,11 +24,20 @@ SMALL_MICRO_BATCH = 32
 
 
 def check_setup(session: GuardSession, trainer: Trainer) -> None:
-    for check in (batchnorm_in_accumulation, effective_batch_size):
+    for check in (batchnorm_in_accumulation, effective_batch_size, val_overlaps_train):
         try:
             check(session, trainer)
         except Exception as exc:  # never break training
             session.check_failed(check.__name__, exc)
+
+
+def val_overlaps_train(session: GuardSession, trainer: Trainer) -> None:
+    """``val-overlaps-train`` (:mod:`overt.guards.overlap`): once, on the loaders' data sets."""
+    if trainer.val_loader is None:
+        return
+    from overt.guards.overlap import check_overlap
+
+    check_overlap(session, trainer.train_loader.dataset, trainer.val_loader.dataset)
 
 
 def batchnorm_in_accumulation(session: GuardSession, trainer: Trainer) -> None:

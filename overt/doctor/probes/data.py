@@ -91,7 +91,7 @@ def check_data(train_data: Any, val_data: Any = None, *, model: nn.Module | None
                 _finite(r, name, xs, problems)
         _scale(r, x, warnings)
         if val_pair is not None:
-            _overlap(r, x, val_pair[0], warnings)
+            _overlap(r, x, val_pair[0], problems, warnings)
     if problems:
         r.verdict, r.summary = Verdict.FAIL, "; ".join(problems)
     elif warnings:
@@ -229,7 +229,13 @@ def _scale(r: ProbeResult, x: torch.Tensor, warnings: list[str]) -> None:
         r.fix = r.fix or "scale the inputs to about unit range (divide pixels by 255, standardise features)"
 
 
-def _overlap(r: ProbeResult, x_train: torch.Tensor, x_val: torch.Tensor, warnings: list[str]) -> None:
+def _overlap(r: ProbeResult, x_train: torch.Tensor, x_val: torch.Tensor, problems: list[str],
+             warnings: list[str]) -> None:
+    """Validation rows identical to a training row: a failure from ``FAIL_SHARE`` of the
+    validation set on (its metrics are meaningless), a warning below."""
+    from overt.catalog import Severity
+    from overt.guards.overlap import FAIL_SHARE
+
     train = set(row_hashes(x_train))
     val = row_hashes(x_val)
     shared = [i for i, h in enumerate(val) if h in train]
@@ -238,7 +244,13 @@ def _overlap(r: ProbeResult, x_train: torch.Tensor, x_val: torch.Tensor, warning
                    f"(rows hashed exactly)")
     if shared:
         share = len(shared) / max(len(val), 1)
-        warnings.append(f"{len(shared)} validation sample(s) ({share:.1%}) also appear in the training data")
+        said = f"{len(shared)} validation sample(s) ({share:.1%}) also appear in the training data"
+        bad = share >= FAIL_SHARE
+        (problems if bad else warnings).append(said + (": validation measures memorisation" if bad else ""))
+        r.find("val-overlaps-train",
+               f"{said}: validation {'measures memorisation, so its metrics are meaningless' if bad else 'is optimistic'}."
+               f" Fix: split the data once into disjoint parts and de-duplicate it before splitting.",
+               where="validation data", severity=None if bad else Severity.WARNING, shared=len(shared))
         r.evidence["overlap_examples"] = shared[:10]
         r.causes.append("duplicates across the split (leakage): validation overstates how well the model generalises")
         r.fix = r.fix or "de-duplicate the data before splitting (hash the rows), then split"

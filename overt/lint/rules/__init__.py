@@ -1,6 +1,7 @@
 """Every lint rule, one per static catalog entry, registered by slug in :data:`RULES`."""
 
 from overt.lint.rules import data, distributed, gradients, losses, modes, modules, saving, tensors  # noqa: F401,E501
+from overt.lint.rules import dropout  # noqa: F401  (issue 24: functional dropout)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]

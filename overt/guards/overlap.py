@@ -1,0 +1,107 @@
+"""Guard on a validation set that shares samples with the training set (slug ``val-overlaps-train``).
+
+Judged once when the engine starts training (:func:`overt.guards.setup.check_setup`), never per
+step.  Two ways, cheapest first:
+
+* indices: the validation set is the training set itself, or both are ``Subset``\\ s of the same
+  data set whose index lists intersect -- exact, no sample is read;
+* contents: tensor data sets (``TensorDataset``, or ``Subset``\\ s of one) are compared row by row
+  (a digest of each input's bytes); other data sets are compared item by item when both are
+  small enough (:data:`MAX_ITEMS`) to read in a moment.
+
+Any overlap is reported; its severity says how much: at least :data:`FAIL_SHARE` of the
+validation samples inside the training set is an error (the validation metrics are meaningless),
+a smaller share a warning (they are optimistic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+#: at least this share of validation samples also in training: the validation set is not one
+FAIL_SHARE = 0.5
+#: generic data sets are compared item by item only up to this many items each
+MAX_ITEMS = 5000
+
+
+def _base(ds: Any) -> tuple[Any, list[int] | None]:
+    """(underlying data set, index list or None for all of it), through nested ``Subset``\\ s."""
+    from torch.utils.data import Subset
+
+    indices: list[int] | None = None
+    while isinstance(ds, Subset):
+        idx = [int(i) for i in ds.indices]
+        indices = idx if indices is None else [idx[i] for i in indices]
+        ds = ds.dataset
+    return ds, indices
+
+
+def _digests(x: torch.Tensor) -> list[bytes]:
+    flat = x.detach().cpu().contiguous().reshape(len(x), -1).numpy()
+    return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in flat]
+
+
+def _inputs(ds: Any) -> list[bytes] | None:
+    """One digest per sample's input (first element), or None when it is too costly to tell."""
+    from torch.utils.data import TensorDataset
+
+    base, idx = _base(ds)
+    if isinstance(base, TensorDataset) and base.tensors:
+        x = base.tensors[0]
+        return _digests(x if idx is None else x[torch.as_tensor(idx, dtype=torch.long)])
+    try:
+        n = len(ds)
+    except TypeError:
+        return None
+    if n > MAX_ITEMS:
+        return None
+    out = []
+    for i in range(n):
+        item = ds[i]
+        x = item[0] if isinstance(item, (tuple, list)) and item else item
+        if not isinstance(x, torch.Tensor):
+            return None
+        out.append(hashlib.blake2b(x.detach().cpu().contiguous().numpy().tobytes(), digest_size=16).digest())
+    return out
+
+
+def shared_samples(train: Any, val: Any) -> tuple[int, int, str] | None:
+    """(validation samples also in training, validation size, how it was seen), or None when
+    the data sets cannot be compared cheaply."""
+    if train is val:
+        n = len(val)
+        return n, n, "the validation data set is the training data set"
+    tb, ti = _base(train)
+    vb, vi = _base(val)
+    if tb is vb and (ti is not None or vi is not None):
+        tset = set(range(len(tb))) if ti is None else set(ti)
+        vidx = list(range(len(vb))) if vi is None else vi
+        return sum(i in tset for i in vidx), len(vidx), "indices into the same data set"
+    t, v = _inputs(train), _inputs(val)
+    if t is None or v is None:
+        return None
+    tset = set(t)
+    return sum(h in tset for h in v), len(v), "identical inputs (rows compared byte for byte)"
+
+
+def check_overlap(session: Any, train: Any, val: Any) -> None:
+    """Report ``val-overlaps-train`` through ``session`` when the two data sets share samples."""
+    from overt.catalog import Severity
+
+    seen = shared_samples(train, val)
+    if seen is None or not seen[0]:
+        return
+    shared, n, how = seen
+    share = shared / max(n, 1)
+    bad = share >= FAIL_SHARE
+    session.report(
+        "val-overlaps-train",
+        f"{shared} of the {n} validation samples ({share:.0%}) are also training samples ({how}): validation "
+        f"{'measures memorisation, so its metrics, early stopping and best-checkpoint choice are meaningless' if bad else 'is optimistic by that share'}. "
+        f"Fix: split the data once into disjoint parts (e.g. torch.utils.data.random_split, or distinct index "
+        f"lists) and de-duplicate it before splitting.",
+        where="validation data", key="val-overlap", severity=None if bad else Severity.WARNING,
+    )

@@ -1,0 +1,62 @@
+"""Functional dropout that ignores the model's mode (OVT205 ``dropout-always-on``)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.index import FileIndex, has_star_kwargs, is_const, kwarg
+from overt.lint.rules.base import Hit, rule
+
+#: torch.nn.functional's dropouts, whose ``training`` argument defaults to True
+FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+
+
+def _functional(ix: FileIndex, call: ast.Call) -> str | None:
+    """``F.dropout``-like calls (through any import alias of torch.nn.functional), by name."""
+    q = ix.qualname(call.func) or ""
+    head, _, last = q.rpartition(".")
+    if last not in FUNCTIONS or not ix.is_torchish(q):
+        return None
+    if head.endswith("functional") or head in ("F",):
+        return last
+    return None
+
+
+def _mode_guarded(ix: FileIndex, call: ast.Call, func: ast.AST) -> bool:
+    """Is ``call`` under an ``if`` (or conditional expression) that tests the module's mode
+    (``if self.training and self.p > 0:``)?  Then training=True is right where it runs."""
+    for anc in ix.ancestors(call):
+        if anc is func:
+            return False
+        if isinstance(anc, (ast.If, ast.IfExp, ast.While)):
+            for n in ast.walk(anc.test):
+                if (isinstance(n, ast.Attribute) and n.attr == "training") or (
+                        isinstance(n, ast.Name) and n.id in ("training", "train", "is_training")):
+                    return True
+    return False
+
+
+@rule("dropout-always-on")
+def dropout_always_on(ix: FileIndex) -> Iterator[Hit]:
+    for call in ix.calls:
+        name = _functional(ix, call)
+        if name is None or has_star_kwargs(call) or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        func = ix.enclosing_function(call)
+        if func is None or ix.enclosing_class(func) is None:
+            continue  # a free function has no self.training to pass: its caller decides
+        p = kwarg(call, "p") or (call.args[1] if len(call.args) > 1 else None)
+        if isinstance(p, ast.Constant) and isinstance(p.value, (int, float)) and p.value == 0:
+            continue
+        training = kwarg(call, "training") or (call.args[2] if len(call.args) > 2 else None)
+        if training is not None and not is_const(training, True):
+            continue  # training=self.training, a flag, a condition: the author decides
+        if _mode_guarded(ix, call, func):
+            continue
+        what = "training=True" if training is not None else "no training= argument"
+        yield Hit("dropout-always-on", call,
+                  f"F.{name} with {what} in {func.name}(): it keeps dropping units after model.eval(), so "
+                  f"validation, inference and every metric are randomly noisy; pass training=self.training "
+                  f"(or use an nn.Dropout layer)",
+                  fix="pass training=self.training (or use an nn.Dropout layer)")
