@@ -250,9 +250,29 @@ def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
             fix=f"start it again: delete the folder (rm -r {path}) and run the same `overt train` command "
                 "(checkpoint_every_steps=N saves more often than once per epoch)",
         )
-    restored = Restored(read_newest_valid(root, log=log))
+    restored = _newest_usable(root, log)
     if root != path:
         _check_belongs(restored, path)
+    return restored
+
+
+def _newest_usable(root: Path, log: Any) -> Restored:
+    """The newest checkpoint under ``root`` that verifies, decodes, and (sharded, FSDP2) whose every
+    shard matches its hash; a newer one failing any of these is named and skipped."""
+    found: list[Restored] = []
+
+    def usable(loaded: Any) -> None:
+        restored = Restored(loaded)
+        if restored.meta.get("sharded"):
+            from overt.distributed.dcp import verify_shards
+
+            verify_shards(restored)
+            restored.shards_verified = True
+        found.append(restored)
+
+    loaded = read_newest_valid(root, log=log, check=usable)
+    restored = found[-1]
+    restored.skipped = loaded.skipped
     return restored
 
 
@@ -285,6 +305,7 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
         raise CheckpointError(f"{restored.path} was saved {'sharded (strategy=fsdp)' if sharded else 'whole'}; "
                               f"this run uses strategy={getattr(trainer, 'strategy', 'none')}",
                               fix="resume with the strategy the run was saved with")
+    _check_same_on_every_rank(restored)
     built = _hyperparameters(trainer.optimizer, scheduled=trainer.scheduler is not None)  # before anything is loaded
     if sharded:  # model and optimizer from the shards, resharded to this run's processes (a collective)
         from overt.distributed.dcp import load_sharded
@@ -334,6 +355,23 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
         log(f"overt: resuming from {restored.path} (epoch {s.epoch + 1}, step {s.global_step}, "
             f"{s.batch_index} micro-batches into the epoch)")
     return restored
+
+
+def _check_same_on_every_rank(restored: Restored) -> None:
+    """Every rank chose its checkpoint on its own (skipping damaged ones); they must have chosen the
+    same one, or the ranks would continue from different steps (a collective, in a process group)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    chosen: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(chosen, Path(restored.path).name)
+    if len(set(chosen)) > 1:
+        raise CheckpointError(f"the ranks chose different checkpoints to resume from: "
+                              f"{', '.join(f'rank {r}: {c}' for r, c in enumerate(chosen))}",
+                              why="a checkpoint readable on one machine and not on another; continuing would mix "
+                                  "steps",
+                              fix="check the run directory's file system on every node, then resume again")
 
 
 def resume(trainer: Trainer, path: str | Path | None = None, log: Any = _stderr) -> Restored:

@@ -323,13 +323,19 @@ def verify_and_read(path: Path) -> Loaded:
             and isinstance(manifest.get("files"), dict)):
         raise CheckpointError(f"{path.name}: {MANIFEST} is not an overt checkpoint manifest",
                               fix="use an older checkpoint")
-    if manifest.get("version", 0) > VERSION:
+    version = manifest.get("version", 0)
+    if not _is_count(version):
+        raise CheckpointError(f"{path.name}: {MANIFEST} has a malformed version {version!r}",
+                              why="a manifest written by overt holds whole numbers there",
+                              fix="use an older checkpoint")
+    if version > VERSION:
         raise CheckpointError(f"{path.name} was written by a newer overt (format {manifest['version']})",
                               fix="upgrade overt to read it")
     contents: dict[str, bytes] = {}
     for name, info in manifest["files"].items():
         if (not isinstance(name, str) or not isinstance(info, dict) or "/" in name or "\\" in name
-                or "\0" in name or name.startswith(".") or not isinstance(info.get("bytes"), int)):
+                or "\0" in name or name.startswith(".") or not _is_count(info.get("bytes"))
+                or info["bytes"] > _FILE_MAX):
             raise CheckpointError(f"{path.name}: the manifest names an invalid file {name!r}",
                                   why="a manifest written by overt names plain files inside its own folder",
                                   fix="use an older checkpoint")
@@ -356,12 +362,25 @@ def verify_and_read(path: Path) -> Loaded:
     if not isinstance(state, dict) or not isinstance(state.get("objects"), dict):
         raise CheckpointError(f"{path.name}: {STATE_JSON} is not an overt checkpoint state",
                               fix="use an older checkpoint")
+    step = manifest.get("step", state.get("step", 0))
+    if not _is_count(step):
+        raise CheckpointError(f"{path.name}: {MANIFEST} has a malformed step {step!r}",
+                              why="a manifest written by overt holds the optimizer step as a whole number",
+                              fix="use an older checkpoint")
     tensor_files = {name: read_safetensors(path / name, data) for name, data in contents.items()}
     for name, tensors in tensor_files.items():
         if name != STATE_TENSORS:  # a module's weights
             check_finite(tensors, f"{path.name}/{name}")
-    return Loaded(path=path, step=int(manifest.get("step", state.get("step", 0))), state=state,
+    return Loaded(path=path, step=step, state=state,
                   tensor_files=tensor_files)
+
+
+_FILE_MAX = 1 << 50  # no checkpoint file is a petabyte: a larger size in a manifest is damage
+
+
+def _is_count(value: Any) -> bool:
+    """A whole number >= 0 as JSON gives it (not a bool, a float or a string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def check_finite(tensors: dict[str, torch.Tensor], source: str) -> None:
@@ -379,9 +398,11 @@ def check_finite(tensors: dict[str, torch.Tensor], source: str) -> None:
     )
 
 
-def read_newest_valid(root: Path, log: Any = None) -> Loaded:
+def read_newest_valid(root: Path, log: Any = None, check: Any = None) -> Loaded:
     """The newest checkpoint under ``root`` that verifies; each bad newer one is named in ``skipped``
-    (and passed to ``log``).  Raises when none verifies."""
+    (and passed to ``log``).  Raises when none verifies.  ``check(loaded)``, when given, is a further
+    test (raising :class:`CheckpointError`) that a checkpoint must pass to be used, e.g. that the
+    shards of a sharded checkpoint match their hashes."""
     entries = list_checkpoints(root)
     skipped: list[tuple[Path, str]] = []
     if log is not None and root.is_dir():
@@ -392,6 +413,8 @@ def read_newest_valid(root: Path, log: Any = None) -> Loaded:
     for entry in reversed(entries):
         try:
             loaded = verify_and_read(entry.path)
+            if check is not None:
+                check(loaded)
         except CheckpointError as exc:
             reason = exc.what
             skipped.append((entry.path, reason))

@@ -68,3 +68,32 @@ def test_a_checkpoint_folder_linked_from_another_run_is_refused(tmp_path, capsys
     err = capsys.readouterr().err
     assert "belongs to another run" in err and f"written by the run {two_epochs}" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("key, value", [("step", "abc"), ("step", -1), ("version", "1"), ("bytes", 10 ** 20),
+                                        ("bytes", 1e20), ("bytes", True), ("sharded", [1])])
+def test_a_manifest_or_state_with_wrong_json_types_falls_back_to_the_previous_checkpoint(
+        tmp_path, capsys, two_epochs, key, value):
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_epochs, run_dir)
+    (run_dir / "summary.json").unlink()
+    newest = run_dir / "checkpoints" / "step-000090"
+    manifest_path = newest / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    if key == "bytes":
+        manifest["files"]["state.json"]["bytes"] = value
+    elif key == "sharded":  # a malformed shard list inside state.json (its hash updated to match)
+        import hashlib
+
+        state = json.loads((newest / "state.json").read_text())
+        state["meta"]["sharded"] = value
+        data = json.dumps(state).encode()
+        (newest / "state.json").write_bytes(data)
+        manifest["files"]["state.json"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    else:
+        manifest[key] = value
+    manifest_path.write_text(json.dumps(manifest))
+    assert resume([str(run_dir), "progress=off", "tensorboard=false"]) == 0
+    err = capsys.readouterr().err
+    assert "checkpoint" in err and "step-000090 is unusable" in err and "Traceback" not in err, err
+    assert "resuming from" in err and "step-000045" in err
