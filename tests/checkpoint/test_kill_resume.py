@@ -128,7 +128,7 @@ def _sigterm_the_process_group(run_dir: Path, delay: float) -> subprocess.Comple
     proc = subprocess.Popen([sys.executable, "-m", "overt", "train", RECIPE, f"run_dir={run_dir}", "num_workers=2"],
                             cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # only a guard against a hang
     while not (run_dir / "metrics.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)  # metrics.jsonl appears at the start of fit, after the signal handlers
     time.sleep(delay)

@@ -228,6 +228,6 @@ def test_a_process_holding_persistent_workers_still_exits(tmp_path):
         assert trainer.train_loader._iterator is not None  # alive at exit
         print("trained")
     """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout

@@ -40,12 +40,10 @@ def test_a_second_process_is_refused_at_once_and_a_killed_holder_leaves_no_stale
         deadline = time.monotonic() + 60
         while Path(f"/proc/{holder.pid}/stat").read_text().split()[2] != "T" and time.monotonic() < deadline:
             time.sleep(0.02)
-        start = time.perf_counter()
+        # refused at once: waiting for the lock would hang here (its holder is stopped for good)
         assert resume([str(run_dir)]) == 2
-        elapsed = time.perf_counter() - start
         err = capsys.readouterr().err
         assert f"is in use by another overt process (pid {holder.pid} on host" in err and "running since" in err
-        assert elapsed < 1.0  # refused at once: no waiting for the lock, nothing loaded
         assert train(["digits", f"run_dir={run_dir}"]) == 2
         assert f"pid {holder.pid}" in capsys.readouterr().err
     finally:
