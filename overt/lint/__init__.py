@@ -20,7 +20,9 @@ from overt.lint.files import discover
 
 
 def lint_paths(paths: list[str | Path], config: LintConfig | None = None) -> tuple[list[Finding], list[str]]:
-    """Lint files and directories; return (findings, error messages for unreadable/unparseable files)."""
+    """Lint files and directories; return (findings, error messages for unreadable/unparseable files).
+    Findings come at the configured levels; those below ``config.min_severity`` (info, by default)
+    are left out."""
     ps = [Path(p) for p in paths]
     if config is None:
         config = load_config(find_pyproject(ps[0] if ps else Path.cwd()))
@@ -33,7 +35,7 @@ def lint_paths(paths: list[str | Path], config: LintConfig | None = None) -> tup
             if res.error:
                 errors.append(res.error)
             findings.extend(res.findings)
-    return findings, errors
+    return config.present(findings), errors
 
 
 def lint_source_findings(source: str, path: str = "<string>", select: set[str] | None = None) -> list[Finding]:

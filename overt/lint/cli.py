@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.overt] from")
     p.add_argument("--fix", action="store_true", help="apply the mechanical fixes and say what changed")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when something is found")
+    p.add_argument("--min-severity", choices=("info", "warning", "error"),
+                   help="lowest level shown (default: the config's min-severity, else warning; info is style)")
     p.add_argument("--no-ignore", action="store_true",
                    help="also lint files that .gitignore or [tool.overt] exclude would skip")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
@@ -46,6 +48,29 @@ def _list_rules() -> str:
     rows = [f"{e.code}  {e.slug:<30} {e.severity.value:<8} {'fix' if e.slug in FIXABLE else '   '}  {e.title}"
             for e in ENTRIES if e.static]
     return "\n".join(rows)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path``'s content with ``data`` so that a crash or a full disk leaves either the old
+    file or the new one, never half of each: write a temporary file in the same folder, flush it to
+    disk, give it the original's permission bits, then rename it over the original."""
+    import tempfile
+
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".overt-fix")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _under(f: Path, d: Path) -> bool:
@@ -80,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     from overt.lint.analysis.project import Project
     from overt.lint.files import discover, skipped_note
     from overt.lint.fix import apply_fixes
-    from overt.lint.report import text_line, to_json, to_sarif
+    from overt.lint.report import LintProblem, text_line, to_json, to_sarif
 
     paths = [Path(p) for p in (args.paths or ["."])]
     cfg_path = Path(args.config) if args.config else find_pyproject(paths[0])
@@ -95,8 +120,11 @@ def _run(args: argparse.Namespace) -> int:
                   f"`overt run` or overt.guard() checks them", file=sys.stderr)
     if args.ignore:
         config.ignore |= resolve(args.ignore, "--ignore")
+    if args.min_severity:
+        config.min_severity = args.min_severity
 
     files, errors = discover(paths, config.exclude, config.root, respect_ignores=not args.no_ignore)
+    problems: list[LintProblem] = [LintProblem(e) for e in errors]
     notes = []
     for p in paths:
         if p.is_dir() and not args.no_ignore and not any(_under(f, p) for f in files):
@@ -115,21 +143,22 @@ def _run(args: argparse.Namespace) -> int:
                 new, done = apply_fixes(source, [h for h in res.hits if h.edits])
                 if done and new != source:
                     encoding, _ = tokenize.detect_encoding(io.BytesIO(f.read_bytes()).readline)
-                    with open(f, "w", encoding=encoding, newline="") as fh:
-                        fh.write(new)
+                    write_atomically(f, new.encode(encoding))
                     for h in done:
                         code = next(e.code for e in ENTRIES if e.slug == h.slug)
                         fixed_notes.append(f"{res.path}:{h.line}:{h.col}: fixed {code} {h.slug}: {h.fix_note}")
                     res = lint_file(f, select, project)
             if res.error:
                 errors.append(res.error)
+                problems.append(LintProblem(res.error, res.path, *(res.error_at or (None, None))))
             findings.extend(res.findings)
+    findings = config.present(findings)
 
     out = sys.stdout
     if args.format == "json":
-        print(to_json(findings), file=out)
+        print(to_json(findings, problems), file=out)
     elif args.format == "sarif":
-        print(to_sarif(findings, __version__), file=out)
+        print(to_sarif(findings, __version__, problems), file=out)
     else:
         for line in fixed_notes:
             print(line, file=out)

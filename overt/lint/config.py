@@ -6,8 +6,11 @@ Keys (all optional; values are slugs, codes are accepted too)::
     select = ["stale-gradients", "OVT201"]   # only these rules (default: every static rule)
     ignore = ["data-attribute"]              # never these (runtime guards read this key too)
     exclude = ["legacy/", "*_generated.py"]  # gitignore-style, relative to pyproject.toml
+    min-severity = "warning"                 # lowest level shown: info | warning (default) | error
     [tool.overt.per-file-ignores]
     "tests/*" = ["unsafe-load"]
+    [tool.overt.severity]                    # a rule's level: error | warning | info | off
+    dataparallel = "warning"
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overt.catalog import ENTRIES, lookup
+from overt.catalog import ENTRIES, Severity, lookup
 from overt import pyproject
 from overt.errors import ConfigError
+from overt.findings import Finding
+from overt.lint.severity import ORDER, level_of, shown
 
 STATIC_SLUGS: tuple[str, ...] = tuple(e.slug for e in ENTRIES if e.static)
 
@@ -53,6 +58,19 @@ class LintConfig:
     exclude: list[str] = field(default_factory=list)
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
+    severity: dict[str, str] = field(default_factory=dict)  # slug -> error | warning | info | off
+    min_severity: str = "warning"
+
+    def present(self, findings: list[Finding]) -> list[Finding]:
+        """``findings`` at the project's levels, without those below ``min_severity`` or switched off."""
+        out = []
+        for f in findings:
+            level = level_of(f.slug, Severity(f.severity).value, self.severity)
+            if level is None or not shown(level, self.min_severity):
+                continue
+            f.severity = Severity(level)
+            out.append(f)
+        return out
 
     def rules_for(self, path: Path) -> set[str]:
         """The slugs that run on ``path``."""
@@ -92,4 +110,21 @@ def load_config(path: Path | None) -> LintConfig:
     if not isinstance(excl, list) or not all(isinstance(e, str) for e in excl):
         raise ConfigError(f"exclude of {where} must be a list of patterns")
     cfg.exclude = list(excl)
+    if "min-severity" in section:
+        cfg.min_severity = check_level(section["min-severity"], f"min-severity of {where}", allow_off=False)
+    levels = section.get("severity", {})
+    if not isinstance(levels, dict):
+        raise ConfigError(f"severity of {where} must be a table of rule = \"error\" | \"warning\" | \"info\" | \"off\"")
+    for key, value in levels.items():
+        for slug in resolve([key], f"severity of {where}"):
+            cfg.severity[slug] = check_level(value, f"severity[{key!r}] of {where}", allow_off=True)
     return cfg
+
+
+def check_level(value: object, where: str, allow_off: bool) -> str:
+    """A severity name, or a ConfigError naming the bad value."""
+    allowed = [*ORDER, "off"] if allow_off else list(ORDER)
+    if not isinstance(value, str) or value.lower() not in allowed:
+        raise ConfigError(f"{where} must be one of {', '.join(allowed)}, got {value!r}",
+                          fix='write e.g. "warning"')
+    return value.lower()

@@ -12,11 +12,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from overt.catalog import Severity
 from overt.findings import Finding
 from overt.lint.analysis.project import Project
 from overt.lint.index import FileIndex
 from overt.lint.notebook import NotebookSource, read_notebook
 from overt.lint.rules import RULES, Hit
+from overt.lint.severity import level_of
 from overt.lint.suppress import Suppressions
 
 
@@ -30,6 +32,7 @@ class FileResult:
     hits: list[Hit] = field(default_factory=list)
     error: str | None = None
     notebook: NotebookSource | None = None
+    error_at: tuple[int, int] | None = None  # (line, col) of a syntax error
 
 
 @contextmanager
@@ -95,8 +98,8 @@ def _finding(hit: Hit, path: str, nb: NotebookSource | None) -> Finding:
         where = f"{path}:cell {cell}:{line}:{hit.col}"
     if hit.fix_note and nb is None:  # --fix does not rewrite notebooks
         details["fix"] = hit.fix_note
-    return Finding(hit.slug, hit.message, where=where, path=path, line=line, col=hit.col, details=details,
-                   fix=hit.fix)  # the rule's own fix; else Finding reads it from the message
+    return Finding(hit.slug, hit.text, where=where, path=path, line=line, col=hit.col, details=details,
+                   severity=Severity(level_of(hit.slug, hit.severity)), fix=hit.fix, why=hit.why)
 
 
 def read_source(path: Path) -> str:
@@ -140,6 +143,7 @@ def lint_file(path: Path, select: set[str] | None = None, project: Project | Non
             cell, cl = nb.locate(line)
             loc = f"{shown}:cell {cell}:{cl}:{col}"
         msg = getattr(exc, "msg", None) or str(exc)
+        result.error_at = (line, col)
         result.error = f"{loc}: cannot parse: {msg} (lint needs valid Python; fix the syntax error first)"
         return result
     result.findings = [_finding(h, shown, nb) for h in result.hits]

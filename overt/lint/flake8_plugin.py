@@ -46,4 +46,4 @@ class Plugin:
         except SyntaxError:
             return  # flake8 reports E999 itself
         for hit in hits:
-            yield hit.line, hit.col - 1, f"{lookup(hit.slug).code} {hit.slug} {hit.message}", type(self)
+            yield hit.line, hit.col - 1, f"{lookup(hit.slug).code} {hit.slug} {hit.text}", type(self)

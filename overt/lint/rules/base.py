@@ -22,14 +22,26 @@ class Edit:
 
 @dataclass
 class Hit:
-    """A rule's raw finding before it becomes an :class:`overt.findings.Finding`."""
+    """A rule's raw finding before it becomes an :class:`overt.findings.Finding`.
+
+    ``message`` says what was seen and why it matters; ``fix`` what to change (shown after it,
+    ``message; fix``, and given to the Finding as its own field).  ``severity`` overrides the
+    rule's default level for this one hit (``"info"`` for a use that is only hygiene, say).
+    """
 
     slug: str
     node: ast.AST
     message: str
     edits: list[Edit] = field(default_factory=list)
     fix_note: str = ""  # what --fix rewrites (``before -> after``), for fixable hits
-    fix: str = ""  # the fix on its own, when the rule states it apart from the message
+    fix: str = ""  # what to change, stated apart from the message
+    severity: str | None = None  # "error" | "warning" | "info"; None: the rule's level
+    why: str = ""  # why it matters, when the rule says more than the catalog entry
+
+    @property
+    def text(self) -> str:
+        """The whole sentence a user reads: what was seen and why; the fix."""
+        return f"{self.message}; {self.fix}" if self.fix else self.message
 
     @property
     def line(self) -> int:

@@ -73,7 +73,7 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("unshuffled-training", call,
                       "this training DataLoader does not shuffle (shuffle defaults to False), so every epoch sees "
                       "the data in the same "
-                      "order (on ordered data: batches of one class, a model biased to what came last); pass "
+                      "order (on ordered data: batches of one class, a model biased to what came last)", fix="pass "
                       "shuffle=True (or a sampler)")
 
 
@@ -83,5 +83,5 @@ def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
         if ix.call_is(call, "DataLoader") and is_const(_shuffle(call), True) and _role(ix, call) == "eval":
             yield Hit("shuffled-evaluation", call,
                       "this evaluation DataLoader shuffles, which changes nothing in the metrics but makes "
-                      "order-dependent evaluation (saved predictions, per-batch logs) irreproducible; use "
+                      "order-dependent evaluation (saved predictions, per-batch logs) irreproducible", fix="use "
                       "shuffle=False")

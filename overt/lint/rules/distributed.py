@@ -24,7 +24,7 @@ def unset_epoch(ix: FileIndex) -> Iterator[Hit]:
         if ix.call_is(call, "DistributedSampler") and not _no_shuffle(call):
             yield Hit("unset-epoch", call,
                       "this DistributedSampler's set_epoch() is never called, so every epoch uses the first "
-                      "epoch's shuffled order and the same split across ranks; call sampler.set_epoch(epoch) "
+                      "epoch's shuffled order and the same split across ranks", fix="call sampler.set_epoch(epoch) "
                       "at the start of every epoch, before iterating the DataLoader")
 
 
@@ -77,5 +77,5 @@ def every_rank_saves(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("every-rank-saves", call,
                       f"every process of this distributed run executes this torch.save"
                       f"{f' to {target}' if target else ''}: all ranks write the same file at once (a torn file, "
-                      f"wasted I/O); save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
+                      f"wasted I/O)", fix=f"save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
                       f"dist.barrier() before anyone loads it")

@@ -51,11 +51,11 @@ def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
                 text = ix.segment(uncalled.value)
                 yield Hit("stale-gradients", bad.site,
                           f"`{text}` (line {uncalled.lineno}) is written without parentheses, so it never runs and "
-                          f"every step applies the sum of all earlier gradients; write `{text}()`")
+                          f"every step applies the sum of all earlier gradients", fix=f"write `{text}()`")
                 continue
             yield Hit("stale-gradients", bad.site,
                       f"this loop calls backward() and {opt}.step() but never resets the gradients, so every "
-                      f"step applies the sum of all earlier gradients; call {opt}.zero_grad() once per step "
+                      f"step applies the sum of all earlier gradients", fix=f"call {opt}.zero_grad() once per step "
                       f"(before backward() or after step())")
     for func in function_units(ix):
         evs = function_events(ix, func)
@@ -70,7 +70,7 @@ def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
             opt = bad.target or "optimizer"
             yield Hit("stale-gradients", bad.site,
                       f"{func.name}() calls backward() and {opt}.step() once per call but nothing resets the "
-                      f"gradients between calls; call {opt}.zero_grad() in it before backward()")
+                      f"gradients between calls", fix=f"call {opt}.zero_grad() in it before backward()")
 
 
 # --------------------------------------------------------------------------- zero-grad-misplaced
@@ -134,12 +134,13 @@ def zero_grad_misplaced(ix: FileIndex) -> Iterator[Hit]:
             seen.add(id(reset.site))
             if wrapped:
                 msg = ("step() runs before backward() in each iteration, right after the gradients were reset, "
-                       "so the optimizer steps on zero or missing gradients; order the loop as zero_grad(), "
-                       "backward(), step()")
+                       "so the optimizer steps on zero or missing gradients")
+                fix = "order the loop as zero_grad(), backward(), step()"
             else:
                 msg = ("gradients are reset between backward() and step(), so the optimizer steps on zero or "
-                       "missing gradients; move the reset before backward() or after step()")
-            yield Hit("zero-grad-misplaced", reset.site, msg)
+                       "missing gradients")
+                fix = "move the reset before backward() or after step()"
+            yield Hit("zero-grad-misplaced", reset.site, msg, fix=fix)
 
 
 # --------------------------------------------------------------------------- accumulation-unscaled
@@ -198,7 +199,7 @@ def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("accumulation-unscaled", back.node,
                           f"gradients accumulate over several backward() calls before each step() (the `%` "
                           f"window), but `{name}` is not divided by the window size, so the update is that many "
-                          f"times too large; divide the loss by the number of accumulation steps before "
+                          f"times too large", fix=f"divide the loss by the number of accumulation steps before "
                           f"backward() (and by the real size of a last, partial window)")
                 break
 
@@ -223,7 +224,7 @@ def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("clip-before-unscale", ev.site,
                           "gradients are clipped while still multiplied by the GradScaler's scale, so the "
                           "threshold is compared with scaled values and clipping is a no-op or wipes out the "
-                          "update; call scaler.unscale_(optimizer) before clipping")
+                          "update", fix="call scaler.unscale_(optimizer) before clipping")
                 pending = False
 
 
@@ -246,7 +247,7 @@ def retain_graph_in_loop(ix: FileIndex) -> Iterator[Hit]:
                 continue  # a later backward in the same iteration frees the graph
             yield Hit("retain-graph-in-loop", ev.node,
                       "backward(retain_graph=True) in the training loop keeps every step's autograd graph "
-                      "alive, so memory grows until the run dies; drop retain_graph=True (or keep it only on "
+                      "alive, so memory grows until the run dies", fix="drop retain_graph=True (or keep it only on "
                       "an earlier backward() that shares the graph within one step)")
 
 
@@ -313,7 +314,7 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
             if steps and ev.node.lineno < steps[0].site.lineno and not ev.node.args:
                 yield Hit("scheduler-cadence", ev.node,
                           f"{ev.target}.step() runs before optimizer.step() in this loop, so the first value of "
-                          f"the schedule is skipped (PyTorch warns about it); call it after optimizer.step()")
+                          f"the schedule is skipped (PyTorch warns about it)", fix=f"call it after optimizer.step()")
                 continue
             if call is None:
                 continue
@@ -325,7 +326,7 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
                     and len(ix.enclosing_loops(ev.node)) >= 1 and _epoch_horizon(call, kind) and not ev.node.args:
                 yield Hit("scheduler-cadence", ev.node,
                           f"{kind} is configured in epochs but {ev.target}.step() runs once per batch, so the "
-                          f"schedule runs as many times too fast as there are batches per epoch; step it once "
+                          f"schedule runs as many times too fast as there are batches per epoch", fix=f"step it once "
                           f"per epoch, after the batch loop")
             elif kind in ("OneCycleLR", "CyclicLR") and contains_step_loop:
                 total = kwarg(call, "total_steps")
@@ -334,4 +335,4 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 yield Hit("scheduler-cadence", ev.node,
                           f"{kind} is a per-batch schedule but {ev.target}.step() runs once per epoch, so the "
-                          f"learning rate barely moves; call it after every optimizer.step() in the batch loop")
+                          f"learning rate barely moves", fix=f"call it after every optimizer.step() in the batch loop")

@@ -79,7 +79,7 @@ def softmax_before_cross_entropy(ix: FileIndex) -> Iterator[Hit]:
         why, fix = found
         direct = isinstance(arg, ast.Call) and v.origin == f"line {arg.lineno}"
         src = "" if direct else f"its input holds {_WHAT[v.head]} (made at {v.origin}): "
-        yield Hit("softmax-before-cross-entropy", call, f"{src}{why}; {fix}", fix=fix)
+        yield Hit("softmax-before-cross-entropy", call, f"{src}{why}", fix=fix)
 
 
 def _base_name(expr: ast.AST | None) -> str | None:
@@ -105,5 +105,5 @@ def wrong_loss_for_task(ix: FileIndex) -> Iterator[Hit]:
             shown = name or ix.segment(target)
             yield Hit("wrong-loss-for-task", call,
                       f"{kind} is a regression loss but `{shown}` holds integer class indices, so the model is "
-                      f"trained to output the class number as a value; use CrossEntropyLoss on logits with "
+                      f"trained to output the class number as a value", fix=f"use CrossEntropyLoss on logits with "
                       f"the class indices as targets")

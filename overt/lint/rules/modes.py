@@ -158,7 +158,7 @@ def train_mode_in_eval(ix: FileIndex) -> Iterator[Hit]:
         if mode_at(ix, call, model) == "train":
             yield Hit("train-mode-in-eval", call,
                       f"{model} runs in evaluation code while still in training mode (dropout active, "
-                      f"BatchNorm using and updating batch statistics), so the metrics are noisy and wrong; "
+                      f"BatchNorm using and updating batch statistics), so the metrics are noisy and wrong", fix=f""
                       f"call {model}.eval() before evaluating (and {model}.train() before training resumes)")
 
 
@@ -199,7 +199,7 @@ def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
         if _no_grad_reaches(ix, call) is False:
             yield Hit("graph-in-eval", call,
                       "evaluation runs with autograd on: a graph is built and kept for every batch, costing "
-                      "memory and time for gradients nobody reads; wrap it in `with torch.no_grad():` (or "
+                      "memory and time for gradients nobody reads", fix="wrap it in `with torch.no_grad():` (or "
                       "`torch.inference_mode()`)")
 
 
@@ -242,7 +242,7 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
             flagged_loops.add(id(loop))
             yield Hit("eval-mode-in-train", ev.site,
                       f"this training loop switches the model to eval mode here but never back to training "
-                      f"mode, so later steps train with dropout off and BatchNorm frozen; call "
+                      f"mode, so later steps train with dropout off and BatchNorm frozen", fix=f"call "
                       f"{ev.target if ev.target and not ev.nested else 'model'}.train() at the start of each "
                       f"epoch/training phase")
             break
@@ -259,7 +259,7 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
         if mode_at(ix, calls[0], model, strict=True) == "eval":
             yield Hit("eval-mode-in-train", calls[0],
                       f"{model} is trained here while still in eval mode (an earlier {model}.eval() is never undone), "
-                      f"so dropout is off and BatchNorm frozen for the whole run; call {model}.train() before the "
+                      f"so dropout is off and BatchNorm frozen for the whole run", fix=f"call {model}.train() before the "
                       f"training loop")
 
 
@@ -275,6 +275,6 @@ def forward_called_directly(ix: FileIndex) -> Iterator[Hit]:
         v = func.value
         edit = Edit(v.end_lineno, v.end_col_offset, func.end_lineno, func.end_col_offset, "")
         yield Hit("forward-called-directly", call,
-                  f"{recv}.forward(...) skips the module's hooks (guards, profilers, quantisation); call "
+                  f"{recv}.forward(...) skips the module's hooks (guards, profilers, quantisation)", fix=f"call "
                   f"{recv}(...) instead",
                   edits=[edit], fix_note=f"{recv}.forward(...) -> {recv}(...)")

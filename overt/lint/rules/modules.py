@@ -79,7 +79,7 @@ def unregistered_submodule(ix: FileIndex) -> Iterator[Hit]:
             fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList (nn.ParameterList for parameters)"
             yield Hit("unregistered-submodule", node,
                       f"self.{attr} keeps layers in a plain Python {kind}, so {name} does not register them: "
-                      f"their parameters are invisible to the optimizer, .to(), state_dict() and checkpoints; "
+                      f"their parameters are invisible to the optimizer, .to(), state_dict() and checkpoints", fix=f""
                       f"wrap it in {fix}")
 
 
@@ -128,12 +128,12 @@ def missing_super_init(ix: FileIndex) -> Iterator[Hit]:
         if first_super is None:
             yield Hit("missing-super-init", init,
                       f"{name}.__init__ never calls super().__init__(), so nn.Module's bookkeeping is never "
-                      f"set up and assigning a layer fails with an AttributeError that does not say why; call "
+                      f"set up and assigning a layer fails with an AttributeError that does not say why", fix=f"call "
                       f"super().__init__() first")
         elif first_assign is not None and first_assign.lineno < first_super.lineno:
             yield Hit("missing-super-init", first_assign,
                       f"{name}.__init__ assigns a layer before super().__init__() runs, which fails with "
-                      f"'cannot assign module before Module.__init__() call'; call super().__init__() first")
+                      f"'cannot assign module before Module.__init__() call'", fix=f"call super().__init__() first")
 
 
 #: torch functions that make a new tensor
@@ -178,5 +178,5 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 yield Hit("unregistered-tensor", n,
                           f"self.{attr} is a plain tensor attribute of {name}, not a buffer: model.to(device) "
-                          f"leaves it where it is and state_dict()/checkpoints do not save it; use "
+                          f"leaves it where it is and state_dict()/checkpoints do not save it", fix=f"use "
                           f"self.register_buffer({attr!r}, ...) (persistent=False if it must not be saved)")

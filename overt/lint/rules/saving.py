@@ -29,7 +29,7 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
         what = "weights_only=False" if flag is not None else "without weights_only=True"
         yield Hit("unsafe-load", call,
                   f"torch.load {what} unpickles arbitrary objects, so loading a checkpoint can run code hidden "
-                  f"in it; pass weights_only=True and save state_dicts (or use safetensors)",
+                  f"in it", fix=f"pass weights_only=True and save state_dicts (or use safetensors)",
                   edits=edits, fix_note=note)
 
 
@@ -68,7 +68,7 @@ def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
         if text and isinstance(obj, (ast.Name, ast.Attribute)) and ix.is_model(text):
             yield Hit("whole-model-save", call,
                       f"torch.save({text}, ...) pickles the whole module, including its class's import path, so "
-                      f"the file breaks when the code is refactored or renamed; save {text}.state_dict() and "
+                      f"the file breaks when the code is refactored or renamed", fix=f"save {text}.state_dict() and "
                       f"load it into a freshly built model")
 
 
@@ -79,5 +79,5 @@ def dataparallel(ix: FileIndex) -> Iterator[Hit]:
         if q.rsplit(".", 1)[-1] == "DataParallel" and ix.is_torchish(q):
             yield Hit("dataparallel", call,
                       "nn.DataParallel runs one process that scatters every batch and gathers outputs on one GPU: "
-                      "slower and unbalanced, and PyTorch recommends against it; use "
+                      "slower and unbalanced, and PyTorch recommends against it", fix="use "
                       "torch.nn.parallel.DistributedDataParallel (one process per GPU, torchrun)")

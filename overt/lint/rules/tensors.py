@@ -29,7 +29,7 @@ def to_without_assign(ix: FileIndex) -> Iterator[Hit]:
             continue
         yield Hit("to-without-assign", call,
                   f"`{ix.segment(call)}` returns a moved copy and throws it away: tensors are not moved in place "
-                  f"(modules are), so `{name}` stays where it was; write `{name} = {ix.segment(call)}`",
+                  f"(modules are), so `{name}` stays where it was", fix=f"write `{name} = {ix.segment(call)}`",
                   edits=[Edit(stmt.lineno, stmt.col_offset, stmt.lineno, stmt.col_offset, f"{name} = ")],
                   fix_note=f"{ix.segment(call)} -> {name} = {ix.segment(call)}")
 
@@ -93,7 +93,7 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("device-mismatch", n,
                           f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the "
                           f"model and its input are on, so the model fails (or silently runs on the CPU) on a "
-                          f"GPU; pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
+                          f"GPU", fix=f"pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
                           f"buffer in __init__")
 
 
@@ -112,7 +112,7 @@ def inputs_require_grad(ix: FileIndex) -> Iterator[Hit]:
                     yield Hit("inputs-require-grad", grad_inputs[name],
                               f"`{name}` is created with requires_grad=True and used as data, so autograd tracks "
                               f"every batch through the data too: slower steps and more memory for gradients "
-                              f"nobody reads; drop requires_grad=True (parameters, not data, need it)")
+                              f"nobody reads", fix=f"drop requires_grad=True (parameters, not data, need it)")
     for loop in loop_units(ix):
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or not loader_iter(ix, loop.iter):
             continue
@@ -135,7 +135,7 @@ def inputs_require_grad(ix: FileIndex) -> Iterator[Hit]:
             if hit:
                 yield Hit("inputs-require-grad", n,
                           f"the batch tensor `{hit}` is set to require grad in the training loop but its "
-                          f"gradient is never read, so autograd does extra work every step; do not set "
+                          f"gradient is never read, so autograd does extra work every step", fix=f"do not set "
                           f"requires_grad on `{hit}`")
 
 
@@ -158,7 +158,7 @@ def data_attribute(ix: FileIndex) -> Iterator[Hit]:
             continue
         yield Hit("data-attribute", attr,
                   f"`{ix.segment(attr)}` reads or writes the tensor behind autograd's back (no version check), "
-                  f"which can silently corrupt gradients; use `.detach()` to read and `with torch.no_grad():` "
+                  f"which can silently corrupt gradients", fix=f"use `.detach()` to read and `with torch.no_grad():` "
                   f"(or torch.nn.init) to write")
 
 
@@ -246,7 +246,7 @@ def graph_leak(ix: FileIndex) -> Iterator[Hit]:
                 continue  # accumulated on purpose and backpropagated later
             yield Hit("graph-leak", n,
                       f"`{acc}` keeps the loss tensor itself, and with it the whole autograd graph of every "
-                      f"step, so memory grows until the run dies; store `loss.item()` (or `loss.detach()`)")
+                      f"step, so memory grows until the run dies", fix=f"store `loss.item()` (or `loss.detach()`)")
 
 
 #: numpy array methods that change the array in place
@@ -294,5 +294,5 @@ def numpy_shared_memory(ix: FileIndex) -> Iterator[Hit]:
         first = min(later, key=lambda n: (n.lineno, n.col_offset))
         yield Hit("numpy-shared-memory", first,
                   f"`{name}` is written in place after torch.from_numpy({name}) (line {call.lineno}) made a tensor "
-                  f"that shares its memory: the tensor changes too; use torch.tensor({name}) (a copy), or "
+                  f"that shares its memory: the tensor changes too", fix=f"use torch.tensor({name}) (a copy), or "
                   f"{name}.copy() before the write")

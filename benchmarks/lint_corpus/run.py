@@ -1,0 +1,181 @@
+"""Lint a corpus of public PyTorch projects and say how precise lint is on it.
+
+    python benchmarks/lint_corpus/run.py [--mirror DIR] [--verdicts FILE] [--findings OUT] [--only SLUG,...]
+
+The corpus is ``manifest.json`` beside this script: for each project its GitHub repository, the
+commit, and the paths inside it.  The repositories' code is never kept in this repository: each
+one is read from a bare git mirror (``DIR/<owner>+<name>/repo``, or ``DIR/<owner>+<name>.git``;
+make one with ``git clone --bare https://github.com/<owner>/<name> DIR/<owner>+<name>/repo``) and
+its Python files and packaging files (pyproject.toml, setup.cfg, setup.py, requirements*.txt,
+which lint reads for the project's torch floor) at the pinned commit are written into a temporary
+directory, one sub-directory per project, which is then linted project by project with the default
+settings a new user gets.
+
+Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
+With ``--verdicts`` (``verdicts.txt`` beside this script by default when it exists), every
+finding is matched with its judged verdict (true / debatable / false) and precision is printed:
+strict (true / all) and "worth a change" ((true + debatable) / all); findings with no verdict
+are listed, so the verdicts file can be kept complete.  ``--findings`` writes every finding,
+one per line, in the verdicts file's format (verdict ``?``) to start or extend it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO))
+
+from overt.lint import lint_paths  # noqa: E402
+from overt.lint.config import LintConfig  # noqa: E402
+
+PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")
+
+
+def _git_dir(mirror: Path, repo: str) -> Path:
+    base = repo.replace("/", "+")
+    for cand in (mirror / base / "repo", mirror / f"{base}.git", mirror / base):
+        if (cand / "HEAD").is_file():
+            return cand
+    raise SystemExit(f"no mirror of {repo} under {mirror}: clone it with "
+                     f"`git clone --bare https://github.com/{repo} {mirror / base / 'repo'}`")
+
+
+def _wanted(path: str, roots: list[str]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    if not (path.endswith(".py") or name in PACKAGING or (name.startswith("requirements") and name.endswith(".txt"))):
+        return False
+    return any(not r or path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def extract(git_dir: Path, commit: str, roots: list[str], dest: Path) -> int:
+    """Write the wanted files of ``commit`` under ``dest``; return how many."""
+    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-z", commit],
+                             capture_output=True, check=True).stdout.decode("utf-8", "replace")
+    blobs = []
+    for entry in listing.split("\0"):
+        if not entry:
+            continue
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == "blob" and mode != "120000" and _wanted(path, roots):
+            blobs.append((sha, path))
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
+                          input="".join(f"{sha}\n" for sha, _ in blobs).encode(), capture_output=True, check=True)
+    out, pos, n = proc.stdout, 0, 0
+    for sha, path in blobs:
+        header_end = out.index(b"\n", pos)
+        header = out[pos:header_end].split()
+        pos = header_end + 1
+        if len(header) < 3 or header[1] == b"missing":
+            continue
+        size = int(header[2])
+        data = out[pos:pos + size]
+        pos += size + 1
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        n += 1
+    return n
+
+
+def read_verdicts(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    """``VERDICT  rule  project/path:line  reason`` lines -> {(rule, location): (verdict, reason)}."""
+    out = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 3)
+        if len(parts) < 3:
+            continue
+        out[(parts[1], parts[2])] = (parts[0], parts[3] if len(parts) > 3 else "")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mirror", default=os.environ.get("OVERT_CORPUS_MIRROR", "/work/.mirror"))
+    ap.add_argument("--verdicts", default=str(HERE / "verdicts.txt"))
+    ap.add_argument("--findings", help="write every finding (verdicts format, verdict '?') to this file")
+    ap.add_argument("--only", help="comma-separated project slugs")
+    ap.add_argument("--json", help="write the per-project and per-rule counts as JSON here")
+    args = ap.parse_args(argv)
+    manifest = json.loads((HERE / "manifest.json").read_text())["projects"]
+    if args.only:
+        keep = set(args.only.split(","))
+        manifest = [p for p in manifest if p["slug"] in keep]
+    mirror = Path(args.mirror)
+    rows, all_found = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for proj in manifest:
+            dest = Path(tmp) / proj["slug"]
+            dest.mkdir()
+            extract(_git_dir(mirror, proj["repo"]), proj["commit"], proj["paths"], dest)
+            files = sorted(dest.rglob("*.py"))
+            lines = sum(f.read_bytes().count(b"\n") for f in files)
+            t0 = time.perf_counter()
+            found, errors = lint_paths([dest], LintConfig(root=dest))
+            dt = time.perf_counter() - t0
+            for f in found:
+                rel = Path(f.path).resolve().relative_to(Path(tmp).resolve()).as_posix()
+                all_found.append((f.slug, f"{rel}:{f.line}", f))
+            rows.append((proj["slug"], len(files), lines, len(found), len(errors), dt))
+    total_lines = sum(r[2] for r in rows)
+    total_time = sum(r[5] for r in rows)
+    print(f"{'project':<20} {'files':>6} {'lines':>8} {'findings':>8} {'unparsed':>8} {'seconds':>8}")
+    for slug, nf, nl, nfind, nerr, dt in rows:
+        print(f"{slug:<20} {nf:>6} {nl:>8} {nfind:>8} {nerr:>8} {dt:>8.2f}")
+    print(f"{'total':<20} {sum(r[1] for r in rows):>6} {total_lines:>8} {len(all_found):>8} "
+          f"{sum(r[4] for r in rows):>8} {total_time:>8.2f}")
+    print(f"speed: {total_lines / total_time:,.0f} lines/s in-process (load average {os.getloadavg()[0]:.2f})")
+    by_rule = Counter(s for s, _, _ in all_found)
+    print("\nfindings per rule:")
+    for slug, n in sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {slug:<28} {n:>4}")
+    if args.findings:
+        with open(args.findings, "w") as fh:
+            for slug, loc, f in sorted(all_found, key=lambda t: (t[1], t[0])):
+                fh.write(f"?  {slug}  {loc}  {f.message}\n")
+    verdicts_path = Path(args.verdicts)
+    if verdicts_path.is_file():
+        verdicts = read_verdicts(verdicts_path)
+        counts: Counter[str] = Counter()
+        per_rule: dict[str, Counter[str]] = {}
+        missing = []
+        for slug, loc, _ in all_found:
+            v = verdicts.get((slug, loc), ("?", ""))[0]
+            if v == "?":
+                missing.append(f"{slug}  {loc}")
+            counts[v] += 1
+            per_rule.setdefault(slug, Counter())[v] += 1
+        n = len(all_found)
+        print(f"\nverdicts ({verdicts_path.name}): " + ", ".join(f"{k} {counts[k]}" for k in
+                                                                 ("true", "debatable", "false", "?")))
+        for slug, c in sorted(per_rule.items()):
+            print(f"  {slug:<28} true {c['true']:>3}  debatable {c['debatable']:>3}  false {c['false']:>3}"
+                  f"  unjudged {c['?']:>3}")
+        if n:
+            print(f"precision: strict {counts['true'] / n:.0%} (true / all); worth a change "
+                  f"{(counts['true'] + counts['debatable']) / n:.0%} ((true + debatable) / all) of {n} findings "
+                  f"over {total_lines:,} lines")
+        for m in missing:
+            print(f"  no verdict: {m}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "projects": [dict(zip(("slug", "files", "lines", "findings", "unparsed", "seconds"), r)) for r in rows],
+            "rules": dict(by_rule)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
