@@ -199,7 +199,7 @@ def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("accumulation-unscaled", back.node,
                           f"gradients accumulate over several backward() calls before each step() (the `%` "
                           f"window), but `{name}` is not divided by the window size, so the update is that many "
-                          f"times too large", fix=f"divide the loss by the number of accumulation steps before "
+                          f"times too large", fix="divide the loss by the number of accumulation steps before "
                           f"backward() (and by the real size of a last, partial window)")
                 break
 
@@ -314,7 +314,7 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
             if steps and ev.node.lineno < steps[0].site.lineno and not ev.node.args:
                 yield Hit("scheduler-cadence", ev.node,
                           f"{ev.target}.step() runs before optimizer.step() in this loop, so the first value of "
-                          f"the schedule is skipped (PyTorch warns about it)", fix=f"call it after optimizer.step()")
+                          f"the schedule is skipped (PyTorch warns about it)", fix="call it after optimizer.step()")
                 continue
             if call is None:
                 continue
@@ -326,7 +326,7 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
                     and len(ix.enclosing_loops(ev.node)) >= 1 and _epoch_horizon(call, kind) and not ev.node.args:
                 yield Hit("scheduler-cadence", ev.node,
                           f"{kind} is configured in epochs but {ev.target}.step() runs once per batch, so the "
-                          f"schedule runs as many times too fast as there are batches per epoch", fix=f"step it once "
+                          f"schedule runs as many times too fast as there are batches per epoch", fix="step it once "
                           f"per epoch, after the batch loop")
             elif kind in ("OneCycleLR", "CyclicLR") and contains_step_loop:
                 total = kwarg(call, "total_steps")
@@ -335,4 +335,4 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 yield Hit("scheduler-cadence", ev.node,
                           f"{kind} is a per-batch schedule but {ev.target}.step() runs once per epoch, so the "
-                          f"learning rate barely moves", fix=f"call it after every optimizer.step() in the batch loop")
+                          f"learning rate barely moves", fix="call it after every optimizer.step() in the batch loop")

@@ -29,7 +29,7 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
         what = "weights_only=False" if flag is not None else "without weights_only=True"
         yield Hit("unsafe-load", call,
                   f"torch.load {what} unpickles arbitrary objects, so loading a checkpoint can run code hidden "
-                  f"in it", fix=f"pass weights_only=True and save state_dicts (or use safetensors)",
+                  f"in it", fix="pass weights_only=True and save state_dicts (or use safetensors)",
                   edits=edits, fix_note=note)
 
 

@@ -93,7 +93,7 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("device-mismatch", n,
                           f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the "
                           f"model and its input are on, so the model fails (or silently runs on the CPU) on a "
-                          f"GPU", fix=f"pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
+                          f"GPU", fix="pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
                           f"buffer in __init__")
 
 
@@ -112,7 +112,7 @@ def inputs_require_grad(ix: FileIndex) -> Iterator[Hit]:
                     yield Hit("inputs-require-grad", grad_inputs[name],
                               f"`{name}` is created with requires_grad=True and used as data, so autograd tracks "
                               f"every batch through the data too: slower steps and more memory for gradients "
-                              f"nobody reads", fix=f"drop requires_grad=True (parameters, not data, need it)")
+                              f"nobody reads", fix="drop requires_grad=True (parameters, not data, need it)")
     for loop in loop_units(ix):
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or not loader_iter(ix, loop.iter):
             continue
@@ -158,7 +158,7 @@ def data_attribute(ix: FileIndex) -> Iterator[Hit]:
             continue
         yield Hit("data-attribute", attr,
                   f"`{ix.segment(attr)}` reads or writes the tensor behind autograd's back (no version check), "
-                  f"which can silently corrupt gradients", fix=f"use `.detach()` to read and `with torch.no_grad():` "
+                  f"which can silently corrupt gradients", fix="use `.detach()` to read and `with torch.no_grad():` "
                   f"(or torch.nn.init) to write")
 
 
@@ -246,7 +246,7 @@ def graph_leak(ix: FileIndex) -> Iterator[Hit]:
                 continue  # accumulated on purpose and backpropagated later
             yield Hit("graph-leak", n,
                       f"`{acc}` keeps the loss tensor itself, and with it the whole autograd graph of every "
-                      f"step, so memory grows until the run dies", fix=f"store `loss.item()` (or `loss.detach()`)")
+                      f"step, so memory grows until the run dies", fix="store `loss.item()` (or `loss.detach()`)")
 
 
 #: numpy array methods that change the array in place
