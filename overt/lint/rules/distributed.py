@@ -78,4 +78,4 @@ def every_rank_saves(ix: FileIndex) -> Iterator[Hit]:
                       f"every process of this distributed run executes this torch.save"
                       f"{f' to {target}' if target else ''}: all ranks write the same file at once (a torn file, "
                       f"wasted I/O)", fix="save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
-                      f"dist.barrier() before anyone loads it")
+                      "dist.barrier() before anyone loads it")

@@ -200,7 +200,7 @@ def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
                           f"gradients accumulate over several backward() calls before each step() (the `%` "
                           f"window), but `{name}` is not divided by the window size, so the update is that many "
                           f"times too large", fix="divide the loss by the number of accumulation steps before "
-                          f"backward() (and by the real size of a last, partial window)")
+                          "backward() (and by the real size of a last, partial window)")
                 break
 
 
@@ -327,7 +327,7 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("scheduler-cadence", ev.node,
                           f"{kind} is configured in epochs but {ev.target}.step() runs once per batch, so the "
                           f"schedule runs as many times too fast as there are batches per epoch", fix="step it once "
-                          f"per epoch, after the batch loop")
+                          "per epoch, after the batch loop")
             elif kind in ("OneCycleLR", "CyclicLR") and contains_step_loop:
                 total = kwarg(call, "total_steps")
                 words = {t for n in names_in(total) for t in tokens(n)} if total is not None else set()

@@ -106,4 +106,4 @@ def wrong_loss_for_task(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("wrong-loss-for-task", call,
                       f"{kind} is a regression loss but `{shown}` holds integer class indices, so the model is "
                       f"trained to output the class number as a value", fix="use CrossEntropyLoss on logits with "
-                      f"the class indices as targets")
+                      "the class indices as targets")

@@ -242,7 +242,7 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
             flagged_loops.add(id(loop))
             yield Hit("eval-mode-in-train", ev.site,
                       "this training loop switches the model to eval mode here but never back to training "
-                      f"mode, so later steps train with dropout off and BatchNorm frozen", fix=f"call "
+                      "mode, so later steps train with dropout off and BatchNorm frozen", fix=f"call "
                       f"{ev.target if ev.target and not ev.nested else 'model'}.train() at the start of each "
                       f"epoch/training phase")
             break

@@ -129,7 +129,7 @@ def missing_super_init(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("missing-super-init", init,
                       f"{name}.__init__ never calls super().__init__(), so nn.Module's bookkeeping is never "
                       f"set up and assigning a layer fails with an AttributeError that does not say why", fix="call "
-                      f"super().__init__() first")
+                      "super().__init__() first")
         elif first_assign is not None and first_assign.lineno < first_super.lineno:
             yield Hit("missing-super-init", first_assign,
                       f"{name}.__init__ assigns a layer before super().__init__() runs, which fails with "

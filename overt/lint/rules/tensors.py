@@ -94,7 +94,7 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                           f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the "
                           f"model and its input are on, so the model fails (or silently runs on the CPU) on a "
                           f"GPU", fix="pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
-                          f"buffer in __init__")
+                          "buffer in __init__")
 
 
 @rule("inputs-require-grad")
@@ -159,7 +159,7 @@ def data_attribute(ix: FileIndex) -> Iterator[Hit]:
         yield Hit("data-attribute", attr,
                   f"`{ix.segment(attr)}` reads or writes the tensor behind autograd's back (no version check), "
                   f"which can silently corrupt gradients", fix="use `.detach()` to read and `with torch.no_grad():` "
-                  f"(or torch.nn.init) to write")
+                  "(or torch.nn.init) to write")
 
 
 def _bare_refs(expr: ast.AST, names: set[str]) -> bool:
