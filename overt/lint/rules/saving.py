@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.requirements import torch_floor_of
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
 from overt.lint.rules.base import Edit, Hit, rule
 
@@ -14,23 +15,107 @@ def _is(ix: FileIndex, call: ast.Call, qual: str) -> bool:
     return q == qual
 
 
+def _safe_globals_context(ix: FileIndex, call: ast.Call) -> bool:
+    """Inside ``with torch.serialization.safe_globals([...]):``: the load is meant to be weights-only."""
+    for anc in ix.ancestors(call):
+        if isinstance(anc, (ast.With, ast.AsyncWith)) and any(
+                (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) or "")
+                .endswith("safe_globals") for i in anc.items):
+            return True
+    return False
+
+
+def _type_error_fallback(ix: FileIndex, call: ast.Call) -> bool:
+    """``try: torch.load(f, weights_only=True) except TypeError: torch.load(f)``: the fallback for a
+    torch too old to know the argument, which unpickles nothing the first call would not."""
+    for anc in ix.ancestors(call):
+        if isinstance(anc, ast.ExceptHandler) and anc.type is not None and "TypeError" in ast.dump(anc.type):
+            tried = ix.parents.get(anc)
+            if isinstance(tried, ast.Try) and any(
+                    isinstance(n, ast.Call) and _is(ix, n, "torch.load") and kwarg(n, "weights_only") is not None
+                    for stmt in tried.body for n in ast.walk(stmt)):
+                return True
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+    return False
+
+
+def _is_test_file(ix: FileIndex) -> bool:
+    if ix.path is None:
+        return False
+    name = ix.path.name
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+def _loaded_as_state_dict(ix: FileIndex, call: ast.Call) -> bool:
+    """Is what the load returns given whole to ``load_state_dict`` (directly, or through one name
+    used for nothing else)?  Only then is it known to hold tensors alone, so weights_only=True
+    cannot break the program."""
+    parent = ix.parents.get(call)
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) \
+            and parent.func.attr == "load_state_dict" and parent.args and parent.args[0] is call:
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    scope = ix.enclosing_function(call) or ix.tree
+    uses = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == name
+            and isinstance(n.ctx, ast.Load)]
+    if not uses:
+        return False
+    for use in uses:
+        holder = ix.parents.get(use)
+        if not (isinstance(holder, ast.Call) and isinstance(holder.func, ast.Attribute)
+                and holder.func.attr == "load_state_dict" and holder.args and holder.args[0] is use):
+            return False
+    return True
+
+
 @rule("unsafe-load", fixable=True)
 def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
+    """``torch.load`` that unpickles arbitrary objects: ``weights_only=False``, or no argument in a
+    project that allows torch < 2.6 (from 2.6 on, weights-only is the default).  Loads inside
+    ``safe_globals``, after ``add_safe_globals``, in an ``except TypeError`` fallback, or in tests (which read
+    the files they made) are safe or deliberate and left alone; an explicit ``weights_only=False`` is
+    reported at info level (the author's recorded choice).  ``--fix`` adds
+    ``weights_only=True`` only where the result goes whole into ``load_state_dict``."""
+    floor: tuple[int, int] | None | bool = False  # not read yet
+    allowlisted = any(isinstance(c.func, (ast.Attribute, ast.Name)) and (dotted(c.func) or "").endswith(
+        "add_safe_globals") for c in ix.calls)
     for call in ix.calls:
         if not _is(ix, call, "torch.load") or has_star_kwargs(call):
             continue
         flag = kwarg(call, "weights_only")
         if flag is not None and not is_const(flag, False):
             continue
-        edits, note = [], ""
         if flag is None:
+            if floor is False:
+                floor = torch_floor_of(ix.path)
+            if floor is not None and floor >= (2, 6):
+                continue  # weights_only=True is this project's default
+            if allowlisted or _safe_globals_context(ix, call) or _type_error_fallback(ix, call):
+                continue
+        if _is_test_file(ix):
+            continue  # tests read the files they (or their fixtures) made
+        edits, note = [], ""
+        if flag is None and _loaded_as_state_dict(ix, call):
             edits = _weights_only_edit(ix, call)
             note = "torch.load(...) -> torch.load(..., weights_only=True)" if edits else ""
-        what = "weights_only=False" if flag is not None else "without weights_only=True"
-        yield Hit("unsafe-load", call,
-                  f"torch.load {what} unpickles arbitrary objects, so loading a checkpoint can run code hidden "
-                  f"in it", fix="pass weights_only=True and save state_dicts (or use safetensors)",
-                  edits=edits, fix_note=note)
+        if flag is not None:
+            msg = ("torch.load(..., weights_only=False) unpickles arbitrary objects, so loading a file from "
+                   "elsewhere can run code hidden in it")
+            fix = ("drop weights_only=False where the file holds tensors only; else load only files you made, "
+                   "or allow-list the classes with torch.serialization.add_safe_globals")
+        else:
+            allows = "this project does not require torch >= 2.6" if floor is None else \
+                f"this project allows torch {floor[0]}.{floor[1]}"
+            msg = (f"torch.load without weights_only=True unpickles arbitrary objects on torch < 2.6 "
+                   f"({allows}), so loading a checkpoint from elsewhere can run code hidden in it")
+            fix = ("pass weights_only=True (state_dicts and tensors load as before), or require torch>=2.6, "
+                   "where it is the default")
+        # an explicit weights_only=False is the author's recorded choice: hygiene to review, not a default alarm
+        yield Hit("unsafe-load", call, msg, fix=fix, edits=edits, fix_note=note,
+                  severity="info" if flag is not None else None)
 
 
 def _weights_only_edit(ix: FileIndex, call: ast.Call) -> list[Edit]:

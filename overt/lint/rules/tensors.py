@@ -139,27 +139,103 @@ def inputs_require_grad(ix: FileIndex) -> Iterator[Hit]:
                           f"requires_grad on `{hit}`")
 
 
+#: what a ``.data`` read for its metadata looks like: harmless, never reported
+_METADATA = frozenset({"dtype", "device", "shape", "size", "dim", "ndim", "numel", "is_cuda", "layout",
+                       "data_ptr", "element_size", "stride", "is_contiguous", "nelement", "type"})
+
+
+def _data_write(ix: FileIndex, attr: ast.Attribute) -> bool:
+    """Is ``x.data`` written here: assigned (``x.data = ...``, ``x.data[i] = ...``, ``x.data += ...``)
+    or changed in place (``x.data.add_(...)``, ``x.data.copy_(...)``)?"""
+    parent = ix.parents.get(attr)
+    if isinstance(attr.ctx, ast.Store):
+        return True
+    if isinstance(parent, ast.Subscript) and parent.value is attr and isinstance(parent.ctx, ast.Store):
+        return True
+    if isinstance(parent, ast.AugAssign) and parent.target is attr:
+        return True
+    if isinstance(parent, ast.Attribute) and parent.value is attr:
+        name = parent.attr
+        call = ix.parents.get(parent)
+        return (isinstance(call, ast.Call) and call.func is parent and name.endswith("_")
+                and not name.startswith("_"))
+    return False
+
+
+def _metadata_read(ix: FileIndex, attr: ast.Attribute) -> bool:
+    parent = ix.parents.get(attr)
+    return isinstance(parent, ast.Attribute) and parent.value is attr and parent.attr in _METADATA
+
+
+def _training_step(ix: FileIndex, node: ast.AST) -> str | None:
+    """Where a write through ``.data`` hides a change from autograd: ``forward()`` of a module, a
+    Lightning ``training_step``, or a training loop before its backward() (between the forward pass
+    that saved the tensor and the backward pass that reads it).  None elsewhere: init,
+    re-parameterisation, dtype swaps, and the update after backward() (manual SGD), which autograd
+    never sees again."""
+    func = ix.enclosing_function(node)
+    if func is not None:
+        cls = ix.enclosing_class(func)
+        if func.name == "forward" and cls is not None and cls.name in ix.module_classes:
+            return "forward()"
+        if func.name == "training_step":
+            return "training_step()"
+    for loop in ix.enclosing_loops(node):
+        backs = [e for e in events(ix, loop, depth=0) if e.kind == "backward"]
+        if any((e.node.lineno, e.node.col_offset) > (node.lineno, node.col_offset) for e in backs):
+            return "the training loop, before backward()"
+    return None
+
+
+def _storage_swap(ix: FileIndex, attr: ast.Attribute) -> bool:
+    """``p.data = p.data.to(...)`` / ``p.data = p.data.half()``: a dtype or device swap of the storage."""
+    stmt = ix.parents.get(attr)
+    return (isinstance(stmt, ast.Assign) and attr in stmt.targets and isinstance(stmt.value, ast.Call)
+            and any(isinstance(n, ast.Attribute) and n.attr == "data" and dotted(n.value) == dotted(attr.value)
+                    for n in ast.walk(stmt.value)))
+
+
+def _param_like(ix: FileIndex, v: ast.expr, params: set[str], tensors: set[str], losses: set[str]) -> bool:
+    text = dotted(v)
+    if isinstance(v, ast.Attribute) and v.attr in ("weight", "bias", "grad"):
+        return True
+    return bool(text) and (text in params or text in losses or text in tensors)
+
+
 @rule("data-attribute")
 def data_attribute(ix: FileIndex) -> Iterator[Hit]:
+    """``.data`` written inside forward() or a training step (warning: autograd does not see the change);
+    any other read or write of a tensor's ``.data`` is hygiene (info).  Metadata reads (``p.data.dtype``)
+    and code under ``torch.no_grad()`` are left alone; one finding per line."""
     params = param_names(ix)
     tensors = tensor_names(ix)
     losses = {n for n, vals in ix.assigns.items()
               if any(isinstance(v, ast.Call) and ix.is_loss_fn(v) not in (None, "unknown") for v in vals)}
+    lines: set[int] = set()
     for attr in ix.attributes:
-        if attr.attr != "data":
+        if attr.attr != "data" or attr.lineno in lines:
             continue
-        v = attr.value
-        text = dotted(v)
-        if isinstance(v, ast.Attribute) and v.attr in ("weight", "bias", "grad"):
-            pass
-        elif text and (text in params or text in losses or text in tensors):
-            pass
+        if not _param_like(ix, attr.value, params, tensors, losses) or _metadata_read(ix, attr):
+            continue
+        if ix.under_no_grad(attr) or ix.grad_globally_off:
+            continue
+        lines.add(attr.lineno)
+        write = _data_write(ix, attr)
+        grad = isinstance(attr.value, ast.Attribute) and attr.value.attr == "grad"  # not part of any graph
+        where = _training_step(ix, attr) if write and not grad and not _storage_swap(ix, attr) else None
+        if where is not None:
+            yield Hit("data-attribute", attr,
+                      f"`{ix.segment(attr)}` is written inside {where}, behind autograd's back (no version "
+                      f"check): backward() computes this step's gradient from values that are no longer "
+                      f"there, silently", fix="make the change under `with torch.no_grad():` on the tensor itself "
+                                       "(or with torch.nn.init / an optimizer), outside the graph",
+                      severity="warning")
         else:
-            continue
-        yield Hit("data-attribute", attr,
-                  f"`{ix.segment(attr)}` reads or writes the tensor behind autograd's back (no version check), "
-                  f"which can silently corrupt gradients", fix="use `.detach()` to read and `with torch.no_grad():` "
-                  "(or torch.nn.init) to write")
+            yield Hit("data-attribute", attr,
+                      f"`{ix.segment(attr)}` {'writes' if write else 'reads'} the tensor behind autograd's "
+                      f"back (no version check)",
+                      fix="use `.detach()` to read and `with torch.no_grad():` (or torch.nn.init) to write",
+                      severity="info")
 
 
 def _bare_refs(expr: ast.AST, names: set[str]) -> bool:
