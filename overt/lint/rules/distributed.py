@@ -8,7 +8,10 @@ from collections.abc import Iterator
 from overt.lint.index import FileIndex, dotted
 from overt.lint.rules.base import Hit, rule
 
-_MAIN_WORDS = ("rank", "is_main", "main_process", "master", "is_leader", "is_primary")
+#: words of a rank test: `dist.get_rank() == 0`, `fabric.is_global_zero`, `global_rank == 0`, `local_rank == 0`,
+#: `accelerator.is_main_process`, `master_process`, `self.gpu_id == 0`, `is_rank_zero()`
+_MAIN_WORDS = ("rank", "is_main", "main_process", "master", "is_leader", "is_primary", "global_zero",
+               "local_zero", "gpu_id", "is_chief")
 
 
 @rule("unset-epoch")
@@ -37,11 +40,17 @@ def _distributed(ix: FileIndex) -> bool:
     return any(ix.call_is(c, "init_process_group", "DistributedDataParallel", "fully_shard") for c in ix.calls)
 
 
-def _mentions_rank(node: ast.AST) -> bool:
+def _mentions_rank(node: ast.AST, ix: FileIndex | None = None) -> bool:
+    """Does a condition test the rank (directly, or through a flag assigned from a rank test:
+    ``args.save_logs = args.logs and is_master(args)``)?"""
     for sub in ast.walk(node):
         name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else ""
         if any(word in name.lower() for word in _MAIN_WORDS):
             return True
+        if ix is not None and isinstance(sub, (ast.Name, ast.Attribute)):
+            for value in ix.assigns.get(dotted(sub) or "", ()):
+                if _mentions_rank(value):
+                    return True
     return False
 
 
@@ -49,21 +58,37 @@ def _exits(stmts: list[ast.stmt]) -> bool:
     return bool(stmts) and isinstance(stmts[-1], (ast.Return, ast.Continue, ast.Break, ast.Raise))
 
 
-def _guarded(ix: FileIndex, call: ast.Call) -> bool:
-    """Inside ``if <rank test>:`` (or its else), or after ``if <rank test>: return`` in the same function."""
+def _guarded(ix: FileIndex, call: ast.AST, depth: int = 2) -> bool:
+    """Inside ``if <rank test>:`` (or its else), or after ``if <rank test>: return`` in the same function;
+    or in a function every call of which (in this file) is guarded so (``if self.gpu_id == 0:
+    self._save_snapshot(epoch)``), ``depth`` callers up."""
     node: ast.AST = call
     for parent in ix.ancestors(call):
-        if isinstance(parent, (ast.If, ast.IfExp)) and node is not parent.test and _mentions_rank(parent.test):
+        if isinstance(parent, (ast.If, ast.IfExp)) and node is not parent.test and _mentions_rank(parent.test, ix):
             return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             stmt = ix.statement_of(call)
             for before in ast.walk(parent):
-                if (isinstance(before, ast.If) and before.lineno < stmt.lineno and _mentions_rank(before.test)
+                if (isinstance(before, ast.If) and before.lineno < stmt.lineno and _mentions_rank(before.test, ix)
                         and _exits(before.body) and ix.enclosing_function(before) is ix.enclosing_function(call)):
                     return True
-            return False
+            if isinstance(parent, ast.Module) or depth == 0:
+                return False
+            if any(_mentions_rank(d, ix) for d in parent.decorator_list):
+                return True  # @rank_zero_only
+            sites = ix.call_sites(parent)
+            return bool(sites) and all(_guarded(ix, site, depth - 1) for site in sites)
         node = parent
     return False
+
+
+def _in_memory(ix: FileIndex, call: ast.Call) -> bool:
+    """``torch.save(obj, buffer)`` into an ``io.BytesIO``: nothing is written to disk here."""
+    if len(call.args) < 2:
+        return False
+    target = call.args[1]
+    values = [target] + list(ix.assigns.get(dotted(target) or "", ()))
+    return any(isinstance(v, ast.Call) and (dotted(v.func) or "").endswith("BytesIO") for v in values)
 
 
 @rule("every-rank-saves")
@@ -72,10 +97,15 @@ def every_rank_saves(ix: FileIndex) -> Iterator[Hit]:
     if not _distributed(ix):
         return
     for call in ix.calls:
-        if ix.call_is(call, "save") and (ix.qualname(call.func) or "").startswith("torch.") and not _guarded(ix, call):
+        if ix.call_is(call, "save") and (ix.qualname(call.func) or "").startswith("torch.") and not _guarded(ix, call) \
+                and not _in_memory(ix, call):
             target = dotted(call.args[1]) if len(call.args) > 1 else None
+            func = ix.enclosing_function(call)
+            open_sites = [c for c in ix.call_sites(func) if not _guarded(ix, c, 1)] if func is not None else []
+            via = (f" in {func.name}(), called without a rank check at line "
+                   f"{', '.join(str(c.lineno) for c in open_sites)}") if open_sites else ""
             yield Hit("every-rank-saves", call,
                       f"every process of this distributed run executes this torch.save"
-                      f"{f' to {target}' if target else ''}: all ranks write the same file at once (a torn file, "
+                      f"{f' to {target}' if target else ''}{via}: all ranks write the same file at once (a torn file, "
                       f"wasted I/O)", fix="save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
                       "dist.barrier() before anyone loads it")
