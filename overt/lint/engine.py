@@ -50,6 +50,19 @@ def cyclic_gc_paused():
             gc.enable()
 
 
+#: deep-learning frameworks other than PyTorch: a module that imports one of them and not torch is not
+#: PyTorch code (d2l's mxnet.py, a TensorFlow port), and PyTorch's rules do not apply to it
+OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "flax", "paddle", "keras", "mindspore", "oneflow",
+                              "mlx", "chainer", "theano"})
+_TORCH_TOPS = frozenset({"torch", "torchvision", "torchaudio", "lightning", "pytorch_lightning", "timm"})
+
+
+def other_framework(ix: FileIndex) -> bool:
+    """Does the module import another framework (mxnet, tensorflow, jax...) and nothing of torch's?"""
+    tops = {(module or "").split(".")[0] for module, level, _ in ix.imports.values() if level == 0}
+    return bool(tops & OTHER_FRAMEWORKS) and not tops & _TORCH_TOPS
+
+
 def lint_source(source: str, path: str = "<string>", select: set[str] | None = None,
                 file: Path | None = None, project: Project | None = None) -> list[Hit]:
     """Run the rules in ``select`` (default: all) over ``source``; raise SyntaxError when it does not parse.
@@ -65,6 +78,10 @@ def lint_source(source: str, path: str = "<string>", select: set[str] | None = N
             warnings.simplefilter("ignore", SyntaxWarning)
             tree = ast.parse(source, filename=path)
         ix = FileIndex.build(tree, source, path=file, project=project)
+    if other_framework(ix):
+        if not kept:
+            ix.cache.clear()
+        return []
     sup = Suppressions.parse(ix.source_lines)
     hits: list[Hit] = []
     seen: set[tuple[str, int, int]] = set()

@@ -226,6 +226,15 @@ class FileIndex:
             and c.args and is_const(c.args[0], False) and isinstance(self.parents.get(c), ast.Expr)
             for c in self.calls)
 
+    @property
+    def is_test_file(self) -> bool:
+        """A pytest/unittest module (``test_*.py``, ``*_test.py``, ``conftest.py``): code that reads the
+        files it wrote and calls ``forward`` on purpose."""
+        if self.path is None:
+            return False
+        name = self.path.name
+        return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
     # -- name resolution ----------------------------------------------------
     def qualname(self, node: ast.AST | None) -> str | None:
         """Dotted name with the first component resolved through imports."""

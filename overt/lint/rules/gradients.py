@@ -25,7 +25,7 @@ def _stale_in(ix: FileIndex, evs: list[Event]) -> Event | None:
     """The step whose gradients are never reset in ``evs``, or None."""
     steps = [e for e in evs if e.kind == "step"]
     resets = [e for e in evs if e.kind == "reset"]
-    if not steps:
+    if not steps or any(_distributed_autograd(ix, e) for e in evs if e.kind == "backward"):
         return None
     if not resets:
         return steps[0]
@@ -37,6 +37,16 @@ def _stale_in(ix: FileIndex, evs: list[Event]) -> Event | None:
             if s.target and ix.is_optimizer(s.target) and s.target not in reset_targets:
                 return s
     return None
+
+
+def _distributed_autograd(ix: FileIndex, ev: Event) -> bool:
+    """``dist_autograd.backward(context_id, [loss])``: gradients live in a fresh context per step (and a
+    DistributedOptimizer has no zero_grad), so there is nothing to reset."""
+    node = ev.node
+    if not isinstance(node, ast.Call):
+        return False
+    q = ix.qualname(node.func) or ""
+    return "dist_autograd" in q or q.startswith("torch.distributed.autograd")
 
 
 @rule("stale-gradients")

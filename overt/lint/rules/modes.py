@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from overt.lint.analysis.events import events
 from overt.lint.analysis.units import eval_regions, loop_units, model_calls
+from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, FuncNode, dotted, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 
@@ -263,8 +264,25 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
                       f"training loop")
 
 
+def _known_module(ix: FileIndex, node: ast.expr, text: str) -> bool:
+    """Is ``node`` certainly an ``nn.Module`` (built from a module class or a torch layer, here or one
+    hop away)?  Only then is ``m(x)`` the same call as ``m.forward(x)`` plus the hooks."""
+    if text in ix.models and not any(
+            isinstance(v, ast.Call) and (dotted(v.func) or "").endswith("RemoteModule")
+            for v in ix.assigns.get(text, ())):
+        return True
+    try:
+        value = values_for(ix).of(node)
+    except RecursionError:
+        return False
+    return value.is_module
+
+
 @rule("forward-called-directly", fixable=True)
 def forward_called_directly(ix: FileIndex) -> Iterator[Hit]:
+    """``m.forward(x)`` where ``m`` is known to be an nn.Module (not in tests, which call forward on purpose)."""
+    if ix.is_test_file:
+        return
     for call in ix.calls:
         func = call.func
         if not (isinstance(func, ast.Attribute) and func.attr == "forward"):
@@ -273,6 +291,8 @@ def forward_called_directly(ix: FileIndex) -> Iterator[Hit]:
         if recv is None or recv in ("self", "cls", "super") or recv.rsplit(".", 1)[-1][:1].isupper():
             continue
         v = func.value
+        if not _known_module(ix, v, recv):
+            continue  # a Protocol object, an RPC RemoteModule, a wrapper: .forward may be the documented call
         edit = Edit(v.end_lineno, v.end_col_offset, func.end_lineno, func.end_col_offset, "")
         yield Hit("forward-called-directly", call,
                   f"{recv}.forward(...) skips the module's hooks (guards, profilers, quantisation)", fix=f"call "

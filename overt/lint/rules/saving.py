@@ -40,13 +40,6 @@ def _type_error_fallback(ix: FileIndex, call: ast.Call) -> bool:
     return False
 
 
-def _is_test_file(ix: FileIndex) -> bool:
-    if ix.path is None:
-        return False
-    name = ix.path.name
-    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-
-
 def _loaded_as_state_dict(ix: FileIndex, call: ast.Call) -> bool:
     """Is what the load returns given whole to ``load_state_dict`` (directly, or through one name
     used for nothing else)?  Only then is it known to hold tensors alone, so weights_only=True
@@ -95,7 +88,7 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
                 continue  # weights_only=True is this project's default
             if allowlisted or _safe_globals_context(ix, call) or _type_error_fallback(ix, call):
                 continue
-        if _is_test_file(ix):
+        if ix.is_test_file:
             continue  # tests read the files they (or their fixtures) made
         edits, note = [], ""
         if flag is None and _loaded_as_state_dict(ix, call):
