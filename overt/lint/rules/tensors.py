@@ -52,6 +52,60 @@ def _moved_or_index(ix: FileIndex, node: ast.AST) -> bool:
     return False
 
 
+def _index_only(ix: FileIndex, node: ast.AST, depth: int = 3) -> bool:
+    """Is the value of ``node`` (a factory call) used only as an index, through the names it is
+    assigned to (``r = torch.randperm(n); x = x[:, r]``; ``idx = torch.arange(b); idx = idx[:, None]``;
+    ``keep = rand.topk(k).indices``)?  A CPU index works on tensors of any device."""
+    cur = node
+    while True:  # climb the method chain: torch.randn(...).argsort(...)[..., :k]
+        parent = ix.parents.get(cur)
+        if isinstance(parent, ast.Attribute) and parent.value is cur:
+            cur = parent
+        elif isinstance(parent, ast.Call) and parent.func is cur:
+            cur = parent
+        elif isinstance(parent, ast.Subscript) and parent.value is cur:
+            cur = parent
+        else:
+            break
+    up, parent = cur, ix.parents.get(cur)
+    while isinstance(parent, (ast.Tuple, ast.Subscript)):  # x[r], x[:, r, :], x[b, idx]
+        if isinstance(parent, ast.Subscript):
+            if parent.slice is up:
+                return True
+            break
+        up, parent = parent, ix.parents.get(parent)
+    parent = ix.parents.get(cur)
+    if depth == 0 or not (isinstance(parent, ast.Assign) and len(parent.targets) == 1
+                          and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    scope = ix.enclosing_function(node) or ix.tree
+    uses = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == name
+            and isinstance(n.ctx, ast.Load) and n.lineno >= parent.lineno and n is not parent.targets[0]]
+    if not uses:
+        return False
+    for use in uses:
+        stmt = ix.statement_of(use)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id == name and stmt is not parent:
+            continue  # `idx = idx[:, None]`: the same name, whose other uses decide
+        if not _index_only(ix, use, depth - 1):
+            return False
+    return True
+
+
+def _moved_by_caller(ix: FileIndex, helper: ast.FunctionDef, forward: ast.FunctionDef) -> bool:
+    """A helper whose result is moved where it is made or used: it returns ``x.to(...)``, or every
+    call of it in forward() is followed by ``.to(...)`` / ``.cuda()``."""
+    returns = [n for n in ix.scope_nodes(helper) if isinstance(n, ast.Return) and n.value is not None]
+    if returns and all(isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Attribute)
+                       and r.value.func.attr in ("to", "cuda", "type_as") for r in returns):
+        return True
+    calls = [n for n in ix.scope_nodes(forward) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == helper.name and dotted(n.func.value) == "self"]
+    return bool(calls) and all(_moved_or_index(ix, c) for c in calls)
+
+
 def _forward_and_helpers(ix: FileIndex, cls: ast.ClassDef) -> list[ast.FunctionDef]:
     """``forward`` and the methods of the class it calls (``self._mask(x)``), one level deep."""
     methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
@@ -69,8 +123,13 @@ def _forward_and_helpers(ix: FileIndex, cls: ast.ClassDef) -> list[ast.FunctionD
 
 @rule("device-mismatch")
 def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
+    if ix.is_test_file:
+        return  # test doubles return CPU tensors on purpose; tests run on one device
     for cname in ix.module_classes:
-        for item in _forward_and_helpers(ix, ix.classes[cname]):
+        found = _forward_and_helpers(ix, ix.classes[cname])
+        for item in found:
+            if item is not found[0] and _moved_by_caller(ix, item, found[0]):
+                continue
             moved = set()
             for n in ix.scope_nodes(item):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
@@ -85,7 +144,7 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                 if last in ("tensor", "as_tensor") and not literal:
                     continue  # 0-dim CPU tensors mix freely with tensors on any device
                 parent = ix.parents.get(n)
-                if _moved_or_index(ix, n):
+                if _moved_or_index(ix, n) or _index_only(ix, n):
                     continue
                 if isinstance(parent, ast.Assign) and any(dotted(t) in moved for t in parent.targets):
                     continue
