@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.units import loader_iter
 from overt.lint.index import FileIndex, dotted
 from overt.lint.rules.base import Hit, rule
 
@@ -21,8 +22,9 @@ def unset_epoch(ix: FileIndex) -> Iterator[Hit]:
     that must call ``set_epoch`` lives elsewhere."""
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ix.calls):
         return
-    if not any(isinstance(n, (ast.For, ast.While)) and n is not loop for loop in ix.loops for n in ast.walk(loop)):
-        return
+    if not any(isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop and loader_iter(ix, n.iter)
+               for loop in ix.loops for n in ast.walk(loop)):
+        return  # no epoch loop around a loop over a loader here (a collate function's loops do not count)
     for call in ix.calls:
         if ix.call_is(call, "DistributedSampler") and not _no_shuffle(call):
             yield Hit("unset-epoch", call,

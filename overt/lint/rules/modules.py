@@ -160,6 +160,36 @@ def _makes_tensor(ix: FileIndex, node: ast.AST) -> bool:
     return ix.is_torchish(q) and q.rsplit(".", 1)[-1] in _TENSOR_FACTORIES and ".nn." not in f".{q}"
 
 
+def _scalar_tensor(value: ast.expr) -> bool:
+    """``torch.tensor(3.0)`` / ``torch.tensor(cfg.WEIGHT, dtype=...)``: one number, a 0-dim tensor that
+    mixes with tensors on any device."""
+    if not (isinstance(value, ast.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] in ("tensor", "as_tensor")
+            and value.args):
+        return False
+    arg = value.args[0]
+    if isinstance(arg, ast.UnaryOp):
+        arg = arg.operand
+    return (isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float))) or (
+        isinstance(arg, ast.Attribute) and arg.attr.isupper())  # a config constant: cfg.MODEL.LOSS_WEIGHT
+
+
+def _moved_where_used(cls: ast.ClassDef, attr: str) -> bool:
+    """Every read of ``self.attr`` outside __init__ is moved on the spot (``self.z.type_as(x)``, ``.to(x.device)``)."""
+    reads = []
+    parents = {c: n for n in ast.walk(cls) for c in ast.iter_child_nodes(n)}
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) \
+                and n.value.id == "self" and isinstance(n.ctx, ast.Load):
+            reads.append(n)
+    if not reads:
+        return False
+    for r in reads:
+        up = parents.get(r)
+        if not (isinstance(up, ast.Attribute) and up.attr in ("to", "type_as", "cuda")):
+            return False
+    return True
+
+
 @rule("unregistered-tensor")
 def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
     for name, cls, init in _module_inits(ix):
@@ -176,6 +206,8 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                 attr = _self_attr(t)
                 if attr is None or attr.startswith("_") or attr in registered or attr in reassigned:
                     continue
+                if attr == "example_input_array" or _scalar_tensor(n.value) or _moved_where_used(cls, attr):
+                    continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
                 yield Hit("unregistered-tensor", n,
                           f"self.{attr} is a plain tensor attribute of {name}, not a buffer: model.to(device) "
                           f"leaves it where it is and state_dict()/checkpoints do not save it", fix=f"use "

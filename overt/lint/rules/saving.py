@@ -136,6 +136,23 @@ def _weights_only_edit(ix: FileIndex, call: ast.Call) -> list[Edit]:
     return [Edit(prev, end, prev, end, ", weights_only=True")]
 
 
+def _not_a_module(ix: FileIndex, call: ast.Call, text: str) -> bool:
+    """What is saved is known not to be a whole module (a dict literal, a ``.state_dict()``, a
+    ``state_dict`` name), or it goes into an ``io.BytesIO`` (serialised on purpose, in memory)."""
+    if "state_dict" in text or text.rsplit(".", 1)[-1] in ("sd", "ckpt", "checkpoint", "state"):
+        return True
+    for v in ix.assigns.get(text, ()):
+        if isinstance(v, (ast.Dict, ast.DictComp)) or (
+                isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "state_dict"):
+            return True
+    if len(call.args) > 1:
+        dest = call.args[1]
+        values = [dest, *ix.assigns.get(dotted(dest) or "", ())]
+        if any(isinstance(v, ast.Call) and (dotted(v.func) or "").endswith("BytesIO") for v in values):
+            return True
+    return False
+
+
 @rule("whole-model-save")
 def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
@@ -143,7 +160,8 @@ def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
             continue
         obj = call.args[0]
         text = dotted(obj)
-        if text and isinstance(obj, (ast.Name, ast.Attribute)) and ix.is_model(text):
+        if text and isinstance(obj, (ast.Name, ast.Attribute)) and ix.is_model(text) \
+                and not _not_a_module(ix, call, text):
             yield Hit("whole-model-save", call,
                       f"torch.save({text}, ...) pickles the whole module, including its class's import path, so "
                       f"the file breaks when the code is refactored or renamed", fix=f"save {text}.state_dict() and "
