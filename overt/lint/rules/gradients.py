@@ -51,9 +51,13 @@ def _distributed_autograd(ix: FileIndex, ev: Event) -> bool:
 
 @rule("stale-gradients")
 def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
+    """One finding per missing reset: where the step happens in a helper the loop calls, it is reported
+    once, at the call site, naming the helper (not again inside the helper)."""
+    reported: set[int] = set()  # step calls already reported through a call site
     for loop in loop_units(ix):
         bad = _stale_in(ix, events(ix, loop))
         if bad is not None:
+            reported.add(id(bad.node))
             opt = bad.target or "optimizer"
             uncalled = next((n for n in ix.scope_nodes(loop) if isinstance(n, ast.Expr)
                              and isinstance(n.value, ast.Attribute) and n.value.attr == "zero_grad"), None)
@@ -63,14 +67,18 @@ def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
                           f"`{text}` (line {uncalled.lineno}) is written without parentheses, so it never runs and "
                           f"every step applies the sum of all earlier gradients", fix=f"write `{text}()`")
                 continue
+            helper = ""
+            if bad.nested and isinstance(bad.site, ast.Call):
+                helper = (f" (through {dotted(bad.site.func) or 'a helper'}(), whose {opt}.step() is at line "
+                          f"{bad.node.lineno})")
             yield Hit("stale-gradients", bad.site,
-                      f"this loop calls backward() and {opt}.step() but never resets the gradients, so every "
+                      f"this loop calls backward() and {opt}.step(){helper} but never resets the gradients, so every "
                       f"step applies the sum of all earlier gradients", fix=f"call {opt}.zero_grad() once per step "
                       f"(before backward() or after step())")
     for func in function_units(ix):
         evs = function_events(ix, func)
         bad = _stale_in(ix, evs)
-        if bad is None:
+        if bad is None or id(bad.node) in reported:
             continue
         sites = ix.call_sites(func)
         looped = [s for s in sites if ix.enclosing_loops(s)]
