@@ -15,7 +15,9 @@ writes its shards there; rank 0 hashes them, writes the rest and renames the fol
 at any point leaves no folder with a checkpoint's name.  Loading verifies the manifest
 (state.json, whose hash list covers the shards), then each shard's hash, then lets
 ``torch.distributed.checkpoint`` read the shards this rank needs -- with any number of
-processes: the saved shards are resharded to the current world size.
+processes: the saved shards are resharded to the current world size.  Nothing in the shards is
+unpickled freely: ``.metadata`` goes through an unpickler restricted to DCP's metadata types and
+non-tensor values through ``torch.load(weights_only=True)`` (:mod:`overt.distributed.dcp_safe`).
 """
 
 from __future__ import annotations
@@ -144,18 +146,27 @@ def verify_shards(restored: Any) -> Path:
 def load_sharded(restored: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Load the sharded model and optimizer of ``restored`` into this rank's FSDP2 ``model`` and
     ``optimizer``, resharding when the world size differs from the saved one.  A collective."""
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from overt.distributed.dcp_safe import load as safe_load
 
     folder = verify_shards(restored)
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optimizer": optim_sd}
     try:
-        dcp.load(state, checkpoint_id=str(folder))
-    except Exception as exc:
-        raise CheckpointError(f"cannot load the sharded state of {restored.path.name}: {type(exc).__name__}: {exc}",
-                              why="the model or optimizer differs from the one that was saved",
-                              fix="build the run the same way as the one that was saved") from None
+        safe_load(state, str(folder))
+    except CheckpointError:
+        raise
+    except (Exception, CheckpointException) as exc:  # torch's CheckpointException is a BaseException
+        from overt.distributed.dcp_safe import describe
+
+        raise CheckpointError(f"cannot load the sharded state of {restored.path.name}: {describe(exc)}",
+                              why="the model or optimizer differs from the one that was saved, or a shard is "
+                                  "damaged or was not written by overt",
+                              fix="build the run the same way as the one that was saved, or use an older "
+                                  "checkpoint") from None
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 
