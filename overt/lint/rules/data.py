@@ -47,10 +47,12 @@ def _iterable_dataset(ix: FileIndex, call: ast.Call) -> bool:
             cls = ix.classes.get(cname)
             if "Iterable" in cname or "Stream" in cname:
                 return True
+            if cname.startswith(("Random", "Fake", "Synthetic", "Dummy")):
+                return True  # samples drawn at random: their order carries nothing to shuffle away
             if cls is not None and any("Iterable" in (dotted(b) or "") for b in cls.bases):
                 return True
     text = (dotted(ds) or "").lower() if ds is not None else ""
-    return "stream" in text or "iterable" in text
+    return "stream" in text or "iterable" in text or "iterator" in text
 
 
 def _shuffle(call: ast.Call) -> ast.expr | None:

@@ -231,6 +231,7 @@ def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
         return  # no GradScaler-scaled backward() in this file
     scopes: list[list[ast.stmt]] = [ix.tree.body]
     scopes += [f.body for funcs in ix.functions.values() for f in funcs]
+    found: dict[int, list[Event]] = {}  # one clip call, seen directly and/or through the helpers' callers
     for body in scopes:
         pending = False
         for ev in events(ix, body, depth=1):  # a clipping helper (in this file or imported) counts
@@ -239,11 +240,24 @@ def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
             elif ev.kind in ("unscale", "step"):
                 pending = False
             elif ev.kind == "clip" and pending:
-                yield Hit("clip-before-unscale", ev.site,
-                          "gradients are clipped while still multiplied by the GradScaler's scale, so the "
-                          "threshold is compared with scaled values and clipping is a no-op or wipes out the "
-                          "update", fix="call scaler.unscale_(optimizer) before clipping")
+                found.setdefault(id(ev.node), []).append(ev)
                 pending = False
+    for evs in found.values():
+        direct = [e for e in evs if not e.nested]
+        callers = [e.site for e in evs if e.nested]
+        where = ""
+        if direct and callers:
+            func = ix.enclosing_function(direct[0].node)
+            where = (f" (in {func.name if func else 'a helper'}(), called at line "
+                     f"{', '.join(str(c.lineno) for c in callers)})")
+        elif callers:
+            helper = dotted(callers[0].func) if isinstance(callers[0], ast.Call) else None
+            where = f" (in {helper or 'a helper'}(), whose clipping is at line {evs[0].node.lineno} of its module)"
+        at = direct[0].site if direct else callers[0]
+        yield Hit("clip-before-unscale", at,
+                  f"gradients are clipped while still multiplied by the GradScaler's scale{where}, so the "
+                  "threshold is compared with scaled values and clipping is a no-op or wipes out the "
+                  "update", fix="call scaler.unscale_(optimizer) before clipping")
 
 
 # --------------------------------------------------------------------------- retain-graph-in-loop
