@@ -41,7 +41,9 @@ class Hit:
     @property
     def text(self) -> str:
         """The whole sentence a user reads: what was seen and why; the fix."""
-        return f"{self.message}; {self.fix}" if self.fix else self.message
+        if not self.fix or self.message.endswith(self.fix):  # a rule that states the fix in both
+            return self.message
+        return f"{self.message}; {self.fix}"
 
     @property
     def line(self) -> int:

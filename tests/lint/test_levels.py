@@ -1,0 +1,130 @@
+"""Severity levels, project settings for them, and what lint knows about a project (issue 20)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from overt.errors import ConfigError
+from overt.lint import lint_paths
+from overt.lint.cli import main
+from overt.lint.config import LintConfig, load_config
+from overt.lint.engine import lint_source
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+DATA_ATTR = """\
+import torch
+import torch.nn as nn
+
+layer = nn.Linear(4, 4)
+layer.weight.data.normal_(0, 0.02)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        self.fc.weight.data.clamp_(-1, 1)
+        return self.fc(x)
+"""
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    p = folder / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def test_info_findings_are_hidden_by_default_and_shown_on_request(tmp_path, capsys):
+    p = _write(tmp_path, "m.py", DATA_ATTR)
+    found, _ = lint_paths([p], LintConfig(root=tmp_path))
+    assert [(f.line, f.slug, f.severity.value) for f in found] == [(14, "data-attribute", "warning")]
+    found, _ = lint_paths([p], LintConfig(root=tmp_path, min_severity="info"))
+    assert [(f.line, f.severity.value) for f in found] == [(5, "info"), (14, "warning")]
+    assert main([str(p), "--min-severity", "info"]) == 1
+    out = capsys.readouterr().out
+    assert "OVT407 data-attribute [info]" in out and "OVT407 data-attribute [warning]" in out
+
+
+def test_pyproject_sets_levels_per_rule(tmp_path, capsys):
+    _write(tmp_path, "pyproject.toml", '[tool.overt]\nmin-severity = "info"\n'
+                                       '[tool.overt.severity]\ndata-attribute = "error"\nOVT601 = "off"\n')
+    p = _write(tmp_path, "m.py", DATA_ATTR + "state = torch.load('x.pt')\n")
+    assert main([str(p), "--format", "json"]) == 1
+    items = json.loads(capsys.readouterr().out)
+    assert [(i["line"], i["slug"], i["severity"]) for i in items] == [
+        (5, "data-attribute", "error"), (14, "data-attribute", "error")]
+    sarif = json.loads(_sarif(p, capsys))
+    assert {r["level"] for r in sarif["runs"][0]["results"]} == {"error"}
+
+
+def _sarif(p: Path, capsys) -> str:
+    main([str(p), "--format", "sarif"])
+    return capsys.readouterr().out
+
+
+def test_a_bad_level_is_a_clear_config_error(tmp_path):
+    path = _write(tmp_path, "pyproject.toml", '[tool.overt.severity]\ndataparallel = "loud"\n')
+    with pytest.raises(ConfigError, match="loud"):
+        load_config(path)
+    assert main([str(_write(tmp_path, "t.py", "x = 1\n"))]) == 2
+
+
+def test_parse_errors_are_in_json_and_sarif(tmp_path, capsys):
+    _write(tmp_path, "bad.py", "def broken(:\n")
+    good = _write(tmp_path, "good.py", "import torch\nm = torch.nn.Linear(1, 1)\nm.forward(torch.ones(1))\n")
+    assert main([str(tmp_path), "--format", "json"]) == 2
+    items = json.loads(capsys.readouterr().out)
+    errors = [i for i in items if i.get("error")]
+    assert len(errors) == 1 and errors[0]["path"].endswith("bad.py") and errors[0]["line"] == 1
+    assert "cannot parse" in errors[0]["message"]
+    assert any(i.get("slug") == "forward-called-directly" and i["path"] == good.as_posix() for i in items)
+    assert main([str(tmp_path), "--format", "sarif"]) == 2
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    [inv] = run["invocations"]
+    assert inv["executionSuccessful"] is False
+    [note] = inv["toolExecutionNotifications"]
+    assert note["level"] == "error" and "cannot parse" in note["message"]["text"]
+    assert note["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+
+
+def test_a_clean_sarif_run_says_it_succeeded(tmp_path, capsys):
+    p = _write(tmp_path, "ok.py", "x = 1\n")
+    assert main([str(p), "--format", "sarif"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["invocations"][0]["executionSuccessful"] is True
+
+
+@pytest.mark.parametrize(("files", "found"), [
+    ({"requirements.txt": "torch>=2.6\nnumpy\n"}, False),
+    ({"pyproject.toml": '[project]\ndependencies = ["torch >= 2.7.1"]\n'}, False),
+    ({"setup.cfg": "[options]\ninstall_requires =\n    torch>=1.13\n"}, True),
+    ({"requirements.txt": "torch<2.6\n"}, True),
+    ({}, True),
+])
+def test_unsafe_load_reads_the_projects_torch_floor(tmp_path, files, found):
+    (tmp_path / ".git").mkdir()  # the repository's root: the search for packaging files stops here
+    for name, text in files.items():
+        _write(tmp_path, name, text)
+    p = _write(tmp_path, "pkg/train.py", "import torch\nstate = torch.load('ckpt.pt')\n")
+    result, _ = lint_paths([p], LintConfig(root=tmp_path))
+    assert bool([f for f in result if f.slug == "unsafe-load"]) is found
+
+
+def test_modules_of_another_framework_are_not_linted():
+    mxnet = "from mxnet import autograd, gluon\nfor X, y in data_iter:\n    l = loss(net(X), y)\n    l.backward()\n" \
+            "    trainer.step(1)\n"
+    assert lint_source(mxnet) == []
+    assert lint_source("import torch\n" + mxnet.replace("trainer", "optimizer")) != []
+
+
+def test_every_rule_states_its_fix_apart_from_its_message():
+    """Rules give Finding.fix as a field (Hit.fix); nothing is parsed out of the message."""
+    for path in sorted(FIXTURES.glob("*/bad*.py")):
+        for hit in lint_source(path.read_text(), path.name):
+            assert hit.fix and hit.text.count(hit.fix) == 1, (path, hit.slug)
