@@ -34,6 +34,7 @@ from torch.utils.data import dataloader as _dl
 
 from overt.guards.report import GuardError
 from overt.guards.where import user_location
+from overt.guards.workers import check_worker_rngs
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -104,6 +105,8 @@ def _loader_start(it: Any) -> None:
         safely(s.samplers.pass_started, it)
         if workers > 1:
             safely(s.data.loader_started, workers)
+        if workers:
+            safely(check_worker_rngs, s, it)  # worker-rng-copied (overt/guards/workers.py)
         # a training epoch or an evaluation pass begins: look at its first forwards, for the
         # first passes over each dataset (later passes repeat the pattern; a mode switch or
         # no_grad still re-arms, and an evaluation phase keeps the hook on until training resumes)

@@ -33,6 +33,7 @@ EXPECTED = {
     "w18_nan_inputs": ("run",),
     "w19_set_epoch_missing": ("lint", "run"),
     "w20_mask_plain_attribute": ("run",),
+    "w23_numpy_seed_workers": ("run",),
     "w24_accumulation_unscaled": ("lint",),
     "w25_retain_graph_loop": ("lint", "run"),
     "w26_no_grad_without_eval": ("lint", "run"),

@@ -6,11 +6,12 @@ Source: Stack Overflow 67180955 and "Using PyTorch + NumPy? You're making a mist
 TrainCheck's ``stackoverflow-67180955``.  PyTorch 1.9 re-seeds the global NumPy generator per
 worker (pytorch/pytorch#56488), so this reproduction keeps the still-live variant: a
 ``np.random.RandomState`` created in the dataset's ``__init__`` is copied into each forked worker.
+The twin re-seeds it per worker in a ``worker_init_fn`` (the fix the post recommends).
 """
 
 from tests.wild.cases.common import PRELUDE
 
-SLUGS = ("duplicated-worker-randomness",)
+SLUGS = ("worker-rng-copied",)
 
 _SCRIPT = PRELUDE + '''
 import numpy as np
@@ -26,14 +27,18 @@ class Noisy(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         x, y = self.base[i]
-        rng = {rng}
-        return x + torch.tensor(rng.normal(0, 0.05, x.shape), dtype=torch.float32), y
+        return x + torch.tensor(self.rng.normal(0, 0.05, x.shape), dtype=torch.float32), y
+
+
+def reseed(worker_id):
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = np.random.RandomState(info.seed % 2**32)
 
 
 model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loss_fn = nn.CrossEntropyLoss()
-train_loader = DataLoader(Noisy(train_ds), batch_size=64, shuffle=True, num_workers=2)
+train_loader = DataLoader(Noisy(train_ds), batch_size=64, shuffle=True, num_workers=2{init})
 #@guard
 for epoch in range(2):
     for xb, yb in train_loader:
@@ -44,5 +49,4 @@ for epoch in range(2):
 
 
 def script(bug: bool) -> str:
-    fresh = "np.random.default_rng(torch.randint(0, 2**31, ()).item())"
-    return _SCRIPT.format(rng="self.rng" if bug else fresh)
+    return _SCRIPT.format(init="" if bug else ", worker_init_fn=reseed")
