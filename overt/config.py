@@ -38,9 +38,22 @@ _Yaml12Loader.add_implicit_resolver(
 )
 
 
-def load_yaml(text: str) -> Any:
-    """Parse YAML with 1.2 booleans."""
-    return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+class _NoAliasLoader(_Yaml12Loader):
+    """:class:`_Yaml12Loader` refusing aliases (``*name``): files overt writes never hold one, and a few
+    nested aliases (an "alias bomb") expand to gigabytes when the result is walked."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ValueError(f"YAML alias *{event.anchor} at line {event.start_mark.line + 1}: aliases are not "
+                             "accepted in this file")
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str, *, aliases: bool = True) -> Any:
+    """Parse YAML with 1.2 booleans (safe: no Python objects); ``aliases=False`` refuses aliases with
+    a ``ValueError`` (for files overt wrote itself, which never hold one)."""
+    return yaml.load(text, Loader=_Yaml12Loader if aliases else _NoAliasLoader)  # noqa: S506 - SafeLoader subclasses
 
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|meta|(cuda|xpu|hpu|npu|xla|mtia|privateuseone)(:\d+)?)$")

@@ -99,6 +99,7 @@ def doctor(model: nn.Module, optimizer: Any, loss_fn: Any, train_data: Any, val_
     from overt.engine.seeding import capture_rng, restore_rng
     from overt.doctor.readiness import Readiness
 
+    _check_inputs(model, train_data, out)
     cfg, opts = split_settings(settings, config)
     rng = capture_rng()
     generators = _loader_generators(train_data, val_data)  # iterating a user's DataLoader advances them
@@ -126,6 +127,30 @@ def doctor(model: nn.Module, optimizer: Any, loss_fn: Any, train_data: Any, val_
     if out is not None:
         readiness.write(out)
     return readiness
+
+
+def _check_inputs(model: Any, train_data: Any, out: str | Path | None) -> None:
+    """Refuse, before any probe runs, what no probe can use: a model that is not a module, an empty
+    training set, an ``out`` that names a file."""
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"the model is {type(model).__name__}, not a torch.nn.Module",
+                          why="every probe trains or runs a copy of the model",
+                          fix="pass the model itself (an nn.Module) as the first argument")
+    if train_data is None:
+        raise ConfigError("the training data is None", fix="pass the training Dataset or DataLoader")
+    try:
+        size = len(train_data)
+    except TypeError:  # an IterableDataset or a loader over one: checked when the probes iterate it
+        size = None
+    if size == 0:
+        raise ConfigError("the training data is empty (0 samples)" if not hasattr(train_data, "dataset")
+                          else "the training loader is empty (0 batches)",
+                          why="there is nothing to probe: no batch to run, train or time",
+                          fix="check how the training set is built (a wrong path or filter leaves it empty)")
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"out={out} is a file, not a folder",
+                          why="the doctor writes its note, JSON and plots into the folder `out` names",
+                          fix="name a folder (it is created when missing)")
 
 
 def _loader_generators(*datas: Any) -> list[tuple[Any, Any]]:

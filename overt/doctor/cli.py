@@ -52,11 +52,19 @@ def out_dir(out: Any, cfg: Any) -> Path:
     from overt.run.rundir import run_dir_for
 
     path = Path(str(out)) if out else run_dir_for(None, str(Path(cfg.runs_root) / "doctor"), None, cfg.recipe)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"out={path} is a file, not a folder",
+                          why="the doctor writes its note, JSON and plots into the folder out= names",
+                          fix="name a folder (it is created when missing)")
     if path.exists() and any(path.iterdir()) and not (path / JSON).exists():
         raise ConfigError(f"{path} already holds files that are not a readiness note",
                           why="the doctor would mix its note into another run's files",
                           fix="choose another out= folder, or delete it")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the folder out={path}: {exc.strerror or exc}",
+                          fix="name a folder that can be written") from None
     return path
 
 

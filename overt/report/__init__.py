@@ -27,6 +27,7 @@ class ReportResult:
     plots: list[Path] = field(default_factory=list)
     csv: Path | None = None
     note: str = ""  # set when plots were skipped (matplotlib missing)
+    problems: list[str] = field(default_factory=list)  # run files that could not be read (and were ignored)
 
 
 def default_out_dir(run_dirs: Sequence[str | Path]) -> Path:
@@ -47,16 +48,24 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
 
     runs = [read_run(d) for d in run_dirs]
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    out.mkdir(parents=True, exist_ok=True)
-    result = ReportResult(markdown=out / "report.md")
     try:
-        result.plots = write_plots(runs, out)
-    except MissingExtraError as exc:
-        result.note = str(exc)
-    if csv:
-        from overt.report.export import write_csv
+        out.mkdir(parents=True, exist_ok=True)
+        result = ReportResult(markdown=out / "report.md")
+        try:
+            result.plots = write_plots(runs, out)
+        except MissingExtraError as exc:
+            result.note = str(exc)
+        if csv:
+            from overt.report.export import write_csv
 
-        result.csv = write_csv(runs, out / "metrics.csv")
-    note = f"Plots skipped: {result.note}" if result.note else ""
-    write_text_atomic(result.markdown, render(runs, result.plots, out, plots_note=note.replace("\n", " ")))
+            result.csv = write_csv(runs, out / "metrics.csv")
+        note = f"Plots skipped: {result.note}" if result.note else ""
+        write_text_atomic(result.markdown, render(runs, result.plots, out, plots_note=note.replace("\n", " ")))
+    except OSError as exc:
+        from overt.errors import OvertError
+
+        raise OvertError(f"cannot write the report to {out}: {exc.strerror or exc}",
+                         why="the output folder must be a writable folder (it is created when missing)",
+                         fix="choose another folder with --out") from None
+    result.problems = [f"{run.name}: {problem}" for run in runs for problem in run.problems]
     return result

@@ -38,6 +38,8 @@ def main(argv: list[str]) -> int:
     except OvertError as exc:
         print(f"overt report: error: {exc}", file=sys.stderr)
         return 2
+    for problem in result.problems:
+        print(f"overt report: warning: {problem}", file=sys.stderr)
     if result.note:
         print(f"overt report: {result.note}\n  report.md still has the tables.", file=sys.stderr)
     print(f"overt report: wrote {result.markdown}")

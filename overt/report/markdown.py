@@ -121,6 +121,11 @@ def render(runs: list[RunRecord], plots: list[Path], out_dir: Path, plots_note: 
         if len(runs) > 1:
             lines += [f"### {label}", ""]
         lines += [*_findings(run), ""]
+    if any(run.problems for run in runs):
+        lines += ["## Files that could not be read", ""]
+        for run, label in zip(runs, labels):
+            lines += [f"- {label}: {problem}" for problem in run.problems]
+        lines += [""]
     lines += ["## Config", ""]
     for run, label in zip(runs, labels):
         import yaml

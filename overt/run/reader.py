@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,46 +19,201 @@ from overt.run.rundir import CONFIG, GUARDS, METRICS, STATUS, SUMMARY
 
 #: how metrics.jsonl spells non-finite values (strict JSON has no NaN; see overt.run.metrics_log.json_safe)
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_TEXT_MAX = 1 << 30  # a run file larger than this is not one overt wrote
 
 
-def iter_metric_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(line, record)`` for each complete record of a ``metrics.jsonl`` file."""
+class UnreadableFile(Exception):
+    """A run file that exists but cannot be read as text (not a regular file, too large, no permission)."""
+
+
+def read_regular_text(path: Path) -> str | None:
+    """The text of ``path`` (None when missing).  Only a regular file is read: a FIFO would block
+    forever and a device never ends.  Bytes that are not UTF-8 are replaced, never an error."""
+    import os
+    import stat
+
     try:
-        text = Path(path).read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnreadableFile(f"{path.name} cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else "a folder" if stat.S_ISDIR(info.st_mode)
+                    else "not a regular file")
+            raise UnreadableFile(f"{path.name} is {kind}; it was not read")
+        if info.st_size > _TEXT_MAX:
+            raise UnreadableFile(f"{path.name} is {info.st_size} bytes, more than a run file can be; it was not read")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(_TEXT_MAX + 1)
+    except OSError as exc:
+        raise UnreadableFile(f"{path.name} cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
+
+
+def _number(value: Any) -> float | int | None:
+    """A metric value as a number (``"nan"``/``"inf"`` spelled as metrics.jsonl does), else None."""
+    if isinstance(value, str):
+        return _NON_FINITE.get(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """A step or epoch count: a whole, finite, non-negative number, else None."""
+    number = _number(value)
+    if number is None or not math.isfinite(number) or number < 0 or number != int(number) or number > 2 ** 62:
+        return None
+    return int(number)
+
+
+def _record(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """A metrics record with a whole ``step`` and ``epoch`` and only numeric metrics; None when its
+    step or epoch is not a count (the line was not written by overt, or was damaged)."""
+    step, epoch = _count(raw.get("step")), _count(raw.get("epoch", 0))
+    if step is None or epoch is None:
+        return None
+    out: dict[str, Any] = {"step": step, "epoch": epoch}
+    for key, value in raw.items():
+        if key not in ("step", "epoch") and isinstance(key, str):
+            number = _number(value)
+            if number is not None:
+                out[key] = number
+    return out
+
+
+def iter_metric_lines(path: Path, problems: list[str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(line, record)`` for each complete record of a ``metrics.jsonl`` file (lines that are not
+    a record -- cut short by a crash, damaged, binary -- are skipped and counted in ``problems``)."""
+    try:
+        text = read_regular_text(Path(path))
+    except UnreadableFile as exc:
+        if problems is not None:
+            problems.append(str(exc))
         return
-    for line in text.splitlines():
+    if text is None:
+        return
+    skipped = 0
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
         try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
-        if isinstance(record, dict):
-            yield line, {k: _NON_FINITE.get(v, v) if isinstance(v, str) else v for k, v in record.items()}
+            raw = json.loads(line)
+        except (ValueError, RecursionError):
+            skipped += index < len(lines) - 1 and bool(line.strip())  # the last line: cut short by a crash
+            continue
+        record = _record(raw) if isinstance(raw, dict) else None
+        if record is None:
+            skipped += 1
+            continue
+        yield line, record
+    if skipped and problems is not None:
+        problems.append(f"{Path(path).name}: {skipped} line(s) are not metric records (damaged or not written by "
+                        "overt); skipped")
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl`` file, in order (each has ``step`` and ``epoch``)."""
-    return [record for _, record in iter_metric_lines(path)]
+    return [record for _, record in iter_metric_lines(path, problems)]
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path, problems: list[str] | None = None) -> dict[str, Any] | None:
     """A JSON object file, or None when it is missing or unreadable (e.g. being replaced)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        text = read_regular_text(Path(path))
+        data = json.loads(text) if text is not None else None
+    except (UnreadableFile, ValueError, RecursionError) as exc:
+        if problems is not None:
+            problems.append(f"{Path(path).name} is unreadable ({exc}); ignored")
         return None
+    if data is not None and not isinstance(data, dict) and problems is not None:
+        problems.append(f"{Path(path).name} holds a JSON {type(data).__name__}, not an object; ignored")
     return data if isinstance(data, dict) else None
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """``config.yaml`` as a dict (empty when missing)."""
+def read_config(path: Path, problems: list[str] | None = None) -> dict[str, Any]:
+    """``config.yaml`` as a dict (empty when missing; when unreadable, empty with the reason added to
+    ``problems``, or the exception raised when no ``problems`` list is given).  YAML aliases are refused: overt
+    never writes them, and a few nested ones (an "alias bomb") expand to gigabytes."""
     from overt.config import load_yaml
 
     try:
-        data = load_yaml(Path(path).read_text())
-    except OSError:
+        text = read_regular_text(Path(path))
+        data = load_yaml(text, aliases=False) if text is not None else {}
+    except Exception as exc:  # unreadable, an alias, yaml.YAMLError and its subclasses
+        if problems is None:  # the caller reports it
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"{Path(path).name} is not readable YAML ({first}); ignored")
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        if problems is not None and data:
+            problems.append(f"{Path(path).name} is not a mapping; ignored")
+        return {}
+    return data
+
+
+def _clean_summary(summary: dict[str, Any] | None, problems: list[str]) -> dict[str, Any] | None:
+    """``summary.json`` with every field of the wrong type dropped (and named in ``problems``)."""
+    if summary is None:
+        return None
+    out = dict(summary)
+    dropped = []
+    if "status" in out and not isinstance(out["status"], str):
+        dropped.append("status")
+        out.pop("status")
+    for key in ("epochs", "steps"):
+        if key in out and _count(out[key]) is None:
+            dropped.append(key)
+            out.pop(key)
+        elif key in out:
+            out[key] = _count(out[key])
+    if "final" in out:
+        final = out["final"]
+        out["final"] = ({k: _number(v) for k, v in final.items() if isinstance(k, str) and _number(v) is not None}
+                        if isinstance(final, dict) else {})
+        if not isinstance(final, dict):
+            dropped.append("final")
+    if "best" in out:
+        best = out["best"]
+        value = _number(best.get("value")) if isinstance(best, dict) else None
+        if (isinstance(best, dict) and value is not None and isinstance(best.get("metric"), str)
+                and _count(best.get("step")) is not None):
+            out["best"] = {**best, "value": value, "step": _count(best.get("step")),
+                           "mode": str(best.get("mode", "min"))}
+        else:
+            if best is not None and not (isinstance(best, dict) and best.get("value") is None):
+                dropped.append("best")
+            out.pop("best")
+    if "findings" in out and not (isinstance(out["findings"], list)
+                                  and all(isinstance(f, dict) for f in out["findings"])):
+        dropped.append("findings")
+        out.pop("findings")
+    if dropped:
+        problems.append(f"summary.json: {', '.join(dropped)} of the wrong type; ignored")
+    return out
+
+
+def _clean_status(status: dict[str, Any] | None, problems: list[str]) -> dict[str, Any]:
+    out = dict(status or {})
+    dropped = []
+    if "status" in out and not isinstance(out["status"], str):
+        dropped.append("status")
+        out.pop("status")
+    if "step" in out:
+        if _count(out["step"]) is None:
+            dropped.append("step")
+            out.pop("step")
+        else:
+            out["step"] = _count(out["step"])
+    if dropped:
+        problems.append(f"status.json: {', '.join(dropped)} of the wrong type; ignored")
+    return out
 
 
 @dataclass
@@ -72,6 +227,7 @@ class RunRecord:
     status: dict[str, Any]
     findings: list[dict[str, Any]] | None = None  # None: not recorded (the guards write them when a run ends)
     holder: dict[str, Any] | None = None  # who holds the run's lock (pid, host, since), set by ``state``
+    problems: list[str] = field(default_factory=list)  # damaged or unreadable files, what was ignored
 
     @property
     def name(self) -> str:
@@ -82,12 +238,14 @@ class RunRecord:
         """``completed``, ``stopped``, ``failed``, ``interrupted``, ``running`` (a process holds the
         run's lock now), or ``ended abruptly`` (it says running but nobody holds the lock: killed,
         or its last status write failed); as :func:`overt.run.rundir.run_status` says."""
-        status = str((self.summary or {}).get("status") or self.status.get("status") or "running")
-        if status == "running" and self.summary is None:
-            from overt.run import lock
+        from overt.run import lock
 
-            self.holder = lock.holder(self.path)
-            return "running" if self.holder is not None else "ended abruptly"
+        self.holder = lock.holder(self.path)
+        status = str((self.summary or {}).get("status") or self.status.get("status") or "running")
+        if self.holder is not None and (status == "running" or not lock.is_held_here(self.path)):
+            return "running"  # another process has the run now (a resume extends a finished run, too)
+        if status == "running" and self.summary is None:
+            return "ended abruptly"
         return status
 
     @property
@@ -149,10 +307,16 @@ def read_run(path: str | Path) -> RunRecord:
             why="a run directory holds config.yaml, metrics.jsonl, status.json (and summary.json when finished)",
             fix="name the folder `overt train` wrote, e.g. runs/digits-20260101-120000",
         )
-    summary = read_json(path / SUMMARY)
+    problems: list[str] = []
+    summary = _clean_summary(read_json(path / SUMMARY, problems), problems)
     findings = (summary or {}).get("findings")
     if findings is None:
-        findings = (read_json(path / GUARDS) or {}).get("findings")
-    return RunRecord(path=path, config=read_config(path / CONFIG), metrics=read_metrics(path / METRICS),
-                     summary=summary, status=read_json(path / STATUS) or {},
-                     findings=None if findings is None else list(findings))
+        guards = (read_json(path / GUARDS, problems) or {}).get("findings")
+        if guards is not None and not (isinstance(guards, list) and all(isinstance(f, dict) for f in guards)):
+            problems.append("guards.json: findings of the wrong type; ignored")
+            guards = None
+        findings = guards
+    return RunRecord(path=path, config=read_config(path / CONFIG, problems),
+                     metrics=read_metrics(path / METRICS, problems),
+                     summary=summary, status=_clean_status(read_json(path / STATUS, problems), problems),
+                     findings=None if findings is None else list(findings), problems=problems)

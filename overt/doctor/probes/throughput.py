@@ -55,13 +55,22 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
     it = iter(loader)
     t_start = clock.now()
     first_batch_s = None
+    fresh_epoch = True  # no batch since the loader was (re)started: an empty loader would loop forever
     while n_steps < steps + warmup:
         t0 = clock.now()
         try:
             batch = next(it)
         except StopIteration:
-            it = iter(loader)
+            if fresh_epoch:
+                from overt.errors import ConfigError
+
+                raise ConfigError("the training loader yields no batch",
+                                  why="there is nothing to measure (and a training run would do nothing)",
+                                  fix="check the training data set is not empty (and drop_last with fewer samples "
+                                      "than one batch)") from None
+            it, fresh_epoch = iter(loader), True
             continue
+        fresh_epoch = False
         t1 = clock.now()
         if first_batch_s is None:
             first_batch_s = t1 - t0
