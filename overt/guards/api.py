@@ -26,7 +26,8 @@ class Guard:
     Findings are printed to stderr as they are found; :meth:`report` does the
     final checks, removes every hook, prints a summary, writes the JSON report
     (when ``report_path`` was given) and returns the findings.  Also a context
-    manager: ``with overt.guard(model, opt) as g: ...`` reports on exit.
+    manager: ``with overt.guard(model, opt) as g: ...`` reports on exit, however the block exits
+    (the JSON report included).
     """
 
     def __init__(self, session: GuardSession):
@@ -39,8 +40,11 @@ class Guard:
 
     def report(self, *, quiet: bool = False) -> list[Finding]:
         """Finish: last device reads, end-of-run checks, hooks removed.  Returns the findings."""
+        return self._finish(quiet=quiet)
+
+    def _finish(self, *, quiet: bool = False, error: BaseException | None = None) -> list[Finding]:
         first = not self.session.closed
-        findings = self.session.close()
+        findings = self.session.close(error=error) if error is not None else self.session.close()
         if first:
             out = self.session.options.out()
             if not quiet:
@@ -55,9 +59,9 @@ class Guard:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
-            self.session.close(error=exc)
-        self.report()
+        # the summary and the JSON report are written however the block exits (an exception, a
+        # guard that stopped the run, KeyboardInterrupt, sys.exit)
+        self._finish(error=exc)
 
 
 def guard(

@@ -3,7 +3,8 @@
 The script runs as ``__main__`` as ``python script.py`` runs it (:mod:`overt.guards.script`);
 models and optimizers are found through PyTorch's global module and optimizer
 hooks.  The exit code is the script's own (``sys.exit(n)`` -> n, an uncaught
-exception -> 1); with ``--strict`` a run with findings exits 1 as well.
+exception -> 1), except that a run whose script exits 0 with an error-level finding exits 1
+(``--allow-errors`` keeps the script's 0); with ``--strict`` a run with any finding exits 1.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--report", metavar="FILE", help="write the findings as JSON to FILE")
     p.add_argument("--strict", action="store_true", help="warnings become errors; exit 1 on any finding")
+    p.add_argument("--allow-errors", action="store_true",
+                   help="error-level findings do not change the exit status (by default a script that exits 0 "
+                        "with an error finding exits 1)")
     p.add_argument("--ignore", action="append", default=[], metavar="SLUG",
                    help="silence a slug or code (repeatable, or comma-separated)")
     p.add_argument("--check-every", type=int, default=50, metavar="N",
@@ -152,5 +156,11 @@ def main(argv: list[str]) -> int:
     if args.report and (ranks.env.rank == 0 or not ranks.done):
         session.reporter.write(args.report if ranks.env.rank == 0 else f"{args.report}.rank{ranks.env.rank}")
     if code == 0 and args.strict and findings:
+        code = 1
+    errors = [f for f in findings if str(getattr(f.severity, "value", f.severity)) == "error"]
+    if code == 0 and errors and not args.allow_errors:
+        if ranks.env.rank == 0 or not ranks.done:
+            print(f"overt run: exit status 1: {len(errors)} error-level finding(s) "
+                  "(--allow-errors keeps the script's own exit status)", file=sys.stderr, flush=True)
         code = 1
     return code

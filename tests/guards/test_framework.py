@@ -107,3 +107,34 @@ def test_check_every_samples_checked_steps():
         opt.step()
     assert g.report() == []
     assert seen == [0, 1, 10, 20, 30]
+
+
+@pytest.mark.parametrize("how", ["exception", "guard-stop", "keyboard-interrupt", "normal"])
+def test_the_context_manager_writes_its_report_however_the_block_exits(tmp_path, how):
+    import json
+
+    import overt
+    from overt.errors import OvertError
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    report = tmp_path / "guards.json"
+    raised = {"exception": ValueError, "guard-stop": OvertError, "keyboard-interrupt": KeyboardInterrupt}.get(how)
+    try:
+        with overt.guard(model, opt, report_path=str(report), stream=io.StringIO()):
+            for step in range(3):
+                if how != "guard-stop":
+                    opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,))).backward()
+                opt.step()
+                if how == "exception" and step == 1:
+                    raise ValueError("boom")
+                if how == "keyboard-interrupt" and step == 1:
+                    raise KeyboardInterrupt
+    except BaseException as exc:
+        assert raised is not None and isinstance(exc, raised), exc
+    else:
+        assert raised is None
+    data = json.loads(report.read_text())
+    slugs = [f["slug"] for f in data["findings"]]
+    assert slugs == (["stale-gradients"] if how == "guard-stop" else [])

@@ -134,7 +134,7 @@ def test_unsafe_load_is_flagged(tmp_path, capsys):
     report = tmp_path / "r.json"
     # dataloader-starvation, the one timing-based guard, may fire on a loaded machine: ignored
     quiet = ["--ignore", "dataloader-starvation"]
-    assert _run([*quiet, "--report", str(report), str(_script(tmp_path, tail=tail))]) == 0
+    assert _run([*quiet, "--report", str(report), str(_script(tmp_path, tail=tail))]) == 1  # an error finding
     findings = json.loads(report.read_text())["findings"]
     assert [f["slug"] for f in findings] == ["unsafe-load"]
     assert "train.py:" in findings[0]["where"]
@@ -189,3 +189,14 @@ def test_spawned_dataloader_workers(tmp_path):
     proc = run_overt("run", "--report", str(report), str(script), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert [f["slug"] for f in json.loads(report.read_text())["findings"]] == ["stale-gradients"]
+
+
+def test_an_error_finding_fails_the_run_unless_allowed(tmp_path, capsys):
+    """--no-stop lets the script finish (exit 0) with stale gradients, an error-level finding: the run
+    exits 1 so a CI job fails; --allow-errors keeps the script's 0."""
+    script = _script(tmp_path, reset="pass")
+    assert _run(["--no-stop", str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "stale-gradients" in err and "exit status 1: 1 error-level finding(s)" in err
+    assert _run(["--no-stop", "--allow-errors", str(script)]) == 0
+    assert _run(["--no-stop", "--ignore", "stale-gradients", str(script)]) == 0
