@@ -37,6 +37,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "guard": ("overt.guards", "guard"),
     "Checkpointer": ("overt.checkpoint", "Checkpointer"),
     "Predictor": ("overt.predict.predictor", "Predictor"),
+    "Preprocessing": ("overt.preprocessing", "Preprocessing"),
     "OvertError": ("overt.errors", "OvertError"),
     "metrics": ("overt.engine.metrics", ""),
     "pad_collate": ("overt.engine.collate", "pad_collate"),

@@ -190,6 +190,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
           "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
           _W, True, False),
+    Entry("train-serve-skew", "OVT610", "inputs at prediction time unlike the inputs the model was trained on",
+          "the model answers confidently on inputs prepared differently (another scale, column order, blank rows), "
+          "so the answers are wrong and nothing says so",
+          _W, False, True),
     # -- training dynamics ---------------------------------------------------------
     Entry("exploding-gradients", "OVT701", "gradient norm far above its running range",
           "updates blow up and training diverges a few steps later",

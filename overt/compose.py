@@ -116,6 +116,16 @@ def fit(
     return Trainer(model, optimizer, loss_fn, train_data, val_data, **kwargs).fit()
 
 
+def inputs_record(recipe: Any) -> dict[str, Any]:
+    """The record of what ``recipe`` trains on (:func:`overt.record.build_record`): its declared
+    preprocessing, the model inputs' schema and statistics from a bounded sample, the classes."""
+    from overt.record import build_record
+
+    prep = recipe.preprocessing
+    labels = (prep.labels if prep is not None else None) or recipe.meta.get("labels")
+    return build_record(recipe.train_data, preprocessing=prep.to_dict() if prep is not None else None, labels=labels)
+
+
 def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str, Any]:
     """Build a recipe module's run with ``cfg``, claim its run directory, train; the CLI's run.
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
@@ -126,7 +136,8 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     from overt.run import lock
     from overt.run.rundir import check_claimable, claim, run_dir_for
     from overt.recipes.trust import remember
-    from overt.run.writer import write_recipe_meta, write_recipe_source
+    from overt.run.rundir import INPUTS
+    from overt.run.writer import write_inputs_record, write_recipe_meta, write_recipe_source
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
     named = bool(cfg.run_dir or cfg.name)  # else a generated name, made unique when claimed
@@ -153,6 +164,8 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
             if main:
                 write_recipe_meta(run_dir, recipe.meta)
                 write_recipe_source(run_dir, source)
+                if resume is None or not (Path(run_dir) / INPUTS).is_file():
+                    write_inputs_record(run_dir, inputs_record(recipe))
             if resume is not None:
                 from overt.checkpoint.callback import restore_trainer
 

@@ -19,7 +19,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "unregistered-tensor", "too-many-workers", "batchnorm-in-accumulation", "effective-batch-size",
          "val-loss-diverging", "val-metric-collapse",
          # issue 24, real-world silent bugs (tests/wild)
-         "weights-frozen", "dropout-always-on", "val-overlaps-train", "worker-rng-copied"}
+         "weights-frozen", "dropout-always-on", "val-overlaps-train", "worker-rng-copied",
+         # issue 23, using what was trained
+         "train-serve-skew"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -8,7 +8,9 @@ import sys
 HELP = """\
 Export a finished run's model and check it against the eager model on real validation
 inputs (onnxruntime for ONNX, the reloaded program for .pt2); the maximum absolute
-difference is printed.
+difference is printed.  Beside the model, model.serving.json carries the run's declared
+preprocessing and input record; overt.serving.load_exported(path) serves both, and the
+parity check runs raw validation inputs through that path (answers must equal predict's).
 
   overt export runs/mnist-... --format onnx            # writes runs/mnist-.../model.onnx
   overt export runs/mnist-... --format pt2 --out m.pt2
@@ -30,6 +32,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (default) or pt2 (torch.export)")
     parser.add_argument("--out", default=None, help="output file (default: RUN_DIR/model.onnx or model.pt2)")
     parser.add_argument("--samples", type=int, default=64, help="validation samples for the parity check")
+    parser.add_argument("--checkpoint", choices=("final", "best", "last"), default="final",
+                        help="which weights: final (model.safetensors, default), best (by the run's monitored "
+                             "metric) or last (the newest valid checkpoint)")
     parser.add_argument("--atol", type=float, default=1e-4, help="largest acceptable absolute difference")
     parser.add_argument("--recipe", default=None, metavar="FILE",
                         help="import this recipe file instead of the one the run names (you vouch for it)")
@@ -38,13 +43,19 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         result = export_run(args.run_dir, args.format, args.out, samples=args.samples, atol=args.atol,
-                            recipe=args.recipe, trust_recipe=args.trust_recipe)
+                            recipe=args.recipe, trust_recipe=args.trust_recipe, checkpoint=args.checkpoint)
     except OvertError as exc:
         print(f"overt export: error: {exc}", file=sys.stderr)
         return 2
     verdict = "ok" if result.ok else f"FAILED: above --atol {result.atol:g}"
     engine = "onnxruntime" if result.format == "onnx" else "torch.export"
-    print(f"overt export: wrote {result.path}")
-    print(f"parity ({engine} vs eager, {result.samples} validation samples): "
-          f"max abs diff {result.max_abs_diff:.3g} -- {verdict}")
+    from overt.serving import serving_path
+
+    print(f"overt export: wrote {result.path} and {serving_path(result.path)} (preprocessing and input record; "
+          "load both with overt.serving.load_exported)")
+    what = "raw validation inputs through the declared preprocessing" if result.raw else "validation samples"
+    answers = "" if result.same_answers is None else (
+        "; answers identical to overt predict" if result.same_answers else "; answers DIFFER from overt predict")
+    print(f"parity ({engine} vs eager, {result.samples} {what}): "
+          f"max abs diff {result.max_abs_diff:.3g}{answers} -- {verdict}")
     return 0 if result.ok else 1

@@ -8,13 +8,17 @@ eager model and through the exported one (onnxruntime for ONNX, the reloaded
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import numpy as np
+
 from overt.errors import OvertError
+from overt.serving import SUFFIX, serving_path
 
 FORMATS = ("onnx", "pt2")
 
@@ -32,10 +36,12 @@ class ExportResult:
     max_abs_diff: float
     samples: int
     atol: float
+    raw: bool = False  # parity checked on raw inputs through the declared preprocessing
+    same_answers: bool | None = None  # served answers (class, probability...) equal predict's
 
     @property
     def ok(self) -> bool:
-        return self.max_abs_diff <= self.atol
+        return self.max_abs_diff <= self.atol and self.same_answers is not False
 
 
 def validation_inputs(predictor: Any, samples: int) -> tuple[torch.Tensor, ...]:
@@ -86,15 +92,35 @@ def _export_pt2(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: 
         return reloaded.module()(*inputs)
 
 
+def _check_out(path: Path, run_dir: Path, fmt: str) -> None:
+    """Refuse an output path that would overwrite the run's own files (its weights, config, records)."""
+    target = path.resolve()
+    run = run_dir.resolve()
+    allowed = {f"model.{f}" for f in FORMATS} | {f"model{SUFFIX}"}
+    inside = target.parent == run and target.name not in allowed
+    if inside or run / "checkpoints" in target.parents or target.is_dir():
+        raise ExportError(f"--out {path} would overwrite {'a folder' if target.is_dir() else 'a file of the run'}",
+                          where=str(target),
+                          why="the run's weights, config and records are what predict, resume and the parity check "
+                              "read; an export written over them destroys the trained model",
+                          fix=f"write the export elsewhere, or leave --out out (RUN_DIR/model.{fmt})")
+
+
 def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = None, *, samples: int = 64,
                atol: float = 1e-4, quiet: bool = False, recipe: str | None = None,
-               trust_recipe: bool = False) -> ExportResult:
+               trust_recipe: bool = False, checkpoint: str = "final") -> ExportResult:
     """Export the model of the finished run ``run_dir`` to ``out`` (default ``RUN_DIR/model.onnx`` or
-    ``model.pt2``) and compare it with the eager model on ``samples`` validation inputs."""
-    from overt.predict.predictor import Predictor
+    ``model.pt2``) with its preprocessing and input record beside it (``model.serving.json``, read by
+    :func:`overt.serving.load_exported`), and compare it with the eager model: on ``samples`` raw
+    validation inputs through the declared preprocessing when the recipe gives them (answers must be
+    identical too), else on prepared validation inputs.  ``checkpoint``: final, best or last."""
+    from overt.predict.predictor import Predictor, weights_for
 
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}", fix=f"use one of: {', '.join(FORMATS)}")
+    if not isinstance(samples, int) or samples < 1:
+        raise ExportError(f"--samples {samples!r}: the parity check needs at least one sample",
+                          fix="give --samples 1 or more (default 64)")
     if fmt == "onnx":
         try:
             import onnx  # noqa: F401
@@ -102,11 +128,14 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
         except ImportError as exc:
             raise ExportError(f"ONNX export needs {exc.name}, which is not installed",
                               fix='pip install "overt[export]"  (onnx, onnxruntime, onnxscript)') from None
-    predictor = Predictor.from_run(run_dir, device="cpu", quiet=quiet, recipe=recipe, trust_recipe=trust_recipe,
-                                   command="overt export")
-    model = predictor.model.eval()
-    inputs = validation_inputs(predictor, samples)
     path = Path(out) if out is not None else Path(run_dir) / f"model.{fmt}"
+    _check_out(path, Path(run_dir), fmt)
+    weights = weights_for(run_dir, checkpoint, log=None if not quiet else (lambda message: None))
+    predictor = Predictor.from_run(run_dir, device="cpu", quiet=quiet, recipe=recipe, trust_recipe=trust_recipe,
+                                   command="overt export", weights=weights)
+    model = predictor.model.eval()
+    raw = raw_validation(predictor, samples)
+    inputs = (predictor.prepare(raw),) if raw is not None else validation_inputs(predictor, samples)
     with torch.inference_mode():
         eager = model(*inputs)
     try:
@@ -118,4 +147,51 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
                           f"{str(exc).splitlines()[0] if str(exc) else ''}",
                           fix="see the exporter's message; the model's forward must be traceable") from exc
     diff = float((exported.float() - eager.float()).abs().max()) if eager.numel() else 0.0
-    return ExportResult(path=path, format=fmt, max_abs_diff=diff, samples=int(inputs[0].shape[0]), atol=atol)
+    spec = write_serving_spec(path, fmt, predictor)
+    same_answers = None
+    if raw is not None:  # the served path end to end: raw inputs -> the JSON's preprocessing -> export -> answers
+        from overt.serving import ExportedModel
+
+        served = ExportedModel(path, spec)
+        diff = max(diff, float(np.abs(served.outputs(raw) - eager.float().numpy()).max()))
+        same_answers = same(served.predict(raw), predictor.answer(eager), max(atol, 1e-6))
+    return ExportResult(path=path, format=fmt, max_abs_diff=diff, samples=int(inputs[0].shape[0]), atol=atol,
+                        raw=raw is not None, same_answers=same_answers)
+
+
+def same(a: Any, b: Any, atol: float) -> bool:
+    """Answers equal: classes, labels and keys exactly, numbers within ``atol`` (plus float32's relative
+    precision, for answers in a target's units)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], atol) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y, atol) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(float(a) - float(b)) <= atol + 1e-6 * max(abs(a), abs(b))
+    return a == b
+
+
+def raw_validation(predictor: Any, samples: int) -> list[Any] | None:
+    """The first ``samples`` raw validation inputs the recipe gives (``Recipe.raw_val``), when it declares
+    its preprocessing; else None."""
+    from overt.recipes.base import build_recipe
+
+    if predictor.preparation is None:
+        return None
+    recipe = build_recipe(predictor.module, predictor.config)
+    if recipe.raw_val is None or not len(recipe.raw_val):
+        return None
+    return list(recipe.raw_val[:samples])
+
+
+def write_serving_spec(path: Path, fmt: str, predictor: Any) -> dict[str, Any]:
+    """``model.serving.json`` beside the export: the preprocessing, the input record, the answers' form."""
+    import overt
+    from overt.run.atomic import write_text_atomic
+    from overt.run.metrics_log import json_safe
+
+    record = {k: v for k, v in predictor.record.items() if k != "preprocessing"}
+    prep = predictor.preparation.to_dict() if predictor.preparation is not None else None
+    spec = {"format": fmt, "model": path.name, "overt": overt.__version__, "preprocessing": prep, "inputs": record}
+    write_text_atomic(serving_path(path), json.dumps(json_safe(spec)) + "\n")
+    return spec

@@ -4,29 +4,39 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from typing import Any
 
 HELP = """\
 Predict with a finished run's model.  Inputs: CSV files (rows of numbers, or a header
 row and named columns), .npy arrays (one input per row), text files (one input per
-line), literal strings, or stdin (no inputs or `-`).  One JSON line per input on stdout.
+line), literal strings, or stdin (no inputs or `-`).  One JSON line per input on stdout:
+for a classifier the class, its label, its probability and the top classes (--top-k);
+for a regression the target in its own units; --raw gives the model's outputs (logits).
 
-  overt predict runs/tiny-... rows.csv
+  overt predict runs/digits-... rows.csv        # rows straight from load_digits(): 0..16 pixels
   overt predict runs/sentiment-... "what a great phone" "never again"
   cat prompts.txt | overt predict runs/char-rnn-...
+
+The run's declared preprocessing is applied (inputs are raw data, as the recipe reads
+it), and the prepared inputs are checked against what the model was trained on
+(inputs.json in the run): inputs on another scale, far outside the training range or
+constant are a train-serve-skew finding on stderr (and in --report FILE); --strict makes
+it an error (exit 1, nothing written).
 
 The model is rebuilt from the run's config.yaml with the recipe it names.  A recipe is
 code: a built-in one is always used; a recipe file only when this machine trained the run
 with that exact file (its sha256 was recorded then), or when you vouch for it with
 --trust-recipe or --recipe FILE.  The file and its hash are printed before it is imported.
-Weights are read from model.safetensors, never unpickled.
-Exit status 2 on a bad run directory or bad inputs.
+Weights are read from model.safetensors (--checkpoint final, the default), the best
+checkpoint by the run's monitored metric (best) or the newest valid one (last); never
+unpickled.  Exit status 2 on a bad run directory or bad inputs.
 """
 
 
-def main(argv: list[str]) -> int:
-    from overt.errors import OvertError
-    from overt.predict.inputs import FORMATS, read_inputs
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    from overt.predict.inputs import FORMATS
 
     parser = argparse.ArgumentParser(prog="overt predict", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -35,27 +45,91 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--format", choices=FORMATS, default=None, help="read every input file (and stdin) as this")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
     parser.add_argument("--batch-size", type=int, default=256, help="inputs per forward pass (default: 256)")
+    parser.add_argument("--checkpoint", choices=("final", "best", "last"), default="final",
+                        help="which weights: final (model.safetensors, default), best (by the run's monitored "
+                             "metric) or last (the newest valid checkpoint)")
+    parser.add_argument("--top-k", type=int, default=3, help="classes listed per answer for a classifier (default 3)")
+    parser.add_argument("--raw", action="store_true", help="the model's raw outputs (logits) instead of answers")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="write the findings (train-serve-skew) and a summary as JSON to FILE")
+    parser.add_argument("--strict", action="store_true", help="a train-serve-skew finding is an error (exit 1)")
     parser.add_argument("--recipe", default=None, metavar="FILE",
                         help="import this recipe file instead of the one the run names (you vouch for it)")
     parser.add_argument("--trust-recipe", action="store_true",
                         help="import the recipe file the run names even though this machine did not train with it")
-    args = parser.parse_args(argv)
-    try:
-        from overt.predict.predictor import Predictor
+    return parser.parse_intermixed_args(argv)  # options may follow the inputs
 
+
+def _write_report(path: str, run_dir: str, count: int, findings: list[Any]) -> None:
+    from overt.predict.predictor import RunError
+
+    report = {"run_dir": run_dir, "inputs": count, "findings": [f.to_dict() for f in findings]}
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(report, indent=1, allow_nan=False) + "\n")
+    except OSError as exc:
+        raise RunError(f"cannot write the report {path}: {exc.strerror or exc}",
+                       fix="give --report a writable file path") from None
+
+
+def _lines(results: list[Any]) -> str:
+    from overt.run.metrics_log import json_safe
+
+    out = []
+    for result in results:
+        try:
+            out.append(json.dumps(result, allow_nan=False))
+        except ValueError:  # a NaN from a recipe's own postprocess: written as strict JSON
+            out.append(json.dumps(json_safe(result), allow_nan=False))
+    return "".join(line + "\n" for line in out)
+
+
+def _silence_stdout() -> None:
+    """After stdout failed, point it at /dev/null so that the interpreter's last flush at exit is quiet."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    from overt.errors import OvertError
+
+    args = parse_args(argv)
+    if sys.stdout is None:
+        print("overt predict: error: stdout is closed, so there is nowhere to write the predictions\n"
+              "  fix: run it with stdout open (redirect it to a file: > predictions.jsonl)", file=sys.stderr)
+        return 2
+    try:
+        from overt.predict.inputs import read_inputs
+        from overt.predict.predictor import Predictor, weights_for
+
+        weights = weights_for(args.run_dir, args.checkpoint)
         inputs = read_inputs(args.inputs, args.format)
         predictor = Predictor.from_run(args.run_dir, device=args.device, batch_size=args.batch_size,
-                                       recipe=args.recipe, trust_recipe=args.trust_recipe)
+                                       recipe=args.recipe, trust_recipe=args.trust_recipe, weights=weights,
+                                       top_k=args.top_k, raw=args.raw)
         results = predictor.predict(inputs)
+        for finding in predictor.findings:
+            print(finding.format(), file=sys.stderr)
+        if args.report:
+            _write_report(args.report, args.run_dir, len(inputs), predictor.findings)
+        if args.strict and predictor.findings:
+            print(f"overt predict: error: {len(predictor.findings)} train-serve-skew finding(s) with --strict: "
+                  "no predictions written", file=sys.stderr)
+            return 1
     except OvertError as exc:
         print(f"overt predict: error: {exc}", file=sys.stderr)
         return 2
     try:
-        for result in results:
-            sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.write(_lines(results))
         sys.stdout.flush()
     except BrokenPipeError:  # `overt predict ... | head`: the reader has what it wanted
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
+    except (OSError, ValueError) as exc:  # a full disk, /dev/full, a closed stream
+        _silence_stdout()
+        reason = getattr(exc, "strerror", None) or str(exc)
+        print(f"overt predict: error: cannot write the predictions to stdout: {reason}\n"
+              "  fix: write them where there is room (> predictions.jsonl on a disk with space)", file=sys.stderr)
+        return 1
     return 0

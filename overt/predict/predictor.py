@@ -25,57 +25,84 @@ class RunError(OvertError):
 class Predictor:
     """Runs ``model`` on raw inputs in batches, under ``eval()`` and ``torch.inference_mode()``.
 
-    ``preprocess(inputs, meta)`` turns a list of raw inputs into the model's
-    input; ``postprocess(output, meta)`` turns the output into one JSON-ready
-    value per input; ``predict_fn(model, inputs, meta)`` replaces both (for
-    outputs that are not one forward pass, such as sampled text).  Without
-    them, inputs are rows of numbers and outputs rows of numbers.
+    ``preparation`` (:class:`overt.Preprocessing`, the recipe's declared preprocessing, as the
+    run recorded it) turns raw inputs into the model's inputs and outputs into answers (class,
+    label, probability and the top classes; a regression target in its own units).  A recipe
+    without one may define ``preprocess(inputs, meta)`` / ``postprocess(output, meta)``;
+    ``predict_fn(model, inputs, meta)`` replaces both (outputs that are not one forward pass,
+    such as sampled text).  Without any, inputs are given to the model as they are.
+
+    Before the model sees a batch, it is checked against ``record`` (what the model was trained
+    on, :mod:`overt.record`): the problems found are kept in :attr:`findings`
+    (``train-serve-skew``).
 
     Usually made with :meth:`from_run`::
 
-        predictor = overt.Predictor.from_run("runs/sentiment-20260101-120000")
-        predictor.predict(["what a great phone", "never again"])
-        # [{'label': 'positive', 'class': 1, 'probability': 0.97}, {'label': 'negative', ...}]
+        predictor = overt.Predictor.from_run("runs/digits-20260101-120000")
+        predictor.predict(load_digits().data[:2])
+        # [{'class': 0, 'label': '0', 'probability': 0.99, 'top': [...]}, ...]
     """
 
     def __init__(self, model: nn.Module, *, preprocess: Callable[[list[Any], dict[str, Any]], Any] | None = None,
                  postprocess: Callable[[Any, dict[str, Any]], list[Any]] | None = None,
                  predict_fn: Callable[[nn.Module, list[Any], dict[str, Any]], list[Any]] | None = None,
                  meta: dict[str, Any] | None = None, device: str | torch.device = "cpu", batch_size: int = 256,
-                 module: ModuleType | None = None, config: Any = None):
-        from overt.engine.device import pick_device
-
-        self.device = pick_device(str(device))
+                 module: ModuleType | None = None, config: Any = None, record: dict[str, Any] | None = None,
+                 preparation: Any = None, top_k: int = 3, raw: bool = False):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise RunError(f"batch size {batch_size!r} is not a positive number of inputs",
+                           fix="give --batch-size 1 or more (default 256)")
+        self.device = _device(str(device))
         self.model = model.to(self.device).eval()
         self.preprocess, self.postprocess, self.predict_fn = preprocess, postprocess, predict_fn
         self.meta = dict(meta or {})
         self.batch_size = batch_size
         self.module, self.config = module, config
+        self.record = dict(record or {})
+        self.preparation = preparation
+        self.top_k, self.raw = top_k, raw
+        self.findings: list[Any] = []
+        self.problems: list[dict[str, Any]] = []
 
     @classmethod
     def from_run(cls, run_dir: str | Path, *, device: str = "auto", batch_size: int = 256,
                  quiet: bool = False, recipe: str | None = None, trust_recipe: bool = False,
-                 command: str = "overt predict") -> Predictor:
+                 command: str = "overt predict", weights: str | Path | None = None, top_k: int = 3,
+                 raw: bool = False) -> Predictor:
         """Rebuild the model of the finished run in ``run_dir`` from its ``config.yaml`` and recipe,
-        load ``model.safetensors`` strictly, and use the recipe's ``preprocess``/``postprocess``
-        (or ``predict``) when it defines them.  Unless ``quiet``, one line on stderr names the recipe file
-        imported.  A recipe that is not built in is imported only when this machine trained the run with
-        it, or with ``trust_recipe`` / ``recipe=FILE`` (see :func:`load_run`)."""
+        load ``model.safetensors`` (or ``weights``) strictly, and prepare inputs with the preprocessing the
+        run recorded (``inputs.json``), else the recipe's ``preprocess``/``postprocess`` (or ``predict``).
+        Unless ``quiet``, stderr names the recipe file imported.  A recipe that is not built in is imported
+        only when this machine trained the run with it, or with ``trust_recipe`` / ``recipe=FILE`` (see
+        :func:`load_run`)."""
         from overt.checkpoint.weights import load_weights
+        from overt.preprocessing import Preprocessing
         from overt.recipes.base import build_recipe
+        from overt.run.reader import read_json
+        from overt.run.rundir import INPUTS, WEIGHTS
 
-        module, cfg, meta = load_run(run_dir, quiet, recipe=recipe, trust_recipe=trust_recipe, command=command)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise RunError(f"batch size {batch_size!r} is not a positive number of inputs",
+                           fix="give --batch-size 1 or more (default 256)")
+        module, cfg, meta = load_run(run_dir, quiet, recipe=recipe, trust_recipe=trust_recipe, command=command,
+                                     need_weights=weights is None)
         build_model = getattr(module, "build_model", None)
         if build_model is not None:
             model = build_model(cfg, meta)
         else:  # a recipe without build_model: build it whole (this loads its data)
             model = build_recipe(module, cfg).model
-        from overt.run.rundir import WEIGHTS
-
-        load_weights(model, Path(run_dir) / WEIGHTS, strict=True)
+        load_weights(model, Path(weights) if weights is not None else Path(run_dir) / WEIGHTS, strict=True)
+        record = read_json(Path(run_dir) / INPUTS) or {}
+        prep = record.get("preprocessing")
+        preparation = Preprocessing.from_dict(prep) if isinstance(prep, dict) else None
+        if preparation is None and getattr(module, "preprocess", None) is None and not quiet \
+                and getattr(module, "predict", None) is None:
+            print("overt: this run declares no preprocessing: inputs are given to the model as they are",
+                  file=sys.stderr)
         return cls(model, preprocess=getattr(module, "preprocess", None),
                    postprocess=getattr(module, "postprocess", None), predict_fn=getattr(module, "predict", None),
-                   meta=meta, device=device, batch_size=batch_size, module=module, config=cfg)
+                   meta=meta, device=device, batch_size=batch_size, module=module, config=cfg, record=record,
+                   preparation=preparation, top_k=top_k, raw=raw)
 
     def run_batch(self, inputs: Any) -> Any:
         """The model on one prepared batch (a tensor or a tuple of them), on the predictor's device."""
@@ -85,33 +112,115 @@ class Predictor:
         with torch.inference_mode():
             return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
 
+    def prepare(self, chunk: Sequence[Any]) -> Any:
+        """Raw inputs -> the model's input batch (the declared preprocessing, else the recipe's)."""
+        if self.preparation is not None:
+            return self.preparation.tensor(chunk)
+        if self.preprocess is not None:
+            return self.preprocess(list(chunk), self.meta)
+        return _numbers(chunk, self.record)
+
+    def answer(self, output: Any) -> list[Any]:
+        from overt.preprocessing import answers
+
+        output = output.detach().float().cpu() if isinstance(output, torch.Tensor) else output
+        if self.raw:
+            return answers(output.numpy(), "raw")
+        if self.preparation is not None:
+            return self.preparation.answer(output.numpy(), top_k=self.top_k)
+        if self.postprocess is not None:
+            return self.postprocess(output, self.meta)
+        classes = self.record.get("classes")
+        if classes and output.dim() == 2 and output.shape[1] == classes.get("count"):
+            return answers(output.numpy(), "classification", labels=classes.get("names"), top_k=self.top_k)
+        return answers(output.numpy(), "raw")
+
+    def check(self, batch: Any, offset: int) -> None:
+        """Compare a prepared batch with what the model was trained on; keep the problems found."""
+        from overt.record import check_inputs
+
+        if isinstance(batch, torch.Tensor) and batch.is_floating_point():
+            self.problems += check_inputs(batch.detach().cpu().numpy(), self.record, offset=offset)
+
     def predict(self, inputs: Sequence[Any]) -> list[Any]:
-        """One JSON-ready prediction per raw input, computed ``batch_size`` inputs at a time."""
+        """One JSON-ready prediction per raw input, computed ``batch_size`` inputs at a time.  Inputs that
+        look unlike the training data are reported in :attr:`findings` (``train-serve-skew``)."""
         inputs = list(inputs)
+        self.problems, self.findings = [], []
         if self.predict_fn is not None:
             with torch.inference_mode():
                 return list(self.predict_fn(self.model, inputs, self.meta))
         results: list[Any] = []
         for start in range(0, len(inputs), self.batch_size):
-            chunk = inputs[start:start + self.batch_size]
-            batch = self.preprocess(chunk, self.meta) if self.preprocess is not None else _numbers(chunk)
-            output = self.run_batch(batch)
-            output = output.detach().cpu() if isinstance(output, torch.Tensor) else output
-            results += (self.postprocess(output, self.meta) if self.postprocess is not None
-                        else [{"output": row} for row in output.tolist()])
+            batch = self.prepare(inputs[start:start + self.batch_size])
+            self.check(batch, start)
+            results += self.answer(self.run_batch(batch))
+        self.findings = skew_findings(self.problems, len(inputs), self.record)
         return results
 
     __call__ = predict
 
 
-def _numbers(inputs: list[Any]) -> torch.Tensor:
-    from overt.recipes.common import numeric_rows
+def _device(spec: str) -> torch.device:
+    """The device ``spec`` names, or :class:`RunError` when it is not one this machine has."""
+    from overt.engine.device import pick_device
 
-    return numeric_rows(inputs)
+    try:
+        device = pick_device(spec)
+    except OvertError:
+        raise
+    except (RuntimeError, ValueError) as exc:
+        raise RunError(f"--device {spec!r} is not a device: {str(exc).splitlines()[0]}",
+                       fix="use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise RunError("--device mps was asked for, but MPS is not available here", fix="use --device auto or cpu")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise RunError(f"--device {spec!r}: overt predict runs on cpu, cuda or mps", fix="use auto, cpu, cuda or mps")
+    return device
 
 
-def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = None,
-             trust_recipe: bool = False, command: str = "overt predict") -> tuple[ModuleType, Any, dict[str, Any]]:
+def skew_findings(problems: list[dict[str, Any]], total: int, record: dict[str, Any]) -> list[Any]:
+    """``train-serve-skew`` findings, one per kind of problem, merged over the batches."""
+    from overt.findings import Finding
+    from overt.record import describe
+
+    merged: dict[str, dict[str, Any]] = {}
+    for p in problems:
+        seen = merged.setdefault(p["kind"], {**p, "rows": []})
+        seen["rows"] += p["rows"]
+    sample = (record.get("sample") or {}).get("size")
+    fixes = {
+        "scale": "give raw inputs in the units of the training data, and do not prepare them yourself: overt "
+                 "predict applies the run's declared preprocessing",
+        "outside": "check the columns' order and units against the training data (inputs.json in the run "
+                   "directory lists the schema and each feature's range)",
+        "constant": "check how the inputs were produced: a constant row is usually a blank image, a fill value or "
+                    "a failed read",
+    }
+    out = []
+    for kind, p in merged.items():
+        rows = p["rows"]
+        out.append(Finding("train-serve-skew", f"{describe(p)}. Fix: {fixes[kind]}",
+                           where=f"{len(rows)} of {total} input(s)",
+                           details={"kind": kind, "rows": rows[:1000], "inputs": total,
+                                    "training_sample": sample,
+                                    **{k: v for k, v in p.items() if k not in ("kind", "rows")}}))
+    return out
+
+
+def _numbers(inputs: Sequence[Any], record: dict[str, Any] | None = None) -> torch.Tensor:
+    from overt.preprocessing import numeric_matrix
+
+    schema = (record or {}).get("schema") or {}
+    shape = schema.get("shape")
+    width = int(torch.tensor(shape).prod()) if shape else None
+    matrix = numeric_matrix(inputs, schema.get("features"), width)
+    x = torch.from_numpy(matrix.astype("float32"))
+    return x.reshape(len(x), *shape) if shape else x
+
+
+def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = None, trust_recipe: bool = False,
+             command: str = "overt predict", need_weights: bool = True) -> tuple[ModuleType, Any, dict[str, Any]]:
     """(recipe module, validated config, recipe meta) of a finished run.
 
     The recipe is code, and a run directory can come from anywhere: the one its ``config.yaml``
@@ -130,7 +239,7 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
     if not (run / CONFIG).is_file():
         raise RunError(f"{run} is not a run directory (no config.yaml)",
                        fix="give the folder `overt train` wrote, e.g. runs/digits-20260101-120000")
-    if not (run / WEIGHTS).is_file():
+    if need_weights and not (run / WEIGHTS).is_file():
         raise RunError(f"{run} holds no model.safetensors: the run did not finish",
                        why="only a finished run writes its final weights",
                        fix=f"finish it with `overt resume {run}`, or use a run that completed")
@@ -175,3 +284,55 @@ def read_run_config(path: Path) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise RunError(f"{path} does not hold a mapping of settings", fix="restore config.yaml as overt wrote it")
     return values
+
+
+def weights_for(run_dir: str | Path, which: str = "final", log: Callable[[str], None] | None = None) -> Path | None:
+    """The weights ``--checkpoint`` names: ``final`` -> None (the run's ``model.safetensors``); ``last`` ->
+    the newest checkpoint that verifies; ``best`` -> the checkpoint with the best value of the run's
+    monitored metric (``monitor``/``monitor_mode`` in its config) among those that verify.  Says on
+    stderr (``log``) which checkpoint it is."""
+    import math
+
+    from overt.checkpoint.codec import CheckpointError
+    from overt.checkpoint.store import list_checkpoints, read_newest_valid, verify_and_read
+    from overt.run.rundir import CONFIG
+
+    say = log or (lambda message: print(message, file=sys.stderr))
+    if which == "final":
+        return None
+    if which not in ("best", "last"):
+        raise RunError(f"--checkpoint {which!r} is not final, best or last", fix="use final, best or last")
+    run = Path(run_dir)
+    root = run / "checkpoints"
+    if not (run / CONFIG).is_file():
+        raise RunError(f"{run} is not a run directory (no config.yaml)",
+                       fix="give the folder `overt train` wrote, e.g. runs/digits-20260101-120000")
+    if not root.is_dir() or not list_checkpoints(root):
+        raise RunError(f"{run} holds no checkpoints, so there is no {which} checkpoint",
+                       why="checkpoints are written during training when checkpoint=true (the default)",
+                       fix="use --checkpoint final (the run's model.safetensors)")
+    if which == "last":
+        try:
+            loaded = read_newest_valid(root, log=say)
+        except CheckpointError as exc:
+            raise RunError(exc.what, where=exc.where, fix="use --checkpoint final") from None
+        say(f"overt: weights from {loaded.path} (the newest valid checkpoint, step {loaded.step})")
+        return loaded.path
+    cfg = read_run_config(run / CONFIG)
+    monitor, mode = str(cfg.get("monitor") or "val/loss"), str(cfg.get("monitor_mode") or "min")
+    scored = [e for e in list_checkpoints(root) if e.metric is not None and math.isfinite(e.metric)]
+    if not scored:
+        raise RunError(f"no checkpoint of {run} records a value of its monitored metric {monitor}",
+                       why="the best checkpoint is chosen by that value (saved at each epoch's validation)",
+                       fix="use --checkpoint last or final")
+    scored.sort(key=lambda e: (-e.metric if mode == "max" else e.metric, -e.step))  # type: ignore[operator]
+    for entry in scored:
+        try:
+            verify_and_read(entry.path)
+        except CheckpointError as exc:
+            say(f"overt: checkpoint {entry.path} is unusable: {exc.what}; trying the next best")
+            continue
+        say(f"overt: weights from {entry.path} (the best {monitor} among {len(scored)} checkpoint(s): "
+            f"{entry.metric:.6g}, {mode})")
+        return entry.path
+    raise RunError(f"no checkpoint of {run} with a value of {monitor} verifies", fix="use --checkpoint final")

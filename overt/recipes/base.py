@@ -47,6 +47,11 @@ class Recipe:
     that prediction needs (a vocabulary, normalisation statistics, class names);
     ``overt train`` writes it to ``recipe_meta.json`` in the run directory.
 
+    ``preprocessing`` (:class:`overt.Preprocessing`) is the one definition of how raw inputs
+    become the model's inputs and outputs become answers: the recipe prepares its own training
+    data with it, ``overt train`` records it, ``overt predict`` and ``overt export`` apply it.
+    ``raw_val`` holds the validation split's raw inputs, in order (export checks parity on them).
+
     A recipe module may also define, for ``overt predict`` / ``overt export``
     (:mod:`overt.predict`)::
 
@@ -70,6 +75,8 @@ class Recipe:
     callbacks: list[Any] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     train_transform: Callable[[Any, Any], Any] | None = None
+    preprocessing: Any = None
+    raw_val: Any = None
 
 
 def load_recipe_module(spec: str) -> ModuleType:

@@ -37,6 +37,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_se
 import overt
 from overt.engine.callbacks import Callback
 from overt.errors import ConfigError
+from overt.preprocessing import Preprocessing
 from overt.recipes.common import require_file
 
 defaults = {
@@ -186,8 +187,8 @@ def build(cfg: Any) -> overt.Recipe:
     n_train = int(len(text) * (1 - cfg.val_fraction))
     train_text, val_text = text[:n_train], text[n_train:]
     vocab = ["<pad>", "<unk>", *sorted(set(train_text))]
-    index = {ch: i for i, ch in enumerate(vocab)}
-    encode = lambda s: torch.tensor([index.get(ch, UNK) for ch in s], dtype=torch.int64)  # noqa: E731
+    prep = Preprocessing(tokens={"vocab": vocab, "split": "chars", "pad": PAD, "unk": UNK})
+    encode = lambda s: torch.tensor(prep.ids(s), dtype=torch.int64)  # noqa: E731
     train = sequences(encode(train_text), train_text, cfg.seq_len)
     val = chunks(encode(val_text), cfg.seq_len)
     if not train or not val:
@@ -203,6 +204,8 @@ def build(cfg: Any) -> overt.Recipe:
         forward=lambda m, batch: (m(batch[0], batch[1]), batch[2]),
         callbacks=[PerplexityAndSample(vocab, cfg.prompt, cfg.sample_chars, cfg.temperature, cfg.seed)],
         meta=meta,
+        preprocessing=prep,  # text -> ids (predict samples continuations; export reads the ids)
+        raw_val=[val_text[i:i + cfg.seq_len] for i in range(0, len(val_text) - cfg.seq_len, cfg.seq_len)],
     )
 
 

@@ -2,7 +2,9 @@
 
 The data (1,797 images, 10 classes) ships inside scikit-learn, so this runs on
 a fresh machine with no download.  A fixed ``split_seed`` holds out 20% for
-validation; pixel values 0..16 are scaled to 0..1.
+validation.  The preprocessing is declared once (:data:`PREPROCESSING`: pixel values
+0..16 scaled to 0..1) and used for training, ``overt predict`` and ``overt export``
+alike, so predict takes rows straight from ``load_digits()``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from torch.utils.data import TensorDataset
 
 import overt
 from overt.engine.metrics import accuracy
+from overt.preprocessing import Preprocessing
 
 defaults = {
     "epochs": 20,
@@ -28,17 +31,38 @@ defaults = {
 }
 
 
+#: raw input: the 64 pixel values (0..16) of an 8x8 image, as ``load_digits().data`` gives them
+PREPROCESSING = Preprocessing(width=64, scale=16.0, task="classification", labels=[str(d) for d in range(10)])
+
+
+def split_indices(n: int, val_fraction: float, split_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train, validation) indices of the ``n`` images: a seeded permutation, the first part held out."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(split_seed))
+    n_val = int(round(n * val_fraction))
+    return order[n_val:], order[:n_val]
+
+
 def load_digits_split(val_fraction: float, split_seed: int) -> tuple[TensorDataset, TensorDataset]:
-    """Digits as float32 features in [0, 1] and int64 labels, split with a fixed seed."""
+    """Digits prepared by :data:`PREPROCESSING` (float32 in [0, 1]) and int64 labels, split with a fixed seed."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
-    x = torch.tensor(data.data, dtype=torch.float32) / 16.0
+    x = PREPROCESSING.tensor(data.data)
     y = torch.tensor(data.target, dtype=torch.int64)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(split_seed))
-    n_val = int(round(len(x) * val_fraction))
-    val_idx, train_idx = order[:n_val], order[n_val:]
+    train_idx, val_idx = split_indices(len(x), val_fraction, split_seed)
     return TensorDataset(x[train_idx], y[train_idx]), TensorDataset(x[val_idx], y[val_idx])
+
+
+def raw_validation(val_fraction: float, split_seed: int) -> list:
+    """The validation images' raw rows (0..16), in the validation split's order."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits().data
+    return list(data[split_indices(len(data), val_fraction, split_seed)[1].numpy()])
+
+
+def build_model(cfg, meta=None) -> nn.Module:
+    return DigitsMLP(cfg.hidden, cfg.dropout)
 
 
 class DigitsMLP(nn.Module):
@@ -58,7 +82,7 @@ class DigitsMLP(nn.Module):
 
 def build(cfg) -> overt.Recipe:
     train, val = load_digits_split(cfg.val_fraction, cfg.split_seed)
-    model = DigitsMLP(cfg.hidden, cfg.dropout)
+    model = build_model(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     return overt.Recipe(
         model=model,
@@ -71,4 +95,6 @@ def build(cfg) -> overt.Recipe:
         ),
         scheduler_interval="step",
         metrics={"accuracy": accuracy},
+        preprocessing=PREPROCESSING,
+        raw_val=raw_validation(cfg.val_fraction, cfg.split_seed),
     )

@@ -117,7 +117,7 @@ def build(cfg: Any) -> overt.Recipe:
                           fix="train one first: `overt train resnet name=base`, then "
                               "`overt train finetune init_from=runs/base`")
     base_config, base_meta, weights = read_run(cfg.init_from)
-    train, val, data_meta = image_data(cfg)
+    train, val, data_meta, prep, raw_val = image_data(cfg)
     n_classes = int(max(train.tensors[1].max(), val.tensors[1].max())) + 1
     model = with_new_head(base_model(base_config, base_meta), n_classes)
     state = {k: v for k, v in read_safetensors(weights).items() if not k.startswith("head.")}
@@ -137,17 +137,6 @@ def build(cfg: Any) -> overt.Recipe:
     return overt.Recipe(
         model=model, optimizer=optimizer, loss_fn=nn.CrossEntropyLoss(),
         train_data=train, val_data=val, metrics={"accuracy": accuracy},
-        callbacks=callbacks, meta=meta,
+        callbacks=callbacks, meta=meta, preprocessing=prep, raw_val=raw_val,
     )
 
-
-def preprocess(inputs: list[Any], meta: dict[str, Any]) -> torch.Tensor:
-    from overt.recipes.resnet import preprocess as images
-
-    return images(inputs, meta)
-
-
-def postprocess(output: torch.Tensor, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    from overt.recipes.common import classify
-
-    return classify(output)

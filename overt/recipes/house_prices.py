@@ -29,6 +29,7 @@ from torch.utils.data import TensorDataset
 
 import overt
 from overt.errors import ConfigError, DataError
+from overt.preprocessing import Preprocessing
 from overt.recipes.common import numeric_rows, require_file, split_order
 
 defaults = {
@@ -123,7 +124,9 @@ def build(cfg: Any) -> overt.Recipe:
     train_idx, val_idx = split_order(len(rows), cfg.val_fraction, cfg.split_seed)
     x_mean, x_std = x[train_idx].mean(0), x[train_idx].std(0).clamp(min=1e-8)
     y_mean, y_std = float(y[train_idx].mean()), float(y[train_idx].std())
-    xs, ys = (x - x_mean) / x_std, (y - y_mean) / y_std
+    prep = Preprocessing(features=features, shift=x_mean.tolist(), scale=x_std.tolist(), task="regression",
+                         target={"name": cfg.target, "shift": y_mean, "scale": y_std})
+    xs, ys = prep.tensor(rows), (y - y_mean) / y_std
     y_val_var = float(y[val_idx].var(unbiased=False)) / y_std ** 2  # in standardised units
     meta = {"features": features, "target": cfg.target, "x_mean": x_mean.tolist(), "x_std": x_std.tolist(),
             "y_mean": y_mean, "y_std": y_std}
@@ -141,24 +144,9 @@ def build(cfg: Any) -> overt.Recipe:
             "r2": lambda out, t: 1 - ((out - t) ** 2).mean() / max(y_val_var, 1e-12),
         },
         meta=meta,
+        preprocessing=prep,
+        raw_val=[rows[i] for i in val_idx.tolist()],
     )
-
-
-def preprocess(inputs: list[Any], meta: dict[str, Any]) -> torch.Tensor:
-    """Rows (dicts by column name, or numbers in the order of ``features``) -> standardised features."""
-    features = meta["features"]
-    rows = [r if not isinstance(r, dict) else {k: v for k, v in r.items() if k in features} for r in inputs]
-    x = numeric_rows(rows, features)
-    if x.shape[1] != len(features):
-        raise DataError(f"rows of {x.shape[1]} values given; the model takes {len(features)}: {', '.join(features)}",
-                        fix="give the feature columns, by name (CSV header) or in this order")
-    return (x - torch.tensor(meta["x_mean"])) / torch.tensor(meta["x_std"])
-
-
-def postprocess(output: torch.Tensor, meta: dict[str, Any]) -> list[dict[str, float]]:
-    """The standardised prediction back in the target's units."""
-    values = (output.float() * meta["y_std"] + meta["y_mean"]).tolist()
-    return [{meta["target"]: round(v, 6)} for v in values]
 
 
 if __name__ == "__main__":  # python -m overt.recipes.house_prices OUT.csv [ROWS] [SEED]

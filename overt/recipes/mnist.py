@@ -32,7 +32,8 @@ from torch.utils.data import TensorDataset
 import overt
 from overt.engine.metrics import accuracy
 from overt.errors import DataError
-from overt.recipes.common import classify, find_file
+from overt.preprocessing import Preprocessing
+from overt.recipes.common import find_file
 
 defaults = {
     "epochs": 3,
@@ -102,10 +103,17 @@ def load_mnist_split(data_dir: str | Path, val_fraction: float, limit: int = 0) 
     return train, val
 
 
+def preprocessing(mean: float, std: float, size: int = 28) -> Preprocessing:
+    """Raw pixels 0..255 (an image, or a flat row of ``size * size``) -> scaled to [0, 1], standardised with
+    the training split's ``mean``/``std``, shaped (1, size, size): the one definition training, predict
+    and export share."""
+    return Preprocessing(width=size * size, shift=255.0 * mean, scale=255.0 * std, shape=[1, size, size],
+                         task="classification", labels=[str(d) for d in range(10)])
+
+
 def normalised(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
-    """uint8 (N, H, W) -> float32 (N, 1, H, W), scaled to [0, 1] then standardised."""
-    x = torch.from_numpy(np.array(images, dtype=np.float32)).div_(255.0)
-    return ((x - mean) / std).unsqueeze(1)
+    """uint8 (N, H, W) -> float32 (N, 1, H, W) through :func:`preprocessing`."""
+    return preprocessing(mean, std, int(images.shape[-1])).tensor(images)
 
 
 class MnistCNN(nn.Module):
@@ -145,29 +153,7 @@ def build(cfg: Any) -> overt.Recipe:
         scheduler_interval="step",
         metrics={"accuracy": accuracy},
         meta={"mean": mean, "std": std, "size": int(x_tr.shape[1])},
+        preprocessing=preprocessing(mean, std, int(x_tr.shape[1])),
+        raw_val=x_va,
     )
 
-
-def pixels(inputs: list[Any], size: int) -> np.ndarray:
-    """Raw images (arrays or flat rows of ``size * size`` values, 0-255) -> uint8-range float (N, size, size)."""
-    try:
-        arr = np.asarray([np.asarray(i, dtype=np.float32) for i in inputs], dtype=np.float32)
-    except ValueError:
-        raise DataError("the images given have different shapes", fix=f"give {size}x{size} images") from None
-    if arr.ndim == 2 and arr.shape[1] == size * size:
-        arr = arr.reshape(-1, size, size)
-    if arr.ndim != 3 or arr.shape[1:] != (size, size):
-        raise DataError(f"images of shape {list(arr.shape[1:])} given; the model takes {size}x{size} images",
-                        fix=f"give arrays of shape (N, {size}, {size}) or (N, {size * size}) with pixels 0-255")
-    return arr
-
-
-def preprocess(inputs: list[Any], meta: dict[str, Any]) -> torch.Tensor:
-    """Images with raw pixel values 0-255 -> the normalised (N, 1, 28, 28) batch the model trained on."""
-    arr = pixels(inputs, int(meta.get("size", 28)))
-    x = torch.from_numpy(arr).div_(255.0)
-    return ((x - meta["mean"]) / meta["std"]).unsqueeze(1)
-
-
-def postprocess(output: torch.Tensor, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    return classify(output)

@@ -26,7 +26,7 @@ from torch.utils.data import TensorDataset
 import overt
 from overt.engine.metrics import accuracy
 from overt.errors import ConfigError
-from overt.recipes.common import classify
+from overt.preprocessing import Preprocessing
 
 defaults = {
     "epochs": 10,
@@ -87,31 +87,37 @@ class SmallResNet(nn.Module):
         return self.head(self.backbone(x))
 
 
-def image_data(cfg: Any) -> tuple[TensorDataset, TensorDataset, dict[str, Any]]:
-    """(train, val, meta) for ``cfg.data``: images (N, 1, H, W) normalised with the training split's
-    mean and standard deviation (in ``meta``, with the image size)."""
+def image_data(cfg: Any) -> tuple[TensorDataset, TensorDataset, dict[str, Any], Preprocessing, Any]:
+    """(train, val, meta, preprocessing, raw validation images) for ``cfg.data``: raw images (digits 0..16,
+    MNIST 0..255) prepared by one :class:`~overt.Preprocessing`: scaled to [0, 1], standardised with the
+    training split's mean and standard deviation (in ``meta``, with the image size), shaped (1, H, W)."""
     if cfg.data == "digits":
-        from overt.recipes.digits import load_digits_split
+        from sklearn.datasets import load_digits
 
-        train, val = load_digits_split(cfg.val_fraction, cfg.split_seed)
-        (x_tr, y_tr), (x_va, y_va) = train.tensors, val.tensors
-        x_tr, x_va = x_tr.reshape(-1, 8, 8), x_va.reshape(-1, 8, 8)  # already scaled to [0, 1]
+        from overt.recipes.digits import split_indices
+
+        data = load_digits()
+        tr, va = split_indices(len(data.data), cfg.val_fraction, cfg.split_seed)
+        a_tr, a_va = data.data[tr.numpy()], data.data[va.numpy()]
+        b_tr, b_va = data.target[tr.numpy()], data.target[va.numpy()]
         if cfg.limit:
-            x_tr, y_tr, x_va, y_va = x_tr[:cfg.limit], y_tr[:cfg.limit], x_va[:cfg.limit], y_va[:cfg.limit]
-        scale = 16.0
+            a_tr, b_tr, a_va, b_va = a_tr[:cfg.limit], b_tr[:cfg.limit], a_va[:cfg.limit], b_va[:cfg.limit]
+        scale, size = 16.0, 8
     elif cfg.data == "mnist":
         from overt.recipes.mnist import load_mnist_split
 
         (a_tr, b_tr), (a_va, b_va) = load_mnist_split(cfg.data_dir, cfg.val_fraction, cfg.limit)
-        x_tr, x_va = torch.tensor(a_tr, dtype=torch.float32) / 255.0, torch.tensor(a_va, dtype=torch.float32) / 255.0
-        y_tr, y_va = torch.tensor(b_tr, dtype=torch.int64), torch.tensor(b_va, dtype=torch.int64)
-        scale = 255.0
+        scale, size = 255.0, int(a_tr.shape[-1])
     else:
         raise ConfigError(f"data={cfg.data!r} is not a data set this recipe knows", fix="use data=digits or data=mnist")
-    mean, std = float(x_tr.mean()), float(x_tr.std())
-    meta = {"data": cfg.data, "mean": mean, "std": std, "size": int(x_tr.shape[-1]), "pixel_max": scale}
-    as_images = lambda x: ((x - mean) / std).unsqueeze(1)  # noqa: E731
-    return TensorDataset(as_images(x_tr), y_tr), TensorDataset(as_images(x_va), y_va), meta
+    scaled = torch.tensor(a_tr.reshape(len(a_tr), -1), dtype=torch.float32) / scale
+    mean, std = float(scaled.mean()), float(scaled.std())
+    prep = Preprocessing(width=size * size, shift=scale * mean, scale=scale * std, shape=[1, size, size],
+                         task="classification", labels=[str(d) for d in range(10)])
+    meta = {"data": cfg.data, "mean": mean, "std": std, "size": size, "pixel_max": scale}
+    labels = lambda b: torch.tensor(b, dtype=torch.int64)  # noqa: E731
+    return (TensorDataset(prep.tensor(a_tr), labels(b_tr)), TensorDataset(prep.tensor(a_va), labels(b_va)), meta,
+            prep, a_va)
 
 
 def build_model(cfg: Any, meta: dict[str, Any] | None = None) -> nn.Module:
@@ -119,7 +125,7 @@ def build_model(cfg: Any, meta: dict[str, Any] | None = None) -> nn.Module:
 
 
 def build(cfg: Any) -> overt.Recipe:
-    train, val, meta = image_data(cfg)
+    train, val, meta, prep, raw_val = image_data(cfg)
     model = build_model(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     return overt.Recipe(
@@ -130,16 +136,7 @@ def build(cfg: Any) -> overt.Recipe:
         scheduler_interval="step",
         metrics={"accuracy": accuracy},
         meta=meta,
+        preprocessing=prep,
+        raw_val=raw_val,
     )
 
-
-def preprocess(inputs: list[Any], meta: dict[str, Any]) -> torch.Tensor:
-    """Raw images (pixel values 0..16 for digits, 0..255 for MNIST) -> the normalised batch."""
-    from overt.recipes.mnist import pixels
-
-    x = torch.from_numpy(pixels(inputs, int(meta["size"]))) / float(meta["pixel_max"])
-    return ((x - meta["mean"]) / meta["std"]).unsqueeze(1)
-
-
-def postprocess(output: torch.Tensor, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    return classify(output)

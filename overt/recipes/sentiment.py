@@ -32,7 +32,8 @@ from torch.nn.utils.rnn import pad_sequence
 import overt
 from overt.engine.metrics import accuracy
 from overt.errors import DataError
-from overt.recipes.common import classify, require_file, split_order
+from overt.preprocessing import Preprocessing
+from overt.recipes.common import require_file, split_order
 
 defaults = {
     "epochs": 12,
@@ -92,6 +93,14 @@ def build_vocab(texts: list[str], min_count: int) -> list[str]:
     return ["<pad>", "<unk>", *words]
 
 
+def preprocessing(vocab: list[str], max_len: int) -> Preprocessing:
+    """Sentences -> token ids: lower-cased words (:func:`tokenize`) looked up in the training vocabulary,
+    unknown words -> ``<unk>``, at most ``max_len``, padded per batch: training, predict and export share it."""
+    return Preprocessing(tokens={"vocab": vocab, "split": "words", "lower": True, "pattern": _WORD.pattern,
+                                 "max_len": max_len, "pad": PAD, "unk": UNK},
+                         task="classification", labels=LABELS)
+
+
 def encode(text: str, index: dict[str, int], max_len: int) -> torch.Tensor:
     ids = [index.get(word, UNK) for word in tokenize(text)][:max_len]
     return torch.tensor(ids or [UNK], dtype=torch.int64)
@@ -129,8 +138,8 @@ def build(cfg: Any) -> overt.Recipe:
     if cfg.limit:
         train_idx, val_idx = train_idx[:cfg.limit], val_idx[:cfg.limit]
     vocab = build_vocab([texts[i] for i in train_idx], cfg.min_count)
-    index = {word: i for i, word in enumerate(vocab)}
-    as_data = lambda idx: [(encode(texts[i], index, cfg.max_len), labels[i]) for i in idx.tolist()]  # noqa: E731
+    prep = preprocessing(vocab, cfg.max_len)
+    as_data = lambda idx: [(torch.tensor(prep.ids(texts[i]) or [UNK]), labels[i]) for i in idx.tolist()]  # noqa: E731
     meta = {"vocab": vocab, "max_len": cfg.max_len, "labels": LABELS}
     model = build_model(cfg, meta)
     return overt.Recipe(
@@ -141,14 +150,7 @@ def build(cfg: Any) -> overt.Recipe:
         collate_fn=pad_batch,
         metrics={"accuracy": accuracy},
         meta=meta,
+        preprocessing=prep,
+        raw_val=[texts[i] for i in val_idx.tolist()],
     )
 
-
-def preprocess(inputs: list[Any], meta: dict[str, Any]) -> torch.Tensor:
-    """Sentences -> padded token ids with the training vocabulary."""
-    index = {word: i for i, word in enumerate(meta["vocab"])}
-    return pad_batch([(encode(str(text), index, int(meta["max_len"])), 0) for text in inputs])[0]
-
-
-def postprocess(output: torch.Tensor, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    return classify(output, meta["labels"])

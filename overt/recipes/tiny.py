@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 
 import overt
 from overt.engine.metrics import accuracy
-from overt.recipes.common import classify, expect_width, numeric_rows
+from overt.preprocessing import Preprocessing
 
 defaults = {
     "epochs": 30,
@@ -38,6 +38,8 @@ defaults = {
 #: the plane that labels the points: class 1 where x . PLANE > 0
 PLANE = (1.0, -1.0, 0.5, 0.5)
 FEATURES = ["f0", "f1", "f2", "f3"]
+#: raw input: 4 numbers (or a CSV row with the columns f0..f3), given to the model as they are
+PREPROCESSING = Preprocessing(width=4, features=FEATURES, task="classification", labels=["negative side", "positive side"])
 
 
 def make_points(n: int, noise: float, seed: int) -> TensorDataset:
@@ -66,14 +68,7 @@ def build(cfg: Any) -> overt.Recipe:
         train_data=train,
         val_data=val,
         metrics={"accuracy": accuracy},
-        meta={"features": FEATURES, "labels": ["negative side", "positive side"]},
+        meta={"features": FEATURES, "labels": PREPROCESSING.labels},
+        preprocessing=PREPROCESSING,
+        raw_val=val.tensors[0].numpy(),
     )
-
-
-def preprocess(inputs: list[Any], meta: dict[str, Any]) -> torch.Tensor:
-    """Rows of 4 numbers (or dicts with ``f0``..``f3``) -> a float matrix."""
-    return expect_width(numeric_rows(inputs, meta.get("features")), 4, meta.get("features"))
-
-
-def postprocess(output: torch.Tensor, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    return classify(output, meta.get("labels"))

@@ -15,6 +15,7 @@ STATUS = "status.json"
 GUARDS = "guards.json"
 WEIGHTS = "model.safetensors"
 RECIPE_META = "recipe_meta.json"
+INPUTS = "inputs.json"  # what the model was trained on: schema, statistics, preprocessing, classes (overt.record)
 RECIPE_SOURCE = "recipe_source.json"  # {"spec", "file", "sha256"} of the recipe that trained the run
 
 

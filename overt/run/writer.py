@@ -18,7 +18,7 @@ from overt.errors import OvertError
 from overt.run import lock
 from overt.run.atomic import atomic_path, write_text_atomic
 from overt.run.metrics_log import json_safe
-from overt.run.rundir import RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY
+from overt.run.rundir import INPUTS, RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -34,6 +34,11 @@ def write_recipe_source(run_dir: Path, source: dict[str, Any]) -> None:
     """``recipe_source.json``: which recipe file (and its sha256) trained the run, checked by
     ``overt predict``/``export`` before they import it (:mod:`overt.recipes.trust`)."""
     write_text_atomic(Path(run_dir) / RECIPE_SOURCE, json.dumps(source, indent=1) + "\n")
+
+
+def write_inputs_record(run_dir: Path, record: dict[str, Any]) -> None:
+    """``inputs.json``: what the model is trained on (:mod:`overt.record`), written once at the start."""
+    write_text_atomic(Path(run_dir) / INPUTS, json.dumps(json_safe(record)) + "\n")
 
 
 def write_status(run_dir: Path, status: dict[str, Any]) -> bool:

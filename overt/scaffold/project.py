@@ -26,19 +26,20 @@ defaults = {{"epochs": 20, "batch_size": 32, "lr": 3e-3, "hidden": 32, "val_frac
 
 
 def load_data(val_fraction, split_seed):
-    """Train and validation splits, standardised with the training split's statistics only."""
+    """Raw train and validation splits (30 measurements per tumour, in their own units) and labels."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
-    from sklearn.preprocessing import StandardScaler
 
     x, y = load_breast_cancer(return_X_y=True)
-    x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=val_fraction, random_state=split_seed, stratify=y)
-    scaler = StandardScaler().fit(x_tr)
+    return train_test_split(x, y, test_size=val_fraction, random_state=split_seed, stratify=y)
 
-    def as_data(features, labels):
-        return TensorDataset(torch.tensor(scaler.transform(features), dtype=torch.float32), torch.tensor(labels))
 
-    return as_data(x_tr, y_tr), as_data(x_va, y_va)
+def preprocessing(x_train):
+    """The one definition of how raw inputs become the model's: standardised with the training split's
+    statistics only.  Training uses it below; `overt predict` and `overt export` apply the same object
+    to raw rows (it is saved with the run), so there is no second copy to drift."""
+    return overt.Preprocessing(width=30, shift=x_train.mean(0).tolist(), scale=x_train.std(0).tolist(),
+                               task="classification", labels=["malignant", "benign"])
 
 
 def build_model(cfg, meta=None):
@@ -46,15 +47,18 @@ def build_model(cfg, meta=None):
 
 
 def build(cfg):
-    train, val = load_data(cfg.val_fraction, cfg.split_seed)
+    x_tr, x_va, y_tr, y_va = load_data(cfg.val_fraction, cfg.split_seed)
+    prep = preprocessing(x_tr)
     model = build_model(cfg)
     return overt.Recipe(
         model=model,
         optimizer=torch.optim.AdamW(model.parameters(), lr=cfg.lr),
         loss_fn=nn.CrossEntropyLoss(),
-        train_data=train,
-        val_data=val,
+        train_data=TensorDataset(prep.tensor(x_tr), torch.tensor(y_tr)),
+        val_data=TensorDataset(prep.tensor(x_va), torch.tensor(y_va)),
         metrics={{"accuracy": overt.metrics.accuracy}},
+        preprocessing=prep,
+        raw_val=list(x_va),
     )
 '''
 

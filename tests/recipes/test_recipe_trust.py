@@ -18,7 +18,7 @@ from overt.errors import RecipeError
 from tests.checkpoint.test_safe_loading import forge_manifest
 
 EVIL = ("import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
-        "from overt.recipes.tiny import build, build_model, defaults, preprocess, postprocess  # noqa\n")
+        "from overt.recipes.tiny import build, build_model, defaults  # noqa\n")
 MINE = "from overt.recipes import digits\ndefaults = dict(digits.defaults, epochs=1)\nbuild = digits.build\n"
 
 
@@ -70,7 +70,7 @@ def test_trust_recipe_is_consent_and_the_file_and_hash_are_printed_before_the_im
 def test_recipe_option_names_the_file_to_use(runs, tmp_path, capsys):
     run, evil, marker = tampered(runs, tmp_path)
     mine = tmp_path / "mine.py"
-    mine.write_text("from overt.recipes.tiny import build, build_model, defaults, preprocess, postprocess  # noqa\n")
+    mine.write_text("from overt.recipes.tiny import build, build_model, defaults  # noqa\n")
     assert overt_main(["predict", str(run), rows(tmp_path), "--recipe", str(mine)]) == 0
     assert not marker.exists()  # the file the run names is never looked at
     captured = capsys.readouterr()

@@ -80,8 +80,8 @@ def test_resnet_batch_norm_uses_running_statistics_in_eval(runs):
     from sklearn.datasets import load_digits
 
     images = load_digits().images[:6]  # raw pixels 0..16
-    together = predictor.run_batch(predictor.preprocess(list(images), predictor.meta))
-    alone = torch.cat([predictor.run_batch(predictor.preprocess([img], predictor.meta)) for img in images])
+    together = predictor.run_batch(predictor.prepare(list(images)))
+    alone = torch.cat([predictor.run_batch(predictor.prepare([img])) for img in images])
     assert torch.allclose(together, alone, atol=1e-5)  # a prediction does not depend on its batch
 
 
@@ -126,7 +126,7 @@ def test_sentiment_vocabulary_comes_from_the_training_split(runs):
     predictor = overt.Predictor.from_run(run, quiet=True)
     out = predictor.predict(["great", "a zzzunseenword"])
     assert {o["label"] for o in out} <= {"positive", "negative"}
-    assert torch.equal(predictor.preprocess(["a zzzunseenword"], meta)[0, 1], torch.tensor(1))  # <unk>
+    assert torch.equal(predictor.prepare(["a zzzunseenword"])[0, 1], torch.tensor(1))  # <unk>
 
 
 def test_mnist_reads_idx_and_predicts_raw_pixels_like_training(runs):
@@ -138,7 +138,7 @@ def test_mnist_reads_idx_and_predicts_raw_pixels_like_training(runs):
     assert meta["mean"] == pytest.approx(float(x_tr.astype(np.float32).mean() / 255), rel=1e-5)
     predictor = overt.Predictor.from_run(run, quiet=True)
     raw = [x_tr[i] for i in range(4)]
-    assert torch.allclose(predictor.preprocess(raw, meta), normalised(x_tr[:4], meta["mean"], meta["std"]))
+    assert torch.allclose(predictor.prepare(raw), normalised(x_tr[:4], meta["mean"], meta["std"]))
     assert len(predictor.predict(raw)) == 4
 
 
