@@ -281,8 +281,9 @@ def read_run_config(path: Path) -> dict[str, Any]:
         raise RunError(f"{path} cannot be read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                        why="the model is rebuilt from the run's config",
                        fix="restore config.yaml as `overt train` wrote it") from None
-    if not isinstance(values, dict):
-        raise RunError(f"{path} does not hold a mapping of settings", fix="restore config.yaml as overt wrote it")
+    if not isinstance(values, dict) or not values:
+        raise RunError(f"{path} does not hold the run's settings (a YAML mapping naming its recipe)",
+                       fix="restore config.yaml as `overt train` wrote it")
     return values
 
 
