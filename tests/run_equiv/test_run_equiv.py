@@ -68,7 +68,7 @@ def test_same_behaviour_plain_and_under_overt_run(case, tmp_path):
     plain = _start(plain_dir, [script, *args])
     # dataloader-starvation is the one timing-based guard: on a loaded machine it may fire; its
     # line would be taken out with the others anyway, the flag only keeps the report stable
-    overt = _start(overt_dir, ["-m", "overt", "run", "--ignore", "dataloader-starvation", script, *args])
+    overt = _start(overt_dir, ["-m", "overt", "run", "--allow-errors", "--ignore", "dataloader-starvation", script, *args])
     p_out, p_err = plain.communicate(timeout=300)
     o_out, o_err = overt.communicate(timeout=300)
     assert o_out == p_out
