@@ -10,14 +10,37 @@ from torch import nn
 from overt.findings import Finding
 from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
+from overt.guards.unwrap import unwrap_model, unwrap_optimizer
 
 
 def _as_list(x: Any, kind: type) -> list[Any]:
     if x is None:
         return []
-    if isinstance(x, kind):
-        return [x]
-    return list(x)
+    if isinstance(x, kind) or not isinstance(x, (list, tuple, set, dict)) and not hasattr(x, "__iter__"):
+        return [x]  # one object (a framework's wrapper need not subclass ``kind``)
+    return list(x.values()) if isinstance(x, dict) else list(x)
+
+
+def watch(session: GuardSession, models: Any = None, optimizers: Any = None) -> None:
+    """Watch ``models`` and ``optimizers`` (one each or several), seeing through the frameworks'
+    wrappers (:mod:`overt.guards.unwrap`).  Never raises: an object the guards cannot watch is
+    said once on stderr and training goes on without that object's checks."""
+    for m in _as_list(models, nn.Module):
+        try:
+            inner = unwrap_model(m)
+            if not isinstance(inner, nn.Module):
+                raise TypeError(f"{type(m).__name__} is not a torch.nn.Module")
+            session.watch_model(inner)
+        except Exception as exc:  # never break training
+            session.check_failed(f"watch_model({type(m).__name__})", exc)
+    for opt in _as_list(optimizers, torch.optim.Optimizer):
+        try:
+            inner = unwrap_optimizer(opt)
+            if not isinstance(inner, torch.optim.Optimizer) or "_optimizer_step_pre_hooks" not in vars(inner):
+                raise TypeError(f"{type(opt).__name__} is not (and does not wrap) a torch.optim.Optimizer")
+            session.watch_optimizer(inner)
+        except Exception as exc:  # never break training
+            session.check_failed(f"watch_optimizer({type(opt).__name__})", exc)
 
 
 class Guard:
@@ -79,7 +102,9 @@ def guard(
     stream: Any = None,
 ) -> Guard:
     """Attach the runtime guards to ``model`` (one module or several) and ``optimizer``
-    (one or several; e.g. a GAN's two).  Two lines in a hand-written loop::
+    (one or several; e.g. a GAN's two).  Wrapped ones are fine: what
+    ``accelerator.prepare(...)`` returns, Lightning's optimizers, DDP/FSDP/``torch.compile``
+    modules (the guards watch the module and optimizer inside).  Two lines in a hand-written loop::
 
         g = overt.guard(model, optimizer)
         ...  # the unchanged training loop
@@ -96,10 +121,7 @@ def guard(
                            warmup_steps=warmup_steps, stop_on_error=stop_on_error,
                            report_path=report_path, overhead_budget=overhead_budget, stream=stream)
     session = GuardSession(options)
-    for m in _as_list(model, nn.Module):
-        session.watch_model(m)
-    for opt in _as_list(optimizer, torch.optim.Optimizer):
-        session.watch_optimizer(opt)
+    watch(session, model, optimizer)
     for sc in _as_list(scheduler, object) if isinstance(scheduler, (list, tuple)) else [scheduler]:
         session.scheds.add(sc)
     return Guard(session)

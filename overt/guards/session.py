@@ -116,6 +116,9 @@ class GuardSession:
         self.depth = 0
         self.batch_index: int | None = None  # of the latest training batch, when known
         self.batch_source: Callable[[], int] | None = None  # the index, when no DataLoader gives it
+        # the step findings carry: a framework's own step counter (Lightning's, HF's global_step)
+        # when one is given, else the optimizer steps done
+        self.step_source: Callable[[], int] | None = None
         self.models: dict[int, ModelInfo] = {}
         self.optimizers: dict[int, OptInfo] = {}
         self.param_names: dict[int, str] = {}
@@ -200,8 +203,14 @@ class GuardSession:
         """Record a finding (once per ``(slug, key)``)."""
         if slug in self.options.ignore or self.reporter.has(slug, key):
             return None
-        finding = Finding(slug, message, where=where, severity=severity,
-                          step=self.step if step is None else step, details=details or {})
+        if step is None:
+            step = self.step
+            if self.step_source is not None:
+                try:
+                    step = int(self.step_source())
+                except Exception:  # never break training: the session's own count
+                    step = self.step
+        finding = Finding(slug, message, where=where, severity=severity, step=step, details=details or {})
         return self.reporter.add(finding, key)
 
     def stop(self, slug: str, message: str, where: str = "", *, key: str = "", can_stop: bool = True) -> None:
@@ -288,6 +297,14 @@ class GuardSession:
             return
         self.watch_model(module)
         self._fwd_pre(module, args)  # its own pre hook was added too late for this call
+
+    def discover_models(self, on: bool) -> None:
+        """Watch the outermost modules with parameters that run a forward while ``on`` (PyTorch's
+        global forward pre-hook): for frameworks that call a submodule, not the module they were
+        given (a LightningModule's ``training_step`` calling ``self.net(x)``)."""
+        self._set_global_pre(on)
+        if not on:
+            self.depth = 0
 
     def arm_forwards(self, n: int, only_dropbn_training: bool = False) -> None:
         """Look at the next ``n`` forwards of every watched model (a loader started, a mode
