@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
                       recipe_source: dict[str, Any] | None = None) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, checkpoints (when
-    there is a run directory), the ``user``'s own, anomaly mode (``debug_anomaly``), MLflow
-    (``mlflow``/``mlflow_uri``/``mlflow_experiment``), plots at the end (``plots``), then metrics log + TensorBoard and
-    the run directory writer (when there is a run directory), then progress.  MLflow and the
+    there is a run directory), the ``user``'s own, early stopping (``early_stop``), anomaly mode
+    (``debug_anomaly``), MLflow (``mlflow``/``mlflow_uri``/``mlflow_experiment``), W&B (``wandb``/
+    ``wandb_project``/``wandb_mode``), plots at the end (``plots``), then metrics log + TensorBoard,
+    the run directory writer and ``metrics.csv`` (``csv``; when there is a run directory), then progress.  MLflow and the
     plots come before the run directory's writers so that an unusable tracking store or a
     missing matplotlib is an error before the run directory is written.  Under torchrun, guards
     and checkpoints run on every rank; whatever writes or prints only on rank 0."""
@@ -50,6 +51,11 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
 
         callbacks.append(CheckpointCallback(cfg, run_dir, recipe_source=recipe_source))
     callbacks += user
+    if cfg.early_stop is not None:
+        from overt.engine.early_stop import EarlyStopping
+
+        callbacks.append(EarlyStopping(cfg.early_stop, cfg.early_stop_min_delta, monitor=cfg.monitor,
+                                       mode=cfg.monitor_mode, verbose=main))
     if cfg.debug_anomaly:
         from overt.engine.anomaly import AnomalyMode
 
@@ -62,6 +68,10 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
         from overt.integrations.mlflow import MLflowCallback
 
         callbacks.append(MLflowCallback(cfg.mlflow_uri, cfg.mlflow_experiment or "overt", run_dir=run_dir))
+    if main and (cfg.wandb or cfg.wandb_project or cfg.wandb_mode):
+        from overt.integrations.wandb import WandbCallback
+
+        callbacks.append(WandbCallback(cfg.wandb_project, cfg.wandb_mode, run_dir=run_dir))
     if cfg.plots and main:
         if run_dir is None:
             from overt.errors import ConfigError
@@ -77,6 +87,10 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
         from overt.run.writer import RunWriter
 
         callbacks += [MetricsLog(run_dir, tensorboard=cfg.tensorboard), RunWriter(run_dir)]
+        if cfg.csv:
+            from overt.run.metrics_csv import MetricsCSV
+
+            callbacks.append(MetricsCSV(run_dir))
     progress = progress_callback(cfg.progress) if main else None
     if progress is not None:
         callbacks.append(progress)

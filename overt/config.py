@@ -141,6 +141,16 @@ class TrainConfig(BaseModel):
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
                                                      "else MLflow's default sqlite:///mlflow.db)")
     mlflow_experiment: str | None = Field(None, description="MLflow experiment name (default: overt)")
+    wandb: bool = Field(False, description="log the run to Weights & Biases (needs the wandb extra); "
+                                           "also on when wandb_project or wandb_mode is set")
+    wandb_project: str | None = Field(None, description="W&B project (default: overt)")
+    wandb_mode: Literal["online", "offline", "disabled"] | None = Field(
+        None, description="W&B mode: offline logs without network (default: W&B's own, WANDB_MODE)")
+    csv: bool = Field(True, description="also write the metrics as RUN_DIR/metrics.csv (from metrics.jsonl)")
+    early_stop: int | None = Field(None, ge=1, description="stop after N validations in a row without an "
+                                                          "improvement of `monitor` (None: train every epoch)")
+    early_stop_min_delta: float = Field(0.0, ge=0, description="early_stop: the least change of `monitor` "
+                                                               "that counts as an improvement")
     preempt_signal: str | None = Field(
         None, description="extra signal that, like SIGTERM and SIGINT, makes the run save and stop (e.g. SIGUSR1)"
     )

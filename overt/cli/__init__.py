@@ -12,6 +12,7 @@ import sys
 # name -> (module, one-line help).  Each module exposes ``main(argv: list[str]) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("overt.cli.train", "train a recipe (built-in name, recipe.py or config.yaml)"),
+    "sweep": ("overt.cli.sweep", "train a small grid of overrides (key=a,b) one by one and compare the runs"),
     "resume": ("overt.cli.resume", "continue a run from its newest valid checkpoint"),
     "run": ("overt.guards.run_cli", "run an unmodified training script under the runtime guards"),
     "lint": ("overt.lint.cli", "find the catalog's failures in source code, statically"),

@@ -13,6 +13,7 @@ Train a recipe.
   overt train my_recipe.py lr=0.01    a recipe file, with overrides
   overt train config.yaml epochs=3    a config file naming its recipe
   overt train --list-keys             every config key with its default
+  overt train -m lr=1e-3,1e-2         a sweep: each value trained, then compared (overt sweep)
   overt train my_recipe.py nproc=4    4 processes (DDP; strategy=fsdp for FSDP2), torchrun's
                                       agent in this process; see docs/distributed.md
 
@@ -27,6 +28,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="built-in recipe name, recipe .py file, module path, or .yaml config")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     parser.add_argument("--list-keys", action="store_true", help="print every config key and its default, then exit")
+    parser.add_argument("-m", "--multirun", action="store_true",
+                        help="sweep: key=a,b trains every combination (as `overt sweep`)")
     args = parser.parse_args(argv)
     if args.target is not None and "=" in args.target:  # `overt train epochs=3`: no target, only overrides
         args.overrides.insert(0, args.target)
@@ -96,6 +99,10 @@ def main(argv: list[str]) -> int:
     from overt.errors import OvertError
 
     args = parse_args(argv)
+    if args.multirun:
+        from overt.cli import sweep
+
+        return sweep.main([*([args.target] if args.target else []), *args.overrides])
     try:
         code = launched(["train", *argv], args.overrides)
         if code is not None:

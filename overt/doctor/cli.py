@@ -15,6 +15,10 @@ Run readiness probes on a recipe and write the readiness note.
   overt doctor config.yaml --strict     a config file; warnings fail too
   overt doctor --lr-find --bench        also the learning-rate range test and the device benchmark
   overt doctor out=reports/doctor       where to write (default: runs/doctor/<recipe>-<time>/)
+  overt doctor project.py:make          a Lightning or Hugging Face project: make() returns
+                                        (LightningModule, LightningDataModule), a transformers
+                                        Trainer, or {model, train_dataset, eval_dataset, args};
+                                        loss_kind=cross_entropy gives the initial loss its ln(C)
 
 Writes readiness.md, readiness.json and PNG plots (with matplotlib).  Exit code: 0 when no
 probe fails, 1 when one does (or warns, with --strict), 2 on usage errors.
@@ -92,6 +96,10 @@ def _counts(readiness: Any) -> dict[str, int]:
 
 def run(args: argparse.Namespace) -> tuple[Any, Path]:
     """Resolve the recipe and settings, build it, run the probes, write the note."""
+    if args.target and ":" in args.target and not args.target.endswith((".yaml", ".yml")):
+        from overt.doctor.frameworks import run_project  # FILE.py:FUNCTION -> a Lightning or HF project
+
+        return run_project(args)
     from overt.cli.train import resolve_run_config
     from overt.config import parse_overrides
     from overt.doctor.api import DOCTOR_KEYS, doctor, split_settings

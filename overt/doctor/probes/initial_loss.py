@@ -25,6 +25,9 @@ LOW, HIGH, FAIL_HIGH = 0.7, 1.5, 3.0
 
 def loss_kind(loss_fn: Any) -> str:
     """``cross_entropy``, ``nll``, ``regression`` or ``other``."""
+    hint = getattr(loss_fn, "loss_kind", None)  # a framework's own loss says what it is (doctor/frameworks.py)
+    if hint in ("cross_entropy", "nll", "regression"):
+        return hint
     if isinstance(loss_fn, nn.CrossEntropyLoss) or loss_fn is F.cross_entropy:
         return "cross_entropy"
     if isinstance(loss_fn, nn.NLLLoss) or loss_fn is F.nll_loss:

@@ -75,3 +75,16 @@ def build(bug: str | None = None, *, out_dir: str, callbacks=(), **kw):
         optimizers = (torch.optim.SGD(model.head.parameters(), lr=0.05), None)
     return Trainer(model=model, args=arguments(out_dir, **kw), train_dataset=train, eval_dataset=val,
                    callbacks=list(callbacks), optimizers=optimizers)
+
+
+def project():
+    """``overt doctor tests/integrations/projects/hf_digits.py:project``: a ready Trainer."""
+    import tempfile
+
+    return build(None, out_dir=tempfile.mkdtemp(prefix="hf-digits-"))
+
+
+def project_plain_list():
+    import tempfile
+
+    return build("plain-list", out_dir=tempfile.mkdtemp(prefix="hf-digits-"))

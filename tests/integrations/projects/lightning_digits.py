@@ -96,3 +96,12 @@ def fit(bug: str | None = None, *, callbacks=(), root: str, epochs: int = 2, lim
                         num_sanity_val_steps=0, deterministic=True, **trainer_kw)
     trainer.fit(module, datamodule=DigitsData())
     return trainer, module
+
+
+def project():
+    """``overt doctor tests/integrations/projects/lightning_digits.py:project``"""
+    return DigitsModule(), DigitsData()
+
+
+def project_frozen_mismatch():
+    return DigitsModule("frozen-mismatch"), DigitsData()
