@@ -13,6 +13,7 @@ Continue a run from its newest valid checkpoint (a bad newest one is named and s
 
   overt resume runs/digits-20260101-120000
   overt resume runs/mine epochs=30          continue with changed settings (reported)
+  overt resume runs/ddp nproc=4             another number of processes (default: as many as saved it)
 
 The run is rebuilt from the config saved in the checkpoint.  Its recipe is code: overt
 says which file it imports and refuses one whose source changed since the run was trained
@@ -82,6 +83,49 @@ def _note_versions(saved: dict[str, str]) -> None:
               "but not necessarily bit-identically to an uninterrupted run", file=sys.stderr, flush=True)
 
 
+def saved_world_size(path: Path) -> int | None:
+    """How many processes saved the newest checkpoint of ``path`` (a run directory or a checkpoint
+    folder), read from its ``state.json`` alone; None when it cannot be told (the workers then
+    verify and choose the checkpoint themselves)."""
+    import json
+
+    from overt.checkpoint.store import STATE_JSON, list_checkpoints, read_regular
+
+    path = Path(path)
+    if re.match(r"^step-\d+$", path.name):
+        newest = path
+    else:
+        root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        entries = [e for e in list_checkpoints(root) if e.problem is None]
+        if not entries:
+            return None
+        newest = entries[-1].path
+    try:
+        state = json.loads(read_regular(newest / STATE_JSON, 1 << 26))
+        world = state["meta"]["world_size"]
+    except Exception:  # unreadable or not written by overt: the workers say what is wrong
+        return None
+    return world if isinstance(world, int) and not isinstance(world, bool) and 1 <= world <= 4096 else None
+
+
+def _with_saved_world_size(argv: list[str], args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Without ``nproc=``, resume with as many processes as saved the checkpoint (outside torchrun)."""
+    import os
+    import sys
+
+    from overt.distributed.launch import split_launch_overrides
+
+    nproc, _ = split_launch_overrides(args.overrides)
+    if nproc is not None or "WORLD_SIZE" in os.environ:
+        return argv, args.overrides
+    world = saved_world_size(Path(args.run_dir))
+    if world is None or world == 1:
+        return argv, args.overrides
+    print(f"overt resume: the checkpoint was saved by {world} processes: resuming with nproc={world} "
+          f"(give nproc=N to resume with another number)", file=sys.stderr, flush=True)
+    return [*argv, f"nproc={world}"], [*args.overrides, f"nproc={world}"]
+
+
 def main(argv: list[str]) -> int:
     from overt.distributed.env import RankZeroError
     from overt.errors import OvertError
@@ -92,6 +136,7 @@ def main(argv: list[str]) -> int:
         from overt.distributed.env import DistEnv
         from overt.run import lock
 
+        argv, args.overrides = _with_saved_world_size(argv, args)
         code = launched(["resume", *argv], args.overrides)  # nproc=N: N workers under torchrun's agent
         if code is not None:
             return code
