@@ -53,7 +53,7 @@ class EvalLoopChecks(Check):
         super().__init__(session)
         self.records: dict[int, list[_Record]] = {}  # id(ModelInfo) -> this step's training-mode forwards
         self.infos: dict[int, ModelInfo] = {}
-        self.pending: dict[int, tuple[_Record, Any]] = {}  # id(module) -> (record, its post hook)
+        self.pending: dict[int, tuple[_Record, Any]] = {}  # id(ModelInfo) -> (record, its post hook)
         self.stale: list[Any] = []  # hooks of forwards that raised, removed at the next event
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
