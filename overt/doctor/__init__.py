@@ -5,6 +5,9 @@ and the readiness note with the evidence.
   probes and returns a :class:`Readiness` (``.passed``, ``.verdicts``, ``.to_markdown()``,
   ``.to_json()``, ``.write(dir)``).  The module itself is callable, so ``overt.doctor(...)``
   works however it was imported.
+- ``overt.doctor(lightning_module, datamodule, **settings)`` and ``overt.doctor(hf_trainer, **settings)``:
+  the same probes on a framework project, with the framework's own loss
+  (:mod:`overt.doctor.frameworks`; ``loss_kind="cross_entropy"`` for the ln(C) reference).
 - :mod:`overt.doctor.probes`: each probe on its own (``probes.overfit_batch(...)`` ...), returning a
   :class:`ProbeResult`.
 - ``overt doctor [recipe.py | config.yaml | name] [key=value ...]`` on the command line.
@@ -29,6 +32,11 @@ class _CallableModule(types.ModuleType):
     """``overt.doctor`` is this package; calling it runs :func:`doctor`."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Readiness:
+        if args:
+            from overt.doctor.frameworks import is_project, project_doctor
+
+            if is_project(args[0]):  # a LightningModule (+ DataModule) or a transformers Trainer
+                return project_doctor(*args, **kwargs)
         return doctor(*args, **kwargs)
 
 

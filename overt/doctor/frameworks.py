@@ -313,6 +313,27 @@ def inputs_for(project: Any, **kw: Any) -> DoctorInputs:
                           "or {'model', 'train_dataset', 'eval_dataset', 'args'}")
 
 
+def is_project(obj: Any) -> bool:
+    """Whether ``obj`` is a framework project :func:`project_doctor` takes (a LightningModule,
+    a transformers ``Trainer``, or ready :class:`DoctorInputs`)."""
+    if isinstance(obj, DoctorInputs):
+        return True
+    if hasattr(obj, "training_step") and hasattr(obj, "configure_optimizers"):
+        return True
+    return hasattr(obj, "create_optimizer") and hasattr(obj, "args") and hasattr(obj, "train_dataset")
+
+
+def project_doctor(project: Any, datamodule: Any = None, *, loss_kind: str = "other",
+                   build: Callable[[], Any] | None = None, **settings: Any) -> Any:
+    """``overt.doctor(lightning_module, datamodule, ...)`` / ``overt.doctor(hf_trainer, ...)``:
+    the probes on a framework project; ``settings`` as for :func:`overt.doctor`."""
+    if isinstance(project, DoctorInputs):
+        return project.doctor(**settings)
+    if hasattr(project, "training_step"):
+        return lightning_inputs(project, datamodule, loss_kind=loss_kind, build=build).doctor(**settings)
+    return hf_inputs(trainer=project, loss_kind=loss_kind, build=build).doctor(**settings)
+
+
 def load_project(target: str) -> tuple[Callable[[], Any], str]:
     """``"file.py:function"`` or ``"package.module:function"`` -> (the function, a name)."""
     import importlib
@@ -375,5 +396,5 @@ def run_project(args: Any) -> tuple[Any, Any]:
     return readiness, directory
 
 
-__all__ = ["DoctorInputs", "FrameworkLoss", "hf_inputs", "inputs_for", "lightning_inputs", "load_project",
-           "run_project"]
+__all__ = ["DoctorInputs", "FrameworkLoss", "hf_inputs", "inputs_for", "is_project", "lightning_inputs",
+           "load_project", "project_doctor", "run_project"]

@@ -38,6 +38,15 @@ def test_lightning_training_step_is_the_loss_and_a_planted_bug_fails():
     assert inputs.settings["batch_size"] == 32  # the DataModule's loader
 
 
+def test_overt_doctor_takes_a_lightning_module_and_datamodule():
+    import overt
+
+    readiness = overt.doctor(lightning_digits.DigitsModule(), lightning_digits.DigitsData(),
+                             loss_kind="cross_entropy", only=["data", "initial-loss", "optimizer"], progress=False)
+    assert readiness.verdicts == {"data": "pass", "initial-loss": "pass", "optimizer": "pass"}
+    assert readiness["initial-loss"].evidence["classes"] == 10
+
+
 def test_lightning_manual_optimisation_is_a_clear_error():
     from overt.errors import ConfigError
 
