@@ -45,8 +45,10 @@ def _parser() -> argparse.ArgumentParser:
 def _list_rules() -> str:
     from overt.lint.rules import FIXABLE
 
-    rows = [f"{e.code}  {e.slug:<30} {e.severity.value:<8} {'fix' if e.slug in FIXABLE else '   '}  {e.title}"
-            for e in ENTRIES if e.static]
+    from overt.lint.severity import DEFAULT_LEVELS
+
+    rows = [f"{e.code}  {e.slug:<30} {DEFAULT_LEVELS[e.slug].value:<8} {'fix' if e.slug in FIXABLE else '   '}  "
+            f"{e.title}" for e in ENTRIES if e.static]
     return "\n".join(rows)
 
 
