@@ -256,8 +256,10 @@ def test_throughput_clean_and_starved(data):
     x, y = data[0].tensors
     fast = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 320, 32)]  # batches ready in memory
     r = probes.throughput(model, opt, loss, fast, steps=10)
-    assert r.verdict is Verdict.PASS and r.evidence["samples_per_s"] > 0 and r.evidence["peak_memory_bytes"] > 0
-    slow = DataLoader(h.SlowDataset(data[0], delay_s=0.001), batch_size=32)
+    # no starvation; a thread-oversubscription warning depends on how busy the machine is, so it may come
+    assert r.verdict is not Verdict.FAIL and not slugs(r)
+    assert r.evidence["samples_per_s"] > 0 and r.evidence["peak_memory_bytes"] > 0
+    slow = DataLoader(h.SlowDataset(data[0], delay_s=0.01), batch_size=32)  # waits dwarf any busy step
     r = probes.throughput(model, opt, loss, slow, steps=5)
     assert r.verdict is Verdict.WARN and slugs(r) == {"dataloader-starvation"}
     assert r.evidence["wait_share"] > 0.5 and "num_workers" in r.fix or "batch size" in r.fix
@@ -302,3 +304,25 @@ def test_checkpoint_probe_passes_a_plain_mlp_whose_weights_header_looks_like_a_p
     model, opt = build()
     r = probes.checkpoint_roundtrip(model, opt, h.first_batch(data[0]), nn.CrossEntropyLoss(), build=build)
     assert r.verdict is Verdict.PASS, (r.summary, r.lines)
+
+
+def test_throughput_compares_default_threads_with_one(data):
+    """With more than one intra-op thread the probe also times a copy with one thread, and says so;
+    the threads are restored.  Whether one thread wins depends on the machine's load, so the
+    decision itself is checked on given timings."""
+    from overt.doctor.probes.throughput import oversubscribed
+
+    model, opt, loss = h.setup()
+    x, y = data[0].tensors
+    batches = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 320, 32)]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        r = probes.throughput(model, opt, loss, batches, steps=10)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert r.evidence["intra_op_threads"] == 2 and r.evidence["step_ms_one_thread"] > 0
+    assert any("with 1 thread" in line for line in r.lines)
+    assert oversubscribed(0.049, 0.004, 2) and not oversubscribed(0.010, 0.009, 8)
+    assert not oversubscribed(0.049, 0.004, 1)  # one thread already

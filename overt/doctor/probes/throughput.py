@@ -32,6 +32,50 @@ def peak_memory(device: torch.device) -> tuple[int, str]:
         return 0, "unavailable"
 
 
+#: one thread faster than torch's default by this factor: the threads fight over too few free cores
+OVERSUBSCRIBED = 1.5
+THREAD_STEPS = 6
+
+
+def oversubscribed(default_step_s: float, one_thread_step_s: float, threads: int) -> bool:
+    """Whether one intra-op thread trains clearly faster than ``threads`` (torch's default)."""
+    return threads > 1 and one_thread_step_s > 0 and default_step_s / one_thread_step_s >= OVERSUBSCRIBED
+
+
+def _compare_threads(r: ProbeResult, model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any],
+                     forward: Any, prec: Any, default_step_s: float) -> None:
+    """Time a few training steps of a fresh copy with one intra-op thread and compare with the
+    default measured above; warn when one thread is much faster (threads oversubscribed: more
+    threads than free cores, e.g. several processes each using every core, or a busy machine)."""
+    import time
+
+    threads = torch.get_num_threads()
+    if threads <= 1 or len(batches) < 2:
+        return
+    m, opt, _ = fresh(model, optimizer)
+    m.train()
+    try:
+        torch.set_num_threads(1)
+        precision_step(m, opt, loss_fn, batches[0], forward, prec)  # warm-up
+        t0 = time.perf_counter()
+        for batch in batches[1:]:
+            precision_step(m, opt, loss_fn, batch, forward, prec)
+        one = (time.perf_counter() - t0) / (len(batches) - 1)
+    finally:
+        torch.set_num_threads(threads)
+    r.evidence.update(intra_op_threads=threads, step_ms_one_thread=1e3 * one)
+    r.lines.append(f"intra-op threads: {threads} (torch's default): {1e3 * default_step_s:.2f} ms per step of "
+                   f"compute; with 1 thread: {1e3 * one:.2f} ms")
+    if not oversubscribed(default_step_s, one, threads):
+        return
+    r.verdict = Verdict.WARN
+    r.summary += f"; 1 thread is {default_step_s / one:.1f}x faster than {threads}"
+    r.lines.append(f"warning: training ran {default_step_s / one:.1f}x faster with 1 thread than with {threads}: "
+                   f"the threads are oversubscribed (more threads than free cores: other processes, loader workers "
+                   f"or ranks each using every core). Fix: torch.set_num_threads(N) or OMP_NUM_THREADS=N with N "
+                   f"at most the free cores (os.cpu_count() = {os.cpu_count()}) divided by the processes sharing them")
+
+
 def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, device: Any = "cpu",
                forward: Forward | None = None, precision: str = "fp32", steps: int = 50,
                time_limit_s: float = 5.0, num_workers: int | None = None, dataset_size: int | None = None
@@ -55,6 +99,7 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
     it = iter(loader)
     t_start = clock.now()
     first_batch_s = None
+    kept: list[Any] = []  # the first batches, timed again with one thread (on the CPU)
     fresh_epoch = True  # no batch since the loader was (re)started: an empty loader would loop forever
     while n_steps < steps + warmup:
         t0 = clock.now()
@@ -75,6 +120,8 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
         if first_batch_s is None:
             first_batch_s = t1 - t0
         batch = to(batch, device)
+        if len(kept) < THREAD_STEPS:
+            kept.append(batch)
         precision_step(m, opt, loss_fn, batch, forward, prec)
         t2 = clock.now()
         n_steps += 1
@@ -108,6 +155,8 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
         r.lines.append(f"one epoch of {dataset_size:,} samples: about {dataset_size / rate:.1f} s of training")
     limit = WAIT_CPU if device.type == "cpu" else WAIT_ACCELERATOR
     r.summary = f"{rate:,.0f} samples/s, {share:.0%} of step time waiting for data, peak {mem / 2**20:,.0f} MiB"
+    if device.type == "cpu" and compute > 0 and measured > 0:
+        _compare_threads(r, model, optimizer, loss_fn, kept, forward, prec, compute / measured)
     if share <= limit:
         return r
     r.verdict = Verdict.WARN
