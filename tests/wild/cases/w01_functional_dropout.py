@@ -1,7 +1,7 @@
 """Dropout applied with ``F.dropout(x, p)`` in ``forward``: always on, in validation too.
 
 Source: Stack Overflow, "Using Dropout in Pytorch: nn.Dropout vs. F.dropout"
-(https://stackoverflow.com/questions/53419474), whose example -- a model calling the functional
+(https://stackoverflow.com/questions/53419474, answer https://stackoverflow.com/a/53452827), whose example -- a model calling the functional
 dropout in ``forward`` -- keeps zeroing activations after ``model.eval()``; retold at
 http://iopenv.com/V26QIRRJF/The-difference-between-torch-nn-dropout-and-torch-nn-F-dropout-in-pytorch.
 ``F.dropout``'s ``training`` argument defaults to True, so without ``training=self.training``

@@ -1,6 +1,6 @@
 """``F.dropout(x, p, training=True)`` hard-coded in ``forward``: dropout in every evaluation.
 
-Source: the same question (https://stackoverflow.com/questions/53419474), whose "Model 1"
+Source: the same question (https://stackoverflow.com/questions/53419474, answer https://stackoverflow.com/a/53452827), whose "Model 1"
 passes ``training=True`` explicitly; a pattern copied into many repositories (the Chinese-language
 write-ups at https://e-com-net.com/article/1601294049287897088.htm and
 https://geekdaxue.co/read/myheros@iegk5l/swg1v0 show the eval-mode outputs still randomly zeroed).

@@ -12,7 +12,7 @@ dropping DDP's hooks).  The ranks see different shards of the data, so their wei
 """
 
 WORLD = 2
-SLUGS = ("ddp-out-of-sync", "ddp-params-replaced")
+SLUGS = ("ddp-out-of-sync",)
 
 _SCRIPT = '''
 import torch
