@@ -185,8 +185,16 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
 
                 restore_trainer(trainer, resume)
         except Exception as error:  # the run directory exists: it says why the run never started
+            from overt.run.atomic import is_disk_full
             from overt.run.writer import failed_status, write_status
 
+            if is_disk_full(error):
+                from overt.errors import DiskFullError
+
+                full = DiskFullError("the run's recipe_meta.json", run_dir)
+                if main:
+                    write_status(run_dir, failed_status(full, step=None))
+                raise full from None
             if main:
                 write_status(run_dir, failed_status(error, step=None))
             raise

@@ -20,6 +20,16 @@ class OvertError(Exception):
         super().__init__("\n".join(parts))
 
 
+class DiskFullError(OvertError):
+    """A file of the run could not be written because the disk (or the quota) is full."""
+
+    def __init__(self, what: str, where: object = "") -> None:
+        from overt.run.atomic import disk_full_message
+
+        parts = disk_full_message(what, where)
+        super().__init__(parts["what"], where=parts["where"], why=parts["why"], fix=parts["fix"])
+
+
 class ConfigError(OvertError):
     """A config key or value that cannot be used."""
 

@@ -151,9 +151,12 @@ class CheckpointCallback(Callback):
                 "the loss, a learning rate that is too high, fp16 overflow: use bf16); then " + where)
 
     def _on_abort(self, sig: signal.Signals) -> None:
-        """A second signal ends the process at once: say so in status.json, which still says running."""
+        """A new request after the grace period ends the process at once: say so in status.json, which
+        still says running (rank 0 writes the run directory)."""
         from overt.run.writer import write_status
 
+        if _rank() != 0:
+            return
         step = self._trainer.state.global_step if self._trainer is not None else None
         write_status(self.run_dir, {"status": "killed", "error": f"a second {sig.name} ended the process at once "
                                     "(no checkpoint of the last steps)", "step": step})

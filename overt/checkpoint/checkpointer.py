@@ -29,6 +29,7 @@ from overt.checkpoint.rng import capture_rng, restore_rng
 from overt.checkpoint.store import (STATE_TENSORS, Loaded, Snapshot, clean_stale, list_checkpoints,
                                     read_newest_valid, remove_checkpoint, verify_and_read, write_snapshot)
 from overt.checkpoint.weights import LoadReport, load_module_state
+from overt.run.atomic import is_disk_full
 
 
 def _stderr(message: str) -> None:
@@ -186,7 +187,12 @@ class Checkpointer:
             self._thread = threading.Thread(target=self._write_guarded, args=(snap,), name="overt-checkpoint")
             self._thread.start()
         else:
-            self._write(snap)
+            try:
+                self._write(snap)
+            except Exception as exc:
+                if is_disk_full(exc):
+                    raise self._disk_full(step) from None
+                raise
         self.blocking_s += time.perf_counter() - start
         return final
 
@@ -199,9 +205,18 @@ class Checkpointer:
             error, self._error = self._error, None
             if isinstance(error, CheckpointError):
                 raise error
+            if is_disk_full(error):
+                raise self._disk_full(None) from None
             raise CheckpointError(f"writing a checkpoint in {self.directory} failed: {type(error).__name__}: {error}",
                                   why="the run has no checkpoint of its recent progress",
                                   fix="check free disk space and permissions of the checkpoint folder") from error
+
+    def _disk_full(self, step: int | None) -> CheckpointError:
+        from overt.run.atomic import disk_full_message
+
+        parts = disk_full_message(f"the checkpoint{f' of step {step}' if step is not None else ''} "
+                                  "(nothing of it was kept)", self.directory)
+        return CheckpointError(parts["what"], where=parts["where"], why=parts["why"], fix=parts["fix"])
 
     def _write_guarded(self, snap: Snapshot) -> None:
         try:

@@ -130,6 +130,9 @@ def main(argv: list[str]) -> int:
     from overt.distributed.env import RankZeroError
     from overt.errors import OvertError
 
+    from overt.cli.train import as_worker
+
+    as_worker()
     args = parse_args(argv)
     try:
         from overt.cli.train import exit_status, launched, report_error
@@ -159,5 +162,14 @@ def main(argv: list[str]) -> int:
             lock.release(run_dir)
     except (OvertError, RankZeroError) as exc:
         report_error("overt resume", exc)
+        return 2
+    except Exception as exc:
+        from overt.run.atomic import is_disk_full
+
+        if not is_disk_full(exc):
+            raise
+        from overt.errors import DiskFullError
+
+        report_error("overt resume", DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})"))
         return 2
     return exit_status(summary)

@@ -74,6 +74,23 @@ def launched(argv: list[str], overrides: list[str]) -> int | None:
     return launch(nproc, [a for a in argv if not a.replace(" ", "").startswith("nproc=")])
 
 
+def as_worker() -> None:
+    """In a worker process started by torchrun (``WORLD_SIZE`` > 1): die with the agent (a SIGKILLed
+    launcher leaves no worker behind), and once a clean stop is saved, let no further signal turn
+    the exit code ``128 + N`` into a death by signal (torchrun's agent sends SIGTERM to the workers
+    still running when the first one exits).  See overt/checkpoint/preempt.py."""
+    import os
+
+    world = os.environ.get("WORLD_SIZE", "")
+    if not (world.isdigit() and int(world) > 1):
+        return
+    from overt.checkpoint.preempt import ignore_after_stop
+    from overt.distributed.launch import die_with_agent
+
+    die_with_agent()
+    ignore_after_stop()
+
+
 def run_distributed(cfg: Any, job: Any) -> Any:
     """``job()`` inside the torchrun process group (when there is one), torn down however it ends."""
     from overt.distributed.group import process_group
@@ -98,6 +115,7 @@ def main(argv: list[str]) -> int:
     from overt.distributed.env import RankZeroError
     from overt.errors import OvertError
 
+    as_worker()
     args = parse_args(argv)
     if args.multirun:
         from overt.cli import sweep
@@ -119,5 +137,14 @@ def main(argv: list[str]) -> int:
         summary = run_distributed(cfg, lambda: train_recipe(cfg, module))
     except (OvertError, RankZeroError) as exc:
         report_error("overt train", exc)
+        return 2
+    except Exception as exc:
+        from overt.run.atomic import is_disk_full
+
+        if not is_disk_full(exc):
+            raise
+        from overt.errors import DiskFullError
+
+        report_error("overt train", DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})"))
         return 2
     return exit_status(summary)

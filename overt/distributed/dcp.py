@@ -88,11 +88,15 @@ def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metri
     model_sd, optim_sd = get_state_dict(model, optimizer)
     try:
         dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(tmp / SHARDS))
-    except BaseException:
+    except BaseException as exc:
         if rank == 0:
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
+        from overt.run.atomic import is_disk_full
+
+        if is_disk_full(exc):
+            raise checkpointer._disk_full(step) from None
         raise
     rngs = gather_rng()
     final = root / checkpoint_name(step)
@@ -102,7 +106,14 @@ def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metri
         meta = {**meta, "sharded": {"format": "torch.distributed.checkpoint", "folder": SHARDS,
                                     "world_size": dist.get_world_size(), "files": _hash_tree(tmp / SHARDS)}}
         snap = checkpointer.snapshot(step, rest, metric=metric, meta=meta)
-        path = write_snapshot(snap, root, tmp=tmp)
+        try:
+            path = write_snapshot(snap, root, tmp=tmp)
+        except Exception as exc:
+            from overt.run.atomic import is_disk_full
+
+            if is_disk_full(exc):
+                raise checkpointer._disk_full(step) from None
+            raise
         checkpointer.last_saved = path
         checkpointer.prune(protect=path)
     dist.barrier()  # every rank returns once the checkpoint is committed

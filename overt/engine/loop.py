@@ -185,11 +185,11 @@ class Trainer:
         """Train for ``config.epochs`` epochs (from wherever ``state`` says) and return the summary."""
         cfg, state = self.config, self.state
         self._start_time = self._log_time = time.perf_counter()
-        self.callbacks.call("on_fit_start", self)
-        if self._rng_at_fit is not None:  # a resumed run draws the same random numbers as the original
-            restore_rng(self._rng_at_fit)
-            self._rng_at_fit = None
         try:
+            self.callbacks.call("on_fit_start", self)  # (a failing start is a failed run: on_exception too)
+            if self._rng_at_fit is not None:  # a resumed run draws the same random numbers as the original
+                restore_rng(self._rng_at_fit)
+                self._rng_at_fit = None
             while state.epoch < cfg.epochs and not self.should_stop:
                 self.callbacks.call("on_epoch_start", self, state.epoch)
                 self.train_epoch()
@@ -208,10 +208,23 @@ class Trainer:
             summary = self.summary()
             self.callbacks.call("on_summary", self, summary)  # every plug-in adds its part first...
         except BaseException as error:  # (a final save that fails fails the run: on_exception too)
-            self.callbacks.call("on_exception", self, error)
+            self._on_exception(error)
             raise
         self.callbacks.call("on_fit_end", self, summary)  # ...then writers and printers see all of it
         return summary
+
+    def _on_exception(self, error: BaseException) -> None:
+        """Every callback's ``on_exception``, each one even when an earlier one fails: a callback
+        that cannot record the error (a full disk) must not stop the others (the run directory's
+        status) nor replace the error the run ends with; its own failure is printed."""
+        for fn in self.callbacks.hook("on_exception"):
+            try:
+                fn(self, error)
+            except Exception as inner:  # noqa: BLE001
+                import sys
+
+                print(f"overt: while handling {type(error).__name__}, {type(inner).__name__}: {inner}",
+                      file=sys.stderr, flush=True)
 
     def train_epoch(self) -> None:
         """One pass over the training data (or its remainder, after a resume)."""

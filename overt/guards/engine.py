@@ -107,7 +107,13 @@ class GuardCallback(Callback):
         if self.session is not None:
             self.session.close(error=error)
             if self.options.report_path:  # a failed run's findings (e.g. the guard that stopped it) are kept too
-                self.session.reporter.write(self.options.report_path)
+                try:
+                    self.session.reporter.write(self.options.report_path)
+                except Exception as exc:  # noqa: BLE001 - (a full disk) must not hide the error being handled
+                    import sys
+
+                    print(f"overt: the guards' findings could not be written to {self.options.report_path} "
+                          f"({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
 
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.session is None:
@@ -126,4 +132,13 @@ class GuardCallback(Callback):
                 findings = self.session.reporter.findings = gathered
         summary["findings"] = [f.to_dict() for f in findings]
         if self.options.report_path:
-            self.session.reporter.write(self.options.report_path)
+            try:
+                self.session.reporter.write(self.options.report_path)
+            except Exception as exc:
+                from overt.run.atomic import is_disk_full
+
+                if is_disk_full(exc):
+                    from overt.errors import DiskFullError
+
+                    raise DiskFullError("the guards' findings (guards.json)", self.options.report_path) from None
+                raise

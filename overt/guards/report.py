@@ -90,8 +90,11 @@ class Reporter:
         return {"findings": [f.to_dict() for f in self.findings]}
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write ``{"findings": [...]}`` to ``path`` (parents created)."""
+        """Write ``{"findings": [...]}`` to ``path`` (parents created), atomically: a full disk leaves
+        the previous file or none, never half of one."""
+        from overt.run.atomic import write_text_atomic
+
         target = Path(path)
         if target.parent and not target.parent.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(target, json.dumps(self.to_json(), indent=2) + "\n")

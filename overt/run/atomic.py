@@ -46,3 +46,32 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
 def write_text_atomic(final: str | Path, text: str) -> None:
     with atomic_path(final) as tmp:
         tmp.write_text(text)
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+    """Whether ``error`` (or an error it was raised from) says the disk is full or the quota is used
+    up: an ``OSError`` with ENOSPC/EDQUOT, or an error that wraps one in its message (safetensors'
+    ``SafetensorError``: "No space left on device (os error 28)"; torch.distributed.checkpoint's
+    per-rank failures)."""
+    import errno
+
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+            return True
+        text = str(error)  # SafetensorError, torch.distributed.checkpoint's CheckpointException, ...
+        if "No space left on device" in text or "Disk quota exceeded" in text:
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
+def disk_full_message(what: str, where: str | Path) -> dict[str, str]:
+    """The parts of overt's "disk is full" error (for :class:`overt.errors.OvertError`)."""
+    return {"what": f"the disk is full: cannot write {what}",
+            "where": str(where),
+            "why": "a file that cannot be written completely is not written at all (the previous checkpoints "
+                   "and files stay as they were), but the run cannot go on without it",
+            "fix": "free disk space (or point run_dir/runs_root at a larger disk), then `overt resume RUN_DIR` "
+                   "continues from the newest checkpoint"}

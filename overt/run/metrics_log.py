@@ -56,8 +56,26 @@ class MetricsLog(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_file():
-            trim_after(self.path, trainer.state.global_step)
-        self._fh = open(self.path, "a", buffering=1)
+            try:
+                trim_after(self.path, trainer.state.global_step)
+            except OSError as error:
+                from overt.run.atomic import is_disk_full
+
+                if not is_disk_full(error):
+                    raise
+                from overt.errors import DiskFullError
+
+                raise DiskFullError(f"{self.path.name} (cut back to the resumed step)", self.path) from None
+        try:
+            self._fh = open(self.path, "a", buffering=1)
+        except OSError as error:
+            from overt.run.atomic import is_disk_full
+
+            if not is_disk_full(error):
+                raise
+            from overt.errors import DiskFullError
+
+            raise DiskFullError(self.path.name, self.path) from None
         if self.tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # heavy import: only when a run writes events
 

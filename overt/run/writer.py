@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
-from overt.errors import OvertError
+from overt.errors import DiskFullError, OvertError
 from overt.run import lock
-from overt.run.atomic import atomic_path, write_text_atomic
+from overt.run.atomic import atomic_path, is_disk_full, write_text_atomic
 from overt.run.metrics_log import json_safe
 from overt.run.rundir import INPUTS, RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY
 
@@ -90,8 +90,17 @@ class RunWriter(Callback):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         lock.acquire(self.run_dir)
         self._locked = True
-        write_text_atomic(self.run_dir / "config.yaml", trainer.config.to_yaml())
-        write_text_atomic(self.run_dir / STATUS, json.dumps({"status": "running", "pid": os.getpid()}) + "\n")
+        try:
+            write_text_atomic(self.run_dir / "config.yaml", trainer.config.to_yaml())
+            write_text_atomic(self.run_dir / STATUS, json.dumps({"status": "running", "pid": os.getpid()}) + "\n")
+        except BaseException as error:  # (the engine calls no on_exception for a failing on_fit_start)
+            if is_disk_full(error):
+                error = DiskFullError("the run's config.yaml and status.json", self.run_dir)
+            write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
+            self._unlock()
+            if isinstance(error, DiskFullError):
+                raise error from None
+            raise
 
     def _unlock(self) -> None:
         if self._locked:
@@ -113,7 +122,10 @@ class RunWriter(Callback):
                     save_model(trainer.model, str(tmp))
             write_text_atomic(self.run_dir / SUMMARY, json.dumps(json_safe(summary), indent=2, default=str) + "\n")
         except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
-            if isinstance(error, OSError):
+            if is_disk_full(error):
+                error = DiskFullError("the finished run's model.safetensors and summary.json "
+                                      "(without them the run does not count as finished)", self.run_dir)
+            elif isinstance(error, OSError):
                 error = OvertError(f"cannot write the finished run's files into {self.run_dir}: "
                                    f"{error.strerror or error}",
                                    why="without model.safetensors and summary.json the run does not count as finished",
@@ -128,6 +140,8 @@ class RunWriter(Callback):
 
     def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         try:
+            if is_disk_full(error) and not isinstance(error, OvertError):
+                error = DiskFullError(f"a file of the run ({type(error).__name__}: {error})", self.run_dir)
             write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
         finally:
             self._unlock()
