@@ -87,8 +87,10 @@ class TrainConfig(BaseModel):
     runs_root: str = Field("runs", description="parent folder of generated run directories")
     seed: int = Field(0, description="seeds python, numpy, torch (CPU and CUDA) and the data order")
     epochs: int = Field(10, ge=1, description="number of passes over the training data")
-    batch_size: int = Field(64, ge=1, description="micro-batch size of the training loader")
-    val_batch_size: int | None = Field(None, ge=1, description="validation batch size (default: 2 x batch_size)")
+    # (upper bound: no real batch is larger, and 2 x batch_size must stay a valid index for the loaders)
+    batch_size: int = Field(64, ge=1, le=2**40, description="micro-batch size of the training loader")
+    val_batch_size: int | None = Field(None, ge=1, le=2**40,
+                                       description="validation batch size (default: 2 x batch_size)")
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
     drop_last: bool = Field(False, description="training loader: drop the last incomplete batch (a tiny last batch "
                                                "gives BatchNorm noise statistics); validation always sees every sample")

@@ -1,7 +1,7 @@
 """The digits recipe, made to interrupt itself for the kill/resume tests.
 
 With ``OVERT_TEST_SIGNAL_AT=N`` (and optionally ``OVERT_TEST_SIGNAL=SIGTERM``, default SIGKILL;
-``OVERT_TEST_SIGNAL_TWICE=1`` sends it twice) the process sends that signal to itself right
+``OVERT_TEST_SIGNAL_TWICE=S`` sends it again S seconds later) the process sends that signal to itself right
 before its N-th forward pass (training and validation passes both count) -- a real signal,
 delivered by the kernel at an arbitrary point inside a step.  Without the variable it is the
 plain digits recipe with accumulation, dropout, a per-step OneCycle schedule and clipping.
@@ -27,7 +27,10 @@ def _forward(model, batch):
     if at and _calls == int(at):
         sig = signal.Signals[os.environ.get("OVERT_TEST_SIGNAL", "SIGKILL")]
         os.kill(os.getpid(), sig)
-        if os.environ.get("OVERT_TEST_SIGNAL_TWICE"):
+        if os.environ.get("OVERT_TEST_SIGNAL_TWICE"):  # its value: seconds to wait before the second
+            import time
+
+            time.sleep(float(os.environ["OVERT_TEST_SIGNAL_TWICE"]))
             os.kill(os.getpid(), sig)
     inputs, target = batch
     return model(inputs), target

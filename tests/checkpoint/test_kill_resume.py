@@ -112,9 +112,16 @@ def test_sigterm_finishes_the_step_saves_exits_143_and_resume_is_exact(tmp_path,
     assert sha(run_dir / "model.safetensors") == reference
 
 
-def test_a_second_sigterm_exits_at_once(tmp_path):
+def test_the_same_sigterm_delivered_twice_at_once_is_one_clean_stop(tmp_path):
     run_dir = tmp_path / "run"
-    done = train(run_dir, OVERT_TEST_SIGNAL_AT="65", OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_TWICE="1")
+    done = train(run_dir, OVERT_TEST_SIGNAL_AT="65", OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_TWICE="0")
+    assert done.returncode == 143, done.stderr
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "stopped"
+
+
+def test_a_second_sigterm_after_the_grace_period_exits_at_once(tmp_path):
+    run_dir = tmp_path / "run"
+    done = train(run_dir, OVERT_TEST_SIGNAL_AT="65", OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_TWICE="2.5")
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert not (run_dir / "summary.json").exists()
     status = json.loads((run_dir / "status.json").read_text())  # not left saying "running"

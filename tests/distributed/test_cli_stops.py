@@ -122,3 +122,9 @@ def test_sigkill_of_the_launchers_process_group_leaves_no_worker_running(tmp_pat
     assert not (run / "summary.json").exists()  # ended by the kill, not by training to the end
     again = _overt("resume", str(run), "nproc=2", "epochs=2")  # the run directory is free: resume continues it
     assert again.returncode == 0, again.stderr[-3000:]
+
+
+def test_a_usage_error_of_a_two_process_resume_exits_2_as_documented(tmp_path):
+    done = _overt("resume", str(tmp_path / "no-such-run"), "nproc=2")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "does not exist" in done.stderr and "Traceback" not in done.stderr

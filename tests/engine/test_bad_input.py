@@ -175,3 +175,11 @@ def test_loader_workers_never_see_preemption_signals(digits):
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
     for mask in masks:
         assert int(signal.SIGTERM) in mask and int(signal.SIGINT) in mask
+
+
+@pytest.mark.parametrize("recipe", ["tiny", "digits"])
+def test_an_absurd_batch_size_is_a_usage_error(tmp_path, capsys, recipe):
+    # 2**62: twice that (the default validation batch) is no longer a valid index: it crashed in the loader
+    fails([recipe, f"run_dir={tmp_path / 'r'}", f"batch_size={2 ** 62}", *FAST], capsys,
+          "bad value for config key 'batch_size'", "less than or equal to")
+    assert not (tmp_path / "r").exists()
