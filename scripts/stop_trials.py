@@ -162,12 +162,19 @@ def verified(run: Path) -> dict[str, bool]:
 
 
 def check_kept(out: Outcome, before: dict[str, bool], run: Path) -> None:
+    """A checkpoint that verified before and exists but no longer verifies, or a newest valid
+    checkpoint older than before, is lost data (one deleted by keep_last's rotation after a newer
+    save is not)."""
     after = verified(run)
     for name, ok in before.items():
-        if ok and not after.get(name, False) and not (run / "checkpoints" / f"{name}.bad").exists():
-            gone = name not in after
+        if ok and name in after and not after[name]:
             out.lost = True
-            out.fail(f"checkpoint {name} {'deleted' if gone else 'damaged'}")
+            out.fail(f"checkpoint {name} damaged")
+    newest_before = max((n for n, ok in before.items() if ok), default="")
+    newest_after = max((n for n, ok in after.items() if ok), default="")
+    if newest_after < newest_before:
+        out.lost = True
+        out.fail(f"newest valid checkpoint went back from {newest_before} to {newest_after or 'none'}")
 
 
 def resume_to_end(out: Outcome, run: Path, reference: Path, *extra: str) -> None:

@@ -164,8 +164,11 @@ def main(argv: list[str]) -> int:
         report_error("overt resume", exc)
         return 2
     except Exception as exc:
+        from overt.distributed.launch import peer_gone
         from overt.run.atomic import is_disk_full
 
+        if peer_gone(exc):  # already said on stderr, naming this rank; the launcher names the one that died
+            return 1
         if not is_disk_full(exc):
             raise
         from overt.errors import DiskFullError

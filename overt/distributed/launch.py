@@ -140,6 +140,22 @@ class _Forwarder:
                     pass
 
 
+_PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "Socket Timeout")
+
+
+def peer_gone(error: BaseException) -> bool:
+    """Whether ``error`` is a collective failing because another rank's process is gone (killed,
+    crashed): the consequence, not the cause -- the launcher names the rank that died."""
+    import os as _os
+
+    world = _os.environ.get("WORLD_SIZE", "")
+    if not (world.isdigit() and int(world) > 1):
+        return False
+    names = {t.__name__ for t in type(error).__mro__}
+    return bool(names & {"DistNetworkError"}) or (
+        isinstance(error, RuntimeError) and any(text in str(error) for text in _PEER_GONE))
+
+
 def die_with_agent() -> None:
     """In a worker started by torchrun's agent (Linux): ask the kernel to SIGKILL this process when
     its parent (the agent) dies, however it dies.  Without it a SIGKILLed agent leaves its workers

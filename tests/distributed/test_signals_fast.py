@@ -108,3 +108,13 @@ def test_exit_codes_are_described():
     assert describe_exit(-9) == "killed by SIGKILL (the OOM killer sends it)"
     assert describe_exit(143) == "exit code 143 (stopped cleanly on SIGTERM)"
     assert describe_exit(1) == "exit code 1"
+
+
+def test_a_collective_failing_because_a_peer_died_is_told_apart(monkeypatch):
+    from overt.distributed.launch import peer_gone
+
+    error = RuntimeError("[pair.cc:537] Read error [127.0.0.1]:30393: Connection reset by peer")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert peer_gone(error) and not peer_gone(RuntimeError("size mismatch"))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert not peer_gone(error)
