@@ -30,7 +30,7 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
     there is a run directory), the ``user``'s own, early stopping (``early_stop``), anomaly mode
     (``debug_anomaly``), MLflow (``mlflow``/``mlflow_uri``/``mlflow_experiment``), W&B (``wandb``/
     ``wandb_project``/``wandb_mode``), plots at the end (``plots``), then metrics log + TensorBoard,
-    the run directory writer and ``metrics.csv`` (``csv``; when there is a run directory), then progress.  MLflow and the
+    the run directory writer and ``metrics.csv`` (``metrics_csv``; when there is a run directory), then progress.  MLflow and the
     plots come before the run directory's writers so that an unusable tracking store or a
     missing matplotlib is an error before the run directory is written.  Under torchrun, guards
     and checkpoints run on every rank; whatever writes or prints only on rank 0."""
@@ -87,7 +87,7 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
         from overt.run.writer import RunWriter
 
         callbacks += [MetricsLog(run_dir, tensorboard=cfg.tensorboard), RunWriter(run_dir)]
-        if cfg.csv:
+        if cfg.metrics_csv:
             from overt.run.metrics_csv import MetricsCSV
 
             callbacks.append(MetricsCSV(run_dir))

@@ -148,7 +148,8 @@ class TrainConfig(BaseModel):
     wandb_project: str | None = Field(None, description="W&B project (default: overt)")
     wandb_mode: Literal["online", "offline", "disabled"] | None = Field(
         None, description="W&B mode: offline logs without network (default: W&B's own, WANDB_MODE)")
-    csv: bool = Field(True, description="also write the metrics as RUN_DIR/metrics.csv (from metrics.jsonl)")
+    metrics_csv: bool = Field(True, description="also write the metrics as RUN_DIR/metrics.csv "
+                                                "(from metrics.jsonl)")
     early_stop: int | None = Field(None, ge=1, description="stop after N validations in a row without an "
                                                           "improvement of `monitor` (None: train every epoch)")
     early_stop_min_delta: float = Field(0.0, ge=0, description="early_stop: the least change of `monitor` "

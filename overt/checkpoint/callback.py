@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 _COSMETIC = {"progress", "run_dir", "name", "runs_root", "tensorboard", "log_every", "checkpoint_background",
              "keep_last", "keep_best", "preempt_signal", "checkpoint", "checkpoint_every_steps",
              "checkpoint_every_epochs", "guards", "strict", "ignore",
-             "plots", "mlflow", "mlflow_uri", "mlflow_experiment", "wandb", "wandb_project", "wandb_mode", "csv"}
+             "plots", "mlflow", "mlflow_uri", "mlflow_experiment", "wandb", "wandb_project", "wandb_mode", "metrics_csv"}
 
 
 def _stderr(message: str) -> None:

@@ -1,4 +1,4 @@
-"""``metrics.csv``: the run's ``metrics.jsonl`` as a spreadsheet-ready table (``csv=true``, the default).
+"""``metrics.csv``: the run's ``metrics.jsonl`` as a spreadsheet-ready table (``metrics_csv=true``, the default).
 
 Columns ``step``, ``epoch``, then every metric in the order it first appeared; one row per
 logged point and per epoch's end, empty cells where a record has no value.  Rewritten

@@ -46,8 +46,8 @@ def test_metrics_csv_has_every_record_of_metrics_jsonl(tmp_path):
         assert {k: float(v) for k, v in row.items() if v != ""} == pytest.approx(expected)
 
 
-def test_csv_false_writes_no_table(tmp_path):
-    train_recipe(tmp_path / "run", "csv=false")
+def test_metrics_csv_false_writes_no_table(tmp_path):
+    train_recipe(tmp_path / "run", "metrics_csv=false")
     assert not (tmp_path / "run" / "metrics.csv").exists()
 
 
