@@ -188,13 +188,35 @@ def _origin(module: ModuleType) -> str:
     return getattr(module, "__file__", None) or module.__name__
 
 
+def _user_frame(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc`` outside overt's own package (wherever the
+    package or the user's project lives, a folder named "overt" included)."""
+    import os
+
+    package = os.path.dirname(os.path.abspath(_package_file())) + os.sep
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not os.path.abspath(f.filename).startswith(package)]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def _package_file() -> str:
+    import overt
+
+    return overt.__file__
+
+
 def _exec(fn: Callable[[], Any], what: str) -> Any:
     try:
         return fn()
     except OvertError:  # already explains itself (a RecipeError, missing data, a bad config value)
         raise
+    except SystemExit as exc:  # sys.exit() in a recipe would end overt with that status, having trained nothing
+        raise RecipeError(f"{what} called sys.exit({exc.code!r})", where=_user_frame(exc),
+                          why="a recipe that exits while it is imported or built ends overt before training: "
+                              "nothing would be trained, with exit status 0 for sys.exit(0)",
+                          fix="remove the sys.exit call (put a script's own entry point under "
+                              "`if __name__ == '__main__':`)") from None
     except Exception as exc:  # the user's code failed: show where, in their file
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/overt/" not in f.filename.replace("\\", "/")]
-        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        where = _user_frame(exc)
         raise RecipeError(f"{what} failed: {type(exc).__name__}: {exc}", where=where,
                           fix="fix the recipe code at the line shown") from exc

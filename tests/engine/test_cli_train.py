@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 from pathlib import Path
@@ -63,6 +65,19 @@ def test_recipe_that_fails_to_build_names_its_line_and_leaves_no_run(tmp_path):
     proc = run_overt("train", str(recipe), f"runs_root={tmp_path / 'runs'}")
     assert proc.returncode == 2
     assert "building recipe" in proc.stderr and f"{recipe}:4" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("where", ["import", "build"])
+def test_a_recipe_calling_sys_exit_is_an_error_not_a_silent_exit_0(tmp_path, where):
+    recipe = tmp_path / "overt" / "exits.py"  # a project folder named overt: the user's line is still shown
+    recipe.parent.mkdir()
+    recipe.write_text("import sys\nsys.exit(0)\n" if where == "import" else
+                      "import sys\n\ndef build(cfg):\n    sys.exit(0)\n")
+    proc = run_overt("train", str(recipe), f"runs_root={tmp_path / 'runs'}")
+    assert proc.returncode == 2, proc.stderr
+    assert "called sys.exit(0)" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"{recipe}:{2 if where == 'import' else 4}" in proc.stderr
     assert not (tmp_path / "runs").exists()
 
 
