@@ -35,6 +35,7 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
     missing matplotlib is an error before the run directory is written.  Under torchrun, guards
     and checkpoints run on every rank; whatever writes or prints only on rank 0."""
     from overt.distributed.env import DistEnv
+    from overt.run.layout import GUARDS
     from overt.run.progress import progress_callback
 
     env = DistEnv.from_environ()
@@ -45,7 +46,7 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
         from overt.guards.options import pyproject_ignore
 
         callbacks.append(GuardCallback(strict=cfg.strict, ignore=[*pyproject_ignore(), *cfg.ignore],
-                                       report_path=str(run_dir / "guards.json") if run_dir and main else None))
+                                       report_path=str(run_dir / GUARDS) if run_dir and main else None))
     if run_dir is not None and cfg.checkpoint:
         from overt.checkpoint.callback import CheckpointCallback
 
@@ -150,7 +151,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     from overt.run import lock
     from overt.run.rundir import check_claimable, claim, run_dir_for
     from overt.recipes.trust import remember
-    from overt.run.rundir import INPUTS
+    from overt.run.layout import INPUTS
     from overt.run.writer import write_inputs_record, write_recipe_meta, write_recipe_source
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)

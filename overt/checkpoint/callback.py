@@ -27,7 +27,8 @@ from overt.checkpoint.checkpointer import Checkpointer, Restored
 from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
 from overt.checkpoint.finite import all_finite, float_tensors, nonfinite_names
-from overt.checkpoint.store import NAME, list_checkpoints, read_newest_valid, verify_and_read
+from overt.checkpoint.store import list_checkpoints, read_newest_valid, verify_and_read
+from overt.run.layout import CHECKPOINTS, CONFIG, checkpoint_root, checkpoint_step, checkpoints_dir
 from overt.engine.callbacks import Callback
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class CheckpointCallback(Callback):
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.recipe_source = recipe_source  # {"spec", "file", "sha256"} of the recipe, checked by overt resume
-        self.checkpointer = Checkpointer(Path(run_dir) / "checkpoints", keep_last=cfg.keep_last,
+        self.checkpointer = Checkpointer(checkpoints_dir(run_dir), keep_last=cfg.keep_last,
                                          keep_best=cfg.keep_best, mode=cfg.monitor_mode, metric_name=cfg.monitor,
                                          background=cfg.checkpoint_background)
         signals = [signal.SIGTERM, signal.SIGINT]
@@ -241,12 +242,12 @@ class CheckpointCallback(Callback):
 def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
     """Newest valid checkpoint of a run directory (or of a ``checkpoints`` folder), or one checkpoint folder."""
     path = Path(path)
-    if NAME.match(path.name) or path.is_file():
+    if checkpoint_step(path.name) is not None or path.is_file():
         return Restored(verify_and_read(path))
     if not path.is_dir():
         raise CheckpointError(f"{path} does not exist", fix="give the run directory of the run to continue")
-    root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-    if not list_checkpoints(root) and (path / "config.yaml").is_file():
+    root = checkpoint_root(path)
+    if not list_checkpoints(root) and (path / CONFIG).is_file():
         raise CheckpointError(
             f"run {path} has no checkpoint to continue from",
             why="it ended before its first checkpoint was written (or it was trained with checkpoint=false)",
@@ -290,7 +291,7 @@ def _check_belongs(restored: Restored, run_dir: Path) -> None:
         f"the checkpoint {restored.path} belongs to another run",
         where=f"it is {real_ckpt} (through a link), written by the run {saved}; resuming {run_dir}",
         why="continuing from it would graft another run's weights and position onto this run's logs",
-        fix=f"resume that run itself (`overt resume {saved}`), or remove the link {run_dir / 'checkpoints'}",
+        fix=f"resume that run itself (`overt resume {saved}`), or remove the link {run_dir / CHECKPOINTS}",
     )
 
 

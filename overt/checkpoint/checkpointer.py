@@ -30,6 +30,7 @@ from overt.checkpoint.store import (STATE_TENSORS, Loaded, Snapshot, clean_stale
                                     read_newest_valid, remove_checkpoint, verify_and_read, write_snapshot)
 from overt.checkpoint.weights import LoadReport, load_module_state
 from overt.run.atomic import is_disk_full
+from overt.run.layout import checkpoint_name
 
 
 def _stderr(message: str) -> None:
@@ -182,7 +183,7 @@ class Checkpointer:
             clean_stale(self.directory)
             self._cleaned = True
         snap = self.snapshot(step, objects, metric=metric, meta=meta, rng=rng)
-        final = self.directory / f"step-{step:06d}"
+        final = self.directory / checkpoint_name(step)
         if self.background:
             self._thread = threading.Thread(target=self._write_guarded, args=(snap,), name="overt-checkpoint")
             self._thread.start()

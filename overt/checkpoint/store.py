@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import time
@@ -31,19 +30,15 @@ import torch
 
 from overt.checkpoint.codec import CheckpointError
 from overt.run.atomic import fsync_dir, fsync_file
+from overt.run.layout import CHECKPOINT_TEMP_PREFIXES, checkpoint_name, checkpoint_step
 
 FORMAT = "overt-checkpoint"
 VERSION = 1
 MANIFEST = "manifest.json"
 STATE_JSON = "state.json"
 STATE_TENSORS = "state.safetensors"
-NAME = re.compile(r"^step-(\d+)$")
 _PICKLE_WHY = ("overt checkpoints are safetensors and JSON only; a pickle can run arbitrary code "
                "when loaded, so overt never unpickles")
-
-
-def checkpoint_name(step: int) -> str:
-    return f"step-{step:06d}"
 
 
 @dataclass
@@ -181,7 +176,7 @@ def clean_stale(root: Path) -> list[Path]:
     removed = []
     if root.is_dir():
         for child in root.iterdir():
-            if child.name.startswith((".tmp-step-", ".trash-step-")):
+            if child.name.startswith(CHECKPOINT_TEMP_PREFIXES):
                 shutil.rmtree(child, ignore_errors=True)
                 removed.append(child)
     return removed
@@ -195,10 +190,10 @@ def list_checkpoints(root: Path) -> list[Entry]:
     if not root.is_dir():
         return entries
     for child in root.iterdir():
-        match = NAME.match(child.name)
-        if not match:
+        step = checkpoint_step(child.name)
+        if step is None:
             continue
-        entry = Entry(int(match.group(1)), child)
+        entry = Entry(step, child)
         try:
             manifest = json.loads(read_regular(child / MANIFEST, _MANIFEST_MAX))
             metric = manifest.get("metric") or {}
@@ -407,7 +402,7 @@ def read_newest_valid(root: Path, log: Any = None, check: Any = None) -> Loaded:
     skipped: list[tuple[Path, str]] = []
     if log is not None and root.is_dir():
         for child in sorted(root.iterdir()):
-            if child.name.startswith(".tmp-step-"):
+            if child.name.startswith(CHECKPOINT_TEMP_PREFIXES[0]):
                 log(f"overt: {child} is a save that never finished (the process ended while writing it); "
                     "ignored, and deleted at the next save")
     for entry in reversed(entries):

@@ -77,18 +77,18 @@ def load_weights(model: nn.Module, path: str | Path, *, strict: bool = True, nam
     """Load weights from a checkpoint folder (its ``name`` module), a run directory (its newest valid
     checkpoint) or a ``.safetensors`` file into ``model``.  Never unpickles.  Returns the report;
     with ``strict`` (default) any difference raises :class:`CheckpointError` naming the keys."""
-    from overt.checkpoint.store import NAME, check_finite, read_newest_valid, read_safetensors, verify_and_read
+    from overt.checkpoint.store import check_finite, read_newest_valid, read_safetensors, verify_and_read
+    from overt.run.layout import checkpoint_root, checkpoint_step
 
     path = Path(path)
     if path.is_file():
         state: dict[str, Any] = read_safetensors(path)
         check_finite(state, str(path))
     else:
-        if NAME.match(path.name):
+        if checkpoint_step(path.name) is not None:
             loaded = verify_and_read(path)
         else:
-            root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-            loaded = read_newest_valid(root)
+            loaded = read_newest_valid(checkpoint_root(path))
         file = f"{name}.safetensors"
         if file not in loaded.tensor_files:
             modules = [f.removesuffix(".safetensors") for f in loaded.tensor_files if f != "state.safetensors"]

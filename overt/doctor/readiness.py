@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +82,9 @@ class Readiness:
                 "plots_skipped": self.plots_skipped}
 
     def to_json(self) -> str:
-        return json.dumps(_finite(self.to_dict()), indent=2, default=_jsonable, allow_nan=False) + "\n"
+        from overt.run.layout import dumps_json
+
+        return dumps_json(self.to_dict(), default=_jsonable)
 
     def write(self, directory: str | Path) -> Path:
         """Write the plots, ``readiness.md`` and ``readiness.json`` into ``directory``; returns the note's path."""
@@ -97,17 +98,6 @@ class Readiness:
         write_text_atomic(directory / JSON, self.to_json())
         write_text_atomic(directory / NOTE, self.to_markdown())
         return directory / NOTE
-
-
-def _finite(value: Any) -> Any:
-    """NaN and inf become strings, so the file is strict JSON."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _jsonable(value: Any) -> Any:

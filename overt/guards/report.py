@@ -3,7 +3,6 @@ printed to stderr as they are found, and written as JSON at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -90,11 +89,10 @@ class Reporter:
         return {"findings": [f.to_dict() for f in self.findings]}
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write ``{"findings": [...]}`` to ``path`` (parents created), atomically: a full disk leaves
-        the previous file or none, never half of one."""
-        from overt.run.atomic import write_text_atomic
+        """Write ``{"findings": [...]}`` to ``path`` (parents created), atomically and as strict JSON: a
+        full disk leaves the previous file or none, never half of one."""
+        from overt.run.layout import write_json
 
         target = Path(path)
-        if target.parent and not target.parent.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, json.dumps(self.to_json(), indent=2) + "\n")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_json(target, self.to_json(), default=None)

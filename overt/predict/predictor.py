@@ -79,7 +79,7 @@ class Predictor:
         from overt.preprocessing import Preprocessing
         from overt.recipes.base import build_recipe
         from overt.run.reader import read_json
-        from overt.run.rundir import INPUTS, WEIGHTS
+        from overt.run.layout import INPUTS, WEIGHTS
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise RunError(f"batch size {batch_size!r} is not a positive number of inputs",
@@ -232,8 +232,8 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
     from overt.errors import ConfigError
     from overt.recipes.base import load_recipe_module, recipe_defaults
     from overt.recipes.trust import authorize, explicit
+    from overt.run.layout import CONFIG, RECIPE_META, RECIPE_SOURCE, WEIGHTS
     from overt.run.reader import read_json
-    from overt.run.rundir import CONFIG, RECIPE_META, RECIPE_SOURCE, WEIGHTS
 
     run = Path(run_dir)
     if not (run / CONFIG).is_file():
@@ -296,7 +296,7 @@ def weights_for(run_dir: str | Path, which: str = "final", log: Callable[[str], 
 
     from overt.checkpoint.codec import CheckpointError
     from overt.checkpoint.store import list_checkpoints, read_newest_valid, verify_and_read
-    from overt.run.rundir import CONFIG
+    from overt.run.layout import CONFIG
 
     say = log or (lambda message: print(message, file=sys.stderr))
     if which == "final":

@@ -78,7 +78,7 @@ def with_new_head(model: nn.Module, n_classes: int) -> nn.Module:
 def read_run(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """(config, recipe meta, weights file) of a finished run."""
     from overt.run.reader import read_config, read_json
-    from overt.run.rundir import CONFIG, RECIPE_META, WEIGHTS
+    from overt.run.layout import CONFIG, RECIPE_META, WEIGHTS
 
     run = Path(run_dir)
     if not (run / CONFIG).is_file() or not (run / WEIGHTS).is_file():

@@ -10,7 +10,7 @@ from typing import Any
 
 from overt.report.series import differing_config, run_labels
 from overt.run.reader import RunRecord
-from overt.run.rundir import METRICS
+from overt.run.layout import METRICS
 
 
 def _cell(value: Any) -> str:

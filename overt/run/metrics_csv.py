@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
 from overt.run.atomic import write_text_atomic
-from overt.run.rundir import METRICS
+from overt.run.layout import METRICS
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer

@@ -5,8 +5,6 @@ continues from a checkpoint."""
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 import threading
 from pathlib import Path
@@ -14,23 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
 from overt.run.atomic import write_text_atomic
-from overt.run.rundir import METRICS
+from overt.run.layout import METRICS, TENSORBOARD, dumps_json
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: strict JSON
-    has no NaN, and a bare ``NaN`` token makes the whole line unreadable to other tools.
-    (``float("nan")`` reads them back.)"""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 class MetricsLog(Callback):
@@ -46,7 +31,7 @@ class MetricsLog(Callback):
 
     def __init__(self, run_dir: Path, tensorboard: bool = True):
         self.path = Path(run_dir) / METRICS
-        self.tb_dir = Path(run_dir) / "tb"
+        self.tb_dir = Path(run_dir) / TENSORBOARD
         self.tensorboard = tensorboard
         self.failed: dict[str, str] = {}  # writer -> error, each reported once
         self._fh: Any = None
@@ -98,7 +83,7 @@ class MetricsLog(Callback):
         if writer in self.failed:
             return
         self.failed[writer] = f"{type(exc).__name__}: {exc}"
-        where = self.path if writer == "metrics.jsonl" else self.tb_dir
+        where = self.path if writer == METRICS else self.tb_dir
         print(f"overt: cannot write {writer} ({where}): {getattr(exc, 'strerror', None) or exc}; it is no longer "
               f"written for this run (training goes on; free disk space and check the checkpoints)",
               file=sys.stderr, flush=True)
@@ -106,9 +91,9 @@ class MetricsLog(Callback):
     def _write(self, record: dict[str, Any]) -> None:
         if self._fh is not None:
             try:
-                self._fh.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
+                self._fh.write(dumps_json(record, indent=None, default=None))
             except OSError as exc:
-                self._fail("metrics.jsonl", exc)
+                self._fail(METRICS, exc)
                 self._close_file()
         if self._tb is not None:
             try:
@@ -131,7 +116,7 @@ class MetricsLog(Callback):
             try:
                 fh.close()
             except OSError as exc:
-                self._fail("metrics.jsonl", exc)
+                self._fail(METRICS, exc)
 
     def _close_tb(self) -> None:
         tb, self._tb = self._tb, None

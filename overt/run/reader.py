@@ -2,7 +2,7 @@
 running (or killed) runs alike.
 
 The files are the ones :mod:`overt.run.writer`, :mod:`overt.run.metrics_log` and the
-guards write (names in :mod:`overt.run.rundir`).  A run killed mid-write can leave a
+guards write (names in :mod:`overt.run.layout`).  A run killed mid-write can leave a
 last ``metrics.jsonl`` line cut short: it is skipped, never an error."""
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from overt.errors import OvertError
-from overt.run.rundir import CONFIG, GUARDS, METRICS, STATUS, SUMMARY
+from overt.run.layout import CONFIG, GUARDS, METRICS, NON_FINITE, STATUS, SUMMARY
 
-
-#: how metrics.jsonl spells non-finite values (strict JSON has no NaN; see overt.run.metrics_log.json_safe)
-_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _TEXT_MAX = 1 << 30  # a run file larger than this is not one overt wrote
 
 
@@ -59,7 +56,7 @@ def read_regular_text(path: Path) -> str | None:
 def _number(value: Any) -> float | int | None:
     """A metric value as a number (``"nan"``/``"inf"`` spelled as metrics.jsonl does), else None."""
     if isinstance(value, str):
-        return _NON_FINITE.get(value)
+        return NON_FINITE.get(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     return None

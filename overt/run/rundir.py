@@ -7,16 +7,7 @@ from pathlib import Path
 
 from overt.errors import ConfigError
 from overt.run import lock
-
-CONFIG = "config.yaml"
-METRICS = "metrics.jsonl"
-SUMMARY = "summary.json"
-STATUS = "status.json"
-GUARDS = "guards.json"
-WEIGHTS = "model.safetensors"
-RECIPE_META = "recipe_meta.json"
-INPUTS = "inputs.json"  # what the model was trained on: schema, statistics, preprocessing, classes (overt.record)
-RECIPE_SOURCE = "recipe_source.json"  # {"spec", "file", "sha256"} of the recipe that trained the run
+from overt.run.layout import STATUS, SUMMARY, checkpoint_step, checkpoints_dir
 
 
 def run_dir_for(run_dir: str | None, runs_root: str, name: str | None, recipe: str) -> Path:
@@ -47,8 +38,8 @@ def run_status(path: Path) -> str | None:
 
 
 def _has_checkpoints(path: Path) -> bool:
-    root = path / "checkpoints"
-    return root.is_dir() and any(p.name.startswith("step-") and not p.name.endswith(".bad") for p in root.iterdir())
+    root = checkpoints_dir(path)
+    return root.is_dir() and any(checkpoint_step(p.name) is not None for p in root.iterdir())
 
 
 def _contents(path: Path) -> list[Path]:

@@ -6,7 +6,6 @@ A directory with ``summary.json`` is a finished run; one without it is not
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -17,8 +16,8 @@ from overt.engine.callbacks import Callback
 from overt.errors import DiskFullError, OvertError
 from overt.run import lock
 from overt.run.atomic import atomic_path, is_disk_full, write_text_atomic
-from overt.run.metrics_log import json_safe
-from overt.run.rundir import INPUTS, RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY
+from overt.run.layout import (CONFIG, INPUTS, RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY, WEIGHTS, dumps_json,
+                              write_json)
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -27,18 +26,18 @@ if TYPE_CHECKING:
 def write_recipe_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     """``recipe_meta.json``: what prediction needs from the training split (a recipe's ``meta``,
     see :class:`overt.Recipe`)."""
-    write_text_atomic(Path(run_dir) / RECIPE_META, json.dumps(meta, indent=1) + "\n")
+    write_json(Path(run_dir) / RECIPE_META, meta, indent=1, default=None)
 
 
 def write_recipe_source(run_dir: Path, source: dict[str, Any]) -> None:
     """``recipe_source.json``: which recipe file (and its sha256) trained the run, checked by
     ``overt predict``/``export`` before they import it (:mod:`overt.recipes.trust`)."""
-    write_text_atomic(Path(run_dir) / RECIPE_SOURCE, json.dumps(source, indent=1) + "\n")
+    write_json(Path(run_dir) / RECIPE_SOURCE, source, indent=1, default=None)
 
 
 def write_inputs_record(run_dir: Path, record: dict[str, Any]) -> None:
     """``inputs.json``: what the model is trained on (:mod:`overt.record`), written once at the start."""
-    write_text_atomic(Path(run_dir) / INPUTS, json.dumps(json_safe(record)) + "\n")
+    write_json(Path(run_dir) / INPUTS, record, indent=None, default=None)
 
 
 def write_status(run_dir: Path, status: dict[str, Any]) -> bool:
@@ -47,7 +46,7 @@ def write_status(run_dir: Path, status: dict[str, Any]) -> bool:
     written; a failure is said on stderr (once per call), never raised: the status must not hide
     the error that is being recorded."""
     path = Path(run_dir) / STATUS
-    text = json.dumps(status, indent=2, default=str) + "\n"
+    text = dumps_json(status)
     try:
         write_text_atomic(path, text)
         return True
@@ -91,8 +90,8 @@ class RunWriter(Callback):
         lock.acquire(self.run_dir)
         self._locked = True
         try:
-            write_text_atomic(self.run_dir / "config.yaml", trainer.config.to_yaml())
-            write_text_atomic(self.run_dir / STATUS, json.dumps({"status": "running", "pid": os.getpid()}) + "\n")
+            write_text_atomic(self.run_dir / CONFIG, trainer.config.to_yaml())
+            write_json(self.run_dir / STATUS, {"status": "running", "pid": os.getpid()}, indent=None)
         except BaseException as error:  # (the engine calls no on_exception for a failing on_fit_start)
             if is_disk_full(error):
                 error = DiskFullError("the run's config.yaml and status.json", self.run_dir)
@@ -115,12 +114,12 @@ class RunWriter(Callback):
 
         whole = getattr(trainer, "final_weights", None)  # gathered from every rank's shards (FSDP2)
         try:
-            with atomic_path(self.run_dir / "model.safetensors") as tmp:
+            with atomic_path(self.run_dir / WEIGHTS) as tmp:
                 if whole is not None:
                     save_file({k: v.contiguous() for k, v in whole.items()}, str(tmp), metadata={"format": "pt"})
                 else:
                     save_model(trainer.model, str(tmp))
-            write_text_atomic(self.run_dir / SUMMARY, json.dumps(json_safe(summary), indent=2, default=str) + "\n")
+            write_json(self.run_dir / SUMMARY, summary)
         except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
             if is_disk_full(error):
                 error = DiskFullError("the finished run's model.safetensors and summary.json "
