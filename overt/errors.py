@@ -40,3 +40,8 @@ class RecipeError(OvertError):
 
 class DataError(OvertError):
     """Data a recipe needs that is missing or unreadable (overt never downloads it)."""
+
+
+class RankZeroError(Exception):
+    """Raised on the other ranks of a multi-process run when a step that only rank 0 runs failed
+    (rank 0 reports the error itself; the others stop without repeating it)."""

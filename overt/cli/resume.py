@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,14 +138,13 @@ def main(argv: list[str]) -> int:
         from overt.cli.train import exit_status, launched, report_error
         from overt.distributed.env import DistEnv
         from overt.run import lock
-        from overt.run.layout import run_dir_of_checkpoint
 
         argv, args.overrides = _with_saved_world_size(argv, args)
         code = launched(["resume", *argv], args.overrides)  # nproc=N: N workers under torchrun's agent
         if code is not None:
             return code
         path = Path(args.run_dir)
-        run_dir = run_dir_of_checkpoint(path)
+        run_dir = path.parent.parent if re.match(r"^step-\d+$", path.name) else path
         main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
         if run_dir.is_dir() and main:
             lock.acquire(run_dir)  # first (before torch is imported): another process may be training it

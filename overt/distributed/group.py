@@ -15,7 +15,8 @@ from typing import Iterator
 
 import torch
 
-from overt.distributed.env import DistEnv, RankZeroError
+from overt.errors import RankZeroError
+from overt.torchrun import DistEnv
 from overt.errors import ConfigError
 
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from overt.command import command, target_and_overrides
+
 HELP = """\
 Run readiness probes on a recipe and write the readiness note.
 
@@ -42,9 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"comma-separated probes to run, of: {', '.join(ORDER)}")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_intermixed_args(argv)
-    if args.target is not None and "=" in args.target:
-        args.overrides.insert(0, args.target)
-        args.target = None
+    args.target, args.overrides = target_and_overrides(args.target, args.overrides)
     return args
 
 
@@ -72,15 +72,10 @@ def out_dir(out: Any, cfg: Any) -> Path:
     return path
 
 
+@command("overt doctor")
 def main(argv: list[str]) -> int:
-    from overt.errors import OvertError
-
     args = parse_args(argv)
-    try:
-        readiness, directory = run(args)
-    except OvertError as exc:
-        print(f"overt doctor: error: {exc}", file=sys.stderr)
-        return 2
+    readiness, directory = run(args)
     strict = args.strict
     counts = ", ".join(f"{n} {v}" for v, n in _counts(readiness).items() if n)
     print(f"overt doctor: {readiness.verdict.upper()} ({counts}); note: {directory / 'readiness.md'}",
@@ -100,21 +95,18 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
         from overt.doctor.frameworks import run_project  # FILE.py:FUNCTION -> a Lightning or HF project
 
         return run_project(args)
-    from overt.cli.train import resolve_run_config
     from overt.config import parse_overrides
     from overt.doctor.api import DOCTOR_KEYS, doctor, split_settings
     from overt.doctor.build import build_failure
     from overt.doctor.readiness import Readiness
     from overt.engine.seeding import seed_everything
     from overt.errors import RecipeError
-    from overt.recipes.base import build_recipe
+    from overt.recipes.base import build_recipe, recipe_config
 
     values = parse_overrides(args.overrides)  # also rejects items that are not key=value
     out = values.pop("out", None)
     own = {k: v for k, v in values.items() if k in DOCTOR_KEYS}
-    engine = [item for item in args.overrides if item.partition("=")[0].strip() in values and
-              item.partition("=")[0].strip() not in own]
-    module, cfg = resolve_run_config(args.target, engine)
+    module, cfg = recipe_config(args.target, {k: v for k, v in values.items() if k not in own})
     _, settings = split_settings(own, cfg)  # validates the doctor's own keys
     only = [p.strip() for p in args.only.split(",")] if args.only else None
     if only:

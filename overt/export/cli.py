@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from overt.command import command
 
 HELP = """\
 Export a finished run's model and check it against the eager model on real validation
@@ -22,8 +23,8 @@ ONNX needs the optional extra: pip install "overt[export]".
 """
 
 
+@command("overt export")
 def main(argv: list[str]) -> int:
-    from overt.errors import OvertError
     from overt.export.exporter import FORMATS, export_run
 
     parser = argparse.ArgumentParser(prog="overt export", description=HELP,
@@ -41,12 +42,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--trust-recipe", action="store_true",
                         help="import the recipe file the run names even though this machine did not train with it")
     args = parser.parse_args(argv)
-    try:
-        result = export_run(args.run_dir, args.format, args.out, samples=args.samples, atol=args.atol,
-                            recipe=args.recipe, trust_recipe=args.trust_recipe, checkpoint=args.checkpoint)
-    except OvertError as exc:
-        print(f"overt export: error: {exc}", file=sys.stderr)
-        return 2
+    result = export_run(args.run_dir, args.format, args.out, samples=args.samples, atol=args.atol,
+                        recipe=args.recipe, trust_recipe=args.trust_recipe, checkpoint=args.checkpoint)
     verdict = "ok" if result.ok else f"FAILED: above --atol {result.atol:g}"
     engine = "onnxruntime" if result.format == "onnx" else "torch.export"
     from overt.serving import serving_path

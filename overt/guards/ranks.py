@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from overt.distributed.env import DistEnv
+from overt.torchrun import DistEnv
 
 
 class RankReports:

@@ -14,7 +14,8 @@ import os
 import sys
 import traceback
 
-from overt.errors import OvertError
+from overt.command import command
+from overt.errors import ConfigError, OvertError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,26 +92,22 @@ def _explain_loss_crash(session, exc: BaseException) -> None:
         tb = tb.tb_next
 
 
+@command("overt run")
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     script = args.script
     if not os.path.isfile(script):
-        print(f"overt run: no such script: {script}", file=sys.stderr)
-        return 2
+        raise ConfigError(f"no such script: {script}", fix="give the path of a Python training script")
 
     from overt.guards import patches
     from overt.guards.options import GuardOptions, pyproject_ignore
     from overt.guards.session import GuardSession
 
-    try:
-        options = GuardOptions(strict=args.strict,
-                               ignore=frozenset([*pyproject_ignore(os.path.dirname(os.path.abspath(script))),
-                                                 *args.ignore]),
-                               check_every=args.check_every, warmup_steps=args.warmup_steps,
-                               stop_on_error=not args.no_stop, report_path=args.report)
-    except OvertError as exc:
-        print(f"overt run: {exc}", file=sys.stderr)
-        return 2
+    options = GuardOptions(strict=args.strict,
+                           ignore=frozenset([*pyproject_ignore(os.path.dirname(os.path.abspath(script))),
+                                             *args.ignore]),
+                           check_every=args.check_every, warmup_steps=args.warmup_steps,
+                           stop_on_error=not args.no_stop, report_path=args.report)
 
     from overt.guards.script import print_uncaught, run_as_main
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from overt.catalog import ENTRIES
 from overt.errors import OvertError
 
+from overt.command import command
+
 EPILOG = """\
 silencing: `# overt: ignore[slug]` (or `# noqa: OVT101`) on the line;
 `# overt: ignore-file[slug]` in the file; [tool.overt] select/ignore/
@@ -79,6 +81,7 @@ def _under(f: Path, d: Path) -> bool:
     return f == d or d in f.parents  # discover() lists a directory's files under the path as given
 
 
+@command("overt lint")
 def main(argv: list[str]) -> int:
     """Entry point of ``overt lint``; returns the exit code."""
     parser = _parser()
@@ -91,9 +94,6 @@ def main(argv: list[str]) -> int:
         return 0
     try:
         return _run(args)
-    except OvertError as exc:
-        print(f"overt lint: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `overt lint ... | head`: the reader has gone; stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again

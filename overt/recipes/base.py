@@ -165,6 +165,24 @@ def recipe_defaults(module: ModuleType) -> dict[str, Any]:
     return dict(defaults)
 
 
+def recipe_config(target: str | None, values: dict[str, Any]) -> tuple[ModuleType, Any]:
+    """(recipe module, validated config) for a command line's ``target`` (a recipe, or a YAML config
+    naming one; None: the built-in digits recipe) and its already parsed overrides ``values``."""
+    from overt.config import load_config_file, resolve
+
+    merged: dict[str, Any] = {}
+    source = "command line"
+    if target is not None and target.endswith((".yaml", ".yml")):
+        merged.update(load_config_file(target))
+        source = f"{target} or command line"
+    elif target is not None:
+        merged["recipe"] = target
+    merged.update(values)
+    module = load_recipe_module(str(merged.get("recipe", "digits")))
+    defaults = recipe_defaults(module)
+    return module, resolve(defaults, {**defaults, **merged}, source=source)
+
+
 def build_recipe(module: ModuleType, cfg: Any) -> Recipe:
     """Call the recipe's ``build(cfg)`` and check what it returned."""
     build = getattr(module, "build", None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from overt.command import command
+
 HELP = """\
 Plots and a markdown report of one run, or several runs compared.
 
@@ -28,16 +30,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@command("overt report")
 def main(argv: list[str]) -> int:
-    from overt.errors import OvertError
     from overt.report import write_report
 
     args = parse_args(argv)
-    try:
-        result = write_report(args.run_dirs, args.out, csv=args.csv)
-    except OvertError as exc:
-        print(f"overt report: error: {exc}", file=sys.stderr)
-        return 2
+    result = write_report(args.run_dirs, args.out, csv=args.csv)
     for problem in result.problems:
         print(f"overt report: warning: {problem}", file=sys.stderr)
     if result.note:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from overt.command import command
 
 HELP = """\
 Create a small overt project in the folder NAME (which must not exist or be empty):
@@ -18,19 +19,15 @@ It passes its own tests and `overt lint` as created.
 """
 
 
+@command("overt init")
 def main(argv: list[str]) -> int:
-    from overt.errors import OvertError
     from overt.scaffold.project import create_project
 
     parser = argparse.ArgumentParser(prog="overt init", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", help="the project folder to create")
     args = parser.parse_args(argv)
-    try:
-        files = create_project(args.name)
-    except OvertError as exc:
-        print(f"overt init: error: {exc}", file=sys.stderr)
-        return 2
+    files = create_project(args.name)
     for path in files:
         print(f"created {path}")
     print(f"\nnext:  cd {args.name} && overt train config.yaml && pytest && overt lint .")
