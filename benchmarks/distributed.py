@@ -45,7 +45,7 @@ MODELS = {
 
 
 def _train(args, strategy: str, world: int) -> dict:
-    from overt.engine.loop import Trainer
+    from overt.compose import Trainer  # the engine alone runs one process; the composition picks DDP
 
     torch.manual_seed(0)
     n = args.steps * args.batch * world

@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 
     from overt.config import TrainConfig
     from overt.engine.callbacks import Callback
+    from overt.engine.parallel import Parallel
 
 
 def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
-                      recipe_source: dict[str, Any] | None = None) -> list[Callback]:
+                      recipe_source: dict[str, Any] | None = None, *, main: bool | None = None) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, checkpoints (when
     there is a run directory), the ``user``'s own, early stopping (``early_stop``), anomaly mode
     (``debug_anomaly``), MLflow (``mlflow``/``mlflow_uri``/``mlflow_experiment``), W&B (``wandb``/
@@ -33,13 +34,14 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
     the run directory writer and ``metrics.csv`` (``metrics_csv``; when there is a run directory), then progress.  MLflow and the
     plots come before the run directory's writers so that an unusable tracking store or a
     missing matplotlib is an error before the run directory is written.  Under torchrun, guards
-    and checkpoints run on every rank; whatever writes or prints only on rank 0."""
-    from overt.distributed.env import DistEnv
+    and checkpoints run on every rank; whatever writes or prints only on the ``main`` process (rank 0;
+    by default read from the torchrun environment)."""
     from overt.run.layout import GUARDS
     from overt.run.progress import progress_callback
+    from overt.torchrun import DistEnv
 
-    env = DistEnv.from_environ()
-    main = env.rank == 0
+    if main is None:
+        main = DistEnv.from_environ().rank == 0
     callbacks: list[Callback] = []
     if cfg.guards:
         from overt.guards.engine import GuardCallback
@@ -61,10 +63,6 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
         from overt.engine.anomaly import AnomalyMode
 
         callbacks.append(AnomalyMode())
-    if env.distributed and run_dir is not None:
-        from overt.distributed.callback import FullWeights
-
-        callbacks.append(FullWeights())  # a collective: the final weights, whole, for rank 0's writer
     if main and (cfg.mlflow or cfg.mlflow_uri or cfg.mlflow_experiment):
         from overt.integrations.mlflow import MLflowCallback
 
@@ -115,8 +113,16 @@ class Trainer(EngineTrainer):
         self.recipe_source = recipe_source  # recorded in checkpoints (overt train sets it; see train_recipe)
         super().__init__(*args, **kwargs)
 
+    def default_parallel(self, config: TrainConfig) -> Parallel:
+        """One process, or under torchrun the config's ``strategy`` (:mod:`overt.distributed.parallel`);
+        FSDP2 gathers the whole final weights only when there is a run directory to write them into."""
+        from overt.distributed.parallel import parallel_for
+
+        return parallel_for(config, gather_final_weights=self.run_dir is not None)
+
     def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
-        return default_callbacks(self.config, self.run_dir, callbacks, recipe_source=self.recipe_source)
+        return default_callbacks(self.config, self.run_dir, callbacks, recipe_source=self.recipe_source,
+                                 main=self.parallel.is_main)
 
 
 def fit(
@@ -145,7 +151,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
     """Build a recipe module's run with ``cfg``, claim its run directory, train; the CLI's run.
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
     directory is reused and training continues from the checkpoint."""
-    from overt.distributed.env import DistEnv
+    from overt.torchrun import DistEnv
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe, recipe_source
     from overt.run import lock

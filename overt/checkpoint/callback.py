@@ -45,12 +45,6 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _rank() -> int:
-    import torch.distributed as dist
-
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
 def _position(trainer: Trainer) -> tuple[int, int, int]:
     s = trainer.state
     return s.epoch, s.global_step, s.batch_index
@@ -83,32 +77,16 @@ class CheckpointCallback(Callback):
     def save(self, trainer: Trainer, kind: str, metric: float | None = None) -> Path | None:
         s = trainer.state
         self._check_finite(trainer)
-        world = getattr(trainer, "world_size", 1)
         meta = {"kind": kind, "epoch": s.epoch, "global_step": s.global_step, "batch_index": s.batch_index,
                 "config": trainer.config.model_dump(mode="json"), "run_dir": str(self.run_dir),
-                "recipe_source": self.recipe_source, "world_size": world}
-        objects = trainer.state_objects()
-        if getattr(trainer, "strategy", None) == "fsdp":  # every rank writes its shards (a collective)
-            from overt.distributed.dcp import save_sharded
-
-            path = save_sharded(self.checkpointer, s.global_step, objects, metric=metric, meta=meta)
-            self._saved_at = _position(trainer)
-            self.saves += 1
-            return path
-        if world > 1:  # every rank's RNG states (a collective); rank 0 writes, the others hold the same weights
-            from overt.distributed.dcp import gather_rng
-
-            rngs = gather_rng()
-            objects["rank_rng"] = {"world_size": world, "states": rngs}
-        if _rank() != 0:  # rank 0 writes it; this rank knows where
-            from overt.checkpoint.store import checkpoint_name
-
-            self._saved_at = _position(trainer)
-            self.checkpointer.last_saved = self.checkpointer.directory / checkpoint_name(s.global_step)
-            return None
-        path = self.checkpointer.save(s.global_step, objects, metric=metric, meta=meta)
+                "recipe_source": self.recipe_source, "world_size": trainer.parallel.world_size}
+        # who writes what is the parallel protocol's: this process alone; rank 0 with every rank's RNG
+        # states; or every rank its shards (the last two are collectives)
+        path = trainer.parallel.save_checkpoint(self.checkpointer, s.global_step, trainer.state_objects(),
+                                                metric=metric, meta=meta)
         self._saved_at = _position(trainer)
-        self.saves += 1
+        if path is not None:  # None: another rank wrote it
+            self.saves += 1
         return path
 
     def _check_finite(self, trainer: Trainer) -> None:
@@ -118,9 +96,7 @@ class CheckpointCallback(Callback):
         optimizer_state = list(float_tensors(list(trainer.optimizer.state.values())))
         loss = [trainer.last_loss] if trainer.last_loss is not None and trainer.precision.mode != "fp16" else []
         tensors = [t for _, t in float_tensors(model_state)] + [t for _, t in optimizer_state] + loss
-        from overt.distributed.reduce import all_ranks
-
-        if all_ranks(all_finite(tensors), trainer.device):  # every rank refuses, or none (a collective)
+        if trainer.parallel.all_true(all_finite(tensors), trainer.device):  # every rank refuses, or none
             return
         bad = nonfinite_names(float_tensors(model_state))
         if nonfinite_names(optimizer_state):
@@ -163,18 +139,16 @@ class CheckpointCallback(Callback):
                                     "(no checkpoint of the last steps)", "step": step})
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        if self._trainer is not None and getattr(self._trainer, "world_size", 1) == 1:
+        if self._trainer is not None and self._trainer.parallel.world_size == 1:
             self._trainer.should_stop = True  # nothing else here: the loop stops at the step boundary
         # several processes: the signal is only recorded; all ranks decide together in _agree
 
     def _agree(self, trainer: Trainer) -> None:
         """Multi-process runs: stop when any rank got a signal, all after the same step (a collective,
         at log points and epoch ends; see overt/distributed/stop.py)."""
-        if getattr(trainer, "world_size", 1) == 1 or trainer.should_stop:
+        if trainer.parallel.world_size == 1 or trainer.should_stop:
             return
-        from overt.distributed.stop import agree
-
-        sig = agree(self.preemption.received, trainer.device)
+        sig = trainer.parallel.agree_stop(self.preemption.received, trainer.device)
         if sig is not None:
             trainer.should_stop = True
             if self.preemption.received is None:
@@ -222,7 +196,7 @@ class CheckpointCallback(Callback):
         sig = self.preemption.received
         if sig is not None:
             summary["preempted"] = {"signal": sig.name, "exit_code": exit_code(sig), "checkpoint": info["last"]}
-            if _rank() == 0:
+            if trainer.parallel.is_main:
                 _stderr(f"overt: stopped on {sig.name} after step {trainer.state.global_step}; saved {info['last']}; "
                         f"continue with `overt resume {self.run_dir}`")
 
@@ -305,16 +279,15 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
     objects = trainer.state_objects()
     saved = restored.objects
     sharded = bool(restored.meta.get("sharded"))
-    if sharded != (getattr(trainer, "strategy", None) == "fsdp"):
+    parallel = trainer.parallel
+    if sharded != parallel.sharded_state:
         raise CheckpointError(f"{restored.path} was saved {'sharded (strategy=fsdp)' if sharded else 'whole'}; "
-                              f"this run uses strategy={getattr(trainer, 'strategy', 'none')}",
+                              f"this run uses strategy={parallel.strategy}",
                               fix="resume with the strategy the run was saved with")
     _check_same_on_every_rank(restored)
     built = _hyperparameters(trainer.optimizer, scheduled=trainer.scheduler is not None)  # before anything is loaded
     if sharded:  # model and optimizer from the shards, resharded to this run's processes (a collective)
-        from overt.distributed.dcp import load_sharded
-
-        load_sharded(restored, trainer.model, trainer.optimizer)
+        parallel.load_sharded(restored, trainer.model, trainer.optimizer)
         objects = {k: v for k, v in objects.items() if k not in ("model", "optimizer")}
     for required in ("train_state",) if sharded else ("model", "optimizer", "train_state"):
         if required not in saved:
@@ -329,16 +302,15 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
     notes = restored.apply({k: v for k, v in objects.items() if k in saved}, rng=False, strict=True)
     notes += _reapply_hyperparameters(trainer, built, restored)
     rng = restored.rng
-    if getattr(trainer, "world_size", 1) > 1 or "rank_rng" in saved:  # each rank its own RNG states
-        from overt.distributed.dcp import own_rng
-        from overt.distributed.resume import adapt_position
+    if parallel.world_size > 1 or "rank_rng" in saved:  # each rank its own RNG states
+        from overt.checkpoint.ranks import adapt_position, own_rng
 
-        rng, note = own_rng(restored, getattr(trainer, "rank", 0), getattr(trainer, "world_size", 1))
+        rng, note = own_rng(restored, parallel.rank, parallel.world_size)
         notes += [note] if note else []
         notes += adapt_position(trainer, restored.meta)
     if rng is not None:
         notes += trainer.load_rng_state(rng)
-    main = _rank() == 0
+    main = parallel.is_main
     for note in notes if main else []:
         log(f"overt: {note}")
     trainer.resumed_from = str(restored.path)

@@ -1,19 +1,15 @@
-"""The one engine plug-in a multi-process run adds on every rank: whole final weights for rank 0.
+"""The whole final weights of a sharded model.
 
 Under FSDP2 each rank holds a shard of every parameter; ``model.safetensors`` must hold the
-whole model, so every rank takes part in gathering it (a collective, once, at the end) and
-rank 0's :class:`~overt.run.writer.RunWriter` writes it.  Under DDP every rank already holds
-the whole model and nothing is gathered.
+whole model, so every rank takes part in gathering it (a collective, once, when training ends:
+:meth:`overt.distributed.parallel.FSDP.finish`) and rank 0's :class:`~overt.run.writer.RunWriter`
+writes what :meth:`~overt.engine.parallel.Parallel.final_weights` returns.  Under DDP every rank
+already holds the whole model and nothing is gathered.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from overt.engine.callbacks import Callback
-
-if TYPE_CHECKING:
-    from overt.engine.loop import Trainer
+from typing import Any
 
 
 def full_state_dict(model: Any) -> dict[str, Any]:
@@ -21,9 +17,3 @@ def full_state_dict(model: Any) -> dict[str, Any]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-
-
-class FullWeights(Callback):
-    def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
-        if getattr(trainer, "strategy", None) == "fsdp":
-            trainer.final_weights = full_state_dict(trainer.model)

@@ -179,16 +179,3 @@ def load_sharded(restored: Any, model: torch.nn.Module, optimizer: torch.optim.O
                               fix="build the run the same way as the one that was saved, or use an older "
                                   "checkpoint") from None
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-
-
-def own_rng(restored: Any, rank: int, world_size: int) -> tuple[dict[str, Any] | None, str | None]:
-    """This rank's saved RNG states (and a note when they cannot be exact: another world size)."""
-    saved = restored.objects.get("rank_rng")
-    if not saved:
-        return restored.rng, None
-    states = saved["states"]
-    if len(states) == world_size:
-        return states[rank], None
-    return states[0], (f"the checkpoint was saved by {len(states)} processes and this run has {world_size}: "
-                       "every rank continues from rank 0's random number generators, so dropout and other "
-                       "random draws differ from an uninterrupted run")

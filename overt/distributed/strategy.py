@@ -98,13 +98,3 @@ def shard_fsdp(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
             params.append(new[name])
         group["params"] = params
     return model
-
-
-def wrap_model(model: nn.Module, optimizer: torch.optim.Optimizer, *, strategy: str, device: torch.device,
-               precision: str, fsdp_wrap: list[str] | None = None) -> nn.Module:
-    """The module the forward runs through: ``model`` itself (none/fsdp: sharded in place) or its DDP wrapper."""
-    if strategy == "ddp":
-        return wrap_ddp(model, device)
-    if strategy == "fsdp":
-        return shard_fsdp(model, optimizer, device, precision, list(fsdp_wrap or []))
-    return model

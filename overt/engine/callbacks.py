@@ -20,7 +20,9 @@ A run: ``on_fit_start`` -> per epoch ``on_epoch_start`` -> steps -> ``on_validat
 This module is the whole contract between the engine and its plug-ins.  A callback reads the
 trainer's public attributes (``model``, ``optimizer``, ``scheduler``, ``precision``, ``config``,
 ``device``, ``state`` (:class:`~overt.engine.state.TrainState`), ``total_steps``,
-``steps_per_epoch``, ``last_metrics``, ``resumed_from``), sets ``should_stop`` to end the run
+``steps_per_epoch``, ``last_metrics``, ``resumed_from``, ``parallel``
+(:class:`~overt.engine.parallel.Parallel`: rank, world size, ``is_main``, the collectives and
+who writes a checkpoint), with ``rank``, ``world_size`` and ``strategy`` as shortcuts), sets ``should_stop`` to end the run
 at the next step boundary, and saves/restores the run through ``state_objects()``,
 ``state_dict()``/``load_state_dict()`` and ``load_rng_state()``; everything else it needs
 comes as hook arguments.  Callbacks are called in the order given; no hook relies on

@@ -27,13 +27,7 @@ from overt.config import TrainConfig
 from overt.engine.accumulation import WindowPlan
 from overt.engine.augment import Augmented, augmented
 from overt.engine.callbacks import Callback, CallbackList
-from overt.distributed.env import world
-from overt.distributed.group import init_from_env
-from overt.distributed.reduce import sum_across_ranks
-from overt.distributed.sharding import sharded_loader
-from overt.distributed.strategy import resolve_strategy, wrap_model
-from overt.engine.data import (batch_sizes, build_loader, check_not_empty, num_batches, order_sampler, set_loader_epoch,
-                               window_plan)
+from overt.engine.data import batch_sizes, check_not_empty, num_batches, order_sampler, set_loader_epoch, window_plan
 from overt.engine.device import batch_size_of, move_to_device
 from overt.engine.evaluate import evaluate
 from overt.engine.gradnorms import GradNorms
@@ -41,6 +35,7 @@ from overt.engine.explain import backward_error, batch_error, loss_error, note_o
 from overt.engine.metrics import RunningLoss
 from overt.engine.memory import apply_activation_checkpointing
 from overt.engine.model_summary import model_summary
+from overt.engine.parallel import Parallel
 from overt.engine.precision import Precision
 from overt.engine.seeding import capture_rng, restore_rng, seed_everything
 from overt.engine.state import TrainState
@@ -94,7 +89,9 @@ class Trainer:
     This engine Trainer writes nothing and adds no callbacks of its own; ``overt.Trainer``
     (:class:`overt.compose.Trainer`) adds the defaults (guards, checkpoints, run directory,
     progress).  What a run saves and restores is :meth:`state_dict`/:meth:`load_state_dict`
-    (by part: :meth:`state_objects`).  Example::
+    (by part: :meth:`state_objects`).  ``parallel`` (:class:`~overt.engine.parallel.Parallel`) says how
+    the run is spread over processes; the default is one process (``overt.Trainer`` picks DDP or
+    FSDP2 under torchrun).  Example::
 
         trainer = Trainer(model, optimizer, nn.CrossEntropyLoss(), train_ds, val_ds, epochs=5)
         summary = trainer.fit()
@@ -116,15 +113,14 @@ class Trainer:
         train_transform: Callable[[Any, torch.Generator], Any] | None = None,
         config: TrainConfig | None = None,
         callbacks: list[Callback] | None = None,
+        parallel: Parallel | None = None,
         **overrides: Any,
     ):
         cfg = make_config(config, overrides)
         self.config = cfg
         seed_everything(cfg.seed)
-        # under torchrun: the process group (gloo on CPU, nccl on CUDA) and cuda:LOCAL_RANK
-        _, self.device, _ = init_from_env(cfg.device)
-        self.rank, self.world_size = world()
-        self.strategy = resolve_strategy(cfg.strategy, self.world_size)
+        self.parallel = parallel if parallel is not None else self.default_parallel(cfg)
+        self.device = self.parallel.device(cfg.device)  # under torchrun: the process group, cuda:LOCAL_RANK
         self.model = model.to(self.device)
         self.model_info = model_summary(self.model)  # parameters, size, device, dtype, top-level layers
         self.optimizer = optimizer
@@ -157,15 +153,12 @@ class Trainer:
             apply_activation_checkpointing(self.model, cfg.activation_checkpointing)
         # ddp: the forward runs through the DDP wrapper, self.model stays the user's module;
         # fsdp: self.model is sharded in place and the optimizer re-pointed at the shards
-        wrapped = wrap_model(self.model, optimizer, strategy=self.strategy, device=self.device,
-                             precision=self.precision.mode, fsdp_wrap=cfg.fsdp_wrap)
+        wrapped = self.parallel.wrap(self.model, optimizer, device=self.device, precision=self.precision.mode,
+                                     accumulate=cfg.accumulate, config=cfg)
         self._fwd_model: nn.Module = torch.compile(wrapped) if cfg.compile else wrapped  # type: ignore[assignment]
         self._params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
         self.grad_norms = GradNorms(self.model, self._params, clip=cfg.clip_grad_norm, per_layer=cfg.log_grad_norms)
-        ddp = nn.parallel.DistributedDataParallel
-        self._ddp = wrapped if isinstance(wrapped, ddp) else self.model if isinstance(self.model, ddp) else None
-        self._fsdp = self.model if self.strategy == "fsdp" else None
-        self._reduce = sum_across_ranks if self.world_size > 1 else None  # global losses and metrics
+        self._reduce = self.parallel.sum_reduce  # global losses and metrics (None: one process)
 
         self.callbacks = CallbackList(self.compose_callbacks(list(callbacks or [])))
         self.last_metrics: dict[str, float] = {}
@@ -173,6 +166,35 @@ class Trainer:
         self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
         self._window_samples = 0
         self._grad_norm: torch.Tensor | None = None
+
+    @property
+    def rank(self) -> int:
+        """This process's rank (0 in a single-process run); see :attr:`parallel`."""
+        return self.parallel.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes training this run (1 in a single-process run)."""
+        return self.parallel.world_size
+
+    @property
+    def strategy(self) -> str:
+        """``none``, ``ddp`` or ``fsdp``: how the processes share the model."""
+        return self.parallel.strategy
+
+    def default_parallel(self, config: TrainConfig) -> Parallel:
+        """The :class:`Parallel` of a Trainer given none: one process.  Under torchrun with several
+        processes that would silently train every rank alone, so it is refused."""
+        from overt.torchrun import DistEnv
+
+        env = DistEnv.from_environ()
+        if env.distributed:
+            raise ConfigError(f"this is rank {env.rank} of {env.world_size} (torchrun), but the engine's Trainer "
+                              "was given no parallel strategy",
+                              why="each process would train its own model on all the data, silently",
+                              fix="use overt.Trainer (it picks DDP or FSDP2 from strategy=), or pass "
+                                  "parallel=overt.distributed.parallel.parallel_for(config)")
+        return Parallel()
 
     def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
         """The callbacks this run calls, in order: exactly ``callbacks`` here; ``overt.Trainer``
@@ -205,6 +227,7 @@ class Trainer:
                 state.epoch, state.batch_index, state.samples_seen = state.epoch + 1, 0, 0
                 self.last_metrics = metrics
                 self.callbacks.call("on_epoch_end", self, state.epoch - 1, metrics)
+            self.parallel.finish(self.model)  # e.g. FSDP2: the whole weights gathered (every process takes part)
             summary = self.summary()
             self.callbacks.call("on_summary", self, summary)  # every plug-in adds its part first...
         except BaseException as error:  # (a final save that fails fails the run: on_exception too)
@@ -235,6 +258,7 @@ class Trainer:
         on_batch_start = self.callbacks.hook("on_batch_start")
         non_blocking = device.type == "cuda"
         accumulate = self.config.accumulate
+        grad_sync = self.parallel.grad_sync
         model.train()
         for batch in self.train_loader:
             i = state.batch_index
@@ -245,13 +269,7 @@ class Trainer:
                 weight, closes = self.plan.weights[i], self.plan.closes[i]
             else:  # unsized loader: weight by the window length; the last partial window is fixed below
                 weight, closes = 1.0 / accumulate, (i + 1) % accumulate == 0
-            if self._ddp is not None and not closes:  # inside a window DDP all-reduces only at its last micro-batch
-                with self._ddp.no_sync():
-                    self.micro_step(batch, weight)
-            elif self._fsdp is not None and accumulate > 1:  # FSDP2 likewise reduce-scatters only at the end
-                self._fsdp.set_requires_gradient_sync(closes)
-                self.micro_step(batch, weight)
-            else:
+            with grad_sync(closes):  # several processes: gradients synchronised at a window's end only
                 self.micro_step(batch, weight)
             state.batch_index += 1
             if closes:
@@ -430,15 +448,8 @@ class Trainer:
         in order and complete for validation."""
         if isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
             return data  # a ready loader (or any iterable of batches): used as given
-        cfg = self.config
-        if self.world_size > 1:  # this rank's share of the seeded order, by global batch
-            return sharded_loader(data, batch_size=batch_size, shuffle=train, seed=cfg.seed,
-                                  rank=self.rank, world_size=self.world_size, num_workers=cfg.num_workers,
-                                  pin_memory=pin, collate_fn=collate_fn)
-        return build_loader(data, batch_size=batch_size, shuffle=train, seed=cfg.seed, num_workers=cfg.num_workers,
-                            pin_memory=pin, collate_fn=collate_fn, drop_last=train and cfg.drop_last,
-                            persistent_workers=cfg.persistent_workers, prefetch_factor=cfg.prefetch_factor,
-                            tag_epoch=isinstance(data, Augmented))
+        return self.parallel.loader(data, batch_size=batch_size, train=train, config=self.config, pin_memory=pin,
+                                    collate_fn=collate_fn, tag_epoch=isinstance(data, Augmented))
 
     def _scheduler(self, scheduler: Any, interval: str | None) -> tuple[Any, str | None]:
         if scheduler is None:

@@ -92,7 +92,7 @@ class MLflowCallback(Callback):
 
     def _continued_run(self, trainer: Trainer) -> str | None:
         """The MLflow run of a run directory being resumed, marked running again."""
-        if self.run_dir is None or not getattr(trainer, "resumed_from", None):
+        if self.run_dir is None or not trainer.resumed_from:
             return None
         try:
             saved = json.loads((self.run_dir / ID_FILE).read_text())

@@ -112,7 +112,7 @@ class RunWriter(Callback):
     def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         from safetensors.torch import save_file, save_model
 
-        whole = getattr(trainer, "final_weights", None)  # gathered from every rank's shards (FSDP2)
+        whole = trainer.parallel.final_weights(trainer.model)  # gathered from every rank's shards (FSDP2)
         try:
             with atomic_path(self.run_dir / WEIGHTS) as tmp:
                 if whole is not None:

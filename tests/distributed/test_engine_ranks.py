@@ -40,7 +40,7 @@ def _data():
 
 
 def _train(batch_size: int, **kw):
-    from overt.engine.loop import Trainer
+    from overt.compose import Trainer  # the engine alone runs one process; the composition picks DDP/FSDP2
     from overt.engine.metrics import accuracy
 
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Resuming a multi-process run with another number of processes (or another batch size).
+"""A checkpoint saved by one number of processes, continued by another (or with another batch size).
 
 The position in an epoch is saved per rank (``samples_seen``: this rank's samples so far;
 ``batch_index``: micro-batches).  A checkpoint is only taken after whole global batches, so
@@ -24,7 +24,7 @@ def adapt_position(trainer: Any, meta: dict[str, Any]) -> list[str]:
     """Translate ``trainer.state``'s position in the epoch to this run's processes; returns notes."""
     saved_world = int(meta.get("world_size") or 1)
     saved_batch = int((meta.get("config") or {}).get("batch_size") or trainer.config.batch_size)
-    world, batch = getattr(trainer, "world_size", 1), trainer.config.batch_size
+    world, batch = trainer.parallel.world_size, trainer.config.batch_size
     state = trainer.state
     if (saved_world, saved_batch) == (world, batch):
         return []
@@ -47,3 +47,16 @@ def adapt_position(trainer: Any, meta: dict[str, Any]) -> list[str]:
         )
     state.batch_index, state.samples_seen = steps, steps * batch
     return [note + f"; the epoch continues after {consumed} samples ({steps} global batches of {per_global})"]
+
+
+def own_rng(restored: Any, rank: int, world_size: int) -> tuple[dict[str, Any] | None, str | None]:
+    """This rank's saved RNG states (and a note when they cannot be exact: another world size)."""
+    saved = restored.objects.get("rank_rng")
+    if not saved:
+        return restored.rng, None
+    states = saved["states"]
+    if len(states) == world_size:
+        return states[rank], None
+    return states[0], (f"the checkpoint was saved by {len(states)} processes and this run has {world_size}: "
+                       "every rank continues from rank 0's random number generators, so dropout and other "
+                       "random draws differ from an uninterrupted run")
