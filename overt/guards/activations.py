@@ -71,8 +71,9 @@ class ActivationChecks(Check):
                         "dead-activations",
                         f"{frac:.0%} of the units after {name} output zero for every sample of the "
                         f"batch at step {step}: dead ReLUs get no gradient and never recover, so the "
-                        f"network's capacity has silently shrunk. Fix: lower the learning rate, check "
-                        f"the initialisation/bias, add normalisation, or use LeakyReLU/GELU.",
+                        "network's capacity has silently shrunk.",
+                        fix="lower the learning rate, check "
+                        "the initialisation/bias, add normalisation, or use LeakyReLU/GELU.",
                         where=name, key=name, step=step,
                     )
             else:

@@ -53,8 +53,8 @@ class DataChecks(Check):
             "too-many-workers",
             f"a DataLoader runs num_workers={workers} worker processes, but this process may use only "
             f"{self.cpus} CPU(s): the workers compete for the same cores with each other and with training, "
-            f"and each holds its own copy of the dataset (memory grows per worker). Fix: "
-            f"num_workers={max(self.cpus - 1, 1)} (at most the CPUs available, one left for the training process).",
+            "and each holds its own copy of the dataset (memory grows per worker).",
+            fix=f"num_workers={max(self.cpus - 1, 1)} (at most the CPUs available, one left for the training process).",
             where=f"DataLoader, step {self.s.step}", key="workers",
         )
 
@@ -75,8 +75,9 @@ class DataChecks(Check):
                 "dataloader-starvation",
                 f"the loop spent {frac:.0%} of its time waiting for the next batch ({mean * 1000:.1f} ms "
                 f"per batch over {self.batches} batches, num_workers={self.workers}): the model waits "
-                f"for data. Fix: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True), "
-                f"and move heavy work out of __getitem__ (pre-decode, cache, or batch transforms).",
+                "for data.",
+                fix="DataLoader(num_workers=N, pin_memory=True, persistent_workers=True), "
+                "and move heavy work out of __getitem__ (pre-decode, cache, or batch transforms).",
                 where=f"DataLoader, {self.batches} batches before step {self.s.step}", key="loader",
             )
         self.wait = 0.0

@@ -16,17 +16,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from overt.guards.check import Check
+from overt.torchrun import world
 
 if TYPE_CHECKING:
     from overt.guards.watched import OptInfo
-
-
-def world() -> tuple[int, int]:
-    """(rank, world size), (0, 1) when torch.distributed is not in use."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 class DistributedChecks(Check):
@@ -68,9 +61,10 @@ class DistributedChecks(Check):
             "ddp-out-of-sync",
             f"after step {oi.steps} the parameters of the {size} ranks differ: {len(bad)} of {len(params)} "
             f"tensors, e.g. {names[0]} (sum {values}). Each rank is training its own model and the saved "
-            f"one is arbitrary. Fix: wrap the model in DistributedDataParallel on every rank (after moving "
-            f"it to its device), build the optimizer from the wrapped model's parameters, and make every "
-            f"rank run the same number of steps.",
+            "one is arbitrary.",
+            fix="wrap the model in DistributedDataParallel on every rank (after moving "
+            "it to its device), build the optimizer from the wrapped model's parameters, and make every "
+            "rank run the same number of steps.",
             where=f"{oi.name} on rank {rank}", key=oi.name,
         )
 
@@ -108,5 +102,6 @@ def gather_findings(findings: list) -> list | None:
         details = dict(item.get("details") or {}, ranks=ranks)
         severity = Severity(item["severity"]) if item.get("severity") else None
         out.append(Finding(item["slug"], item["message"], where=where, severity=severity,
-                           step=item.get("step"), details=details))
+                           step=item.get("step"), details=details, why=item.get("why") or "",
+                           fix=item.get("fix") or ""))
     return out

@@ -39,7 +39,7 @@ class GuardCallback(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         if self.session is not None and not self.session.closed:
             self.session.close()
-        from overt.guards.distributed import world
+        from overt.torchrun import world
 
         options = self.options
         if world()[0] != 0:  # other ranks stay silent: rank 0 reports their findings at the end
@@ -79,9 +79,10 @@ class GuardCallback(Callback):
         self.session.stop(
             "non-finite",
             f"the mean training loss of optimizer steps {max(first, 1)}-{step} is {loss}: a NaN/inf loss "
-            f"gives NaN/inf gradients, and the weights may already hold them. Fix: look for NaN/inf in the "
-            f"inputs or labels, log/sqrt/division of zero in the loss, a learning rate that is too high "
-            f"(lower it, or set clip_grad_norm), or fp16 overflow (use precision=bf16).",
+            "gives NaN/inf gradients, and the weights may already hold them.",
+            fix="look for NaN/inf in the "
+            "inputs or labels, log/sqrt/division of zero in the loss, a learning rate that is too high "
+            "(lower it, or set clip_grad_norm), or fp16 overflow (use precision=bf16).",
             where=f"training loss, steps {max(first, 1)}-{step}, epoch {int(logs['epoch'])}",
             key="engine-train-loss",
         )
@@ -96,9 +97,9 @@ class GuardCallback(Callback):
         self.session.stop(
             "non-finite",
             f"validation after epoch {trainer.state.epoch + 1} gave {names}: the weights or the validation "
-            f"data hold NaN/inf, so this epoch's result (and any best model chosen by it) is meaningless. "
-            f"Fix: look for NaN/inf in the validation inputs or labels, and for a learning rate that is too "
-            f"high (lower it, or set clip_grad_norm).",
+            "data hold NaN/inf, so this epoch's result (and any best model chosen by it) is meaningless.",
+            fix="look for NaN/inf in the validation inputs or labels, and for a learning rate that is too "
+            "high (lower it, or set clip_grad_norm).",
             where=f"validation, epoch {trainer.state.epoch}, step {trainer.state.global_step}",
             key="engine-val-loss",
         )
@@ -118,7 +119,8 @@ class GuardCallback(Callback):
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.session is None:
             return
-        from overt.guards.distributed import gather_findings, world
+        from overt.guards.distributed import gather_findings
+        from overt.torchrun import world
 
         findings = self.session.close()
         if world()[1] > 1:  # a collective: every rank's findings, merged on rank 0, each naming its ranks

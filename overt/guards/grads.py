@@ -145,9 +145,10 @@ class GradChecks(Check):
             s.report(
                 "zero-grad-misplaced",
                 f"{oi.name}.step() was called while none of its {len(params)} trainable parameters "
-                f"had a gradient: either the gradients were reset between backward() and step(), or "
-                f"step() ran before backward(). The step changes nothing. Fix: order the loop as "
-                f"zero_grad() -> forward -> loss.backward() -> step().",
+                "had a gradient: either the gradients were reset between backward() and step(), or "
+                "step() ran before backward(). The step changes nothing.",
+                fix="order the loop as "
+                "zero_grad() -> forward -> loss.backward() -> step().",
                 where=f"{oi.name}.step() at {user_location(1) or '?'}, {s.batch_where() or 'training step'}",
                 key=oi.name,
             )
@@ -193,8 +194,9 @@ class GradChecks(Check):
                 "stale-gradients",
                 f"the gradients of {len(stale)} of {len(params)} parameters ({first_names(names)}) were "
                 f"accumulated into after {oi.name}'s previous step without being reset, so this step "
-                f"would apply the sum of every earlier gradient. Fix: call optimizer.zero_grad() once "
-                f"per step (before backward), or set_to_none after step().",
+                "would apply the sum of every earlier gradient.",
+                fix="call optimizer.zero_grad() once "
+                "per step (before backward), or set_to_none after step().",
                 where=f"{oi.name}.step() at {user_location(1) or '?'}, {self.s.batch_where() or 'training step'}",
                 key=oi.name,
             )
@@ -208,9 +210,10 @@ class GradChecks(Check):
                 s.stop(
                     "non-finite",
                     f"{len(bad)} parameter(s) have NaN/inf gradients at step {step}: {first_names(bad)}. "
-                    f"Stepping would write NaN into the weights. Fix: look for log(0), division by "
-                    f"zero or overflow in the loss; lower the learning rate; clip gradients; use "
-                    f"bf16 or a GradScaler with fp16.",
+                    "Stepping would write NaN into the weights.",
+                    fix="look for log(0), division by "
+                    "zero or overflow in the loss; lower the learning rate; clip gradients; use "
+                    "bf16 or a GradScaler with fp16.",
                     where=oi.name,
                     key="gradients", can_stop=s.can_stop,
                 )
@@ -219,8 +222,9 @@ class GradChecks(Check):
                 s.report(
                     "zero-grad-misplaced",
                     f"{oi.name} stepped with every gradient exactly zero ({len(vals)} parameters): "
-                    f"the gradients were zeroed between backward() and step(). Fix: order the loop "
-                    f"as zero_grad() -> forward -> loss.backward() -> step().",
+                    "the gradients were zeroed between backward() and step().",
+                    fix="order the loop "
+                    "as zero_grad() -> forward -> loss.backward() -> step().",
                     where=oi.name, key=oi.name, step=step,
                 )
                 return
@@ -238,8 +242,9 @@ class GradChecks(Check):
                     s.report(
                         "exploding-gradients",
                         f"the gradient norm of {name} is {v:.3g} at step {step}, {v / max(med, 1e-30):.0f}x "
-                        f"its running median {med:.3g}: updates are about to blow up. Fix: lower the "
-                        f"learning rate, add warmup, or clip with torch.nn.utils.clip_grad_norm_.",
+                        f"its running median {med:.3g}: updates are about to blow up.",
+                        fix="lower the "
+                        "learning rate, add warmup, or clip with torch.nn.utils.clip_grad_norm_.",
                         where=name, key=oi.name, step=step,
                     )
             hist.append(v)
@@ -255,9 +260,10 @@ class GradChecks(Check):
                         "vanishing-gradients",
                         f"the gradient norm of the first layer {first_name} is {first:.3g}, "
                         f"{last / max(first, 1e-300):.3g}x smaller than the last layer's ({last:.3g}) "
-                        f"at step {step}: early layers have stopped learning. Fix: ReLU/GELU instead "
-                        f"of sigmoid/tanh in deep stacks, normalisation layers, residual connections, "
-                        f"or a better initialisation.",
+                        f"at step {step}: early layers have stopped learning.",
+                        fix="ReLU/GELU instead "
+                        "of sigmoid/tanh in deep stacks, normalisation layers, residual connections, "
+                        "or a better initialisation.",
                         where=first_name, key=oi.name, step=step,
                     )
             else:
@@ -306,8 +312,8 @@ class GradChecks(Check):
                     "params-not-updating",
                     f"{oi.name} stepped {b - a} time(s) between steps {a} and {b} but none of its "
                     f"parameters moved (sampled values identical; lr = {lr}). Causes: learning rate 0, "
-                    f"all gradients zero, a GradScaler skipping every step, or a frozen model. "
-                    f"Fix: check the learning rate and that the loss depends on these parameters.",
+                    "all gradients zero, a GradScaler skipping every step, or a frozen model.",
+                    fix="check the learning rate and that the loss depends on these parameters.",
                     where=f"{oi.name}, steps {a}-{b}", key=oi.name, step=b,
                 )
 
@@ -328,9 +334,10 @@ class GradChecks(Check):
             s.report(
                 "params-not-optimized",
                 f"{len(missing)} trainable parameter(s) receive gradients but no optimizer holds "
-                f"them: {first_names(missing)}. They never change. Fix: build the optimizer after the model "
-                f"is complete, from model.parameters() (or add a param group with "
-                f"optimizer.add_param_group); freeze on purpose with requires_grad_(False).",
+                f"them: {first_names(missing)}. They never change.",
+                fix="build the optimizer after the model "
+                "is complete, from model.parameters() (or add a param group with "
+                "optimizer.add_param_group); freeze on purpose with requires_grad_(False).",
                 where=first_names(missing, 3), key="missing",
             )
         for oi in s.optimizers.values():
@@ -338,8 +345,9 @@ class GradChecks(Check):
                 s.report(
                     "params-not-optimized",
                     f"every one of the {len(oi.params)} parameters of {oi.name} has requires_grad=False: "
-                    f"it can never learn anything. Fix: unfreeze them (requires_grad_(True)) or give "
-                    f"the optimizer the trainable parameters.",
+                    "it can never learn anything.",
+                    fix="unfreeze them (requires_grad_(True)) or give "
+                    "the optimizer the trainable parameters.",
                     where=oi.name, key=oi.name,
                 )
         # parameters an optimizer holds that never received a gradient
@@ -351,9 +359,9 @@ class GradChecks(Check):
                 "no-gradient",
                 f"{len(never)} trainable parameter(s) held by an optimizer received no gradient in the "
                 f"first {s.step} steps: {first_names(never)}. A detached path (.detach(), .data, .item(), "
-                f"numpy round trip), an unused layer or a mistaken freeze means they never learn. Fix: "
-                f"keep the computation in torch from these layers to the loss, or remove/freeze them "
-                f"on purpose (requires_grad_(False)).",
+                "numpy round trip), an unused layer or a mistaken freeze means they never learn.",
+                fix="keep the computation in torch from these layers to the loss, or remove/freeze them "
+                "on purpose (requires_grad_(False)).",
                 where=first_names(never, 3), key="never",
             )
 

@@ -58,9 +58,9 @@ class _Sentinel:
         return None
 
 
-_RETAIN_FIX = ("so memory and step time grow every step. Fix: drop retain_graph=True (it is only needed "
-               "to backward twice through the same graph within a step) and detach what is carried "
-               "between steps (e.g. hidden = hidden.detach()).")
+_RETAIN_WHY = "so memory and step time grow every step."
+_RETAIN_FIX = ("drop retain_graph=True (it is only needed to backward twice through the same graph within a "
+               "step) and detach what is carried between steps (e.g. hidden = hidden.detach()).")
 
 
 _SAVED_ATTRS: dict[type, tuple[list[str], bool]] = {}
@@ -135,7 +135,7 @@ class GraphChecks(Check):
         self.check_alive()
 
     def report_retained(self, info: ModelInfo, loc: str | None, seen: str) -> None:
-        self.s.report("retain-graph-in-loop", f"{seen}, {_RETAIN_FIX}",
+        self.s.report("retain-graph-in-loop", f"{seen}, {_RETAIN_WHY}", fix=_RETAIN_FIX,
                       where=f"{info.name} output" + (f" at {loc}" if loc else ""), key=info.name)
 
     def step_post(self, oi: OptInfo) -> None:
@@ -159,7 +159,7 @@ class GraphChecks(Check):
                     self.report_retained(info, sentinel.loc,
                                          f"after backward and {n} checked optimizer steps in a row, the graph "
                                          f"of {info.name}'s output still held its saved tensors: "
-                                         f"backward(retain_graph=True) keeps every step's graph alive")
+                                         "backward(retain_graph=True) keeps every step's graph alive")
             else:
                 self.strikes[info.name] = 0
 
@@ -189,9 +189,10 @@ class GraphChecks(Check):
                     "graph-leak",
                     f"the autograd graph of {name}'s output from step {step} is still alive at step "
                     f"{self.s.step}: something keeps a graph-carrying tensor across steps (e.g. "
-                    f"losses.append(loss), total += loss, outputs kept for metrics), so memory grows "
-                    f"until the run dies. Fix: keep numbers with loss.item() or tensors with "
-                    f".detach().",
+                    "losses.append(loss), total += loss, outputs kept for metrics), so memory grows "
+                    "until the run dies.",
+                    fix="keep numbers with loss.item() or tensors with "
+                    ".detach().",
                     where=f"{name} output" + (f" at {sentinel.loc}" if sentinel.loc else ""),
                     key=name,
                 )

@@ -124,19 +124,20 @@ class LossChecks(Check):
                 if name == "cross_entropy":
                     msg = ("every input row to F.cross_entropy is in [0, 1] and sums to 1: the model outputs "
                            "probabilities, so softmax is applied twice (CrossEntropyLoss applies log_softmax "
-                           "itself), gradients shrink and learning stalls. Fix: return raw logits from "
-                           "forward (drop the final softmax) and apply softmax only for predictions.")
+                           "itself), gradients shrink and learning stalls.")
+                    fix = ("return raw logits from forward (drop the final softmax) and apply softmax only for "
+                           "predictions.")
                 else:
                     msg = ("every input row to F.nll_loss is in [0, 1] and sums to 1: it received "
-                           "probabilities, not log-probabilities. Fix: use F.log_softmax instead of softmax, "
-                           "or CrossEntropyLoss on raw logits.")
+                           "probabilities, not log-probabilities.")
+                    fix = "use F.log_softmax instead of softmax, or CrossEntropyLoss on raw logits."
             elif name == "nll_loss" and hi > 1e-6:
                 msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
-                       f"(<= 0), so these are raw logits and the loss is meaningless. Fix: apply "
-                       f"F.log_softmax(logits, dim=1) before NLLLoss, or use CrossEntropyLoss on the logits.")
+                       "(<= 0), so these are raw logits and the loss is meaningless.")
+                fix = "apply F.log_softmax(logits, dim=1) before NLLLoss, or use CrossEntropyLoss on the logits."
             else:
                 return
-            s.report("softmax-before-cross-entropy", msg, where, key=name, step=step)
+            s.report("softmax-before-cross-entropy", msg, where, key=name, step=step, fix=fix)
 
         return callback
 
@@ -146,13 +147,13 @@ class LossChecks(Check):
         lo, hi = (int(valid.min()), int(valid.max())) if valid.numel() else (0, 0)
         n_bad = int((((valid < 0) | (valid >= num_classes))).sum()) if valid.numel() else 0
         msg = (f"{n_bad} target(s) outside [0, {num_classes}) in this batch (min {lo}, max {hi}); the "
-               f"logits have {num_classes} classes. On CUDA this is a cryptic device-side assert. Fix: "
-               f"make the output layer as wide as the number of classes, or remap the labels to "
+               f"logits have {num_classes} classes. On CUDA this is a cryptic device-side assert.")
+        fix = ("make the output layer as wide as the number of classes, or remap the labels to "
                f"0..{num_classes - 1} (e.g. 1-based labels: y - 1).")
         if stop:
-            self.s.stop("label-out-of-range", msg, self._where(name), key=name)
+            self.s.stop("label-out-of-range", msg, self._where(name), key=name, fix=fix)
         else:
-            self.s.report("label-out-of-range", msg, self._where(name), key=name)
+            self.s.report("label-out-of-range", msg, self._where(name), key=name, fix=fix)
 
     def _regression_loss(self, name: str, inp: torch.Tensor, target: torch.Tensor) -> None:
         where = self._where(name)
@@ -160,9 +161,9 @@ class LossChecks(Check):
             self.s.report(
                 "wrong-loss-for-task",
                 f"F.{name} got {target.dtype} targets (class indices?) for {tuple(inp.shape)} outputs: a "
-                f"regression loss on class indices treats classes as ordered numbers. Fix: for "
-                f"classification use CrossEntropyLoss on logits with integer labels.",
-                where, key=name + ":dtype",
+                "regression loss on class indices treats classes as ordered numbers.",
+                fix="for classification use CrossEntropyLoss on logits with integer labels.",
+                where=where, key=name + ":dtype",
             )
         elif inp.shape != target.shape:
             try:
@@ -172,10 +173,10 @@ class LossChecks(Check):
             self.s.report(
                 "wrong-loss-for-task",
                 f"F.{name} got outputs {tuple(inp.shape)} and targets {tuple(target.shape)}: they "
-                f"broadcast to {broadcast}, so every output is compared with every target. Fix: make "
-                f"the shapes equal (e.g. output.squeeze(-1) or target.unsqueeze(-1)); for class "
-                f"indices use CrossEntropyLoss.",
-                where, key=name + ":shape",
+                f"broadcast to {broadcast}, so every output is compared with every target.",
+                fix="make the shapes equal (e.g. output.squeeze(-1) or target.unsqueeze(-1)); for class "
+                "indices use CrossEntropyLoss.",
+                where=where, key=name + ":shape",
             )
 
     def after(self, name: str, out: Any) -> None:
@@ -189,9 +190,10 @@ class LossChecks(Check):
             if not math.isfinite(v):
                 self.s.stop("non-finite",
                             f"the loss from F.{name} is {v} at step {step}: its gradients will poison "
-                            f"every weight. Fix: check the inputs for NaN/inf, log of 0, division by "
-                            f"zero; lower the learning rate; use gradient clipping.",
-                            where, key="loss", can_stop=self.s.can_stop)
+                            "every weight.",
+                            fix="check the inputs for NaN/inf, log of 0, division by "
+                            "zero; lower the learning rate; use gradient clipping.",
+                            where=where, key="loss", can_stop=self.s.can_stop)
                 return
             self.history.append((step, v))
             if len(self.history) >= 4 * _WINDOW:
@@ -214,9 +216,10 @@ class LossChecks(Check):
                 "loss-not-decreasing",
                 f"the training loss went from {first:.4g} (steps {hist[0][0]}-{hist[_WINDOW - 1][0]}) "
                 f"to {last:.4g} (steps {hist[-_WINDOW][0]}-{hist[-1][0]}): no progress over "
-                f"{hist[-1][0] - hist[0][0]} steps. Fix: check the learning rate (too low: flat; too "
-                f"high: rising), that labels match inputs, and that the optimizer holds the model's "
-                f"parameters.",
+                f"{hist[-1][0] - hist[0][0]} steps.",
+                fix="check the learning rate (too low: flat; too "
+                "high: rising), that labels match inputs, and that the optimizer holds the model's "
+                "parameters.",
                 where=f"loss from F.{self._first_name()}", key="loss",
             )
 
@@ -233,9 +236,9 @@ class LossChecks(Check):
         if inp.device != target.device:
             self.s.report(
                 "device-mismatch",
-                f"F.{name} got outputs on {inp.device} and targets on {target.device}. Fix: move the "
-                f"targets with `y = y.to(device)` (assign the result) together with the inputs.",
-                self._where(name), key=name,
+                f"F.{name} got outputs on {inp.device} and targets on {target.device}.",
+                fix="move the targets with `y = y.to(device)` (assign the result) together with the inputs.",
+                where=self._where(name), key=name,
             )
             return
         if name in CLASS_LOSSES and inp.is_floating_point() and inp.dim() >= 1:
@@ -244,8 +247,9 @@ class LossChecks(Check):
                     "wrong-loss-for-task",
                     f"F.{name} got float targets of shape {tuple(target.shape)} for outputs "
                     f"{tuple(inp.shape)}: class-index targets must be integers (torch.long); "
-                    f"probability targets must have the output's shape. Fix: y.long() for class indices.",
-                    self._where(name), key=name + ":dtype",
+                    "probability targets must have the output's shape.",
+                    fix="y.long() for class indices.",
+                    where=self._where(name), key=name + ":dtype",
                 )
                 return
             if not target.is_floating_point():

@@ -112,8 +112,8 @@ class ModeChecks(Check):
         if st.suspects:
             suspects, st.suspects = st.suspects, []
             if failed:  # the forward raised: say which input caused it
-                for slug, message, where in suspects:
-                    self.s.report(slug, message, where, key=where)
+                for slug, message, fix, where in suspects:
+                    self.s.report(slug, message, where, key=where, fix=fix)
         if st.post_eval and not failed:
             st.post_eval = False
             self.watch_eval_output(info, output)
@@ -125,8 +125,8 @@ class ModeChecks(Check):
         for info in self.s.models.values():
             st = self.per_model.get(id(info))
             if st is not None and st.suspects:
-                for slug, message, where in st.suspects:
-                    self.s.report(slug, message, where, key=where)
+                for slug, message, fix, where in st.suspects:
+                    self.s.report(slug, message, where, key=where, fix=fix)
                 st.suspects = []
 
     # -- train-mode-in-eval ------------------------------------------------------
@@ -151,9 +151,10 @@ class ModeChecks(Check):
             "train-mode-in-eval",
             f"{info.name} ran forward under no_grad/inference_mode while {len(active)} Dropout/BatchNorm "
             f"module(s) were in training mode: {names}. Dropout stays active and BatchNorm uses "
-            f"and updates batch statistics, so evaluation metrics are noisy and the running statistics "
-            f"drift. Fix: call model.eval() before evaluating and .train() before training "
-            f"again.",
+            "and updates batch statistics, so evaluation metrics are noisy and the running statistics "
+            "drift.",
+            fix="call model.eval() before evaluating and .train() before training "
+            "again.",
             where=f"{info.name} forward at {loc}" if loc else info.name,
             key=info.name,
         )
@@ -196,8 +197,9 @@ class ModeChecks(Check):
         self.s.report(
             "graph-in-eval",
             f"{info.name} ran forward in eval mode with gradients enabled, and the output never "
-            f"reached a backward pass: autograd built and kept a graph for nothing, costing memory "
-            f"and time. Fix: wrap evaluation in `with torch.no_grad():` (or torch.inference_mode()).",
+            "reached a backward pass: autograd built and kept a graph for nothing, costing memory "
+            "and time.",
+            fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode()).",
             where=f"{info.name} forward at {loc}" if loc else info.name,
             key=info.name,
         )
@@ -220,8 +222,9 @@ class ModeChecks(Check):
                     "eval-mode-in-train",
                     f"{oi.name} stepped on {info.name}'s parameters after a forward in eval mode: "
                     f"{len(frozen)} Dropout/BatchNorm module(s) were in eval mode ({names}), so dropout "
-                    f"is off and BatchNorm statistics are frozen while training. Fix: call "
-                    f"model.train() at the start of each training epoch (after validation).",
+                    "is off and BatchNorm statistics are frozen while training.",
+                    fix="call "
+                    "model.train() at the start of each training epoch (after validation).",
                     where=f"{info.name} forward at {loc}" if loc else info.name,
                     key=info.name,
                 )
@@ -248,9 +251,9 @@ class ModeChecks(Check):
                     "batchnorm-tiny-batch",
                     f"a training batch of {n} sample(s) (earlier batches had {st.max_batch}) reached "
                     f"{len(active)} BatchNorm module(s) in training mode, e.g. {info.label(active[0])}: "
-                    f"statistics from {n} sample(s) are noise (a batch of 1 raises an error). Fix: "
-                    f"drop_last=True for the training DataLoader (drop_last=true in overt's engine), or a "
-                    f"batch size that divides the data.",
+                    f"statistics from {n} sample(s) are noise (a batch of 1 raises an error).",
+                    fix="drop_last=True for the training DataLoader (drop_last=true in overt's engine), or a "
+                    "batch size that divides the data.",
                     where=f"{info.name}, {self.s.batch_where() or 'training batch'}",
                     key=info.name,
                 )
@@ -264,8 +267,9 @@ class ModeChecks(Check):
                 "unregistered-submodule",
                 f"{owner}.{h['attr']} is a plain Python {h['kind']} holding {h['modules']} "
                 f"module(s)/parameter(s) ({h['weights']} weights): they are invisible to "
-                f"parameters(), the optimizer, .to(device) and state_dict(), so they never train "
-                f"and are not saved. Fix: self.{h['attr']} = {h['fix']}(...).",
+                "parameters(), the optimizer, .to(device) and state_dict(), so they never train "
+                "and are not saved.",
+                fix=f"self.{h['attr']} = {h['fix']}(...).",
                 where=_attribute_where(owner, h["attr"], h["module"]), key=f"{owner}.{h['attr']}",
             )
         for name, m in info.module.named_modules():
@@ -286,9 +290,9 @@ class ModeChecks(Check):
                 "unregistered-tensor",
                 f"{owner}.{attr} is a plain tensor attribute ({shape} {str(value.dtype).replace('torch.', '')} on "
                 f"{value.device}), not a buffer: model.to(device) leaves it where it is (a device mismatch on "
-                f"the GPU), and state_dict() and checkpoints do not save it. Fix: "
-                f"self.register_buffer({attr!r}, tensor) (persistent=False if it must not be saved), "
-                f"or nn.Parameter if it should train.",
+                "the GPU), and state_dict() and checkpoints do not save it.",
+                fix=f"self.register_buffer({attr!r}, tensor) (persistent=False if it must not be saved), "
+                "or nn.Parameter if it should train.",
                 where=_attribute_where(owner, attr, m), key=f"tensor:{owner}.{attr}",
             )
 
@@ -306,8 +310,9 @@ class ModeChecks(Check):
                 suspects.append((
                     "device-mismatch",
                     f"input {i} of {info.name} is on {x.device} but its parameters are on "
-                    f"{info.param_device}. Fix: move the batch with `x = x.to(device)` (assign the "
-                    f"result: tensors do not move in place) or move the model with model.to(device).",
+                    f"{info.param_device}.",
+                    "move the batch with `x = x.to(device)` (assign the "
+                    "result: tensors do not move in place) or move the model with model.to(device).",
                     f"{info.name} input {i} at {loc}",
                 ))
             if x.is_floating_point():
@@ -316,7 +321,8 @@ class ModeChecks(Check):
                     suspects.append((
                         "dtype-mismatch",
                         f"input {i} of {info.name} is {x.dtype} but its parameters are "
-                        f"{info.param_dtype}. Fix: convert the data once, e.g. "
+                        f"{info.param_dtype}.",
+                        f"convert the data once, e.g. "
                         f"torch.tensor(array, dtype={info.param_dtype}) or x.to({info.param_dtype}).",
                         f"{info.name} input {i} at {loc}",
                     ))
@@ -327,8 +333,8 @@ class ModeChecks(Check):
                 suspects.append((
                     "dtype-mismatch",
                     f"input {i} of {info.name} is {x.dtype} (integer features) but the model has no "
-                    f"embedding layer and its parameters are {info.param_dtype}. Fix: convert features "
-                    f"with x.float() (and scale them), or use nn.Embedding for ids.",
+                    f"embedding layer and its parameters are {info.param_dtype}.",
+                    "convert features with x.float() (and scale them), or use nn.Embedding for ids.",
                     f"{info.name} input {i} at {loc}",
                 ))
         self._of(info).suspects = suspects
@@ -341,9 +347,10 @@ class ModeChecks(Check):
             if not (math.isfinite(vals[0]) and math.isfinite(vals[1])):
                 self.s.stop("non-finite",
                             f"input {i} of {info.name} contains NaN or inf at step {step}: every weight "
-                            f"it touches becomes NaN. Fix: clean the data (check for missing values, "
-                            f"division by zero in preprocessing) or filter such samples.",
-                            where, key=f"input:{info.name}", can_stop=self.s.can_stop)
+                            "it touches becomes NaN.",
+                            fix="clean the data (check for missing values, "
+                            "division by zero in preprocessing) or filter such samples.",
+                            where=where, key=f"input:{info.name}", can_stop=self.s.can_stop)
         return callback
 
     # -- end of run ----------------------------------------------------------------

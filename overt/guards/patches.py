@@ -62,7 +62,6 @@ def safely(fn: Any, *args: Any) -> Any:
         return None
 
 
-_safely = safely  # the former name, still used by branches in flight
 
 
 def _loss_wrapper(name: str, orig: Any) -> Any:
@@ -171,8 +170,9 @@ def _load_wrapper(orig: Any) -> Any:
                 s.report(
                     "unsafe-load",
                     f"torch.load({target!r}, weights_only=False) unpickles arbitrary objects: a "
-                    f"checkpoint from anyone else can run code on this machine. Fix: save state_dicts "
-                    f"(or safetensors) and load with weights_only=True (the default since torch 2.6).",
+                    "checkpoint from anyone else can run code on this machine.",
+                    fix="save state_dicts "
+                    "(or safetensors) and load with weights_only=True (the default since torch 2.6).",
                     where=f"torch.load at {loc}" if loc else "torch.load", key=loc or str(target),
                 )
         if not ACTIVE:

@@ -70,7 +70,7 @@ class Reporter:
         self._failed.add(name)
         try:
             print(f"{PREFIX}internal error in {name} ({type(exc).__name__}: {exc}); the guards skip it and "
-                  f"training continues. Please report it.", file=self.options.out(), flush=True)
+                  "training continues. Please report it.", file=self.options.out(), flush=True)
         except (OSError, ValueError):  # closed stream
             pass
 

@@ -56,8 +56,8 @@ def _explain_crash(session, exc: BaseException) -> None:
         session.report(
             "missing-super-init",
             f"PyTorch raised \"{text}\": an nn.Module subclass assigned a layer or parameter in "
-            f"__init__ before calling super().__init__(), so the module's registries do not exist yet. "
-            f"Fix: make super().__init__() the first line of __init__.",
+            "__init__ before calling super().__init__(), so the module's registries do not exist yet.",
+            fix="make super().__init__() the first line of __init__.",
             where=f"__init__ at {loc}" if loc else "", key=loc,
         )
 

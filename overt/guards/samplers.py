@@ -60,14 +60,15 @@ class SamplerChecks(Check):
         self.s.report(
             "unset-epoch",
             f"a new pass over the data starts with {name}.epoch still {epoch}, as in the previous pass: "
-            f"set_epoch() is not called, so every epoch uses the same shuffled order (and with several "
-            f"processes, the same split of the data across ranks). Fix: call sampler.set_epoch(epoch) at the "
-            f"start of every epoch, before iterating the DataLoader.",
+            "set_epoch() is not called, so every epoch uses the same shuffled order (and with several "
+            "processes, the same split of the data across ranks).",
+            fix="call sampler.set_epoch(epoch) at the "
+            "start of every epoch, before iterating the DataLoader.",
             where=self._where(f"{name} (epoch {epoch})"), key=str(key),
         )
 
     def _unsharded(self, it: Any, sampler: Any) -> tuple[str, str] | None:
-        from overt.distributed.env import world
+        from overt.torchrun import world
 
         if world()[1] < 2 or not isinstance(sampler, (RandomSampler, SequentialSampler)):
             return None
@@ -85,7 +86,7 @@ class SamplerChecks(Check):
         """At a checked optimizer step: the pass in progress feeds training."""
         if self.current is None:
             return
-        from overt.distributed.env import world
+        from overt.torchrun import world
 
         sampler, dataset = self.current
         rank, size = world()
@@ -93,16 +94,17 @@ class SamplerChecks(Check):
             "unsharded-sampler",
             f"{size} processes train, but the training DataLoader draws from a {sampler} over the whole "
             f"{dataset}: every rank sees every sample, so each epoch does the same work {size} times and the "
-            f"ranks' gradients average over duplicated data. Fix: DataLoader(dataset, batch_size=..., "
-            f"sampler=DistributedSampler(dataset, shuffle=True)) (no shuffle= on the DataLoader) and call "
-            f"sampler.set_epoch(epoch) every epoch; overt's engine shards its loaders itself.",
+            "ranks' gradients average over duplicated data.",
+            fix="DataLoader(dataset, batch_size=..., "
+            "sampler=DistributedSampler(dataset, shuffle=True)) (no shuffle= on the DataLoader) and call "
+            "sampler.set_epoch(epoch) every epoch; overt's engine shards its loaders itself.",
             where=self._where(f"DataLoader({sampler})"), key="unsharded",
         )
         self.current = None
 
     @staticmethod
     def _where(what: str) -> str:
-        from overt.distributed.env import world
+        from overt.torchrun import world
 
         rank, size = world()
         return f"{what} on rank {rank}" if size > 1 else what

@@ -74,9 +74,10 @@ class SchedulerChecks(Check):
                 self.s.report(
                     "scheduler-cadence",
                     f"{name} stepped {n_sched} time(s) during an epoch of {n_opt} optimizer steps: it is a "
-                    f"per-batch schedule (its horizon is counted in optimizer steps), so stepping it per "
-                    f"epoch leaves the learning rate stuck at the start of the cycle. Fix: call "
-                    f"scheduler.step() right after optimizer.step() inside the batch loop.",
+                    "per-batch schedule (its horizon is counted in optimizer steps), so stepping it per "
+                    "epoch leaves the learning rate stuck at the start of the cycle.",
+                    fix="call "
+                    "scheduler.step() right after optimizer.step() inside the batch loop.",
                     where=f"{name} on {oi.name}", key=name,
                 )
             elif isinstance(sc, PER_EPOCH) and n_sched >= 4 and n_sched >= 0.9 * n_opt:
@@ -86,8 +87,9 @@ class SchedulerChecks(Check):
                         "scheduler-cadence",
                         f"{name} stepped {n_sched} times during one epoch ({n_opt} optimizer steps) and "
                         f"its horizon ({h} scheduler steps) was used up inside the epoch: an epoch-based "
-                        f"schedule is being stepped every batch, so the learning rate decays (or cycles) "
-                        f"far faster than configured. Fix: call scheduler.step() once per epoch, after "
-                        f"the batch loop, or give the horizon in batches.",
+                        "schedule is being stepped every batch, so the learning rate decays (or cycles) "
+                        "far faster than configured.",
+                        fix="call scheduler.step() once per epoch, after "
+                        "the batch loop, or give the horizon in batches.",
                         where=f"{name} on {oi.name}", key=name,
                     )

@@ -18,12 +18,14 @@ couple of attribute reads.  Checks that need device values queue device tensors
 (:meth:`GuardSession.defer`); they are read together once per checked step
 (:mod:`overt.guards.deferred`), so there is no host-device synchronisation on
 the other steps.
+
+Parts with their own job: :mod:`overt.guards.forwards` (which forwards are hooked, and their
+events), :mod:`overt.guards.never_break` (the hooks' failure policy), :mod:`overt.guards.clock`
+(which steps are checked), :mod:`overt.guards.report` (findings).
 """
 
 from __future__ import annotations
 
-import functools
-import sys
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -34,6 +36,8 @@ from overt.findings import Finding
 from overt.guards import clock, patches
 from overt.guards.check import HOOKS, Check
 from overt.guards.deferred import DeferredReads
+from overt.guards.forwards import ForwardHooks
+from overt.guards.never_break import never_break
 from overt.guards.options import GuardOptions
 from overt.guards.registry import CHECKS
 from overt.guards.report import GuardError, Reporter
@@ -52,45 +56,7 @@ if TYPE_CHECKING:
 _grad_enabled = torch.is_grad_enabled
 
 
-_DISABLED: dict[Callable[..., Any], Callable[..., Any]] = {}
-
-
-def _compiler_disable(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Keep torch.compile from tracing into a hook (it runs eagerly, between graphs).
-    ``torch.compiler.disable`` imports torch._dynamo (sympy, torch.distributed...: seconds of
-    start-up), so it is applied on the first call made once torch._dynamo is imported: a
-    program that never imported it cannot be compiling."""
-
-    @functools.wraps(fn)
-    def hook(*args: Any) -> Any:
-        if "torch._dynamo" not in sys.modules:
-            return fn(*args)
-        disabled = _DISABLED.get(fn)
-        if disabled is None:
-            disabled = _DISABLED[fn] = torch.compiler.disable(fn)
-        return disabled(*args)
-
-    return hook
-
-
-def _never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The session's own hooks follow the checks' policy: a failure is reported once and
-    the hook returns (a :class:`GuardError` that stops the run on purpose passes through)."""
-
-    @functools.wraps(fn)
-    def wrapper(self: GuardSession, *args: Any) -> Any:
-        try:
-            return fn(self, *args)
-        except GuardError:
-            raise
-        except Exception as exc:
-            self.check_failed(f"GuardSession.{fn.__name__}", exc)
-            return None
-
-    return wrapper
-
-
-class GuardSession:
+class GuardSession(ForwardHooks):
     """All guards of one run.  Use :meth:`watch_model`, :meth:`watch_optimizer`
     (or ``auto=True`` to discover both through PyTorch's global hooks), then
     :meth:`close` to get the findings.  ``checks``: the check classes to run
@@ -198,9 +164,13 @@ class GuardSession:
         self.check_failed(f"check {owner}", exc)
 
     # -- reporting ---------------------------------------------------------------
-    def report(self, slug: str, message: str, where: str = "", *, key: str = "",
-               step: int | None = None, severity: Any = None, details: dict | None = None) -> Finding | None:
-        """Record a finding (once per ``(slug, key)``)."""
+    def report(self, slug: str, message: str, where: str = "", *, fix: str, why: str = "", key: str = "",
+               step: int | None = None, severity: Any = None, details: dict | None = None,
+               fix_in_message: bool = False) -> Finding | None:
+        """Record a finding (once per ``(slug, key)``): ``message`` says what was seen and why it
+        matters, ``fix`` what to change (the finding's ``fix``; the printed message ends with
+        ``Fix: ...`` unless ``fix_in_message``: the message already says it in its own words);
+        ``why`` replaces the catalog entry's reason when given."""
         if slug in self.options.ignore or self.reporter.has(slug, key):
             return None
         if step is None:
@@ -210,13 +180,16 @@ class GuardSession:
                     step = int(self.step_source())
                 except Exception:  # never break training: the session's own count
                     step = self.step
-        finding = Finding(slug, message, where=where, severity=severity, step=step, details=details or {})
+        text = message if fix_in_message else f"{message} Fix: {fix}"
+        finding = Finding(slug, text, where=where, severity=severity, step=step, details=details or {},
+                          why=why, fix=fix)
         return self.reporter.add(finding, key)
 
-    def stop(self, slug: str, message: str, where: str = "", *, key: str = "", can_stop: bool = True) -> None:
+    def stop(self, slug: str, message: str, where: str = "", *, fix: str, key: str = "",
+             can_stop: bool = True) -> None:
         """Report an error that means the weights are about to be corrupted; raise
         :class:`GuardError` (before the optimizer step) when stopping is allowed."""
-        finding = self.report(slug, message, where, key=key)
+        finding = self.report(slug, message, where, key=key, fix=fix)
         if finding is not None and can_stop and self.options.stop_on_error:
             raise GuardError(finding)
 
@@ -279,123 +252,8 @@ class GuardSession:
     def name_of(self, p: torch.Tensor) -> str:
         return self.param_names.get(id(p), f"parameter {tuple(p.shape)}")
 
-    # -- forward hooks: installed only when something will look --------------------
-    def _set_global_pre(self, on: bool) -> None:
-        if on and self._global_pre is None:
-            self._global_pre = nn.modules.module.register_module_forward_pre_hook(self._discover)
-        elif not on and self._global_pre is not None:
-            self._global_pre.remove()
-            self._global_pre = None
-
-    @_never_break
-    def _discover(self, module: nn.Module, args: tuple) -> None:
-        key = id(module)
-        if self.depth or key in self.models or key in self._skip_roots or key in self._submodules:
-            return
-        if next(module.parameters(), None) is None:
-            self._skip_roots.add(key)  # a loss or activation module called on its own
-            return
-        self.watch_model(module)
-        self._fwd_pre(module, args)  # its own pre hook was added too late for this call
-
-    def discover_models(self, on: bool) -> None:
-        """Watch the outermost modules with parameters that run a forward while ``on`` (PyTorch's
-        global forward pre-hook): for frameworks that call a submodule, not the module they were
-        given (a LightningModule's ``training_step`` calling ``self.net(x)``)."""
-        self._set_global_pre(on)
-        if not on:
-            self.depth = 0
-
-    def arm_forwards(self, n: int, only_dropbn_training: bool = False) -> None:
-        """Look at the next ``n`` forwards of every watched model (a loader started, a mode
-        switched, no_grad was entered): the forward pre-hook costs a few microseconds per
-        call, so it is not kept installed between checked steps."""
-        for info in self.models.values():
-            if not info.dropbn and info.module.training:
-                # outside checked steps, a training-mode forward of a model without
-                # Dropout/BatchNorm has nothing to look at: leave its forward unhooked
-                continue
-            if only_dropbn_training and not info.module.training:
-                continue
-            if info.fwd_left < n:
-                info.fwd_left = n
-            if info.pre_handle is None:
-                info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre)
-
-    def _sync_forward_hooks(self) -> None:
-        for info in self.models.values():
-            if not self.armed and info.module.training and not info.dropbn:
-                info.fwd_left = 0  # nothing to look at in its unchecked training forwards
-            if self.armed and info.pre_handle is None:
-                info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre)
-            elif not self.armed and info.fwd_left <= 0 and info.pre_handle is not None:
-                info.pre_handle.remove()
-                info.pre_handle = None
-
-    @_compiler_disable
-    @_never_break
-    def _fwd_pre(self, module: nn.Module, args: tuple) -> None:
-        info = self.models[id(module)]
-        info.forwards += 1
-        if self.armed and not self.optimizers and info.forwards > self.options.warmup_steps \
-                and module.training and _grad_enabled():
-            self._idle_without_optimizer()
-        post = False
-        if _grad_enabled():
-            if module.training:
-                self._each("on_train_forward", info, args)
-                if self.armed or info.forwards <= 3:
-                    t0 = perf_counter()
-                    self._each("on_checked_forward", info, args, clock.light_step(self.step, self.options.warmup_steps))
-                    self.check_cost += perf_counter() - t0
-                    post = True
-            else:
-                self._each("on_eval_forward", info, args)
-                post = True
-        else:
-            self._each("on_no_grad_forward", info)
-        if self._global_pre is not None:  # discovering: track nesting so inner modules are not roots
-            self.depth += 1
-            post = True
-        if post and info.post_handle is None:
-            info.post_handle = module.register_forward_hook(self._fwd_post, always_call=True)
-        if not self.armed:
-            if _grad_enabled() and module.training:
-                info.fwd_left -= 1
-            elif info.fwd_left < 1:
-                info.fwd_left = 1  # an evaluation phase: keep looking until training resumes
-            if info.fwd_left <= 0 and info.pre_handle is not None:
-                info.pre_handle.remove()
-                info.pre_handle = None
-
-    def _idle_without_optimizer(self) -> None:
-        """Training forwards go on and no optimizer has stepped (a hand-written update, as in
-        pytorch/examples' regression/main.py): with no step to clock the checks, the first
-        ``warmup_steps`` forwards were checked and the session goes idle -- no forward hook, no
-        loss wrapper -- until an optimizer steps (the global optimizer hooks stay)."""
-        self.unclocked = True
-        self.armed = False
-        patches.refresh()
-        self._sync_forward_hooks()
-        if self.auto:
-            self._set_global_pre(False)
-
-    @_compiler_disable
-    @_never_break
-    def _fwd_post(self, module: nn.Module, args: tuple, output: Any) -> None:
-        info = self.models.get(id(module))
-        if info is None:
-            return
-        if info.post_handle is not None:
-            info.post_handle.remove()
-            info.post_handle = None
-        if self.depth:
-            self.depth -= 1
-        failed = output is None and sys.exc_info()[1] is not None
-        self._each("on_forward_end", info, output, failed)
-
     # -- optimizer hooks: the clock ----------------------------------------------------
-    @_never_break
+    @never_break
     def _opt_pre(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         """Before a checked step (the hook is only installed then): gradients are final here."""
         oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
@@ -422,12 +280,12 @@ class GuardSession:
             return
         self._opt_post_slow(opt)
 
-    @_never_break
+    @never_break
     def _rearm(self, oi: OptInfo) -> None:
         oi.armed = True
         self._after_step(oi, was_armed=False)
 
-    @_never_break
+    @never_break
     def _opt_post_slow(self, opt: torch.optim.Optimizer) -> None:
         oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
         if self.step_watchers:

@@ -52,9 +52,9 @@ def batchnorm_in_accumulation(session: GuardSession, trainer: Trainer) -> None:
         "batchnorm-in-accumulation",
         f"accumulate={cfg.accumulate} with micro-batches of {cfg.batch_size}: {len(bns)} BatchNorm layer(s) "
         f"(e.g. {bns[0]}) normalise with, and keep running statistics of, {cfg.batch_size} samples at a time, "
-        f"not the {window} the optimizer steps on; the gradients then differ from one batch of {window}. Fix: "
-        f"GroupNorm or LayerNorm instead of BatchNorm, or larger micro-batches (batch_size={window}, "
-        f"accumulate=1) if memory allows.",
+        f"not the {window} the optimizer steps on; the gradients then differ from one batch of {window}.",
+        fix=f"GroupNorm or LayerNorm instead of BatchNorm, or larger micro-batches (batch_size={window}, "
+        "accumulate=1) if memory allows.",
         where=f"{type(trainer.model).__name__}.{bns[0]}", key="bn-accumulate",
     )
 
@@ -70,7 +70,7 @@ def effective_batch_size(session: GuardSession, trainer: Trainer) -> None:
     cfg = trainer.config
     if "lr" not in type(cfg).model_fields or cfg.lr != _recipe_default(cfg, "lr"):
         return
-    world = int(getattr(trainer, "world_size", 1) or 1)
+    world = trainer.parallel.world_size
     now = cfg.batch_size * cfg.accumulate * world
     tuned = _recipe_default(cfg, "batch_size") * _recipe_default(cfg, "accumulate")
     if not isinstance(tuned, int) or now == tuned:
@@ -83,5 +83,8 @@ def effective_batch_size(session: GuardSession, trainer: Trainer) -> None:
         f"{cfg.lr:g}. If it was tuned for {tuned}: scale it with the batch (linear rule for SGD: lr={cfg.lr * ratio:g}; "
         f"square-root rule for Adam-type optimizers: lr={cfg.lr * ratio ** 0.5:g}), with a warmup when it grows; "
         f"if the recipe's lr is right for {now} too, ignore=[effective-batch-size].",
+        fix=f"scale lr with the batch (linear rule for SGD: lr={cfg.lr * ratio:g}; square-root rule for Adam-type "
+            f"optimizers: lr={cfg.lr * ratio ** 0.5:g}), with a warmup when it grows",
+        fix_in_message=True,
         where=f"config: batch_size={cfg.batch_size}, accumulate={cfg.accumulate}, lr={cfg.lr:g}", key="effective-batch",
     )

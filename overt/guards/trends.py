@@ -49,9 +49,10 @@ class EpochTrends:
             "val-loss-diverging",
             f"validation loss rose at {self.patience} validations in a row ({first[2]:.4g} -> {last[2]:.4g}, "
             f"epochs {first[0] + 1}-{last[0] + 1}) while training loss fell ({first[1]:.4g} -> {last[1]:.4g}): "
-            f"the model is overfitting, and each further epoch makes it worse on unseen data. Fix: keep the best "
-            f"model by validation loss (monitor=val/loss; checkpoints keep_best), stop earlier, or regularise "
-            f"(weight decay, dropout, augmentation with train_transform, more data).",
+            "the model is overfitting, and each further epoch makes it worse on unseen data.",
+            fix="keep the best "
+            "model by validation loss (monitor=val/loss; checkpoints keep_best), stop earlier, or regularise "
+            "(weight decay, dropout, augmentation with train_transform, more data).",
             where=f"validation, epoch {last[0] + 1}", key="val-loss",
         )
 
@@ -65,8 +66,9 @@ class EpochTrends:
                 "val-metric-collapse",
                 f"{key} fell to {value:.4g} at epoch {epoch + 1}, below {self.collapse:.0%} of its best "
                 f"{best[0]:.4g} (epoch {best[1] + 1}): training destabilised and the current weights are "
-                f"worse than earlier ones. Fix: lower the learning rate (or add warmup / clip_grad_norm), look "
-                f"for bad batches or NaN/inf around that epoch, and keep the best model "
+                "worse than earlier ones.",
+                fix="lower the learning rate (or add warmup / clip_grad_norm), look "
+                "for bad batches or NaN/inf around that epoch, and keep the best model "
                 f"(monitor={key}, monitor_mode=max; checkpoints keep_best).",
                 where=f"validation, epoch {epoch + 1}", key=f"collapse:{key}",
             )
