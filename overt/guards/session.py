@@ -164,13 +164,15 @@ class GuardSession(ForwardHooks):
         self.check_failed(f"check {owner}", exc)
 
     # -- reporting ---------------------------------------------------------------
-    def report(self, slug: str, message: str, where: str = "", *, fix: str, why: str = "", key: str = "",
+    def report(self, slug: str, message: str, where: str = "", *, fix: str = "", why: str = "", key: str = "",
                step: int | None = None, severity: Any = None, details: dict | None = None,
                fix_in_message: bool = False) -> Finding | None:
         """Record a finding (once per ``(slug, key)``): ``message`` says what was seen and why it
         matters, ``fix`` what to change (the finding's ``fix``; the printed message ends with
         ``Fix: ...`` unless ``fix_in_message``: the message already says it in its own words);
-        ``why`` replaces the catalog entry's reason when given."""
+        ``why`` replaces the catalog entry's reason when given.  Every guard passes ``fix``
+        (tests/guards/test_finding_fields.py); without it the finding still reports, its ``fix``
+        read from a ``Fix:`` sentence in the message."""
         if slug in self.options.ignore or self.reporter.has(slug, key):
             return None
         if step is None:
@@ -180,12 +182,12 @@ class GuardSession(ForwardHooks):
                     step = int(self.step_source())
                 except Exception:  # never break training: the session's own count
                     step = self.step
-        text = message if fix_in_message else f"{message} Fix: {fix}"
+        text = f"{message} Fix: {fix}" if fix and not fix_in_message else message
         finding = Finding(slug, text, where=where, severity=severity, step=step, details=details or {},
                           why=why, fix=fix)
         return self.reporter.add(finding, key)
 
-    def stop(self, slug: str, message: str, where: str = "", *, fix: str, key: str = "",
+    def stop(self, slug: str, message: str, where: str = "", *, fix: str = "", key: str = "",
              can_stop: bool = True) -> None:
         """Report an error that means the weights are about to be corrupted; raise
         :class:`GuardError` (before the optimizer step) when stopping is allowed."""
