@@ -83,6 +83,7 @@ def main() -> int:
             what = f"{args.signal} before a random one of {{}} forward passes"
         print(f"kill points: {what.format(calls)} (seed {seed}); settings: {' '.join(settings)}")
         expected = weights_hash(ref)
+        print(f"uninterrupted run: model.safetensors sha256 {expected}")
         same = 0
         start = time.perf_counter()
         for trial in range(args.trials):

@@ -1,6 +1,7 @@
-"""The layering is one-way: the engine imports none of its plug-ins, the checkpoint store no
-command line.  Checked two ways: what a fresh interpreter imports, and every import statement
-in the source (lazy imports inside functions included)."""
+"""The layering is one-way: every package imports only packages in layers below its own (so there
+is no package cycle), the engine none of its plug-ins and no torch.distributed.  Checked two ways:
+what a fresh interpreter imports, and every import statement in the source (lazy imports inside
+functions included).  docs/architecture.md draws LAYERS."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import pytest
 OVERT = Path(__file__).resolve().parents[2] / "overt"
 ABOVE_ENGINE = ("overt.guards", "overt.checkpoint", "overt.run", "overt.cli", "overt.recipes", "overt.compose",
                 "overt.lint", "overt.report", "overt.integrations", "overt.predict", "overt.export",
-                "overt.testing", "overt.scaffold")
+                "overt.testing", "overt.scaffold", "overt.distributed", "overt.doctor")
 ABOVE_CHECKPOINT = ("overt.cli", "overt.recipes", "overt.compose", "overt.report", "overt.predict", "overt.export",
-                    "overt.testing", "overt.scaffold")
+                    "overt.testing", "overt.scaffold", "overt.distributed", "overt.doctor")
 
 
 def _imported_after(modules: list[str]) -> list[str]:
@@ -66,3 +67,107 @@ def test_importing_the_checkpoint_store_imports_no_command_line_or_recipes():
 def test_no_source_line_imports_upwards(package, forbidden):
     bad = {name: _violations(mods, forbidden) for name, mods in _imports_in_source(package).items()}
     assert {name: mods for name, mods in bad.items() if mods} == {}
+
+
+#: the packages (and top-level modules) of overt, bottom layer first; a module may import modules of
+#: its own package and of lower layers only.  ``overt`` itself (the package root: ``__version__``
+#: and the lazily loaded public names) is left out.
+LAYERS: list[tuple[str, ...]] = [
+    ("overt.errors", "overt.catalog", "overt.text"),
+    ("overt.findings", "overt.torchrun", "overt.config", "overt.pyproject"),
+    ("overt.command",),
+    ("overt.engine",),
+    ("overt.run", "overt.lint"),
+    ("overt.checkpoint", "overt.guards", "overt.integrations", "overt.report"),
+    ("overt.distributed", "overt.recipes"),
+    ("overt.compose", "overt.doctor", "overt.predict"),
+    ("overt.export", "overt.testing", "overt.scaffold"),
+    ("overt.cli",),
+    ("overt.__main__",),
+]
+LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _unit(module: str) -> str | None:
+    """The layered unit a module belongs to: its package (``overt.x``) or top-level module."""
+    parts = module.split(".")
+    if parts[0] != "overt" or len(parts) == 1:
+        return None
+    return f"overt.{parts[1]}"
+
+
+def _all_imports(root: Path = OVERT) -> list[tuple[str, str, str]]:
+    """(file, importing unit, imported unit) for every import of overt in ``root`` (overt/)."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        unit = _unit(".".join(rel.parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                target = _unit(name)
+                if target is not None and target != unit:
+                    out.append((str(rel), unit, target))
+    return out
+
+
+def test_every_package_is_in_a_layer():
+    units = {_unit(".".join(p.relative_to(OVERT.parent).with_suffix("").parts)) for p in OVERT.rglob("*.py")}
+    assert sorted(u for u in units if u not in LAYER_OF and u != "overt.__init__") == []
+
+
+def _upward(root: Path = OVERT) -> list[str]:
+    return [f"{file}: {unit} imports {target}" for file, unit, target in _all_imports(root)
+            if LAYER_OF[target] >= LAYER_OF[unit]]
+
+
+def _cycles(root: Path = OVERT) -> list[list[str]]:
+    graph: dict[str, set[str]] = {}
+    for _, unit, target in _all_imports(root):
+        graph.setdefault(unit, set()).add(target)
+    seen: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if seen.get(node) == 1:
+            return path + [node]
+        if seen.get(node) == 2:
+            return None
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            cycle = visit(nxt, path + [node])
+            if cycle:
+                return cycle
+        seen[node] = 2
+        return None
+
+    return [c for c in (visit(n, []) for n in sorted(graph)) if c]
+
+
+def test_no_import_points_up_or_sideways():
+    assert _upward() == []
+
+
+def test_there_is_no_package_cycle():
+    assert _cycles() == []
+
+
+def test_the_engine_never_imports_torch_distributed():
+    found = {name: sorted(m for m in mods if m.startswith("torch.distributed"))
+             for name, mods in _imports_in_source("overt.engine").items()}
+    assert {name: mods for name, mods in found.items() if mods} == {}
+
+
+def test_an_upward_import_and_a_cycle_are_caught(tmp_path):
+    """The checks themselves, on a planted tree: the engine importing the distributed package
+    (lazily, inside a function) points up and closes a cycle with distributed -> engine."""
+    root = tmp_path / "overt"
+    (root / "engine").mkdir(parents=True)
+    (root / "distributed").mkdir()
+    (root / "engine" / "loop.py").write_text("def f():\n    from overt.distributed.parallel import DDP\n")
+    (root / "distributed" / "parallel.py").write_text("from overt.engine.parallel import Parallel\n")
+    assert _upward(root) == ["overt/engine/loop: overt.engine imports overt.distributed"]
+    assert _cycles(root)[0] == ["overt.distributed", "overt.engine", "overt.distributed"]
