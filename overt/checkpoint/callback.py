@@ -242,7 +242,7 @@ def _newest_usable(root: Path, log: Any) -> Restored:
     def usable(loaded: Any) -> None:
         restored = Restored(loaded)
         if restored.meta.get("sharded"):
-            from overt.distributed.dcp import verify_shards
+            from overt.checkpoint.shards import verify_shards
 
             verify_shards(restored)
             restored.shards_verified = True

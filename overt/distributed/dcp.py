@@ -29,8 +29,7 @@ from typing import Any
 import torch
 
 from overt.checkpoint.codec import CheckpointError
-
-SHARDS = "dcp"
+from overt.checkpoint.shards import SHARDS, verify_shards
 
 
 def _hash_tree(folder: Path) -> dict[str, dict[str, Any]]:
@@ -123,35 +122,6 @@ def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metri
 
 def is_sharded(restored: Any) -> bool:
     return bool(restored.meta.get("sharded"))
-
-
-def verify_shards(restored: Any) -> Path:
-    """Check every shard file against the hashes in state.json (itself verified by the manifest)."""
-    info = restored.meta["sharded"]
-    if not isinstance(info, dict) or not isinstance(info.get("folder", SHARDS), str) \
-            or not isinstance(info.get("files") or {}, dict):
-        raise CheckpointError(f"{restored.path.name}: state.json describes its shards in a malformed way",
-                              fix="use an older checkpoint")
-    folder = Path(restored.path) / info.get("folder", SHARDS)
-    if getattr(restored, "shards_verified", False):  # checked when the checkpoint was chosen
-        return folder
-    expected: dict[str, dict[str, Any]] = info.get("files") or {}
-    if not expected:
-        raise CheckpointError(f"{restored.path.name}: the sharded checkpoint lists no shard files",
-                              fix="use an older checkpoint")
-    for name, spec in expected.items():
-        path = folder / name
-        if not isinstance(spec, dict) or ".." in Path(name).parts or Path(name).is_absolute():
-            raise CheckpointError(f"{restored.path.name}: the shard list names an invalid file {name!r}",
-                                  fix="use an older checkpoint")
-        if not path.is_file():
-            raise CheckpointError(f"{restored.path.name}: shard {name} is missing", fix="use an older checkpoint")
-        data = path.read_bytes()
-        if len(data) != spec.get("bytes") or hashlib.sha256(data).hexdigest() != spec.get("sha256"):
-            raise CheckpointError(f"{restored.path.name}: shard {name} does not match its size/SHA-256",
-                                  why="the file was cut short or changed after the save",
-                                  fix="use an older checkpoint")
-    return folder
 
 
 def load_sharded(restored: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
