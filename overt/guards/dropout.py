@@ -108,8 +108,8 @@ class DropoutChecks(Check):
             "dropout-always-on",
             f"{info.name} is in eval mode, yet its forward applied functional dropout with training=True "
             f"(p={p:g}, {len(calls)} call(s) in one forward): F.dropout's training argument defaults to True, so "
-            f"model.eval() does not reach it and validation, inference and every metric stay randomly noisy. "
-            f"Fix: F.dropout(x, p, training=self.training), or an nn.Dropout(p) layer created in __init__.",
+            "model.eval() does not reach it and validation, inference and every metric stay randomly noisy.",
+            fix="F.dropout(x, p, training=self.training), or an nn.Dropout(p) layer created in __init__.",
             where=f"{info.name} forward, dropout at {loc}" if loc else info.name, key=info.name,
         )
 

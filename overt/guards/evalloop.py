@@ -128,19 +128,21 @@ class EvalLoopChecks(Check):
             self.s.report(
                 "train-mode-in-eval",
                 f"{info.name} ran {len(recs)} forwards in a row in training mode with gradients on, and no backward "
-                f"pass used their outputs and no optimizer step followed: an evaluation loop with neither "
+                "pass used their outputs and no optimizer step followed: an evaluation loop with neither "
                 f"model.eval() nor torch.no_grad(). Its Dropout/BatchNorm layers ({names}) behave as in training "
-                f"(dropout on, BatchNorm statistics taken from, and updated by, the validation batches), so the "
-                f"metrics are noisy and wrong, and every forward builds a graph for nothing. Fix: model.eval() and "
-                f"`with torch.no_grad():` around the evaluation, model.train() after it.",
+                "(dropout on, BatchNorm statistics taken from, and updated by, the validation batches), so the "
+                "metrics are noisy and wrong, and every forward builds a graph for nothing.",
+                fix="model.eval() and "
+                "`with torch.no_grad():` around the evaluation, model.train() after it.",
                 where=where, key=info.name,
             )
         else:
             self.s.report(
                 "graph-in-eval",
                 f"{info.name} ran {len(recs)} forwards in a row with gradients on, and no backward pass used their "
-                f"outputs and no optimizer step followed: an evaluation without torch.no_grad() builds and keeps an "
-                f"autograd graph for nothing. Fix: wrap it in `with torch.no_grad():` (and call model.eval() first).",
+                "outputs and no optimizer step followed: an evaluation without torch.no_grad() builds and keeps an "
+                "autograd graph for nothing.",
+                fix="wrap it in `with torch.no_grad():` (and call model.eval() first).",
                 where=where, key=info.name,
             )
 

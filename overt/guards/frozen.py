@@ -48,8 +48,9 @@ class FrozenChecks(Check):
                 f"every weight matrix of {info.name} is frozen (requires_grad=False on {len(matrices)} of them, e.g. "
                 f"{info.name}.{matrices[0][0]}); only {len(trainable)} bias/normalisation tensor(s) train "
                 f"({first_names([f'{info.name}.{n}' for n, _ in trainable], 3)}: {share:.2%} of the weights), so "
-                f"the model can barely learn. Fix: check the loop that sets requires_grad=False (it likely matches "
-                f"more than meant) and unfreeze the layers that should train; if bias-only training is intended, "
-                f"ignore=[weights-frozen].",
+                "the model can barely learn.",
+                fix="check the loop that sets requires_grad=False (it likely matches "
+                "more than meant) and unfreeze the layers that should train; if bias-only training is intended, "
+                "ignore=[weights-frozen].",
                 where=f"{info.name}.{matrices[0][0]}", key=info.name,
             )

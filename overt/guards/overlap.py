@@ -101,8 +101,8 @@ def check_overlap(session: Any, train: Any, val: Any) -> None:
     session.report(
         "val-overlaps-train",
         f"{shared} of the {n} validation samples ({share:.0%}) are also training samples ({how}): validation "
-        f"measures memorisation, so its metrics, early stopping and best-checkpoint choice are meaningless. "
-        f"Fix: split the data once into disjoint parts (e.g. torch.utils.data.random_split, or distinct index "
-        f"lists) and de-duplicate it before splitting.",
+        "measures memorisation, so its metrics, early stopping and best-checkpoint choice are meaningless.",
+        fix="split the data once into disjoint parts (e.g. torch.utils.data.random_split, or distinct index "
+        "lists) and de-duplicate it before splitting.",
         where="validation data", key="val-overlap",
     )
