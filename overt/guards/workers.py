@@ -57,8 +57,8 @@ def check_worker_rngs(session: Any, it: Any) -> None:
         f"{attr} is a {kind} held by the data set, which a DataLoader with num_workers={workers} copies into "
         f"every worker: the workers draw the same random numbers (identical 'random' augmentations in each "
         f"worker's batches){'' if persistent else ', and each epoch restarts from the same copy, so every epoch repeats them'}. "
-        f"PyTorch re-seeds only the global generators (random, numpy.random, torch) in workers. Fix: draw from "
-        f"the global generators in __getitem__, or re-seed the data set's generator per worker in a "
-        f"worker_init_fn (e.g. from torch.utils.data.get_worker_info().seed).",
+        "PyTorch re-seeds only the global generators (random, numpy.random, torch) in workers.",
+        fix="draw from the global generators in __getitem__, or re-seed the data set's generator per worker in a "
+        "worker_init_fn (e.g. from torch.utils.data.get_worker_info().seed).",
         where=attr, key=f"rng:{id(ds)}",
     )

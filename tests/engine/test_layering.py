@@ -74,12 +74,12 @@ def test_no_source_line_imports_upwards(package, forbidden):
 #: and the lazily loaded public names) is left out.
 LAYERS: list[tuple[str, ...]] = [
     ("overt.errors", "overt.catalog", "overt.text"),
-    ("overt.findings", "overt.torchrun", "overt.config", "overt.pyproject"),
-    ("overt.command",),
+    ("overt.findings", "overt.torchrun", "overt.config", "overt.pyproject", "overt.preprocessing", "overt.record"),
+    ("overt.command", "overt.serving"),
     ("overt.engine",),
     ("overt.run", "overt.lint"),
-    ("overt.checkpoint", "overt.guards", "overt.integrations", "overt.report"),
-    ("overt.distributed", "overt.recipes"),
+    ("overt.checkpoint", "overt.guards", "overt.report"),
+    ("overt.distributed", "overt.recipes", "overt.integrations"),
     ("overt.compose", "overt.doctor", "overt.predict"),
     ("overt.export", "overt.testing", "overt.scaffold"),
     ("overt.cli",),
