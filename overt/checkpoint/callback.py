@@ -132,7 +132,7 @@ class CheckpointCallback(Callback):
         still says running (rank 0 writes the run directory)."""
         from overt.run.writer import write_status
 
-        if _rank() != 0:
+        if self._trainer is not None and not self._trainer.parallel.is_main:
             return
         step = self._trainer.state.global_step if self._trainer is not None else None
         write_status(self.run_dir, {"status": "killed", "error": f"a second {sig.name} ended the process at once "

@@ -188,7 +188,7 @@ def write_serving_spec(path: Path, fmt: str, predictor: Any) -> dict[str, Any]:
     """``model.serving.json`` beside the export: the preprocessing, the input record, the answers' form."""
     import overt
     from overt.run.atomic import write_text_atomic
-    from overt.run.metrics_log import json_safe
+    from overt.run.layout import json_safe
 
     record = {k: v for k, v in predictor.record.items() if k != "preprocessing"}
     prep = predictor.preparation.to_dict() if predictor.preparation is not None else None

@@ -73,7 +73,7 @@ def _write_report(path: str, run_dir: str, count: int, findings: list[Any]) -> N
 
 
 def _lines(results: list[Any]) -> str:
-    from overt.run.metrics_log import json_safe
+    from overt.run.layout import json_safe
 
     out = []
     for result in results:
