@@ -24,8 +24,6 @@ class DiskFullError(OvertError):
     """A file of the run could not be written because the disk (or the quota) is full."""
 
     def __init__(self, what: str, where: object = "") -> None:
-        from overt.run.atomic import disk_full_message
-
         parts = disk_full_message(what, where)
         super().__init__(parts["what"], where=parts["where"], why=parts["why"], fix=parts["fix"])
 
@@ -45,3 +43,13 @@ class DataError(OvertError):
 class RankZeroError(Exception):
     """Raised on the other ranks of a multi-process run when a step that only rank 0 runs failed
     (rank 0 reports the error itself; the others stop without repeating it)."""
+
+
+def disk_full_message(what: str, where: object) -> dict[str, str]:
+    """The parts of overt's "disk is full" error (for :class:`overt.errors.OvertError`)."""
+    return {"what": f"the disk is full: cannot write {what}",
+            "where": str(where),
+            "why": "a file that cannot be written completely is not written at all (the previous checkpoints "
+                   "and files stay as they were), but the run cannot go on without it",
+            "fix": "free disk space (or point run_dir/runs_root at a larger disk), then `overt resume RUN_DIR` "
+                   "continues from the newest checkpoint"}

@@ -213,7 +213,7 @@ class Checkpointer:
                                   fix="check free disk space and permissions of the checkpoint folder") from error
 
     def _disk_full(self, step: int | None) -> CheckpointError:
-        from overt.run.atomic import disk_full_message
+        from overt.errors import disk_full_message
 
         parts = disk_full_message(f"the checkpoint{f' of step {step}' if step is not None else ''} "
                                   "(nothing of it was kept)", self.directory)

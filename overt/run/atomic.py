@@ -65,13 +65,3 @@ def is_disk_full(error: BaseException | None) -> bool:
         error = error.__cause__ or error.__context__
         seen += 1
     return False
-
-
-def disk_full_message(what: str, where: str | Path) -> dict[str, str]:
-    """The parts of overt's "disk is full" error (for :class:`overt.errors.OvertError`)."""
-    return {"what": f"the disk is full: cannot write {what}",
-            "where": str(where),
-            "why": "a file that cannot be written completely is not written at all (the previous checkpoints "
-                   "and files stay as they were), but the run cannot go on without it",
-            "fix": "free disk space (or point run_dir/runs_root at a larger disk), then `overt resume RUN_DIR` "
-                   "continues from the newest checkpoint"}
