@@ -247,8 +247,8 @@ def full_disk_trials(base: Path, sizes_k: list[int], timeout: float) -> None:
             except Exception:
                 pass
             still_running = status.get("status") == "running"
-            record(f"full disk ({size} KiB tmpfs)", code, err + ("\nstatus.json still running" if still_running
-                                                                else ""), (0, 1, 2), lost=lost or still_running)
+            note = "\nstatus.json still running" if still_running else ""
+            record(f"full disk ({size} KiB tmpfs)", code, err + note, (0, 1, 2), lost=lost or still_running)
         finally:
             subprocess.run(["umount", str(mnt)])
 

@@ -49,4 +49,3 @@ def test_resume_without_nproc_uses_the_saved_world_size(tmp_path):
     assert "saved by 2 processes: resuming with nproc=2" in more.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["epochs"] == 2
-

@@ -44,8 +44,8 @@ def _edit_json(path: Path, **changes) -> None:
 
 
 CASES = {
-    "nan best": lambda run: _edit_json(run / "summary.json", best={"metric": "val/loss", "mode": "min",
-                                                                    "value": "nan", "step": 3}),
+    "nan best": lambda run: _edit_json(run / "summary.json",
+                                       best={"metric": "val/loss", "mode": "min", "value": "nan", "step": 3}),
     "inf metric": lambda run: (run / "metrics.jsonl").write_text(
         (run / "metrics.jsonl").read_text() + json.dumps({"step": 99, "epoch": 0, "val/loss": "inf"}) + "\n"),
     "non-numeric step": lambda run: (run / "metrics.jsonl").write_text(
@@ -109,7 +109,6 @@ def test_an_unwritable_out_is_a_clear_error(finished, tmp_path, kind):
 
 
 def test_a_run_being_resumed_is_not_called_completed(finished, tmp_path):
-    from overt.run import lock
     from overt.run.reader import read_run
 
     run = _copy(finished, tmp_path)
