@@ -21,6 +21,16 @@ if "OVERT_TRUST_FILE" not in os.environ:
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _restore_excepthook():
+    """torch's init_process_group wraps sys.excepthook for good (every traceback line gets a
+    "[rank0]:" prefix, even after destroy_process_group): a test that starts a process group must not
+    change how a later test's tracebacks look."""
+    hook = sys.excepthook
+    yield
+    sys.excepthook = hook
+
+
 @pytest.fixture(scope="session")
 def digits():
     """(train, val) TensorDatasets of sklearn digits, split 80/20 with a fixed seed."""
