@@ -234,7 +234,7 @@ def doctor_face(case: ModuleType, bug: bool) -> FaceResult:
     import overt
 
     s = case.setup(bug)
-    settings = {"batch_size": 64, **s.get("doctor", {})}
+    settings = {"batch_size": 64, "overfit_time_s": 600.0, **s.get("doctor", {})}  # steps decide, not load
     with _quiet(), _one_thread():
         try:
             r = overt.doctor(s["model"], s["optimizer"], s["loss_fn"], s["train_data"], s.get("val_data"),
