@@ -127,15 +127,11 @@ def _with_saved_world_size(argv: list[str], args: argparse.Namespace) -> tuple[l
 
 
 def main(argv: list[str]) -> int:
-    from overt.distributed.env import RankZeroError
-    from overt.errors import OvertError
-
-    from overt.cli.train import as_worker
+    from overt.cli.train import as_worker, exit_status, job_failed, launched
 
     as_worker()
     args = parse_args(argv)
     try:
-        from overt.cli.train import exit_status, launched, report_error
         from overt.distributed.env import DistEnv
         from overt.run import lock
 
@@ -160,19 +156,6 @@ def main(argv: list[str]) -> int:
             summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))
         finally:
             lock.release(run_dir)
-    except (OvertError, RankZeroError) as exc:
-        report_error("overt resume", exc)
-        return 2
     except Exception as exc:
-        from overt.distributed.launch import peer_gone
-        from overt.run.atomic import is_disk_full
-
-        if peer_gone(exc):  # already said on stderr, naming this rank; the launcher names the one that died
-            return 1
-        if not is_disk_full(exc):
-            raise
-        from overt.errors import DiskFullError
-
-        report_error("overt resume", DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})"))
-        return 2
+        return job_failed("overt resume", exc)
     return exit_status(summary)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 HELP = """\
@@ -99,22 +98,29 @@ def run_distributed(cfg: Any, job: Any) -> Any:
         return job()
 
 
-def report_error(command: str, exc: BaseException) -> None:
-    """Print an error a user can act on; in a multi-process run name the rank (other ranks stay
-    quiet about a failure that rank 0 reports)."""
-    from overt.distributed.env import DistEnv, RankZeroError
+def job_failed(prog: str, exc: Exception) -> int:
+    """How ``overt train`` and ``overt resume`` end on an exception, the one way: an error the user
+    can act on (overt's own, or a full disk) is one line and exit 2; a rank whose peer died exits 1
+    (it said so itself, and the launcher names the rank that died); anything else is a bug and
+    keeps its traceback."""
+    from overt.command import USAGE_ERROR, report_error
+    from overt.errors import DiskFullError, OvertError, RankZeroError
 
-    env = DistEnv.from_environ()
-    if isinstance(exc, RankZeroError):
-        return
-    where = f" (rank {env.rank} of {env.world_size})" if env.distributed else ""
-    print(f"{command}: error{where}: {exc}", file=sys.stderr)
+    if isinstance(exc, (OvertError, RankZeroError)):
+        report_error(prog, exc)
+        return USAGE_ERROR
+    from overt.distributed.launch import peer_gone
+    from overt.run.atomic import is_disk_full
+
+    if peer_gone(exc):
+        return 1
+    if not is_disk_full(exc):
+        raise exc
+    report_error(prog, DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})"))
+    return USAGE_ERROR
 
 
 def main(argv: list[str]) -> int:
-    from overt.distributed.env import RankZeroError
-    from overt.errors import OvertError
-
     as_worker()
     args = parse_args(argv)
     if args.multirun:
@@ -135,19 +141,6 @@ def main(argv: list[str]) -> int:
         from overt.compose import train_recipe
 
         summary = run_distributed(cfg, lambda: train_recipe(cfg, module))
-    except (OvertError, RankZeroError) as exc:
-        report_error("overt train", exc)
-        return 2
     except Exception as exc:
-        from overt.distributed.launch import peer_gone
-        from overt.run.atomic import is_disk_full
-
-        if peer_gone(exc):  # already said on stderr, naming this rank; the launcher names the one that died
-            return 1
-        if not is_disk_full(exc):
-            raise
-        from overt.errors import DiskFullError
-
-        report_error("overt train", DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})"))
-        return 2
+        return job_failed("overt train", exc)
     return exit_status(summary)
