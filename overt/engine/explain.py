@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,7 +17,12 @@ def batch_error(exc: BaseException, batch: Any, state: TrainState) -> OvertError
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     fix = "check that the data, the model and the loss agree on shapes, dtypes and classes"
     lowered = text.lower()
-    if "expected more than 1 value per channel" in lowered:
+    if type(exc).__name__ == "BackendCompilerFailed":
+        fix = "torch.compile could not build the model: train with compile=false, or mend the compiler set-up"
+        if any(ch.isspace() for ch in str(Path(torch.__file__).parent)):
+            fix += (f" (torch is installed under a path with a space, {Path(torch.__file__).parent}: inductor's "
+                    "C++ build does not quote it when linking; install torch in a path without spaces)")
+    elif "expected more than 1 value per channel" in lowered:
         fix = ("a training batch of 1 sample reached a BatchNorm layer (the epoch's last, incomplete batch): "
                "set drop_last=true (the engine drops it from training only), or a batch size that divides the data")
     elif "out of bounds" in lowered or "target" in lowered and "out of" in lowered:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -179,7 +180,8 @@ def test_config_excluded_files_are_explained(tmp_path, capsys):
 def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     # far more output than a pipe buffers, so writing fails once `head` has gone
     p = _write(tmp_path, "many.py", "import torch\n" + 'torch.load("a.pt")\n' * 3000)
-    proc = subprocess.run(f"{sys.executable} -m overt lint {p} | head -1", shell=True, cwd=REPO,
+    line = f"{shlex.quote(sys.executable)} -m overt lint {shlex.quote(str(p))} | head -1"  # paths may hold spaces
+    proc = subprocess.run(line, shell=True, cwd=REPO,
                           capture_output=True, text=True)
     assert proc.stdout.count("\n") == 1
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr
