@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from overt.command import target_and_overrides
+
 HELP = """\
 Train every combination of comma-separated override values, one after the other, and compare them.
 
@@ -173,9 +175,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="built-in recipe name, recipe .py file, module path, or .yaml config")
     parser.add_argument("overrides", nargs="*", help="key=value or key=a,b,c (swept) overrides")
     args = parser.parse_args(argv)
-    if args.target is not None and "=" in args.target:
-        args.overrides.insert(0, args.target)
-        args.target = None
+    args.target, args.overrides = target_and_overrides(args.target, args.overrides)
     return args
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from overt.command import target_and_overrides
+
 HELP = """\
 Train a recipe.
 
@@ -30,29 +32,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-m", "--multirun", action="store_true",
                         help="sweep: key=a,b trains every combination (as `overt sweep`)")
     args = parser.parse_args(argv)
-    if args.target is not None and "=" in args.target:  # `overt train epochs=3`: no target, only overrides
-        args.overrides.insert(0, args.target)
-        args.target = None
+    args.target, args.overrides = target_and_overrides(args.target, args.overrides)
     return args
 
 
 def resolve_run_config(target: str | None, overrides: list[str]) -> tuple[Any, Any]:
-    """(recipe module, validated config) from the command line's target and overrides."""
-    from overt.config import load_config_file, parse_overrides, resolve
-    from overt.recipes.base import load_recipe_module, recipe_defaults
+    """(recipe module, validated config) from the command line's target and ``key=value`` overrides."""
+    from overt.config import parse_overrides
+    from overt.recipes.base import recipe_config
 
-    values: dict[str, Any] = {}
-    source = "command line"
-    if target is not None and target.endswith((".yaml", ".yml")):
-        values.update(load_config_file(target))
-        source = f"{target} or command line"
-    elif target is not None:
-        values["recipe"] = target
-    values.update(parse_overrides(overrides))
-    recipe = str(values.get("recipe", "digits"))
-    module = load_recipe_module(recipe)
-    defaults = recipe_defaults(module)
-    return module, resolve(defaults, {**defaults, **values}, source=source)
+    return recipe_config(target, parse_overrides(overrides))
 
 
 def exit_status(summary: dict[str, Any]) -> int:
