@@ -1,10 +1,9 @@
 """``model.eval()`` before validation and no ``model.train()`` after it: from epoch 2 on,
 training runs with dropout off and BatchNorm statistics frozen.
 
-Source: PyTorch forums, "Model.train() and model.eval() vs model and model.eval()"
-(https://discuss.pytorch.org/t/model-train-and-model-eval-vs-model-and-model-eval/5744), and
-pytorch/examples' early word_language_model which switched to eval() in evaluate() and relied
-on train() at the top of each epoch -- forgetting that call is the bug.
+Source: tk-rusch/coRNN#1 (https://github.com/tk-rusch/coRNN/issues/1, "model.train() isn't called
+again after model.eval()") and wkentaro/pytorch-fcn#57 (https://github.com/wkentaro/pytorch-fcn/issues/57:
+the training loss jumps at each new epoch because validation left the model in eval mode).
 """
 
 from tests.wild.cases.common import EVALUATE, loop

@@ -1,7 +1,9 @@
 """Softmax at the end of ``forward`` and ``nn.CrossEntropyLoss`` on its output: softmax twice.
 
-Source: Stack Overflow, "Should I use softmax as output when using cross entropy loss in pytorch?"
-(https://stackoverflow.com/questions/55675345).
+Source: jindongwang/Deep-learning-activity-recognition#10
+(https://github.com/jindongwang/Deep-learning-activity-recognition/issues/10: ``F.softmax`` fed to
+``nn.CrossEntropyLoss``, confirmed by the author) and ariecattan/SciCo#2
+(https://github.com/ariecattan/SciCo/issues/2: the double softmax bounds the loss from below).
 """
 
 from tests.wild.cases.common import NET, loop

@@ -1,8 +1,9 @@
 """Hidden layers kept in a plain Python list: the optimizer never sees them.
 
-Source: Stack Overflow, "Pytorch: how to properly create a list of nn.Linear()"
-(https://stackoverflow.com/questions/50463975) -- the layers in a list are missing from
-``model.parameters()``, so they never train (and are not saved or moved by ``.to()``).
+Source: pytorch/pytorch#666 (https://github.com/pytorch/pytorch/issues/666, "nn.Module not importing
+parameters contained in lists") and kymatio/murenn#42 (https://github.com/kymatio/murenn/issues/42) --
+the layers in a list are missing from ``model.parameters()``, so they never train (and are not saved
+or moved by ``.to()``).
 """
 
 from tests.wild.cases.common import loop

@@ -1,8 +1,9 @@
 """Training data sorted by class and loaded without shuffling: each epoch ends on the last classes.
 
-Source: PyTorch forums, "Shuffle issue in DataLoader" threads and Stack Overflow
-"Why should the data be shuffled for machine learning tasks" (https://datascience.stackexchange.com/questions/24511);
-the digits here are sorted by label, as many on-disk data sets are (one folder per class).
+Source: Deci-AI/super-gradients#416 (https://github.com/Deci-AI/super-gradients/issues/416: the default
+loader did not shuffle, so ImageNet training saw one class at a time) and open-mmlab/mmdetection#1649
+(https://github.com/open-mmlab/mmdetection/issues/1649); the digits here are sorted by label, as many
+on-disk data sets are (one folder per class).
 """
 
 from tests.wild.cases.common import PRELUDE, loop

@@ -1,8 +1,8 @@
 """An epoch scheduler (``StepLR(step_size=...)`` in epochs) stepped inside the batch loop.
 
-Source: Stack Overflow, "Where should I call scheduler.step() in PyTorch?" / pytorch/pytorch#20124
-(https://github.com/pytorch/pytorch/issues/20124, the 1.1 change of the call order) -- a schedule
-meant per epoch decays every batch, so the learning rate is ~0 after the first epoch.
+Source: nodefluxio/vortex#58 (https://github.com/nodefluxio/vortex/issues/58: the default trainer
+stepped every scheduler per batch update, epoch schedulers included) -- a schedule meant per epoch
+decays every batch, so the learning rate is ~0 after the first epoch.
 """
 
 from tests.wild.cases.common import SETUP, STEP, loop

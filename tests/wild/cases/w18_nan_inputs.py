@@ -1,8 +1,9 @@
 """Missing values (NaN) in the input features: the loss and then every weight become NaN.
 
-Source: Stack Overflow, "Why my Pytorch model is giving nan as loss"-style reports such as
-https://discuss.pytorch.org/t/nan-loss-coming-after-some-time/11568; the usual cause is a NaN
-in the raw data (a missing value, a division by zero in preprocessing).
+Source: prs-eth/Marigold#111 (https://github.com/prs-eth/Marigold/issues/111: loss=nan "when input batch
+contains NaN values") and ratschlab/DeepSpot#9 (https://github.com/ratschlab/DeepSpot/issues/9: NaNs
+in the input from empty spots); the usual cause is a missing value or a division by zero in
+preprocessing.
 """
 
 from tests.wild.cases.common import PRELUDE, loop

@@ -1,7 +1,8 @@
 """A constant tensor (a feature mask) kept as a plain attribute of the module, not a buffer.
 
-Source: PyTorch forums, "What is the difference between register_buffer and register_parameter"
-(https://discuss.pytorch.org/t/what-is-the-difference-between-register-buffer-and-register-parameter-of-nn-module/32723):
+Source: Lightning-AI/pytorch-lightning#3674 (https://github.com/Lightning-AI/pytorch-lightning/issues/3674,
+"Tensor is not moved to the expected device") and OpenNMT/OpenNMT-py#240
+(https://github.com/OpenNMT/OpenNMT-py/pull/240, "Make mask a buffer"):
 a plain tensor attribute is not moved by ``model.to(device)`` (a device mismatch on GPU) and is
 not in ``state_dict()``, so a reloaded model silently uses a fresh, different mask.  CPU: the mask
 is random, so the reloaded model's predictions differ from the trained one's.

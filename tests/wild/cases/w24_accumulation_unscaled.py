@@ -1,8 +1,8 @@
 """Gradient accumulation over 4 micro-batches without dividing the loss by 4.
 
-Source: PyTorch forums, "How to implement accumulated gradient?"
-(https://discuss.pytorch.org/t/how-to-implement-accumulated-gradient/3822): each accumulated
-window sums four losses, so the effective learning rate is four times the configured one.
+Source: hirofumi0810/neural_sp#168 (https://github.com/hirofumi0810/neural_sp/issues/168, labelled a
+bug: "should divide loss by accum_grad_n_steps"): each accumulated window sums four losses, so the
+effective learning rate is four times the configured one.
 """
 
 from tests.wild.cases.common import loop

@@ -1,8 +1,10 @@
 """``loss.backward(retain_graph=True)`` in the training loop "to silence an error": memory grows.
 
-Source: PyTorch forums, "Memory leak when using retain_graph=True"-style threads, e.g.
-https://discuss.pytorch.org/t/how-to-free-graph-manually/9255 ; the flag keeps every step's
-graph buffers alive as long as anything references them, and hides the real bug it silenced.
+Source: GBLin5566/toward-controlled-generation-of-text-pytorch#9
+(https://github.com/GBLin5566/toward-controlled-generation-of-text-pytorch/issues/9, "Memory blow up
+when setting retain_graph = True") and pytorch/pytorch#40005 (https://github.com/pytorch/pytorch/issues/40005);
+the flag keeps every step's graph buffers alive as long as anything references them, and hides
+the real bug it silenced.
 """
 
 from tests.wild.cases.common import STEP, loop
