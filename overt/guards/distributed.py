@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from overt.guards.check import Check
+from overt.guards.unwrap import is_sharded
 from overt.torchrun import world
 
 if TYPE_CHECKING:
@@ -39,8 +40,9 @@ class DistributedChecks(Check):
         """Compare this rank's parameters with every other rank's (a collective: all ranks call it)."""
         dist = torch.distributed
         rank, size = world()
-        # FSDP2 shards (DTensors) differ across ranks by design: their consistency is FSDP's own job
-        params = [p for p in oi.params if p.requires_grad and type(p).__name__ != "DTensor"]
+        # FSDP shards (FSDP2's DTensors, FSDP1's flat parameters) differ across ranks by design:
+        # their consistency is FSDP's own job
+        params = [p for p in oi.params if p.requires_grad and not is_sharded(p)]
         if size < 2 or not params:
             return
         backend = dist.get_backend()

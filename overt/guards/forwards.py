@@ -18,6 +18,7 @@ from torch import nn
 
 from overt.guards import clock, patches
 from overt.guards.never_break import compiler_disable, never_break
+from overt.guards.unwrap import unwrap_model
 
 _grad_enabled = torch.is_grad_enabled
 
@@ -40,6 +41,15 @@ class ForwardHooks:
             return
         if next(module.parameters(), None) is None:
             self._skip_roots.add(key)  # a loss or activation module called on its own
+            return
+        inner = unwrap_model(module)
+        if inner is not module:
+            # a DDP / FSDP1 wrapper around the user's module (Lightning's ddp strategy calls
+            # ``training_step`` through it): watch the module it runs, whose train/eval mode is
+            # the one the framework sets (Lightning restores the LightningModule's mode after
+            # validation, not the wrapper's); the inner module's own pre hook fires next
+            self._skip_roots.add(key)
+            self.watch_model(inner)
             return
         self.watch_model(module)
         self._fwd_pre(module, args)  # its own pre hook was added too late for this call

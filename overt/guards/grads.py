@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
+from overt.guards.unwrap import is_sharded
 from overt.guards.where import user_location
 from overt.text import first_names
 
@@ -138,7 +139,8 @@ class GradChecks(Check):
     # -- at a checked step, before the optimizer changes the weights ---------------
     def step_pre(self, oi: OptInfo, closure: bool) -> None:
         s = self.s
-        params = [p for p in oi.params if p.requires_grad]
+        # a rank's empty FSDP1 shard (use_orig_params=True) never has a gradient: nothing to check
+        params = [p for p in oi.params if p.requires_grad and not _empty_shard(p)]
         self._stale(oi, params)
         present = [p for p in params if p.grad is not None and not p.grad.is_sparse]
         if params and not present and not closure and not any(p.grad is not None for p in params):
@@ -352,7 +354,7 @@ class GradChecks(Check):
                 )
         # parameters an optimizer holds that never received a gradient
         never = [s.name_of(p) for oi in s.optimizers.values() for p in oi.params
-                 if p.requires_grad and id(p) not in self.seen_grad
+                 if p.requires_grad and id(p) not in self.seen_grad and not _empty_shard(p)
                  and not s.reporter.has("zero-grad-misplaced", oi.name)]
         if never:
             s.report(
@@ -368,3 +370,8 @@ class GradChecks(Check):
     def end_of_run(self) -> None:
         if not self.warmup_done and self.s.step >= 1:
             self.end_of_warmup()
+
+
+def _empty_shard(p: torch.Tensor) -> bool:
+    """A parameter of which this rank holds no element (FSDP1 with ``use_orig_params=True``)."""
+    return p.numel() == 0 and is_sharded(p)

@@ -9,8 +9,9 @@ Both look once per DataLoader pass (when its first batch is taken), never per ba
   steps (the pass in progress at a checked step) draws from a plain ``RandomSampler`` or
   ``SequentialSampler`` over the whole data set: every rank trains on every sample, so an
   epoch is ``world_size`` epochs of duplicated work and DDP averages identical gradients.
-  A data set that is already split per rank (a ``Subset``, an ``IterableDataset``) is not
-  flagged.
+  A data set that is already split per rank (a ``Subset``, an ``IterableDataset``), or batches
+  split per rank by the batch sampler (Accelerate's ``BatchSamplerShard``, so the Hugging Face
+  ``Trainer``'s loaders), is not flagged.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class SamplerChecks(Check):
 
         if world()[1] < 2 or not isinstance(sampler, (RandomSampler, SequentialSampler)):
             return None
+        if getattr(getattr(it, "_index_sampler", None), "num_processes", 1) > 1:
+            return None  # a batch sampler that splits the batches across ranks (Accelerate's BatchSamplerShard)
         dataset = getattr(it, "_dataset", None)
         if dataset is None or isinstance(dataset, (IterableDataset, Subset)):
             return None

@@ -74,4 +74,12 @@ def _is_wrapper(model: Any) -> bool:
     return bool(names & {"FullyShardedDataParallel", "OptimizedModule", "DeepSpeedEngine", "PipelineEngine"})
 
 
-__all__ = ["unwrap_model", "unwrap_optimizer"]
+def is_sharded(param: Any) -> bool:
+    """Whether ``param`` holds only this rank's shard of a parameter: an FSDP2 ``DTensor``, or a
+    parameter FSDP1 manages (its ``FlatParameter``, and with ``use_orig_params=True`` the original
+    parameters, views into this rank's shard, some of them empty).  Their values differ across
+    ranks by design, and an empty shard gets no gradient."""
+    return type(param).__name__ in ("DTensor", "FlatParameter") or bool(getattr(param, "_fsdp_flattened", False))
+
+
+__all__ = ["is_sharded", "unwrap_model", "unwrap_optimizer"]

@@ -17,7 +17,6 @@ stopping would.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -110,7 +109,13 @@ class FrameworkGuards:
     # -- end ------------------------------------------------------------------------------
     def finish(self, out_dir: str | Path | None, error: BaseException | None = None) -> list[Finding]:
         """Close the session (its end-of-run checks), print the summary line, write
-        ``out_dir/guards.json``.  Returns every finding."""
+        ``out_dir/guards.json`` (atomically).  Returns every finding.
+
+        Under several processes (a DDP / FSDP strategy) every process calls this when training
+        ends: the findings of every rank are gathered on rank 0 (one ``gather_object``, each
+        finding naming the ranks that made it), which prints the other ranks' findings once and
+        is the one to pass an ``out_dir``.  After an ``error`` nothing is gathered (a peer may
+        be gone): each process keeps its own findings."""
         if self.session is None:
             return []
         first = not self.session.closed
@@ -118,6 +123,8 @@ class FrameworkGuards:
         if not first:
             return findings
         out = self.options.out()
+        if error is None:
+            findings = self._gather(findings, out)
         try:
             print(self.session.reporter.summary_line(), file=out, flush=True)
         except (OSError, ValueError):
@@ -125,12 +132,37 @@ class FrameworkGuards:
         if out_dir is not None:
             try:
                 path = Path(out_dir) / REPORT_NAME
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(self.session.reporter.to_json(), indent=2) + "\n", encoding="utf-8")
+                self.session.reporter.write(path)  # atomic: a reader sees the old file or the new one
                 self.report_path = path
             except OSError as exc:  # an unwritable folder loses the file, not the run
                 self.session.check_failed("FrameworkGuards.finish (guards.json)", exc)
         return findings
+
+    def _gather(self, findings: list[Finding], out: Any) -> list[Finding]:
+        """Every rank's findings on rank 0 (a collective; a single process keeps its own)."""
+        from overt.torchrun import world
+
+        if world()[1] < 2:
+            return findings
+        from overt.guards.distributed import gather_findings
+        from overt.guards.report import PREFIX
+
+        try:
+            gathered = gather_findings(findings)
+        except Exception as exc:  # a peer gone: each rank keeps its own findings
+            self.session.check_failed("FrameworkGuards.finish (gathering the ranks' findings)", exc)
+            return findings
+        if gathered is None:  # not rank 0: rank 0 reports them
+            return findings
+        try:
+            for finding in gathered:  # the other ranks' own findings, printed here once
+                if finding.details.get("ranks") != [0]:
+                    print(PREFIX + finding.format(), file=out, flush=True)
+        except (OSError, ValueError):
+            pass
+        self.session.reporter.findings = gathered
+        self.seen = min(self.seen, len(gathered))
+        return gathered
 
     @property
     def findings(self) -> list[Finding]:

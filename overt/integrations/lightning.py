@@ -105,13 +105,8 @@ class OvertCallback(_pl.Callback):  # type: ignore[misc,name-defined]
         session = self.guards.session
         if session is None or session.closed:
             return
-        out_dir = None
-        if trainer.is_global_zero:
-            try:
-                out_dir = trainer.log_dir or trainer.default_root_dir
-            except Exception:
-                out_dir = getattr(trainer, "default_root_dir", None)
-        self.guards.finish(out_dir, error=error)
+        out_dir = _log_dir(trainer) if trainer.is_global_zero else None
+        self.guards.finish(out_dir, error=error)  # every rank: their findings are gathered on rank 0
         new = self.guards.new_findings()  # the end-of-run checks' findings
         if new and error is None:
             self._log(trainer, new)
@@ -130,6 +125,23 @@ class OvertCallback(_pl.Callback):  # type: ignore[misc,name-defined]
             except Exception as exc:  # a logger's failure loses the line, not the run
                 if self.guards.session is not None:
                     self.guards.session.check_failed(f"OvertCallback logging to {type(logger).__name__}", exc)
+
+
+def _log_dir(trainer: Any) -> str | None:
+    """``trainer.log_dir`` as Lightning computes it, without its broadcast: ``Trainer.log_dir`` is
+    a collective that every process must call, and only rank 0 writes (after an exception the
+    other ranks may not even be there)."""
+    try:
+        loggers = list(getattr(trainer, "loggers", []))
+        if loggers:
+            first = loggers[0]
+            own_dir = isinstance(first, (_pl.loggers.TensorBoardLogger, _pl.loggers.CSVLogger))
+            path = first.log_dir if own_dir else first.save_dir
+            if path:
+                return str(path)
+    except Exception:  # a logger that cannot say: the trainer's root, as without loggers
+        pass
+    return getattr(trainer, "default_root_dir", None)
 
 
 __all__ = ["OvertCallback"]

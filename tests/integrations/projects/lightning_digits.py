@@ -85,12 +85,12 @@ class DigitsModule(L.LightningModule):
 
 
 def fit(bug: str | None = None, *, callbacks=(), root: str, epochs: int = 2, limit_train_batches: int = 8,
-        logger=True, **trainer_kw):
+        logger=True, devices: int = 1, **trainer_kw):
     """Train for ``epochs`` (a few batches each) and return (trainer, module)."""
     L.seed_everything(0, verbose=False)
     module = DigitsModule(bug)
     trainer = L.Trainer(max_epochs=epochs, limit_train_batches=limit_train_batches, accelerator="cpu",
-                        devices=1, default_root_dir=root, callbacks=list(callbacks),
+                        devices=devices, default_root_dir=root, callbacks=list(callbacks),
                         logger=L.loggers.CSVLogger(root, name="logs") if logger is True else logger,
                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
                         num_sanity_val_steps=0, deterministic=True, **trainer_kw)
