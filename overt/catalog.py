@@ -82,6 +82,17 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("weights-frozen", "OVT111", "every weight matrix is frozen: only biases or normalisation parameters train",
           "the model can barely learn: a freezing loop or filter caught the layers meant to train",
           _W, False, True),
+    Entry("training-step-no-loss", "OVT112", "a Lightning training_step that returns no loss under automatic optimisation",
+          "Lightning then skips backward() and the optimizer step for the batch (it warns once, 'training_step "
+          "returned None'), so the model does not train while the run looks normal",
+          _E, True, False),
+    Entry("backward-bypasses-framework", "OVT113",
+          "loss.backward() where the framework's backward is required (manual_backward, accelerator.backward, "
+          "fabric.backward)",
+          "the framework's loss scaling is skipped: under fp16 mixed precision the optimizer step divides unscaled "
+          "gradients by the loss scale (updates thousands of times too small), under Accelerate's gradient "
+          "accumulation the loss is not divided by the window, and DeepSpeed/FSDP strategies miss their hooks",
+          _E, True, False),
     # -- modes ------------------------------------------------------------------
     Entry("train-mode-in-eval", "OVT201", "evaluation with the model still in training mode",
           "dropout stays active and BatchNorm uses and updates batch statistics, so metrics are noisy and wrong",

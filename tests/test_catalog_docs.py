@@ -21,7 +21,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 24, real-world silent bugs (tests/wild)
          "weights-frozen", "dropout-always-on", "val-overlaps-train", "worker-rng-copied",
          # issue 23, using what was trained
-         "train-serve-skew"}
+         "train-serve-skew",
+         # issue 22, framework conventions (Lightning, Accelerate, Fabric)
+         "training-step-no-loss", "backward-bypasses-framework"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -34,6 +34,10 @@ NOT_MODEL_TOKENS = frozenset({"dict", "state", "states", "path", "paths", "file"
                               "checkpoint", "kind", "size", "url", "str", "list", "info", "loss", "losses",
                               "optimizer", "opt", "loader", "data", "dataset", "input", "inputs", "factory",
                               "builder", "fns", "hook", "hooks", "registry", "spec", "mode", "version"})
+#: first words of a function that makes, fetches or changes a model rather than being one
+VERB_TOKENS = frozenset({"unwrap", "wrap", "get", "load", "build", "create", "make", "init", "initialize",
+                         "prepare", "save", "import", "enable", "disable", "set", "register", "setup", "convert",
+                         "freeze", "unfreeze", "copy", "clone", "export", "compile", "print", "log", "instantiate"})
 INT_DTYPES = frozenset({"long", "int64", "int32", "int", "int16", "int8", "uint8"})
 FACTORIES = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye",
                        "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "from_numpy"})
@@ -222,8 +226,10 @@ class FileIndex:
                 elif last == "compile" and call.args and dotted(call.args[0]) in self.models:
                     self.models.add(name)
         self.grad_globally_off = any(
-            isinstance(c.func, ast.Attribute) and c.func.attr == "set_grad_enabled"
-            and c.args and is_const(c.args[0], False) and isinstance(self.parents.get(c), ast.Expr)
+            isinstance(c.func, ast.Attribute) and isinstance(self.parents.get(c), ast.Expr) and (
+                (c.func.attr == "set_grad_enabled" and c.args and is_const(c.args[0], False))
+                # `torch.no_grad().__enter__()`: entered for the rest of the script, never left
+                or (c.func.attr == "__enter__" and isinstance(c.func.value, ast.Call) and _is_no_grad(c.func.value)))
             for c in self.calls)
 
     @property
@@ -291,8 +297,10 @@ class FileIndex:
         if text in self.losses or text in self.optimizers or text in self.loaders:
             return False
         toks = tokens(text)
-        if any(t in NOT_MODEL_TOKENS for t in toks):
-            return False
+        if any(t in NOT_MODEL_TOKENS for t in toks) or (toks and toks[0] in VERB_TOKENS):
+            return False  # `accelerator.unwrap_model`, `importlib.import_module`: a function that returns one
+        if text.split(".")[0] in ("torch", "np", "numpy") and ".nn." not in f".{text}.":
+            return False  # torch.Generator, torch.cuda.Stream
         return any(t in MODEL_TOKENS for t in toks) or text.rsplit(".", 1)[-1].lower().startswith(("model", "net"))
 
     def is_loss_fn(self, call: ast.Call) -> str | None:

@@ -158,8 +158,11 @@ def tensor_names(ix: FileIndex) -> set[str]:
         if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Tuple) \
                 and loader_iter(ix, loop.iter):
             tgt = loop.target
+            enumerated = isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "enumerate"
             if len(tgt.elts) == 2 and isinstance(tgt.elts[1], ast.Tuple):
                 tgt = tgt.elts[1]  # enumerate(loader)
+            elif enumerated:
+                continue  # `for i, batch in enumerate(loader)`: one batch object (a dict, a BatchEncoding whose .to() is in place)
             out.update(e.id for e in tgt.elts if isinstance(e, ast.Name))
     for name, values in ix.assigns.items():
         if any(isinstance(v, ast.Name) and v.id in out for v in values):

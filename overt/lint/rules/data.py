@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.units import eval_regions, loop_units
+from overt.lint.analysis.frameworks import framework_fix
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
 from overt.lint.rules.base import Hit, rule
 
@@ -75,8 +76,12 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("unshuffled-training", call,
                       "this training DataLoader does not shuffle (shuffle defaults to False), so every epoch sees "
                       "the data in the same "
-                      "order (on ordered data: batches of one class, a model biased to what came last)", fix="pass "
-                      "shuffle=True (or a sampler)")
+                      "order (on ordered data: batches of one class, a model biased to what came last)", fix=framework_fix(
+                          ix, call, "pass shuffle=True (or a sampler)",
+                          lightning="pass shuffle=True to the DataLoader train_dataloader returns: Lightning adds no "
+                                    "shuffling (under DDP its DistributedSampler keeps the loader's shuffle=False)",
+                          accelerate="pass shuffle=True (accelerator.prepare keeps the loader's order; under several "
+                                     "processes its sampler shuffles only when the loader did)"))
 
 
 @rule("shuffled-evaluation")

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.units import loader_iter
+from overt.lint.analysis.frameworks import framework_fix
 from overt.lint.index import FileIndex, dotted
 from overt.lint.rules.base import Hit, rule
 
@@ -109,5 +110,11 @@ def every_rank_saves(ix: FileIndex) -> Iterator[Hit]:
             yield Hit("every-rank-saves", call,
                       f"every process of this distributed run executes this torch.save"
                       f"{f' to {target}' if target else ''}{via}: all ranks write the same file at once (a torn file, "
-                      f"wasted I/O)", fix="save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
-                      "dist.barrier() before anyone loads it")
+                      f"wasted I/O)", fix=framework_fix(
+                          ix, call, "save on one rank only: `if dist.get_rank() == 0: torch.save(...)`, then "
+                          "dist.barrier() before anyone loads it",
+                          lightning="save on one rank only: `if self.trainer.is_global_zero:` (or a @rank_zero_only "
+                                    "helper), or let Lightning's ModelCheckpoint / trainer.save_checkpoint write it",
+                          accelerate="save on one rank only: accelerator.wait_for_everyone(), then `if "
+                                     "accelerator.is_main_process:` (or accelerator.save(...), which does both)",
+                          fabric="save with fabric.save(path, state), which writes once for every strategy"))

@@ -6,10 +6,12 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.events import Event, events, function_events
+from overt.lint.analysis.frameworks import framework_fix
 from overt.lint.analysis.units import function_units, loop_units
 from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, dotted, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.frameworks import configure_optimizers_cadence, hf_compute_loss_unscaled
 
 # --------------------------------------------------------------------------- units
 
@@ -73,8 +75,11 @@ def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
                           f"{bad.node.lineno})")
             yield Hit("stale-gradients", bad.site,
                       f"this loop calls backward() and {opt}.step(){helper} but never resets the gradients, so every "
-                      f"step applies the sum of all earlier gradients", fix=f"call {opt}.zero_grad() once per step "
-                      f"(before backward() or after step())")
+                      f"step applies the sum of all earlier gradients", fix=framework_fix(
+                          ix, bad.site, f"call {opt}.zero_grad() once per step (before backward() or after step())",
+                          accelerate=f"call {opt}.zero_grad() once per step, after {opt}.step() (inside `with "
+                                     f"accelerator.accumulate(model):` the prepared optimizer skips it between "
+                                     f"accumulation steps itself)"))
     for func in function_units(ix):
         evs = function_events(ix, func)
         bad = _stale_in(ix, evs)
@@ -88,7 +93,10 @@ def stale_gradients(ix: FileIndex) -> Iterator[Hit]:
             opt = bad.target or "optimizer"
             yield Hit("stale-gradients", bad.site,
                       f"{func.name}() calls backward() and {opt}.step() once per call but nothing resets the "
-                      f"gradients between calls", fix=f"call {opt}.zero_grad() in it before backward()")
+                      f"gradients between calls", fix=framework_fix(
+                          ix, func, f"call {opt}.zero_grad() in it before backward()",
+                          lightning=f"call {opt}.zero_grad() in {func.name}() before self.manual_backward(loss): under "
+                                    f"manual optimisation Lightning does not reset gradients for you"))
 
 
 # --------------------------------------------------------------------------- zero-grad-misplaced
@@ -188,6 +196,7 @@ def _loss_value(ix: FileIndex, value: ast.AST) -> bool:
 
 @rule("accumulation-unscaled")
 def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
+    yield from hf_compute_loss_unscaled(ix)
     for loop in loop_units(ix):
         evs = events(ix, loop, depth=0)
         steps = [e for e in evs if e.kind == "step" and _under_mod_if(ix, e.node, loop)]
@@ -217,8 +226,15 @@ def accumulation_unscaled(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("accumulation-unscaled", back.node,
                           f"gradients accumulate over several backward() calls before each step() (the `%` "
                           f"window), but `{name}` is not divided by the window size, so the update is that many "
-                          f"times too large", fix="divide the loss by the number of accumulation steps before "
-                          "backward() (and by the real size of a last, partial window)")
+                          f"times too large", fix=framework_fix(
+                              ix, back.node, "divide the loss by the number of accumulation steps before backward() "
+                              "(and by the real size of a last, partial window)",
+                              accelerate="let Accelerate accumulate: Accelerator(gradient_accumulation_steps=n), the "
+                                         "step inside `with accelerator.accumulate(model):` and accelerator.backward(loss), "
+                                         "which divides the loss by n (or divide it yourself before backward)",
+                              lightning="divide the loss by the number of accumulation steps before "
+                                        "self.manual_backward(loss) (or use automatic optimisation with "
+                                        "Trainer(accumulate_grad_batches=n), which scales it for you)"))
                 break
 
 
@@ -257,7 +273,15 @@ def clip_before_unscale(ix: FileIndex) -> Iterator[Hit]:
         yield Hit("clip-before-unscale", at,
                   f"gradients are clipped while still multiplied by the GradScaler's scale{where}, so the "
                   "threshold is compared with scaled values and clipping is a no-op or wipes out the "
-                  "update", fix="call scaler.unscale_(optimizer) before clipping")
+                  "update", fix=framework_fix(
+                      ix, at, "call scaler.unscale_(optimizer) before clipping",
+                      lightning="clip with self.clip_gradients(optimizer, gradient_clip_val=..., "
+                                "gradient_clip_algorithm=\"norm\") or Trainer(gradient_clip_val=...), which "
+                                "unscale first, and let Lightning's precision plugin do the scaling",
+                      accelerate="clip with accelerator.clip_grad_norm_(model.parameters(), max_norm), which "
+                                 "unscales first, and let Accelerator(mixed_precision=...) do the scaling",
+                      fabric="clip with fabric.clip_gradients(model, optimizer, max_norm=...), which unscales "
+                             "first"))
 
 
 # --------------------------------------------------------------------------- retain-graph-in-loop
@@ -328,6 +352,7 @@ def _step_loop(ix: FileIndex, loop: ast.AST) -> bool:
 
 @rule("scheduler-cadence")
 def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
+    yield from configure_optimizers_cadence(ix)
     for loop in ix.loops:
         evs = events(ix, loop, depth=1)
         for ev in evs:

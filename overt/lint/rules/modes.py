@@ -10,6 +10,7 @@ from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, FuncNode, dotted, tokens
 from overt.lint.rules.base import Edit, Hit, rule
+from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
 
 _NOT_TRAINED = {"teacher", "ema", "target", "frozen", "reference", "ref", "pretrained", "old"}
 
@@ -148,6 +149,7 @@ def _needs_grad(ix: FileIndex, region: ast.AST) -> bool:
 
 @rule("train-mode-in-eval")
 def train_mode_in_eval(ix: FileIndex) -> Iterator[Hit]:
+    yield from lightning_train_mode_in_eval(ix)
     for region, call, named in eval_regions(ix):
         model = dotted(call.func)
         func = ix.enclosing_function(call)
@@ -194,6 +196,7 @@ def _no_grad_reaches(ix: FileIndex, node: ast.AST, depth: int = 2) -> bool | Non
 def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     if ix.grad_globally_off:
         return
+    yield from lightning_graph_in_eval(ix)
     for region, call, named in eval_regions(ix):
         if not named or _needs_grad(ix, region):
             continue
@@ -219,6 +222,7 @@ def _frozen(ix: FileIndex, model: str | None) -> bool:
 
 @rule("eval-mode-in-train")
 def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
+    yield from lightning_eval_mode_left(ix)
     seen: set[int] = set()
     flagged_loops: set[int] = set()
     for loop in ix.loops:
