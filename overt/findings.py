@@ -16,9 +16,8 @@ class Finding:
     ``where`` is a human-readable location (module, parameter, batch, file:line).
     Static findings also fill ``path``/``line``/``col``; runtime ones ``step``.
     ``why`` (why it matters) and ``fix`` (what to change) are the same parts on their own, as in
-    :class:`~overt.errors.OvertError`: given by the reporter, or else ``why`` is the catalog
-    entry's and ``fix`` is read from the message (a guard's ``Fix: ...`` sentence; a lint
-    message's last ``; ...`` clause).
+    :class:`~overt.errors.OvertError`, given by the reporter as fields (guards, lint rules, doctor
+    probes and the predictor all do); ``why`` defaults to the catalog entry's.
     """
 
     slug: str
@@ -39,8 +38,6 @@ class Finding:
             self.severity = entry.severity
         if not self.why:
             self.why = entry.why
-        if not self.fix:
-            self.fix = fix_in(self.message, static=self.path is not None)
 
     @property
     def code(self) -> str:
@@ -70,14 +67,3 @@ class Finding:
         loc = f" {self.where}" if self.where else ""
         step = f" (step {self.step})" if self.step is not None else ""
         return f"{self.code} {self.slug} [{Severity(self.severity).value}]{loc}{step}: {self.message}"
-
-
-def fix_in(message: str, *, static: bool = False) -> str:
-    """The fix stated in a finding's message: after ``Fix:`` (guards), or the last ``; ``
-    clause of a lint message ("what was seen and why; what to do")."""
-    _, marker, fix = message.partition("Fix: ")
-    if marker:
-        return fix.strip()
-    if static and "; " in message:
-        return message.rpartition("; ")[2].strip()
-    return ""

@@ -8,6 +8,9 @@ and the readiness note with the evidence.
 - ``overt.doctor(lightning_module, datamodule, **settings)`` and ``overt.doctor(hf_trainer, **settings)``:
   the same probes on a framework project, with the framework's own loss
   (:mod:`overt.doctor.frameworks`; ``loss_kind="cross_entropy"`` for the ln(C) reference).
+- :mod:`overt.doctor.registry`: the probes, one module each in :mod:`overt.doctor.probes` (a module
+  that defines ``PROBE = Probe(...)`` is a probe: its id, title, order, needs, how it runs and
+  how its evidence renders in the note).
 - :mod:`overt.doctor.probes`: each probe on its own (``probes.overfit_batch(...)`` ...), returning a
   :class:`ProbeResult`.
 - ``overt doctor [recipe.py | config.yaml | name] [key=value ...]`` on the command line.
@@ -21,11 +24,20 @@ import sys
 import types
 from typing import Any
 
-from overt.doctor.api import ORDER, DoctorSettings, doctor
+from overt.doctor.api import DoctorSettings, doctor
 from overt.doctor.readiness import Readiness
 from overt.doctor.result import ProbeResult, Verdict
 
 __all__ = ["ORDER", "DoctorSettings", "ProbeResult", "Readiness", "Verdict", "doctor"]
+
+
+def __getattr__(name: str) -> Any:
+    """``ORDER``: the probe ids in the order they run (from :mod:`overt.doctor.registry`)."""
+    if name == "ORDER":
+        from overt.doctor import registry
+
+        return registry.ids()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CallableModule(types.ModuleType):

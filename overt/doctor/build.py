@@ -63,19 +63,19 @@ def build_failure(exc: BaseException, what: str = "build(cfg)") -> ProbeResult:
         if "_modules" not in vars(module):
             r.find("missing-super-init",
                    f"{cls.__name__}.__init__ never called super().__init__(): the module's parameter and layer "
-                   f"registries do not exist, so PyTorch fails with \"{text}\". Fix: make super().__init__() the "
+                   f"registries do not exist, so PyTorch fails with \"{text}\".", fix="make super().__init__() the "
                    f"first line of {cls.__name__}.__init__.", where=_defined_at(cls))
         for h in hidden_containers(module):
             r.find("unregistered-submodule",
                    f"{h['owner']}.{h['attr']} is a plain Python {h['kind']} holding {h['modules']} layer(s) "
                    f"({h['weights']:,} weights): PyTorch does not see them, so the model has "
                    f"{sum(p.numel() for p in module.parameters()) if '_modules' in vars(module) else 'no registered'} "
-                   f"parameters{' and the optimizer gets an empty list' if 'empty parameter list' in text else ''}. "
-                   f"Fix: self.{h['attr']} = {h['fix']}([...]).",
+                   f"parameters{' and the optimizer gets an empty list' if 'empty parameter list' in text else ''}.",
+                   fix=f"self.{h['attr']} = {h['fix']}([...]).",
                    where=f"{h['owner']}.{h['attr']} ({_defined_at(cls)})")
     if r.findings:
         r.summary = "; ".join(f"{f.slug}: {f.where}" for f in r.findings)
-        r.fix = " ".join(dict.fromkeys(f.message.rsplit("Fix: ", 1)[-1] for f in r.findings))
+        r.fix = " ".join(dict.fromkeys(f.fix for f in r.findings))
     else:
         r.summary = f"build failed: {type(exc).__name__}: {text}"
         r.fix = "fix the error at the line shown; the probes need a model, an optimizer, a loss and data"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -137,49 +137,3 @@ class Clock:
     def now(self) -> float:
         self.sync()
         return time.perf_counter()
-
-
-def train_steps(model: nn.Module, optimizer: Any, loss_fn: Any, batches: Iterator[Any], *, forward: Forward,
-                device: torch.device, steps: int, time_limit_s: float | None = None,
-                train_mode: bool = True, autocast: Callable[[], Any] | None = None) -> list[float]:
-    """A plain training loop over ``batches`` (cycled): losses per step, as floats.  Stops early at
-    ``time_limit_s`` or on a non-finite loss (which is returned as the last value)."""
-    import contextlib
-
-    autocast = autocast or contextlib.nullcontext
-    model.train(train_mode)
-    losses: list[float] = []
-    start = time.perf_counter()
-    for _ in range(steps):
-        batch = to(next(batches), device)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            output, target = forward(model, batch)
-            loss = loss_fn(output, target)
-        loss.backward()
-        optimizer.step()
-        value = float(loss.detach().float())
-        losses.append(value)
-        if value != value or value in (float("inf"), float("-inf")):
-            break
-        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
-            break
-    return losses
-
-
-def precision_step(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, forward: Forward,
-                   precision: Any) -> torch.Tensor:
-    """One optimizer step under an :class:`~overt.engine.precision.Precision` (autocast, loss scaling);
-    returns the loss (not read on the host)."""
-    optimizer.zero_grad(set_to_none=True)
-    with precision.autocast():
-        output, target = forward(model, batch)
-        loss = loss_fn(output, target)
-    precision.backward(loss)
-    precision.step(optimizer)
-    return loss
-
-
-def cycle(items: list[Any]) -> Iterator[Any]:
-    while True:
-        yield from items

@@ -61,10 +61,15 @@ class ProbeResult:
         """No failure (a warning or a skip still passes)."""
         return self.verdict is not Verdict.FAIL
 
-    def find(self, slug: str, message: str, where: str = "", severity: Severity | None = None,
-             **details: Any) -> Finding:
-        """Record a catalog failure seen by this probe (and relate the probe to its slug)."""
-        finding = Finding(slug, message, where=where, severity=severity, details=details)
+    def find(self, slug: str, message: str, where: str = "", severity: Severity | None = None, *, fix: str = "",
+             why: str = "", **details: Any) -> Finding:
+        """Record a catalog failure seen by this probe (and relate the probe to its slug).
+
+        ``message`` says what was seen and why it matters; ``fix`` what to change: the finding's
+        own field, and the message's last sentence (``... Fix: <fix>.``) as the note prints it;
+        ``why`` replaces the catalog entry's reason when given."""
+        text = f"{message} Fix: {fix}" if fix else message
+        finding = Finding(slug, text, where=where, severity=severity, details=details, fix=fix, why=why)
         self.findings.append(finding)
         if slug not in self.slugs:
             self.slugs.append(slug)

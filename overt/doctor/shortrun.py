@@ -1,15 +1,22 @@
-"""A few optimizer steps of overt's own Trainer on copies of the user's objects: the runs the
-exact-resume, determinism and parity probes compare."""
+"""Short runs of overt's own Trainer on copies of the user's objects: every probe that trains does
+it here, so it trains the way ``overt train`` would with the same config (precision, gradient
+accumulation, clipping, forward, loss and collate function).
+
+What a probe does differently (stop after N steps, train on one fixed batch, sweep the learning
+rate, time the steps, train in eval mode) comes from :class:`~overt.engine.callbacks.Callback`\\ s
+and from the data it hands the Trainer (:class:`Batches`), never from a loop of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
 from overt.config import TrainConfig
-from overt.doctor.common import fresh
+from overt.doctor.common import device_of, fresh
 from overt.engine.callbacks import Callback
 
 #: the engine Trainer runs only the callbacks it is given (nothing is written or printed); the short
@@ -32,6 +39,26 @@ class Objects:
     config: TrainConfig = field(default_factory=TrainConfig)
 
 
+class Batches:
+    """Ready batches handed to the Trainer as its loader: iterated as given, one micro-batch each,
+    never re-batched (a plain list would be taken for a Dataset of samples)."""
+
+    def __init__(self, items: list[Any]):
+        self.items = list(items)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def as_loader(data: Any) -> Any:
+    """``data`` for the Trainer: a list or tuple of batches as :class:`Batches`; anything else (a
+    Dataset, a DataLoader, an iterable of batches) as given."""
+    return Batches(list(data)) if isinstance(data, (list, tuple)) else data
+
+
 class StopAt(Callback):
     """Records every step's loss; stops the run after optimizer step ``step``."""
 
@@ -45,25 +72,116 @@ class StopAt(Callback):
             trainer.should_stop = True
 
 
+class WindowLoss(Callback):
+    """Every optimizer step's loss: the mean over the step's micro-batches (one host read per step,
+    in the doctor's callback, not in the engine).  Subclasses act on it in :meth:`on_loss`."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self._window: list[torch.Tensor] = []
+
+    def on_after_backward(self, trainer: Any, loss: Any) -> None:
+        self._window.append(loss.detach())
+
+    def on_step_end(self, trainer: Any, logs: dict[str, Any]) -> None:
+        window, self._window = self._window, []
+        value = float(torch.stack(window).float().mean()) if window else float(logs["loss"])
+        self.losses.append(value)
+        if not math.isfinite(value):
+            trainer.should_stop = True
+        self.on_loss(trainer, value)
+
+    def on_loss(self, trainer: Any, value: float) -> None:
+        """Called after each step with its loss."""
+
+
+class EvalMode(Callback):
+    """Trains with the model in eval mode (dropout off), for runs compared across devices whose
+    random masks differ."""
+
+    def on_batch_start(self, trainer: Any, batch: Any, batch_index: int) -> None:
+        trainer.model.eval()
+
+
 def quiet_config(config: TrainConfig, **changes: Any) -> TrainConfig:
     """``config`` with the doctor's quiet settings (and ``changes``) applied."""
     return config.model_copy(update={**QUIET, **changes})
 
 
-def trainer_for(objs: Objects, stop_at: int, **changes: Any) -> tuple[Any, StopAt]:
-    """A Trainer on fresh copies of ``objs`` that stops after optimizer step ``stop_at``."""
+def probe_config(config: TrainConfig | None, model: Any, device: Any = None) -> TrainConfig:
+    """The config a probe called on its own trains with: ``config`` (default: overt's defaults),
+    on ``device`` when given, else, without a config, where the model's parameters are."""
+    cfg = config if config is not None else TrainConfig()
+    if device is not None or config is None:
+        cfg = cfg.model_copy(update={"device": str(device_of(model, device))})
+    return cfg
+
+
+def trainer_for(objs: Objects, stop_at: int, *, data: Any = None, callbacks: list[Callback] | None = None,
+                scheduler: bool = True, **changes: Any) -> tuple[Any, StopAt]:
+    """A Trainer on fresh copies of ``objs`` that stops after optimizer step ``stop_at``.
+
+    ``data`` replaces the training data (e.g. :class:`Batches` of one fixed batch); ``callbacks``
+    run after the stop; ``scheduler=False`` trains without the scheduler; ``changes`` are config
+    keys (``epochs``, ``device``, ``precision``)."""
     from overt.engine.loop import Trainer
 
-    model, optimizer, scheduler = fresh(objs.model, objs.optimizer,
-                                        objs.scheduler if hasattr(objs.scheduler, "step") else None)
-    if objs.scheduler is not None and not hasattr(objs.scheduler, "step"):
-        scheduler = objs.scheduler  # a factory f(optimizer, total_steps): the Trainer builds it
+    with_scheduler = scheduler and objs.scheduler is not None
+    model, optimizer, sched = fresh(objs.model, objs.optimizer,
+                                    objs.scheduler if with_scheduler and hasattr(objs.scheduler, "step") else None)
+    if with_scheduler and not hasattr(objs.scheduler, "step"):
+        sched = objs.scheduler  # a factory f(optimizer, total_steps): the Trainer builds it
     stop = StopAt(stop_at)
-    trainer = Trainer(model, optimizer, objs.loss_fn, objs.train_data, None, scheduler=scheduler,
-                      scheduler_interval=objs.scheduler_interval if scheduler is not None else None,
+    trainer = Trainer(model, optimizer, objs.loss_fn, objs.train_data if data is None else data, None,
+                      scheduler=sched, scheduler_interval=objs.scheduler_interval if sched is not None else None,
                       forward=objs.forward, collate_fn=objs.collate_fn,
-                      config=quiet_config(objs.config, **changes), callbacks=[stop])
+                      config=quiet_config(objs.config, **changes), callbacks=[stop, *(callbacks or [])])
     return trainer, stop
+
+
+def fixed_batches(batch: Any, steps: int, config: TrainConfig) -> Batches:
+    """``batch`` as every micro-batch of ``steps`` optimizer steps (``accumulate`` micro-batches each)."""
+    return Batches([batch] * (steps * config.accumulate))
+
+
+def epochs_for(data: Any, steps: int, config: TrainConfig) -> int:
+    """Enough epochs over ``data`` for ``steps`` optimizer steps (the run stops at the step)."""
+    from torch.utils.data import DataLoader
+
+    try:
+        ready = isinstance(data, (DataLoader, Batches)) or not hasattr(data, "__getitem__")
+        n = len(data) if ready else len(data) // config.batch_size
+    except TypeError:
+        return 10**6  # an unsized iterable: the stop decides
+    per_epoch = max(1, math.ceil(n / config.accumulate))
+    return math.ceil(steps / per_epoch) + 1
+
+
+def trained_as(trainer: Any) -> dict[str, Any]:
+    """How a short run trained (the evidence that it followed the config)."""
+    cfg = trainer.config
+    return {"precision": trainer.precision.mode, "accumulate": cfg.accumulate, "clip_grad_norm": cfg.clip_grad_norm}
+
+
+def as_configured(trainer: Any) -> str:
+    """A line saying how the run trained, when it is not plain fp32 steps ('' otherwise)."""
+    how = trained_as(trainer)
+    parts = ([f"{how['precision']} autocast"] if how["precision"] != "fp32" else []) + (
+        [f"{how['accumulate']} micro-batches per optimizer step"] if how["accumulate"] > 1 else []) + (
+        [f"gradients clipped to norm {how['clip_grad_norm']:g}"] if how["clip_grad_norm"] else [])
+    return f"trained as the run is configured: {', '.join(parts)}" if parts else ""
+
+
+@contextlib.contextmanager
+def kept_rng() -> Iterator[None]:
+    """The global random generators as they were, after a short run (the Trainer seeds them)."""
+    from overt.engine.seeding import capture_rng, restore_rng
+
+    state = capture_rng()
+    try:
+        yield
+    finally:
+        restore_rng(state)
 
 
 def run(objs: Objects, steps: int, **changes: Any) -> tuple[list[float], dict[str, torch.Tensor], Any]:

@@ -200,7 +200,7 @@ def skew_findings(problems: list[dict[str, Any]], total: int, record: dict[str, 
     out = []
     for kind, p in merged.items():
         rows = p["rows"]
-        out.append(Finding("train-serve-skew", f"{describe(p)}. Fix: {fixes[kind]}",
+        out.append(Finding("train-serve-skew", f"{describe(p)}. Fix: {fixes[kind]}", fix=fixes[kind],
                            where=f"{len(rows)} of {total} input(s)",
                            details={"kind": kind, "rows": rows[:1000], "inputs": total,
                                     "training_sample": sample,

@@ -75,7 +75,8 @@ def assert_overfits_batch(target: Any, optimizer: Any = None, loss_fn: Any = Non
 
     subj = target if isinstance(target, Subject) else subject(target, optimizer, loss_fn, data, **settings)
     probe = overfit_batch(subj.model, subj.optimizer, subj.loss_fn, subj.first_batch(), forward=subj.forward,
-                          steps=steps, batch_size=batch_size, target_ratio=target_ratio, time_limit_s=time_limit_s)
+                          steps=steps, batch_size=batch_size, target_ratio=target_ratio, time_limit_s=time_limit_s,
+                          config=subj.config)
     if _failed(probe):
         _fail("the model cannot overfit one batch", probe)
     return probe
@@ -103,7 +104,7 @@ def assert_checkpoint_roundtrip(target: Any, optimizer: Any = None, loss_fn: Any
 
     subj = target if isinstance(target, Subject) else subject(target, optimizer, loss_fn, data, **settings)
     probe = checkpoint_roundtrip(subj.model, subj.optimizer, subj.first_batch(), subj.loss_fn,
-                                 build=subj.rebuild, forward=subj.forward)
+                                 build=subj.rebuild, forward=subj.forward, config=subj.config)
     if _failed(probe):
         _fail("the checkpoint does not restore the model", probe)
     return probe

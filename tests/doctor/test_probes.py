@@ -326,3 +326,28 @@ def test_throughput_compares_default_threads_with_one(data):
     assert any("with 1 thread" in line for line in r.lines)
     assert oversubscribed(0.049, 0.004, 2) and not oversubscribed(0.010, 0.009, 8)
     assert not oversubscribed(0.049, 0.004, 1)  # one thread already
+
+
+def test_findings_carry_their_fix_as_a_field_and_the_doctor_parses_no_message(data):
+    """Every probe passes the fix as the finding's field; the message ends with it, as the note prints it."""
+    import ast
+    from pathlib import Path
+
+    found = []
+    found += probes.initial_loss(h.SoftmaxMLP(), nn.CrossEntropyLoss(), [h.first_batch(data[0])]).findings
+    found += probes.optimizer_registration(h.PlainListMLP(), torch.optim.Adam(h.PlainListMLP().parameters())).findings
+    shifted = TensorDataset(data[0].tensors[0], data[0].tensors[1] + 1)
+    found += probes.check_data(shifted, data[1], model=h.mlp(), batch_size=32).findings
+    found += probes.gradient_flow(h.UnusedLayer(), nn.CrossEntropyLoss(), h.first_batch(data[0])).findings
+    found += probes.validation_twice(h.FunctionalDropout(), [h.first_batch(data[1], 64)]).findings
+    assert len(found) >= 5
+    for f in found:
+        assert f.fix and f.message.endswith(f" Fix: {f.fix}"), (f.slug, f.message, f.fix)
+        assert f.to_dict()["fix"] == f.fix
+    doctor = Path(__file__).resolve().parents[2] / "overt" / "doctor"
+    for path in doctor.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("split", "rsplit", "partition",
+                                                                               "rpartition"):
+                args = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                assert not any("Fix" in str(a) or a == "; " for a in args), f"{path.name}:{node.lineno}"

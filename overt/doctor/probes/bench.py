@@ -11,9 +11,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from overt.doctor.common import Clock, Forward, default_forward, fresh, samples, to
+from overt.config import TrainConfig
+from overt.doctor.common import Clock, Forward, default_forward, samples
 from overt.doctor.probes.parity import accelerator
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult
+from overt.doctor.shortrun import Objects, fixed_batches, kept_rng, trainer_for
+from overt.engine.callbacks import Callback
 
 TESTS = "matmul and one training step timed on the CPU and the accelerator, at several sizes"
 
@@ -34,16 +38,56 @@ def _time(fn: Any, clock: Clock, repeat: int, budget_s: float = 1.0) -> float:
     return times[len(times) // 2]
 
 
+class _StepTimes(Callback):
+    """Seconds of each optimizer step (device synchronised); stops after 2 warm-up steps and
+    ``repeat`` timed ones, or once ``budget_s`` is spent on the timed ones."""
+
+    def __init__(self, clock: Clock, repeat: int, budget_s: float = 1.0):
+        self.clock, self.repeat, self.budget_s = clock, repeat, budget_s
+        self.times: list[float] = []
+        self._mark = self._timed_from = 0.0
+
+    def on_epoch_start(self, trainer: Any, epoch: int) -> None:
+        self._mark = self.clock.now()
+
+    def on_step_end(self, trainer: Any, logs: dict[str, Any]) -> None:
+        now = self.clock.now()
+        self.times.append(now - self._mark)
+        self._mark = now
+        if len(self.times) == 2:
+            self._timed_from = now
+        if len(self.times) >= 2 + self.repeat or (len(self.times) > 2 and now - self._timed_from > self.budget_s):
+            trainer.should_stop = True
+
+    def median(self) -> float:
+        timed = sorted(self.times[2:] or self.times)
+        return timed[len(timed) // 2]
+
+
+def _step_seconds(objs: Objects, batch: Any, device: str, repeat: int) -> float:
+    """Median seconds per optimizer step of overt's Trainer on a copy, ``batch`` as every micro-batch."""
+    cfg = objs.config.model_copy(update={"device": device})
+    timer = _StepTimes(Clock(torch.device(device)), repeat)
+    with kept_rng():
+        trainer, _ = trainer_for(Objects(objs.model, objs.optimizer, objs.loss_fn, None, forward=objs.forward,
+                                         config=cfg), 2 + repeat, data=fixed_batches(batch, 2 + repeat, cfg),
+                                 callbacks=[timer], scheduler=False, epochs=1)
+        trainer.fit()
+    return timer.median()
+
+
 def device_bench(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, *, forward: Forward | None = None,
                  sizes: tuple[int, ...] = (256, 1024, 2048), batch_factors: tuple[int, ...] = (1, 4),
-                 devices: list[str] | None = None) -> ProbeResult:
-    """Probe 12 on its own: GFLOP/s of ``n x n`` matmuls and ms per training step of a copy at
-    ``batch_factors`` x the batch's size (the batch repeated), on each of ``devices``."""
+                 devices: list[str] | None = None, config: TrainConfig | None = None) -> ProbeResult:
+    """Probe 12 on its own: GFLOP/s of ``n x n`` matmuls and ms per optimizer step of overt's Trainer
+    on a copy at ``batch_factors`` x the batch's size (the batch repeated; ``config``'s precision,
+    accumulation and clipping), on each of ``devices``."""
     r = ProbeResult("bench", "Device benchmark", TESTS)
     forward = forward or default_forward
     devices = devices or ["cpu"] + ([accelerator()] if accelerator() else [])
     table: dict[str, dict[str, float]] = {}
     base = samples(batch)
+    cfg = config if config is not None else TrainConfig()
     for name in devices:
         device = torch.device(name)
         clock = Clock(device)
@@ -52,18 +96,9 @@ def device_bench(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, *, 
             a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
             seconds = _time(lambda: a @ b, clock, 10)
             row[f"matmul {n}"] = 2 * n**3 / seconds / 1e9
-        m, opt, _ = fresh(model, optimizer)
-        m.to(device).train()
+        objs = Objects(model, optimizer, loss_fn, None, forward=forward, config=cfg)
         for k in batch_factors:
-            big = to(_repeat(batch, k), device)
-
-            def step() -> None:
-                opt.zero_grad(set_to_none=True)
-                output, target = forward(m, big)
-                loss_fn(output, target).backward()
-                opt.step()
-
-            row[f"step batch {base * k}"] = 1e3 * _time(step, clock, 20)
+            row[f"step batch {base * k * cfg.accumulate}"] = 1e3 * _step_seconds(objs, _repeat(batch, k), name, 20)
         table[name] = row
     r.evidence["table"] = table
     for name, row in table.items():
@@ -103,3 +138,13 @@ def _repeat(batch: Any, k: int) -> Any:
     if isinstance(batch, dict):
         return {key: _repeat(v, k) for key, v in batch.items()}
     return batch
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return device_bench(setup.model, setup.optimizer, setup.loss_fn, setup.batches(1)[0], forward=setup.forward,
+                        config=setup.cfg)
+
+
+PROBE = Probe("bench", "Device benchmark", 120, _run, needs=("loss",), opt_in="bench")

@@ -11,9 +11,11 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from overt.doctor.common import Forward, cycle, default_forward, device_of, fresh, to, train_steps
+from overt.config import TrainConfig
+from overt.doctor.common import Forward, default_forward, fresh, to
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
-from overt.doctor.shortrun import Objects, first_difference, run, trainer_for
+from overt.doctor.shortrun import Objects, first_difference, fixed_batches, kept_rng, probe_config, run, trainer_for
 
 TESTS_ROUNDTRIP = ("save with overt's Checkpointer, load into a freshly built model: identical outputs for the "
                    "same input")
@@ -27,20 +29,28 @@ def _quiet(message: str) -> None:
 
 def checkpoint_roundtrip(model: nn.Module, optimizer: Any, batch: Any, loss_fn: Any = None, *,
                          build: Callable[[], Any] | None = None, forward: Forward | None = None,
-                         device: Any = None) -> ProbeResult:
-    """Probe 7a on its own.  A copy takes one training step (so the optimizer has state), is saved
-    with :class:`overt.Checkpointer` and loaded into ``build()`` (a fresh model, or ``(model,
+                         device: Any = None, config: TrainConfig | None = None) -> ProbeResult:
+    """Probe 7a on its own.  A copy takes one optimizer step with overt's Trainer on ``batch`` (so
+    the optimizer has state; ``config``'s precision, accumulation and clipping), is saved with
+    :class:`overt.Checkpointer` and loaded into ``build()`` (a fresh model, or ``(model,
     optimizer)``); without ``build`` into a copy whose weights were overwritten first."""
     from overt.checkpoint import Checkpointer
+    from overt.engine.device import pick_device
 
     r = ProbeResult("checkpoint-roundtrip", "Checkpoint round-trip", TESTS_ROUNDTRIP)
     forward = forward or default_forward
-    probe, opt, _ = fresh(model, optimizer)
-    device = device_of(probe, device)
-    probe.to(device)
+    cfg = probe_config(config, model, device)
+    device = pick_device(cfg.device)
     batch = to(batch, device)
     if loss_fn is not None:
-        train_steps(probe, opt, loss_fn, cycle([batch]), forward=forward, device=device, steps=1)
+        with kept_rng():
+            trainer, _ = trainer_for(Objects(model, optimizer, loss_fn, None, forward=forward, config=cfg), 1,
+                                     data=fixed_batches(batch, 1, cfg), scheduler=False, epochs=1)
+            trainer.fit()
+        probe, opt = trainer.model, trainer.optimizer
+    else:
+        probe, opt, _ = fresh(model, optimizer)
+        probe.to(device)
     with tempfile.TemporaryDirectory(prefix="overt-doctor-") as tmp:
         ckpt = Checkpointer(tmp, keep_last=1, log=_quiet)
         path = Path(ckpt.save(1, {"model": probe, "optimizer": opt}, meta={"probe": "doctor"}))
@@ -169,6 +179,60 @@ def checkpoint(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, objs:
     """Probe 7: the round-trip and the exact-resume check, as one result."""
     from overt.doctor.result import combine
 
-    parts = [checkpoint_roundtrip(model, optimizer, batch, loss_fn, build=build, forward=forward, device=device),
+    parts = [checkpoint_roundtrip(model, optimizer, batch, loss_fn, build=build, forward=forward, device=device,
+                                  config=objs.config),
              exact_resume(objs, steps=steps)]
     return combine("checkpoint", "Checkpoint round-trip and exact resume", TESTS, parts)
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return checkpoint(setup.model, setup.optimizer, setup.loss_fn, setup.batches(1)[0], setup.objs,
+                      build=setup.build, forward=setup.forward, device=setup.device, steps=setup.opts.resume_steps)
+
+
+def _section(readiness: Any, c: ProbeResult) -> list[str]:
+    """The note's "What a checkpoint holds, and resuming"."""
+    if c.verdict is Verdict.SKIPPED:
+        return []
+    rt, res = c.evidence.get("checkpoint-roundtrip", {}), c.evidence.get("exact-resume", {})
+    lines = ["## What a checkpoint holds, and resuming", ""]
+    if rt:
+        files = rt.get("files", {})
+        lines.append(f"- The round-trip checkpoint held {', '.join(rt.get('objects', []))} and the RNG states in "
+                     f"{len(files)} files ({rt.get('bytes', 0) / 1e6:.2f} MB); it was loaded into "
+                     f"{rt.get('rebuilt_with')}; outputs after reload differed by {rt.get('max_output_diff', 0):.3g}.")
+    if res.get("saved"):
+        same = res.get("uninterrupted") == res.get("resumed")
+        lines.append(f"- A Trainer checkpoint holds {', '.join(res['saved'])}, every RNG state and the resolved "
+                     f"config. Exact resume: {res.get('steps', 0) // 2} steps + save + resume + "
+                     f"{res.get('steps', 0) // 2} steps {'equalled' if same else 'did NOT equal'} "
+                     f"{res.get('steps')} uninterrupted steps bit for bit, so "
+                     + ("an interrupted run (`overt resume RUN_DIR`) continues exactly." if same else
+                        "a resumed run will drift from an uninterrupted one."))
+    elif c.verdict is not Verdict.PASS:
+        lines.append(f"- Exact resume: {c.summary}.")
+    return lines + [""]
+
+
+def _risks(readiness: Any, c: ProbeResult) -> list[tuple[int, str]]:
+    risks = []
+    size = c.evidence.get("checkpoint-roundtrip", {}).get("bytes")
+    if size:
+        risks.append((20, f"Checkpoints: {size / 1e6:.2f} MB each (weights + optimizer state); with the default "
+                          f"keep_last=3 and keep_best=1 a run keeps up to {4 * size / 1e6:.1f} MB, and the size grows "
+                          f"with the model."))
+    if c.verdict is Verdict.FAIL or c.verdict is Verdict.WARN:
+        risks.append((20, f"Resuming is not exact ({c.summary}): a preempted long run will not continue as it would "
+                          f"have."))
+    res = c.evidence.get("exact-resume", {})
+    if res.get("scheduler_total_steps"):
+        risks.append((90, f"Schedule: the {res['scheduler']} covers {res['scheduler_total_steps']:,} optimizer steps "
+                          f"(the configured epochs); a longer run needs a new schedule, not a resume with more "
+                          f"epochs."))
+    return risks
+
+
+PROBE = Probe("checkpoint", "Checkpoint round-trip and exact resume", 70, _run, needs=("forward", "loss"),
+              section=_section, risks=_risks)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from overt.doctor.common import Forward, cut, default_forward, device_of, loader_for, take, to
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
 
 TESTS = ("one batch's structure, shapes and dtypes; labels against the model's output width; non-finite "
@@ -124,9 +125,10 @@ def _output_width(r: ProbeResult, model: nn.Module, forward: Forward, batch: Any
     params = [p for p in probe.parameters() if p.is_floating_point()]
     if isinstance(inputs, torch.Tensor) and inputs.is_floating_point() and params and inputs.dtype != params[0].dtype:
         msg = (f"the inputs are {inputs.dtype} but the model's parameters are {params[0].dtype}: the first "
-               f"layer fails or computes in the wrong precision. Fix: convert the features in the dataset "
-               f"(e.g. torch.tensor(x, dtype=torch.float32)).")
-        r.find("dtype-mismatch", msg, where="training batch, inputs")
+               "layer fails or computes in the wrong precision.")
+        fix = ("convert the features in the dataset "
+               "(e.g. torch.tensor(x, dtype=torch.float32)).")
+        r.find("dtype-mismatch", msg, fix=fix, where="training batch, inputs")
         r.evidence["forward_error"] = f"inputs {inputs.dtype}, parameters {params[0].dtype}"
         problems.append(f"inputs are {inputs.dtype}, the model is {params[0].dtype}")
         return None
@@ -162,9 +164,10 @@ def _labels(r: ProbeResult, y: torch.Tensor, width: int | None, problems: list[s
     bad = int(((flat < 0) | (flat >= classes)).sum())
     if lo < 0 or hi >= classes:
         msg = (f"{bad} label(s) outside [0, {classes}) (min {lo}, max {hi}) but the model outputs {classes} "
-               f"classes. On CUDA this is a device-side assert far from the cause. Fix: make the last layer "
+               f"classes. On CUDA this is a device-side assert far from the cause.")
+        fix = (f"make the last layer "
                f"{max(hi + 1, classes)} wide, or remap the labels to 0..{classes - 1} (1-based labels: y - 1).")
-        r.find("label-out-of-range", msg, where="training labels", bad=bad)
+        r.find("label-out-of-range", msg, fix=fix, where="training labels", bad=bad)
         problems.append(f"{bad} label(s) outside [0, {classes})")
         return
     counts = torch.bincount(flat, minlength=classes)[:classes]
@@ -191,9 +194,10 @@ def _finite(r: ProbeResult, name: str, x: torch.Tensor, problems: list[str]) -> 
     if n_bad:
         rows = bad_rows.nonzero().reshape(-1)[:5].tolist()
         msg = (f"{n_bad} {name} sample(s) contain NaN or inf (first: index {', '.join(map(str, rows))}); one of "
-               f"them in a batch makes the loss and every weight it touches non-finite. Fix: clean or impute "
-               f"these values in preprocessing.")
-        r.find("non-finite", msg, where=f"{name} inputs, samples {rows}", samples=n_bad)
+               "them in a batch makes the loss and every weight it touches non-finite.")
+        fix = ("clean or impute "
+               "these values in preprocessing.")
+        r.find("non-finite", msg, fix=fix, where=f"{name} inputs, samples {rows}", samples=n_bad)
         problems.append(f"{n_bad} {name} sample(s) with NaN/inf inputs")
 
 
@@ -248,9 +252,37 @@ def _overlap(r: ProbeResult, x_train: torch.Tensor, x_val: torch.Tensor, problem
         bad = share >= FAIL_SHARE
         (problems if bad else warnings).append(said + (": validation measures memorisation" if bad else ""))
         r.find("val-overlaps-train",
-               f"{said}: validation {'measures memorisation, so its metrics are meaningless' if bad else 'is optimistic'}."
-               f" Fix: split the data once into disjoint parts and de-duplicate it before splitting.",
+               f"{said}: validation "
+               f"{'measures memorisation, so its metrics are meaningless' if bad else 'is optimistic'}.",
+               fix="split the data once into disjoint parts and de-duplicate it before splitting.",
                where="validation data", severity=None if bad else Severity.WARNING, shared=len(shared))
         r.evidence["overlap_examples"] = shared[:10]
         r.causes.append("duplicates across the split (leakage): validation overstates how well the model generalises")
         r.fix = r.fix or "de-duplicate the data before splitting (hash the rows), then split"
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return check_data(setup.train_data, setup.val_data, model=setup.model, forward=setup.forward,
+                      batch_size=setup.cfg.batch_size, seed=setup.cfg.seed, collate_fn=setup.collate_fn)
+
+
+def _blocks(r: ProbeResult) -> dict[str, str]:
+    error = r.evidence.get("forward_error")
+    return {"forward": f"the model cannot run a training batch ({error})"} if error else {}
+
+
+def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
+    e, risks = r.evidence, []
+    if e.get("balance") is not None and e["balance"] < 0.5:
+        risks.append((50, f"Class balance: the smallest class has {e['balance']:.0%} of the largest's samples; "
+                          f"accuracy on a larger data set with this distribution mostly reflects the large classes: "
+                          f"report per-class metrics."))
+    if e.get("overlap"):
+        risks.append((50, f"Leakage: {e['overlap']} validation sample(s) also occur in the training data, so "
+                          f"validation overstates generalisation, more so as the data grows by scraping or merging."))
+    return risks
+
+
+PROBE = Probe("data", "Data", 10, _run, blocks=_blocks, risks=_risks)

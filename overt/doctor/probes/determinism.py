@@ -3,6 +3,9 @@ losses and weights."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
 from overt.doctor.shortrun import Objects, first_difference, run
 
@@ -34,3 +37,19 @@ def determinism(objs: Objects, *, steps: int = 5) -> ProbeResult:
     r.fix = ("derive every generator's seed from the run seed; on CUDA try "
              "torch.use_deterministic_algorithms(True) to find the non-deterministic operation")
     return r
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return determinism(setup.objs, steps=setup.opts.determinism_steps)
+
+
+def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
+    if r.verdict is not Verdict.FAIL:
+        return []
+    return [(30, f"Runs are not reproducible ({r.summary}): comparisons between runs of a longer experiment mix "
+                 f"the effect of a change with noise.")]
+
+
+PROBE = Probe("determinism", "Determinism", 80, _run, needs=("forward", "loss"), risks=_risks)

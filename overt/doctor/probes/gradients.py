@@ -9,6 +9,7 @@ from typing import Any
 from torch import nn
 
 from overt.doctor.common import Forward, default_forward, device_of, fresh, grad_norms, param_layer, to
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
 
 TESTS = "one backward pass on a real batch: per-layer gradient norms; layers with None, zero or non-finite gradients"
@@ -27,7 +28,7 @@ def gradient_flow(model: nn.Module, loss_fn: Any, batch: Any, *, forward: Forwar
     loss = loss_fn(output, target)
     if not loss.requires_grad:
         r.find("no-gradient", "the loss does not require grad: no parameter is connected to it (the output was "
-               "detached, computed under no_grad, or built from .data / numpy). Fix: keep the forward pass in "
+               "detached, computed under no_grad, or built from .data / numpy).", fix="keep the forward pass in "
                "autograd from the parameters to the loss.", where="loss")
         r.verdict, r.summary = Verdict.FAIL, "the loss is not connected to any parameter"
         return r
@@ -54,16 +55,16 @@ def gradient_flow(model: nn.Module, loss_fn: Any, batch: Any, *, forward: Forwar
     problems, warnings = [], []
     if bad:
         r.find("non-finite", f"{len(bad)} parameter(s) have NaN/inf gradients after one backward pass "
-               f"({', '.join(bad[:5])}): one step would destroy those weights. Fix: check the inputs for NaN/inf, "
-               f"log/sqrt/division of zero in forward, and the loss's inputs.", where=", ".join(bad[:5]))
+               f"({', '.join(bad[:5])}): one step would destroy those weights.", fix="check the inputs for NaN/inf, "
+               "log/sqrt/division of zero in forward, and the loss's inputs.", where=", ".join(bad[:5]))
         problems.append(f"{len(bad)} tensor(s) with NaN/inf gradients")
     if none:
         layer_names = sorted({param_layer(n) for n in none})
         r.find("no-gradient", f"{len(none)} trainable tensor(s) get no gradient ({', '.join(none[:6])}): the "
                f"layer{'s' * (len(layer_names) > 1)} {', '.join(layer_names[:6])} "
                f"{'are' if len(layer_names) > 1 else 'is'} not on the path from the inputs to the loss (unused in "
-               f"forward, a detached tensor, or .data). Fix: use the layer in forward(), or freeze it "
-               f"(requires_grad_(False)) if that is intended.", where=", ".join(layer_names[:6]))
+               "forward, a detached tensor, or .data).", fix="use the layer in forward(), or freeze it "
+               "(requires_grad_(False)) if that is intended.", where=", ".join(layer_names[:6]))
         (problems if len(none) == len(norms) else warnings).append(f"no gradient for {len(none)} tensor(s) "
                                                                    f"in {', '.join(layer_names[:4])}")
     if zero:
@@ -83,3 +84,21 @@ def gradient_flow(model: nn.Module, loss_fn: Any, batch: Any, *, forward: Forwar
         r.causes.append("detached tensors, unused layers, .data tricks, or non-finite values in the forward pass")
         r.fix = r.fix or "see the findings: each names the parameters and the fix"
     return r
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return gradient_flow(setup.model, setup.loss_fn, setup.batches(1)[0], forward=setup.forward, device=setup.device)
+
+
+def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
+    norms = [row["norm"] for row in r.evidence.get("layers") or [] if row.get("norm")]
+    if len(norms) > 1 and max(norms) / max(min(norms), 1e-30) > 100:
+        return [(70, f"Gradient norms span {max(norms) / min(norms):.0f}x across layers ({min(norms):.2g} to "
+                     f"{max(norms):.2g}) at initialisation; deeper or longer training can turn this into "
+                     f"vanishing or exploding gradients: consider normalisation layers or clipping.")]
+    return []
+
+
+PROBE = Probe("gradients", "Gradient flow", 40, _run, needs=("forward", "loss"), risks=_risks)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from overt.doctor.common import Forward, default_forward, device_of, to
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
 
 TESTS = "the untrained model's loss vs ln(C) for C-class cross-entropy; that the loss fits the targets"
@@ -70,8 +71,9 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
                f"{str(tgt.dtype).replace('torch.', '')} targets of shape {tuple(tgt.shape)} for outputs of shape "
                f"{tuple(out.shape)}: a regression loss on class indices treats classes as ordered numbers"
                + (" and broadcasts every output against every label" if out.shape != tgt.shape else "")
-               + ". Fix: nn.CrossEntropyLoss() on raw logits with integer labels.")
-        r.find("wrong-loss-for-task", msg, where="loss function vs targets")
+               + ".")
+        fix = ("nn.CrossEntropyLoss() on raw logits with integer labels.")
+        r.find("wrong-loss-for-task", msg, fix=fix, where="loss function vs targets")
         r.verdict = Verdict.FAIL
         r.summary = f"a regression loss on integer class labels ({tuple(tgt.shape)} labels, {tuple(out.shape)} outputs)"
         r.causes.append("MSELoss/L1Loss used for classification")
@@ -81,8 +83,8 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
             and out.shape != tgt.shape):
         r.find("wrong-loss-for-task",
                f"the regression loss gets outputs {tuple(out.shape)} and targets {tuple(tgt.shape)}: they broadcast, "
-               f"so every output is compared with every target. Fix: make the shapes equal (output.squeeze(-1) or "
-               f"target.unsqueeze(-1)).", where="loss function vs targets")
+               "so every output is compared with every target.", fix="make the shapes equal (output.squeeze(-1) or "
+               "target.unsqueeze(-1)).", where="loss function vs targets")
         r.verdict = Verdict.FAIL
         r.summary = f"outputs {tuple(out.shape)} and targets {tuple(tgt.shape)} broadcast in the loss"
         r.fix = "make the model's output and the target the same shape"
@@ -104,9 +106,10 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
         effect = ("CrossEntropyLoss applies softmax a second time" if kind == "cross_entropy" else
                   "NLLLoss gets probabilities instead of log-probabilities")
         msg = (f"every output row is in [0, 1] and sums to 1: the model returns probabilities, so {effect}"
-               f" and gradients shrink. Fix: return raw logits (drop the final softmax)"
+               f" and gradients shrink.")
+        fix = (f"return raw logits (drop the final softmax)"
                f"{'' if kind == 'cross_entropy' else ', or apply log_softmax'}.")
-        r.find("softmax-before-cross-entropy", msg, where="model output")
+        r.find("softmax-before-cross-entropy", msg, fix=fix, where="model output")
         r.verdict = Verdict.FAIL
         r.summary = f"the model outputs probabilities (rows sum to 1) into {kind.replace('_', '-')}"
         r.causes.append("a softmax at the end of forward()")
@@ -114,15 +117,17 @@ def initial_loss(model: nn.Module, loss_fn: Any, batches: list[Any], *, forward:
         return r
     if kind == "nll" and float(out.max()) > 1e-6:
         msg = ("NLLLoss receives positive values: it expects log-probabilities (<= 0), so these are raw logits "
-               "and the loss is meaningless. Fix: apply log_softmax before NLLLoss, or use CrossEntropyLoss.")
-        r.find("softmax-before-cross-entropy", msg, where="model output")
+               "and the loss is meaningless.")
+        fix = ("apply log_softmax before NLLLoss, or use CrossEntropyLoss.")
+        r.find("softmax-before-cross-entropy", msg, fix=fix, where="model output")
         r.verdict, r.summary = Verdict.FAIL, "NLLLoss on raw logits"
         r.fix = "use CrossEntropyLoss on the logits, or log_softmax + NLLLoss"
         return r
     if tgt.is_floating_point() and tgt.shape != out.shape:
         msg = (f"float targets of shape {tuple(tgt.shape)} for outputs {tuple(out.shape)}: class-index targets "
-               f"must be integers (torch.long). Fix: y.long().")
-        r.find("wrong-loss-for-task", msg, where="targets")
+               "must be integers (torch.long).")
+        fix = ("y.long().")
+        r.find("wrong-loss-for-task", msg, fix=fix, where="targets")
         r.verdict, r.summary = Verdict.FAIL, "float targets that are not class probabilities"
         return r
     expected = math.log(classes)
@@ -170,3 +175,19 @@ def _explain_error(r: ProbeResult, kind: str, outputs: list[Any], targets: list[
         r.fix = "make the model's output and the target agree in shape (see the data probe's batch description)"
     else:
         r.fix = "fix the error shown (the loss could not be computed on a real batch)"
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return initial_loss(setup.model, setup.loss_fn, setup.batches(4), forward=setup.forward, device=setup.device)
+
+
+def _blocks(r: ProbeResult) -> dict[str, str]:
+    untrainable = {f.slug for f in r.findings} & {"wrong-loss-for-task", "label-out-of-range"}
+    if r.verdict is Verdict.FAIL and untrainable:
+        return {"loss": f"the loss cannot train on these targets (initial loss: {r.summary})"}
+    return {}
+
+
+PROBE = Probe("initial-loss", "Initial loss", 20, _run, needs=("forward",), blocks=_blocks)

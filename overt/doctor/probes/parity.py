@@ -9,8 +9,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from overt.doctor.common import Forward, default_forward, fresh, precision_step, to
+from overt.config import TrainConfig
+from overt.doctor.common import Forward, default_forward
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict, skipped
+from overt.doctor.shortrun import Batches, EvalMode, Objects, WindowLoss, kept_rng, trainer_for
 
 TESTS = "a tiny run on the CPU and on the accelerator from the same weights and data: losses within tolerance"
 #: relative tolerance on every step's loss
@@ -29,11 +32,14 @@ def accelerator() -> str | None:
 
 def device_parity(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any], *,
                   forward: Forward | None = None, reference: str = "cpu", other: str | None = None,
-                  other_precision: str = "fp32", steps: int = 5, rtol: float = RTOL) -> ProbeResult:
-    """Probe 9 on its own: ``steps`` optimizer steps on ``reference`` and on ``other`` (default: the
-    accelerator; skipped when there is none) from copies with the same weights, on the same batches.
-    The runs train with the model in eval mode, so dropout (whose random masks differ by device)
-    is off; ``other_precision`` (fp32, bf16, fp16) is the autocast used on ``other``."""
+                  other_precision: str = "fp32", steps: int = 5, rtol: float = RTOL,
+                  config: TrainConfig | None = None) -> ProbeResult:
+    """Probe 9 on its own: ``steps`` optimizer steps of overt's Trainer on ``reference`` and on
+    ``other`` (default: the accelerator; skipped when there is none) from copies with the same
+    weights, on the same batches (cycled), with ``config``'s accumulation and clipping.  The runs
+    train with the model in eval mode, so dropout (whose random masks differ by device) is off;
+    ``reference`` trains in fp32 and ``other_precision`` (fp32, bf16, fp16) is the autocast used on
+    ``other``."""
     other = other or accelerator()
     if other is None:
         return skipped("parity", "CPU vs accelerator parity", TESTS,
@@ -42,7 +48,8 @@ def device_parity(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[
     forward = forward or default_forward
     runs = {}
     for name, device, precision in (("reference", reference, "fp32"), ("other", other, other_precision)):
-        runs[name] = _losses(model, optimizer, loss_fn, batches, forward, torch.device(device), precision, steps)
+        runs[name] = _losses(model, optimizer, loss_fn, batches, forward, torch.device(device), precision, steps,
+                             config)
     a, b = runs["reference"], runs["other"]
     worst = max((abs(x - y) / max(abs(x), 1e-8) for x, y in zip(a, b)), default=0.0)
     label = f"{other}" + (f" ({other_precision})" if other_precision != "fp32" else "")
@@ -67,15 +74,34 @@ def device_parity(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[
 
 
 def _losses(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any], forward: Forward,
-            device: torch.device, precision: str, steps: int) -> list[float]:
-    from overt.engine.precision import Precision
+            device: torch.device, precision: str, steps: int, config: TrainConfig | None) -> list[float]:
+    cfg = (config or TrainConfig()).model_copy(update={"device": str(device), "precision": precision})
+    cycled = Batches([batches[i % len(batches)] for i in range(steps * cfg.accumulate)])
+    losses = WindowLoss()
+    with kept_rng():
+        trainer, _ = trainer_for(Objects(model, optimizer, loss_fn, None, forward=forward, config=cfg), steps,
+                                 data=cycled, callbacks=[EvalMode(), losses], scheduler=False, epochs=1)
+        if any(p.device.type != device.type for p in trainer.model.parameters()):
+            raise RuntimeError(f"model could not be moved to {device}")
+        trainer.fit()
+    return losses.losses
 
-    m, opt, _ = fresh(model, optimizer)
-    m.to(device)
-    if any(p.device != device for p in m.parameters()):
-        raise RuntimeError(f"model could not be moved to {device}")
-    prec = Precision(precision, device)
-    m.eval()
-    losses = [precision_step(m, opt, loss_fn, to(batches[i % len(batches)], device), forward, prec).detach()
-              for i in range(steps)]
-    return [float(v) for v in torch.stack(losses).float()]
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return device_parity(setup.model, setup.optimizer, setup.loss_fn, setup.batches(4), forward=setup.forward,
+                         steps=setup.opts.parity_steps, config=setup.cfg)
+
+
+def _risks(readiness: Any, p: ProbeResult) -> list[tuple[int, str]]:
+    if p.verdict is Verdict.SKIPPED:
+        return [(40, f"The accelerator path is untested: {p.reason}. Run `overt doctor` on the machine that will "
+                     f"train before the long run (device-specific tensor creation and precision show up there).")]
+    if p.verdict is Verdict.FAIL:
+        return [(40, f"CPU and accelerator disagree ({p.summary}): results on the accelerator cannot be checked "
+                     f"against the CPU.")]
+    return []
+
+
+PROBE = Probe("parity", "CPU vs accelerator parity", 90, _run, needs=("forward", "loss"), risks=_risks)

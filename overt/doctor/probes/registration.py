@@ -10,6 +10,7 @@ from torch import nn
 
 from overt.catalog import Severity
 from overt.doctor.common import param_layer
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
 from overt.guards.modes import hidden_containers as _hidden
 
@@ -52,8 +53,8 @@ def optimizer_registration(model: nn.Module, optimizer: Any) -> ProbeResult:
         r.find("unregistered-submodule",
                f"{h['owner']}.{h['attr']} is a plain Python {h['kind']} holding {h['modules']} module(s)/"
                f"parameter(s) ({h['weights']:,} weights): parameters(), the optimizer, .to(device) and "
-               f"state_dict() never see them, so they do not train and are not saved. "
-               f"Fix: self.{h['attr']} = {h['fix']}([...]).", where=f"{h['owner']}.{h['attr']}")
+               f"state_dict() never see them, so they do not train and are not saved.",
+               fix=f"self.{h['attr']} = {h['fix']}([...]).", where=f"{h['owner']}.{h['attr']}")
         fail.append(f"{h['owner']}.{h['attr']} is a plain {h['kind']} of {h['modules']} layer(s)")
     r.evidence["unregistered"] = [f"{h['owner']}.{h['attr']}" for h in hidden]
 
@@ -63,7 +64,7 @@ def optimizer_registration(model: nn.Module, optimizer: Any) -> ProbeResult:
         r.find("params-not-optimized",
                f"{len(missing)} of {len(trainable)} trainable tensors are in no parameter group of the optimizer "
                f"(layers: {', '.join(layers[:8])}{'...' if len(layers) > 8 else ''}): they get gradients but never "
-               f"change. Fix: build the optimizer after the model is complete, from model.parameters().",
+               f"change.", fix="build the optimizer after the model is complete, from model.parameters().",
                where=", ".join(missing[:8]))
         fail.append(f"{len(missing)} trainable tensor(s) not in the optimizer")
     r.evidence["missing"] = missing
@@ -74,14 +75,14 @@ def optimizer_registration(model: nn.Module, optimizer: Any) -> ProbeResult:
         r.find("params-not-optimized",
                f"the optimizer holds {len(foreign)} tensor(s) that are not parameters of this model (shapes "
                f"{shapes}): it was built for another model instance (e.g. before the model was re-created or "
-               f"deep-copied). Fix: build the optimizer from this model's parameters().",
+               f"deep-copied).", fix="build the optimizer from this model's parameters().",
                where="optimizer param_groups")
         (fail if len(foreign) == opt_tensors else warn).append(f"{len(foreign)} optimizer tensor(s) not in the model")
     dupes = [names.get(i, "?") for i, k in seen.items() if k > 1]
     if dupes:
         r.find("params-not-optimized",
                f"{len(dupes)} tensor(s) appear more than once in the optimizer ({', '.join(dupes[:5])}): they are "
-               f"updated twice per step. Fix: list each parameter once.", where="optimizer param_groups")
+               f"updated twice per step.", fix="list each parameter once.", where="optimizer param_groups")
         fail.append(f"{len(dupes)} tensor(s) listed twice in the optimizer")
     frozen_in_opt = [n for n, p in named if not p.requires_grad and id(p) in seen]
     if frozen_in_opt:
@@ -109,3 +110,12 @@ def optimizer_registration(model: nn.Module, optimizer: Any) -> ProbeResult:
         r.summary = (f"all {len(trainable)} trainable tensors ({model_elements:,} parameters) are in the optimizer, "
                      f"each once" + (f"; {len(frozen)} frozen" if frozen else ""))
     return r
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    return optimizer_registration(setup.model, setup.optimizer)
+
+
+PROBE = Probe("optimizer", "Optimizer registration", 30, _run)

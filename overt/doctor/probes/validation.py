@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from overt.doctor.common import Forward, default_forward, device_of, to
+from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
 from overt.engine.evaluate import eval_mode
 
@@ -52,8 +53,8 @@ def validation_twice(model: nn.Module, batches: list[Any], *, forward: Forward |
         r.find("train-mode-in-eval",
                f"two evaluations of the same {n} samples in eval mode give different outputs (max |diff| "
                f"{diff:.3g}): something in forward() is random at inference, e.g. F.dropout(x, p) (its training "
-               f"argument defaults to True), torch.rand/randn in forward, or a submodule eval() cannot reach. "
-               f"Fix: F.dropout(x, p, training=self.training), or an nn.Dropout layer.", where="model forward")
+               f"argument defaults to True), torch.rand/randn in forward, or a submodule eval() cannot reach.",
+               fix="F.dropout(x, p, training=self.training), or an nn.Dropout layer.", where="model forward")
         r.verdict, r.summary = Verdict.FAIL, f"eval-mode outputs differ between two passes (max |diff| {diff:.3g})"
         r.causes.append("randomness in forward() that ignores self.training")
         r.fix = "make every random operation in forward depend on self.training (use nn.Dropout)"
@@ -120,16 +121,16 @@ def _user_validation(r: ProbeResult, base: nn.Module, validate: Callable[[nn.Mod
                f"your validation ran {', '.join(training[:4])} in training mode: dropout stays active and batch "
                f"norm uses and updates batch statistics, so validation metrics are noisy and wrong"
                + ("" if same else " (the two passes gave different results)")
-               + ". Fix: call model.eval() before validating and model.train() after.", where=r.evidence["validate"])
+               + ".", fix="call model.eval() before validating and model.train() after.", where=r.evidence["validate"])
         problems.append(f"validation runs {len(training)} dropout/batch-norm layer(s) in training mode")
     elif not same:
         r.find("train-mode-in-eval", "your validation function gives different results on the same data twice: "
-               "hidden randomness at inference. Fix: make every random operation depend on self.training.",
+               "hidden randomness at inference.", fix="make every random operation depend on self.training.",
                where=r.evidence["validate"])
         problems.append("two validation passes give different results")
     if grad:
         r.find("graph-in-eval", "your validation runs the model with gradients enabled: autograd graphs are built "
-               "for nothing (more memory, slower). Fix: wrap it in torch.no_grad() or torch.inference_mode().",
+               "for nothing (more memory, slower).", fix="wrap it in torch.no_grad() or torch.inference_mode().",
                where=r.evidence["validate"])
         warnings.append("validation builds autograd graphs (no torch.no_grad())")
     if problems:
@@ -156,3 +157,40 @@ def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
     return a == b
+
+
+# -- the probe, as the doctor runs it -------------------------------------------------------------
+
+def _run(setup: Any) -> ProbeResult:
+    data = setup.val_data if setup.val_data is not None else setup.train_data
+    result = validation_twice(setup.model, setup.val_batches(4), forward=setup.forward, device=setup.device,
+                              validate=setup.validate, data=data)
+    if setup.val_data is None:
+        result.lines.append("no validation data was given: checked on training batches")
+    return result
+
+
+def _section(readiness: Any, v: ProbeResult) -> list[str]:
+    """The note's "How validation differs from training"."""
+    if v.verdict is Verdict.SKIPPED:
+        return []
+    e = v.evidence
+    lines = ["## How validation differs from training", ""]
+    lines.append(f"- Validation runs {readiness.setup.get('validation')}; training runs `model.train()` with "
+                 f"autograd on.")
+    modal = e.get("mode_dependent_layers") or []
+    if modal:
+        changed = e.get("train_eval_changed")
+        lines.append(f"- {len(modal)} layer(s) behave differently in the two modes ({', '.join(modal[:6])}). "
+                     f"Measured on {e.get('samples', 'the')} validation samples: outputs differ by up to "
+                     f"{e.get('train_eval_max_diff', float('nan')):.3g} between train and eval mode"
+                     + (f", and {changed:.1%} of the predicted classes change." if changed is not None else "."))
+    else:
+        lines.append("- The model has no dropout or batch-norm layers: train and eval mode compute the same "
+                     "function; the difference is only that validation builds no autograd graph.")
+    lines.append("- Two validation passes over the same data gave "
+                 + ("identical results." if v.verdict is Verdict.PASS else f"a problem: {v.summary}."))
+    return lines + [""]
+
+
+PROBE = Probe("validation", "Validation twice", 60, _run, needs=("forward",), section=_section)
