@@ -176,3 +176,39 @@ def test_lightning_keeps_a_module_left_in_eval_mode_by_a_training_hook():
     L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
               enable_model_summary=False, accelerator="cpu", devices=1).fit(Net(), data, data)
     assert seen[:2] == [True, True] and seen[2:] == [False, False]  # the second epoch trains in eval mode
+
+
+TEST_DOUBLES = """
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class ModelWithConfig(nn.Module):
+    def __init__(self):
+        self.config = {"a": 1}
+
+
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_array = torch.rand(10, 5)
+
+
+def test_save(tmp_path):
+    dist.init_process_group("gloo")
+    train_dl = DataLoader(TensorDataset(torch.tensor([1, 2, 3])))
+    torch.save({"w": 1}, tmp_path / "w.pt")
+"""
+
+
+def test_test_doubles_in_test_files_are_left_alone(tmp_path):
+    """missing-super-init, unregistered-tensor, unshuffled-training and every-rank-saves in a pytest module are
+    test doubles and scratch files; the same code outside a test file is reported."""
+    from overt.lint.engine import lint_file
+    slugs = {"missing-super-init", "unregistered-tensor", "unshuffled-training", "every-rank-saves"}
+    (tmp_path / "test_doubles.py").write_text(TEST_DOUBLES)
+    (tmp_path / "doubles.py").write_text(TEST_DOUBLES)
+    assert not {f.slug for f in lint_file(tmp_path / "test_doubles.py").findings} & slugs
+    assert {f.slug for f in lint_file(tmp_path / "doubles.py").findings} >= slugs

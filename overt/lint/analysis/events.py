@@ -85,6 +85,8 @@ def classify(ix: FileIndex, node: ast.AST) -> Event | None:
     if attr in ("zero_", "detach_", "fill_", "requires_grad_") and recv is not None:
         base = recv.value if isinstance(recv, ast.Attribute) and recv.attr == "data" else recv
         if isinstance(base, ast.Attribute) and base.attr == "grad" and attr != "requires_grad_":
+            if attr == "fill_" and not (node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0):
+                return None  # `p.grad.fill_(0.01)`: gradients set to a value, not reset
             return Event("reset", node, node, dotted(base.value))
         return None
     if attr == "eval" and recv is not None and not node.args and not node.keywords:

@@ -13,7 +13,7 @@ from overt.lint.rules.base import Hit, rule
 #: words of a rank test: `dist.get_rank() == 0`, `fabric.is_global_zero`, `global_rank == 0`, `local_rank == 0`,
 #: `accelerator.is_main_process`, `master_process`, `self.gpu_id == 0`, `is_rank_zero()`
 _MAIN_WORDS = ("rank", "is_main", "main_process", "master", "is_leader", "is_primary", "global_zero",
-               "local_zero", "gpu_id", "is_chief")
+               "local_zero", "gpu_id", "is_chief", "process_index")
 
 
 @rule("unset-epoch")
@@ -85,6 +85,19 @@ def _guarded(ix: FileIndex, call: ast.AST, depth: int = 2) -> bool:
     return False
 
 
+def _per_rank_path(ix: FileIndex, expr: ast.AST, depth: int = 3) -> bool:
+    """Is the file name built from the rank (``f"model_rank{accelerator.process_index}.bin"``, through the names it
+    is assigned from)?  Then each rank writes its own file: nothing is torn."""
+    for sub in ast.walk(expr):
+        if isinstance(sub, (ast.Name, ast.Attribute)):
+            name = sub.attr if isinstance(sub, ast.Attribute) else sub.id
+            if any(word in name.lower() for word in _MAIN_WORDS):
+                return True
+            if depth > 0 and any(_per_rank_path(ix, v, depth - 1) for v in ix.assigns.get(dotted(sub) or "", ())):
+                return True
+    return False
+
+
 def _in_memory(ix: FileIndex, call: ast.Call) -> bool:
     """``torch.save(obj, buffer)`` into an ``io.BytesIO``: nothing is written to disk here."""
     if len(call.args) < 2:
@@ -96,12 +109,13 @@ def _in_memory(ix: FileIndex, call: ast.Call) -> bool:
 
 @rule("every-rank-saves")
 def every_rank_saves(ix: FileIndex) -> Iterator[Hit]:
-    """``torch.save`` in a multi-process script, not under a rank-0 condition."""
-    if not _distributed(ix):
+    """``torch.save`` in a multi-process script, not under a rank-0 condition (not in tests, which save into
+    their own temporary directories)."""
+    if not _distributed(ix) or ix.is_test_file:
         return
     for call in ix.calls:
-        if ix.call_is(call, "save") and (ix.qualname(call.func) or "").startswith("torch.") and not _guarded(ix, call) \
-                and not _in_memory(ix, call):
+        if ix.qualname(call.func) == "torch.save" and not _guarded(ix, call) \
+                and not _in_memory(ix, call) and not (len(call.args) > 1 and _per_rank_path(ix, call.args[1])):
             target = dotted(call.args[1]) if len(call.args) > 1 else None
             func = ix.enclosing_function(call)
             open_sites = [c for c in ix.call_sites(func) if not _guarded(ix, c, 1)] if func is not None else []

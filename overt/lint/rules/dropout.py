@@ -37,6 +37,19 @@ def _mode_guarded(ix: FileIndex, call: ast.Call, func: ast.AST) -> bool:
     return False
 
 
+def _caller_knob(ix: FileIndex, call: ast.Call, func: ast.AST, p: ast.AST | None) -> bool:
+    """``if noise_dropout > 0.: F.dropout(noise, p=noise_dropout)`` with ``noise_dropout`` a parameter of the
+    method: a rate the caller turns on at call time (latent-diffusion's samplers), not a layer's dropout."""
+    if not isinstance(p, ast.Name) or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    params = {a.arg for f in [func, *ix.ancestors(func)] if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for a in f.args.args + f.args.kwonlyargs}  # a closure sees its method's parameters too
+    if p.id not in params:
+        return False
+    return any(isinstance(anc, ast.If) and any(isinstance(n, ast.Name) and n.id == p.id for n in ast.walk(anc.test))
+               for anc in ix.ancestors(call) if anc is not func)
+
+
 @rule("dropout-always-on")
 def dropout_always_on(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
@@ -52,7 +65,7 @@ def dropout_always_on(ix: FileIndex) -> Iterator[Hit]:
         training = kwarg(call, "training") or (call.args[2] if len(call.args) > 2 else None)
         if training is not None and not is_const(training, True):
             continue  # training=self.training, a flag, a condition: the author decides
-        if _mode_guarded(ix, call, func):
+        if _mode_guarded(ix, call, func) or _caller_knob(ix, call, func, p):
             continue
         what = "training=True" if training is not None else "no training= argument"
         yield Hit("dropout-always-on", call,

@@ -68,6 +68,8 @@ def _index_only(ix: FileIndex, node: ast.AST, depth: int = 3) -> bool:
         else:
             break
     up, parent = cur, ix.parents.get(cur)
+    if isinstance(parent, ast.Compare) and isinstance(ix.parents.get(parent), (ast.If, ast.IfExp, ast.While, ast.BoolOp)):
+        return True  # `if torch.rand(1) > p:`: a CPU scalar turned into a Python bool
     while isinstance(parent, (ast.Tuple, ast.Subscript)):  # x[r], x[:, r, :], x[b, idx]
         if isinstance(parent, ast.Subscript):
             if parent.slice is up:
@@ -136,6 +138,10 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                         "to", "cuda", "type_as", "to_device"):
                     if dotted(n.func.value):
                         moved.add(dotted(n.func.value))
+            for _ in range(2):  # `labels = b1 * w + c1; labels = labels.to(x.device)`: b1 and c1 are moved too
+                for n in ix.scope_nodes(item):
+                    if isinstance(n, ast.Assign) and len(n.targets) == 1 and dotted(n.targets[0]) in moved:
+                        moved |= {m.id for m in ast.walk(n.value) if isinstance(m, ast.Name)}
             for n in ix.scope_nodes(item):
                 if not is_factory(ix, n) or kwarg(n, "device") is not None or has_star_kwargs(n):
                     continue
@@ -148,6 +154,10 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 if isinstance(parent, ast.Assign) and any(dotted(t) in moved for t in parent.targets):
                     continue
+                stmt = ix.statement_of(n)
+                if isinstance(stmt, ast.Assign) and isinstance(parent, ast.BinOp) and any(
+                        dotted(t) in moved for t in stmt.targets):
+                    continue  # `b1 = torch.arange(n) // w`, b1 moved (through what it becomes) later
                 where = "forward()" if item.name == "forward" else f"{item.name}() (called by forward())"
                 yield Hit("device-mismatch", n,
                           f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the "
