@@ -171,8 +171,8 @@ class GuardSession(ForwardHooks):
         matters, ``fix`` what to change (the finding's ``fix``; the printed message ends with
         ``Fix: ...`` unless ``fix_in_message``: the message already says it in its own words);
         ``why`` replaces the catalog entry's reason when given.  Every guard passes ``fix``
-        (tests/guards/test_finding_fields.py); without it the finding still reports, its ``fix``
-        read from a ``Fix:`` sentence in the message."""
+        (tests/guards/test_finding_fields.py); without it the finding reports with an empty ``fix``
+        (it is never parsed back out of the message)."""
         if slug in self.options.ignore or self.reporter.has(slug, key):
             return None
         if step is None:

@@ -119,3 +119,13 @@ def test_strict_fails_on_warnings(data):
     r = overt.doctor(model, opt, loss, data[0], progress=False, only=["optimizer"])
     assert r["optimizer"].verdict is Verdict.WARN and r.passed
     assert r.exit_code() == 0 and r.exit_code(strict=True) == 1
+
+
+def test_a_plain_list_of_samples_is_a_data_set_for_the_probes_that_train(data):
+    """A recipe's training set may be a list of (x, y) samples: the Trainer batches it like any Dataset."""
+    samples = [data[0][i] for i in range(256)]
+    model, opt, loss = h.setup()
+    r = overt.doctor(model, opt, loss, samples, progress=False, lr_find=True, lr_find_steps=20,
+                     only=["overfit-batch", "determinism", "throughput", "lr-find"], **h.FAST)
+    assert "could not run" not in " ".join(p.summary for p in r.probes), r.verdicts
+    assert r["throughput"].evidence["batch_size"] == 32 and r["lr-find"].evidence["steps"] >= 10

@@ -45,12 +45,14 @@ class _Sweep(WindowLoss):
         self.lr *= self.factor
 
 
-def lr_range_test(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, forward: Forward | None = None,
+def lr_range_test(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any = None, *, dataset: Any = None,
+                  forward: Forward | None = None,
                   device: Any = None, steps: int = 100, start_lr: float = 1e-7, end_lr: float = 10.0,
                   smoothing: float = 0.9, diverge: float = 4.0, config: TrainConfig | None = None,
                   collate_fn: Any = None) -> ProbeResult:
     """Probe 11 on its own: ``steps`` optimizer steps of overt's Trainer on a copy (``config``'s
-    precision, accumulation and clipping; ``loader`` a Dataset, a DataLoader or a list of batches)
+    precision, accumulation and clipping; ``loader`` a DataLoader or a list of batches, or ``dataset`` a
+    Dataset the Trainer batches as the run would)
     with the rate going from ``start_lr`` to ``end_lr`` geometrically; stops when the smoothed loss
     exceeds ``diverge`` x its minimum.  The suggestion is the rate of the steepest descent of the
     smoothed loss (in log-rate), capped at a tenth of the rate where the loss was lowest."""
@@ -60,7 +62,7 @@ def lr_range_test(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *
     configured = float(optimizer.param_groups[0]["lr"])
     factor = (end_lr / start_lr) ** (1 / max(steps - 1, 1))
     sweep = _Sweep(start_lr, factor, smoothing, diverge)
-    data = as_loader(loader)
+    data = dataset if dataset is not None else as_loader(loader)
     objs = Objects(model, optimizer, loss_fn, data, forward=forward, collate_fn=collate_fn, config=cfg)
     with kept_rng():
         trainer, _ = trainer_for(objs, steps, callbacks=[sweep], scheduler=False, epochs=epochs_for(data, steps, cfg))
@@ -99,7 +101,7 @@ def lr_range_test(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *
 # -- the probe, as the doctor runs it -------------------------------------------------------------
 
 def _run(setup: Any) -> ProbeResult:
-    return lr_range_test(setup.model, setup.optimizer, setup.loss_fn, setup.train_data, forward=setup.forward,
+    return lr_range_test(setup.model, setup.optimizer, setup.loss_fn, dataset=setup.train_data, forward=setup.forward,
                          device=setup.device, steps=setup.opts.lr_find_steps, config=setup.cfg,
                          collate_fn=setup.collate_fn)
 

@@ -146,15 +146,16 @@ class StepTimer(Callback):
                                   "than one batch)")
 
 
-def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, device: Any = None,
+def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any = None, *, dataset: Any = None,
+               device: Any = None,
                forward: Forward | None = None, precision: str | None = None, steps: int = 50,
                time_limit_s: float = 5.0, num_workers: int | None = None, dataset_size: int | None = None,
                config: TrainConfig | None = None, collate_fn: Any = None) -> ProbeResult:
     """Probe 10 on its own: up to ``steps`` optimizer steps of overt's Trainer on a copy (after 2
     warm-up steps), timing the wait for each batch separately from move + forward + backward + step.
-    ``loader`` is a Dataset (the Trainer builds its loader from ``config``: batch size, workers,
-    pinned memory), a DataLoader, or a list of batches; ``config`` gives the precision (overridden
-    by ``precision``), accumulation and clipping."""
+    ``loader`` is a DataLoader or a list of batches; or give ``dataset`` (a Dataset: the Trainer
+    builds its loader from ``config``, batch size, workers, pinned memory, as for the real run).
+    ``config`` gives the precision (overridden by ``precision``), accumulation and clipping."""
     r = ProbeResult("throughput", TITLE, TESTS)
     forward = forward or default_forward
     cfg = probe_config(config, model, device)
@@ -164,7 +165,7 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     warmup = 2
-    data = as_loader(loader)
+    data = dataset if dataset is not None else as_loader(loader)
     timer = StepTimer(device, steps=steps, warmup=warmup, time_limit_s=time_limit_s,
                       keep=THREAD_STEPS * cfg.accumulate if device.type == "cpu" else 0)
     objs = Objects(model, optimizer, loss_fn, data, forward=forward, collate_fn=collate_fn, config=cfg)
@@ -229,7 +230,8 @@ def throughput(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, *, d
 def _run(setup: Any) -> ProbeResult:
     data = setup.train_data
     size = len(data) if hasattr(data, "__len__") and hasattr(data, "__getitem__") else None
-    return throughput(setup.model, setup.optimizer, setup.loss_fn, data, device=setup.device, forward=setup.forward,
+    return throughput(setup.model, setup.optimizer, setup.loss_fn, dataset=data, device=setup.device,
+                      forward=setup.forward,
                       steps=setup.opts.throughput_steps, time_limit_s=setup.opts.throughput_time_s,
                       dataset_size=size, config=setup.cfg, collate_fn=setup.collate_fn)
 
