@@ -1,9 +1,13 @@
 """How every ``overt`` subcommand reads its arguments' common shape and how it ends on an error.
 
-- :func:`command` wraps a subcommand's ``main(argv) -> int``: an :class:`~overt.errors.OvertError`
-  becomes one message, ``overt NAME: error: ...`` (with ``(rank R of W)`` in a multi-process
-  run) on stderr, and exit status 2; a :class:`~overt.errors.RankZeroError` (rank 0 failed and
-  says so itself) exits 2 silently.  Any other exception is a bug and keeps its traceback.
+- :func:`command` wraps a subcommand's ``main(argv) -> int`` and is the one place where errors
+  become a message and an exit status: an :class:`~overt.errors.OvertError` becomes one message,
+  ``overt NAME: error: ...`` (with ``(rank R of W)`` in a multi-process run) on stderr, and exit
+  status 2 (:data:`USAGE_ERROR`), or 1 for a :class:`Failed` (the command ran and its result is
+  a failure: ``overt predict --strict`` with findings, a stdout that cannot be written); a
+  :class:`~overt.errors.RankZeroError` (rank 0 failed and says so itself) exits 2 silently.  A
+  subcommand may ``translate`` other exceptions (``overt train``: a full disk, a dead peer
+  rank).  Any other exception is a bug and keeps its traceback.
 - :func:`target_and_overrides`: ``overt train epochs=3`` has no target, only overrides.
 
 Overrides themselves (``key=value``) are parsed by :func:`overt.config.parse_overrides`, once.
@@ -20,8 +24,20 @@ from overt.errors import OvertError, RankZeroError
 
 #: exit status of a usage error or any other error the user can act on
 USAGE_ERROR = 2
+#: exit status of a command that ran and failed (:class:`Failed`)
+FAILURE = 1
 
 Main = Callable[[list[str]], int]
+#: what a subcommand makes of an exception that is not overt's: an error to report the one way,
+#: an exit status (nothing more to say), or ``None`` (a bug: it keeps its traceback)
+Translate = Callable[[Exception], "OvertError | int | None"]
+
+
+class Failed(OvertError):
+    """The command ran and its result is a failure (exit status 1, not a usage error); reported
+    the one way, ``overt NAME: error: ...``."""
+
+    exit_status = FAILURE
 
 
 def error_line(prog: str, error: BaseException) -> str:
@@ -39,9 +55,16 @@ def report_error(prog: str, error: BaseException) -> None:
         print(error_line(prog, error), file=sys.stderr, flush=True)
 
 
-def command(prog: str) -> Callable[[Main], Main]:
+def status_of(error: BaseException) -> int:
+    """The exit status an error ends a command with: :data:`USAGE_ERROR` unless the error says
+    otherwise (:class:`Failed`: :data:`FAILURE`)."""
+    return int(getattr(error, "exit_status", USAGE_ERROR))
+
+
+def command(prog: str, *, translate: Translate | None = None) -> Callable[[Main], Main]:
     """Decorate a subcommand's ``main``: errors a user can act on are reported the one way and
-    return :data:`USAGE_ERROR`.  Example::
+    end it with their exit status (:func:`status_of`).  ``translate`` sees any other
+    exception first.  Example::
 
         @command("overt report")
         def main(argv: list[str]) -> int: ...
@@ -54,7 +77,15 @@ def command(prog: str) -> Callable[[Main], Main]:
                 return int(main(argv) or 0)
             except (OvertError, RankZeroError) as error:
                 report_error(prog, error)
-                return USAGE_ERROR
+                return status_of(error)
+            except Exception as error:
+                outcome = translate(error) if translate is not None else None
+                if outcome is None:
+                    raise
+                if isinstance(outcome, int):
+                    return outcome
+                report_error(prog, outcome)
+                return status_of(outcome)
 
         return run
 

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from overt.cli.train import job_failure
+from overt.command import command
+
 HELP = """\
 Continue a run from its newest valid checkpoint (a bad newest one is named and skipped).
 
@@ -126,36 +129,34 @@ def _with_saved_world_size(argv: list[str], args: argparse.Namespace) -> tuple[l
     return [*argv, f"nproc={world}"], [*args.overrides, f"nproc={world}"]
 
 
+@command("overt resume", translate=job_failure)
 def main(argv: list[str]) -> int:
-    from overt.cli.train import as_worker, exit_status, job_failed, launched
+    from overt.cli.train import as_worker, exit_status, launched
 
     as_worker()
     args = parse_args(argv)
+    from overt.distributed.env import DistEnv
+    from overt.run import lock
+
+    argv, args.overrides = _with_saved_world_size(argv, args)
+    code = launched(["resume", *argv], args.overrides)  # nproc=N: N workers under torchrun's agent
+    if code is not None:
+        return code
+    path = Path(args.run_dir)
+    run_dir = path.parent.parent if re.match(r"^step-\d+$", path.name) else path
+    main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
+    if run_dir.is_dir() and main:
+        lock.acquire(run_dir)  # first (before torch is imported): another process may be training it
     try:
-        from overt.distributed.env import DistEnv
-        from overt.run import lock
+        from overt.checkpoint.callback import find_checkpoint
+        from overt.cli.train import run_distributed
+        from overt.compose import train_recipe
+        from overt.distributed.launch import split_launch_overrides
 
-        argv, args.overrides = _with_saved_world_size(argv, args)
-        code = launched(["resume", *argv], args.overrides)  # nproc=N: N workers under torchrun's agent
-        if code is not None:
-            return code
-        path = Path(args.run_dir)
-        run_dir = path.parent.parent if re.match(r"^step-\d+$", path.name) else path
-        main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
-        if run_dir.is_dir() and main:
-            lock.acquire(run_dir)  # first (before torch is imported): another process may be training it
-        try:
-            from overt.checkpoint.callback import find_checkpoint
-            from overt.cli.train import run_distributed
-            from overt.compose import train_recipe
-            from overt.distributed.launch import split_launch_overrides
-
-            restored = find_checkpoint(path) if main else find_checkpoint(path, log=lambda message: None)
-            module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
-                                        args.allow_changed_recipe, args.trust_recipe)
-            summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))
-        finally:
-            lock.release(run_dir)
-    except Exception as exc:
-        return job_failed("overt resume", exc)
+        restored = find_checkpoint(path) if main else find_checkpoint(path, log=lambda message: None)
+        module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
+                                    args.allow_changed_recipe, args.trust_recipe)
+        summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))
+    finally:
+        lock.release(run_dir)
     return exit_status(summary)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from overt.command import target_and_overrides
+from overt.command import command, target_and_overrides
 
 HELP = """\
 Train every combination of comma-separated override values, one after the other, and compare them.
@@ -179,19 +179,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+@command("overt sweep")
 def main(argv: list[str]) -> int:
-    from overt.errors import OvertError
+    from overt.errors import ConfigError
 
     args = parse_args(argv)
     if any(o.replace(" ", "").startswith("nproc=") for o in args.overrides):
-        print("overt sweep: error: nproc= is not supported in a sweep (runs are sequential, one process each); "
-              "run `overt train ... nproc=N` per configuration", file=sys.stderr)
-        return 2
-    try:
-        sweep_dir, trials = run_sweep(args.target, args.overrides)
-    except OvertError as exc:
-        print(f"overt sweep: error: {exc}", file=sys.stderr)
-        return 2
+        raise ConfigError("nproc= is not supported in a sweep (runs are sequential, one process each); "
+                          "run `overt train ... nproc=N` per configuration")
+    sweep_dir, trials = run_sweep(args.target, args.overrides)
     print((sweep_dir / "sweep.md").read_text(), end="")
     print(f"overt sweep: {len(trials)} run(s) in {sweep_dir}; comparison {sweep_dir / 'sweep.md'}", file=sys.stderr)
     return 1 if any(t.error for t in trials) else 0

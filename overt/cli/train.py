@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from overt.command import target_and_overrides
+from overt.command import command, target_and_overrides
+from overt.errors import OvertError
 
 HELP = """\
 Train a recipe.
@@ -87,28 +88,24 @@ def run_distributed(cfg: Any, job: Any) -> Any:
         return job()
 
 
-def job_failed(prog: str, exc: Exception) -> int:
-    """How ``overt train`` and ``overt resume`` end on an exception, the one way: an error the user
-    can act on (overt's own, or a full disk) is one line and exit 2; a rank whose peer died exits 1
-    (it said so itself, and the launcher names the rank that died); anything else is a bug and
+def job_failure(exc: Exception) -> OvertError | int | None:
+    """What ``overt train`` and ``overt resume`` make of an exception that is not overt's own
+    (:func:`overt.command.command`'s ``translate``; overt's own errors are one line and exit 2
+    there): a full disk is overt's disk-full error (exit 2); a rank whose peer died exits 1 (it
+    said so itself, and the launcher names the rank that died); anything else is a bug and
     keeps its traceback."""
-    from overt.command import USAGE_ERROR, report_error
-    from overt.errors import DiskFullError, OvertError, RankZeroError
-
-    if isinstance(exc, (OvertError, RankZeroError)):
-        report_error(prog, exc)
-        return USAGE_ERROR
     from overt.distributed.launch import peer_gone
+    from overt.errors import DiskFullError
     from overt.run.atomic import is_disk_full
 
     if peer_gone(exc):
         return 1
-    if not is_disk_full(exc):
-        raise exc
-    report_error(prog, DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})"))
-    return USAGE_ERROR
+    if is_disk_full(exc):
+        return DiskFullError(f"a file of the run ({type(exc).__name__}: {exc})")
+    return None
 
 
+@command("overt train", translate=job_failure)
 def main(argv: list[str]) -> int:
     as_worker()
     args = parse_args(argv)
@@ -116,20 +113,17 @@ def main(argv: list[str]) -> int:
         from overt.cli import sweep
 
         return sweep.main([*([args.target] if args.target else []), *args.overrides])
-    try:
-        code = launched(["train", *argv], args.overrides)
-        if code is not None:
-            return code
-        from overt.distributed.launch import split_launch_overrides
+    code = launched(["train", *argv], args.overrides)
+    if code is not None:
+        return code
+    from overt.distributed.launch import split_launch_overrides
 
-        module, cfg = resolve_run_config(args.target, split_launch_overrides(args.overrides)[1])
-        if args.list_keys:
-            for key, field in type(cfg).model_fields.items():
-                print(f"{key} = {getattr(cfg, key)!r}    # {field.description or 'recipe parameter'}")
-            return 0
-        from overt.compose import train_recipe
+    module, cfg = resolve_run_config(args.target, split_launch_overrides(args.overrides)[1])
+    if args.list_keys:
+        for key, field in type(cfg).model_fields.items():
+            print(f"{key} = {getattr(cfg, key)!r}    # {field.description or 'recipe parameter'}")
+        return 0
+    from overt.compose import train_recipe
 
-        summary = run_distributed(cfg, lambda: train_recipe(cfg, module))
-    except Exception as exc:
-        return job_failed("overt train", exc)
+    summary = run_distributed(cfg, lambda: train_recipe(cfg, module))
     return exit_status(summary)

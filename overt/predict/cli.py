@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from overt.command import Failed, command
+
 HELP = """\
 Predict with a finished run's model.  Inputs: CSV files (rows of numbers, or a header
 row and named columns), .npy arrays (one input per row), text files (one input per
@@ -92,35 +94,29 @@ def _silence_stdout() -> None:
         pass
 
 
+@command("overt predict")
 def main(argv: list[str]) -> int:
     from overt.errors import OvertError
 
     args = parse_args(argv)
     if sys.stdout is None:
-        print("overt predict: error: stdout is closed, so there is nowhere to write the predictions\n"
-              "  fix: run it with stdout open (redirect it to a file: > predictions.jsonl)", file=sys.stderr)
-        return 2
-    try:
-        from overt.predict.inputs import read_inputs
-        from overt.predict.predictor import Predictor, weights_for
+        raise OvertError("stdout is closed, so there is nowhere to write the predictions",
+                         fix="run it with stdout open (redirect it to a file: > predictions.jsonl)")
+    from overt.predict.inputs import read_inputs
+    from overt.predict.predictor import Predictor, weights_for
 
-        weights = weights_for(args.run_dir, args.checkpoint)
-        inputs = read_inputs(args.inputs, args.format)
-        predictor = Predictor.from_run(args.run_dir, device=args.device, batch_size=args.batch_size,
-                                       recipe=args.recipe, trust_recipe=args.trust_recipe, weights=weights,
-                                       top_k=args.top_k, raw=args.raw)
-        results = predictor.predict(inputs)
-        for finding in predictor.findings:
-            print(finding.format(), file=sys.stderr)
-        if args.report:
-            _write_report(args.report, args.run_dir, len(inputs), predictor.findings)
-        if args.strict and predictor.findings:
-            print(f"overt predict: error: {len(predictor.findings)} train-serve-skew finding(s) with --strict: "
-                  "no predictions written", file=sys.stderr)
-            return 1
-    except OvertError as exc:
-        print(f"overt predict: error: {exc}", file=sys.stderr)
-        return 2
+    weights = weights_for(args.run_dir, args.checkpoint)
+    inputs = read_inputs(args.inputs, args.format)
+    predictor = Predictor.from_run(args.run_dir, device=args.device, batch_size=args.batch_size,
+                                   recipe=args.recipe, trust_recipe=args.trust_recipe, weights=weights,
+                                   top_k=args.top_k, raw=args.raw)
+    results = predictor.predict(inputs)
+    for finding in predictor.findings:
+        print(finding.format(), file=sys.stderr)
+    if args.report:
+        _write_report(args.report, args.run_dir, len(inputs), predictor.findings)
+    if args.strict and predictor.findings:
+        raise Failed(f"{len(predictor.findings)} train-serve-skew finding(s) with --strict: no predictions written")
     try:
         sys.stdout.write(_lines(results))
         sys.stdout.flush()
@@ -129,7 +125,6 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:  # a full disk, /dev/full, a closed stream
         _silence_stdout()
         reason = getattr(exc, "strerror", None) or str(exc)
-        print(f"overt predict: error: cannot write the predictions to stdout: {reason}\n"
-              "  fix: write them where there is room (> predictions.jsonl on a disk with space)", file=sys.stderr)
-        return 1
+        raise Failed(f"cannot write the predictions to stdout: {reason}",
+                     fix="write them where there is room (> predictions.jsonl on a disk with space)") from None
     return 0
