@@ -11,6 +11,12 @@ disturbs less)::
 
     python benchmarks/frameworks_overhead.py                  # all three, 300 steps, 3 repeats
     python benchmarks/frameworks_overhead.py --only lightning --steps 500 --repeat 5
+    python benchmarks/frameworks_overhead.py --ddp            # Lightning and HF under DDP, 2 processes
+
+``--ddp``: Lightning (``strategy="ddp"``, ``devices=2``) and the HF Trainer (Accelerate's DDP)
+in two CPU processes joined by gloo, started as torchrun starts its workers; both processes
+run every repeat (alone, overt, alone, ...) in the same process group, and the figures are rank
+0's (each step waits for the gradients' all-reduce, so both ranks step in lockstep).
 
 One intra-op thread (``torch.set_num_threads(1)``) for both, so that a busy machine disturbs
 less; the frameworks' progress bars, loggers and checkpoints are off.
@@ -25,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -64,7 +71,7 @@ class Clock:
         return (self.t1 - self.t0) / n * 1e3, (self.c1 - self.c0) / n * 1e3
 
 
-def lightning_run(steps: int, warmup: int, overt: bool) -> tuple[float, float]:
+def lightning_run(steps: int, warmup: int, overt: bool, ddp: bool = False) -> tuple[float, float]:
     import lightning.pytorch as L
 
     clock = Clock(warmup)
@@ -93,14 +100,16 @@ def lightning_run(steps: int, warmup: int, overt: bool) -> tuple[float, float]:
         from overt.integrations.lightning import OvertCallback
 
         callbacks.append(OvertCallback(stream=io.StringIO()))
-    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+    parallel = dict(strategy="ddp", devices=2) if ddp else dict(devices=1)
+    trainer = L.Trainer(max_steps=steps, accelerator="cpu", **parallel, logger=False, enable_progress_bar=False,
                         enable_model_summary=False, enable_checkpointing=False, callbacks=callbacks,
                         default_root_dir=tempfile.mkdtemp())
     trainer.fit(Module(), DataLoader(data(), batch_size=32, shuffle=True))
     return clock.per_step_ms()
 
 
-def hf_run(steps: int, warmup: int, overt: bool) -> tuple[float, float]:
+def hf_run(steps: int, warmup: int, overt: bool, ddp: bool = False) -> tuple[float, float]:
+    """(Under ``ddp`` the Trainer finds the process group from the environment.)"""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     clock = Clock(warmup)
@@ -176,6 +185,65 @@ def accelerate_run(steps: int, warmup: int, overt: bool) -> tuple[float, float]:
 
 
 RUNS = {"lightning": lightning_run, "hf": hf_run, "accelerate": accelerate_run}
+DDP_RUNS = ("lightning", "hf")
+
+
+def measure(run: Any, steps: int, warmup: int, repeat: int, **kw: Any) -> tuple[list, list]:
+    """(alone, guarded): ``repeat`` runs each, interleaved, after one untimed run of each side."""
+    run(warmup + 10, warmup, False, **kw)  # imports and first-call costs, for neither side
+    run(warmup + 10, warmup, True, **kw)
+    alone, guarded = [], []
+    for _ in range(repeat):
+        alone.append(run(steps, warmup, False, **kw))
+        guarded.append(run(steps, warmup, True, **kw))
+    return alone, guarded
+
+
+def _ddp_rank(rank: int, port: int, names: list[str], steps: int, warmup: int, repeat: int, out: str) -> None:
+    import json
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", GROUP_RANK="0")
+    torch.set_num_threads(1)
+    _quiet()
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    results = {name: measure(RUNS[name], steps, warmup, repeat, ddp=True) for name in names}
+    dist.destroy_process_group()
+    if rank == 0:
+        Path(out).write_text(json.dumps(results))
+
+
+def measure_ddp(names: list[str], steps: int, warmup: int, repeat: int) -> dict[str, tuple[list, list]]:
+    """``measure`` of each framework in two gloo processes (rank 0's figures)."""
+    import json
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = Path(tempfile.mkdtemp()) / "ddp.json"
+    mp.start_processes(_ddp_rank, args=(port, names, steps, warmup, repeat, str(out)), nprocs=2, join=True,
+                       start_method="spawn")
+    return json.loads(out.read_text())
+
+
+def _quiet() -> None:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+
+def _row(name: str, alone: list, guarded: list) -> str:
+    a, g = statistics.median(w for w, _ in alone), statistics.median(w for w, _ in guarded)
+    ca, cg = statistics.median(c for _, c in alone), statistics.median(c for _, c in guarded)
+    return f"{name:<14} {a:>14.3f} {g:>16.3f} {g / a:>7.3f}   {ca:>10.3f} {cg:>12.3f} {cg / ca:>10.3f}"
 
 
 def main() -> None:
@@ -184,28 +252,23 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=list(RUNS), action="append")
+    parser.add_argument("--ddp", action="store_true", help="Lightning and the HF Trainer under DDP, 2 processes")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    import logging
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    _quiet()
+    where = "DDP, 2 gloo processes, rank 0's figures" if args.ddp else "1 process"
     print(f"torch {torch.__version__}, {args.steps} steps (timed from step {args.warmup}), "
-          f"median of {args.repeat}, 1 thread")
-    print(f"{'framework':<12} {'alone ms/step':>14} {'+ overt ms/step':>16} {'ratio':>7}   "
+          f"median of {args.repeat}, 1 thread per process, {where}")
+    print(f"{'framework':<14} {'alone ms/step':>14} {'+ overt ms/step':>16} {'ratio':>7}   "
           f"{'CPU alone':>10} {'CPU + overt':>12} {'CPU ratio':>10}")
+    if args.ddp:
+        names = [n for n in (args.only or DDP_RUNS) if n in DDP_RUNS]
+        for name, (alone, guarded) in measure_ddp(names, args.steps, args.warmup, args.repeat).items():
+            print(_row(f"{name}-ddp", alone, guarded), flush=True)
+        return
     for name in args.only or list(RUNS):
-        run = RUNS[name]
-        run(args.warmup + 10, args.warmup, False)  # imports and first-call costs, for neither side
-        alone, guarded = [], []
-        for _ in range(args.repeat):
-            alone.append(run(args.steps, args.warmup, False))
-            guarded.append(run(args.steps, args.warmup, True))
-        a, g = statistics.median(w for w, _ in alone), statistics.median(w for w, _ in guarded)
-        ca, cg = statistics.median(c for _, c in alone), statistics.median(c for _, c in guarded)
-        print(f"{name:<12} {a:>14.3f} {g:>16.3f} {g / a:>7.3f}   {ca:>10.3f} {cg:>12.3f} {cg / ca:>10.3f}",
-              flush=True)
+        alone, guarded = measure(RUNS[name], args.steps, args.warmup, args.repeat)
+        print(_row(name, alone, guarded), flush=True)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,11 @@ class GradChecks(Check):
                 for p in info.module.parameters():
                     if p.grad is not None:
                         self.seen_grad.add(id(p))
+        from overt.torchrun import world
+
+        if world()[1] > 1:  # FSDP shards: one norm per parameter over every rank's shard
+            self._sharded_norms(oi, s)
+            present = [p for p in present if not is_sharded(p)]
         if not present:
             return
         by_device: dict[torch.device, list[torch.Tensor]] = {}
@@ -172,6 +177,29 @@ class GradChecks(Check):
             if meta is None:
                 meta = self.norm_meta[key] = ([s.name_of(p) for p in plist], [p.dim() for p in plist])
             s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step))
+
+    def _sharded_norms(self, oi: OptInfo, s: GuardSession) -> None:
+        """The gradient norms of FSDP-sharded parameters, summed over the ranks (an all-reduce on
+        the checked steps, which are the same steps on every rank): every rank reads the same
+        values, so a non-finite gradient in one rank's shard stops every rank at the same step,
+        none is left waiting in FSDP's next collective, and the norm checks see whole parameters."""
+        sharded = [p for p in oi.params if p.requires_grad and is_sharded(p)]  # the same list on every rank
+        if not sharded:
+            return
+        dist = torch.distributed
+        local = [_local(p.grad) if p.grad is not None else None for p in sharded]
+        device = next((g.device for g in local if g is not None), _local(sharded[0]).device)
+        if dist.get_backend() != "nccl":
+            device = torch.device("cpu")
+        zero = torch.zeros((), device=device, dtype=torch.float32)
+        squares = torch.stack([g.detach().float().pow(2).sum().to(device) if g is not None and g.numel() else zero
+                               for g in local])
+        dist.all_reduce(squares)
+        key = tuple(map(id, sharded))
+        meta = self.norm_meta.get(key)
+        if meta is None:
+            meta = self.norm_meta[key] = ([s.name_of(p) for p in sharded], [p.dim() for p in sharded])
+        s.defer(squares.sqrt(), self._on_norms(oi, meta[0], meta[1], s.step))
 
     def _stale(self, oi: OptInfo, params: list[torch.Tensor]) -> None:
         suspects = []
@@ -375,3 +403,9 @@ class GradChecks(Check):
 def _empty_shard(p: torch.Tensor) -> bool:
     """A parameter of which this rank holds no element (FSDP1 with ``use_orig_params=True``)."""
     return p.numel() == 0 and is_sharded(p)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part of ``t`` (an FSDP2 ``DTensor``'s local shard; other tensors as they are)."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t

@@ -68,6 +68,29 @@ def _train(wrap: str, bug: str | None, guarded: bool) -> dict:
     return {"findings": findings, "weights": [t.flatten().tolist() for t in local]}
 
 
+def _nan_in_one_shard(wrap: str) -> dict:
+    """A non-finite gradient in rank 1's shard only (step 2), ``stop_on_error=True``: where each rank stops."""
+    import overt
+    from overt.guards import GuardError
+
+    model = _model(wrap)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(dist.get_rank())
+    overt.guard(model, opt, stream=io.StringIO())
+    try:
+        for step in range(12):
+            x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            if step == 2 and dist.get_rank() == 1:
+                grad = next(p.grad for p in model.parameters() if p.grad is not None and p.grad.numel())
+                (grad.to_local() if hasattr(grad, "to_local") else grad).view(-1)[0] = float("nan")
+            opt.step()
+    except GuardError as exc:
+        return {"slug": exc.finding.slug, "step": exc.finding.step}
+    return {"slug": None, "step": None}
+
+
 def _runs(wrap: str, bug: str | None) -> bool:
     # FSDP1's single flat parameter holds every layer: there is no head to give an optimizer alone
     return not (wrap == "fsdp1" and bug == "head-only-optimizer")
@@ -79,6 +102,7 @@ def _scenarios(rank, world, out_dir):
         for bug in (None, *BUGS):
             if _runs(wrap, bug):
                 results[f"{wrap}/{bug}"] = {"guarded": _train(wrap, bug, True), "alone": _train(wrap, bug, False)}
+        results[f"{wrap}/nan"] = _nan_in_one_shard(wrap)
     return results
 
 
@@ -102,3 +126,11 @@ def test_planted_bug_found_under_sharding_and_training_unchanged(ranks, wrap, bu
         run = rank[key]
         assert [f["slug"] for f in run["guarded"]["findings"]] == [BUGS[bug]]
         assert run["guarded"]["weights"] == run["alone"]["weights"]
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_a_non_finite_gradient_in_one_ranks_shard_stops_every_rank_at_the_same_step(ranks, wrap):
+    """The gradient norms of sharded parameters are summed over the ranks on the checked steps:
+    both ranks raise GuardError before the same step (one rank alone would leave the other in
+    FSDP's next collective)."""
+    assert [rank[f"{wrap}/nan"] for rank in ranks] == [{"slug": "non-finite", "step": 2}] * 2

@@ -158,6 +158,8 @@ def _hf(rank, world, out_dir):
     from overt.integrations.hf import OvertTrainerCallback
     from tests.integrations.projects import hf_digits
 
+    _fresh_accelerate_state()
+
     def train(bug, name, overt=True, **kw):
         stream = io.StringIO()
         callbacks = [OvertTrainerCallback(stream=stream, **kw)] if overt else []
@@ -220,3 +222,63 @@ def test_hf_ddp_stop_on_error_stops_both_ranks_at_the_same_step(hf_ranks):
     _, ranks = hf_ranks
     steps = {r["stop"]["step"] for r in ranks}
     assert len(steps) == 1 and steps.pop() < 16
+
+
+# -- an Accelerate loop with overt.guard --------------------------------------------------------
+ACCELERATE_BUGS = {"no-zero-grad": "stale-gradients", "eval-in-train-mode": "train-mode-in-eval",
+                   "softmax-ce": "softmax-before-cross-entropy", "frozen-mismatch": "params-not-optimized"}
+
+
+def _fresh_accelerate_state() -> None:
+    """Forget the single-process Accelerate state a test before may have left in the parent
+    (the forked processes inherit it, and Accelerate would not shard their loaders)."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def _accelerate(rank, world, out_dir):
+    from overt.guards import GuardError
+    from tests.integrations.projects import accelerate_loop
+
+    _fresh_accelerate_state()
+
+    def train(bug, guard=True, **kw):
+        stream = io.StringIO()
+        result = accelerate_loop.train(bug, guard=guard, stream=stream, **kw)
+        return {"findings": [f.to_dict() for f in result["findings"]], "losses": result["losses"],
+                "stream": stream.getvalue()}
+
+    results = {"clean": train(None), "plain": train(None, guard=False)}
+    for bug in ACCELERATE_BUGS:
+        results[bug] = train(bug, stop_on_error=False)
+    try:
+        train("no-zero-grad")  # stop_on_error=True, overt.guard's default
+        results["stop"] = None
+    except GuardError as exc:
+        results["stop"] = exc.finding.step
+    return results
+
+
+@pytest.fixture(scope="module")
+def accelerate_ranks(tmp_path_factory):
+    pytest.importorskip("accelerate")
+    import accelerate  # noqa: F401  once here, inherited by both forked processes
+
+    return run_ranks(_accelerate, tmp_path_factory.mktemp("accelerate-ddp"))
+
+
+def test_accelerate_ddp_clean_loop_is_quiet_and_trains_as_without_overt(accelerate_ranks):
+    for rank in accelerate_ranks:
+        assert rank["clean"]["findings"] == [] and rank["clean"]["losses"] == rank["plain"]["losses"]
+
+
+@pytest.mark.parametrize("bug", list(ACCELERATE_BUGS))
+def test_accelerate_ddp_planted_bug_found_on_every_rank(accelerate_ranks, bug):
+    for rank in accelerate_ranks:  # overt.guard reports per process (no gather): each rank names its bug
+        assert [f["slug"] for f in rank[bug]["findings"]] == [ACCELERATE_BUGS[bug]]
+
+
+def test_accelerate_ddp_guard_error_stops_both_ranks_at_the_same_step(accelerate_ranks):
+    stops = [rank["stop"] for rank in accelerate_ranks]
+    assert stops[0] is not None and stops[0] == stops[1]  # both raised GuardError, same step: no hang
