@@ -212,3 +212,26 @@ def test_test_doubles_in_test_files_are_left_alone(tmp_path):
     (tmp_path / "doubles.py").write_text(TEST_DOUBLES)
     assert not {f.slug for f in lint_file(tmp_path / "test_doubles.py").findings} & slugs
     assert {f.slug for f in lint_file(tmp_path / "doubles.py").findings} >= slugs
+
+
+def test_plain_backward_in_an_accelerate_accumulation_window_is_n_times_too_large():
+    """What backward-bypasses-framework claims for Accelerate: accelerator.backward divides the loss by
+    gradient_accumulation_steps, loss.backward() does not (the gradient is 4x larger with 4 steps)."""
+    torch = pytest.importorskip("torch")
+    accelerate = pytest.importorskip("accelerate")
+
+    def grad(plain: bool):
+        torch.manual_seed(0)
+        accelerator = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=4)
+        model, optimizer = accelerator.prepare(torch.nn.Linear(3, 1), torch.optim.SGD([torch.zeros(1)], lr=0.1))
+        with accelerator.accumulate(model):
+            loss = model(torch.randn(8, 3)).pow(2).mean()
+            loss.backward() if plain else accelerator.backward(loss)
+        return model.weight.grad.clone()
+
+    from accelerate.state import AcceleratorState, GradientState
+    try:
+        assert torch.allclose(grad(plain=True), 4 * grad(plain=False))
+    finally:  # Accelerate keeps its state in process-wide singletons: leave none behind for other tests
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()

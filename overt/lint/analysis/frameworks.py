@@ -23,16 +23,7 @@ TRAIN_HOOKS = frozenset({
     "training_step", "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
     "on_train_batch_start", "on_train_batch_end", "training_epoch_end", "on_fit_start",
     "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
-    "optimizer_step", "on_train_batch_end", "training_step_end",
-})
-
-#: hooks Lightning runs in eval mode under no_grad (and restores the mode after)
-EVAL_HOOKS = frozenset({
-    "validation_step", "test_step", "predict_step", "on_validation_epoch_end", "on_test_epoch_end",
-    "on_validation_epoch_start", "on_test_epoch_start", "on_validation_batch_end", "on_test_batch_end",
-    "on_validation_batch_start", "on_test_batch_start", "on_validation_start", "on_validation_end",
-    "on_test_start", "on_test_end", "on_predict_start", "on_predict_end", "on_predict_epoch_end",
-    "on_predict_batch_end", "validation_epoch_end", "test_epoch_end", "validation_step_end",
+    "optimizer_step", "training_step_end",
 })
 
 _HF_TRAINERS = frozenset({"Trainer", "Seq2SeqTrainer"})
@@ -77,15 +68,6 @@ def method_of(ix: FileIndex, node: ast.AST) -> tuple[ast.FunctionDef | ast.Async
             return func, class_kind(ix, parent)
         func = ix.enclosing_function(func)
     return None, None
-
-
-def in_lightning(ix: FileIndex, node: ast.AST) -> str | None:
-    """The Lightning hook ``node`` runs in (``"training_step"``, ``"on_train_epoch_end"``...), or None when
-    it is not in a method of a LightningModule or a Lightning Callback."""
-    func, kind = method_of(ix, node)
-    if func is None or kind not in ("lightning-module", "lightning-callback"):
-        return None
-    return func.name
 
 
 def manual_optimization(ix: FileIndex, cls: ast.ClassDef) -> bool:

@@ -18,9 +18,9 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.events import events
-from overt.lint.analysis.frameworks import (EVAL_HOOKS, TRAIN_HOOKS, class_kind, in_lightning, manual_optimization,
-                                            method_of, uses_accelerate, uses_fabric)
-from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, names_in, tokens
+from overt.lint.analysis.frameworks import (TRAIN_HOOKS, class_kind, manual_optimization, method_of,
+                                            uses_accelerate, uses_fabric)
+from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Hit, rule
 
 # --------------------------------------------------------------------------- scheduler cadence in configure_optimizers
@@ -288,14 +288,15 @@ def backward_bypasses_framework(ix: FileIndex) -> Iterator[Hit]:
             if ix.enclosing_function(call) is not ix.enclosing_function(stepped[0].node):
                 continue
             text = ix.segment(call.func.value)
+            accelerate = framework == "Accelerate"
             why = ("applies the mixed-precision loss scale and divides the loss by gradient_accumulation_steps"
-                   if framework == "Accelerate" else "applies the precision plugin's loss scale and the strategy's hooks")
+                   if accelerate else "applies the precision plugin's loss scale and the strategy's hooks")
+            made_by = f"{owner}.{'prepare' if accelerate else 'setup'}()"
+            tail = " and under gradient accumulation the update is that many times too large" if accelerate else ""
             yield Hit("backward-bypasses-framework", call,
-                      f"`{text}.backward()` while {stepped[0].target} comes from {owner}.{'prepare' if framework == 'Accelerate' else 'setup'}"
-                      f"(): {framework}'s backward {why}; plain backward skips it, so under fp16 the prepared optimizer "
-                      f"unscales gradients that were never scaled (updates thousands of times too small)"
-                      + (" and under gradient accumulation the update is that many times too large"
-                         if framework == "Accelerate" else ""),
+                      f"`{text}.backward()` while {stepped[0].target} comes from {made_by}: {framework}'s backward "
+                      f"{why}; plain backward skips it, so under fp16 the prepared optimizer unscales gradients that "
+                      f"were never scaled (updates thousands of times too small){tail}",
                       fix=f"call {owner}.backward({text}) instead")
 
 
@@ -305,7 +306,6 @@ def backward_bypasses_framework(ix: FileIndex) -> Iterator[Hit]:
 _LAST_HOOKS = frozenset({"on_train_end", "on_fit_end"})
 _EVAL_ITER_CALLS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader"})
 _EVAL_ITER_ATTRS = frozenset({"val_dataloaders", "test_dataloaders", "predict_dataloaders"})
-_NOT_TRAINED = frozenset({"teacher", "ema", "target", "frozen", "reference", "ref", "pretrained", "old"})
 
 
 def _hook_model(func: FuncNode, kind: str) -> str | None:
