@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.conftest import correctness_findings
+
 pytest.importorskip("transformers")
 pytest.importorskip("datasets")
 
@@ -26,7 +28,7 @@ def test_clean_run_is_silent_and_metrics_are_identical(tmp_path):
     guarded.train()
     plain = hf_digits.build(None, out_dir=str(tmp_path / "without"))
     plain.train()
-    assert cb.findings == []
+    assert correctness_findings(cb.findings) == []
     assert out.getvalue().strip() == "overt guard: no findings."
     assert _losses(guarded.state.log_history) == _losses(plain.state.log_history)
     assert not any("overt/findings" in entry for entry in guarded.state.log_history)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, correctness_findings
 
 
 def shared(relative: str) -> Path:
@@ -30,7 +30,8 @@ def train(recipe: str, run_dir: Path, **overrides: Any) -> dict[str, Any]:
     summary = run(cfg, module)
     assert summary["status"] == "completed"
     if settings.get("guards", True):
-        assert summary.get("findings") == [], summary.get("findings")  # the guards ran and found nothing
+        # the guards ran and found nothing (timing findings aside: they depend on how busy the machine is)
+        assert correctness_findings(summary["findings"]) == [], summary["findings"]
     return summary
 
 

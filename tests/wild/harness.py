@@ -36,11 +36,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.conftest import TIMING
+
 FACES = ("engine", "guard", "run", "lint", "doctor")
 
-#: findings that measure time (a starved loader on a busy machine): reported by the runner, but
-#: neither a catch nor a false positive -- they depend on the machine's load, not on the program
-TIMING = frozenset({"dataloader-starvation"})
+#: findings that measure time (tests.conftest.TIMING: a starved loader on a busy machine) are reported by
+#: the runner, but are neither a catch nor a false positive -- they depend on the machine's load
 
 
 @dataclass
