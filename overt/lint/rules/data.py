@@ -39,9 +39,19 @@ def _role(ix: FileIndex, call: ast.Call) -> str | None:
     return None
 
 
+_PARTS = ("Subset", "random_split")  # a part of another data set: its samples are that set's
+
+
 def _iterable_dataset(ix: FileIndex, call: ast.Call) -> bool:
     ds = call.args[0] if call.args else kwarg(call, "dataset")
-    values = [ds] + ix.assigns.get(dotted(ds) or "", []) if ds is not None else []
+    return ds is not None and _unordered_data(ix, ds)
+
+
+def _unordered_data(ix: FileIndex, ds: ast.expr, depth: int = 3) -> bool:
+    """Is ``ds`` an iterable data set (which cannot be shuffled) or one of samples drawn at random (whose
+    order carries nothing), directly, through the names it was assigned to, or as a ``Subset`` /
+    ``random_split`` part of one?"""
+    values = [ds] + ix.assigns.get(dotted(ds) or "", [])
     for v in values:
         if isinstance(v, ast.Call):
             cname = (dotted(v.func) or "").rsplit(".", 1)[-1]
@@ -52,8 +62,31 @@ def _iterable_dataset(ix: FileIndex, call: ast.Call) -> bool:
                 return True  # samples drawn at random: their order carries nothing to shuffle away
             if cls is not None and any("Iterable" in (dotted(b) or "") for b in cls.bases):
                 return True
-    text = (dotted(ds) or "").lower() if ds is not None else ""
+            whole = (v.args[0] if v.args else kwarg(v, "dataset")) if cname in _PARTS else None
+            if whole is not None and depth > 0 and _unordered_data(ix, whole, depth - 1):
+                return True
+    text = (dotted(ds) or "").lower()
     return "stream" in text or "iterable" in text or "iterator" in text
+
+
+def _first_batch_only(ix: FileIndex, call: ast.Call) -> bool:
+    """Is the loader only ever asked for its first batch, once (``next(iter(loader))`` outside any
+    loop: a batch to look at or to plot, not a pass over the data)?  Inside a loop the same call
+    would train on the first batch again and again, which shuffling is what varies: not skipped."""
+    def first_batch(node: ast.AST) -> bool:
+        holder = ix.parents.get(node)
+        outer = ix.parents.get(holder)
+        return isinstance(holder, ast.Call) and dotted(holder.func) == "iter" and holder.args == [node] \
+            and isinstance(outer, ast.Call) and dotted(outer.func) == "next" and outer.args[:1] == [holder] \
+            and not ix.enclosing_loops(node)
+
+    parent = ix.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return first_batch(call)
+    name = parent.targets[0].id
+    scope = ix.enclosing_function(call) or ix.tree  # nested functions included: a closure's use counts too
+    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(first_batch(u) for u in uses)
 
 
 def _shuffle(call: ast.Call) -> ast.expr | None:
@@ -74,7 +107,7 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
             continue
         if _shuffle(call) is not None:
             continue  # shuffle=False written out is a decision (time series, curriculum)
-        if _role(ix, call) == "train" and not _iterable_dataset(ix, call):
+        if _role(ix, call) == "train" and not _iterable_dataset(ix, call) and not _first_batch_only(ix, call):
             yield Hit("unshuffled-training", call,
                       "this training DataLoader does not shuffle (shuffle defaults to False), so every epoch sees "
                       "the data in the same "

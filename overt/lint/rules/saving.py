@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.requirements import torch_floor_of
+from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
 from overt.lint.rules.base import Edit, Hit, rule
 
@@ -145,10 +146,51 @@ def _not_a_module(ix: FileIndex, call: ast.Call, text: str) -> bool:
         if isinstance(v, (ast.Dict, ast.DictComp)) or (
                 isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "state_dict"):
             return True
+    obj = call.args[0]
+    if isinstance(obj, ast.Name) and not values_for(ix).of(obj).is_module \
+            and _used_as_mapping(ix, ix.enclosing_function(call) or ix.tree, obj.id):
+        return True  # a dict read by string keys (a ModuleDict the value analysis knows stays reported)
     if len(call.args) > 1:
         dest = call.args[1]
         values = [dest, *ix.assigns.get(dotted(dest) or "", ())]
         if any(isinstance(v, ast.Call) and (dotted(v.func) or "").endswith("BytesIO") for v in values):
+            return True
+    return False
+
+
+def _str_key(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _used_as_mapping(ix: FileIndex, scope: ast.AST, name: str, depth: int = 2) -> bool:
+    """Is ``name`` used as a mapping in ``scope``: read or written with a string key (``model["infos"]``,
+    ``"state_dict" in model``, ``model.get("epoch")``), or handed to a function of this file whose
+    parameter is (``describe(model)`` where ``describe`` reads ``model["task"]``)?  A module has no
+    string keys, so such a value is a dict that happens to be named like a model."""
+    for n in ix.scope_nodes(scope):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name \
+                and _str_key(n.slice):
+            return True
+        if isinstance(n, ast.Compare) and _str_key(n.left) and len(n.ops) == 1 \
+                and isinstance(n.ops[0], (ast.In, ast.NotIn)) and dotted(n.comparators[0]) == name:
+            return True
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and n.func.attr == "get" and dotted(n.func.value) == name \
+                and n.args and _str_key(n.args[0]):
+            return True
+        if depth == 0:
+            continue
+        callee = ix.callee(n)
+        if callee is None or callee is scope:
+            continue
+        params = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+        if isinstance(n.func, ast.Attribute) and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        passed = [params[i] for i, a in enumerate(n.args) if i < len(params) and dotted(a) == name
+                  and isinstance(a, ast.Name)]
+        passed += [k.arg for k in n.keywords if k.arg and isinstance(k.value, ast.Name) and k.value.id == name]
+        if any(_used_as_mapping(ix, callee, p, depth - 1) for p in passed):
             return True
     return False
 

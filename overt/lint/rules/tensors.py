@@ -52,16 +52,72 @@ def _moved_or_index(ix: FileIndex, node: ast.AST) -> bool:
     return False
 
 
-def _index_only(ix: FileIndex, node: ast.AST, depth: int = 3) -> bool:
-    """Is the value of ``node`` (a factory call) used only as an index, through the names it is
-    assigned to (``r = torch.randperm(n); x = x[:, r]``; ``idx = torch.arange(b); idx = idx[:, None]``;
-    ``keep = rand.topk(k).indices``)?  A CPU index works on tensors of any device."""
-    cur = node
+_MOVES = frozenset({"to", "cuda", "type_as", "to_device"})
+_TO_PYTHON = frozenset({"item", "tolist", "numpy"})  # the value leaves torch: Python numbers or a numpy array
+
+
+def _alone_in_torch_op(ix: FileIndex, call: ast.Call, arg: ast.AST) -> bool:
+    """``torch.cumsum(arg, 0)``, ``torch.unique_consecutive(arg, return_counts=True)``: a torch
+    function of ``arg`` and constants only, whose result stays on ``arg``'s device."""
+    if not call.args or call.args[0] is not arg:
+        return False
+    q = ix.qualname(call.func) or ""
+    if not q.startswith("torch.") or is_factory(ix, call):
+        return False
+    rest = list(call.args[1:]) + [k.value for k in call.keywords]
+    return all(k.arg is not None for k in call.keywords) and all(
+        isinstance(a, ast.Constant) or (isinstance(a, ast.UnaryOp) and isinstance(a.operand, ast.Constant))
+        for a in rest)
+
+
+def _reported(ix: FileIndex, node: ast.AST) -> bool:
+    """Is ``node`` a value of a dict literal or an argument of a ``log``/``print`` call (what is
+    reported, not computed with)?"""
+    parent = ix.parents.get(node)
+    if isinstance(parent, ast.Dict):
+        return any(v is node for v in parent.values)
+    if isinstance(parent, ast.keyword):
+        parent = ix.parents.get(parent)
+    if isinstance(parent, ast.Call) and parent.func is not node:
+        last = (dotted(parent.func) or "").rsplit(".", 1)[-1].lower()
+        return last == "print" or last.startswith("log")
+    return False
+
+
+def _later_uses(ix: FileIndex, scope: ast.AST, name: str, anchor: ast.stmt) -> list[ast.Name]:
+    """Reads of ``name`` in ``scope`` from ``anchor`` on, and anywhere in a loop around ``anchor``
+    (``start = end`` at the bottom of a loop is read at its top on the next turn)."""
+    loops = ix.enclosing_loops(anchor)
+    out = []
+    for n in ix.scope_nodes(scope):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and (
+                n.lineno >= anchor.lineno or any(loop in loops for loop in ix.ancestors(n))):
+            out.append(n)
+    return out
+
+
+def _kept_apart(ix: FileIndex, node: ast.AST, depth: int = 4) -> bool:
+    """Is the CPU tensor ``node`` evaluates to kept apart from the model's tensors, through the names
+    it is assigned to and the loop variables that iterate it?  Every use must be one that works
+    whatever device the model is on:
+
+    - an index (``r = torch.randperm(n); x = x[:, r]``; ``idx = idx[:, None]``; a slice bound
+      ``xs[start:end]``; ``keep = rand.topk(k).indices``): a CPU index works on tensors of any device;
+    - a Python bool (``if torch.rand(1) > p:``) or number (``.item()``, ``.tolist()``);
+    - a move (``.to(x.device)`` down a method chain);
+    - a detached value reported in a dict or a log call (``{"loss": t.detach().mean()}``).
+
+    A torch function of the value and constants alone (``torch.cumsum(t, 0)``) keeps it on the CPU and
+    is followed like a method."""
+    cur, detached = node, False
     while True:  # climb the method chain: torch.randn(...).argsort(...)[..., :k]
         parent = ix.parents.get(cur)
         if isinstance(parent, ast.Attribute) and parent.value is cur:
+            if parent.attr in _MOVES or parent.attr in _TO_PYTHON:
+                return True
+            detached = detached or parent.attr == "detach"
             cur = parent
-        elif isinstance(parent, ast.Call) and parent.func is cur:
+        elif isinstance(parent, ast.Call) and (parent.func is cur or _alone_in_torch_op(ix, parent, cur)):
             cur = parent
         elif isinstance(parent, ast.Subscript) and parent.value is cur:
             cur = parent
@@ -70,28 +126,33 @@ def _index_only(ix: FileIndex, node: ast.AST, depth: int = 3) -> bool:
     up, parent = cur, ix.parents.get(cur)
     if isinstance(parent, ast.Compare) and isinstance(ix.parents.get(parent), (ast.If, ast.IfExp, ast.While, ast.BoolOp)):
         return True  # `if torch.rand(1) > p:`: a CPU scalar turned into a Python bool
-    while isinstance(parent, (ast.Tuple, ast.Subscript)):  # x[r], x[:, r, :], x[b, idx]
+    if detached and _reported(ix, cur):
+        return True  # `{"p_loss": p_loss.detach().mean()}`: logged, never mixed with the model's tensors
+    while isinstance(parent, (ast.Tuple, ast.Slice, ast.Subscript)):  # x[r], x[:, r, :], x[b, idx], xs[a:b]
         if isinstance(parent, ast.Subscript):
             if parent.slice is up:
                 return True
             break
         up, parent = parent, ix.parents.get(parent)
     parent = ix.parents.get(cur)
-    if depth == 0 or not (isinstance(parent, ast.Assign) and len(parent.targets) == 1
-                          and isinstance(parent.targets[0], ast.Name)):
+    if depth == 0:
         return False
-    name = parent.targets[0].id
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name, anchor = parent.targets[0].id, parent
+    elif isinstance(parent, ast.For) and parent.iter is cur and isinstance(parent.target, ast.Name):
+        name, anchor = parent.target.id, parent  # `for end in bounds:`: each element, followed the same way
+    else:
+        return False
     scope = ix.enclosing_function(node) or ix.tree
-    uses = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == name
-            and isinstance(n.ctx, ast.Load) and n.lineno >= parent.lineno and n is not parent.targets[0]]
+    uses = _later_uses(ix, scope, name, anchor)
     if not uses:
         return False
     for use in uses:
         stmt = ix.statement_of(use)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and stmt.targets[0].id == name and stmt is not parent:
+                and stmt.targets[0].id == name and stmt is not anchor:
             continue  # `idx = idx[:, None]`: the same name, whose other uses decide
-        if not _index_only(ix, use, depth - 1):
+        if not _kept_apart(ix, use, depth - 1):
             return False
     return True
 
@@ -123,11 +184,35 @@ def _forward_and_helpers(ix: FileIndex, cls: ast.ClassDef) -> list[ast.FunctionD
     return out
 
 
+def _main_guard(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":``."""
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Compare) and dotted(test.left) == "__name__" and len(test.comparators) == 1 \
+        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__"
+
+
+def _cpu_self_test_class(ix: FileIndex, cls: ast.ClassDef) -> bool:
+    """A module class defined inside a file's ``if __name__ == "__main__":`` block that puts nothing on a
+    device (no ``.cuda()``, ``.to(...)``, ``device=``, ``torch.device``): a stand-in for a quick CPU
+    check of the file, which lives and dies in that block, where every tensor is on the CPU."""
+    block = next((a for a in ix.ancestors(cls) if _main_guard(a)), None)
+    if block is None:
+        return False
+    for n in ast.walk(block):
+        if isinstance(n, ast.Call) and (
+                (isinstance(n.func, ast.Attribute) and n.func.attr in ("cuda", "to", "to_device"))
+                or (dotted(n.func) or "").endswith("device") or kwarg(n, "device") is not None):
+            return False
+    return True
+
+
 @rule("device-mismatch")
 def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
     if ix.is_test_file:
         return  # test doubles return CPU tensors on purpose; tests run on one device
     for cname in ix.module_classes:
+        if _cpu_self_test_class(ix, ix.classes[cname]):
+            continue
         found = _forward_and_helpers(ix, ix.classes[cname])
         for item in found:
             if item is not found[0] and _moved_by_caller(ix, item, found[0]):
@@ -150,7 +235,7 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
                 if last in ("tensor", "as_tensor") and not literal:
                     continue  # 0-dim CPU tensors mix freely with tensors on any device
                 parent = ix.parents.get(n)
-                if _moved_or_index(ix, n) or _index_only(ix, n):
+                if _moved_or_index(ix, n) or _kept_apart(ix, n):
                     continue
                 if isinstance(parent, ast.Assign) and any(dotted(t) in moved for t in parent.targets):
                     continue
