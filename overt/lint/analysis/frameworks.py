@@ -12,6 +12,7 @@ and speak the framework's language in their fix text where it does not.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted
 
@@ -70,14 +71,21 @@ def method_of(ix: FileIndex, node: ast.AST) -> tuple[ast.FunctionDef | ast.Async
     return None, None
 
 
-def manual_optimization(ix: FileIndex, cls: ast.ClassDef) -> bool:
-    """Does ``cls`` (or a base class of this file) set ``self.automatic_optimization = False``?"""
+def class_and_bases(ix: FileIndex, cls: ast.ClassDef) -> Iterator[ast.ClassDef]:
+    """``cls`` and, transitively, its base classes defined in the same file (each once)."""
     todo, seen = [cls], set()
     while todo:
         cur = todo.pop()
         if cur.name in seen:
             continue
         seen.add(cur.name)
+        yield cur
+        todo += [ix.classes[dotted(b)] for b in cur.bases if dotted(b) in ix.classes]
+
+
+def manual_optimization(ix: FileIndex, cls: ast.ClassDef) -> bool:
+    """Does ``cls`` (or a base class of this file) set ``self.automatic_optimization = False``?"""
+    for cur in class_and_bases(ix, cls):
         for n in ast.walk(cur):
             if isinstance(n, ast.Assign) and any(dotted(t) in ("self.automatic_optimization", "automatic_optimization")
                                                  for t in n.targets):
@@ -85,7 +93,6 @@ def manual_optimization(ix: FileIndex, cls: ast.ClassDef) -> bool:
                     return True
             if isinstance(n, ast.FunctionDef) and n.name == "automatic_optimization":
                 return True  # a property (its value is decided at runtime: treat as manual, lint stays quiet)
-        todo += [ix.classes[dotted(b)] for b in cur.bases if dotted(b) in ix.classes]
     return False
 
 

@@ -18,7 +18,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.events import events
-from overt.lint.analysis.frameworks import (TRAIN_HOOKS, class_kind, manual_optimization, method_of,
+from overt.lint.analysis.frameworks import (TRAIN_HOOKS, class_and_bases, class_kind, manual_optimization, method_of,
                                             uses_accelerate, uses_fabric)
 from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Hit, rule
@@ -433,18 +433,9 @@ def lightning_eval_mode_left(ix: FileIndex) -> Iterator[Hit]:
 def _sets_loss_scaling(ix: FileIndex, cls: ast.ClassDef) -> bool:
     """Does the class (or an in-file base) tell Trainer how its loss is scaled (``model_accepts_loss_kwargs``,
     ``loss_is_scaled_for_ga``), or hand a ``compute_loss_func``?"""
-    todo, seen = [cls], set()
-    while todo:
-        cur = todo.pop()
-        if cur.name in seen:
-            continue
-        seen.add(cur.name)
-        for n in ast.walk(cur):
-            if isinstance(n, (ast.Name, ast.Attribute)) and (n.id if isinstance(n, ast.Name) else n.attr) in (
-                    "model_accepts_loss_kwargs", "loss_is_scaled_for_ga", "compute_loss_func"):
-                return True
-        todo += [ix.classes[dotted(b)] for b in cur.bases if dotted(b) in ix.classes]
-    return False
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and (n.id if isinstance(n, ast.Name) else n.attr) in (
+        "model_accepts_loss_kwargs", "loss_is_scaled_for_ga", "compute_loss_func")
+        for cur in class_and_bases(ix, cls) for n in ast.walk(cur))
 
 
 def hf_compute_loss_unscaled(ix: FileIndex) -> Iterator[Hit]:
