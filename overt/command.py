@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import argparse
 from typing import Callable
 
 from overt.errors import OvertError, RankZeroError
@@ -90,6 +91,14 @@ def command(prog: str, *, translate: Translate | None = None) -> Callable[[Main]
         return run
 
     return decorate
+
+
+def add_target_arguments(parser: argparse.ArgumentParser, overrides_help: str = "key=value config overrides") -> None:
+    """The ``[TARGET] [key=value ...]`` positionals of ``overt train``, ``sweep`` and ``doctor``; read
+    them back through :func:`target_and_overrides`."""
+    parser.add_argument("target", nargs="?", default=None,
+                        help="built-in recipe name, recipe .py file, module path, or .yaml config")
+    parser.add_argument("overrides", nargs="*", help=overrides_help)
 
 
 def target_and_overrides(target: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:

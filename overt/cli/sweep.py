@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from overt.command import command, target_and_overrides
+from overt.command import add_target_arguments, command, target_and_overrides
 
 HELP = """\
 Train every combination of comma-separated override values, one after the other, and compare them.
@@ -171,9 +171,7 @@ def run_sweep(target: str | None, overrides: list[str], out=sys.stderr) -> tuple
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="overt sweep", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target", nargs="?", default=None,
-                        help="built-in recipe name, recipe .py file, module path, or .yaml config")
-    parser.add_argument("overrides", nargs="*", help="key=value or key=a,b,c (swept) overrides")
+    add_target_arguments(parser, "key=value or key=a,b,c (swept) overrides")
     args = parser.parse_args(argv)
     args.target, args.overrides = target_and_overrides(args.target, args.overrides)
     return args

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from overt.command import command, target_and_overrides
+from overt.command import add_target_arguments, command, target_and_overrides
 from overt.errors import OvertError
 
 HELP = """\
@@ -26,9 +26,7 @@ Overrides are key=value (values read as YAML: 0.01, true, [a, b]).
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="overt train", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target", nargs="?", default=None,
-                        help="built-in recipe name, recipe .py file, module path, or .yaml config")
-    parser.add_argument("overrides", nargs="*", help="key=value config overrides")
+    add_target_arguments(parser)
     parser.add_argument("--list-keys", action="store_true", help="print every config key and its default, then exit")
     parser.add_argument("-m", "--multirun", action="store_true",
                         help="sweep: key=a,b trains every combination (as `overt sweep`)")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from overt.command import command, target_and_overrides
+from overt.command import add_target_arguments, command, target_and_overrides
 
 HELP = """\
 Run readiness probes on a recipe and write the readiness note.
@@ -34,9 +34,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(prog="overt doctor", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target", nargs="?", default=None,
-                        help="built-in recipe name, recipe .py file, module path, or .yaml config")
-    parser.add_argument("overrides", nargs="*", help="key=value config overrides and doctor settings")
+    add_target_arguments(parser, "key=value config overrides and doctor settings")
     parser.add_argument("--lr-find", action="store_true", help="also run the learning-rate range test")
     parser.add_argument("--bench", action="store_true", help="also benchmark the CPU and the accelerator")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")

@@ -2,12 +2,8 @@
 thread (tiny models on a shared machine), and runs a few steps on digits."""
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """tests/conftest.py's ``one_thread`` for every test here."""

@@ -50,13 +50,8 @@ def _param(cid: str, face: str):
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """tests/conftest.py's ``one_thread`` for every test here."""
 
 
 def test_every_case_cites_its_source_and_has_a_twin():

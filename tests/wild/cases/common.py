@@ -21,6 +21,26 @@ train_ds = TensorDataset(X[:1400], Y[:1400])
 val_ds = TensorDataset(X[1400:], Y[1400:])
 '''
 
+#: the head of the two-process DDP cases (w05, w06): a gloo group and digits sharded by a
+#: DistributedSampler; the case adds its model, optimizer and loop
+DDP_PRELUDE = '''
+import torch
+import torch.distributed as dist
+from torch import nn
+from sklearn.datasets import load_digits
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+if not dist.is_initialized():
+    dist.init_process_group("gloo")
+torch.manual_seed(0)
+d = load_digits()
+ds = TensorDataset(torch.tensor(d.data, dtype=torch.float32) / 16.0, torch.tensor(d.target))
+sampler = DistributedSampler(ds, shuffle=True, seed=0)
+loader = DataLoader(ds, batch_size=64, sampler=sampler)
+'''
+
 NET = '''
 class Net(nn.Module):
     def __init__(self):

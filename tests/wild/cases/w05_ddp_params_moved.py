@@ -11,26 +11,12 @@ same mechanism (``param.data`` set to a tensor of another type resets its gradie
 dropping DDP's hooks).  The ranks see different shards of the data, so their weights drift.
 """
 
+from tests.wild.cases.common import DDP_PRELUDE
+
 WORLD = 2
 SLUGS = ("ddp-out-of-sync",)
 
-_SCRIPT = '''
-import torch
-import torch.distributed as dist
-from torch import nn
-from sklearn.datasets import load_digits
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
-from torch.utils.data.distributed import DistributedSampler
-
-if not dist.is_initialized():
-    dist.init_process_group("gloo")
-torch.manual_seed(0)
-d = load_digits()
-ds = TensorDataset(torch.tensor(d.data, dtype=torch.float32) / 16.0, torch.tensor(d.target))
-sampler = DistributedSampler(ds, shuffle=True, seed=0)
-loader = DataLoader(ds, batch_size=64, sampler=sampler)
-model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+_SCRIPT = DDP_PRELUDE + '''model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
 ddp = DDP(model)
 {move}
 opt = torch.optim.SGD(ddp.parameters(), lr=0.1)

@@ -10,26 +10,12 @@ CPU simulation: two gloo processes; a ``get_model`` helper that returns the bare
 a flag (here the buggy default) says the model was "already prepared".
 """
 
+from tests.wild.cases.common import DDP_PRELUDE
+
 WORLD = 2
 SLUGS = ("ddp-out-of-sync",)
 
-_SCRIPT = '''
-import torch
-import torch.distributed as dist
-from torch import nn
-from sklearn.datasets import load_digits
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
-from torch.utils.data.distributed import DistributedSampler
-
-if not dist.is_initialized():
-    dist.init_process_group("gloo")
-torch.manual_seed(0)
-d = load_digits()
-ds = TensorDataset(torch.tensor(d.data, dtype=torch.float32) / 16.0, torch.tensor(d.target))
-sampler = DistributedSampler(ds, shuffle=True, seed=0)
-loader = DataLoader(ds, batch_size=64, sampler=sampler)
-
+_SCRIPT = DDP_PRELUDE + '''
 
 def get_model(module, prepared={prepared}):
     return module if prepared else DDP(module)
