@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader, Sampler
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from overt.engine.seeding import epoch_seed, seed_worker
 
@@ -80,13 +81,33 @@ class WorkerSafeLoader(DataLoader):
     def _get_iterator(self) -> Any:
         if self.num_workers == 0 or threading.current_thread() is not threading.main_thread():
             return super()._get_iterator()
+        self.check_worker_number_rationality()
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, PREEMPTION_SIGNALS)
         try:
-            iterator = super()._get_iterator()
+            iterator = _WorkerSafeIterator(self)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         _LIVE_WORKERS.add(iterator)
         return iterator
+
+
+class _WorkerSafeIterator(_MultiProcessingDataLoaderIter):
+    """PyTorch's worker iterator, whose shutdown also ends workers that ignored it.
+
+    PyTorch stops workers by queueing ``None`` to each and, should one still run, by SIGTERM --
+    which these workers block.  The ``None`` is lost when the iterator is collected as part of a
+    reference cycle (a discarded Trainer holding persistent workers): the garbage collector has
+    then already closed the queues' feeder threads.  Such a worker would wait forever, and
+    multiprocessing's exit handler with it; it is killed instead (SIGKILL cannot be blocked)."""
+
+    def _shutdown_workers(self) -> None:
+        try:
+            super()._shutdown_workers()
+        finally:
+            for worker in getattr(self, "_workers", ()):
+                if worker.is_alive():
+                    worker.kill()
+                    worker.join(timeout=5)
 
 
 # Workers that ignore SIGTERM also ignore the SIGTERM with which multiprocessing ends daemon

@@ -231,3 +231,38 @@ def test_a_process_holding_persistent_workers_still_exits(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout
+
+
+_DISCARDED_TRAINER = """
+import gc, sys
+import torch
+from torch import nn
+from overt.engine.loop import Trainer
+from overt.recipes.digits import load_digits_split
+
+train, _ = load_digits_split(0.2, 0)
+model = nn.Linear(64, 10)
+trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), train, epochs=1,
+                  num_workers=2, persistent_workers=True, progress="off")
+trainer.fit()
+workers = list(trainer.train_loader._iterator._workers)
+trainer.cycle = trainer  # garbage only the cycle collector frees: the queues' feeders close first
+del trainer
+gc.collect()
+print([w.is_alive() for w in workers])
+"""
+
+
+def test_persistent_workers_of_a_trainer_collected_in_a_cycle_end_and_the_process_exits():
+    """The workers block SIGTERM (WorkerSafeLoader); when PyTorch's None cannot reach them any more
+    (their iterator collected in a reference cycle), they are killed, not left waiting forever with
+    the interpreter's exit waiting on them."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    proc = subprocess.run([sys.executable, "-c", _DISCARDED_TRAINER], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[False, False]"
