@@ -23,6 +23,7 @@ BUILTIN: dict[str, str] = {
     "char-rnn": "overt.recipes.char_rnn",
     "resnet": "overt.recipes.resnet",
     "finetune": "overt.recipes.finetune",
+    "gpt": "overt.recipes.gpt",
 }
 
 
