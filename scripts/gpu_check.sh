@@ -43,7 +43,7 @@ part() {
     shift 2
     local start rc
     start=$(date +%s)
-    note "$name (limit ${limit}s): $*"
+    note "$name (limit ${limit}s)"
     timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
     rc=$?
     local took=$(( $(date +%s) - start ))

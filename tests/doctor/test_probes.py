@@ -351,3 +351,15 @@ def test_findings_carry_their_fix_as_a_field_and_the_doctor_parses_no_message(da
                                                                                "rpartition"):
                 args = [a.value for a in node.args if isinstance(a, ast.Constant)]
                 assert not any("Fix" in str(a) or a == "; " for a in args), f"{path.name}:{node.lineno}"
+
+
+def test_the_class_dimension_follows_the_targets_shape_and_stays_silent_when_ambiguous():
+    """(N, C) and (N, C, d) outputs score classes on dimension 1; a language model's (N, T, V)
+    logits with (N, T) targets score them on the last; T == V cannot be told apart."""
+    from overt.doctor.probes.data import class_width
+
+    ids = torch.zeros(4, 32, dtype=torch.int64)
+    assert class_width(torch.zeros(4, 10), torch.zeros(4, dtype=torch.int64)) == 10
+    assert class_width(torch.zeros(4, 10, 32), ids) == 10  # (N, C, d1), PyTorch's convention
+    assert class_width(torch.zeros(4, 32, 66), ids) == 66  # (N, T, V), flattened by the loss
+    assert class_width(torch.zeros(4, 32, 32), ids) is None

@@ -146,7 +146,22 @@ def _output_width(r: ProbeResult, model: nn.Module, forward: Forward, batch: Any
         r.evidence["output"] = f"tensor{tuple(output.shape)} {str(output.dtype).replace('torch.', '')}"
         r.lines.append(f"model output for 8 samples: {r.evidence['output']}")
         if output.dim() >= 2:
-            return int(output.shape[1])
+            return class_width(output, target)
+    return None
+
+
+def class_width(output: torch.Tensor, target: Any) -> int | None:
+    """How many classes ``output`` scores: dimension 1 (PyTorch's ``(N, C, d1, ...)`` convention,
+    and every 2-d output), or the last dimension when the integer targets have the output's shape
+    without it (``(N, T, V)`` logits of a language model with ``(N, T)`` targets, flattened by its
+    loss).  None when the shapes cannot say which (``T == V``, or neither fits): the label checks
+    then stay silent rather than guess."""
+    if output.dim() == 2 or not isinstance(target, torch.Tensor) or target.is_floating_point():
+        return int(output.shape[1])
+    channels_first = tuple(target.shape) == (output.shape[0], *output.shape[2:])
+    channels_last = tuple(target.shape) == tuple(output.shape[:-1])
+    if channels_first != channels_last:
+        return int(output.shape[1] if channels_first else output.shape[-1])
     return None
 
 
