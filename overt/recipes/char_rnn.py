@@ -38,7 +38,7 @@ import overt
 from overt.engine.callbacks import Callback
 from overt.errors import ConfigError
 from overt.preprocessing import Preprocessing
-from overt.recipes.common import require_file
+from overt.recipes.common import text_split
 
 defaults = {
     "epochs": 2,
@@ -180,12 +180,8 @@ def build_model(cfg: Any, meta: dict[str, Any]) -> nn.Module:
 
 
 def build(cfg: Any) -> overt.Recipe:
-    path = require_file(cfg.text, what="text file", get_it=GET_IT, setting="text")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if cfg.limit_chars:
-        text = text[:cfg.limit_chars]
-    n_train = int(len(text) * (1 - cfg.val_fraction))
-    train_text, val_text = text[:n_train], text[n_train:]
+    path, train_text, val_text = text_split(cfg.text, limit_chars=cfg.limit_chars, val_fraction=cfg.val_fraction,
+                                            get_it=GET_IT)
     vocab = ["<pad>", "<unk>", *sorted(set(train_text))]
     prep = Preprocessing(tokens={"vocab": vocab, "split": "chars", "pad": PAD, "unk": UNK})
     encode = lambda s: torch.tensor(prep.ids(s), dtype=torch.int64)  # noqa: E731

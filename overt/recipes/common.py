@@ -38,6 +38,18 @@ def require_file(path: str | Path, *, what: str, get_it: str, setting: str) -> P
     return path
 
 
+def text_split(path: str | Path, *, limit_chars: int, val_fraction: float, get_it: str,
+               setting: str = "text") -> tuple[Path, str, str]:
+    """``(path, training text, validation text)`` of a UTF-8 text file: its first ``limit_chars``
+    characters (0: all), the first ``1 - val_fraction`` of them to train, the rest to validate."""
+    found = require_file(path, what="text file", get_it=get_it, setting=setting)
+    text = found.read_text(encoding="utf-8", errors="replace")
+    if limit_chars:
+        text = text[:limit_chars]
+    n_train = int(len(text) * (1 - val_fraction))
+    return found, text[:n_train], text[n_train:]
+
+
 def split_order(n: int, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(train indices, validation indices): a seeded permutation, the first ``val_fraction`` held out."""
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))

@@ -33,7 +33,7 @@ from torch.utils.data import Dataset
 import overt
 from overt.engine.callbacks import Callback
 from overt.errors import ConfigError
-from overt.recipes.common import require_file
+from overt.recipes.common import text_split
 
 defaults = {
     "epochs": 1,
@@ -160,12 +160,8 @@ class Perplexity(Callback):
 
 def load_text(cfg: Any) -> tuple[list[str], torch.Tensor, torch.Tensor]:
     """(vocabulary, training ids, validation ids) of ``cfg.text`` (first ``limit_chars`` characters)."""
-    path = require_file(cfg.text, what="text file", get_it=GET_IT, setting="text")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if cfg.limit_chars:
-        text = text[:cfg.limit_chars]
-    n_train = int(len(text) * (1 - cfg.val_fraction))
-    train_text, val_text = text[:n_train], text[n_train:]
+    _, train_text, val_text = text_split(cfg.text, limit_chars=cfg.limit_chars, val_fraction=cfg.val_fraction,
+                                         get_it=GET_IT)
     vocab = ["<unk>", *sorted(set(train_text))]
     index = {ch: i for i, ch in enumerate(vocab)}
     encode = lambda s: torch.tensor([index.get(ch, UNK) for ch in s], dtype=torch.int64)  # noqa: E731
