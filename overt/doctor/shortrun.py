@@ -184,6 +184,53 @@ def kept_rng() -> Iterator[None]:
         restore_rng(state)
 
 
+@contextlib.contextmanager
+def deterministic_kernels() -> Iterator[None]:
+    """``torch.use_deterministic_algorithms(True)`` for the block (with ``CUBLAS_WORKSPACE_CONFIG``
+    set when it is unset, as cuBLAS needs on CUDA), both restored after."""
+    import os
+
+    was, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    env = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if env is None:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+        if env is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+
+
+@dataclass
+class KernelNoise:
+    """What repeating a comparison under deterministic kernels showed: ``identical`` (the difference
+    came from kernels that add in a varying order), or the operation that has no deterministic
+    implementation (``op``)."""
+
+    identical: bool
+    op: str | None = None
+
+    def text(self) -> str:
+        if self.identical:
+            return ("identical with torch.use_deterministic_algorithms(True): the difference comes from "
+                    "non-deterministic kernels (atomic adds in a varying order), not from an unseeded random source")
+        return f"with torch.use_deterministic_algorithms(True): {self.op}"
+
+
+def kernel_noise(same_again: Any) -> KernelNoise | None:
+    """Repeat a comparison that found a difference (``same_again()`` -> bool) under deterministic
+    kernels; None when the difference remains (the cause is elsewhere)."""
+    try:
+        with deterministic_kernels(), kept_rng():
+            same = bool(same_again())
+    except RuntimeError as exc:  # an operation without a deterministic implementation names itself
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return KernelNoise(False, first[:300])
+    return KernelNoise(True) if same else None
+
+
 def run(objs: Objects, steps: int, **changes: Any) -> tuple[list[float], dict[str, torch.Tensor], Any]:
     """Train fresh copies for ``steps`` optimizer steps: (losses per step, final weights on the CPU, trainer)."""
     trainer, stop = trainer_for(objs, steps, **changes)

@@ -92,7 +92,10 @@ def _saved_alive(node: Any, limit: int = 16) -> bool | None:
             # SavedTensor.data is None once backward freed it (or for an optional value never
             # set): a node whose saved tensors are all None has been freed
             for attr in attrs:
-                value = getattr(n, attr, None)
+                try:
+                    value = getattr(n, attr, None)
+                except RuntimeError:  # a compiled graph's node refuses access once backward freed it
+                    return False
                 for item in (value if isinstance(value, (list, tuple)) else (value,)):
                     if isinstance(getattr(item, "data", None), torch.Tensor):
                         return True

@@ -363,3 +363,27 @@ def test_the_class_dimension_follows_the_targets_shape_and_stays_silent_when_amb
     assert class_width(torch.zeros(4, 10, 32), ids) == 10  # (N, C, d1), PyTorch's convention
     assert class_width(torch.zeros(4, 32, 66), ids) == 66  # (N, T, V), flattened by the loss
     assert class_width(torch.zeros(4, 32, 32), ids) is None
+
+
+def test_kernel_noise_tells_non_deterministic_kernels_from_other_causes():
+    """A difference between two seeded runs is repeated under deterministic kernels: gone there
+    (the accelerator's atomic adds, a WARN with the fix), an operation named (no deterministic
+    implementation), or still there (None: an unseeded random source, a FAIL). Seen on an H200:
+    the gpt recipe's two seeded runs differed by 2.9e-05 in the tied embedding."""
+    import os
+
+    from overt.doctor.shortrun import kernel_noise
+
+    before = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    assert not torch.are_deterministic_algorithms_enabled()
+    noise = kernel_noise(torch.are_deterministic_algorithms_enabled)  # "identical" only under deterministic kernels
+    assert noise is not None and noise.identical and "non-deterministic kernels" in noise.text()
+    assert kernel_noise(lambda: False) is None
+
+    def no_deterministic_implementation() -> bool:
+        raise RuntimeError("scatter_add_cuda_kernel does not have a deterministic implementation\nmore")
+
+    named = kernel_noise(no_deterministic_implementation)
+    assert named is not None and not named.identical and named.op.startswith("scatter_add_cuda_kernel")
+    assert not torch.are_deterministic_algorithms_enabled()  # restored, and the environment with it
+    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == before

@@ -15,7 +15,8 @@ from overt.config import TrainConfig
 from overt.doctor.common import Forward, default_forward, fresh, to
 from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
-from overt.doctor.shortrun import Objects, first_difference, fixed_batches, kept_rng, probe_config, run, trainer_for
+from overt.doctor.shortrun import (Objects, first_difference, fixed_batches, kept_rng, kernel_noise,
+                                   probe_config, run, trainer_for)
 
 TESTS_ROUNDTRIP = ("save with overt's Checkpointer, load into a freshly built model: identical outputs for the "
                    "same input")
@@ -128,29 +129,18 @@ def _same_state(a: Any, b: Any) -> bool:
 def exact_resume(objs: Objects, *, steps: int = 3) -> ProbeResult:
     """Probe 7b on its own: overt's Trainer on copies, ``steps`` + save + resume + ``steps`` against
     ``2 * steps`` uninterrupted; losses and final weights must be equal bit for bit."""
-    from overt.checkpoint import Checkpointer
-    from overt.checkpoint.callback import restore_trainer
     from overt.errors import OvertError
 
     r = ProbeResult("exact-resume", "Exact resume", TESTS_RESUME)
-    full_losses, full_weights, _ = run(objs, 2 * steps)
-    first, stop = trainer_for(objs, steps)
-    first.fit()
-    with tempfile.TemporaryDirectory(prefix="overt-doctor-") as tmp:
-        ckpt = Checkpointer(tmp, keep_last=1, log=_quiet)
-        ckpt.save(first.state.global_step, first.state_objects())  # what `overt train` checkpoints hold
-        second, stop2 = trainer_for(objs, 2 * steps)
-        try:
-            restore_trainer(second, ckpt.load(), log=_quiet)
-            second.fit()
-        except OvertError as exc:
-            r.verdict, r.summary = Verdict.WARN, f"cannot resume mid-epoch: {exc.what}"
-            r.lines.append(str(exc))
-            r.fix = exc.fix
-            return r
+    try:
+        full_losses, full_weights, first, resumed, second = _resume_pair(objs, steps)
+    except OvertError as exc:
+        r.verdict, r.summary = Verdict.WARN, f"cannot resume mid-epoch: {exc.what}"
+        r.lines.append(str(exc))
+        r.fix = exc.fix
+        return r
     from overt.doctor.shortrun import weights
 
-    resumed = stop.losses + stop2.losses
     if second.scheduler is not None:
         r.evidence.update(scheduler=type(second.scheduler).__name__,
                           scheduler_total_steps=getattr(second.scheduler, "total_steps", None))
@@ -163,14 +153,51 @@ def exact_resume(objs: Objects, *, steps: int = 3) -> ProbeResult:
     if resumed == full_losses and diff is None:
         r.summary = f"{steps}+{steps} resumed steps equal {2 * steps} uninterrupted ones bit for bit"
         return r
-    r.verdict = Verdict.FAIL
     where = f"first differing weight: {diff[0]} (max |diff| {diff[1]:.3g})" if diff else "losses differ"
     r.summary = f"a resumed run differs from an uninterrupted one ({where})"
+    noise = kernel_noise(lambda: _resumes_exactly(objs, steps))
+    if noise is not None:
+        r.evidence["deterministic_kernels"] = {"identical": noise.identical, "op": noise.op}
+        r.lines.append(noise.text())
+    if noise is not None and noise.identical:
+        # the checkpoint holds everything; two uninterrupted runs would differ the same way
+        r.verdict = Verdict.WARN
+        r.summary += ": non-deterministic kernels (exact with deterministic algorithms)"
+        r.fix = ("for bit-exact resumes call torch.use_deterministic_algorithms(True) and set "
+                 "CUBLAS_WORKSPACE_CONFIG=:4096:8 before training (slower); the checkpoint itself is complete")
+        return r
+    r.verdict = Verdict.FAIL
     r.causes += ["state outside the checkpoint: a random augmentation with its own unseeded generator, a data "
                  "loader whose order is not a function of the seed, module attributes that are not buffers"]
     r.fix = ("give every random source a seed derived from overt's (use a Dataset, not a ready DataLoader, and "
              "torch's global generator), and keep state in buffers")
     return r
+
+
+def _resume_pair(objs: Objects, steps: int) -> tuple[list[float], dict[str, torch.Tensor], Any, list[float], Any]:
+    """``2 * steps`` uninterrupted against ``steps`` + save + resume + ``steps``: (uninterrupted losses,
+    uninterrupted final weights, the first trainer, the resumed run's losses, the resumed trainer)."""
+    from overt.checkpoint import Checkpointer
+    from overt.checkpoint.callback import restore_trainer
+
+    full_losses, full_weights, _ = run(objs, 2 * steps)
+    first, stop = trainer_for(objs, steps)
+    first.fit()
+    with tempfile.TemporaryDirectory(prefix="overt-doctor-") as tmp:
+        ckpt = Checkpointer(tmp, keep_last=1, log=_quiet)
+        ckpt.save(first.state.global_step, first.state_objects())  # what `overt train` checkpoints hold
+        second, stop2 = trainer_for(objs, 2 * steps)
+        restore_trainer(second, ckpt.load(), log=_quiet)
+        second.fit()
+    return full_losses, full_weights, first, stop.losses + stop2.losses, second
+
+
+def _resumes_exactly(objs: Objects, steps: int) -> bool:
+    """The exact-resume comparison once more (under deterministic kernels, by :func:`kernel_noise`)."""
+    from overt.doctor.shortrun import weights
+
+    full_losses, full_weights, _, resumed, second = _resume_pair(objs, steps)
+    return resumed == full_losses and first_difference(full_weights, weights(second.model)) is None
 
 
 def checkpoint(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, objs: Objects, *,
