@@ -1,6 +1,7 @@
 """Lint a corpus of public PyTorch projects and say how precise lint is on it.
 
-    python benchmarks/lint_corpus/run.py [--mirror DIR] [--verdicts FILE] [--findings OUT] [--only SLUG,...]
+    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test] [--mirror DIR] [--verdicts FILE]
+                                         [--findings OUT] [--only SLUG,...]
 
 The corpus is ``manifest.json`` beside this script: for each project its GitHub repository, the
 commit, and the paths inside it.  The repositories' code is never kept in this repository: each
@@ -10,6 +11,12 @@ its Python files and packaging files (pyproject.toml, setup.cfg, setup.py, requi
 which lint reads for the project's torch floor) at the pinned commit are written into a temporary
 directory, one sub-directory per project, which is then linted project by project with the default
 settings a new user gets.
+
+Groups (``--group``, default ``tuned``): ``tuned`` is the corpus the rules were built on (issues 20
+and 22, ``verdicts.txt``); ``known`` the ten codebases of issue 30 whose false findings were described
+there (``verdicts-known.txt``); ``dev`` and ``test`` the two halves of the projects added for issue 30,
+drawn by ``split.py`` (``split.json``; ``verdicts-dev.txt``, ``verdicts-test.txt``).  Projects whose
+manifest entry says ``"notebooks": true`` have their ``.ipynb`` files linted too.
 
 Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
 With ``--verdicts`` (``verdicts.txt`` beside this script by default when it exists), every
@@ -50,14 +57,14 @@ def _git_dir(mirror: Path, repo: str) -> Path:
                      f"`git clone --bare https://github.com/{repo} {mirror / base / 'repo'}`")
 
 
-def _wanted(path: str, roots: list[str]) -> bool:
+def _wanted(path: str, roots: list[str], notebooks: bool = False) -> bool:
     name = path.rsplit("/", 1)[-1]
-    if not (path.endswith(".py") or name in PACKAGING or (name.startswith("requirements") and name.endswith(".txt"))):
+    if not (path.endswith(".py") or (notebooks and path.endswith(".ipynb")) or name in PACKAGING or (name.startswith("requirements") and name.endswith(".txt"))):
         return False
     return any(not r or path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def extract(git_dir: Path, commit: str, roots: list[str], dest: Path) -> int:
+def extract(git_dir: Path, commit: str, roots: list[str], dest: Path, notebooks: bool = False) -> int:
     """Write the wanted files of ``commit`` under ``dest``; return how many."""
     listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-z", commit],
                              capture_output=True, check=True).stdout.decode("utf-8", "replace")
@@ -67,7 +74,7 @@ def extract(git_dir: Path, commit: str, roots: list[str], dest: Path) -> int:
             continue
         meta, path = entry.split("\t", 1)
         mode, kind, sha = meta.split()
-        if kind == "blob" and mode != "120000" and _wanted(path, roots):
+        if kind == "blob" and mode != "120000" and _wanted(path, roots, notebooks):
             blobs.append((sha, path))
     proc = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
                           input="".join(f"{sha}\n" for sha, _ in blobs).encode(), capture_output=True, check=True)
@@ -102,30 +109,58 @@ def read_verdicts(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
     return out
 
 
+def _lines(path: Path) -> int:
+    """Lines of a source file; of a notebook, the lines of its code cells."""
+    if path.suffix != ".ipynb":
+        return path.read_bytes().count(b"\n")
+    try:
+        cells = json.loads(path.read_bytes()).get("cells", [])
+    except (ValueError, AttributeError):
+        return 0
+    src = [c.get("source", "") for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
+    return sum(len(s) if isinstance(s, list) else s.count("\n") + 1 for s in src)
+
+
+GROUPS = ("tuned", "known", "dev", "test")
+
+
+def select(projects: list[dict], group: str) -> list[dict]:
+    """The manifest's projects of ``group`` (``dev``/``test``: the halves split.json drew)."""
+    if group == "tuned":
+        return [p for p in projects if "group" not in p]
+    if group == "known":
+        return [p for p in projects if p.get("group") == "known"]
+    half = set(json.loads((HERE / "split.json").read_text())[group])
+    return [p for p in projects if p.get("group") == "new" and p["slug"] in half]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mirror", default=os.environ.get("OVERT_CORPUS_MIRROR", "/work/.mirror"))
-    ap.add_argument("--verdicts", default=str(HERE / "verdicts.txt"))
+    ap.add_argument("--group", default="tuned", choices=GROUPS, help="which projects (default: tuned)")
+    ap.add_argument("--verdicts", help="verdicts file (default: verdicts.txt for tuned, verdicts-GROUP.txt else)")
     ap.add_argument("--findings", help="write every finding (verdicts format, verdict '?') to this file")
     ap.add_argument("--only", help="comma-separated project slugs")
     ap.add_argument("--json", help="write the per-project and per-rule counts as JSON here")
     ap.add_argument("--min-severity", default="warning", choices=("info", "warning", "error"),
                     help="lowest level counted (default: warning, what a new user sees)")
     args = ap.parse_args(argv)
-    manifest = json.loads((HERE / "manifest.json").read_text())["projects"]
+    manifest = select(json.loads((HERE / "manifest.json").read_text())["projects"], args.group)
+    if not args.verdicts:
+        args.verdicts = str(HERE / ("verdicts.txt" if args.group == "tuned" else f"verdicts-{args.group}.txt"))
     if args.only:
         keep = set(args.only.split(","))
         manifest = [p for p in manifest if p["slug"] in keep]
     mirror = Path(args.mirror)
-    rows, all_found = [], []
+    rows, all_found, unparsed = [], [], []
     cpu_time = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for proj in manifest:
             dest = Path(tmp) / proj["slug"]
             dest.mkdir()
-            extract(_git_dir(mirror, proj["repo"]), proj["commit"], proj["paths"], dest)
-            files = sorted(dest.rglob("*.py"))
-            lines = sum(f.read_bytes().count(b"\n") for f in files)
+            extract(_git_dir(mirror, proj["repo"]), proj["commit"], proj["paths"], dest, proj.get("notebooks", False))
+            files = sorted(dest.rglob("*.py")) + sorted(dest.rglob("*.ipynb"))
+            lines = sum(_lines(f) for f in files)
             t0, c0 = time.perf_counter(), time.process_time()
             levels = {"min_severity": args.min_severity} if hasattr(LintConfig, "min_severity") else {}
             found, errors = lint_paths([dest], LintConfig(root=dest, **levels))
@@ -135,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 rel = Path(f.path).resolve().relative_to(Path(tmp).resolve()).as_posix()
                 all_found.append((f.slug, f"{rel}:{f.line}", f))
             rows.append((proj["slug"], len(files), lines, len(found), len(errors), dt))
+            unparsed.extend(str(e).replace(str(Path(tmp)) + os.sep, "") for e in errors)
     total_lines = sum(r[2] for r in rows)
     total_time = sum(r[5] for r in rows)
     print(f"{'project':<20} {'files':>6} {'lines':>8} {'findings':>8} {'unparsed':>8} {'seconds':>8}")
@@ -144,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r[4] for r in rows):>8} {total_time:>8.2f}")
     print(f"speed: {total_lines / total_time:,.0f} lines/s in-process wall time, {total_lines / cpu_time:,.0f} lines "
           f"per CPU second (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
+    for u in unparsed:
+        print(f"  unparsed: {u}")
     by_rule = Counter(s for s, _, _ in all_found)
     print("\nfindings per rule:")
     for slug, n in sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -1,0 +1,40 @@
+"""Split the corpus's "new" projects into development and test halves by a seeded draw.
+
+    python benchmarks/lint_corpus/split.py            # writes split.json beside this script
+
+Held out means held out: the draw is made once, before any finding on these projects is read,
+and committed with its seed.  Rules are built against the development half only; the test half
+is measured once, at the end.  The slugs are sorted first, so the draw depends on the seed and
+the set of projects alone, not on their order in manifest.json.  With an odd count the test half
+gets the smaller share.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SEED = 20261126  # the day the draw was made (issue 30)
+
+
+def draw(slugs: list[str], seed: int = SEED) -> dict[str, list[str]]:
+    """Return {"dev": [...], "test": [...]} for ``slugs``, drawn with ``seed``."""
+    order = sorted(slugs)
+    random.Random(seed).shuffle(order)
+    n_test = len(order) // 2
+    return {"seed": seed, "test": sorted(order[:n_test]), "dev": sorted(order[n_test:])}
+
+
+def main() -> int:
+    projects = json.loads((HERE / "manifest.json").read_text())["projects"]
+    halves = draw([p["slug"] for p in projects if p.get("group") == "new"])
+    (HERE / "split.json").write_text(json.dumps(halves, indent=2) + "\n")
+    print(f"seed {halves['seed']}: dev {len(halves['dev'])} {halves['dev']}\n"
+          f"            test {len(halves['test'])} {halves['test']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
