@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.devices import device_meetings
 from overt.lint.analysis.events import events
 from overt.lint.analysis.values import values_for
-from overt.lint.analysis.units import (is_factory, loader_iter, loop_units, param_names, target_names,
+from overt.lint.analysis.units import (loader_iter, loop_units, param_names, target_names,
                                        tensor_names)
-from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
+from overt.lint.index import FileIndex, dotted, is_const, kwarg
 from overt.lint.rules.base import Edit, Hit, rule
 
 
@@ -32,156 +33,6 @@ def to_without_assign(ix: FileIndex) -> Iterator[Hit]:
                   f"(modules are), so `{name}` stays where it was", fix=f"write `{name} = {ix.segment(call)}`",
                   edits=[Edit(stmt.lineno, stmt.col_offset, stmt.lineno, stmt.col_offset, f"{name} = ")],
                   fix_note=f"{ix.segment(call)} -> {name} = {ix.segment(call)}")
-
-
-def _moved_or_index(ix: FileIndex, node: ast.AST) -> bool:
-    """Is ``node`` moved by a method chain (``.float().to(x.device)``) or used only as an index?"""
-    cur = node
-    parent = ix.parents.get(cur)
-    while isinstance(parent, (ast.Attribute, ast.Call)) and (
-            not isinstance(parent, ast.Call) or parent.func is cur):
-        if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as", "to_device"):
-            return True
-        cur, parent = parent, ix.parents.get(parent)
-    cur = node
-    while not isinstance(cur, ast.stmt):
-        parent = ix.parents.get(cur)
-        if isinstance(parent, ast.Subscript) and parent.slice is cur:
-            return True  # indexing a tensor on any device with a CPU index works
-        cur = parent
-    return False
-
-
-_MOVES = frozenset({"to", "cuda", "type_as", "to_device"})
-_TO_PYTHON = frozenset({"item", "tolist", "numpy"})  # the value leaves torch: Python numbers or a numpy array
-
-
-def _alone_in_torch_op(ix: FileIndex, call: ast.Call, arg: ast.AST) -> bool:
-    """``torch.cumsum(arg, 0)``, ``torch.unique_consecutive(arg, return_counts=True)``: a torch
-    function of ``arg`` and constants only, whose result stays on ``arg``'s device."""
-    if not call.args or call.args[0] is not arg:
-        return False
-    q = ix.qualname(call.func) or ""
-    if not q.startswith("torch.") or is_factory(ix, call):
-        return False
-    rest = list(call.args[1:]) + [k.value for k in call.keywords]
-    return all(k.arg is not None for k in call.keywords) and all(
-        isinstance(a, ast.Constant) or (isinstance(a, ast.UnaryOp) and isinstance(a.operand, ast.Constant))
-        for a in rest)
-
-
-def _reported(ix: FileIndex, node: ast.AST) -> bool:
-    """Is ``node`` a value of a dict literal or an argument of a ``log``/``print`` call (what is
-    reported, not computed with)?"""
-    parent = ix.parents.get(node)
-    if isinstance(parent, ast.Dict):
-        return any(v is node for v in parent.values)
-    if isinstance(parent, ast.keyword):
-        parent = ix.parents.get(parent)
-    if isinstance(parent, ast.Call) and parent.func is not node:
-        last = (dotted(parent.func) or "").rsplit(".", 1)[-1].lower()
-        return last == "print" or last.startswith("log")
-    return False
-
-
-def _later_uses(ix: FileIndex, scope: ast.AST, name: str, anchor: ast.stmt) -> list[ast.Name]:
-    """Reads of ``name`` in ``scope`` from ``anchor`` on, and anywhere in a loop around ``anchor``
-    (``start = end`` at the bottom of a loop is read at its top on the next turn)."""
-    loops = ix.enclosing_loops(anchor)
-    out = []
-    for n in ix.scope_nodes(scope):
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and (
-                n.lineno >= anchor.lineno or any(loop in loops for loop in ix.ancestors(n))):
-            out.append(n)
-    return out
-
-
-def _kept_apart(ix: FileIndex, node: ast.AST, depth: int = 4) -> bool:
-    """Is the CPU tensor ``node`` evaluates to kept apart from the model's tensors, through the names
-    it is assigned to and the loop variables that iterate it?  Every use must be one that works
-    whatever device the model is on:
-
-    - an index (``r = torch.randperm(n); x = x[:, r]``; ``idx = idx[:, None]``; a slice bound
-      ``xs[start:end]``; ``keep = rand.topk(k).indices``): a CPU index works on tensors of any device;
-    - a Python bool (``if torch.rand(1) > p:``) or number (``.item()``, ``.tolist()``);
-    - a move (``.to(x.device)`` down a method chain);
-    - a detached value reported in a dict or a log call (``{"loss": t.detach().mean()}``).
-
-    A torch function of the value and constants alone (``torch.cumsum(t, 0)``) keeps it on the CPU and
-    is followed like a method."""
-    cur, detached = node, False
-    while True:  # climb the method chain: torch.randn(...).argsort(...)[..., :k]
-        parent = ix.parents.get(cur)
-        if isinstance(parent, ast.Attribute) and parent.value is cur:
-            if parent.attr in _MOVES or parent.attr in _TO_PYTHON:
-                return True
-            detached = detached or parent.attr == "detach"
-            cur = parent
-        elif isinstance(parent, ast.Call) and (parent.func is cur or _alone_in_torch_op(ix, parent, cur)):
-            cur = parent
-        elif isinstance(parent, ast.Subscript) and parent.value is cur:
-            cur = parent
-        else:
-            break
-    up, parent = cur, ix.parents.get(cur)
-    if isinstance(parent, ast.Compare) and isinstance(ix.parents.get(parent), (ast.If, ast.IfExp, ast.While, ast.BoolOp)):
-        return True  # `if torch.rand(1) > p:`: a CPU scalar turned into a Python bool
-    if detached and _reported(ix, cur):
-        return True  # `{"p_loss": p_loss.detach().mean()}`: logged, never mixed with the model's tensors
-    while isinstance(parent, (ast.Tuple, ast.Slice, ast.Subscript)):  # x[r], x[:, r, :], x[b, idx], xs[a:b]
-        if isinstance(parent, ast.Subscript):
-            if parent.slice is up:
-                return True
-            break
-        up, parent = parent, ix.parents.get(parent)
-    parent = ix.parents.get(cur)
-    if depth == 0:
-        return False
-    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
-        name, anchor = parent.targets[0].id, parent
-    elif isinstance(parent, ast.For) and parent.iter is cur and isinstance(parent.target, ast.Name):
-        name, anchor = parent.target.id, parent  # `for end in bounds:`: each element, followed the same way
-    else:
-        return False
-    scope = ix.enclosing_function(node) or ix.tree
-    uses = _later_uses(ix, scope, name, anchor)
-    if not uses:
-        return False
-    for use in uses:
-        stmt = ix.statement_of(use)
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and stmt.targets[0].id == name and stmt is not anchor:
-            continue  # `idx = idx[:, None]`: the same name, whose other uses decide
-        if not _kept_apart(ix, use, depth - 1):
-            return False
-    return True
-
-
-def _moved_by_caller(ix: FileIndex, helper: ast.FunctionDef, forward: ast.FunctionDef) -> bool:
-    """A helper whose result is moved where it is made or used: it returns ``x.to(...)``, or every
-    call of it in forward() is followed by ``.to(...)`` / ``.cuda()``."""
-    returns = [n for n in ix.scope_nodes(helper) if isinstance(n, ast.Return) and n.value is not None]
-    if returns and all(isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Attribute)
-                       and r.value.func.attr in ("to", "cuda", "type_as") for r in returns):
-        return True
-    calls = [n for n in ix.scope_nodes(forward) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-             and n.func.attr == helper.name and dotted(n.func.value) == "self"]
-    return bool(calls) and all(_moved_or_index(ix, c) for c in calls)
-
-
-def _forward_and_helpers(ix: FileIndex, cls: ast.ClassDef) -> list[ast.FunctionDef]:
-    """``forward`` and the methods of the class it calls (``self._mask(x)``), one level deep."""
-    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
-    forward = methods.get("forward")
-    if forward is None:
-        return []
-    out = [forward]
-    for n in ix.scope_nodes(forward):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self":
-            helper = methods.get(n.func.attr)
-            if helper is not None and helper not in out and not helper.name.startswith("__"):
-                out.append(helper)
-    return out
 
 
 def _main_guard(node: ast.AST) -> bool:
@@ -210,45 +61,26 @@ def _cpu_self_test_class(ix: FileIndex, cls: ast.ClassDef) -> bool:
 def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
     if ix.is_test_file:
         return  # test doubles return CPU tensors on purpose; tests run on one device
-    for cname in ix.module_classes:
-        if _cpu_self_test_class(ix, ix.classes[cname]):
+    for cname in sorted(ix.module_classes):
+        cls = ix.classes[cname]
+        if _cpu_self_test_class(ix, cls):
             continue
-        found = _forward_and_helpers(ix, ix.classes[cname])
-        for item in found:
-            if item is not found[0] and _moved_by_caller(ix, item, found[0]):
-                continue
-            moved = set()
-            for n in ix.scope_nodes(item):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
-                        "to", "cuda", "type_as", "to_device"):
-                    if dotted(n.func.value):
-                        moved.add(dotted(n.func.value))
-            for _ in range(2):  # `labels = b1 * w + c1; labels = labels.to(x.device)`: b1 and c1 are moved too
-                for n in ix.scope_nodes(item):
-                    if isinstance(n, ast.Assign) and len(n.targets) == 1 and dotted(n.targets[0]) in moved:
-                        moved |= {m.id for m in ast.walk(n.value) if isinstance(m, ast.Name)}
-            for n in ix.scope_nodes(item):
-                if not is_factory(ix, n) or kwarg(n, "device") is not None or has_star_kwargs(n):
-                    continue
-                last = (ix.qualname(n.func) or "").rsplit(".", 1)[-1]
-                literal = n.args and isinstance(n.args[0], (ast.List, ast.Tuple, ast.ListComp))
-                if last in ("tensor", "as_tensor") and not literal:
-                    continue  # 0-dim CPU tensors mix freely with tensors on any device
-                parent = ix.parents.get(n)
-                if _moved_or_index(ix, n) or _kept_apart(ix, n):
-                    continue
-                if isinstance(parent, ast.Assign) and any(dotted(t) in moved for t in parent.targets):
-                    continue
-                stmt = ix.statement_of(n)
-                if isinstance(stmt, ast.Assign) and isinstance(parent, ast.BinOp) and any(
-                        dotted(t) in moved for t in stmt.targets):
-                    continue  # `b1 = torch.arange(n) // w`, b1 moved (through what it becomes) later
-                where = "forward()" if item.name == "forward" else f"{item.name}() (called by forward())"
-                yield Hit("device-mismatch", n,
-                          f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the "
-                          f"model and its input are on, so the model fails (or silently runs on the CPU) on a "
-                          f"GPU", fix="pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
-                          "buffer in __init__")
+        for m in device_meetings(ix, cls):
+            last = (ix.qualname(m.origin.func) or "").rsplit(".", 1)[-1]
+            func = ix.enclosing_function(m.origin)
+            where = "forward()" if func is None or func.name == "forward" else f"{func.name}() (called by forward())"
+            if m.how == "returned":
+                fate = f"forward() returns it (line {m.node.lineno}), so the model's output stays on the CPU"
+            elif m.how == "layer":
+                fate = f"line {m.node.lineno} feeds it to {m.what}, whose weights are on the model's device"
+            else:
+                fate = (f"line {m.node.lineno} combines it with the model's tensors"
+                        + (f" ({m.what})" if m.what else ""))
+            yield Hit("device-mismatch", m.origin,
+                      f"torch.{last}(...) inside {where} creates the tensor on the CPU whatever device the model "
+                      f"and its input are on, and {fate}: on a GPU the model fails there (or silently runs on the "
+                      f"CPU)", fix="pass device=x.device (and dtype=x.dtype where it matters), or register it as a "
+                      "buffer in __init__")
 
 
 @rule("inputs-require-grad")
