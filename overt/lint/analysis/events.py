@@ -40,12 +40,59 @@ def _receiver(call: ast.Call) -> ast.expr | None:
     return call.func.value if isinstance(call.func, ast.Attribute) else None
 
 
+_GRAD_TESTS = frozenset({"grad", "requires_grad"})
+
+
+def _grad_test(test: ast.AST) -> bool:
+    """``p.grad is not None``, ``p.requires_grad``: a test every parameter that has a gradient passes."""
+    attrs = {a.attr for a in ast.walk(test) if isinstance(a, ast.Attribute)}
+    return bool(attrs) and attrs <= _GRAD_TESTS | {"is_leaf"}
+
+
+def _param_reset(ix: FileIndex, node: ast.AST, param: ast.expr) -> Event | None:
+    """``p.grad = None`` / ``p.grad.zero_()``: a reset of every gradient only inside a loop over all the
+    parameters (``for p in model.parameters()``, ``for p in group["params"]``) with no test that picks some
+    of them (``if p.grad is not None`` is fine).  Anything else resets a subset (``for n, p in
+    model.named_parameters(): if "last_layer" in n: p.grad = None``, ``model.head.weight.grad = None``):
+    a partial reset, which is not a reset of the step (None)."""
+    name = dotted(param)
+    loop = None
+    for anc in ix.ancestors(node):
+        bound = {n.id for n in ast.walk(anc.target) if isinstance(n, ast.Name)} if isinstance(
+            anc, (ast.For, ast.AsyncFor)) else set()
+        if name in bound:
+            loop = anc
+            break
+        if isinstance(anc, ast.If) and not _grad_test(anc.test):
+            return None  # a test that chooses which parameters
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+    if loop is None:
+        return None
+    body_ifs = [n for s in loop.body for n in ast.walk(s) if isinstance(n, ast.If) and not _grad_test(n.test)]
+    if any(isinstance(n, (ast.Continue, ast.Break)) for s in loop.body for n in ast.walk(s)) and body_ifs:
+        return None  # `if "head" not in n: continue`: some parameters only
+    it = loop.iter
+    while isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "list", "tqdm"):
+        it = it.args[0] if it.args else it
+    text = ix.segment(it)
+    calls = [c for c in ast.walk(it) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
+    whole = any(c.func.attr in ("parameters", "named_parameters") and (
+        dotted(c.func.value) == "self" or ix.is_model(dotted(c.func.value)) or ix.is_optimizer(dotted(c.func.value)))
+        for c in calls)
+    if whole or "param" in text and "group" in text or text.endswith(("params", "params']", 'params"]')):
+        return Event("reset", node, node, name)
+    if isinstance(it, ast.Name) and ("param" in it.id.lower() and "last" not in it.id.lower()):
+        return Event("reset", node, node, name)  # `for p in params:` (the list handed to the optimizer)
+    return None
+
+
 def classify(ix: FileIndex, node: ast.AST) -> Event | None:
     """The event ``node`` is, or None."""
     if isinstance(node, ast.Assign):
         for t in node.targets:
             if isinstance(t, ast.Attribute) and t.attr == "grad":
-                return Event("reset", node, node, dotted(t.value))
+                return _param_reset(ix, node, t.value)
         return None
     if not isinstance(node, ast.Call):
         return None
@@ -87,7 +134,7 @@ def classify(ix: FileIndex, node: ast.AST) -> Event | None:
         if isinstance(base, ast.Attribute) and base.attr == "grad" and attr != "requires_grad_":
             if attr == "fill_" and not (node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0):
                 return None  # `p.grad.fill_(0.01)`: gradients set to a value, not reset
-            return Event("reset", node, node, dotted(base.value))
+            return _param_reset(ix, node, base.value)
         return None
     if attr == "eval" and recv is not None and not node.args and not node.keywords:
         return Event("eval", node, node, recv_text)
