@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from overt.lint.analysis.units import eval_regions, loop_units
 from overt.lint.analysis.frameworks import framework_fix
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
-from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.base import decided, Hit, rule
 
 
 def _role(ix: FileIndex, call: ast.Call) -> str | None:
@@ -105,10 +105,11 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
             continue
         if kwarg(call, "sampler") is not None or kwarg(call, "batch_sampler") is not None:
             continue
-        if _shuffle(call) is not None:
-            continue  # shuffle=False written out is a decision (time series, curriculum)
+        written = _shuffle(call)
+        if written is not None and not is_const(written, False):
+            continue  # shuffle=args.shuffle: the author decides at run time
         if _role(ix, call) == "train" and not _iterable_dataset(ix, call) and not _first_batch_only(ix, call):
-            yield Hit("unshuffled-training", call,
+            hit = Hit("unshuffled-training", call,
                       "this training DataLoader does not shuffle (shuffle defaults to False), so every epoch sees "
                       "the data in the same "
                       "order (on ordered data: batches of one class, a model biased to what came last)", fix=framework_fix(
@@ -117,6 +118,8 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
                                     "shuffling (under DDP its DistributedSampler keeps the loader's shuffle=False)",
                           accelerate="pass shuffle=True (accelerator.prepare keeps the loader's order; under several "
                                      "processes its sampler shuffles only when the loader did)"))
+            # shuffle=False written out is a decision (time series, curriculum)
+            yield decided(hit, "shuffle=False") if written is not None else hit
 
 
 @rule("shuffled-evaluation")

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, has_star_kwargs, is_const, kwarg
-from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.base import Hit, decided, rule
 
 #: torch.nn.functional's dropouts, whose ``training`` argument defaults to True
 FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
@@ -68,8 +68,8 @@ def dropout_always_on(ix: FileIndex) -> Iterator[Hit]:
         if _mode_guarded(ix, call, func) or _caller_knob(ix, call, func, p):
             continue
         what = "training=True" if training is not None else "no training= argument"
-        yield Hit("dropout-always-on", call,
+        hit = Hit("dropout-always-on", call,
                   f"F.{name} with {what} in {func.name}(): it keeps dropping units after model.eval(), so "
-                  f"validation, inference and every metric are randomly noisy; pass training=self.training "
-                  f"(or use an nn.Dropout layer)",
+                  f"validation, inference and every metric are randomly noisy",
                   fix="pass training=self.training (or use an nn.Dropout layer)")
+        yield decided(hit, "training=True") if training is not None else hit

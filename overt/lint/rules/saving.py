@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from overt.lint.analysis.requirements import torch_floor_of
 from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
-from overt.lint.rules.base import Edit, Hit, rule
+from overt.lint.rules.base import decided, Edit, Hit, rule
 
 
 def _is(ix: FileIndex, call: ast.Call, qual: str) -> bool:
@@ -107,9 +107,8 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
                    f"({allows}), so loading a checkpoint from elsewhere can run code hidden in it")
             fix = ("pass weights_only=True (state_dicts and tensors load as before), or require torch>=2.6, "
                    "where it is the default")
-        # an explicit weights_only=False is the author's recorded choice: hygiene to review, not a default alarm
-        yield Hit("unsafe-load", call, msg, fix=fix, edits=edits, fix_note=note,
-                  severity="info" if flag is not None else None)
+        hit = Hit("unsafe-load", call, msg, fix=fix, edits=edits, fix_note=note)
+        yield decided(hit, "weights_only=False") if flag is not None else hit
 
 
 def _weights_only_edit(ix: FileIndex, call: ast.Call) -> list[Edit]:
