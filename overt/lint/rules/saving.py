@@ -65,6 +65,38 @@ def _loaded_as_state_dict(ix: FileIndex, call: ast.Call) -> bool:
     return True
 
 
+#: loaders whose ``weights_only`` defaults to False in every torch release (read in torch 2.13: torch.load's
+#: default is None, which means True from 2.6 on; these two keep False)
+URL_LOADERS = ("torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url")
+
+
+def _url_loader(ix: FileIndex, call: ast.Call) -> str | None:
+    """``torch.hub.load_state_dict_from_url`` / ``model_zoo.load_url`` (through any import, also torchvision's
+    re-export ``torchvision.models.utils.load_state_dict_from_url``): the name, or None."""
+    q = ix.qualname(call.func) or ""
+    if q in URL_LOADERS:
+        return q
+    last = q.rsplit(".", 1)[-1]
+    if last in ("load_state_dict_from_url", "load_url") and q.split(".")[0] in ("torch", "torchvision"):
+        return q
+    return None
+
+
+def _url_load_hit(ix: FileIndex, call: ast.Call, name: str, allowlisted: bool) -> Hit | None:
+    flag = kwarg(call, "weights_only")
+    if flag is not None and not is_const(flag, False):
+        return None
+    if ix.is_test_file or allowlisted or _safe_globals_context(ix, call) or _type_error_fallback(ix, call):
+        return None
+    short = name.rsplit(".", 1)[-1]
+    msg = (f"{short}(...) downloads a file and unpickles it with weights_only=False, its default in every torch "
+           f"release (torch 2.13 included, unlike torch.load), so a file swapped at that address or in the local "
+           f"cache can run code")
+    fix = f"pass weights_only=True to {short} (state_dicts load as before)"
+    hit = Hit("unsafe-load", call, msg, fix=fix)
+    return decided(hit, "weights_only=False") if flag is not None else hit
+
+
 @rule("unsafe-load", fixable=True)
 def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
     """``torch.load`` that unpickles arbitrary objects: ``weights_only=False``, or no argument in a
@@ -77,7 +109,15 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
     allowlisted = any(isinstance(c.func, (ast.Attribute, ast.Name)) and (dotted(c.func) or "").endswith(
         "add_safe_globals") for c in ix.calls)
     for call in ix.calls:
-        if not _is(ix, call, "torch.load") or has_star_kwargs(call):
+        if has_star_kwargs(call):
+            continue
+        url_loader = _url_loader(ix, call)
+        if url_loader is not None:
+            hit = _url_load_hit(ix, call, url_loader, allowlisted)
+            if hit is not None:
+                yield hit
+            continue
+        if not _is(ix, call, "torch.load"):
             continue
         flag = kwarg(call, "weights_only")
         if flag is not None and not is_const(flag, False):
