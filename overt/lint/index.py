@@ -312,7 +312,11 @@ class FileIndex:
 
     def _loss_kind(self, call: ast.Call) -> str | None:
         text = dotted(call.func)
-        if text and text in self.losses:
+        if text and text.startswith("self.") and text.count(".") == 1:
+            kind = self._self_loss(call, text[5:])
+            if kind is not None:
+                return kind or None
+        if text and text in self.losses and not text.startswith("self."):
             return self.losses[text]
         if isinstance(call.func, ast.Call):  # nn.CrossEntropyLoss()(out, y)
             q = self.qualname(call.func.func) or ""
@@ -327,6 +331,32 @@ class FileIndex:
         if bare in ("criterion", "loss_fn", "lossfn", "loss_func", "loss_function", "crit", "loss_module") \
                 or bare.startswith("criterion"):
             return "unknown"
+        return None
+
+    def _self_loss(self, call: ast.Call, attr: str) -> str | None:
+        """The loss ``self.<attr>`` holds in the class of ``call`` (and its in-file bases): attributes are typed
+        per class, not per file (two classes' ``self.loss`` may be two different losses).  "" when the class
+        assigns it something else or several losses; None when no class of the chain assigns it."""
+        cls = self.enclosing_class(call)
+        chain, todo = [], [cls] if cls is not None else []
+        while todo:
+            c = todo.pop()
+            if c in chain:
+                continue
+            chain.append(c)
+            todo.extend(self.classes[b] for b in ((dotted(x) or "").rsplit(".", 1)[-1] for x in c.bases)
+                        if b in self.classes)
+        for c in chain:  # the class's own assignment first, then its bases'
+            kinds = set()
+            for n in ast.walk(c):
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and any(
+                        isinstance(t, ast.Attribute) and t.attr == attr and dotted(t.value) == "self"
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
+                    value = n.value
+                    q = self.qualname(value.func) or "" if isinstance(value, ast.Call) else ""
+                    kinds.add(q.rsplit(".", 1)[-1] if q.endswith("Loss") and self.is_torchish(q) else "")
+            if kinds:
+                return kinds.pop() if len(kinds) == 1 else ""
         return None
 
     def loader_role(self, text: str) -> str | None:
