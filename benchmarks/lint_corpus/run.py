@@ -163,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
             lines = sum(_lines(f) for f in files)
             t0, c0 = time.perf_counter(), time.process_time()
             levels = {"min_severity": args.min_severity} if hasattr(LintConfig, "min_severity") else {}
-            found, errors = lint_paths([dest], LintConfig(root=dest, **levels))
+            skipped: list[str] = []
+            found, errors = lint_paths([dest], LintConfig(root=dest, **levels), skipped=skipped)
+            errors = errors + skipped
             dt = time.perf_counter() - t0
             cpu_time += time.process_time() - c0
             for f in found:

@@ -19,10 +19,12 @@ from overt.lint.engine import FileResult, cyclic_gc_paused, lint_file, lint_sour
 from overt.lint.files import discover
 
 
-def lint_paths(paths: list[str | Path], config: LintConfig | None = None) -> tuple[list[Finding], list[str]]:
+def lint_paths(paths: list[str | Path], config: LintConfig | None = None,
+               skipped: list[str] | None = None) -> tuple[list[Finding], list[str]]:
     """Lint files and directories; return (findings, error messages for unreadable/unparseable files).
     Findings come at the configured levels; those below ``config.min_severity`` (info, by default)
-    are left out."""
+    are left out.  Notebook cells (or notebooks) that could not be parsed are skipped, not errors:
+    pass a list as ``skipped`` to collect what was skipped, and why."""
     ps = [Path(p) for p in paths]
     if config is None:
         config = load_config(find_pyproject(ps[0] if ps else Path.cwd()))
@@ -34,6 +36,8 @@ def lint_paths(paths: list[str | Path], config: LintConfig | None = None) -> tup
             res = lint_file(f, config.rules_for(f), project)
             if res.error:
                 errors.append(res.error)
+            if skipped is not None:
+                skipped.extend(res.skipped)
             findings.extend(res.findings)
     return config.present(findings), errors
 

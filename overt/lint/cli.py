@@ -22,7 +22,9 @@ silencing: `# overt: ignore[slug]` (or `# noqa: OVT101`) on the line;
 `# overt: ignore-file[slug]` in the file; [tool.overt] select/ignore/
 per-file-ignores/exclude in pyproject.toml; --select/--ignore here.
 Rules: docs/lint.md, or `overt lint --list-rules`.
-exit codes: 0 clean, 1 findings, 2 usage error or unparseable file."""
+exit codes: 0 clean, 1 findings, 2 usage error or unparseable file (a
+notebook cell that does not parse is skipped and named on stderr; --strict
+makes it an error too)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="lowest level shown (default: the config's min-severity, else warning; info is style)")
     p.add_argument("--no-ignore", action="store_true",
                    help="also lint files that .gitignore or [tool.overt] exclude would skip")
+    p.add_argument("--strict", action="store_true",
+                   help="a notebook (or notebook cell) that cannot be parsed is an error (exit 2), not a skip")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
     return p
 
@@ -153,6 +157,12 @@ def _run(args: argparse.Namespace) -> int:
             if res.error:
                 errors.append(res.error)
                 problems.append(LintProblem(res.error, res.path, *(res.error_at or (None, None))))
+            for skip in res.skipped:
+                if args.strict:
+                    errors.append(skip)
+                    problems.append(LintProblem(skip, res.path))
+                else:
+                    notes.append(f"{skip} (its other cells were linted; --strict makes this an error)")
             findings.extend(res.findings)
     findings = config.present(findings)
 

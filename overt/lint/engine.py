@@ -33,6 +33,8 @@ class FileResult:
     error: str | None = None
     notebook: NotebookSource | None = None
     error_at: tuple[int, int] | None = None  # (line, col) of a syntax error
+    #: notebook cells (or a whole notebook) lint could not parse and skipped: "path:cell N:line:col: why"
+    skipped: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -128,6 +130,26 @@ def read_source(path: Path) -> str:
     return raw.decode(encoding)
 
 
+def _parseable_cells(nb: NotebookSource, shown: str, skipped: list[str]) -> NotebookSource:
+    """``nb`` without the code cells that are not valid Python (each named in ``skipped``): a notebook is
+    a scratchpad whose cells run one by one, so one broken cell must not hide the others' findings."""
+    for _ in range(len(nb.where) + 1):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)
+                ast.parse(nb.source)
+            return nb
+        except SyntaxError as exc:
+            cell, line = nb.locate(exc.lineno or 1)
+            if cell == 0:
+                return nb  # not inside a cell: let the caller report it
+            skipped.append(f"{shown}:cell {cell}:{line}:{exc.offset or 1}: cell skipped: cannot parse: {exc.msg}")
+            nb = nb.without_cell(cell)
+        except (RecursionError, ValueError):
+            return nb
+    return nb
+
+
 def lint_file(path: Path, select: set[str] | None = None, project: Project | None = None) -> FileResult:
     """Lint a .py or .ipynb file; unreadable or unparseable files come back with ``error``.
     With ``project`` (one per run), imports of the package's other modules are followed."""
@@ -143,8 +165,9 @@ def lint_file(path: Path, select: set[str] | None = None, project: Project | Non
         try:
             nb = read_notebook(text)
         except ValueError as exc:
-            result.error = f"{shown}: {exc}"
+            result.skipped.append(f"{shown}: {exc}; notebook skipped")
             return result
+        nb = _parseable_cells(nb, shown, result.skipped)
         text = nb.source
         result.notebook = nb
     try:

@@ -22,12 +22,37 @@ class NotebookSource:
             return self.where[line - 1]
         return (0, line)
 
+    def without_cell(self, cell: int) -> "NotebookSource":
+        """The same notebook with code cell ``cell`` blanked (its lines kept empty, so lines still map)."""
+        lines = self.source.split("\n")
+        for k, (c, _) in enumerate(self.where):
+            if c == cell and k < len(lines):
+                lines[k] = ""
+        return NotebookSource("\n".join(lines), self.where)
 
-def _clean(line: str) -> str:
-    stripped = line.lstrip()
+
+def _is_shell(stripped: str) -> bool:
+    """A shell (``!pip install x``) or magic (``%matplotlib inline``) line, or ``files = !ls``."""
     if stripped.startswith(("%", "!")) or (stripped.endswith("?") and not stripped.startswith("#")):
-        return line[: len(line) - len(stripped)] + "pass  # shell or magic line"
-    return line
+        return True
+    head, eq, rest = stripped.partition("=")
+    return bool(eq) and head.strip().isidentifier() and rest.lstrip().startswith(("!", "%")) \
+        and not rest.lstrip().startswith(("!=", "%="))
+
+
+def _clean_cell(cell_lines: list[str]) -> list[str]:
+    """Each shell or magic line becomes ``pass``; a shell line that ends in a backslash goes on to the
+    next line, which is shell too (``!pip install a \\`` / ``    b``), and so on."""
+    out, continued = [], False
+    for line in cell_lines:
+        stripped = line.lstrip()
+        if continued or _is_shell(stripped):
+            indent = "" if continued else line[: len(line) - len(stripped)]
+            out.append(indent + "pass  # shell or magic line" if not continued else "")
+            continued = line.rstrip().endswith("\\")
+        else:
+            out.append(line)
+    return out
 
 
 def read_notebook(text: str) -> NotebookSource:
@@ -50,7 +75,7 @@ def read_notebook(text: str) -> NotebookSource:
         cell_lines = text_cell.splitlines()
         first = cell_lines[0].lstrip() if cell_lines else ""
         skip = first.startswith("%%") and not first.startswith(_PY_CELL_MAGICS)
-        for k, line in enumerate(cell_lines, start=1):
-            lines.append("" if skip else _clean(line))
+        for k, line in enumerate(_clean_cell(cell_lines), start=1):
+            lines.append("" if skip else line)
             where.append((number, k))
     return NotebookSource("\n".join(lines) + "\n", where)

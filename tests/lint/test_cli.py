@@ -195,9 +195,11 @@ def test_notebook_reported_by_cell(capsys):
     assert ":cell 3:5:9: OVT101 stale-gradients" in capsys.readouterr().out
 
 
-def test_broken_notebook_exits_2(tmp_path, capsys):
+def test_broken_notebook_is_named_and_skipped_unless_strict(tmp_path, capsys):
     _write(tmp_path, "nb.ipynb", "{not json")
-    assert main([str(tmp_path)]) == 2
+    assert main([str(tmp_path)]) == 0
+    assert "nb.ipynb: not valid notebook JSON" in capsys.readouterr().err
+    assert main([str(tmp_path), "--strict"]) == 2
     assert "nb.ipynb: not valid notebook JSON" in capsys.readouterr().err
 
 
@@ -277,9 +279,32 @@ def test_notebook_syntax_error_names_the_cell(tmp_path, capsys):
     cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
              for src in (["import torch\n"], ["x = (1,\n", "y = 2\n"])]
     _write(tmp_path, "nb.ipynb", json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    assert main([str(tmp_path)]) == 2
+    assert main([str(tmp_path), "--strict"]) == 2
     err = capsys.readouterr().err
     assert "nb.ipynb:cell 2:1:" in err and "cannot parse" in err and "Traceback" not in err
+
+
+def test_a_broken_cell_is_skipped_and_the_others_are_linted(tmp_path, capsys):
+    """A notebook is run cell by cell: one cell that does not parse is named on stderr and skipped, the
+    other cells' findings are reported, and the run does not fail with exit 2 (unless --strict)."""
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
+             for src in (["import torch\n"], ["x = (1,\n"], ["t = torch.randn(3)\n", "t.to('cpu')\n"])]
+    _write(tmp_path, "nb.ipynb", json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert main([str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "nb.ipynb:cell 2:1:" in captured.err and "cell skipped" in captured.err
+    assert "nb.ipynb:cell 3:2:" in captured.out and "to-without-assign" in captured.out
+
+
+def test_shell_line_continued_with_a_backslash_parses(tmp_path, capsys):
+    """Colab's `!pip install a \\` + indented `b`: the continuation lines are shell too."""
+    src = ["!pip install torch \\\n", "    torchvision \\\n", "    torchaudio\n", "import torch\n",
+           "t = torch.randn(3)\n", "t.to('cpu')\n"]
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}]
+    _write(tmp_path, "nb.ipynb", json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert main([str(tmp_path), "--strict"]) == 1
+    captured = capsys.readouterr()
+    assert "cell 1:6:" in captured.out and "cannot parse" not in captured.err
 
 
 def test_coding_cookie_and_bom_are_read_and_kept_by_fix(tmp_path, capsys):
