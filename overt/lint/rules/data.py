@@ -122,11 +122,77 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
             yield decided(hit, "shuffle=False") if written is not None else hit
 
 
+_LABEL_ATTRS = frozenset({"targets", "target", "labels", "label", "y", "Y", "test_labels", "test_targets",
+                          "val_labels", "valid_labels", "test_y", "val_y", "gt", "ground_truth"})
+
+
+def _loader_name(ix: FileIndex, call: ast.Call) -> str | None:
+    parent = ix.parents.get(call)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        return dotted(parent.targets[0])
+    return None
+
+
+def _collected(ix: FileIndex, loop: ast.stmt) -> set[str]:
+    """Lists a loop fills with what it computes per batch (``preds.append(model(x).argmax(1))``)."""
+    out = set()
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend") \
+                and n.args and any(isinstance(c, ast.Call) for c in ast.walk(n.args[0])):
+            name = dotted(n.func.value)
+            if name:
+                out.add(name)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and isinstance(n.value, ast.List):
+            out.add(n.target.id)
+    return out
+
+
+def _compared_in_file_order(ix: FileIndex, loader: str) -> ast.AST | None:
+    """Where outputs collected batch by batch from ``loader`` are compared with a data set's labels read in
+    file order (``(preds == test_ds.targets).mean()``, ``accuracy_score(test_ds.labels, preds)``): the node,
+    or None.  With a shuffled loader the two orders differ, so the metric is computed on mismatched pairs."""
+    for loop in ix.loops:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or loader not in {
+                dotted(n) for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))}:
+            continue
+        names = _collected(ix, loop)
+        if not names:
+            continue
+        scope = ix.enclosing_function(loop) or ix.tree
+        after = [n for n in ix.scope_nodes(scope) if getattr(n, "lineno", 0) > (loop.end_lineno or loop.lineno)]
+        for _ in range(2):  # preds = torch.cat(preds_list).argmax(1): what is made of the collected list
+            for n in after:
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and any(
+                        isinstance(m, ast.Name) and m.id in names for m in ast.walk(n.value)):
+                    names.add(n.targets[0].id)
+        for n in after:
+            if not isinstance(n, (ast.Compare, ast.Call, ast.BinOp)):
+                continue
+            parts = list(ast.walk(n))
+            uses = any(isinstance(m, ast.Name) and m.id in names for m in parts)
+            labels = any(isinstance(m, ast.Attribute) and m.attr in _LABEL_ATTRS and dotted(m.value) != "self"
+                         and not (isinstance(m.value, ast.Name) and m.value.id in names) for m in parts)
+            if uses and labels:
+                return n
+    return None
+
+
 @rule("shuffled-evaluation")
 def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
         if ix.call_is(call, "DataLoader") and is_const(_shuffle(call), True) and _role(ix, call) == "eval":
+            name = _loader_name(ix, call)
+            where = _compared_in_file_order(ix, name) if name else None
+            if where is not None:
+                yield Hit("shuffled-evaluation", call,
+                          f"this evaluation DataLoader shuffles, and line {where.lineno} compares the outputs "
+                          f"collected from it batch by batch with the data set's labels read in file order: the "
+                          f"two orders differ, so the metric pairs each prediction with another sample's label",
+                          fix="use shuffle=False (or collect the labels from the same batches as the outputs)",
+                          severity="warning")
+                continue
             yield Hit("shuffled-evaluation", call,
-                      "this evaluation DataLoader shuffles, which changes nothing in the metrics but makes "
-                      "order-dependent evaluation (saved predictions, per-batch logs) irreproducible", fix="use "
-                      "shuffle=False")
+                      "this evaluation DataLoader shuffles: metrics computed from its own (input, label) batches "
+                      "are unchanged, but whatever is collected per sample (predictions, embeddings, saved "
+                      "outputs) comes out in a different order every run and no longer lines up with the data "
+                      "set's order", fix="use shuffle=False")
