@@ -201,6 +201,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
           "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
           _W, True, False),
+    Entry("partial-resume", "OVT608", "a resume that restores the weights and the epoch but not the optimizer",
+          "the optimizer restarts without its momentum and the schedule from its start, so the resumed run silently "
+          "computes something other than an uninterrupted one",
+          _W, True, False),
     Entry("train-serve-skew", "OVT610", "inputs at prediction time unlike the inputs the model was trained on",
           "the model answers confidently on inputs prepared differently (another scale, column order, blank rows), "
           "so the answers are wrong and nothing says so",

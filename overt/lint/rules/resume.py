@@ -1,0 +1,98 @@
+"""A resume that restores the weights and the epoch but not the optimizer (OVT608 ``partial-resume``)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.analysis.units import function_units, loop_units
+from overt.lint.index import FileIndex, dotted, kwarg
+from overt.lint.rules.base import Hit, rule
+
+_PROGRESS_WORDS = ("epoch", "step", "iter", "iteration")
+
+
+def _checkpoints(ix: FileIndex) -> dict[str, ast.Call]:
+    """Names assigned the result of ``torch.load(...)``."""
+    out = {}
+    for call in ix.calls:
+        if (ix.qualname(call.func) or "") != "torch.load":
+            continue
+        parent = ix.parents.get(call)
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            out[parent.targets[0].id] = call
+    return out
+
+
+def _key(node: ast.AST, name: str) -> str | None:
+    """``"net"`` of ``name["net"]``."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    return None
+
+
+def _stateful(ix: FileIndex) -> list[str]:
+    """What an uninterrupted run carries besides the weights: the optimizers whose state matters (any but
+    plain SGD without momentum) and the learning-rate schedulers."""
+    out = []
+    for name, values in ix.assigns.items():
+        for v in values:
+            if not isinstance(v, ast.Call) or name not in ix.optimizers:
+                continue
+            last = (ix.qualname(v.func) or "").rsplit(".", 1)[-1]
+            momentum = kwarg(v, "momentum")
+            if last == "SGD" and (momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value)):
+                continue  # stateless: nothing to restore
+            out.append(name)
+    return sorted(set(out)) + sorted(ix.schedulers)
+
+
+@rule("partial-resume")
+def partial_resume(ix: FileIndex) -> Iterator[Hit]:
+    if ix.is_test_file or not (loop_units(ix) or function_units(ix)):
+        return  # nothing trains on in this file
+    stateful = _stateful(ix)
+    if not stateful:
+        return
+    restored = set()
+    for call in ix.calls:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict":
+            restored.add(dotted(call.func.value) or "")
+    # any load_state_dict of an optimizer or scheduler, or a helper handed one: the author restores them
+    if any(ix.is_optimizer(r) or ix.is_scheduler(r) or "optim" in r.lower() or "sched" in r.lower()
+           for r in restored):
+        return
+    for ckpt, load in _checkpoints(ix).items():
+        scope = ix.enclosing_function(load) or ix.tree
+        uses = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == ckpt
+                and isinstance(n.ctx, ast.Load)]
+        weights, progress = None, None
+        for use in uses:
+            holder = ix.parents.get(use)
+            if not isinstance(holder, ast.Subscript):
+                if isinstance(holder, ast.Call) and use in holder.args and not (
+                        isinstance(holder.func, ast.Attribute) and holder.func.attr == "load_state_dict"):
+                    weights = progress = None
+                    break  # handed whole to a helper (which may restore the rest)
+                continue
+            key = _key(holder, ckpt) or ""
+            call = ix.parents.get(holder)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                    call.func.attr == "load_state_dict" and call.args and call.args[0] is holder:
+                weights = weights or call
+            elif any(w in key.lower() for w in _PROGRESS_WORDS):
+                progress = progress or holder
+            elif "optim" in key.lower() or "sched" in key.lower():
+                weights = progress = None
+                break  # the optimizer's entry is read (restored some other way)
+        if weights is None or progress is None:
+            continue
+        missing = " and ".join(f"`{s}`" for s in stateful)
+        yield Hit("partial-resume", weights,
+                  f"this resume restores the model's weights and the progress (`{ix.segment(progress)}`, line "
+                  f"{progress.lineno}) from `{ckpt}` but not the state of {missing}, and training goes on: the "
+                  f"optimizer restarts without its momentum/moments and the schedule from its first value, so the "
+                  f"resumed run computes something other than an uninterrupted one",
+                  fix="save optimizer.state_dict() (and scheduler.state_dict()) in the checkpoint and load them "
+                      "back with load_state_dict when resuming")
