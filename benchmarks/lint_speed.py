@@ -61,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "tree"
         n_files, n_lines = build_tree(root, args.lines)
-        in_proc, cli = [], []
+        in_proc, cli, cpu = [], [], []
         findings = 0
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             found, errors = lint_paths([root], LintConfig(root=root))
             in_proc.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
             assert not errors, errors
             findings = len(found)
             t0 = time.perf_counter()
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         t_in, t_cli = statistics.median(in_proc), statistics.median(cli)
         print(f"tree: {n_files} files, {n_lines} lines, {findings} findings")
         print(f"in-process  : {t_in:.3f} s  -> {n_lines / t_in:,.0f} lines/s")
+        t_cpu = statistics.median(cpu)
+        print(f"CPU time    : {t_cpu:.3f} s  -> {n_lines / t_cpu:,.0f} lines per CPU second (in-process)")
         print(f"command line: {t_cli:.3f} s  -> {n_lines / t_cli:,.0f} lines/s (interpreter start included)")
         print(f"targets: < 2 s for the whole tree: {'met' if t_cli < 2.0 else 'NOT met'}; "
               f">= 10,000 lines/s in-process: {'met' if n_lines / t_in >= 10_000 else 'NOT met'}")

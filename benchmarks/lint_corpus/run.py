@@ -169,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
             dt = time.perf_counter() - t0
             cpu_time += time.process_time() - c0
             for f in found:
-                rel = Path(f.path).resolve().relative_to(Path(tmp).resolve()).as_posix()
-                all_found.append((f.slug, f"{rel}:{f.line}", f))
+                rel = Path(f.path).resolve().relative_to(Path(tmp).resolve()).as_posix().replace(" ", "%20")
+                cell = f.details.get("cell")  # a notebook's line counts in its cell
+                all_found.append((f.slug, f"{rel}:{f'cell{cell}:' if cell else ''}{f.line}", f))
             rows.append((proj["slug"], len(files), lines, len(found), len(errors), dt))
             unparsed.extend(str(e).replace(str(Path(tmp)) + os.sep, "") for e in errors)
     total_lines = sum(r[2] for r in rows)

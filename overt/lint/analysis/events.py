@@ -212,10 +212,106 @@ def events(ix: FileIndex, body: ast.AST | list[ast.stmt], depth: int = 2,
                 found = ix.cache[ckey] = _callee(ix, node)
             where, callee = found
             if callee is not None and id(callee) not in _seen:
+                consts = _constant_args(node, callee)
                 for inner in events(where, callee.body, depth - 1, _seen | {id(callee)}):
+                    if consts and _not_taken(where, inner.site, callee, consts):
+                        continue  # `_run_one_epoch(epoch, train=False)`: its `if train:` steps are not run
                     out.append(replace(inner, site=node, nested=True))
     ix.cache[key] = out
     return out
+
+
+def _constant_args(call: ast.Call, callee: FuncNode) -> dict[str, object]:
+    """The callee's parameters that this call fixes to a constant (``train=False``, ``"valid"``), defaults
+    included, for the ``if`` tests of the callee that read them."""
+    params = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    out: dict[str, object] = {}
+    defaults = callee.args.defaults
+    for name, d in zip(params[len(params) - len(defaults):], defaults):
+        if isinstance(d, ast.Constant):
+            out[name] = d.value
+    for name, a in zip(params, call.args):
+        if isinstance(a, ast.Starred):
+            return {}
+        if isinstance(a, ast.Constant):
+            out[name] = a.value
+        else:
+            out.pop(name, None)
+    for k in call.keywords:
+        if k.arg is None:
+            return {}
+        if isinstance(k.value, ast.Constant):
+            out[k.arg] = k.value.value
+        else:
+            out.pop(k.arg, None)
+    return out
+
+
+def _truth(test: ast.AST, consts: dict[str, object]) -> bool | None:
+    """The value of an ``if`` test over constant parameters, or None when it depends on anything else."""
+    if isinstance(test, ast.Name) and test.id in consts:
+        return bool(consts[test.id])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, consts)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):  # `not train and self.args.valid_apply`: decided when one operand decides
+        parts = [_truth(v, consts) for v in test.values]
+        decisive = False if isinstance(test.op, ast.And) else True
+        if decisive in parts:
+            return decisive
+        return None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id in consts and isinstance(test.comparators[0], ast.Constant):
+        value, other = consts[test.left.id], test.comparators[0].value
+        if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+            return value == other
+        if isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+            return value != other
+    return None
+
+
+def _not_taken(ix: FileIndex, node: ast.AST, callee: FuncNode, consts: dict[str, object]) -> bool:
+    """Is ``node`` in a branch of ``callee`` that the constant arguments rule out?"""
+    cur = node
+    for anc in ix.ancestors(node):
+        if anc is callee:
+            return False
+        if isinstance(anc, (ast.If, ast.IfExp)):
+            truth = _truth(anc.test, consts)
+            if truth is not None:
+                in_body = any(cur is s for s in anc.body) if isinstance(anc, ast.If) else cur is anc.body
+                if in_body != truth and cur is not anc.test:
+                    return True
+        cur = anc
+    return False
+
+
+def exclusive(ix: FileIndex, a: ast.AST, others: list[ast.AST]) -> bool:
+    """Can ``a`` and none of ``others`` run in one call of their function?  True when a parameter of the
+    function decides between them (``if train: ...step()`` / ``else: model.eval()``, ``if mode == "train":``):
+    one function that trains or evaluates by a flag is not a training loop that evaluates."""
+    func = ix.enclosing_function(a)
+    if func is None or not others or any(ix.enclosing_function(o) is not func for o in others):
+        return False
+    params = {x.arg for x in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
+    candidates: dict[str, set] = {}
+    for node in [a, *others]:
+        for anc in ix.ancestors(node):
+            if anc is func:
+                break
+            if isinstance(anc, (ast.If, ast.IfExp)):
+                for n in ast.walk(anc.test):
+                    if isinstance(n, ast.Name) and n.id in params:
+                        values = candidates.setdefault(n.id, {True, False})
+                        if isinstance(anc.test, ast.Compare) and isinstance(anc.test.comparators[0], ast.Constant):
+                            values.add(anc.test.comparators[0].value)
+    for name, values in candidates.items():
+        if all(_not_taken(ix, a, func, {name: v}) or all(_not_taken(ix, o, func, {name: v}) for o in others)
+               for v in values):
+            return True
+    return False
 
 
 def function_events(ix: FileIndex, func: FuncNode) -> list[Event]:

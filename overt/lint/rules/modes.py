@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.analysis.events import events
+from overt.lint.analysis.events import events, exclusive
 from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, FuncNode, dotted, tokens
@@ -230,9 +230,12 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
         kinds = {e.kind for e in evs}
         if not {"backward", "step"} <= kinds or "train" in kinds:
             continue
+        steps = [e.site for e in evs if e.kind in ("backward", "step")]
         for ev in evs:
             if ev.kind != "eval" or id(ev.site) in seen:
                 continue
+            if exclusive(ix, ev.site, steps):
+                continue  # `if train: step()` / `else: model.eval()`: one call trains or evaluates
             if ev.target and set(tokens(ev.target)) & _NOT_TRAINED:
                 continue
             if not ev.nested and not ix.is_model(ev.target):
@@ -261,6 +264,11 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
         model = dotted(calls[0].func)
         if set(tokens(model or "")) & _NOT_TRAINED or _frozen(ix, model):
             continue
+        func = ix.enclosing_function(unit)
+        steps = [e.site for e in events(ix, unit) if e.kind in ("backward", "step")]
+        evals = [e.site for e in events(ix, func.body if func else ix.tree, depth=0) if e.kind == "eval"]
+        if evals and all(exclusive(ix, e, steps) for e in evals):
+            continue  # `if mode == "train": model.train() else: model.eval()` ... `if mode == "train": step()`
         if mode_at(ix, calls[0], model, strict=True) == "eval":
             yield Hit("eval-mode-in-train", calls[0],
                       f"{model} is trained here while still in eval mode (an earlier {model}.eval() is never undone), "

@@ -36,14 +36,17 @@ def _stateful(ix: FileIndex) -> list[str]:
     """What an uninterrupted run carries besides the weights: the optimizers whose state matters (any but
     plain SGD without momentum) and the learning-rate schedulers."""
     out = []
-    for name, values in ix.assigns.items():
-        for v in values:
-            if not isinstance(v, ast.Call) or name not in ix.optimizers:
-                continue
-            last = (ix.qualname(v.func) or "").rsplit(".", 1)[-1]
+    for name in ix.optimizers:
+        kinds = []
+        for v in ix.assigns.get(name, []):
+            q = ix.qualname(v.func) or "" if isinstance(v, ast.Call) else ""
+            if not (ix.is_torchish(q) and ".optim." in f".{q}." and q.rsplit(".", 1)[-1][:1].isupper()):
+                continue  # built elsewhere (a helper, a tuple from a function): not known here
             momentum = kwarg(v, "momentum")
-            if last == "SGD" and (momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value)):
-                continue  # stateless: nothing to restore
+            plain = momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value)
+            stateless = q.endswith("SGD") and plain
+            kinds.append(not stateless)
+        if kinds and all(kinds):
             out.append(name)
     return sorted(set(out)) + sorted(ix.schedulers)
 

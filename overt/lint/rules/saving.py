@@ -33,7 +33,8 @@ def _type_error_fallback(ix: FileIndex, call: ast.Call) -> bool:
         if isinstance(anc, ast.ExceptHandler) and anc.type is not None and "TypeError" in ast.dump(anc.type):
             tried = ix.parents.get(anc)
             if isinstance(tried, ast.Try) and any(
-                    isinstance(n, ast.Call) and _is(ix, n, "torch.load") and kwarg(n, "weights_only") is not None
+                    isinstance(n, ast.Call) and (_is(ix, n, "torch.load") or _url_loader(ix, n))
+                    and kwarg(n, "weights_only") is not None
                     for stmt in tried.body for n in ast.walk(stmt)):
                 return True
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
