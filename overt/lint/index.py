@@ -312,7 +312,7 @@ class FileIndex:
 
     def _loss_kind(self, call: ast.Call) -> str | None:
         text = dotted(call.func)
-        if text and text.startswith("self.") and text.count(".") == 1:
+        if text and text.startswith("self.") and text.count(".") == 1 and text in self.losses:
             kind = self._self_loss(call, text[5:])
             if kind is not None:
                 return kind or None
@@ -347,17 +347,28 @@ class FileIndex:
             todo.extend(self.classes[b] for b in ((dotted(x) or "").rsplit(".", 1)[-1] for x in c.bases)
                         if b in self.classes)
         for c in chain:  # the class's own assignment first, then its bases'
-            kinds = set()
-            for n in ast.walk(c):
-                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and any(
-                        isinstance(t, ast.Attribute) and t.attr == attr and dotted(t.value) == "self"
-                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
-                    value = n.value
-                    q = self.qualname(value.func) or "" if isinstance(value, ast.Call) else ""
-                    kinds.add(q.rsplit(".", 1)[-1] if q.endswith("Loss") and self.is_torchish(q) else "")
+            kinds = self._class_attr_kinds(c).get(attr)
             if kinds:
-                return kinds.pop() if len(kinds) == 1 else ""
+                return next(iter(kinds)) if len(kinds) == 1 else ""
         return None
+
+    def _class_attr_kinds(self, cls: ast.ClassDef) -> dict[str, set[str]]:
+        """``self.X`` of ``cls`` -> what its assignments hold: a loss class name, or "" for anything else
+        (one walk of the class, cached)."""
+        key = ("self_attr_kinds", id(cls))
+        found = self.cache.get(key)
+        if found is None:
+            found = {}
+            for n in ast.walk(cls):
+                if not isinstance(n, (ast.Assign, ast.AnnAssign)) or n.value is None:
+                    continue
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        q = self.qualname(n.value.func) or "" if isinstance(n.value, ast.Call) else ""
+                        kind = q.rsplit(".", 1)[-1] if q.endswith("Loss") and self.is_torchish(q) else ""
+                        found.setdefault(t.attr, set()).add(kind)
+            self.cache[key] = found
+        return found
 
     def loader_role(self, text: str) -> str | None:
         """'train', 'eval' or None from a loader/data name."""
