@@ -58,7 +58,7 @@ class Meeting:
 
     origin: ast.Call
     node: ast.AST
-    how: str  # "combined" | "layer" | "returned"
+    how: str  # "combined" | "layer" | "handed" (with the model's tensors, to self.X) | "returned"
     what: str = ""
 
 
@@ -476,7 +476,9 @@ class ClassDevices:
             if name in self.modules:
                 return self._layer(call, args, name)
             leaves = [x for a in args for x in _leaves(a)]
-            return MAYBE if DEV in leaves and not any(isinstance(x, Cpu) for x in leaves) else None
+            if DEV in leaves and any(isinstance(x, Cpu) for x in leaves):
+                return self._layer(call, args, name, "handed")  # self.model(feats, cpu_mask): handed over together
+            return MAYBE if DEV in leaves else None
         if self._self_attr(recv) in self.modules:  # self.encoder.forward_features(x): the module's own method
             self._args(call, env)
             return SCALAR if name in _TO_PYTHON else DEV
@@ -509,11 +511,11 @@ class ClassDevices:
         a = dotted(call.args[0]) or ""
         return a.endswith(".dtype") or (a.startswith("torch.") and a.rsplit(".", 1)[-1] in _DTYPE_WORDS)
 
-    def _layer(self, call: ast.Call, args: list, attr: str) -> object:
+    def _layer(self, call: ast.Call, args: list, attr: str, how: str = "layer") -> object:
         for a in args:
             for leaf in _leaves(a):
                 if isinstance(leaf, Cpu):
-                    self._meet(leaf, call, "layer", f"self.{attr}")
+                    self._meet(leaf, call, how, f"self.{attr}")
         return DEV
 
     def _helper(self, helper: ast.FunctionDef, call: ast.Call, env: dict) -> object:

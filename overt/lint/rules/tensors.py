@@ -71,6 +71,8 @@ def device_mismatch(ix: FileIndex) -> Iterator[Hit]:
             where = "forward()" if func is None or func.name == "forward" else f"{func.name}() (called by forward())"
             if m.how == "returned":
                 fate = f"forward() returns it (line {m.node.lineno}), so the model's output stays on the CPU"
+            elif m.how == "handed":
+                fate = f"line {m.node.lineno} hands it to {m.what} together with the model's tensors"
             elif m.how == "layer":
                 fate = f"line {m.node.lineno} feeds it to {m.what}, whose weights are on the model's device"
             else:
