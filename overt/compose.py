@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
                       recipe_source: dict[str, Any] | None = None, *, main: bool | None = None) -> list[Callback]:
-    """The callbacks of a run with this config, in calling order: guards, checkpoints (when
-    there is a run directory), the ``user``'s own, early stopping (``early_stop``), anomaly mode
+    """The callbacks of a run with this config, in calling order: guards, early stopping
+    (``early_stop``; before the checkpoints, which save its count), checkpoints (when there is a
+    run directory), the ``user``'s own, anomaly mode
     (``debug_anomaly``), MLflow (``mlflow``/``mlflow_uri``/``mlflow_experiment``), W&B (``wandb``/
     ``wandb_project``/``wandb_mode``), plots at the end (``plots``), then metrics log + TensorBoard,
     the run directory writer and ``metrics.csv`` (``metrics_csv``; when there is a run directory), then progress.  MLflow and the
@@ -49,16 +50,16 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
 
         callbacks.append(GuardCallback(strict=cfg.strict, ignore=[*pyproject_ignore(), *cfg.ignore],
                                        report_path=str(run_dir / GUARDS) if run_dir and main else None))
+    if cfg.early_stop is not None:  # before the checkpoints: an epoch's checkpoint holds its count
+        from overt.engine.early_stop import EarlyStopping
+
+        callbacks.append(EarlyStopping(cfg.early_stop, cfg.early_stop_min_delta, monitor=cfg.monitor,
+                                       mode=cfg.monitor_mode, verbose=main))
     if run_dir is not None and cfg.checkpoint:
         from overt.checkpoint.callback import CheckpointCallback
 
         callbacks.append(CheckpointCallback(cfg, run_dir, recipe_source=recipe_source))
     callbacks += user
-    if cfg.early_stop is not None:
-        from overt.engine.early_stop import EarlyStopping
-
-        callbacks.append(EarlyStopping(cfg.early_stop, cfg.early_stop_min_delta, monitor=cfg.monitor,
-                                       mode=cfg.monitor_mode, verbose=main))
     if cfg.debug_anomaly:
         from overt.engine.anomaly import AnomalyMode
 
@@ -147,10 +148,11 @@ def inputs_record(recipe: Any) -> dict[str, Any]:
     return build_record(recipe.train_data, preprocessing=prep.to_dict() if prep is not None else None, labels=labels)
 
 
-def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str, Any]:
+def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
     """Build a recipe module's run with ``cfg``, claim its run directory, train; the CLI's run.
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
-    directory is reused and training continues from the checkpoint."""
+    directory is reused and training continues from the checkpoint.  ``callbacks`` come after the
+    recipe's own (``overt sweep``'s stop on a signal)."""
     from overt.torchrun import DistEnv
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe, recipe_source
@@ -180,7 +182,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None) -> dict[str,
                               scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                               metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
                               train_transform=recipe.train_transform,
-                              callbacks=recipe.callbacks, config=cfg, run_dir=run_dir,
+                              callbacks=[*recipe.callbacks, *callbacks], config=cfg, run_dir=run_dir,
                               recipe_source=source)
             if main:
                 write_recipe_meta(run_dir, recipe.meta)

@@ -13,6 +13,7 @@ from overt.command import command
 
 HELP = """\
 Continue a run from its newest valid checkpoint (a bad newest one is named and skipped).
+A finished run (every epoch done, or stopped early) is left as it is.
 
   overt resume runs/digits-20260101-120000
   overt resume runs/mine epochs=30          continue with changed settings (reported)
@@ -86,6 +87,20 @@ def _note_versions(saved: dict[str, str]) -> None:
               "but not necessarily bit-identically to an uninterrupted run", file=sys.stderr, flush=True)
 
 
+def finished(restored: Any, run_dir: Path, overrides: list[str]) -> str | None:
+    """Why the run is finished and complete on disk (its checkpoint ends the run, and its final
+    weights and summary are there), or ``None``: then ``overt resume`` trains what is left, or,
+    when nothing is, writes the final files again from the checkpoint."""
+    from overt.checkpoint.finished import finished_because
+    from overt.config import parse_overrides
+    from overt.run.layout import SUMMARY, WEIGHTS
+
+    why = finished_because(restored, parse_overrides(overrides))
+    if why is None or not ((run_dir / SUMMARY).is_file() and (run_dir / WEIGHTS).is_file()):
+        return None
+    return why
+
+
 def saved_world_size(path: Path) -> int | None:
     """How many processes saved the newest checkpoint of ``path`` (a run directory or a checkpoint
     folder), read from its ``state.json`` alone; None when it cannot be told (the workers then
@@ -154,6 +169,13 @@ def main(argv: list[str]) -> int:
         from overt.distributed.launch import split_launch_overrides
 
         restored = find_checkpoint(path) if main else find_checkpoint(path, log=lambda message: None)
+        done = finished(restored, run_dir, split_launch_overrides(args.overrides)[1])
+        if done is not None:
+            if main:
+                print(f"overt resume: {run_dir} is finished ({done}): nothing to resume, nothing was changed; "
+                      f"its final weights are {run_dir / 'model.safetensors'} (to train it longer: "
+                      "overt resume RUN_DIR epochs=N)", file=sys.stderr, flush=True)
+            return 0
         module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
                                     args.allow_changed_recipe, args.trust_recipe)
         summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))

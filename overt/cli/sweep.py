@@ -1,26 +1,40 @@
 """``overt sweep [RECIPE | CONFIG.yaml] key=a,b other=1,2 [key=value ...]`` (also ``overt train -m ...``)
 
 A small grid search: every combination of the comma-separated values, trained one after the
-other into ``SWEEP_DIR/<key=value,...>`` (``SWEEP_DIR``: ``runs_root/<recipe>-sweep-<time>``, or
-``sweep_dir=...``), then one comparison: ``SWEEP_DIR/sweep.md`` (a table of the runs by
-``monitor``, best first) and ``SWEEP_DIR/report/`` (``overt report`` of every run: the
-differing config keys, curves side by side).  Every combination's config is checked before
-the first run starts, so a misspelt key or a bad value costs nothing.  A run that fails is
-recorded as failed and the sweep goes on; the exit status is then 1.
+other into ``SWEEP_DIR/<key=value,...>`` (``SWEEP_DIR``: ``runs_root/<recipe>-sweep-<time>``, a new
+folder for every sweep, or ``sweep_dir=...``), then one comparison: ``SWEEP_DIR/sweep.md`` (each
+monitor's runs ranked, best first) and ``SWEEP_DIR/report/`` (``overt report`` of every run).
+
+- The whole grid is counted and checked before the first run starts (:mod:`overt.cli.sweep_grid`):
+  a misspelt key, a bad value, a value listed twice or an absurd grid costs nothing.
+- A run that fails (an overt error, or an exception of the recipe's own code) is one failed row:
+  the sweep goes on and exits 1.
+- SIGTERM or SIGINT stops the whole sweep: the current run stops at a step boundary and saves
+  (as ``overt train`` does), no further run starts, and the sweep exits ``128 + N`` saying how to
+  continue.  Run again, the same command continues the sweep (the newest unfinished sweep with the
+  same plan in ``runs_root``, or ``sweep_dir=``): finished runs are skipped, a stopped or killed
+  run resumes from its newest checkpoint (exactly), and a run that failed or has no checkpoint
+  starts again (the earlier attempt is moved to ``SWEEP_DIR/.restarted/``).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
+import shlex
+import signal
 import sys
 import time
-from dataclasses import dataclass, field
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+from overt.cli.sweep_compare import Trial
+from overt.cli.sweep_grid import Plan, PlannedRun
 from overt.command import add_target_arguments, command, target_and_overrides
+from overt.engine.callbacks import Callback
+
+if TYPE_CHECKING:
+    from overt.engine.loop import Trainer
 
 HELP = """\
 Train every combination of comma-separated override values, one after the other, and compare them.
@@ -30,142 +44,256 @@ Train every combination of comma-separated override values, one after the other,
   overt train -m lr=1e-3,1e-2                      the same through overt train
 
 A value in brackets stays one value (ignore=[a,b]).  sweep_dir=PATH sets the sweep's folder.
-The runs are ranked by the recipe's `monitor` (monitor_mode says whether lower is better).
+Each run is ranked by its `monitor` (monitor_mode says whether lower is better).  SIGTERM or
+Ctrl-C stops the whole sweep (exit 143 or 130); the same command then continues it.
 """
 
+SWEEP_JSON = "sweep.json"
+#: where a run's earlier attempt goes when it cannot be continued and starts again
+RESTARTED = ".restarted"
 
-@dataclass
-class Trial:
-    """One combination: its overrides, run directory and outcome."""
 
-    overrides: dict[str, str]
-    run_dir: Path
-    summary: dict[str, Any] | None = None
-    error: str | None = None
-    seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+def timestamp() -> str:
+    """The time part of a new sweep folder's name."""
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+class SweepSignals(Callback):
+    """SIGTERM and SIGINT stop the whole sweep.  Installed for the sweep's whole life; during a run
+    the run's own checkpoint handler takes the signal (it saves, then stops the run) and hands the
+    handlers back after it.  As a callback of every run it stops a run that has no checkpoint
+    handler (``checkpoint=false``), and a run about to start when the signal came."""
+
+    def __init__(self) -> None:
+        from overt.checkpoint.preempt import PreemptionHandler
+
+        self.handler = PreemptionHandler([signal.SIGTERM, signal.SIGINT], self._on_signal)
+        self._trainer: Trainer | None = None
 
     @property
-    def label(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.overrides.items()) or "defaults"
+    def received(self) -> signal.Signals | None:
+        return self.handler.received
+
+    def note(self, name: str) -> None:
+        """A run stopped on the signal ``name`` (its own handler took it): the sweep stops too."""
+        if self.handler.received is None and name in signal.Signals.__members__:
+            self.handler.received = signal.Signals[name]
+            self.handler._first_at = time.monotonic()
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._trainer is not None:
+            self._trainer.should_stop = True
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self._trainer = trainer
+        if self.received is not None:
+            trainer.should_stop = True
+
+    def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        self._trainer = None
+
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
+        self._trainer = None
 
 
-def split_values(raw: str) -> list[str]:
-    """``"a,b"`` -> ``["a", "b"]``; a bracketed or quoted value stays whole."""
-    text = raw.strip()
-    if text[:1] in "[{'\"" or "," not in text:
-        return [text]
-    return [v.strip() for v in text.split(",") if v.strip()]
-
-
-def grid(overrides: list[str]) -> tuple[list[str], list[dict[str, str]]]:
-    """(fixed overrides, one dict of swept key -> value per combination, in grid order)."""
-    from overt.errors import ConfigError
-
-    fixed: list[str] = []
-    axes: dict[str, list[str]] = {}
+def _split_sweep_dir(overrides: list[str]) -> tuple[Path | None, list[str]]:
+    sweep_dir, rest = None, []
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"cannot read the override {item!r}", why="overrides are key=value pairs",
-                              fix="write it as key=value, or key=a,b,c to sweep over a, b and c")
-        values = split_values(raw)
-        if len(values) > 1:
-            if key.strip() in axes:
-                raise ConfigError(f"{key.strip()} is swept twice", fix="give each key's values once: key=a,b,c")
-            axes[key.strip()] = values
-        else:
-            fixed.append(f"{key.strip()}={raw}")
-    combos = [dict(zip(axes, values)) for values in itertools.product(*axes.values())] if axes else [{}]
-    return fixed, combos
-
-
-def _safe(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "=,.-_" else "_" for c in label)[:120]
-
-
-def rank(trials: list[Trial], monitor: str, mode: str) -> list[Trial]:
-    """Trials with a best value first (best to worst), then the failed ones."""
-    def value(t: Trial) -> float | None:
-        best = ((t.summary or {}).get("best") or {}).get("value")
-        return best if isinstance(best, (int, float)) else None
-
-    scored = [t for t in trials if value(t) is not None]
-    scored.sort(key=lambda t: value(t), reverse=(mode == "max"))  # type: ignore[arg-type,return-value]
-    return scored + [t for t in trials if value(t) is None]
-
-
-def comparison(trials: list[Trial], monitor: str, mode: str) -> str:
-    """``sweep.md``: the runs ranked by ``monitor``."""
-    from overt.report.markdown import table
-
-    rows = []
-    for i, t in enumerate(rank(trials, monitor, mode), 1):
-        s = t.summary or {}
-        best = s.get("best") or {}
-        rows.append([i, t.label, "failed: " + t.error if t.error else s.get("status", "?"), best.get("value"),
-                     best.get("step"), s.get("epochs"), round(t.seconds, 1), t.run_dir.name])
-    head = [f"# Sweep: {len(trials)} run(s), ranked by {monitor} ({'lower' if mode == 'min' else 'higher'} is better)",
-            "", table(["rank", "overrides", "status", f"best {monitor}", "at step", "epochs", "seconds", "run"], rows),
-            "", "Curves and the config keys that differ: [report/report.md](report/report.md)."]
-    return "\n".join(head) + "\n"
-
-
-def run_sweep(target: str | None, overrides: list[str], out=sys.stderr) -> tuple[Path, list[Trial]]:
-    """Check every combination's config, train them one by one, write the comparison."""
-    from overt.cli.train import resolve_run_config
-    from overt.compose import train_recipe
-    from overt.errors import ConfigError, OvertError
-
-    sweep_dir = None
-    rest = []
-    for item in overrides:
-        if item.startswith("sweep_dir="):
-            sweep_dir = Path(item.partition("=")[2])
+        if item.partition("=")[0].strip() == "sweep_dir":
+            sweep_dir = Path(item.partition("=")[2].strip())
         else:
             rest.append(item)
-    fixed, combos = grid(rest)
-    if any(k in ("run_dir", "name") for c in combos for k in c):
-        raise ConfigError("run_dir and name cannot be swept", fix="each run's folder is SWEEP_DIR/<its overrides>")
-    # every configuration is checked before the first run: a typo fails now, not after hours
-    planned = [(combo, *resolve_run_config(target, [*fixed, *[f"{k}={v}" for k, v in combo.items()]]))
-               for combo in combos]
-    first_cfg = planned[0][2]
-    if sweep_dir is None:
-        stem = Path(first_cfg.recipe).stem if first_cfg.recipe.endswith((".py", ".yaml", ".yml")) \
-            else first_cfg.recipe.rsplit(".", 1)[-1]
-        sweep_dir = Path(first_cfg.runs_root) / f"{stem}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
-    if sweep_dir.exists() and any(sweep_dir.iterdir()):
-        raise ConfigError(f"the sweep folder {sweep_dir} already exists and is not empty",
-                          fix="choose another sweep_dir=..., or remove that folder")
-    trials = []
-    for i, (combo, module, cfg) in enumerate(planned, 1):
-        folder = _safe(",".join(f"{k}={v}" for k, v in combo.items())) or "defaults"
-        trial = Trial(dict(combo), sweep_dir / folder)
-        cfg.run_dir, cfg.name = str(trial.run_dir), None
-        print(f"overt sweep [{i}/{len(planned)}] {trial.label} -> {trial.run_dir}", file=out, flush=True)
-        t0 = time.perf_counter()
-        try:
-            trial.summary = train_recipe(cfg, module)
-        except (OvertError, RuntimeError, ValueError) as exc:  # one failed run does not end the sweep
-            trial.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            print(f"overt sweep: {trial.label} failed: {trial.error}", file=out, flush=True)
-        trial.seconds = time.perf_counter() - t0
-        trials.append(trial)
-    monitor, mode = first_cfg.monitor, first_cfg.monitor_mode
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    (sweep_dir / "sweep.md").write_text(comparison(trials, monitor, mode))
-    (sweep_dir / "sweep.json").write_text(json.dumps({
-        "monitor": monitor, "mode": mode,
-        "runs": [{"overrides": t.overrides, "run_dir": str(t.run_dir), "error": t.error, "seconds": round(t.seconds, 3),
-                  "status": (t.summary or {}).get("status"), "best": (t.summary or {}).get("best")}
-                 for t in rank(trials, monitor, mode)]}, indent=2) + "\n")
-    ran = [t.run_dir for t in trials if t.run_dir.exists()]
-    if ran:
-        from overt.report import write_report
+    return sweep_dir, rest
 
-        write_report(ran, sweep_dir / "report")
-    return sweep_dir, trials
+
+def _saved_plan(folder: Path) -> dict[str, Any] | None:
+    from overt.run.reader import read_json
+
+    return read_json(folder / SWEEP_JSON) if folder.is_dir() and not folder.is_symlink() else None
+
+
+def _try_lock(folder: Path) -> bool:
+    from overt.errors import ConfigError
+    from overt.run import lock
+
+    try:
+        lock.acquire(folder)
+        return True
+    except ConfigError:
+        return False
+
+
+def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, bool]:
+    """(the sweep's folder, locked for this process; whether it continues an unfinished sweep).
+    Without ``sweep_dir``: the newest unfinished sweep of the same plan in ``runs_root`` (that no
+    process is running), else a new folder, created exclusively (``-2``, ``-3``... when two sweeps
+    start in the same second)."""
+    from overt.errors import ConfigError
+    from overt.run import lock
+
+    if sweep_dir is not None:
+        if sweep_dir.exists() and not sweep_dir.is_dir():
+            raise ConfigError(f"sweep_dir={sweep_dir} is an existing file, not a folder",
+                              fix="choose another sweep_dir=..., or move the file away")
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if not _try_lock(sweep_dir):
+            info = lock.holder(sweep_dir) or {}
+            raise ConfigError(f"the sweep folder {sweep_dir} is in use by another overt process "
+                              f"({lock.describe_holder(info)})",
+                              fix="wait for that sweep to end (or stop it), or choose another sweep_dir=...")
+        saved = _saved_plan(sweep_dir)
+        if saved is not None and saved.get("plan") == plan.key:
+            return sweep_dir, True
+        if any(p.name != lock.LOCK for p in sweep_dir.iterdir()):
+            lock.release(sweep_dir)
+            raise ConfigError(f"the sweep folder {sweep_dir} already exists and holds something else than this sweep",
+                              why="a sweep continues only the sweep of the same grid and settings",
+                              fix="choose another sweep_dir=..., or remove that folder")
+        return sweep_dir, False
+    root = Path(plan.first.runs_root)
+    prefix = f"{plan.stem()}-sweep-"
+    if root.is_dir():
+        for folder in sorted((p for p in root.iterdir() if p.name.startswith(prefix)), reverse=True):
+            saved = _saved_plan(folder)
+            if saved is None or saved.get("plan") != plan.key or saved.get("state") == "finished":
+                continue
+            if _try_lock(folder):
+                return folder, True
+    root.mkdir(parents=True, exist_ok=True)
+    base, n = root / f"{prefix}{timestamp()}", 1
+    while True:
+        folder = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        lock.acquire(folder)
+        return folder, False
+
+
+def _run_state(run_dir: Path) -> tuple[str | None, bool]:
+    """(the run's status from its own files, whether it has a checkpoint that verifies)."""
+    from overt.checkpoint.store import list_checkpoints
+    from overt.run.layout import checkpoints_dir
+    from overt.run.rundir import run_status
+
+    if not run_dir.is_dir():
+        return None, False
+    return run_status(run_dir), any(e.problem is None for e in list_checkpoints(checkpoints_dir(run_dir)))
+
+
+def _set_aside(run_dir: Path, sweep_dir: Path) -> Path:
+    """Move a run's earlier attempt to ``SWEEP_DIR/.restarted/<folder>-N`` (nothing is deleted)."""
+    aside = sweep_dir / RESTARTED
+    aside.mkdir(exist_ok=True)
+    n = 1
+    while (aside / f"{run_dir.name}-{n}").exists():
+        n += 1
+    target = aside / f"{run_dir.name}-{n}"
+    run_dir.rename(target)
+    return target
+
+
+def _train(run: PlannedRun, trial: Trial, sweep_dir: Path, signals: SweepSignals, out: TextIO) -> None:
+    """Train (or skip, or continue) one run; its outcome goes into ``trial``."""
+    from overt.compose import train_recipe
+    from overt.run.reader import read_json
+    from overt.run.layout import SUMMARY
+
+    status, resumable = _run_state(trial.run_dir)
+    if status == "completed":
+        trial.summary = read_json(trial.run_dir / SUMMARY) or {"status": "completed"}
+        print(f"overt sweep: {trial.label} already finished: skipped", file=out, flush=True)
+        return
+    cfg = run.config
+    cfg.run_dir, cfg.name = str(trial.run_dir), None
+    if status in ("stopped", "interrupted", "ended abruptly", "running") and resumable:
+        _resume(run, trial, signals)
+        return
+    if trial.run_dir.exists():
+        aside = _set_aside(trial.run_dir, sweep_dir)
+        print(f"overt sweep: {trial.label}: the earlier attempt ({status or 'unfinished'}) cannot be continued "
+              f"(it {'failed' if status == 'failed' else 'has no checkpoint'}): it starts again; the attempt is "
+              f"kept in {aside}", file=out, flush=True)
+    trial.summary = train_recipe(cfg, run.module, callbacks=[signals])
+
+
+def _resume(run: PlannedRun, trial: Trial, signals: SweepSignals) -> None:
+    from overt.checkpoint.callback import find_checkpoint
+    from overt.compose import train_recipe
+    from overt.recipes.base import check_recipe_source
+    from overt.run import lock
+
+    lock.acquire(trial.run_dir)
+    try:
+        restored = find_checkpoint(trial.run_dir)
+        recorded = restored.meta.get("recipe_source")
+        check_recipe_source(recorded if isinstance(recorded, dict) else None, str(run.config.recipe))
+        trial.summary = train_recipe(run.config, run.module, resume=restored, callbacks=[signals])
+    finally:
+        lock.release(trial.run_dir)
+
+
+def _failed(trial: Trial, error: Exception, out: TextIO) -> None:
+    from overt.errors import OvertError
+
+    first = str(error).splitlines()[0] if str(error) else ""
+    trial.error = f"{type(error).__name__}: {first}"
+    if not isinstance(error, OvertError):  # the recipe's own code failed: its traceback is what to read
+        traceback.print_exception(type(error), error, error.__traceback__, file=out)
+    print(f"overt sweep: {trial.label} failed: {trial.error}; the sweep goes on", file=out, flush=True)
+
+
+def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = None,
+              shown: str = "overt sweep") -> tuple[Path, list[Trial], signal.Signals | None]:
+    """Check the whole grid, train (or continue) its runs one by one, write the comparison.
+    Returns (the sweep's folder, every run's outcome, the signal that stopped the sweep or None).
+    Progress goes to ``out`` (default: stderr)."""
+    from overt.cli import sweep_compare
+    from overt.cli.sweep_grid import plan as check_grid
+    from overt.run import lock
+
+    out = out if out is not None else sys.stderr
+    sweep_arg, rest = _split_sweep_dir(overrides)
+    plan = check_grid(target, rest)
+    sweep_dir, continuing = open_sweep(plan, sweep_arg, out)
+    try:
+        trials = [Trial(dict(r.overrides), sweep_dir / r.folder, str(r.config.monitor), str(r.config.monitor_mode))
+                  for r in plan.runs]
+        if continuing:
+            print(f"overt sweep: continuing the unfinished sweep in {sweep_dir} (sweep_dir=ANOTHER_PATH starts "
+                  "a new one)", file=out, flush=True)
+        signals = SweepSignals()
+        signals.handler.install()
+        try:
+            sweep_compare.write(sweep_dir, trials, "running", plan.key, shown)
+            for i, (run, trial) in enumerate(zip(plan.runs, trials), 1):
+                if signals.received is not None:
+                    break
+                print(f"overt sweep [{i}/{len(plan.runs)}] {trial.label} -> {trial.run_dir}", file=out, flush=True)
+                t0 = time.perf_counter()
+                try:
+                    _train(run, trial, sweep_dir, signals, out)
+                except Exception as error:  # one failed run is one failed row: the sweep goes on
+                    _failed(trial, error, out)
+                trial.seconds = time.perf_counter() - t0
+                preempted = (trial.summary or {}).get("preempted")
+                if isinstance(preempted, dict):
+                    signals.note(str(preempted.get("signal")))
+                sweep_compare.write(sweep_dir, trials, "running", plan.key, shown)
+            state = "stopped" if signals.received is not None else "finished"
+            sweep_compare.write(sweep_dir, trials, state, plan.key, shown)
+            ran = [t.run_dir for t in trials if t.run_dir.is_dir()]
+            if ran:
+                from overt.report import write_report
+
+                write_report(ran, sweep_dir / "report")
+        finally:
+            signals.handler.uninstall()
+    finally:
+        lock.release(sweep_dir)
+    return sweep_dir, trials, signals.received
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -177,15 +305,35 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-@command("overt sweep")
-def main(argv: list[str]) -> int:
+def sweep_command(argv: list[str], shown: list[str]) -> int:
+    """Run the sweep ``argv`` names; ``shown`` is the command line as the user typed it (said when
+    the sweep stops, to continue it)."""
+    from overt.checkpoint.preempt import exit_code
     from overt.errors import ConfigError
 
     args = parse_args(argv)
     if any(o.replace(" ", "").startswith("nproc=") for o in args.overrides):
         raise ConfigError("nproc= is not supported in a sweep (runs are sequential, one process each); "
                           "run `overt train ... nproc=N` per configuration")
-    sweep_dir, trials = run_sweep(args.target, args.overrides)
+    command_line = shlex.join(shown)
+    sweep_dir, trials, stopped = run_sweep(args.target, args.overrides, shown=command_line)
     print((sweep_dir / "sweep.md").read_text(), end="")
-    print(f"overt sweep: {len(trials)} run(s) in {sweep_dir}; comparison {sweep_dir / 'sweep.md'}", file=sys.stderr)
-    return 1 if any(t.error for t in trials) else 0
+    done = sum(t.status == "completed" for t in trials)
+    failed = sum(t.status == "failed" for t in trials)
+    if stopped is not None:
+        halted = [t for t in trials if t.status == "stopped"]
+        where = (f"; {halted[0].label} stopped at step {(halted[0].summary or {}).get('steps')}"
+                 f"{' (checkpoint saved)' if (halted[0].summary or {}).get('checkpoint') else ''}" if halted else "")
+        print(f"overt sweep: stopped on {stopped.name}: {done} of {len(trials)} run(s) finished{where}; "
+              f"to continue the sweep, run the same command again: {command_line} (finished runs are skipped, "
+              f"a stopped run resumes from its checkpoint); folder {sweep_dir}", file=sys.stderr, flush=True)
+        return exit_code(stopped)
+    print(f"overt sweep: {len(trials)} run(s) in {sweep_dir}"
+          f"{f', {failed} of {len(trials)} run(s) failed' if failed else ''}; comparison {sweep_dir / 'sweep.md'}",
+          file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+@command("overt sweep")
+def main(argv: list[str]) -> int:
+    return sweep_command(argv, ["overt", "sweep", *argv])

@@ -35,12 +35,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def resolve_run_config(target: str | None, overrides: list[str]) -> tuple[Any, Any]:
-    """(recipe module, validated config) from the command line's target and ``key=value`` overrides."""
+def resolve_run_config(target: str | None, overrides: list[str], modules: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """(recipe module, validated config) from the command line's target and ``key=value`` overrides
+    (``modules``: see :func:`overt.recipes.base.recipe_config`)."""
     from overt.config import parse_overrides
     from overt.recipes.base import recipe_config
 
-    return recipe_config(target, parse_overrides(overrides))
+    return recipe_config(target, parse_overrides(overrides), modules)
 
 
 def exit_status(summary: dict[str, Any]) -> int:
@@ -110,7 +111,7 @@ def main(argv: list[str]) -> int:
     if args.multirun:
         from overt.cli import sweep
 
-        return sweep.main([*([args.target] if args.target else []), *args.overrides])
+        return sweep.sweep_command([*([args.target] if args.target else []), *args.overrides], ["overt", "train", *argv])
     code = launched(["train", *argv], args.overrides)
     if code is not None:
         return code

@@ -5,8 +5,11 @@
 metrics already on the host (no device read).  The run then ends as a completed one
 (``summary.json``: ``"early_stop": {...}``, with the epoch it stopped at and the best value);
 the best checkpoint (``keep_best``) holds the weights of the best epoch.  Composed in
-:mod:`overt.compose` when ``early_stop`` is set.  After ``overt resume`` the count of epochs
-without improvement starts again from zero (the best value is the run's own).
+:mod:`overt.compose` when ``early_stop`` is set, before the checkpoints, so that each epoch's
+checkpoint holds the count.  The count, the best value and the epoch the run stopped at live in
+``trainer.state.callbacks["early_stop"]`` (:class:`~overt.engine.state.TrainState`): a checkpoint
+carries them, so a resumed run stops at the same epoch with the same best as an uninterrupted
+one, and a run that already stopped early stops again at once (nothing is trained).
 """
 
 from __future__ import annotations
@@ -41,9 +44,37 @@ class EarlyStopping(Callback):
         self.bad = 0  # validations in a row without an improvement
         self.stopped_epoch: int | None = None
 
+    #: the key of this callback's state in ``trainer.state.callbacks``
+    KEY = "early_stop"
+
     def on_fit_start(self, trainer: Trainer) -> None:
-        self.best = trainer.state.best_metric  # a resumed run's best so far
-        self.bad, self.stopped_epoch = 0, None
+        self.best, self.best_epoch, self.bad, self.stopped_epoch = None, None, 0, None
+        saved = trainer.state.callbacks.get(self.KEY)
+        if isinstance(saved, dict) and saved.get("monitor") == self.monitor and saved.get("mode") == self.mode:
+            self._load(saved)
+        elif trainer.state.epoch or trainer.state.global_step:  # resumed from a checkpoint without the count
+            self.best = trainer.state.best_metric
+        if self.bad >= self.patience and trainer.state.batch_index == 0:
+            trainer.should_stop = True  # the run already stopped early: it ends at once, as it ended
+            if self.stopped_epoch is None:
+                self.stopped_epoch = max(trainer.state.epoch - 1, 0)
+        else:
+            self.stopped_epoch = None  # (a larger early_stop on resume: the run goes on)
+        self._save(trainer)
+
+    def _load(self, saved: dict[str, Any]) -> None:
+        def number(value: Any, kind: Any) -> Any:
+            return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+        self.best = number(saved.get("best"), (int, float))
+        self.best_epoch = number(saved.get("best_epoch"), int)
+        self.bad = max(number(saved.get("bad"), int) or 0, 0)
+        self.stopped_epoch = number(saved.get("stopped_epoch"), int)
+
+    def _save(self, trainer: Trainer) -> None:
+        trainer.state.callbacks[self.KEY] = {"monitor": self.monitor, "mode": self.mode, "best": self.best,
+                                             "best_epoch": self.best_epoch, "bad": self.bad,
+                                             "stopped_epoch": self.stopped_epoch}
 
     def improved(self, value: float) -> bool:
         if not math.isfinite(value):
@@ -58,6 +89,7 @@ class EarlyStopping(Callback):
             return
         if self.improved(value):
             self.best, self.best_epoch, self.bad = value, epoch, 0
+            self._save(trainer)
             return
         self.bad += 1
         if self.bad >= self.patience and not trainer.should_stop:
@@ -68,6 +100,7 @@ class EarlyStopping(Callback):
                       f"{self.min_delta:g} for {self.bad} validation(s) (best {self.best:.6g}"
                       + (f" at epoch {self.best_epoch + 1}" if self.best_epoch is not None else "") + ")",
                       file=sys.stderr, flush=True)
+        self._save(trainer)
 
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.stopped_epoch is None:

@@ -166,9 +166,11 @@ def recipe_defaults(module: ModuleType) -> dict[str, Any]:
     return dict(defaults)
 
 
-def recipe_config(target: str | None, values: dict[str, Any]) -> tuple[ModuleType, Any]:
+def recipe_config(target: str | None, values: dict[str, Any],
+                  modules: dict[str, ModuleType] | None = None) -> tuple[ModuleType, Any]:
     """(recipe module, validated config) for a command line's ``target`` (a recipe, or a YAML config
-    naming one; None: the built-in digits recipe) and its already parsed overrides ``values``."""
+    naming one; None: the built-in digits recipe) and its already parsed overrides ``values``.
+    ``modules`` (recipe spec -> module) imports each recipe once for many configs (a sweep's grid)."""
     from overt.config import load_config_file, resolve
 
     merged: dict[str, Any] = {}
@@ -179,7 +181,12 @@ def recipe_config(target: str | None, values: dict[str, Any]) -> tuple[ModuleTyp
     elif target is not None:
         merged["recipe"] = target
     merged.update(values)
-    module = load_recipe_module(str(merged.get("recipe", "digits")))
+    spec = str(merged.get("recipe", "digits"))
+    module = modules.get(spec) if modules is not None else None
+    if module is None:
+        module = load_recipe_module(spec)
+        if modules is not None:
+            modules[spec] = module
     defaults = recipe_defaults(module)
     return module, resolve(defaults, {**defaults, **merged}, source=source)
 

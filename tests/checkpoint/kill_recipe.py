@@ -3,7 +3,8 @@
 With ``OVERT_TEST_SIGNAL_AT=N`` (and optionally ``OVERT_TEST_SIGNAL=SIGTERM``, default SIGKILL;
 ``OVERT_TEST_SIGNAL_TWICE=S`` sends it again S seconds later) the process sends that signal to itself right
 before its N-th forward pass (training and validation passes both count) -- a real signal,
-delivered by the kernel at an arbitrary point inside a step.  Without the variable it is the
+delivered by the kernel at an arbitrary point inside a step.  With ``OVERT_TEST_NAN_AT=N`` the N-th
+forward pass outputs NaN (a planted divergence, for the guards).  Without the variable it is the
 plain digits recipe with accumulation, dropout, a per-step OneCycle schedule and clipping.
 """
 
@@ -33,7 +34,10 @@ def _forward(model, batch):
             time.sleep(float(os.environ["OVERT_TEST_SIGNAL_TWICE"]))
             os.kill(os.getpid(), sig)
     inputs, target = batch
-    return model(inputs), target
+    output = model(inputs)
+    if os.environ.get("OVERT_TEST_NAN_AT") and _calls == int(os.environ["OVERT_TEST_NAN_AT"]):
+        output = output * float("nan")
+    return output, target
 
 
 def build(cfg):

@@ -34,5 +34,6 @@ def test_resume_of_a_finished_run(tmp_path, capsys):
     assert "the saved OneCycleLR schedule covers 45 optimizer steps; the resumed run now has 90" in err
     # as saved: nothing left to do, nothing rewritten
     assert main([str(run_dir)]) == 0
-    assert "resuming from" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is finished (it trained all 1 epoch(s))" in err and "resuming from" not in err
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before

@@ -87,7 +87,7 @@ def test_sweep_checks_every_configuration_before_training(tmp_path, capsys):
 
 
 def test_sweep_grid_keeps_bracketed_values_whole():
-    from overt.cli.sweep import grid
+    from overt.cli.sweep_grid import grid
 
     fixed, combos = grid(["a=1,2", "ignore=[graph-leak,dead-activations]", "b=x,y", "c=3"])
     assert fixed == ["ignore=[graph-leak,dead-activations]", "c=3"]
