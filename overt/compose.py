@@ -148,7 +148,8 @@ def inputs_record(recipe: Any) -> dict[str, Any]:
     return build_record(recipe.train_data, preprocessing=prep.to_dict() if prep is not None else None, labels=labels)
 
 
-def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
+                 callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
     """Build a recipe module's run with ``cfg``, claim its run directory, train; the CLI's run.
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
     directory is reused and training continues from the checkpoint.  ``callbacks`` come after the

@@ -5,7 +5,8 @@ What a Trainer checkpoint holds is what the Trainer says it is (:meth:`Trainer.s
 
 - ``model``: the weights (``model.safetensors``);
 - ``optimizer``, ``scheduler`` (when there is one), ``precision`` (GradScaler and skipped-step count);
-- ``train_state``: epoch, global step, micro-batches and samples consumed in the epoch, best metric;
+- ``train_state``: epoch, global step, micro-batches and samples consumed in the epoch, best metric,
+  early stopping's count (``callbacks``);
 - ``loop``: the per-window losses of the unfinished epoch and log interval, so the epoch's
   train loss and the next logged point are the same as without the interruption;
 - every RNG (python, numpy, torch CPU, each CUDA device), the resolved config and the versions.

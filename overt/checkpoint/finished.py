@@ -36,8 +36,9 @@ def finished_because(restored: Any, overrides: dict[str, Any]) -> str | None:
         best, best_epoch = early.get("best"), _int(early.get("best_epoch"))
         return (f"it stopped early after epoch {epoch}: {early['monitor']} did not improve for {bad} validation(s)"
                 + (f" (best {best:.6g} at epoch {best_epoch + 1})"
-                   if isinstance(best, (int, float)) and best_epoch is not None else ""))
+                   if isinstance(best, (int, float)) and best_epoch is not None else "")
+                + f"; early_stop=N with N > {bad} would let it go on")
     epochs = _int(config.get("epochs"))
     if epochs is not None and epoch >= epochs:
-        return f"it trained all {epochs} epoch(s)"
+        return f"it trained all {epochs} epoch(s); epochs=N with N > {epochs} would train it longer"
     return None

@@ -172,9 +172,8 @@ def main(argv: list[str]) -> int:
         done = finished(restored, run_dir, split_launch_overrides(args.overrides)[1])
         if done is not None:
             if main:
-                print(f"overt resume: {run_dir} is finished ({done}): nothing to resume, nothing was changed; "
-                      f"its final weights are {run_dir / 'model.safetensors'} (to train it longer: "
-                      "overt resume RUN_DIR epochs=N)", file=sys.stderr, flush=True)
+                print(f"overt resume: {run_dir} is finished ({done}); nothing to resume, nothing was changed: "
+                      f"its final weights are {run_dir / 'model.safetensors'}", file=sys.stderr, flush=True)
             return 0
         module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
                                     args.allow_changed_recipe, args.trust_recipe)

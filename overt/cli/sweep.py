@@ -146,19 +146,31 @@ def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, b
             return sweep_dir, True
         if any(p.name != lock.LOCK for p in sweep_dir.iterdir()):
             lock.release(sweep_dir)
+            if saved is not None and saved.get("grid") == plan.grid_key:
+                raise ConfigError(f"the sweep in {sweep_dir} was trained with another version of the recipe "
+                                  "(its source changed since)",
+                                  why="continuing it would rank runs of two versions of the code against each other",
+                                  fix="restore the recipe as it was to continue that sweep, or choose another "
+                                      "sweep_dir=... for a new one")
             raise ConfigError(f"the sweep folder {sweep_dir} already exists and holds something else than this sweep",
-                              why="a sweep continues only the sweep of the same grid and settings",
+                              why="a sweep continues only the sweep of the same grid, settings and recipe code",
                               fix="choose another sweep_dir=..., or remove that folder")
         return sweep_dir, False
     root = Path(plan.first.runs_root)
     prefix = f"{plan.stem()}-sweep-"
+    changed = None  # an unfinished sweep of this grid whose recipe code changed since
     if root.is_dir():
         for folder in sorted((p for p in root.iterdir() if p.name.startswith(prefix)), reverse=True):
             saved = _saved_plan(folder)
-            if saved is None or saved.get("plan") != plan.key or saved.get("state") == "finished":
+            if saved is None or saved.get("state") == "finished":
                 continue
-            if _try_lock(folder):
+            if saved.get("plan") == plan.key and _try_lock(folder):
                 return folder, True
+            if saved.get("grid") == plan.grid_key and changed is None:
+                changed = folder
+    if changed is not None:
+        print(f"overt sweep: the unfinished sweep in {changed} has the same grid, but the recipe's source changed "
+              "since: this is a new sweep (restore the recipe to continue that one)", file=out, flush=True)
     root.mkdir(parents=True, exist_ok=True)
     base, n = root / f"{prefix}{timestamp()}", 1
     while True:
@@ -267,7 +279,7 @@ def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = Non
         signals = SweepSignals()
         signals.handler.install()
         try:
-            sweep_compare.write(sweep_dir, trials, "running", plan.key, shown)
+            sweep_compare.write(sweep_dir, trials, "running", (plan.key, plan.grid_key), shown)
             for i, (run, trial) in enumerate(zip(plan.runs, trials), 1):
                 if signals.received is not None:
                     break
@@ -281,9 +293,9 @@ def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = Non
                 preempted = (trial.summary or {}).get("preempted")
                 if isinstance(preempted, dict):
                     signals.note(str(preempted.get("signal")))
-                sweep_compare.write(sweep_dir, trials, "running", plan.key, shown)
+                sweep_compare.write(sweep_dir, trials, "running", (plan.key, plan.grid_key), shown)
             state = "stopped" if signals.received is not None else "finished"
-            sweep_compare.write(sweep_dir, trials, state, plan.key, shown)
+            sweep_compare.write(sweep_dir, trials, state, (plan.key, plan.grid_key), shown)
             ran = [t.run_dir for t in trials if t.run_dir.is_dir()]
             if ran:
                 from overt.report import write_report
@@ -321,12 +333,16 @@ def sweep_command(argv: list[str], shown: list[str]) -> int:
     done = sum(t.status == "completed" for t in trials)
     failed = sum(t.status == "failed" for t in trials)
     if stopped is not None:
-        halted = [t for t in trials if t.status == "stopped"]
-        where = (f"; {halted[0].label} stopped at step {(halted[0].summary or {}).get('steps')}"
-                 f"{' (checkpoint saved)' if (halted[0].summary or {}).get('checkpoint') else ''}" if halted else "")
-        print(f"overt sweep: stopped on {stopped.name}: {done} of {len(trials)} run(s) finished{where}; "
-              f"to continue the sweep, run the same command again: {command_line} (finished runs are skipped, "
-              f"a stopped run resumes from its checkpoint); folder {sweep_dir}", file=sys.stderr, flush=True)
+        where = ""
+        for t in trials:
+            if t.status == "stopped":
+                s = t.summary or {}
+                saved = (s.get("checkpoint") or {}).get("last") if isinstance(s.get("checkpoint"), dict) else None
+                where = (f"; {t.label} stopped at step {s.get('steps')}, "
+                         + ("saved: it resumes from there" if saved else "without a checkpoint: it starts again"))
+        print(f"overt sweep: stopped on {stopped.name}: {done} of {len(trials)} run(s) finished{where}. "
+              f"To continue the sweep, run the same command again (finished runs are skipped): {command_line}  "
+              f"[folder {sweep_dir}]", file=sys.stderr, flush=True)
         return exit_code(stopped)
     print(f"overt sweep: {len(trials)} run(s) in {sweep_dir}"
           f"{f', {failed} of {len(trials)} run(s) failed' if failed else ''}; comparison {sweep_dir / 'sweep.md'}",

@@ -56,8 +56,8 @@ def groups(trials: list[Trial]) -> list[tuple[str, str, list[Trial]]]:
         found.setdefault((t.monitor, t.mode), []).append(t)
     out = []
     for (monitor, mode), members in found.items():
-        scored = sorted((t for t in members if t.best is not None), key=lambda t: t.best,  # type: ignore[arg-type,return-value]
-                        reverse=(mode == "max"))
+        scored = [t for t in members if t.best is not None]
+        scored.sort(key=lambda t: t.best, reverse=(mode == "max"))  # type: ignore[arg-type,return-value]
         out.append((monitor, mode, scored + [t for t in members if t.best is None]))
     return out
 
@@ -93,28 +93,30 @@ def comparison(trials: list[Trial], state: str) -> str:
                          s.get("epochs"), round(t.seconds, 1), t.run_dir.name])
         heading = f"ranked by {monitor} ({_better(mode)} is better)"
         parts += [f"## Runs {heading}" if len(ranked) > 1 else f"Runs {heading}:", "",
-                  table(["rank", "overrides", "status", f"best {monitor}", "at step", "epochs", "seconds", "run"], rows),
-                  ""]
+                  table(["rank", "overrides", "status", f"best {monitor}", "at step", "epochs", "seconds", "run"],
+                        rows), ""]
     parts.append("Curves and the config keys that differ: [report/report.md](report/report.md).")
     return "\n".join(parts) + "\n"
 
 
-def record(trials: list[Trial], state: str, plan_key: str, command: str) -> dict[str, Any]:
-    """``sweep.json``: the sweep's state (``running``, ``stopped``, ``finished``), the key of its plan
-    (the same command continues a sweep with the same key) and every run, ranked."""
+def record(trials: list[Trial], state: str, keys: tuple[str, str], command: str) -> dict[str, Any]:
+    """``sweep.json``: the sweep's state (``running``, ``stopped``, ``finished``), the keys of its plan
+    (``plan``: the same command on the same recipe code continues a sweep; ``grid``: the same
+    command) and every run, ranked."""
     monitors = {(t.monitor, t.mode) for t in trials}
     shared = next(iter(monitors)) if len(monitors) == 1 else (None, None)
-    return {"state": state, "plan": plan_key, "command": command, "monitor": shared[0], "mode": shared[1],
+    return {"state": state, "plan": keys[0], "grid": keys[1], "command": command, "monitor": shared[0],
+            "mode": shared[1],
             "runs": [{"overrides": t.overrides, "run_dir": str(t.run_dir), "monitor": t.monitor, "mode": t.mode,
                       "status": t.status, "error": t.error, "seconds": round(t.seconds, 3),
                       "best": (t.summary or {}).get("best")} for t in rank(trials)]}
 
 
-def write(sweep_dir: Path, trials: list[Trial], state: str, plan_key: str, command: str) -> None:
+def write(sweep_dir: Path, trials: list[Trial], state: str, keys: tuple[str, str], command: str) -> None:
     """Write ``sweep.md`` and ``sweep.json`` (each atomically)."""
     from overt.run.atomic import write_text_atomic
     from overt.run.layout import json_safe
 
     write_text_atomic(sweep_dir / "sweep.md", comparison(trials, state))
-    data = json_safe(record(trials, state, plan_key, command))
+    data = json_safe(record(trials, state, keys, command))
     write_text_atomic(sweep_dir / "sweep.json", json.dumps(data, indent=2) + "\n")

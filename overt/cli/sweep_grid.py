@@ -110,11 +110,13 @@ class PlannedRun:
 
 @dataclass
 class Plan:
-    """Every run of a sweep, checked; ``key`` identifies the sweep (the same command gives the same key)."""
+    """Every run of a sweep, checked.  ``key`` identifies the sweep: the same command on the same
+    recipe code gives the same key; ``grid_key`` leaves the recipe's source out."""
 
     target: str | None
     runs: list[PlannedRun]
     key: str
+    grid_key: str
 
     @property
     def first(self) -> Any:
@@ -152,8 +154,12 @@ def plan(target: str | None, overrides: list[str]) -> Plan:
                               why="it would be trained twice and ranked against itself",
                               fix="list each value once (0.1 and 1e-1 are one number)")
         seen[config] = run
-    key = hashlib.sha256(json.dumps([[r.overrides, _identity(r.config)] for r in runs]).encode()).hexdigest()
-    return Plan(target, runs, key)
+    from overt.recipes.base import recipe_source
+
+    grid_key = hashlib.sha256(json.dumps([[r.overrides, _identity(r.config)] for r in runs]).encode()).hexdigest()
+    sources = sorted({(str(r.config.recipe), str(recipe_source(str(r.config.recipe))["sha256"])) for r in runs})
+    key = hashlib.sha256(json.dumps([grid_key, sources]).encode()).hexdigest()
+    return Plan(target, runs, key, grid_key)
 
 
 def _identity(cfg: Any) -> str:

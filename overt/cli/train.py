@@ -35,7 +35,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def resolve_run_config(target: str | None, overrides: list[str], modules: dict[str, Any] | None = None) -> tuple[Any, Any]:
+def resolve_run_config(target: str | None, overrides: list[str],
+                       modules: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """(recipe module, validated config) from the command line's target and ``key=value`` overrides
     (``modules``: see :func:`overt.recipes.base.recipe_config`)."""
     from overt.config import parse_overrides
@@ -111,7 +112,8 @@ def main(argv: list[str]) -> int:
     if args.multirun:
         from overt.cli import sweep
 
-        return sweep.sweep_command([*([args.target] if args.target else []), *args.overrides], ["overt", "train", *argv])
+        target = [args.target] if args.target else []
+        return sweep.sweep_command([*target, *args.overrides], ["overt", "train", *argv])
     code = launched(["train", *argv], args.overrides)
     if code is not None:
         return code

@@ -25,7 +25,8 @@ def sha(path: Path) -> str:
 
 
 def files(run_dir: Path) -> dict[str, str]:
-    return {str(p.relative_to(run_dir)): sha(p) for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {str(p.relative_to(run_dir)): sha(p) for p in sorted(run_dir.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
 
 
 def test_resume_of_an_early_stopped_run_finishes_at_once(tmp_path, capsys):
@@ -42,7 +43,7 @@ def test_resume_of_an_early_stopped_run_finishes_at_once(tmp_path, capsys):
     capsys.readouterr()
     assert resume([str(run_dir)]) == 0
     err = capsys.readouterr().err
-    assert "finished" in err and "early stop" in err
+    assert "is finished (it stopped early after epoch 3" in err
     assert "resuming from" not in err  # nothing rebuilt, nothing trained
     assert files(run_dir) == before  # no new weights, summary or checkpoint; none rotated out
 
@@ -105,38 +106,43 @@ def test_kill_after_a_non_improving_epoch_then_resume_stops_where_the_uninterrup
     assert sha(tmp_path / "run" / "model.safetensors") == sha(tmp_path / "ref" / "model.safetensors")
 
 
-def test_sigterm_mid_epoch_keeps_the_patience_count(tmp_path):
-    """Item 5, one process less: stopped by SIGTERM in epoch 3 (after a non-improving epoch 2), the
+def test_sigterm_mid_epoch_keeps_the_patience_count(tmp_path, monkeypatch):
+    """Item 5 in one process: stopped by SIGTERM in epoch 3 (after a non-improving epoch 2), the
     resumed run stops after epoch 3, as the uninterrupted one."""
     from overt.cli.resume import main as resume
     from overt.cli.train import main as train
 
-    stopped = run_overt("train", RECIPE, f"run_dir={tmp_path / 'run'}", *EARLY, *QUIET, timeout=300,
-                        OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_AT=str(2 * PASSES + 10))
-    assert stopped.returncode == 143, stopped.stderr
+    assert train([RECIPE, f"run_dir={tmp_path / 'ref'}", *EARLY, *QUIET]) == 0
+    monkeypatch.setenv("OVERT_TEST_SIGNAL", "SIGTERM")
+    monkeypatch.setenv("OVERT_TEST_SIGNAL_AT", str(2 * PASSES + 10))
+    assert train([RECIPE, f"run_dir={tmp_path / 'run'}", *EARLY, *QUIET]) == 143
+    monkeypatch.delenv("OVERT_TEST_SIGNAL_AT")
     assert resume([str(tmp_path / "run")]) == 0
     got = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert got["epochs"] == 3 and got["early_stop"]["epoch"] == 3 and got["early_stop"]["best_epoch"] == 1
-    assert train([RECIPE, f"run_dir={tmp_path / 'ref'}", *EARLY, *QUIET]) == 0
     want = json.loads((tmp_path / "ref" / "summary.json").read_text())
+    assert got["epochs"] == 3 and got["early_stop"]["epoch"] == 3 and got["early_stop"]["best_epoch"] == 1
     assert got["early_stop"] == want["early_stop"] and got["best"] == want["best"]
 
 
-def test_guard_findings_after_a_resume_carry_the_runs_step(tmp_path):
+def test_guard_findings_after_a_resume_carry_the_runs_step(tmp_path, monkeypatch):
     """Item 9: a finding after a resume carried a step counted from the resume (180 where the
     run's step was 480).  A NaN planted at the same position, once in an uninterrupted run and once
     after a stop and resume, is reported at the same step."""
-    nan_at = PASSES + 29  # epoch 2, micro-batch 29 (forward passes counted from the process's start)
+    from overt.cli.resume import main as resume
+    from overt.cli.train import main as train
+
+    nan_at = PASSES + 29  # epoch 2, micro-batch 29 (forward passes counted from the recipe's import)
     args = ["epochs=2", "log_every=5", *QUIET]
-    reference = run_overt("train", RECIPE, f"run_dir={tmp_path / 'ref'}", *args, timeout=300,
-                          OVERT_TEST_NAN_AT=str(nan_at))
-    assert reference.returncode == 2, reference.stderr
+    monkeypatch.setenv("OVERT_TEST_NAN_AT", str(nan_at))
+    assert train([RECIPE, f"run_dir={tmp_path / 'ref'}", *args]) == 2  # the guards stop it
     stop_at = PASSES + 9  # SIGTERM: stops after micro-batch 9 of epoch 2 (step 18)
-    stopped = run_overt("train", RECIPE, f"run_dir={tmp_path / 'run'}", *args, timeout=300,
-                        OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_AT=str(stop_at))
-    assert stopped.returncode == 143, stopped.stderr
-    resumed = run_overt("resume", str(tmp_path / "run"), timeout=300, OVERT_TEST_NAN_AT=str(nan_at - stop_at))
-    assert resumed.returncode == 2, resumed.stderr
+    monkeypatch.setenv("OVERT_TEST_NAN_AT", "0")
+    monkeypatch.setenv("OVERT_TEST_SIGNAL", "SIGTERM")
+    monkeypatch.setenv("OVERT_TEST_SIGNAL_AT", str(stop_at))
+    assert train([RECIPE, f"run_dir={tmp_path / 'run'}", *args]) == 143
+    monkeypatch.delenv("OVERT_TEST_SIGNAL_AT")
+    monkeypatch.setenv("OVERT_TEST_NAN_AT", str(nan_at - stop_at))
+    assert resume([str(tmp_path / "run")]) == 2
 
     def steps(run_dir: Path) -> list[tuple[str, int]]:
         found = json.loads((run_dir / "guards.json").read_text())["findings"]

@@ -35,5 +35,5 @@ def test_resume_of_a_finished_run(tmp_path, capsys):
     # as saved: nothing left to do, nothing rewritten
     assert main([str(run_dir)]) == 0
     err = capsys.readouterr().err
-    assert "is finished (it trained all 1 epoch(s))" in err and "resuming from" not in err
+    assert "is finished (it trained all 1 epoch(s);" in err and "resuming from" not in err
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before

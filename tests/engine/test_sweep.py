@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
 from pathlib import Path
 
 import pytest
@@ -193,3 +192,19 @@ def test_folder_names_never_collide():
     assert len({n.casefold() for n in names}) == len(combos)
     assert all(len(n) <= 140 and "/" not in n for n in names)
     assert folder_names([{"lr": "0.1"}]) == ["lr=0.1"]  # a plain value stays readable
+
+
+def test_a_sweep_whose_recipe_changed_is_not_continued(tmp_path, capsys):
+    """Continuing a sweep after its recipe's code changed would rank runs of two versions of the code
+    against each other: the same command on a changed recipe is refused in that folder."""
+    from overt.cli.sweep import main
+
+    recipe = tmp_path / "recipe.py"
+    recipe.write_text("from overt.recipes.tiny import build, defaults  # noqa: F401\n")
+    argv = [str(recipe), "lr=0.1,0.01", "epochs=1", "checkpoint=false", f"sweep_dir={tmp_path / 'sw'}", *QUIET]
+    assert main(argv) == 0
+    assert main(argv) == 0  # the same code: every run is already finished
+    assert capsys.readouterr().err.count("already finished") == 2
+    recipe.write_text(recipe.read_text() + "# changed\n")
+    assert main(argv) == 2
+    assert "another version of the recipe" in capsys.readouterr().err
