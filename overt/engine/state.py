@@ -33,4 +33,6 @@ class TrainState:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.callbacks = {}  # a checkpoint written before this field existed holds none
         for key, value in state.items():
-            setattr(self, key, copy.deepcopy(value) if key == "callbacks" else value)
+            if key == "callbacks":
+                value = copy.deepcopy(value) if isinstance(value, dict) else {}
+            setattr(self, key, value)

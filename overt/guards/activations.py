@@ -70,7 +70,7 @@ class ActivationChecks(Check):
                     self.s.report(
                         "dead-activations",
                         f"{frac:.0%} of the units after {name} output zero for every sample of the "
-                        f"batch at step {step}: dead ReLUs get no gradient and never recover, so the "
+                        f"batch at step {self.s.run_step(step)}: dead ReLUs get no gradient and never recover, so the "
                         "network's capacity has silently shrunk.",
                         fix="lower the learning rate, check "
                         "the initialisation/bias, add normalisation, or use LeakyReLU/GELU.",

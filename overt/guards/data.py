@@ -55,7 +55,7 @@ class DataChecks(Check):
             f"{self.cpus} CPU(s): the workers compete for the same cores with each other and with training, "
             "and each holds its own copy of the dataset (memory grows per worker).",
             fix=f"num_workers={max(self.cpus - 1, 1)} (at most the CPUs available, one left for the training process).",
-            where=f"DataLoader, step {self.s.step}", key="workers",
+            where=f"DataLoader, step {self.s.run_step(self.s.step)}", key="workers",
         )
 
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
@@ -78,7 +78,7 @@ class DataChecks(Check):
                 "for data.",
                 fix="DataLoader(num_workers=N, pin_memory=True, persistent_workers=True), "
                 "and move heavy work out of __getitem__ (pre-decode, cache, or batch transforms).",
-                where=f"DataLoader, {self.batches} batches before step {self.s.step}", key="loader",
+                where=f"DataLoader, {self.batches} batches before step {self.s.run_step(self.s.step)}", key="loader",
             )
         self.wait = 0.0
         self.batches = 0

@@ -56,10 +56,9 @@ class GuardCallback(Callback):
         # would cost every step); for any other iterable of batches, from the engine's state
         state = trainer.state
         self.session.batch_source = lambda: state.batch_index
-        # findings carry the run's step: the session counts the optimizer steps it saw, from zero in a
-        # resumed run too, so the steps done before this fit (a checkpoint's) are added
-        session, start = self.session, state.global_step
-        self.session.step_source = lambda: start + session.step
+        # findings carry the run's step: the session counts the optimizer steps it saw (from zero in a
+        # resumed run too: its warm-up starts again), so the steps done before this fit are added
+        self.session.step_offset = state.global_step
         check_setup(self.session, trainer)
         self.trends = EpochTrends(self.session, monitor=trainer.config.monitor, monitor_mode=trainer.config.monitor_mode)
 

@@ -239,7 +239,7 @@ class GradChecks(Check):
             if bad:
                 s.stop(
                     "non-finite",
-                    f"{len(bad)} parameter(s) have NaN/inf gradients at step {step}: {first_names(bad)}. "
+                    f"{len(bad)} parameter(s) have NaN/inf gradients at step {s.run_step(step)}: {first_names(bad)}. "
                     "Stepping would write NaN into the weights.",
                     fix="look for log(0), division by "
                     "zero or overflow in the loss; lower the learning rate; clip gradients; use "
@@ -271,7 +271,8 @@ class GradChecks(Check):
                 if v > 50.0 * med and v > 1e-3:
                     s.report(
                         "exploding-gradients",
-                        f"the gradient norm of {name} is {v:.3g} at step {step}, {v / max(med, 1e-30):.0f}x "
+                        f"the gradient norm of {name} is {v:.3g} at step {s.run_step(step)}, "
+                        f"{v / max(med, 1e-30):.0f}x "
                         f"its running median {med:.3g}: updates are about to blow up.",
                         fix="lower the "
                         "learning rate, add warmup, or clip with torch.nn.utils.clip_grad_norm_.",
@@ -290,7 +291,7 @@ class GradChecks(Check):
                         "vanishing-gradients",
                         f"the gradient norm of the first layer {first_name} is {first:.3g}, "
                         f"{last / max(first, 1e-300):.3g}x smaller than the last layer's ({last:.3g}) "
-                        f"at step {step}: early layers have stopped learning.",
+                        f"at step {s.run_step(step)}: early layers have stopped learning.",
                         fix="ReLU/GELU instead "
                         "of sigmoid/tanh in deep stacks, normalisation layers, residual connections, "
                         "or a better initialisation.",

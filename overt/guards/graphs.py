@@ -49,8 +49,8 @@ class _Sentinel:
         if s.closed:
             return None
         if s.step > self.step and self.info.forwards > self.forwards:
-            seen = (f"a backward pass at step {s.step} went through the graph {self.info.name} built at step "
-                    f"{self.step}: graphs are retained and chained across steps")
+            seen = (f"a backward pass at step {s.run_step(s.step)} went through the graph {self.info.name} built "
+                    f"at step {s.run_step(self.step)}: graphs are retained and chained across steps")
             try:
                 self.checks.report_retained(self.info, self.loc, seen)
             except Exception as exc:  # a guard never breaks backward
@@ -190,8 +190,8 @@ class GraphChecks(Check):
             if self.s.step - step >= _LAG:
                 self.s.report(
                     "graph-leak",
-                    f"the autograd graph of {name}'s output from step {step} is still alive at step "
-                    f"{self.s.step}: something keeps a graph-carrying tensor across steps (e.g. "
+                    f"the autograd graph of {name}'s output from step {self.s.run_step(step)} is still alive at step "
+                    f"{self.s.run_step(self.s.step)}: something keeps a graph-carrying tensor across steps (e.g. "
                     "losses.append(loss), total += loss, outputs kept for metrics), so memory grows "
                     "until the run dies.",
                     fix="keep numbers with loss.item() or tensors with "

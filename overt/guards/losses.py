@@ -189,7 +189,7 @@ class LossChecks(Check):
             v = vals[0]
             if not math.isfinite(v):
                 self.s.stop("non-finite",
-                            f"the loss from F.{name} is {v} at step {step}: its gradients will poison "
+                            f"the loss from F.{name} is {v} at step {self.s.run_step(step)}: its gradients will poison "
                             "every weight.",
                             fix="check the inputs for NaN/inf, log of 0, division by "
                             "zero; lower the learning rate; use gradient clipping.",

@@ -346,7 +346,8 @@ class ModeChecks(Check):
         def callback(vals: list[float]) -> None:
             if not (math.isfinite(vals[0]) and math.isfinite(vals[1])):
                 self.s.stop("non-finite",
-                            f"input {i} of {info.name} contains NaN or inf at step {step}: every weight "
+                            f"input {i} of {info.name} contains NaN or inf at step "
+                            f"{self.s.run_step(step)}: every weight "
                             "it touches becomes NaN.",
                             fix="clean the data (check for missing values, "
                             "division by zero in preprocessing) or filter such samples.",

@@ -83,8 +83,10 @@ class GuardSession(ForwardHooks):
         self.batch_index: int | None = None  # of the latest training batch, when known
         self.batch_source: Callable[[], int] | None = None  # the index, when no DataLoader gives it
         # the step findings carry: a framework's own step counter (Lightning's, HF's global_step)
-        # when one is given, else the optimizer steps done
+        # when one is given, else the optimizer steps done plus ``step_offset`` (the steps a resumed
+        # run had done before this session started: findings carry the run's step, messages too)
         self.step_source: Callable[[], int] | None = None
+        self.step_offset = 0
         self.models: dict[int, ModelInfo] = {}
         self.optimizers: dict[int, OptInfo] = {}
         self.param_names: dict[int, str] = {}
@@ -176,16 +178,22 @@ class GuardSession(ForwardHooks):
         if slug in self.options.ignore or self.reporter.has(slug, key):
             return None
         if step is None:
-            step = self.step
+            step = self.run_step(self.step)
             if self.step_source is not None:
                 try:
                     step = int(self.step_source())
                 except Exception:  # never break training: the session's own count
-                    step = self.step
+                    step = self.run_step(self.step)
+        else:  # a check's own record of the session's step
+            step = self.run_step(step)
         text = f"{message} Fix: {fix}" if fix and not fix_in_message else message
         finding = Finding(slug, text, where=where, severity=severity, step=step, details=details or {},
                           why=why, fix=fix)
         return self.reporter.add(finding, key)
+
+    def run_step(self, step: int) -> int:
+        """The run's step of the session's ``step`` (they differ after a resume: ``step_offset``)."""
+        return step + self.step_offset
 
     def stop(self, slug: str, message: str, where: str = "", *, fix: str = "", key: str = "",
              can_stop: bool = True) -> None:

@@ -151,3 +151,21 @@ def test_guard_findings_after_a_resume_carry_the_runs_step(tmp_path, monkeypatch
     want = steps(tmp_path / "ref")
     assert want and want[0][1] > 18
     assert steps(tmp_path / "run") == want
+
+
+def test_a_check_right_after_a_resume_names_the_runs_step(tmp_path, monkeypatch):
+    """The checks that record the step themselves (the gradient check of the warm-up, which starts
+    again after a resume) report the run's step too, in the finding and in its message."""
+    from overt.cli.resume import main as resume
+    from overt.cli.train import main as train
+
+    monkeypatch.setenv("OVERT_TEST_SIGNAL", "SIGTERM")
+    monkeypatch.setenv("OVERT_TEST_SIGNAL_AT", str(PASSES + 9))  # stops after step 18
+    assert train([RECIPE, f"run_dir={tmp_path / 'run'}", "epochs=2", *QUIET]) == 143
+    monkeypatch.delenv("OVERT_TEST_SIGNAL_AT")
+    monkeypatch.setenv("OVERT_TEST_NAN_AT", "2")  # in the first step after the resume, a checked one
+    assert resume([str(tmp_path / "run")]) == 2
+    found = json.loads((tmp_path / "run" / "guards.json").read_text())["findings"]
+    (nan,) = [f for f in found if f["slug"] == "non-finite"]
+    assert 18 <= nan["step"] <= 21, nan
+    assert f"at step {nan['step']}" in nan["message"]
