@@ -220,7 +220,7 @@ def _train(run: PlannedRun, trial: Trial, sweep_dir: Path, signals: SweepSignals
         return
     cfg = run.config
     cfg.run_dir, cfg.name = str(trial.run_dir), None
-    if status in ("stopped", "interrupted", "ended abruptly", "running") and resumable:
+    if resumable and status != "failed":  # stopped, killed, ended abruptly: continued exactly
         _resume(run, trial, signals)
         return
     if trial.run_dir.exists():
