@@ -88,15 +88,16 @@ def _note_versions(saved: dict[str, str]) -> None:
 
 
 def finished(restored: Any, run_dir: Path, overrides: list[str]) -> str | None:
-    """Why the run is finished and complete on disk (its checkpoint ends the run, and its final
-    weights and summary are there), or ``None``: then ``overt resume`` trains what is left, or,
-    when nothing is, writes the final files again from the checkpoint."""
+    """Why the run is finished and complete on disk (its checkpoint ends the run, no newer checkpoint
+    was skipped as unusable, and its final weights and summary are there), or ``None``: then
+    ``overt resume`` trains what is left, or, when nothing is, writes the final files again from
+    the checkpoint (and moves the unusable ones aside)."""
     from overt.checkpoint.finished import finished_because
     from overt.config import parse_overrides
     from overt.run.layout import SUMMARY, WEIGHTS
 
     why = finished_because(restored, parse_overrides(overrides))
-    if why is None or not ((run_dir / SUMMARY).is_file() and (run_dir / WEIGHTS).is_file()):
+    if why is None or restored.skipped or not ((run_dir / SUMMARY).is_file() and (run_dir / WEIGHTS).is_file()):
         return None
     return why
 

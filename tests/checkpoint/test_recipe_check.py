@@ -18,11 +18,15 @@ def test_a_changed_recipe_is_refused_before_it_runs(tmp_path, capsys):
     trained_with = hashlib.sha256(recipe.read_bytes()).hexdigest()
     run_dir = tmp_path / "run"
     assert overt(["train", str(recipe), f"run_dir={run_dir}", "progress=off", "tensorboard=false"]) == 0
+    # a finished run is left as it is, nothing imported; without its summary.json it is not complete,
+    # so `overt resume` rebuilds it from the final checkpoint, importing the recipe
+    (run_dir / "summary.json").unlink()
     assert overt(["resume", str(run_dir)]) == 0  # unchanged: it says what it imports, and resumes
     assert f"overt: importing recipe {recipe} (sha256 {trained_with})" in capsys.readouterr().err
 
     recipe.write_text(RECIPE + f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n")
     now = hashlib.sha256(recipe.read_bytes()).hexdigest()
+    (run_dir / "summary.json").unlink()
     assert overt(["resume", str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "is not the one this run was trained with: its source changed" in err
