@@ -96,10 +96,13 @@ def finished(restored: Any, run_dir: Path, overrides: list[str]) -> str | None:
     from overt.config import parse_overrides
     from overt.run.layout import SUMMARY, WEIGHTS
 
+    from overt.run.reader import read_json
+
     why = finished_because(restored, parse_overrides(overrides))
-    if why is None or restored.skipped or not ((run_dir / SUMMARY).is_file() and (run_dir / WEIGHTS).is_file()):
+    if why is None or restored.skipped or not (run_dir / WEIGHTS).is_file():
         return None
-    return why
+    summary = read_json(run_dir / SUMMARY) or {}  # (a run stopped by a signal at its very end says "stopped")
+    return why if summary.get("status") == "completed" else None
 
 
 def saved_world_size(path: Path) -> int | None:
