@@ -7,8 +7,9 @@ monitor's runs ranked, best first) and ``SWEEP_DIR/report/`` (``overt report`` o
 
 - The whole grid is counted and checked before the first run starts (:mod:`overt.cli.sweep_grid`):
   a misspelt key, a bad value, a value listed twice or an absurd grid costs nothing.
-- A run that fails (an overt error, or an exception of the recipe's own code) is one failed row:
-  the sweep goes on and exits 1.
+- A run that fails (an overt error, or an exception of the recipe's own code: the line that raised
+  it is named, its traceback kept in ``SWEEP_DIR/failed/<run>.txt``) is one failed row: the sweep
+  goes on and exits 1.
 - SIGTERM or SIGINT stops the whole sweep: the current run stops at a step boundary and saves
   (as ``overt train`` does), no further run starts, and the sweep exits ``128 + N`` saying how to
   continue.  Run again, the same command continues the sweep (the newest unfinished sweep with the
@@ -51,6 +52,8 @@ Ctrl-C stops the whole sweep (exit 143 or 130); the same command then continues 
 SWEEP_JSON = "sweep.json"
 #: where a run's earlier attempt goes when it cannot be continued and starts again
 RESTARTED = ".restarted"
+#: where the traceback of a run whose recipe code raised is kept
+FAILED = "failed"
 
 
 def timestamp() -> str:
@@ -247,14 +250,27 @@ def _resume(run: PlannedRun, trial: Trial, signals: SweepSignals) -> None:
         lock.release(trial.run_dir)
 
 
-def _failed(trial: Trial, error: Exception, out: TextIO) -> None:
+def _failed(trial: Trial, error: Exception, sweep_dir: Path, out: TextIO) -> None:
+    """Record a run's failure: one line here; for an exception that is not overt's own (the recipe's
+    code failed) also where it was raised, and its whole traceback in ``SWEEP_DIR/failed/<run>.txt``."""
     from overt.errors import OvertError
+    from overt.run.atomic import write_text_atomic
 
     first = str(error).splitlines()[0] if str(error) else ""
     trial.error = f"{type(error).__name__}: {first}"
-    if not isinstance(error, OvertError):  # the recipe's own code failed: its traceback is what to read
-        traceback.print_exception(type(error), error, error.__traceback__, file=out)
-    print(f"overt sweep: {trial.label} failed: {trial.error}; the sweep goes on", file=out, flush=True)
+    where = ""
+    if not isinstance(error, OvertError):
+        frames = traceback.extract_tb(error.__traceback__)
+        if frames:
+            where = f" (raised at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name}"
+        try:
+            (sweep_dir / FAILED).mkdir(exist_ok=True)
+            log = sweep_dir / FAILED / f"{trial.run_dir.name}.txt"
+            write_text_atomic(log, "".join(traceback.format_exception(type(error), error, error.__traceback__)))
+            where += f"; traceback: {log})" if where else f" (traceback: {log})"
+        except OSError:
+            where += ")" if where else ""
+    print(f"overt sweep: {trial.label} failed: {trial.error}{where}; the sweep goes on", file=out, flush=True)
 
 
 def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = None,
@@ -288,7 +304,7 @@ def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = Non
                 try:
                     _train(run, trial, sweep_dir, signals, out)
                 except Exception as error:  # one failed run is one failed row: the sweep goes on
-                    _failed(trial, error, out)
+                    _failed(trial, error, sweep_dir, out)
                 trial.seconds = time.perf_counter() - t0
                 preempted = (trial.summary or {}).get("preempted")
                 if isinstance(preempted, dict):

@@ -9,7 +9,7 @@ after every run (atomically), so a stopped or killed sweep still shows what it h
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ class Trial:
     summary: dict[str, Any] | None = None
     error: str | None = None
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

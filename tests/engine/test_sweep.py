@@ -118,7 +118,9 @@ def test_a_user_exception_in_one_run_is_one_failed_row(tmp_path, capsys):
     code = main([str(recipe), "lr=0.01,0.1,0.02", "epochs=2", "checkpoint=false", f"sweep_dir={sweep_dir}", *QUIET])
     assert code == 1
     captured = capsys.readouterr()
-    assert "KeyError" in captured.err  # the run's own traceback is shown: it is the user's bug
+    assert "KeyError" in captured.err and "Traceback" not in captured.err
+    assert f"raised at {recipe}:" in captured.err  # where the recipe's code raised; its traceback in a file:
+    assert "KeyError" in (sweep_dir / "failed" / "lr=0.1.txt").read_text()
     runs = sweep_json(sweep_dir)["runs"]
     assert [r["overrides"]["lr"] for r in runs if r["error"]] == ["0.1"]
     failed = next(r for r in runs if r["error"])
