@@ -98,7 +98,7 @@ def guard(
     warmup_steps: int = 5,
     stop_on_error: bool = True,
     report_path: str | None = None,
-    overhead_budget: float | None = 0.005,
+    overhead_budget: float | None = None,
     stream: Any = None,
 ) -> Guard:
     """Attach the runtime guards to ``model`` (one module or several) and ``optimizer``
@@ -112,7 +112,7 @@ def guard(
 
     ``ignore`` silences slugs or codes; ``strict`` makes warnings errors;
     ``check_every``/``warmup_steps`` set how often the expensive checks run
-    (``overhead_budget`` lets tiny models stretch the interval, see
+    (``overhead_budget`` is ignored, see
     :class:`~overt.guards.options.GuardOptions`);
     ``stop_on_error`` raises :class:`overt.guards.GuardError` before an
     optimizer step that would corrupt the weights.

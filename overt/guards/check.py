@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 HOOKS = ("on_train_forward", "on_checked_forward", "on_eval_forward", "on_no_grad_forward", "on_forward_end",
          "before_checked_step", "on_step", "after_checked_step", "on_arming", "end_of_run", "on_crash",
-         "remove_hooks", "fixed_cadence")
+         "remove_hooks")
 
 
 class Check:
@@ -76,11 +76,6 @@ class Check:
     def on_arming(self, oi: OptInfo) -> None:
         """After a step: whether ``oi``'s next step is checked (``oi.armed``) is now known.
         Called after every checked step and when a check falls due."""
-
-    def fixed_cadence(self) -> bool:
-        """True when checked steps must be exactly the warm-up and every ``check_every``-th
-        step (no stretching by the overhead budget), e.g. for a collective every rank joins."""
-        return False
 
     # -- the end ---------------------------------------------------------------------------
     def end_of_run(self) -> None:

@@ -29,9 +29,6 @@ class DistributedChecks(Check):
     def active(self) -> bool:
         return world()[1] > 1
 
-    def fixed_cadence(self) -> bool:
-        return self.active()  # every rank must check at the same steps: ddp-out-of-sync is a collective
-
     def after_checked_step(self, oi: OptInfo) -> None:
         if self.active():
             self.check(oi)

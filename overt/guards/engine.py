@@ -29,7 +29,7 @@ class GuardCallback(Callback):
     """
 
     def __init__(self, *, strict: bool = False, ignore: Sequence[str] = (), report_path: str | None = None,
-                 check_every: int = 50, warmup_steps: int = 3, overhead_budget: float | None = 0.005):
+                 check_every: int = 50, warmup_steps: int = 3, overhead_budget: float | None = None):
         self.options = GuardOptions(strict=strict, ignore=frozenset(ignore), report_path=report_path,
                                     check_every=check_every, warmup_steps=warmup_steps,
                                     overhead_budget=overhead_budget)

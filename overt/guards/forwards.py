@@ -10,7 +10,6 @@ this and turns forwards into the checks' forward events.
 from __future__ import annotations
 
 import sys
-from time import perf_counter
 from typing import Any
 
 import torch
@@ -101,9 +100,7 @@ class ForwardHooks:
             if module.training:
                 self._each("on_train_forward", info, args)
                 if self.armed or info.forwards <= 3:
-                    t0 = perf_counter()
                     self._each("on_checked_forward", info, args, clock.light_step(self.step, self.options.warmup_steps))
-                    self.check_cost += perf_counter() - t0
                     post = True
             else:
                 self._each("on_eval_forward", info, args)

@@ -51,10 +51,11 @@ class GuardOptions:
 
     ``check_every``: after the first ``warmup_steps`` optimizer steps, the
     expensive checks run on one step in ``check_every`` (device values are read
-    only then, so there is no host-device synchronisation on the other steps).
-    ``overhead_budget``: when the checks would cost more than this fraction of
-    the training time (tiny models), the interval is stretched, up to 20x
-    ``check_every``; ``None`` keeps exactly ``check_every``.
+    only then, so there is no host-device synchronisation on the other steps);
+    long runs are checked more sparsely (:mod:`overt.guards.clock`).  Which steps
+    are checked depends on the step count alone, never on measured times.
+    ``overhead_budget`` is accepted and ignored (it used to stretch the interval
+    by timing the checks at run time, which made findings depend on machine load).
     ``strict`` turns warnings into errors; ``ignore`` silences slugs (or codes);
     ``stop_on_error`` raises :class:`~overt.guards.report.GuardError` before an
     optimizer step that would corrupt the weights (stale or non-finite gradients).
@@ -66,11 +67,17 @@ class GuardOptions:
     warmup_steps: int = 5
     stop_on_error: bool = True
     report_path: str | None = None
-    overhead_budget: float | None = 0.005
+    overhead_budget: float | None = None  # ignored (see above)
     stream: object = None  # a text stream; None means sys.stderr at report time
 
     def __post_init__(self) -> None:
         self.ignore = normalize_ignore(self.ignore)
+        if self.overhead_budget is not None:
+            import warnings
+
+            warnings.warn("overt guards: overhead_budget is ignored: which steps are checked depends on the step "
+                          "count alone (check_every), so findings do not depend on machine load",
+                          DeprecationWarning, stacklevel=3)
         if int(self.check_every) < 1:
             raise ConfigError(f"check_every must be >= 1, got {self.check_every}", fix="use e.g. check_every=50")
         if int(self.warmup_steps) < 1:

@@ -26,7 +26,6 @@ events), :mod:`overt.guards.never_break` (the hooks' failure policy), :mod:`over
 
 from __future__ import annotations
 
-from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
@@ -95,8 +94,8 @@ class GuardSession(ForwardHooks):
         # explain a loss that raises on unchecked steps too (the engine's callback turns this off:
         # the engine names the batch and the likely fix itself)
         self.explain_loss_errors = True
+        self.loader_batch_size: int | None = None  # of the DataLoader pass started last, when known
         self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
-        self.check_cost = 0.0  # seconds spent in checks since the last checked step
         self.step_watchers: list[Check] = []  # checks that see every step (see watch_steps)
         self.unclocked = False  # idle: training forwards but no optimizer step (_idle_without_optimizer)
         self._skip_roots: set[int] = set()
@@ -136,16 +135,6 @@ class GuardSession(ForwardHooks):
                 raise
             except Exception as exc:
                 self.check_failed(check, exc)
-
-    def _any(self, hook: str) -> bool:
-        """Whether any check answers ``hook()`` with True (one that raises counts as False)."""
-        for check, fn in self._hooks[hook]:
-            try:
-                if fn():
-                    return True
-            except Exception as exc:
-                self.check_failed(check, exc)
-        return False
 
     def watch_steps(self, check: Check, on: bool) -> None:
         """Have ``check.on_step`` called after every optimizer step (``on``), or no longer.
@@ -268,13 +257,9 @@ class GuardSession(ForwardHooks):
         """Before a checked step (the hook is only installed then): gradients are final here."""
         oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
         if oi.armed:
-            t0 = perf_counter()
             closure = len(args) > 1 or kwargs.get("closure") is not None  # args[0] is the optimizer
-            try:
-                self._each("before_checked_step", oi, closure)
-                self.reads.flush(can_stop=True)
-            finally:
-                self.check_cost += perf_counter() - t0
+            self._each("before_checked_step", oi, closure)
+            self.reads.flush(can_stop=True)
 
     def _opt_post(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         """After every optimizer step.  Unchecked steps cost a few attribute reads."""
@@ -283,9 +268,8 @@ class GuardSession(ForwardHooks):
             oi.steps += 1  # the fast path
             if oi.steps > self.step:
                 self.step = oi.steps
-            if oi.steps < oi.next_check or (oi.calibrate is not None and self._calibrate(oi)):
+            if oi.steps < oi.next_check:
                 return
-            oi.prev_post_time = perf_counter()  # end of the last unchecked step: for _schedule
             self._rearm(oi)
             return
         self._opt_post_slow(opt)
@@ -304,15 +288,11 @@ class GuardSession(ForwardHooks):
         if oi.steps > self.step:
             self.step = oi.steps
         was_armed = oi.armed
-        if not was_armed:
-            oi.prev_post_time = perf_counter()
-        else:
-            t0 = perf_counter()
+        if was_armed:
             self._each("after_checked_step", oi)
-            self._schedule(oi, perf_counter() - t0)
-            oi.prev_post_time = None
-        oi.armed = oi.steps < self.options.warmup_steps or (
-            oi.steps >= oi.next_check and not (oi.calibrate is not None and self._calibrate(oi)))
+            oi.next_check = clock.after_checked_step(oi, check_every=self.options.check_every,
+                                                     warmup_steps=self.options.warmup_steps)
+        oi.armed = clock.is_armed(oi, self.options.warmup_steps)
         if oi.armed or was_armed:
             self._after_step(oi, was_armed)
 
@@ -342,28 +322,6 @@ class GuardSession(ForwardHooks):
         elif not on and self._global_opt_pre is not None:
             self._global_opt_pre.remove()
             self._global_opt_pre = None
-
-    def _schedule(self, oi: OptInfo, post_cost: float) -> None:
-        """After a checked step: place the next one (:func:`overt.guards.clock.after_checked_step`)."""
-        now = perf_counter()
-        budget = None if self._any("fixed_cadence") else self.options.overhead_budget
-        oi.next_check, oi.calibrate = clock.after_checked_step(
-            oi, now=now, check_cost=self.check_cost + post_cost, check_every=self.options.check_every,
-            warmup_steps=self.options.warmup_steps, budget=budget)
-        self.check_cost = 0.0
-        oi.last_check_time, oi.last_check_step = now, oi.steps
-
-    def _calibrate(self, oi: OptInfo) -> bool:
-        """A check fell due after the warm-up's timed unchecked steps: place it
-        (:func:`overt.guards.clock.calibrated_next_check`).  True when the step that was due
-        is not a checked one after all."""
-        next_check = clock.calibrated_next_check(oi, now=perf_counter(), check_every=self.options.check_every,
-                                                 budget=self.options.overhead_budget)
-        oi.calibrate = None
-        if next_check is None:
-            return False
-        oi.next_check = next_check
-        return oi.steps < next_check
 
     # -- end ---------------------------------------------------------------------
     def close(self, error: BaseException | None = None) -> list[Finding]:

@@ -30,7 +30,7 @@ class FrameworkGuards:
     """A guard session driven by a framework's callback hooks."""
 
     def __init__(self, *, strict: bool = False, ignore: Sequence[str] = (), check_every: int = 50,
-                 warmup_steps: int = 5, overhead_budget: float | None = 0.005, stop_on_error: bool = False,
+                 warmup_steps: int = 5, overhead_budget: float | None = None, stop_on_error: bool = False,
                  stream: Any = None):
         from overt.guards.options import GuardOptions
 

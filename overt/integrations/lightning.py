@@ -50,12 +50,12 @@ class OvertCallback(_pl.Callback):  # type: ignore[misc,name-defined]
     """The runtime guards in a Lightning ``Trainer``.
 
     ``strict``: warnings count as errors; ``ignore``: slugs or codes to silence;
-    ``check_every`` / ``warmup_steps`` / ``overhead_budget``: how often the expensive checks
+    ``check_every`` / ``warmup_steps``: how often the expensive checks (``overhead_budget``: ignored)
     run (see :class:`overt.guards.GuardOptions`); ``stop_on_error``: stop the trainer
     gracefully after an error finding; ``stream``: where findings are printed (stderr)."""
 
     def __init__(self, *, strict: bool = False, ignore: Sequence[str] = (), check_every: int = 50,
-                 warmup_steps: int = 5, overhead_budget: float | None = 0.005, stop_on_error: bool = False,
+                 warmup_steps: int = 5, overhead_budget: float | None = None, stop_on_error: bool = False,
                  stream: Any = None):
         super().__init__()
         self.guards = FrameworkGuards(strict=strict, ignore=ignore, check_every=check_every,

@@ -60,7 +60,6 @@ def mlp(hidden: int = 32, dropout: float = 0.0, bn: bool = False, out: int = 10)
 def guarded(model, opt, **kw):
     """``overt.guard`` with output captured (``g.session.options.stream.getvalue()``)."""
     kw.setdefault("stream", io.StringIO())
-    kw.setdefault("overhead_budget", None)  # exact check_every cadence: deterministic tests
     return overt.guard(model, opt, **kw)
 
 

@@ -19,7 +19,6 @@ from .helpers import batches, mlp, slugs
 
 
 def _session(*extra: type[Check], **options) -> GuardSession:
-    options.setdefault("overhead_budget", None)
     return GuardSession(GuardOptions(stream=io.StringIO(), **options), checks=(*CHECKS, *extra))
 
 

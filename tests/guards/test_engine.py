@@ -24,7 +24,7 @@ def _data():
 def _fit(model, **overrides):
     train, val = _data()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    guard = GuardCallback(check_every=2, overhead_budget=None)
+    guard = GuardCallback(check_every=2)
     trainer = Trainer(model, opt, nn.CrossEntropyLoss(), train, val, callbacks=[guard],
                       epochs=2, batch_size=32, progress="off", **overrides)
     return trainer.fit()
@@ -87,7 +87,7 @@ def test_every_builtin_recipe_trains_with_zero_findings(name):
     trainer = Trainer(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
                       scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                       metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
-                      callbacks=[GuardCallback(check_every=5, overhead_budget=None)],
+                      callbacks=[GuardCallback(check_every=5)],
                       epochs=2, batch_size=getattr(cfg, "batch_size", 32), progress="off")
     summary = trainer.fit()
     assert correctness_findings(summary["findings"]) == []

@@ -35,7 +35,7 @@ def _data(n_train=480):
 def _fit(model, n_train=480, callbacks=(), config=None, lr=0.1, optimizer=None, **overrides):
     train, val = _data(n_train)
     opt = optimizer or torch.optim.SGD(model.parameters(), lr=lr)
-    guard = GuardCallback(check_every=2, overhead_budget=None)
+    guard = GuardCallback(check_every=2)
     settings = {} if config is not None else dict(epochs=2, batch_size=32, progress="off")
     return overt.Trainer(model, opt, nn.CrossEntropyLoss(), train, val, callbacks=[guard, *callbacks], config=config,
                          metrics={"accuracy": overt.metrics.accuracy}, **{**settings, **overrides}).fit()
