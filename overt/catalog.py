@@ -107,6 +107,11 @@ ENTRIES: tuple[Entry, ...] = (
           "F.dropout(x, p) without training=self.training (or with training=True) keeps dropping units "
           "in validation and inference, so every metric and prediction is noisy",
           _E, True, True),
+    Entry("batch-dependent-eval", "OVT206", "in eval mode, a sample's output depends on the other samples of its batch",
+          "something mixes the batch (softmax or normalisation over dimension 0, a view that folds batch and "
+          "time, BatchNorm using the batch's statistics), so predictions and every "
+          "evaluation metric change with the batch they are computed in",
+          _E, False, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),

@@ -25,7 +25,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 22, framework conventions (Lightning, Accelerate, Fabric)
          "training-step-no-loss", "backward-bypasses-framework",
          # issue 30, a resume that leaves the optimizer's state behind
-         "partial-resume"}
+         "partial-resume",
+         # issue 33, invariants of correct training
+         "batch-dependent-eval"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -99,7 +99,9 @@ def _loader_start(it: Any) -> None:
         it._overt_last = -2
     key = id(getattr(it, "_dataset", it))
     workers = getattr(it, "_num_workers", 0)
+    batch_size = getattr(getattr(it, "_index_sampler", None), "batch_size", None)
     for s in ACTIVE:
+        s.loader_batch_size = batch_size if isinstance(batch_size, int) else None
         s.scheds.epoch_boundary()
         safely(s.samplers.pass_started, it)
         if workers > 1:

@@ -17,6 +17,7 @@ from overt.guards.dropout import DropoutChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.grads import GradChecks
+from overt.guards.independence import IndependenceChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
@@ -27,6 +28,7 @@ CHECKS: tuple[type[Check], ...] = (
     GradChecks,
     ModeChecks,
     DropoutChecks,
+    IndependenceChecks,
     EvalLoopChecks,
     FrozenChecks,
     LossChecks,

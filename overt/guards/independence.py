@@ -1,0 +1,298 @@
+"""Guard on evaluation outputs that depend on the rest of the batch (slug ``batch-dependent-eval``).
+
+An invariant of every correct model in eval mode: a sample's output does not depend on the other
+samples of its batch.  Whatever mixes the batch breaks it: a reduction or normalisation over the
+batch dimension (``softmax(dim=0)``, ``x - x.mean(0)``), a ``view`` that folds batch and time
+together where a ``transpose`` was meant, a BatchNorm that normalises with the batch's own
+statistics (``track_running_stats=False``).
+
+Once per model, on an eligible evaluation forward (eval mode, a batch of at least
+:data:`MIN_BATCH` samples along dimension 0 of every tensor argument and of an output), the
+first half of the batch is run again on its own and compared with the first half of the batch's
+outputs.  When they differ, the whole batch is run once more with the random generator as it was,
+to rule out randomness (which other checks name); then each submodule's inputs and outputs in the
+two runs locate the cause: the first layer whose output differs while its input did not (a layer
+that mixes the batch), or the code of the parent's ``forward`` before the first layer whose input
+already differs.  The extra forwards run under ``no_grad`` with the random generator, the buffers
+and every module attribute put back afterwards: the user's run is unchanged.  Never on a
+training step.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from overt.guards.check import Check
+from overt.guards.where import class_location, is_user_file, short_location
+
+if TYPE_CHECKING:
+    from overt.guards.watched import ModelInfo
+
+MIN_BATCH = 4  # samples along dimension 0
+TRIES = 20  # evaluation forwards looked at per model before giving up (none eligible)
+RTOL = 1e-3  # relative to the largest output magnitude (float32; half precision: 1e-2)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.detach().float(), b.detach().float()
+    if a.shape != b.shape:
+        return False
+    if not a.numel():
+        return True
+    scale = float(b.abs().amax()) if torch.isfinite(b).all() else 0.0
+    rtol = RTOL if a.dtype == b.dtype == torch.float32 else 1e-2
+    diff = (a - b).abs()
+    diff = diff[torch.isfinite(diff)]
+    return not diff.numel() or float(diff.amax()) <= rtol * scale + 1e-5
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value[:8] for t in _tensors(v)][:8]
+    if isinstance(value, dict):
+        return [t for v in list(value.values())[:8] for t in _tensors(v)][:8]
+    return []
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """A forward argument the probe can slice: tensors (nested in tuples, lists, dicts) and scalars."""
+    if value is None or isinstance(value, (torch.Tensor, bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)) and depth < 2:
+        return all(isinstance(v, torch.Tensor) for v in value) and len(value) <= 8
+    if isinstance(value, dict) and depth < 2:
+        return all(_plain(v, depth + 1) for v in value.values())
+    return False
+
+
+def _slice(value: Any, batch: int, k: int) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value[:k] if value.dim() and value.shape[0] == batch else value
+    if isinstance(value, tuple):
+        return tuple(_slice(v, batch, k) for v in value)
+    if isinstance(value, list):
+        return [_slice(v, batch, k) for v in value]
+    if isinstance(value, dict):
+        return {key: _slice(v, batch, k) for key, v in value.items()}
+    return value
+
+
+def _batch_slice(full: torch.Tensor, part: torch.Tensor, batch: int, k: int) -> torch.Tensor | None:
+    """The part of ``full`` (a tensor of the whole batch's run) that belongs to the first ``k``
+    samples, when the batch sits in the one dimension where the two runs' shapes differ."""
+    if full.dim() != part.dim():
+        return None
+    dims = [d for d in range(full.dim()) if full.shape[d] != part.shape[d]]
+    if not dims:
+        return full if full.dim() == 0 or batch == k else None
+    if len(dims) != 1 or full.shape[dims[0]] != batch or part.shape[dims[0]] != k:
+        return None
+    return full.narrow(dims[0], 0, k)
+
+
+class _Recorder:
+    """Each submodule's first input and output tensors, in call order, during one forward."""
+
+    def __init__(self, root: nn.Module):
+        self.calls: list[tuple[nn.Module, torch.Tensor | None, torch.Tensor | None]] = []
+        self.handles = [m.register_forward_hook(self._hook) for m in root.modules() if m is not root]
+
+    def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
+        ins, outs = _tensors(args), _tensors(output)
+        self.calls.append((module, ins[0].detach() if ins else None, outs[0].detach() if outs else None))
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+class _Saved:
+    """What a forward may change in a model, put back after the guard's extra forwards: the
+    random generators, the buffers (their values) and each module's attributes."""
+
+    def __init__(self, root: nn.Module, device: torch.device | None):
+        self.cpu_rng = torch.get_rng_state()
+        self.cuda = device is not None and device.type == "cuda"
+        self.cuda_rng = torch.cuda.get_rng_state(device) if self.cuda else None
+        self.device = device
+        self.attrs = [(m, dict(vars(m))) for m in root.modules()]
+        self.buffers = [(b, b._version, b.detach().clone()) for b in root.buffers()]
+
+    def restore_rng(self) -> None:
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda:
+            torch.cuda.set_rng_state(self.cuda_rng, self.device)
+
+    def restore(self) -> None:
+        for m, attrs in self.attrs:
+            current = vars(m)
+            for key in [k for k in current if k not in attrs]:
+                del current[key]
+            for key, value in attrs.items():
+                if current.get(key) is not value:
+                    current[key] = value
+        with torch.no_grad():
+            for b, version, copy in self.buffers:
+                if b._version != version:
+                    b.copy_(copy)
+
+
+class IndependenceChecks(Check):
+    name = "independence"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards looked at
+        self.handle: Any = None
+        self.stale: list[Any] = []
+        self.running = False
+
+    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
+        self._arm(info)
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        self._arm(info)
+
+    def _arm(self, info: ModelInfo) -> None:
+        while self.stale:
+            self.stale.pop().remove()
+        if self.running or self.handle is not None or info.module.training:
+            return
+        n = self.tries.get(id(info), 0)
+        if n >= TRIES or self.s.reporter.has("batch-dependent-eval", info.name):
+            return
+        self.tries[id(info)] = n + 1
+        self.handle = info.module.register_forward_hook(self._after(info), with_kwargs=True, always_call=True)
+
+    def _after(self, info: ModelInfo):
+        def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+            handle, self.handle = self.handle, None
+            if handle is not None:
+                if sys.exc_info()[1] is not None:
+                    self.stale.append(handle)  # removing it now would cut off the other hooks
+                    return
+                handle.remove()
+            if output is None:
+                return
+            try:
+                self._probe(info, args, kwargs, output)
+            except Exception as exc:  # a guard never breaks the user's forward
+                self.s.check_failed(self, exc)
+
+        return hook
+
+    def _eligible(self, args: tuple, kwargs: dict, output: Any) -> int | None:
+        if not all(_plain(v) for v in list(args) + list(kwargs.values())):
+            return None  # e.g. a list of lengths or strings per sample: it could not be sliced
+        inputs = _tensors(list(args) + list(kwargs.values()))
+        batched = [t for t in inputs if t.dim()]
+        if not batched:
+            return None
+        batch = batched[0].shape[0]
+        if batch < MIN_BATCH or any(t.shape[0] != batch for t in batched):
+            return None
+        loader = self.s.loader_batch_size
+        if loader is not None and batch != loader:
+            return None  # dimension 0 may not be the loader's batch (time-first inputs, a last batch)
+        outs = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
+        return batch if outs else None
+
+    def _probe(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any) -> None:
+        batch = self._eligible(args, kwargs, output)
+        if batch is None:
+            return
+        self.tries[id(info)] = TRIES  # one probe per model
+        module, k = info.module, batch // 2
+        saved = _Saved(module, info.param_device)
+        self.running = True
+        try:
+            with torch.no_grad():
+                try:
+                    part = module.forward(*_slice(args, batch, k), **_slice(kwargs, batch, k))
+                except Exception:  # noqa: BLE001  a forward that cannot take half a batch: nothing to compare
+                    return
+                full = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
+                mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
+                if len(mine) != len(full) or all(_close(a, b[:k]) for a, b in zip(mine, full)):
+                    return
+                # the outputs differ: rule out randomness (the whole batch again, with the random
+                # generator where the first extra forward left it), then locate the cause
+                rec_full = _Recorder(module)
+                try:
+                    again = module.forward(*args, **kwargs)
+                finally:
+                    rec_full.remove()
+                again_t = [t for t in _tensors(again) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
+                if len(again_t) != len(full) or not all(_close(a, b) for a, b in zip(again_t, full)):
+                    return  # not deterministic: dropout-always-on or a random layer, named elsewhere
+                rec_part = _Recorder(module)
+                try:
+                    module.forward(*_slice(args, batch, k), **_slice(kwargs, batch, k))
+                finally:
+                    rec_part.remove()
+        finally:
+            self.running = False
+            saved.restore()
+            saved.restore_rng()
+        where, cause = self._cause(info, rec_full.calls, rec_part.calls, batch, k)
+        self.s.report(
+            "batch-dependent-eval",
+            f"in eval mode, the outputs of {info.name} for the first {k} samples of a batch of {batch} change when "
+            f"those samples are run on their own: {cause}. A prediction then depends on which other samples share "
+            "its batch (and on the batch size), so evaluation metrics and predictions are wrong.",
+            fix="keep every operation per sample: softmax/normalise over the feature dimension (dim=-1), "
+            "permute with transpose/permute rather than view/reshape, BatchNorm with its running statistics "
+            "(track_running_stats=True).",
+            where=where, key=info.name,
+        )
+
+    def _cause(self, info: ModelInfo, full: list, part: list, batch: int, k: int) -> tuple[str, str]:
+        if len(full) != len(part):
+            return f"{info.name} forward", "the two runs took different paths through the model"
+        for (m, fin, fout), (m2, pin, pout) in zip(full, part):
+            if m is not m2:
+                break
+            same_in = True
+            if fin is not None and pin is not None:
+                f = _batch_slice(fin, pin, batch, k)
+                same_in = f is not None and _close(pin, f)
+            label = info.label(m)
+            if not same_in:
+                code = getattr(type(info.module).forward, "__code__", None)
+                at = f" at {short_location(code.co_filename, code.co_firstlineno)}" if code is not None \
+                    and is_user_file(code.co_filename) else ""
+                return (f"{info.name}.forward{at}, before {label}",
+                        f"the input of {label} ({type(m).__name__}) already mixes samples: the code of the forward "
+                        f"before it moves values across the batch (a view/reshape that folds the batch with "
+                        f"another dimension, or an operation over dimension 0)")
+            if fout is not None and pout is not None:
+                f = _batch_slice(fout, pout, batch, k)
+                if f is None or not _close(pout, f):
+                    source = getattr(sys.modules.get(type(m).__module__), "__file__", None) or "<"
+                    loc = class_location(m) if is_user_file(source) else None
+                    detail = ""
+                    if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
+                        detail = " (track_running_stats=False: it normalises with the batch's own statistics)"
+                    elif isinstance(m, (nn.Softmax, nn.LogSoftmax, nn.Softmin)) and m.dim in (0, None):
+                        detail = f" (dim={m.dim}: it normalises over the batch)"
+                    return (f"{label}" + (f" ({type(m).__name__} at {loc})" if loc else ""),
+                            f"{label} ({type(m).__name__}) mixes the samples of its batch{detail}")
+        code = getattr(type(info.module).forward, "__code__", None)
+        at = f" at {short_location(code.co_filename, code.co_firstlineno)}" if code is not None \
+            and is_user_file(code.co_filename) else ""
+        return (f"{info.name}.forward{at}, after its last layer",
+                "the code of the forward after its last layer mixes the samples (an operation over dimension 0, "
+                "e.g. softmax(dim=0) or a normalisation by the batch's statistics)")
+
+    def remove_hooks(self) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+            self.handle = None
+        while self.stale:
+            self.stale.pop().remove()

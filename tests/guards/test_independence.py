@@ -1,0 +1,123 @@
+"""batch-dependent-eval (overt/guards/independence.py): in eval mode a sample's output must not
+depend on the rest of its batch.  Planted bugs and their clean twins, trained on digits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from tests.conftest import TIMING
+from tests.guards.helpers import digits, guarded, slugs
+
+
+class Head(nn.Module):
+    """digits -> 10 log-probabilities, normalised over ``dim``."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(64, 32), nn.Linear(32, 10)
+        self.out = nn.LogSoftmax(dim=dim)
+
+    def forward(self, x):
+        return self.out(self.fc2(torch.relu(self.fc1(x))))
+
+
+class Rows(nn.Module):
+    """digits as 8 rows of 8 pixels through a sequence-first GRU."""
+
+    def __init__(self, mix: bool):
+        super().__init__()
+        self.mix = mix
+        self.rnn, self.fc = nn.GRU(8, 16), nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = x.reshape(len(x), 8, 8)  # (batch, time, features)
+        x = x.view(8, len(x), 8) if self.mix else x.transpose(0, 1)  # the bug: view, not transpose
+        out, _ = self.rnn(x)
+        return torch.log_softmax(self.fc(out[-1]), dim=1)
+
+
+class Norm(nn.Module):
+    def __init__(self, track: bool):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(64, 32), nn.Linear(32, 10)
+        self.bn = nn.BatchNorm1d(32, track_running_stats=track)
+        self.calls = 0  # state a forward changes: the probe puts it back
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.log_softmax(self.fc2(torch.relu(self.bn(self.fc1(x)))), dim=1)
+
+
+def _run(model: nn.Module, epochs: int = 2):
+    torch.manual_seed(0)
+    x, y = digits()
+    train = DataLoader(TensorDataset(x[:1200], y[:1200]), batch_size=64, shuffle=True)
+    val = DataLoader(TensorDataset(x[1200:], y[1200:]), batch_size=64)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    draws = []
+    for _ in range(epochs):
+        model.train()
+        for xb, yb in train:
+            opt.zero_grad()
+            nn.functional.nll_loss(model(xb), yb).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            for xb, yb in val:
+                model(xb)
+        draws.append(torch.rand(1).item())  # the user's random stream after each evaluation
+    return g.report(), g.session.options.stream.getvalue(), draws
+
+
+@pytest.mark.parametrize("bug,twin,cause", [
+    (lambda: Head(0), lambda: Head(1), "Head.out (LogSoftmax) mixes the samples of its batch (dim=0"),
+    (lambda: Rows(True), lambda: Rows(False), "the input of Rows.rnn (GRU) already mixes samples"),
+    (lambda: Norm(False), lambda: Norm(True), "Norm.bn (BatchNorm1d) mixes the samples of its batch "
+                                              "(track_running_stats=False"),
+], ids=["log-softmax-over-batch", "view-folds-batch-and-time", "batchnorm-batch-statistics"])
+def test_a_batch_mixing_model_is_named_and_its_twin_is_silent(bug, twin, cause):
+    findings, text, _ = _run(bug())
+    assert slugs(findings) == ["batch-dependent-eval"], text
+    assert cause in text
+    findings, text, _ = _run(twin())
+    assert findings == [], text
+
+
+def test_the_probe_leaves_the_run_unchanged():
+    # the buggy model's extra forwards: module attributes, buffers and the random stream put back
+    torch.manual_seed(1)
+    model = Norm(False)
+    findings, _, draws = _run(model, epochs=1)
+    assert slugs(findings) == ["batch-dependent-eval"]
+    train_forwards = len(range(0, 1200, 64))
+    val_forwards = len(range(1200, 1797, 64))
+    assert model.calls == train_forwards + val_forwards
+    torch.manual_seed(1)
+    plain = Norm(False)
+    torch.manual_seed(0)
+    x, y = digits()
+    opt = torch.optim.Adam(plain.parameters(), lr=1e-2)
+    for xb, yb in DataLoader(TensorDataset(x[:1200], y[:1200]), batch_size=64, shuffle=True):
+        opt.zero_grad()
+        nn.functional.nll_loss(plain(xb), yb).backward()
+        opt.step()
+    plain.eval()
+    with torch.no_grad():
+        for xb, yb in DataLoader(TensorDataset(x[1200:], y[1200:]), batch_size=64):
+            plain(xb)
+    assert draws == [torch.rand(1).item()]
+    for a, b in zip(model.state_dict().values(), plain.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_random_evaluations_are_left_to_the_checks_that_name_them():
+    class Noisy(Head):
+        def forward(self, x):
+            return super().forward(nn.functional.dropout(x, 0.2))  # noqa: OVT205  always on, named by dropout-always-on
+
+    findings, text, _ = _run(Noisy(1))
+    assert "batch-dependent-eval" not in slugs(findings), text
