@@ -203,6 +203,14 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("ddp-out-of-sync", "OVT604", "replicas' weights diverge across ranks",
           "each rank trains its own model and the saved one is arbitrary",
           _E, False, True),
+    Entry("load-state-dict-no-effect", "OVT606", "load_state_dict(strict=False) that loads little or nothing",
+          "keys that do not fit the model (a 'module.' prefix, another architecture) are skipped in silence, so "
+          "the model keeps its random or stale weights and is trained or evaluated as if it were restored",
+          _E, False, True),
+    Entry("snapshot-aliases-weights", "OVT607", "a state_dict() kept as a snapshot that is still the live weights",
+          "state_dict() returns the model's own tensors, so a 'best' snapshot follows every later step: the "
+          "weights restored or saved as the best are the last ones",
+          _E, False, True),
     Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
           "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
           _W, True, False),

@@ -6,6 +6,7 @@
 - ``next()`` on DataLoader iterators (batch index, time waiting for data, epochs);
 - ``torch.load`` (``weights_only=False`` is reported as ``unsafe-load``);
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
+- ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -303,6 +304,9 @@ def activate(session: GuardSession) -> None:
         _patch(torch.nn.Module, "__getstate__", _getstate_wrapper)
         _patch(torch.no_grad, "__enter__", _enter_wrapper)
         _patch(torch.inference_mode, "__enter__", _enter_wrapper)
+        from overt.guards import states  # state_dict, load_state_dict, torch.save
+
+        states.install(_patch, ACTIVE)
     ACTIVE.append(session)
     refresh()
 

@@ -23,6 +23,7 @@ from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.schedulers import SchedulerChecks
+from overt.guards.states import StateChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -37,5 +38,6 @@ CHECKS: tuple[type[Check], ...] = (
     DataChecks,
     SamplerChecks,
     SchedulerChecks,
+    StateChecks,
     DistributedChecks,
 )

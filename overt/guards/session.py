@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from overt.guards.losses import LossChecks
     from overt.guards.modes import ModeChecks
     from overt.guards.schedulers import SchedulerChecks
+    from overt.guards.states import StateChecks
 
 _grad_enabled = torch.is_grad_enabled
 
@@ -69,6 +70,7 @@ class GuardSession(ForwardHooks):
     acts: ActivationChecks
     data: DataChecks
     scheds: SchedulerChecks
+    states: StateChecks
     dist: DistributedChecks
 
     def __init__(self, options: GuardOptions | None = None, *, auto: bool = False,

@@ -1,0 +1,221 @@
+"""Guards on state that is supposed to move (slugs ``load-state-dict-no-effect``,
+``snapshot-aliases-weights``).
+
+Two invariants of saving and restoring weights:
+
+- a ``load_state_dict`` changes the model: with ``strict=False``, a state dict whose keys do
+  not fit the model (a ``module.``/``model.`` prefix, another architecture) loads nothing and
+  PyTorch says nothing; the guard reads the call's own result (missing and unexpected keys);
+- a snapshot is a copy: ``best = model.state_dict()`` returns the live tensors, so the "best"
+  weights follow the training and restoring or saving them later gives the last weights.  The
+  guard tags each top-level ``state_dict()`` with the step and the line it was taken at; a
+  snapshot saved (``torch.save``) or loaded after later optimizer steps while its tensors are
+  still the model's live ones is reported, as is a ``load_state_dict`` of a model's own live
+  tensors (it restores nothing).
+
+The wrappers of ``nn.Module.state_dict``, ``nn.Module.load_state_dict`` and ``torch.save`` are
+installed by :func:`install` with the session's other process-wide patches; they cost a few
+attribute reads per call and never change what the call does.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from overt.guards.check import Check
+from overt.guards.where import user_location
+from overt.text import first_names
+
+#: id(state dict) -> (weak reference to it, its snapshot record), for the state dicts returned by
+#: top-level state_dict() calls (an attribute on the dict would be pickled with it by torch.save)
+SNAPSHOTS: dict[int, tuple[Any, Any]] = {}
+
+
+def snapshot_of(state: Any) -> _Snapshot | None:
+    """The record of ``state`` if it is a state dict returned by a top-level ``state_dict()``."""
+    entry = SNAPSHOTS.get(id(state))
+    return entry[1] if entry is not None and entry[0]() is state else None
+
+
+def _tag(state: Any, snap: _Snapshot) -> None:
+    key = id(state)
+
+    def gone(_ref: Any) -> None:
+        if SNAPSHOTS.get(key, (None,))[0] is _ref:
+            del SNAPSHOTS[key]
+
+    SNAPSHOTS[key] = (weakref.ref(state, gone), snap)
+
+
+class _Snapshot:
+    __slots__ = ("module", "step", "where")
+
+    def __init__(self, module: nn.Module, step: int, where: str):
+        self.module = weakref.ref(module)
+        self.step = step
+        self.where = where
+
+
+def _own_pointers(module: nn.Module) -> dict[int, str]:
+    """data_ptr -> name of the module's parameters and buffers (non-empty ones)."""
+    out: dict[int, str] = {}
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        if t is not None and t.numel():
+            out.setdefault(t.data_ptr(), name)
+    return out
+
+
+def _aliased(state: Any, pointers: dict[int, str]) -> tuple[int, int]:
+    """(tensors of ``state`` that are live tensors in ``pointers``, floating tensors of ``state``)."""
+    n = same = 0
+    for value in state.values():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+            n += 1
+            if value.data_ptr() in pointers:
+                same += 1
+    return same, n
+
+
+def _prefix(missing: list[str], unexpected: list[str]) -> str | None:
+    """A key prefix that the unexpected keys carry and the model's keys do not (``module.``)."""
+    wanted = set(missing)
+    for key in unexpected:
+        for i, ch in enumerate(key):
+            if ch == "." and key[i + 1:] in wanted:
+                return key[:i + 1]
+    for key in missing:  # the other way round: the model's keys carry a prefix the file's lack
+        for i, ch in enumerate(key):
+            if ch == "." and key[i + 1:] in set(unexpected):
+                return "-" + key[:i + 1]
+    return None
+
+
+class StateChecks(Check):
+    name = "states"
+
+    def after_load(self, module: nn.Module, state: Any, strict: bool, assign: bool, result: Any,
+                   where: str) -> None:
+        """After ``module.load_state_dict(state, strict=...)`` returned ``result``."""
+        s = self.s
+        missing = list(getattr(result, "missing_keys", []) or [])
+        unexpected = list(getattr(result, "unexpected_keys", []) or [])
+        own = len(module.state_dict())
+        loaded = own - len(missing)
+        at = f"load_state_dict at {where}" if where else "load_state_dict"
+        if not strict and own and loaded * 2 < own and (unexpected or loaded == 0):
+            prefix = _prefix(missing, unexpected)
+            if prefix is None:
+                hint = ""
+                fix = ("load with strict=True to see which keys do not fit, and load the state dict of the same "
+                       "architecture (or map its keys onto the model's).")
+            elif prefix.startswith("-"):
+                hint = f" (the model's keys start with {prefix[1:]!r}, the state dict's do not)"
+                fix = (f"load into the inner module the state dict was saved from (model.{prefix[1:-1]}), "
+                       "or prefix its keys.")
+            else:
+                hint = f" (the state dict's keys start with {prefix!r}, the model's do not)"
+                fix = (f"strip the prefix: {{k.removeprefix({prefix!r}): v for k, v in state.items()}}, "
+                       "then load with strict=True so that a mismatch raises.")
+            s.report(
+                "load-state-dict-no-effect",
+                f"{type(module).__name__}.load_state_dict(strict=False) loaded {loaded} of the model's {own} "
+                f"entries{hint}: {len(missing)} missing ({first_names(missing)}), {len(unexpected)} unexpected "
+                f"({first_names(unexpected)}). The rest of the model keeps its current (e.g. random) weights and "
+                "nothing says so.",
+                fix=fix, where=at, key=f"load:{where}",
+            )
+            return
+        if assign or not isinstance(state, dict):
+            return
+        same, n = _aliased(state, _own_pointers(module))
+        if n and same * 2 > n:
+            snap = snapshot_of(state)
+            taken = f" (taken at {snap.where}, step {snap.step})" if snap is not None and snap.where else ""
+            s.report(
+                "snapshot-aliases-weights",
+                f"{type(module).__name__}.load_state_dict() was given the model's own live tensors "
+                f"({same} of {n}){taken}: it restores nothing. A state_dict() kept as a snapshot (the 'best' "
+                "weights) is not a copy: it follows every later optimizer step, so the weights 'restored' are the "
+                "last ones.",
+                fix="keep a copy: best = copy.deepcopy(model.state_dict()) (or {k: v.detach().clone() for k, v in "
+                "model.state_dict().items()}).",
+                where=at, key=f"alias:{where}",
+            )
+
+    def before_save(self, obj: Any, where: str) -> None:
+        """``torch.save(obj, ...)`` of a state dict tagged by ``state_dict()``."""
+        snap = snapshot_of(obj)
+        if snap is None or snap.step >= self.s.step:
+            return
+        module = snap.module()
+        if module is None:
+            return
+        same, n = _aliased(obj, _own_pointers(module))
+        if n and same * 2 > n:
+            self.s.report(
+                "snapshot-aliases-weights",
+                f"torch.save() of a state_dict taken at step {snap.step}"
+                f"{f' ({snap.where})' if snap.where else ''} saves the weights of step {self.s.step}: "
+                f"{same} of its {n} tensors are still the model's live ones, which {self.s.step - snap.step} "
+                "optimizer step(s) have changed since. The file does not hold the snapshot it was meant to.",
+                fix="take a copy when the snapshot is taken: best = copy.deepcopy(model.state_dict()).",
+                where=f"torch.save at {where}" if where else "torch.save", key=f"save:{where}",
+            )
+
+
+def _state_dict_wrapper(active: list, orig: Callable) -> Callable:
+    @functools.wraps(orig)
+    def state_dict(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = orig(self, *args, **kwargs)
+        if active and not args and kwargs.get("destination") is None and isinstance(out, dict):
+            try:
+                _tag(out, _Snapshot(self, max(s.step for s in active), user_location(2) or ""))
+            except TypeError:  # a state dict type that takes no weak reference: no record
+                pass
+        return out
+
+    return state_dict
+
+
+def _load_state_dict_wrapper(active: list, orig: Callable) -> Callable:
+    @functools.wraps(orig)
+    def load_state_dict(self: nn.Module, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        result = orig(self, state_dict, strict=strict, assign=assign)
+        if active:
+            where = user_location(2) or ""
+            for s in active:
+                _safely(s, s.states.after_load, self, state_dict, strict, assign, result, where)
+        return result
+
+    return load_state_dict
+
+
+def _save_wrapper(active: list, orig: Callable) -> Callable:
+    @functools.wraps(orig)
+    def save(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if active and isinstance(obj, dict) and id(obj) in SNAPSHOTS:
+            where = user_location(2) or ""
+            for s in active:
+                _safely(s, s.states.before_save, obj, where)
+        return orig(obj, *args, **kwargs)
+
+    return save
+
+
+def _safely(session: Any, fn: Callable, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # never break the user's call over a check
+        session.check_failed(session.states, exc)
+
+
+def install(patch: Callable, active: list) -> None:
+    """Install the wrappers with ``patch(owner, name, make)`` (:func:`overt.guards.patches._patch`)."""
+    patch(nn.Module, "state_dict", functools.partial(_state_dict_wrapper, active))
+    patch(nn.Module, "load_state_dict", functools.partial(_load_state_dict_wrapper, active))
+    patch(torch, "save", functools.partial(_save_wrapper, active))
