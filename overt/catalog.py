@@ -76,6 +76,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("scheduler-cadence", "OVT109", "learning-rate scheduler stepped at the wrong cadence",
           "the learning rate follows a schedule far faster or slower than configured",
           _W, True, True),
+    Entry("plateau-mode-mismatch", "OVT114", "ReduceLROnPlateau whose mode contradicts the quantity it is stepped with",
+          "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
+          "learning rate is cut while the model improves and kept while it gets worse",
+          _W, True, False),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

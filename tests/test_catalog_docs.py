@@ -27,7 +27,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 30, a resume that leaves the optimizer's state behind
          "partial-resume",
          # issue 33, invariants of correct training
-         "batch-dependent-eval", "load-state-dict-no-effect", "snapshot-aliases-weights"}
+         "batch-dependent-eval", "load-state-dict-no-effect", "snapshot-aliases-weights",
+         "plateau-mode-mismatch"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
