@@ -80,6 +80,14 @@ ENTRIES: tuple[Entry, ...] = (
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
           "learning rate is cut while the model improves and kept while it gets worse",
           _W, True, False),
+    Entry("optimizer-not-on-model", "OVT115", "an optimizer that holds none of the parameters of the model being trained",
+          "after the model was rebuilt, reloaded or altered the optimizer still steps the old tensors: the model "
+          "gets gradients and never changes",
+          _E, False, True),
+    Entry("step-bypasses-scaler", "OVT116", "optimizer.step() called directly on GradScaler-scaled gradients",
+          "the gradients are still multiplied by the loss scale (65536 at first), so the update is thousands of "
+          "times too large, inf/NaN steps are not skipped, and a scaler.step() afterwards steps twice",
+          _E, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
@@ -126,6 +134,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("wrong-loss-for-task", "OVT302", "a loss that does not fit the targets",
           "e.g. MSE on class indices or a broadcasting target shape trains toward the wrong objective",
           _E, True, True),
+    Entry("softmax-over-batch", "OVT304", "a softmax layer that normalises over the batch dimension",
+          "Softmax(dim=0), right for one unbatched sample, normalises each class over the samples of a batch: "
+          "outputs depend on the rest of the batch and are not per-sample probabilities",
+          _E, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

@@ -36,10 +36,12 @@ def _clear_empty_hook_dicts(params: list[torch.Tensor]) -> None:
     for p in params:
         if p._backward_hooks is not None and not p._backward_hooks:
             p._backward_hooks = None
+        if getattr(p, "_post_accumulate_grad_hooks", None) is not None and not p._post_accumulate_grad_hooks:
+            p._post_accumulate_grad_hooks = None
 
 
 class _Track:
-    __slots__ = ("ref", "ver", "seen", "carried", "probe")
+    __slots__ = ("ref", "ver", "seen", "carried", "probe", "acc")
 
     def __init__(self) -> None:
         self.ref: Any = None
@@ -47,6 +49,7 @@ class _Track:
         self.seen = True
         self.carried = False
         self.probe: torch.Tensor | None = None
+        self.acc: tuple[Any, int] | None = None  # the gradient and its version right after backward
 
 
 def _median(values: list[float]) -> float:
@@ -70,6 +73,7 @@ class GradChecks(Check):
         self.vanish_strikes = 0
         self.untracked_reset: set[int] = set()
         self.norm_meta: dict[tuple[int, ...], tuple[list[str], list[int]]] = {}  # names, dims per group
+        self.flat: set[str] = set()  # optimizers whose last checked step had backward's own all-zero gradients
 
     # -- the hooks -------------------------------------------------------------------
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
@@ -107,8 +111,10 @@ class GradChecks(Check):
             tr.seen = False
             tr.carried = False
             tr.probe = None
+            tr.acc = None
             if install:
                 handles.append(p.register_hook(self._make_hook(p, tr)))
+                handles.append(p.register_post_accumulate_grad_hook(self._make_acc_hook(tr)))
 
     def _make_hook(self, p: torch.Tensor, tr: _Track):
         pref = weakref.ref(p)
@@ -129,6 +135,29 @@ class GradChecks(Check):
 
         return hook
 
+    def _make_acc_hook(self, tr: _Track):
+        def hook(param: torch.Tensor) -> None:
+            g = param.grad
+            tr.acc = (weakref.ref(g), g._version) if g is not None else None
+
+        return hook
+
+    @staticmethod
+    def _reset_after_backward(tracks: list[_Track | None], params: list[torch.Tensor]) -> bool | None:
+        """Whether a gradient was reset (zeroed in place, replaced, set to None) after backward
+        accumulated it: True; False when backward was seen and left every gradient as it made it;
+        None when no backward was seen since the last step (the hooks were not installed)."""
+        seen = False
+        for tr, p in zip(tracks, params):
+            if tr is None or tr.acc is None:
+                continue
+            seen = True
+            ref, version = tr.acc
+            g = p.grad
+            if g is None or ref() is not g or g._version != version:
+                return True
+        return False if seen else None
+
     def remove_hooks(self) -> None:
         for handles in self.hooks.values():
             for h in handles:
@@ -143,7 +172,8 @@ class GradChecks(Check):
         params = [p for p in oi.params if p.requires_grad and not _empty_shard(p)]
         self._stale(oi, params)
         present = [p for p in params if p.grad is not None and not p.grad.is_sparse]
-        if params and not present and not closure and not any(p.grad is not None for p in params):
+        foreign = self._foreign(oi, params)
+        if params and not present and not closure and not any(p.grad is not None for p in params) and not foreign:
             s.report(
                 "zero-grad-misplaced",
                 f"{oi.name}.step() was called while none of its {len(params)} trainable parameters "
@@ -176,7 +206,43 @@ class GradChecks(Check):
             meta = self.norm_meta.get(key)
             if meta is None:
                 meta = self.norm_meta[key] = ([s.name_of(p) for p in plist], [p.dim() for p in plist])
-            s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step))
+            # an all-zero step is a misplaced zero_grad() only when a gradient was reset after backward
+            # (or no backward was seen); under a closure the gradients are not made yet
+            reset = None if closure else self._reset_after_backward([self.tracks.get(id(p)) for p in plist], plist)
+            # (before the first step nothing was watched: its zeros are judged at the next steps)
+            judge = not closure and (reset is True or (reset is None and oi.steps > 0))
+            s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step, judge_zero=judge))
+
+    def _foreign(self, oi: OptInfo, params: list[torch.Tensor]) -> bool:
+        """``optimizer-not-on-model``: ``oi`` holds none of the parameters of the models being run,
+        while parameters of theirs receive gradients that no optimizer holds (the model was rebuilt,
+        reloaded or altered after the optimizer was made).  True when reported (now or before)."""
+        s = self.s
+        if s.reporter.has("optimizer-not-on-model", oi.name):
+            return True
+        if not params or not s.models:
+            return False
+        own = {id(p) for info in s.models.values() for p in info.module.parameters()}
+        if any(id(p) in own for p in params):
+            return False
+        held = {id(p) for o in s.optimizers.values() for p in o.params}
+        orphans = [f"{info.name}.{n}" for info in s.models.values() for n, p in info.module.named_parameters()
+                   if p.grad is not None and id(p) not in held]
+        if not orphans:
+            return False
+        models = ", ".join(info.name for info in s.models.values())
+        s.report(
+            "optimizer-not-on-model",
+            f"{oi.name} steps {len(params)} parameter(s), none of which belongs to the model being trained "
+            f"({models}), while {len(orphans)} of the model's parameters ({first_names(orphans)}) receive "
+            "gradients that no optimizer applies: the model was rebuilt, reloaded or altered (a new instance, a "
+            "whole-model torch.load, a replaced layer) after the optimizer was created, which still holds the old "
+            "tensors. The model never changes.",
+            fix="create the optimizer after the model is final (after loading or surgery), or create it again "
+            "from model.parameters(); restore checkpoints into the existing model with load_state_dict().",
+            where=f"{oi.name}.step() at {user_location(1) or '?'}", key=oi.name,
+        )
+        return True
 
     def _sharded_norms(self, oi: OptInfo, s: GuardSession) -> None:
         """The gradient norms of FSDP-sharded parameters, summed over the ranks (an all-reduce on
@@ -231,7 +297,7 @@ class GradChecks(Check):
                 key=oi.name,
             )
 
-    def _on_norms(self, oi: OptInfo, names: list[str], dims: list[int], step: int):
+    def _on_norms(self, oi: OptInfo, names: list[str], dims: list[int], step: int, judge_zero: bool = True):
         s = self.s
 
         def callback(vals: list[float]) -> None:
@@ -249,6 +315,9 @@ class GradChecks(Check):
                 )
                 return
             if vals and max(vals) == 0.0:
+                if not judge_zero:  # backward made these zeros (a loss that is exactly flat): nothing to learn
+                    self.flat.add(oi.name)
+                    return
                 s.report(
                     "zero-grad-misplaced",
                     f"{oi.name} stepped with every gradient exactly zero ({len(vals)} parameters): "
@@ -258,6 +327,7 @@ class GradChecks(Check):
                     where=oi.name, key=oi.name, step=step,
                 )
                 return
+            self.flat.discard(oi.name)
             self._dynamics(oi, names, dims, vals, step)
 
         return callback
@@ -265,8 +335,10 @@ class GradChecks(Check):
     def _dynamics(self, oi: OptInfo, names: list[str], dims: list[int], vals: list[float], step: int) -> None:
         s = self.s
         for name, v in zip(names, vals):
+            if step < s.options.warmup_steps < s.options.check_every:
+                continue  # gradients at initialisation are no baseline for those check_every steps later
             hist = self.history.setdefault(name, [])
-            if len(hist) >= 3 and step >= s.options.warmup_steps:
+            if len(hist) >= 3:
                 med = _median(hist[-20:])
                 if v > 50.0 * med and v > 1e-3:
                     s.report(
@@ -336,7 +408,8 @@ class GradChecks(Check):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            if vals[0] == 0.0 and not s.reporter.has("zero-grad-misplaced", oi.name):
+            if vals[0] == 0.0 and oi.name not in self.flat and not s.reporter.has("zero-grad-misplaced", oi.name) \
+                    and not s.reporter.has("optimizer-not-on-model", oi.name):
                 lrs = sorted({g.get("lr", float("nan")) for g in oi.opt.param_groups})
                 lr = ", ".join(f"{x:g}" if not isinstance(x, torch.Tensor) else f"{float(x):g}" for x in lrs)
                 s.report(
@@ -361,7 +434,8 @@ class GradChecks(Check):
             for name, p in info.module.named_parameters():
                 if p.requires_grad and id(p) in self.seen_grad and id(p) not in optimized:
                     missing.append(f"{info.name}.{name}")
-        if missing and s.optimizers:
+        if missing and s.optimizers and not any(s.reporter.has("optimizer-not-on-model", o.name)
+                                                for o in s.optimizers.values()):
             s.report(
                 "params-not-optimized",
                 f"{len(missing)} trainable parameter(s) receive gradients but no optimizer holds "
@@ -384,7 +458,8 @@ class GradChecks(Check):
         # parameters an optimizer holds that never received a gradient
         never = [s.name_of(p) for oi in s.optimizers.values() for p in oi.params
                  if p.requires_grad and id(p) not in self.seen_grad and not _empty_shard(p)
-                 and not s.reporter.has("zero-grad-misplaced", oi.name)]
+                 and not s.reporter.has("zero-grad-misplaced", oi.name)
+                 and not s.reporter.has("optimizer-not-on-model", oi.name)]
         if never:
             s.report(
                 "no-gradient",

@@ -61,6 +61,8 @@ class LossChecks(Check):
             parts.append(self.s.batch_where())
         return ", ".join(parts)
 
+    prob_strikes = 0  # checked steps in a row whose logit-loss inputs were all in [0, 1]
+
     def before(self, name: str, args: tuple, kwargs: dict) -> bool:
         """Checks before the loss runs; returns whether :meth:`after` should look at the result."""
         self.calls += 1
@@ -75,7 +77,36 @@ class LossChecks(Check):
             self._class_loss(name, inp, target, ignore_index_of(args, kwargs))
         elif name in REGRESSION_LOSSES:
             self._regression_loss(name, inp, target)
+        elif name == "binary_cross_entropy_with_logits":
+            self._logit_loss(name, inp)
         return torch.is_grad_enabled()
+
+    def _logit_loss(self, name: str, inp: torch.Tensor) -> None:
+        """BCEWithLogitsLoss given probabilities (a sigmoid already applied): every input in [0, 1]
+        on two checked steps (16 values or more; raw logits are negative about half the time)."""
+        if not inp.is_floating_point() or inp.numel() < 16 or inp.device.type == "meta":
+            return
+        lo, hi = torch.aminmax(inp.detach())
+        where, step = self._where(name), self.s.step
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            if not (vals[0] >= 0 and vals[1] <= 1):
+                self.prob_strikes = 0
+                return
+            self.prob_strikes += 1
+            if self.prob_strikes < 2:
+                return
+            s.report(
+                "softmax-before-cross-entropy",
+                "every input to F.binary_cross_entropy_with_logits (BCEWithLogitsLoss) is in [0, 1] on two "
+                "checked steps: the model outputs probabilities (a sigmoid), and the loss applies the sigmoid "
+                "again, so its predictions are squashed into [0.5, 0.73] and the gradients shrink.",
+                fix="return raw logits from forward (drop the final sigmoid) and apply torch.sigmoid only for "
+                "predictions.",
+                where=where, key=name, step=step)
+
+        s.defer(torch.stack((lo, hi)), callback)
 
     def _class_loss(self, name: str, inp: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:
         s = self.s

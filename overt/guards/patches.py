@@ -7,6 +7,7 @@
 - ``torch.load`` (``weights_only=False`` is reported as ``unsafe-load``);
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
+- ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`);
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -44,7 +45,8 @@ ACTIVE: list[GuardSession] = []
 ARMED = False  # some active session is in a checked step: loss wrappers look at their arguments
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
 _ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the forward checks
-LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+          "binary_cross_entropy_with_logits")
 
 
 def safely(fn: Any, *args: Any) -> Any:
@@ -307,6 +309,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import states  # state_dict, load_state_dict, torch.save
 
         states.install(_patch, ACTIVE)
+        from overt.guards import scaler  # GradScaler.scale, update
+
+        scaler.install(_patch, ACTIVE)
     ACTIVE.append(session)
     refresh()
 

@@ -22,7 +22,9 @@ from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.samplers import SamplerChecks
+from overt.guards.scaler import ScalerChecks
 from overt.guards.schedulers import SchedulerChecks
+from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.states import StateChecks
 
 CHECKS: tuple[type[Check], ...] = (
@@ -33,10 +35,12 @@ CHECKS: tuple[type[Check], ...] = (
     EvalLoopChecks,
     FrozenChecks,
     LossChecks,
+    SoftmaxDimChecks,
     GraphChecks,
     ActivationChecks,
     DataChecks,
     SamplerChecks,
+    ScalerChecks,
     SchedulerChecks,
     StateChecks,
     DistributedChecks,

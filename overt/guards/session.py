@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from overt.guards.graphs import GraphChecks
     from overt.guards.losses import LossChecks
     from overt.guards.modes import ModeChecks
+    from overt.guards.scaler import ScalerChecks
     from overt.guards.schedulers import SchedulerChecks
     from overt.guards.states import StateChecks
 
@@ -71,6 +72,7 @@ class GuardSession(ForwardHooks):
     data: DataChecks
     scheds: SchedulerChecks
     states: StateChecks
+    scalers: ScalerChecks
     dist: DistributedChecks
 
     def __init__(self, options: GuardOptions | None = None, *, auto: bool = False,
