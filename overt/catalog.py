@@ -200,6 +200,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("effective-batch-size", "OVT509", "the effective batch size changed while the learning rate did not",
           "a learning rate tuned for one batch size is too small or too large for another",
           _I, False, True),
+    Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
+          "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
+          "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
+          _W, False, True),
     Entry("val-overlaps-train", "OVT510", "validation samples that are also training samples",
           "validation then measures memorisation: its metrics, early stopping and model selection are meaningless",
           _E, False, True),

@@ -29,7 +29,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, invariants of correct training
          "batch-dependent-eval", "load-state-dict-no-effect", "snapshot-aliases-weights",
          "plateau-mode-mismatch", "optimizer-not-on-model",
-         "step-bypasses-scaler", "softmax-over-batch"}
+         "step-bypasses-scaler", "softmax-over-batch",
+         "eval-inputs-augmented"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -14,6 +14,7 @@ from overt.guards.check import Check
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
+from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.grads import GradChecks
@@ -39,6 +40,7 @@ CHECKS: tuple[type[Check], ...] = (
     GraphChecks,
     ActivationChecks,
     DataChecks,
+    EvalDataChecks,
     SamplerChecks,
     ScalerChecks,
     SchedulerChecks,

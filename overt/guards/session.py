@@ -45,6 +45,7 @@ from overt.guards.watched import ModelInfo, OptInfo
 if TYPE_CHECKING:
     from overt.guards.activations import ActivationChecks
     from overt.guards.data import DataChecks
+    from overt.guards.evaldata import EvalDataChecks
     from overt.guards.distributed import DistributedChecks
     from overt.guards.grads import GradChecks
     from overt.guards.graphs import GraphChecks
@@ -70,6 +71,7 @@ class GuardSession(ForwardHooks):
     graphs: GraphChecks
     acts: ActivationChecks
     data: DataChecks
+    evaldata: EvalDataChecks
     scheds: SchedulerChecks
     states: StateChecks
     scalers: ScalerChecks
