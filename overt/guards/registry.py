@@ -25,6 +25,7 @@ from overt.guards.modes import ModeChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.schedulers import SchedulerChecks
+from overt.guards.skew import SkewChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.states import StateChecks
 
@@ -41,6 +42,7 @@ CHECKS: tuple[type[Check], ...] = (
     ActivationChecks,
     DataChecks,
     EvalDataChecks,
+    SkewChecks,
     SamplerChecks,
     ScalerChecks,
     SchedulerChecks,
