@@ -9,7 +9,7 @@ gradients, the optimizer steps another set of weights.
 
 from tests.wild.cases.common import SETUP, loop
 
-SLUGS = ("params-not-optimized", "params-not-updating")
+SLUGS = ("optimizer-not-on-model", "params-not-optimized", "params-not-updating")
 
 
 def script(bug: bool) -> str:
