@@ -88,6 +88,10 @@ ENTRIES: tuple[Entry, ...] = (
           "the gradients are still multiplied by the loss scale (65536 at first), so the update is thousands of "
           "times too large, inf/NaN steps are not skipped, and a scaler.step() afterwards steps twice",
           _E, False, True),
+    Entry("clip-without-gradients", "OVT117", "gradient clipping given nothing to clip",
+          "an exhausted generator (model.parameters() already consumed) or parameters without gradients (the "
+          "clip placed before backward) make clip_grad_norm_ a silent no-op: the run trains unclipped",
+          _W, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

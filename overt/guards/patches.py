@@ -7,7 +7,8 @@
 - ``torch.load`` (``weights_only=False`` is reported as ``unsafe-load``);
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
-- ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`);
+- ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`), ``clip_grad_norm_``/``clip_grad_value_``
+  (:mod:`overt.guards.clipping`);
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -315,6 +316,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import scaler  # GradScaler.scale, update
 
         scaler.install(_patch, ACTIVE)
+        from overt.guards import clipping  # clip_grad_norm_, clip_grad_value_ (checked steps)
+
+        clipping.install(_patch, ACTIVE, lambda: ARMED)
     ACTIVE.append(session)
     refresh()
 

@@ -4,6 +4,7 @@ all-zero gradients) is neither zero-grad-misplaced nor params-not-updating."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -106,3 +107,32 @@ def test_steps_through_the_scaler_are_silent():
     for unscale in (False, True):
         findings, text = _scaled_loop(direct=False, unscale=unscale)
         assert findings == [], text
+
+
+def _clipped(mode: str):
+    model = mlp()
+    params = model.parameters() if mode == "generator" else list(model.parameters())
+    opt = torch.optim.SGD(params, lr=0.1)  # consumes the generator
+    g = guarded(model, opt, ignore=TIMING)
+    for xb, yb in batches(32, 8):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        if mode == "before-backward":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # nothing to clip yet
+        loss.backward()
+        if mode != "before-backward":
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+    return g.report(), g.session.options.stream.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["generator", "before-backward"])
+def test_clipping_nothing_is_named(mode):
+    findings, text = _clipped(mode)
+    assert slugs(findings) == ["clip-without-gradients"], text
+    assert ("an empty iterable" if mode == "generator" else "none of which has a gradient") in text
+
+
+def test_clipping_a_list_after_backward_is_silent():
+    findings, text = _clipped("list")
+    assert findings == [], text
