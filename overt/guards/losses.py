@@ -237,8 +237,8 @@ class LossChecks(Check):
         hist = self.history
         if self.not_decreasing_checked or len(s.optimizers) != 1 or len(hist) < (2 * _WINDOW if final else 4 * _WINDOW):
             return
-        if hist[-1][0] - hist[0][0] < 20:
-            return
+        if hist[-1][0] - hist[0][0] < max(20, 10 * s.options.check_every):
+            return  # a span of at least ten check intervals: the checked steps are fixed, not stretched
         self.not_decreasing_checked = True
         first = sum(v for _, v in hist[:_WINDOW]) / _WINDOW
         last = sum(v for _, v in hist[-_WINDOW:]) / _WINDOW
