@@ -91,7 +91,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("clip-without-gradients", "OVT117", "gradient clipping given nothing to clip",
           "an exhausted generator (model.parameters() already consumed) or parameters without gradients (the "
           "clip placed before backward) make clip_grad_norm_ a silent no-op: the run trains unclipped",
-          _W, False, True),
+          _W, True, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
