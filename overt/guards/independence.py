@@ -4,12 +4,15 @@ An invariant of every correct model in eval mode: a sample's output does not dep
 samples of its batch.  Whatever mixes the batch breaks it: a reduction or normalisation over the
 batch dimension (``softmax(dim=0)``, ``x - x.mean(0)``), a ``view`` that folds batch and time
 together where a ``transpose`` was meant, a BatchNorm that normalises with the batch's own
-statistics (``track_running_stats=False``).
+statistics (``track_running_stats=False``), a pooling that reads the padding of sequences padded
+to the batch's longest.
 
-Once per model, on an eligible evaluation forward (eval mode, a batch of at least
-:data:`MIN_BATCH` samples along dimension 0 of every tensor argument and of an output), the
-first half of the batch is run again on its own and compared with the first half of the batch's
-outputs.  When they differ, the whole batch is run once more with the random generator as it was,
+For padded token inputs (a 2-D integer tensor with a mask argument marking the same positions, or
+an embedding whose ``padding_idx`` is the pad value) the shortest half of the batch is first run
+with only the padding its own longest sequence needs.  Otherwise, once per model, on an eligible
+evaluation forward (eval mode, a batch of at least :data:`MIN_BATCH` samples along dimension 0 of
+every tensor argument and of an output), the first half of the batch is run again on its own and
+compared with the first half of the batch's outputs.  When they differ, the whole batch is run once more with the random generator as it was,
 to rule out randomness (which other checks name); then each submodule's inputs and outputs in the
 two runs locate the cause: the first layer whose output differs while its input did not (a layer
 that mixes the batch), or the code of the parent's ``forward`` before the first layer whose input
@@ -58,6 +61,11 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, dict):
         return [t for v in list(value.values())[:8] for t in _tensors(v)][:8]
     return []
+
+
+def module_forward(info: ModelInfo) -> Any:
+    """The watched module's own forward (its hooks, the guards' among them, are not run)."""
+    return info.module.forward
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
@@ -210,6 +218,12 @@ class IndependenceChecks(Check):
         self.tries[id(info)] = TRIES  # one probe per model
         module, k = info.module, batch // 2
         saved = _Saved(module, info.param_device)
+        try:
+            if self._padding_probe(info, args, kwargs, output, batch, k):
+                return
+        finally:
+            saved.restore()
+            saved.restore_rng()
         self.running = True
         try:
             with torch.no_grad():
@@ -251,6 +265,75 @@ class IndependenceChecks(Check):
             "(track_running_stats=True).",
             where=where, key=info.name,
         )
+
+    def _padding_probe(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any, batch: int, k: int) -> bool:
+        """Token inputs padded to the batch's longest sequence: run the ``k`` shortest sequences with
+        the padding their own batch would have (trailing pad columns trimmed); a sequence's output
+        must not change.  True when it was run (and reported if it changed)."""
+        ids = next((t for t in _tensors(list(args) + list(kwargs.values())) if t.dim() == 2), None)
+        if ids is None or ids.is_floating_point() or ids.dtype == torch.bool or ids.shape[1] < 2:
+            return False
+        pad = ids[:, -1].min()
+        real = ids != pad
+        if bool(real.all()):  # one read of the host copy: token ids come from the host
+            return False
+        # padded sequences, not integer features: a mask argument that marks the same positions, or an
+        # embedding whose padding_idx is the pad value
+        masked = any(t is not ids and t.shape == ids.shape and bool(((t != 0) == real).all())
+                     for t in _tensors(list(args) + list(kwargs.values())))
+        padding_idx = any(isinstance(m, nn.Embedding) and m.padding_idx is not None and m.padding_idx == int(pad)
+                          for m in info.module.modules())
+        if not masked and not padding_idx:
+            return False
+        positions = torch.arange(1, ids.shape[1] + 1, device=ids.device)
+        lengths = (real * positions).amax(1)
+        order = torch.argsort(lengths, stable=True)[:k]
+        width = int(lengths[order].max())
+        if width >= ids.shape[1] or width < 1:
+            return False
+        length = ids.shape[1]
+
+        def cut(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == batch:
+                value = value[order]
+                return value[:, :width] if value.dim() >= 2 and value.shape[1] == length else value
+            if isinstance(value, tuple):
+                return tuple(cut(v) for v in value)
+            if isinstance(value, list):
+                return [cut(v) for v in value]
+            if isinstance(value, dict):
+                return {key: cut(v) for key, v in value.items()}
+            return value
+
+        full = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
+        if not full or any(t.dim() >= 2 and t.shape[1] == length for t in full):
+            return False  # per-position outputs: their length changes with the padding
+        self.running = True
+        try:
+            with torch.no_grad():
+                try:
+                    part = module_forward(info)(*cut(args), **cut(kwargs))
+                except Exception:  # noqa: BLE001  the model cannot take a shorter padding: nothing to compare
+                    return True
+        finally:
+            self.running = False
+        mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
+        if len(mine) != len(full) or all(_close(a, b[order]) for a, b in zip(mine, full)):
+            return True
+        code = getattr(type(info.module).forward, "__code__", None)
+        at = f" at {short_location(code.co_filename, code.co_firstlineno)}" if code is not None \
+            and is_user_file(code.co_filename) else ""
+        self.s.report(
+            "batch-dependent-eval",
+            f"in eval mode, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} (padded "
+            f"to {length} positions) change when they are padded only to their own longest ({width}): the model "
+            "reads the padding, so a sequence's prediction depends on how long the other sequences of its batch "
+            "are.",
+            fix="mask the padding wherever the forward reduces over positions (pool with the attention mask, "
+            "key_padding_mask in attention, pack_padded_sequence for RNNs).",
+            where=f"{info.name}.forward{at}", key=info.name,
+        )
+        return True
 
     def _cause(self, info: ModelInfo, full: list, part: list, batch: int, k: int) -> tuple[str, str]:
         if len(full) != len(part):
