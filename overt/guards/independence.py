@@ -12,8 +12,9 @@ an embedding whose ``padding_idx`` is the pad value) the shortest half of the ba
 with only the padding its own longest sequence needs.  Otherwise, once per model, on an eligible
 evaluation forward (eval mode, a batch of at least :data:`MIN_BATCH` samples along dimension 0 of
 every tensor argument and of an output), the first half of the batch is run again on its own and
-compared with the first half of the batch's outputs.  When they differ, the whole batch is run once more with the random generator as it was,
-to rule out randomness (which other checks name); then each submodule's inputs and outputs in the
+compared with the first half of the batch's outputs.  When they differ, the whole batch is run
+once more with the random generator where the first extra forward left it, to rule out randomness
+(which other checks name); then each submodule's inputs and outputs in the
 two runs locate the cause: the first layer whose output differs while its input did not (a layer
 that mixes the batch), or the code of the parent's ``forward`` before the first layer whose input
 already differs.  The extra forwards run under ``no_grad`` with the random generator, the buffers
