@@ -142,6 +142,10 @@ ENTRIES: tuple[Entry, ...] = (
           "Softmax(dim=0), right for one unbatched sample, normalises each class over the samples of a batch: "
           "outputs depend on the rest of the batch and are not per-sample probabilities",
           _E, False, True),
+    Entry("ignore-index-is-class", "OVT305", "a classification loss whose ignore_index is one of the classes",
+          "the samples of that class are left out of the loss: the class is never learned and never predicted, "
+          "while training looks normal",
+          _W, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

@@ -30,7 +30,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "batch-dependent-eval", "load-state-dict-no-effect", "snapshot-aliases-weights",
          "plateau-mode-mismatch", "optimizer-not-on-model",
          "step-bypasses-scaler", "softmax-over-batch",
-         "eval-inputs-augmented", "clip-without-gradients"}
+         "eval-inputs-augmented", "clip-without-gradients",
+         "ignore-index-is-class"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -134,6 +134,11 @@ class LossChecks(Check):
             else:
                 t_lo, t_hi = torch.aminmax(t)
                 s.defer(torch.stack((t_lo, t_hi)), self._labels_cb(name, t, num_classes, ignore_index))
+            if 0 <= ignore_index < num_classes and t.dim() == 1 and not s.reporter.has("ignore-index-is-class"):
+                # one label per sample (classification, not tokens): an ignore_index that is a class index
+                # the model has an output for drops that class's labelled samples from the loss
+                s.defer(torch.stack(((t == ignore_index).sum(), torch.tensor(t.numel(), device=t.device))),
+                        self._ignored_cb(name, where, step, ignore_index, num_classes))
 
     def _labels_cb(self, name: str, t: torch.Tensor, num_classes: int, ignore_index: int):
         def callback(vals: list[float]) -> None:
@@ -143,6 +148,24 @@ class LossChecks(Check):
             bad = ((t < 0) | (t >= num_classes)) & (t != ignore_index)
             if bool(bad.any()):
                 self._report_labels(name, t, num_classes, ignore_index)
+
+        return callback
+
+    def _ignored_cb(self, name: str, where: str, step: int, ignore_index: int, num_classes: int):
+        def callback(vals: list[float]) -> None:
+            ignored, n = int(vals[0]), int(vals[1])
+            if not ignored:
+                return
+            self.s.report(
+                "ignore-index-is-class",
+                f"F.{name} has ignore_index={ignore_index}, which is one of the model's {num_classes} classes: "
+                f"{ignored} of the {n} samples of this batch are labelled {ignore_index} and are left out of the "
+                f"loss, so class {ignore_index} is never learned (its output is only ever pushed down) and the "
+                "model never predicts it.",
+                fix=f"keep ignore_index out of the class range (the default -100), or remap the labels so that "
+                f"the value to ignore is not a class; if class {ignore_index} really is 'no label', drop its "
+                "output column.",
+                where=where, key=name, step=step)
 
         return callback
 

@@ -59,3 +59,19 @@ def test_probabilities_into_bce_with_logits(sigmoid):
         assert "BCEWithLogitsLoss" in text and "test_invariant_outputs.py:" in text
     else:
         assert findings == [], text
+
+
+@pytest.mark.parametrize("ignore_index", [0, -100])
+def test_an_ignore_index_that_is_a_class_is_named(ignore_index):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    loss_fn = nn.CrossEntropyLoss(ignore_index=ignore_index)  # 0: digit 0 is a class, never learned
+    for xb, yb in batches(32, 8):
+        opt.zero_grad()
+        loss_fn(model(xb), yb).backward()
+        opt.step()
+    findings = g.report()
+    text = g.session.options.stream.getvalue()
+    assert slugs(findings) == (["ignore-index-is-class"] if ignore_index == 0 else []), text
