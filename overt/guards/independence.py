@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
+from overt.guards.oneshot import OneShotHook
 from overt.guards.where import class_location, is_user_file, short_location
 
 if TYPE_CHECKING:
@@ -62,6 +63,14 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, dict):
         return [t for v in list(value.values())[:8] for t in _tensors(v)][:8]
     return []
+
+
+def _forward_at(info: ModelInfo) -> str:
+    """`` at file.py:LINE`` of the user's ``forward`` of the watched model, or ''."""
+    code = getattr(type(info.module).forward, "__code__", None)
+    if code is None or not is_user_file(code.co_filename):
+        return ""
+    return f" at {short_location(code.co_filename, code.co_firstlineno)}"
 
 
 def module_forward(info: ModelInfo) -> Any:
@@ -158,8 +167,7 @@ class IndependenceChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards looked at
-        self.handle: Any = None
-        self.stale: list[Any] = []
+        self.hook = OneShotHook()
         self.running = False
 
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
@@ -169,24 +177,19 @@ class IndependenceChecks(Check):
         self._arm(info)
 
     def _arm(self, info: ModelInfo) -> None:
-        while self.stale:
-            self.stale.pop().remove()
-        if self.running or self.handle is not None or info.module.training:
+        self.hook.clear_stale()
+        if self.running or self.hook.pending or info.module.training:
             return
         n = self.tries.get(id(info), 0)
         if n >= TRIES or self.s.reporter.has("batch-dependent-eval", info.name):
             return
         self.tries[id(info)] = n + 1
-        self.handle = info.module.register_forward_hook(self._after(info), with_kwargs=True, always_call=True)
+        self.hook.place(info.module, self._after(info), with_kwargs=True)
 
     def _after(self, info: ModelInfo):
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            handle, self.handle = self.handle, None
-            if handle is not None:
-                if sys.exc_info()[1] is not None:
-                    self.stale.append(handle)  # removing it now would cut off the other hooks
-                    return
-                handle.remove()
+            if not self.hook.fired():
+                return
             if output is None:
                 return
             try:
@@ -321,9 +324,7 @@ class IndependenceChecks(Check):
         mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
         if len(mine) != len(full) or all(_close(a, b[order]) for a, b in zip(mine, full)):
             return True
-        code = getattr(type(info.module).forward, "__code__", None)
-        at = f" at {short_location(code.co_filename, code.co_firstlineno)}" if code is not None \
-            and is_user_file(code.co_filename) else ""
+        at = _forward_at(info)
         self.s.report(
             "batch-dependent-eval",
             f"in eval mode, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} (padded "
@@ -348,9 +349,7 @@ class IndependenceChecks(Check):
                 same_in = f is not None and _close(pin, f)
             label = info.label(m)
             if not same_in:
-                code = getattr(type(info.module).forward, "__code__", None)
-                at = f" at {short_location(code.co_filename, code.co_firstlineno)}" if code is not None \
-                    and is_user_file(code.co_filename) else ""
+                at = _forward_at(info)
                 return (f"{info.name}.forward{at}, before {label}",
                         f"the input of {label} ({type(m).__name__}) already mixes samples: the code of the forward "
                         f"before it moves values across the batch (a view/reshape that folds the batch with "
@@ -367,16 +366,10 @@ class IndependenceChecks(Check):
                         detail = f" (dim={m.dim}: it normalises over the batch)"
                     return (f"{label}" + (f" ({type(m).__name__} at {loc})" if loc else ""),
                             f"{label} ({type(m).__name__}) mixes the samples of its batch{detail}")
-        code = getattr(type(info.module).forward, "__code__", None)
-        at = f" at {short_location(code.co_filename, code.co_firstlineno)}" if code is not None \
-            and is_user_file(code.co_filename) else ""
+        at = _forward_at(info)
         return (f"{info.name}.forward{at}, after its last layer",
                 "the code of the forward after its last layer mixes the samples (an operation over dimension 0, "
                 "e.g. softmax(dim=0) or a normalisation by the batch's statistics)")
 
     def remove_hooks(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
-        while self.stale:
-            self.stale.pop().remove()
+        self.hook.remove()

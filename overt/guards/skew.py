@@ -14,12 +14,12 @@ times more or less than in training.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from overt.guards.check import Check
+from overt.guards.oneshot import OneShotHook
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -46,8 +46,7 @@ class SkewChecks(Check):
         super().__init__(session)
         self.stats: dict[int, list[Any]] = {}  # id(ModelInfo) -> [forwards, n, sum, sum of squares]
         self.looks: dict[int, int] = {}
-        self.handle: Any = None
-        self.stale: list[Any] = []
+        self.hook = OneShotHook()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         x = _features(args)
@@ -69,23 +68,18 @@ class SkewChecks(Check):
         self._arm(info)
 
     def _arm(self, info: ModelInfo) -> None:
-        while self.stale:
-            self.stale.pop().remove()
+        self.hook.clear_stale()
         st = self.stats.get(id(info))
-        if self.handle is not None or info.module.training or st is None or st[0] < MIN_TRAIN:
+        if self.hook.pending or info.module.training or st is None or st[0] < MIN_TRAIN:
             return
         if self.looks.get(id(info), 0) >= LOOKS or self.s.reporter.has("train-serve-skew", info.name):
             return
-        self.handle = info.module.register_forward_hook(self._after(info), always_call=True)
+        self.hook.place(info.module, self._after(info))
 
     def _after(self, info: ModelInfo):
         def hook(module: Any, args: tuple, output: Any) -> None:
-            handle, self.handle = self.handle, None
-            if handle is not None:
-                if sys.exc_info()[1] is not None:
-                    self.stale.append(handle)
-                    return
-                handle.remove()
+            if not self.hook.fired():
+                return
             try:
                 self._compare(info, args)
             except Exception as exc:  # a guard never breaks the user's forward
@@ -136,8 +130,4 @@ class SkewChecks(Check):
         return callback
 
     def remove_hooks(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
-        while self.stale:
-            self.stale.pop().remove()
+        self.hook.remove()
