@@ -3,7 +3,6 @@
 from overt.lint.rules import data, distributed, gradients, losses, modes, modules, saving, tensors  # noqa: F401,E501
 from overt.lint.rules import dropout  # noqa: F401  (issue 24: functional dropout)
 from overt.lint.rules import resume  # noqa: F401  (issue 30: a resume that leaves the optimizer behind)
-from overt.lint.rules import plateau  # noqa: F401  (issue 33: plateau scheduler mode)
 from overt.lint.rules import generators, plateau  # noqa: F401  (issue 33: one-shot parameters, plateau mode)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
