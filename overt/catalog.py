@@ -80,7 +80,8 @@ ENTRIES: tuple[Entry, ...] = (
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
           "learning rate is cut while the model improves and kept while it gets worse",
           _W, True, False),
-    Entry("optimizer-not-on-model", "OVT115", "an optimizer that holds none of the parameters of the model being trained",
+    Entry("optimizer-not-on-model", "OVT115",
+          "an optimizer that holds none of the parameters of the model being trained",
           "after the model was rebuilt, reloaded or altered the optimizer still steps the old tensors: the model "
           "gets gradients and never changes",
           _E, False, True),
