@@ -70,3 +70,16 @@ def houses_csv(root: Path) -> Path:
     if not path.exists():
         write_synthetic_csv(path, rows=300, seed=0)
     return path
+
+
+def assert_same_answers(a: list[Any], b: list[Any], atol: float = 1e-5) -> None:
+    """Answers computed by two runtimes (ONNX Runtime, torch.export, eager torch): the classes and labels
+    exactly, the probabilities and other numbers within ``atol`` -- never bit-equal floats, which
+    differ in the last digit between runtimes (0.766514 vs 0.766513)."""
+    from overt.export.exporter import same
+
+    assert len(a) == len(b)
+    assert [x.get("class") for x in a] == [y.get("class") for y in b]
+    assert [x.get("label") for x in a] == [y.get("label") for y in b]
+    bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(x, y, atol)]
+    assert not bad, f"answers {bad[:5]} differ by more than {atol}: {a[bad[0]]} vs {b[bad[0]]}"

@@ -13,7 +13,7 @@ import torch
 import overt
 from overt.cli import main as overt_main
 from tests.conftest import run_overt
-from tests.recipes.conftest import train
+from tests.recipes.conftest import assert_same_answers, train
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_export_carries_the_preprocessing_and_serves_raw_inputs_like_predict(dig
     data, val_idx = raw_digits()
     served = load_exported(tmp_path / f"model.{fmt}")
     rows = data[val_idx]
-    assert served.predict(rows) == overt.Predictor.from_run(digits_run, quiet=True).predict(rows)
+    assert_same_answers(served.predict(rows), overt.Predictor.from_run(digits_run, quiet=True).predict(rows))
     assert served.check(rows) == [] and served.check(rows / 16)[0]["kind"] == "scale"
 
 
@@ -182,7 +182,6 @@ def test_round_trip_train_predict_export_identical_answers_fast(runs, tmp_path):
     """tiny and house-prices (a regression in the target's units): raw inputs through predict and through
     the exported model give identical answers."""
     from overt.export import export_run
-    from overt.export.exporter import same
     from overt.recipes.base import build_recipe
     from overt.serving import load_exported
 
@@ -191,7 +190,7 @@ def test_round_trip_train_predict_export_identical_answers_fast(runs, tmp_path):
         raw = list(build_recipe(predictor.module, predictor.config).raw_val)
         result = export_run(runs(name), "onnx", tmp_path / f"{name}.onnx", quiet=True)
         assert result.ok and result.raw and result.same_answers, name
-        assert same(load_exported(tmp_path / f"{name}.onnx").predict(raw), predictor.predict(raw), 1e-5), name
+        assert_same_answers(load_exported(tmp_path / f"{name}.onnx").predict(raw), predictor.predict(raw))
     price = overt.Predictor.from_run(runs("house-prices"), quiet=True).predict(raw[:1])[0]["price"]
     assert 50 < price < 1000  # $1000s, the CSV's own units
 
@@ -213,8 +212,6 @@ def test_round_trip_train_predict_export_identical_answers(runs, tmp_path, name)
         assert np.allclose(np.array([s["output"] for s in served]), np.array([e["output"] for e in eager]),
                            atol=1e-4)
     else:
-        from overt.export.exporter import same
-
-        assert same(served, predictor.predict(raw), 1e-5)
+        assert_same_answers(served, predictor.predict(raw))
         flagged = sum(len(f.details["rows"]) for f in predictor.findings)
         assert flagged <= 0.05 * len(raw)  # held-out rows (the runs here train on a few hundred samples)
