@@ -86,6 +86,15 @@ def test_sweep_checks_every_configuration_before_training(tmp_path, capsys):
     assert not (tmp_path / "sw").exists()
 
 
+def test_sweep_dir_naming_a_file_is_a_clear_error(tmp_path, capsys):
+    from overt.cli import main
+
+    (tmp_path / "file").write_text("x")
+    assert main(["sweep", "tiny", "lr=0.1,0.01", f"sweep_dir={tmp_path / 'file'}"]) == 2
+    err = capsys.readouterr().err
+    assert "not a folder" in err and "Traceback" not in err
+
+
 def test_sweep_grid_keeps_bracketed_values_whole():
     from overt.cli.sweep_grid import grid
 
