@@ -53,3 +53,29 @@ def disk_full_message(what: str, where: object) -> dict[str, str]:
                    "and files stay as they were), but the run cannot go on without it",
             "fix": "free disk space (or point run_dir/runs_root at a larger disk), then `overt resume RUN_DIR` "
                    "continues from the newest checkpoint"}
+
+
+class SchemaError(OvertError):
+    """A file overt wrote and reads back (a run file, an export's serving JSON) that does not hold
+    what overt writes there: damaged, edited or from elsewhere.  Names the file and the field."""
+
+
+def schema_error(source: object, error: Exception, *, what: str = "", why: str = "",
+                 fix: str = "", field: str = "") -> SchemaError:
+    """A :class:`SchemaError` for ``error`` (a pydantic ``ValidationError``, read duck-typed, or any
+    exception) found in the file ``source``: the first fields that are wrong, each with the reason
+    (``field``: where in the file the validated object sits, e.g. ``preprocessing``)."""
+    problems = []
+    for item in getattr(error, "errors", lambda: [])()[:3]:
+        field_name = ".".join([field] * bool(field) + [str(part) for part in item.get("loc", ())]) or "the top level"
+        value = repr(item.get("input"))
+        value = value if len(value) <= 40 else value[:40] + "..."
+        problems.append(f"{field_name}: {item.get('msg', 'invalid')} (it holds {value})")
+    count = len(getattr(error, "errors", lambda: [])())
+    more = f" and {count - 3} more" if count > 3 else ""
+    detail = "; ".join(problems) + more if problems else (f"{field}." * bool(field)) + str(error).split("\n")[0]
+    return SchemaError(what or f"{source} is damaged: {detail}",
+                       where=str(source) if what else "",
+                       why=why or "overt reads this file back as it wrote it; a damaged field would change what "
+                                  "the model computes without a word",
+                       fix=fix or "restore the file from where the run was trained (or train the run again)")

@@ -178,9 +178,10 @@ def _list(values: np.ndarray) -> list[float | None]:
 
 
 # -- checking new inputs ------------------------------------------------------------------------------------
-def _rows(indices: Sequence[int], limit: int = 8) -> str:
+def _rows(indices: Sequence[int], limit: int = 8, count: int | None = None) -> str:
     shown = ", ".join(str(i) for i in indices[:limit])
-    return shown + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
+    total = len(indices) if count is None else count
+    return shown + (f" and {total - limit} more" if total > limit else "")
 
 
 def check_inputs(x: np.ndarray, record: dict[str, Any], *, offset: int = 0) -> list[dict[str, Any]]:
@@ -231,18 +232,111 @@ def describe(problem: dict[str, Any]) -> str:
     """One sentence for a problem found by :func:`check_inputs`."""
     rows = problem["rows"]
     kind = problem["kind"]
+    count = problem.get("count", len(rows))  # every row found (``rows`` may list only the first)
     if kind == "constant":
-        return (f"{len(rows)} input(s) are constant (every value {problem['value']:g} after preprocessing), "
-                f"which no training input was: rows {_rows(rows)}")
+        return (f"{count} input(s) are constant (every value {problem['value']:g} after preprocessing), "
+                f"which no training input was: rows {_rows(rows, count=count)}")
     if kind == "scale":
-        return (f"{len(rows)} input(s) are on another scale than the training data: their typical magnitude is "
-                f"{_times(problem['factor'])} the training inputs' (rows {_rows(rows)})")
-    return (f"{len(rows)} input(s) lie far outside the training distribution (a median {problem['beyond_range']:.0%} "
+        return (f"{count} input(s) are on another scale than the training data: their typical magnitude is "
+                f"{_times(problem['factor'])} the training inputs' (rows {_rows(rows, count=count)})")
+    return (f"{count} input(s) lie far outside the training distribution (a median {problem['beyond_range']:.0%} "
             f"of their values beyond the training range; outlier score {problem['score']:.3g}, at most "
-            f"{problem['training_score_max']:.3g} in training): rows {_rows(rows)}")
+            f"{problem['training_score_max']:.3g} in training): rows {_rows(rows, count=count)}")
 
 
 def _times(factor: float) -> str:
     if not math.isfinite(factor):
         return "far from"
     return f"about {factor:.3g}x" if factor >= 1 else f"about 1/{1 / max(factor, 1e-12):.3g} of"
+
+
+# -- reading the record back ----------------------------------------------------------------------------------
+def validate_record(data: Any, source: str = "inputs.json") -> dict[str, Any]:
+    """The record read back from ``source`` (a run's ``inputs.json``, an export's ``inputs``), checked
+    against its schema first: every field the skew check and predict read has the type and the
+    length :func:`build_record` gives it.  Anything else is a :class:`~overt.errors.SchemaError`
+    naming the file and the field (a damaged record must never turn a check off silently).  The
+    ``preprocessing`` field is checked by :func:`overt.preprocessing.validate_preprocessing`."""
+    from overt.errors import schema_error
+
+    if not isinstance(data, dict):
+        raise schema_error(source, ValueError(f"it holds a JSON {type(data).__name__}, not an object"))
+    try:
+        record = _record_schema().model_validate(data)
+    except Exception as exc:  # pydantic.ValidationError
+        raise schema_error(source, exc) from None
+    stats, schema = record.stats, record.schema_
+    if stats is not None:
+        lengths = {name: len(getattr(stats, name)) for name in ("min", "max", "mean", "std")}
+        if len(set(lengths.values())) > 1:
+            raise schema_error(source, ValueError(f"stats lists differ in length: {lengths}"))
+        width = math.prod(schema.shape) if schema is not None and schema.shape else None
+        if width is not None and lengths["mean"] != width:
+            raise schema_error(source, ValueError(f"stats describe {lengths['mean']} features, schema.shape "
+                                                  f"{schema.shape} holds {width}"))
+    classes = record.classes
+    if classes is not None and classes.names is not None and len(classes.names) != classes.count:
+        raise schema_error(source, ValueError(f"classes.names lists {len(classes.names)} names for "
+                                              f"{classes.count} classes"))
+    return data
+
+
+def _record_schema() -> Any:
+    """The pydantic model of ``inputs.json`` (built once, on first use: pydantic loads only here)."""
+    if "record" in _SCHEMAS:
+        return _SCHEMAS["record"]
+    from typing import Annotated, Optional
+
+    from pydantic import BaseModel, ConfigDict, Field
+
+    big = 1 << 24
+    Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+    Numbers = Annotated[list[Optional[Number]], Field(max_length=big)]
+    Count = Annotated[int, Field(strict=True, ge=0, le=1 << 62)]
+
+    class Spread(BaseModel):
+        model_config = ConfigDict(extra="ignore", populate_by_name=True)
+        low: Number = Field(alias="p0.5")
+        p50: Number
+        high: Number = Field(alias="p99.5")
+
+    class Stats(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        min: Numbers
+        max: Numbers
+        mean: Numbers
+        std: Numbers
+        row_scale: Spread
+        row_spread: Optional[Spread] = None
+        score_max: Number
+        constant_rows: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+
+    class Schema(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        dtype: Annotated[str, Field(max_length=64)]
+        shape: Optional[Annotated[list[Annotated[int, Field(strict=True, ge=0, le=big)]], Field(max_length=8)]]
+        features: Optional[Annotated[list[Annotated[str, Field(max_length=10_000)]], Field(max_length=big)]] = None
+
+    class Classes(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        count: Annotated[int, Field(strict=True, ge=1, le=big)]
+        names: Optional[Annotated[list[Annotated[str, Field(max_length=10_000)]], Field(max_length=big)]] = None
+        distribution: Optional[Numbers] = None
+
+    class Sample(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        size: Count
+
+    class Record(BaseModel):
+        model_config = ConfigDict(extra="ignore", populate_by_name=True)
+        sample: Optional[Sample] = None
+        preprocessing: Optional[dict[str, Any]] = None
+        schema_: Optional[Schema] = Field(default=None, alias="schema")
+        stats: Optional[Stats] = None
+        classes: Optional[Classes] = None
+
+    _SCHEMAS["record"] = Record
+    return Record
+
+
+_SCHEMAS: dict[str, Any] = {}

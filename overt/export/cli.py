@@ -9,7 +9,8 @@ from overt.command import command
 HELP = """\
 Export a finished run's model and check it against the eager model on real validation
 inputs (onnxruntime for ONNX, the reloaded program for .pt2); the maximum absolute
-difference is printed.  Beside the model, model.serving.json carries the run's declared
+difference is printed.  Beside the model, MODEL.serving.json (model.onnx.serving.json,
+model.pt2.serving.json: one per export, so both formats can sit side by side) carries the run's declared
 preprocessing and input record; overt.serving.load_exported(path) serves both, and the
 parity check runs raw validation inputs through that path (answers must equal predict's).
 
@@ -46,10 +47,9 @@ def main(argv: list[str]) -> int:
                         recipe=args.recipe, trust_recipe=args.trust_recipe, checkpoint=args.checkpoint)
     verdict = "ok" if result.ok else f"FAILED: above --atol {result.atol:g}"
     engine = "onnxruntime" if result.format == "onnx" else "torch.export"
-    from overt.serving import serving_path
-
-    print(f"overt export: wrote {result.path} and {serving_path(result.path)} (preprocessing and input record; "
-          "load both with overt.serving.load_exported)")
+    names = ", ".join(str(f) for f in result.files[:-1]) + f" and {result.files[-1]}"
+    print(f"overt export: wrote {names} (the serving JSON holds the preprocessing and input record; "
+          f"copy all {len(result.files)} files together and load them with overt.serving.load_exported)")
     what = "raw validation inputs through the declared preprocessing" if result.raw else "validation samples"
     answers = "" if result.same_answers is None else (
         "; answers identical to overt predict" if result.same_answers else "; answers DIFFER from overt predict")

@@ -8,10 +8,14 @@ eager model and through the exported one (onnxruntime for ONNX, the reloaded
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import dataclass
+import logging
+import shlex
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -38,6 +42,7 @@ class ExportResult:
     atol: float
     raw: bool = False  # parity checked on raw inputs through the declared preprocessing
     same_answers: bool | None = None  # served answers (class, probability...) equal predict's
+    files: list[Path] = field(default_factory=list)  # every file written: copy them all to serve the model
 
     @property
     def ok(self) -> bool:
@@ -73,30 +78,67 @@ def _dynamic_shapes(inputs: tuple[torch.Tensor, ...]) -> tuple[dict[int, Any], .
     return tuple({0: auto, **({1: auto} if not t.is_floating_point() and t.dim() > 1 else {})} for t in inputs)
 
 
+#: an ONNX file holds at most 2 GB (protobuf); larger weights go to ``NAME.onnx.data`` beside it
+ONNX_INLINE_MAX = 1 << 30
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """The exporters' own chatter (torch.onnx's "torchvision is not installed" lines, FutureWarnings
+    from their internals) is not about the user's model: silenced while they run; errors still raise."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._export", "onnxscript")]
+    levels = [logger.level for logger in loggers]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for logger in loggers:
+                logger.setLevel(logging.ERROR)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _onnx_external(model: torch.nn.Module) -> bool:
+    """Whether the ONNX export keeps its weights in ``NAME.onnx.data`` (too large for one file)."""
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values()) > ONNX_INLINE_MAX
+
+
 def _export_onnx(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Any:
     import onnxruntime
 
     names = [f"input_{i}" for i in range(len(inputs))]
-    torch.onnx.export(model, inputs, str(path), input_names=names, output_names=["output"],
-                      dynamic_shapes=_dynamic_shapes(inputs), dynamo=True, verbose=False)
+    with _quiet_exporter():
+        torch.onnx.export(model, inputs, str(path), input_names=names, output_names=["output"],
+                          dynamic_shapes=_dynamic_shapes(inputs), dynamo=True, verbose=False,
+                          external_data=_onnx_external(model))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
     return torch.from_numpy(session.run(None, feed)[0])
 
 
 def _export_pt2(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Any:
-    program = torch.export.export(model, inputs, dynamic_shapes=_dynamic_shapes(inputs))
-    torch.export.save(program, str(path))
-    reloaded = torch.export.load(str(path))
+    with _quiet_exporter():
+        program = torch.export.export(model, inputs, dynamic_shapes=_dynamic_shapes(inputs))
+        torch.export.save(program, str(path))
+        reloaded = torch.export.load(str(path))
     with torch.inference_mode():
         return reloaded.module()(*inputs)
 
 
 def _check_out(path: Path, run_dir: Path, fmt: str) -> None:
-    """Refuse an output path that would overwrite the run's own files (its weights, config, records)."""
+    """Refuse an output path that would overwrite the run's own files (its weights, config, records),
+    or that lies in a folder that does not exist."""
+    if not path.parent.is_dir():
+        raise ExportError(f"--out {path}: the folder {path.parent} does not exist",
+                          why="overt export writes the model and its serving JSON into an existing folder; it does "
+                              "not create folders a typo could name",
+                          fix=f"create it first (mkdir -p {shlex.quote(str(path.parent))}), or give --out a path in "
+                              "an existing folder")
     target = path.resolve()
     run = run_dir.resolve()
-    allowed = {f"model.{f}" for f in FORMATS} | {f"model{SUFFIX}"}
+    allowed = {f"model.{f}" for f in FORMATS} | {f"model.{f}{SUFFIX}" for f in FORMATS} | {"model.onnx.data"} \
+        | {f"model{SUFFIX}"}
     inside = target.parent == run and target.name not in allowed
     if inside or run / "checkpoints" in target.parents or target.is_dir():
         raise ExportError(f"--out {path} would overwrite {'a folder' if target.is_dir() else 'a file of the run'}",
@@ -142,6 +184,9 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
         exported = _export_onnx(model, inputs, path) if fmt == "onnx" else _export_pt2(model, inputs, path)
     except OvertError:
         raise
+    except OSError as exc:
+        raise ExportError(f"cannot write the export {path}: {exc.strerror or exc}",
+                          fix="give --out a writable path on a disk with room") from None
     except Exception as exc:
         raise ExportError(f"exporting {type(model).__name__} to {fmt} failed: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}",
@@ -155,8 +200,9 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
         served = ExportedModel(path, spec)
         diff = max(diff, float(np.abs(served.outputs(raw) - eager.float().numpy()).max()))
         same_answers = same(served.predict(raw), predictor.answer(eager), max(atol, 1e-6))
+    files = [path] + ([path.with_name(path.name + ".data")] if fmt == "onnx" and _onnx_external(model) else [])
     return ExportResult(path=path, format=fmt, max_abs_diff=diff, samples=int(inputs[0].shape[0]), atol=atol,
-                        raw=raw is not None, same_answers=same_answers)
+                        raw=raw is not None, same_answers=same_answers, files=files + [serving_path(path)])
 
 
 def same(a: Any, b: Any, atol: float) -> bool:

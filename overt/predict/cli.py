@@ -13,19 +13,29 @@ from overt.command import Failed, command
 HELP = """\
 Predict with a finished run's model.  Inputs: CSV files (rows of numbers, or a header
 row and named columns), .npy arrays (one input per row), text files (one input per
-line), literal strings, or stdin (no inputs or `-`).  One JSON line per input on stdout:
-for a classifier the class, its label, its probability and the top classes (--top-k);
-for a regression the target in its own units; --raw gives the model's outputs (logits).
+line), literal strings (for a model of numbers, one comma-separated row), or stdin (no
+inputs or `-`: CSV for a model of numbers, text lines for a model of sentences).  One
+JSON line per input, in order, on stdout: for a classifier the class, its label, its
+probability and the top classes (--top-k); for a regression the target in its own units;
+--raw gives the model's outputs (logits).  Answers are streamed: read, computed and
+written 4096 inputs at a time, in bounded memory (a progress line on a terminal's stderr).
 
   overt predict runs/digits-... rows.csv        # rows straight from load_digits(): 0..16 pixels
   overt predict runs/sentiment-... "what a great phone" "never again"
   cat prompts.txt | overt predict runs/char-rnn-...
 
+One answer per input row, or an error naming the file and line: a CSV's first row is a
+header when a cell is not a number or when it spells the model's own columns (0,1,...,63
+as pandas writes them; said on stderr); a record of empty cells, a header with no rows,
+or no inputs at all is an error.
+
 The run's declared preprocessing is applied (inputs are raw data, as the recipe reads
 it), and the prepared inputs are checked against what the model was trained on
 (inputs.json in the run): inputs on another scale, far outside the training range or
 constant are a train-serve-skew finding on stderr (and in --report FILE); --strict makes
-it an error (exit 1, nothing written).
+it an error (exit 1, nothing written).  The run's files are checked first (inputs.json,
+recipe_source.json, config.yaml against the weights' shapes, model.safetensors against the
+SHA-256 recorded when the run finished): a damaged one is an error naming it and its field.
 
 The model is rebuilt from the run's config.yaml with the recipe it names.  A recipe is
 code: a built-in one is always used; a recipe file only when this machine trained the run
@@ -94,6 +104,80 @@ def _silence_stdout() -> None:
         pass
 
 
+class Output:
+    """Where the answers go as they are computed: stdout, or with ``--strict`` a spool (memory, then a
+    temporary file) copied to stdout only when no finding stopped the run.  A failed write is
+    :class:`Failed`; a closed pipe (``| head``) ends the output quietly."""
+
+    def __init__(self, strict: bool):
+        import tempfile
+
+        self.spool = tempfile.SpooledTemporaryFile(max_size=1 << 26, mode="w+", encoding="utf-8") if strict else None
+        self.closed = False  # the reader went away: nothing more is written
+
+    def write(self, text: str, flush: bool = True) -> None:
+        if self.closed or not text:
+            return
+        if self.spool is not None:
+            self.spool.write(text)
+            return
+        self._stdout(text, flush)
+
+    def _stdout(self, text: str, flush: bool) -> None:
+        try:
+            sys.stdout.write(text)
+            if flush:
+                sys.stdout.flush()
+        except BrokenPipeError:  # `overt predict ... | head`: the reader has what it wanted
+            _silence_stdout()
+            self.closed = True
+        except (OSError, ValueError) as exc:  # a full disk, /dev/full, a closed stream
+            _silence_stdout()
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise Failed(f"cannot write the predictions to stdout: {reason}",
+                         fix="write them where there is room (> predictions.jsonl on a disk with space)") from None
+
+    def release(self) -> None:
+        """With ``--strict``: copy the spooled answers to stdout."""
+        if self.spool is None:
+            return
+        self.spool.seek(0)
+        spool, self.spool = self.spool, None
+        with spool:
+            for block in iter(lambda: spool.read(1 << 20), ""):
+                self._stdout(block, flush=False)
+                if self.closed:
+                    return
+        self._stdout("", flush=True)
+
+
+class Progress:
+    """A one-line progress count on stderr, only when stderr is a terminal (never in a log or a pipe)."""
+
+    def __init__(self, inputs: Any, every_s: float = 0.5):
+        import time
+
+        self.inputs, self.every_s = inputs, every_s
+        self.on = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        self.start = self.last = time.monotonic()
+        self.shown = False
+
+    def update(self, final: bool = False) -> None:
+        import time
+
+        now = time.monotonic()
+        if not self.on or (not final and now - self.last < self.every_s):
+            return
+        self.last = now
+        count = self.inputs.count
+        rate = count / max(now - self.start, 1e-9)
+        fraction = self.inputs.fraction()
+        part = f" ({fraction:.0%} of the input read)" if fraction is not None else ""
+        sys.stderr.write(f"\rovert predict: {count:,} inputs answered{part}, {rate:,.0f}/s" + ("\n" if final else ""))
+        sys.stderr.flush()
+        self.shown = not final
+
+
 @command("overt predict")
 def main(argv: list[str]) -> int:
     from overt.errors import OvertError
@@ -102,29 +186,45 @@ def main(argv: list[str]) -> int:
     if sys.stdout is None:
         raise OvertError("stdout is closed, so there is nowhere to write the predictions",
                          fix="run it with stdout open (redirect it to a file: > predictions.jsonl)")
-    from overt.predict.inputs import read_inputs
+    from overt.errors import DataError
+    from overt.predict.inputs import Inputs, InputError
     from overt.predict.predictor import Predictor, weights_for
 
     weights = weights_for(args.run_dir, args.checkpoint)
-    inputs = read_inputs(args.inputs, args.format)
     predictor = Predictor.from_run(args.run_dir, device=args.device, batch_size=args.batch_size,
                                    recipe=args.recipe, trust_recipe=args.trust_recipe, weights=weights,
                                    top_k=args.top_k, raw=args.raw)
-    results = predictor.predict(inputs)
+    inputs = Inputs(args.inputs, args.format, expect=predictor.expects())
+    output = Output(args.strict)
+    progress = Progress(inputs)
+    try:
+        for answers in predictor.predict_chunks(inputs.chunks(max(args.batch_size, CHUNK))):
+            output.write(_lines(answers))
+            progress.update()
+            if output.closed:
+                break
+    except DataError as exc:  # an input the model cannot take: name its file and line
+        row = getattr(exc, "row", None)
+        if row is None:
+            raise
+        raise InputError(exc.what, where="; ".join(filter(None, [inputs.where(row), exc.where])), why=exc.why,
+                         fix=exc.fix) from None
+    finally:
+        if progress.shown:
+            progress.update(final=True)
+    if inputs.count == 0:
+        raise InputError("there are no inputs: " + ("the input holds no rows" if args.inputs else "stdin is empty"),
+                         why="no answer could be given; an empty output would look like a finished prediction",
+                         fix="give at least one row (a CSV needs rows below its header)")
     for finding in predictor.findings:
         print(finding.format(), file=sys.stderr)
     if args.report:
-        _write_report(args.report, args.run_dir, len(inputs), predictor.findings)
+        _write_report(args.report, args.run_dir, inputs.count, predictor.findings)
     if args.strict and predictor.findings:
         raise Failed(f"{len(predictor.findings)} train-serve-skew finding(s) with --strict: no predictions written")
-    try:
-        sys.stdout.write(_lines(results))
-        sys.stdout.flush()
-    except BrokenPipeError:  # `overt predict ... | head`: the reader has what it wanted
-        _silence_stdout()
-    except (OSError, ValueError) as exc:  # a full disk, /dev/full, a closed stream
-        _silence_stdout()
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise Failed(f"cannot write the predictions to stdout: {reason}",
-                     fix="write them where there is room (> predictions.jsonl on a disk with space)") from None
+    output.release()
     return 0
+
+
+#: inputs read (and answered) at a time, at least: memory stays bounded however large the input
+CHUNK = 4096

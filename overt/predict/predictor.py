@@ -7,19 +7,19 @@ Safety: the only code imported is the recipe named in the run's ``config.yaml``
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from overt.errors import OvertError
+from overt.predict.runfiles import RunError
 
-
-class RunError(OvertError):
-    """A run directory that cannot be used for prediction or export."""
+__all__ = ["Predictor", "RunError", "load_run", "weights_for"]
 
 
 class Predictor:
@@ -75,26 +75,32 @@ class Predictor:
         Unless ``quiet``, stderr names the recipe file imported.  A recipe that is not built in is imported
         only when this machine trained the run with it, or with ``trust_recipe`` / ``recipe=FILE`` (see
         :func:`load_run`)."""
-        from overt.checkpoint.weights import load_weights
-        from overt.preprocessing import Preprocessing
+        from overt.checkpoint.codec import CheckpointError
+        from overt.checkpoint.weights import load_module_state, load_weights
+        from overt.predict.runfiles import build_checked, read_final_weights, read_record, weights_shapes
         from overt.recipes.base import build_recipe
-        from overt.run.reader import read_json
-        from overt.run.layout import INPUTS, WEIGHTS
+        from overt.run.layout import CONFIG
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise RunError(f"batch size {batch_size!r} is not a positive number of inputs",
                            fix="give --batch-size 1 or more (default 256)")
+        run = Path(run_dir)
         module, cfg, meta = load_run(run_dir, quiet, recipe=recipe, trust_recipe=trust_recipe, command=command,
                                      need_weights=weights is None)
+        record, preparation = read_record(run)  # before the model is built: a damaged record costs nothing
         build_model = getattr(module, "build_model", None)
         if build_model is not None:
-            model = build_model(cfg, meta)
+            shapes = weights_shapes(Path(weights) if weights is not None else None, run)
+            model = build_checked(lambda: build_model(cfg, meta), shapes, run / CONFIG)
         else:  # a recipe without build_model: build it whole (this loads its data)
             model = build_recipe(module, cfg).model
-        load_weights(model, Path(weights) if weights is not None else Path(run_dir) / WEIGHTS, strict=True)
-        record = read_json(Path(run_dir) / INPUTS) or {}
-        prep = record.get("preprocessing")
-        preparation = Preprocessing.from_dict(prep) if isinstance(prep, dict) else None
+        try:
+            if weights is None:  # the final weights, checked against the hash recorded when the run finished
+                load_module_state(model, read_final_weights(run), strict=True, source=str(run / "model.safetensors"))
+            else:
+                load_weights(model, Path(weights), strict=True)
+        except CheckpointError as exc:
+            raise RunError(exc.what, where=exc.where, why=exc.why, fix=exc.fix) from None
         if preparation is None and getattr(module, "preprocess", None) is None and not quiet \
                 and getattr(module, "predict", None) is None:
             print("overt: this run declares no preprocessing: inputs are given to the model as they are",
@@ -112,13 +118,30 @@ class Predictor:
         with torch.inference_mode():
             return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
 
-    def prepare(self, chunk: Sequence[Any]) -> Any:
-        """Raw inputs -> the model's input batch (the declared preprocessing, else the recipe's)."""
+    def expects(self) -> Any:
+        """What the model takes (:class:`overt.predict.inputs.Expect`), from the run's record: how
+        ``overt predict`` reads a CSV's first row and stdin."""
+        from overt.predict.inputs import Expect
+
+        prep = self.preparation
+        schema = self.record.get("schema") or {}
+        if prep is not None and prep.is_text:
+            return Expect(text=True)
+        if prep is not None:
+            return Expect(width=prep.n_features(), features=tuple(prep.features) if prep.features else None)
+        features = schema.get("features")
+        shape = schema.get("shape")
+        width = int(math.prod(shape)) if shape and schema.get("dtype", "").startswith("float") else None
+        return Expect(width=width, features=tuple(features) if features else None)
+
+    def prepare(self, chunk: Sequence[Any], offset: int = 0) -> Any:
+        """Raw inputs -> the model's input batch (the declared preprocessing, else the recipe's);
+        ``offset`` numbers the first input in errors."""
         if self.preparation is not None:
-            return self.preparation.tensor(chunk)
+            return self.preparation.tensor(chunk, offset)
         if self.preprocess is not None:
             return self.preprocess(list(chunk), self.meta)
-        return _numbers(chunk, self.record)
+        return _numbers(chunk, self.record, offset)
 
     def answer(self, output: Any) -> list[Any]:
         from overt.preprocessing import answers
@@ -136,27 +159,47 @@ class Predictor:
         return answers(output.numpy(), "raw")
 
     def check(self, batch: Any, offset: int) -> None:
-        """Compare a prepared batch with what the model was trained on; keep the problems found."""
+        """Compare a prepared batch with what the model was trained on; keep the problems found
+        (merged by kind, at most :data:`ROWS_KEPT` row numbers each: memory stays bounded)."""
         from overt.record import check_inputs
 
         if isinstance(batch, torch.Tensor) and batch.is_floating_point():
-            self.problems += check_inputs(batch.detach().cpu().numpy(), self.record, offset=offset)
+            for problem in check_inputs(batch.detach().cpu().numpy(), self.record, offset=offset):
+                seen = next((p for p in self.problems if p["kind"] == problem["kind"]), None)
+                if seen is None:
+                    self.problems.append({**problem, "count": len(problem["rows"]),
+                                          "rows": problem["rows"][:ROWS_KEPT]})
+                else:
+                    seen["count"] += len(problem["rows"])
+                    seen["rows"] += problem["rows"][:max(0, ROWS_KEPT - len(seen["rows"]))]
 
     def predict(self, inputs: Sequence[Any]) -> list[Any]:
         """One JSON-ready prediction per raw input, computed ``batch_size`` inputs at a time.  Inputs that
         look unlike the training data are reported in :attr:`findings` (``train-serve-skew``)."""
         inputs = list(inputs)
+        return [answer for chunk in self.predict_chunks([inputs] if inputs else []) for answer in chunk]
+
+    def predict_chunks(self, chunks: Iterable[Sequence[Any]]) -> Iterator[list[Any]]:
+        """The answers to each chunk of raw inputs as soon as it is computed (``overt predict`` streams a
+        large input this way, in bounded memory); :attr:`findings` is complete once every chunk is
+        answered.  Errors about an input number it from the first input of the first chunk."""
         self.problems, self.findings = [], []
-        if self.predict_fn is not None:
-            with torch.inference_mode():
-                return list(self.predict_fn(self.model, inputs, self.meta))
-        results: list[Any] = []
-        for start in range(0, len(inputs), self.batch_size):
-            batch = self.prepare(inputs[start:start + self.batch_size])
-            self.check(batch, start)
-            results += self.answer(self.run_batch(batch))
-        self.findings = skew_findings(self.problems, len(inputs), self.record)
-        return results
+        total = 0
+        for chunk in chunks:
+            chunk = list(chunk)
+            if self.predict_fn is not None:
+                with torch.inference_mode():
+                    yield list(self.predict_fn(self.model, chunk, self.meta))
+                total += len(chunk)
+                continue
+            results: list[Any] = []
+            for start in range(0, len(chunk), self.batch_size):
+                batch = self.prepare(chunk[start:start + self.batch_size], total + start)
+                self.check(batch, total + start)
+                results += self.answer(self.run_batch(batch))
+            total += len(chunk)
+            yield results
+        self.findings = skew_findings(self.problems, total, self.record)
 
     __call__ = predict
 
@@ -186,8 +229,9 @@ def skew_findings(problems: list[dict[str, Any]], total: int, record: dict[str, 
 
     merged: dict[str, dict[str, Any]] = {}
     for p in problems:
-        seen = merged.setdefault(p["kind"], {**p, "rows": []})
+        seen = merged.setdefault(p["kind"], {**p, "rows": [], "count": 0})
         seen["rows"] += p["rows"]
+        seen["count"] += p.get("count", len(p["rows"]))
     sample = (record.get("sample") or {}).get("size")
     fixes = {
         "scale": "give raw inputs in the units of the training data, and do not prepare them yourself: overt "
@@ -201,20 +245,24 @@ def skew_findings(problems: list[dict[str, Any]], total: int, record: dict[str, 
     for kind, p in merged.items():
         rows = p["rows"]
         out.append(Finding("train-serve-skew", f"{describe(p)}. Fix: {fixes[kind]}", fix=fixes[kind],
-                           where=f"{len(rows)} of {total} input(s)",
-                           details={"kind": kind, "rows": rows[:1000], "inputs": total,
+                           where=f"{p['count']} of {total} input(s)",
+                           details={"kind": kind, "rows": rows[:ROWS_KEPT], "inputs": total,
                                     "training_sample": sample,
                                     **{k: v for k, v in p.items() if k not in ("kind", "rows")}}))
     return out
 
 
-def _numbers(inputs: Sequence[Any], record: dict[str, Any] | None = None) -> torch.Tensor:
+#: the row numbers a train-serve-skew finding keeps (its count covers every row)
+ROWS_KEPT = 1000
+
+
+def _numbers(inputs: Sequence[Any], record: dict[str, Any] | None = None, offset: int = 0) -> torch.Tensor:
     from overt.preprocessing import numeric_matrix
 
     schema = (record or {}).get("schema") or {}
     shape = schema.get("shape")
-    width = int(torch.tensor(shape).prod()) if shape else None
-    matrix = numeric_matrix(inputs, schema.get("features"), width)
+    width = int(math.prod(shape)) if shape else None
+    matrix = numeric_matrix(inputs, schema.get("features"), width, offset)
     x = torch.from_numpy(matrix.astype("float32"))
     return x.reshape(len(x), *shape) if shape else x
 
@@ -231,8 +279,10 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
     from overt.config import resolve
     from overt.errors import ConfigError
     from overt.recipes.base import load_recipe_module, recipe_defaults
+    from overt.recipes.base import BUILTIN
     from overt.recipes.trust import authorize, explicit
-    from overt.run.layout import CONFIG, RECIPE_META, RECIPE_SOURCE, WEIGHTS
+    from overt.predict.runfiles import read_recipe_source
+    from overt.run.layout import CONFIG, RECIPE_META, WEIGHTS
     from overt.run.reader import read_json
 
     run = Path(run_dir)
@@ -249,9 +299,8 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
         spec, notes = explicit(recipe)
     else:
         spec = named
-        recorded = read_json(run / RECIPE_SOURCE)
-        notes = authorize(spec, recorded=recorded if isinstance(recorded, dict) else None, trust=trust_recipe,
-                          command=command, run=str(run))
+        recorded = read_recipe_source(run) if spec not in BUILTIN else None  # read (and checked) when it decides
+        notes = authorize(spec, recorded=recorded, trust=trust_recipe, command=command, run=str(run))
     for line in notes:  # before the import: what runs, and why overt lets it
         print(line, file=sys.stderr, flush=True)
     module = load_recipe_module(spec)
@@ -321,7 +370,17 @@ def weights_for(run_dir: str | Path, which: str = "final", log: Callable[[str], 
         return loaded.path
     cfg = read_run_config(run / CONFIG)
     monitor, mode = str(cfg.get("monitor") or "val/loss"), str(cfg.get("monitor_mode") or "min")
-    scored = [e for e in list_checkpoints(root) if e.metric is not None and math.isfinite(e.metric)]
+    entries = list_checkpoints(root)
+    damaged = [e for e in entries if e.problem is not None]
+    for entry in damaged:  # named, as --checkpoint last names them: its metric is unknown, so it cannot be ranked
+        try:
+            verify_and_read(entry.path)
+            reason = entry.problem
+        except CheckpointError as exc:
+            reason = exc.what
+        say(f"overt: checkpoint {entry.path} is unusable: {reason}; it is left out of the choice of the best "
+            f"(its {monitor} cannot be read)")
+    scored = [e for e in entries if e.metric is not None and math.isfinite(e.metric)]
     if not scored:
         raise RunError(f"no checkpoint of {run} records a value of its monitored metric {monitor}",
                        why="the best checkpoint is chosen by that value (saved at each epoch's validation)",
@@ -333,7 +392,8 @@ def weights_for(run_dir: str | Path, which: str = "final", log: Callable[[str], 
         except CheckpointError as exc:
             say(f"overt: checkpoint {entry.path} is unusable: {exc.what}; trying the next best")
             continue
+        left_out = f"; {len(damaged)} unusable one(s) left out" if damaged else ""
         say(f"overt: weights from {entry.path} (the best {monitor} among {len(scored)} checkpoint(s): "
-            f"{entry.metric:.6g}, {mode})")
+            f"{entry.metric:.6g}, {mode}{left_out})")
         return entry.path
     raise RunError(f"no checkpoint of {run} with a value of {monitor} verifies", fix="use --checkpoint final")

@@ -6,6 +6,7 @@ A directory with ``summary.json`` is a finished run; one without it is not
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import traceback
@@ -119,6 +120,8 @@ class RunWriter(Callback):
                     save_file({k: v.contiguous() for k, v in whole.items()}, str(tmp), metadata={"format": "pt"})
                 else:
                     save_model(trainer.model, str(tmp))
+                with open(tmp, "rb") as fh:  # overt predict/export check model.safetensors against this hash
+                    summary["weights_sha256"] = hashlib.sha256(fh.read()).hexdigest()
             write_json(self.run_dir / SUMMARY, summary)
         except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
             if is_disk_full(error):

@@ -72,7 +72,7 @@ def test_export_cli_prints_the_difference(runs, tmp_path, capsys):
     assert main(["export", str(runs("house-prices")), "--format", "pt2", "--out", str(tmp_path / "h.pt2")]) == 0
     out = capsys.readouterr().out
     assert "max abs diff" in out and "raw validation inputs through the declared preprocessing" in out
-    assert "answers identical to overt predict" in out and (tmp_path / "h.serving.json").is_file()
+    assert "answers identical to overt predict" in out and (tmp_path / "h.pt2.serving.json").is_file()
     assert main(["export", str(tmp_path), "--format", "pt2"]) == 2  # not a run directory
 
 
