@@ -281,9 +281,8 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
     from overt.recipes.base import load_recipe_module, recipe_defaults
     from overt.recipes.base import BUILTIN
     from overt.recipes.trust import authorize, explicit
-    from overt.predict.runfiles import read_recipe_source
+    from overt.predict.runfiles import read_recipe_meta, read_recipe_source
     from overt.run.layout import CONFIG, RECIPE_META, WEIGHTS
-    from overt.run.reader import read_json
 
     run = Path(run_dir)
     if not (run / CONFIG).is_file():
@@ -312,10 +311,12 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
     try:
         cfg = resolve(defaults, {**defaults, **values}, source=str(run / CONFIG))
     except ConfigError as exc:
-        raise RunError(f"the recipe {spec} no longer accepts this run's config", where=str(exc).split("\n")[0],
-                       fix="use the recipe version that trained the run") from None
-    meta = read_json(run / RECIPE_META)
-    return module, cfg, meta if isinstance(meta, dict) else {}
+        raise RunError(f"the recipe {spec} does not accept this run's config", where=str(exc).split("\n")[0],
+                       why="the config was edited after training, or the recipe changed since",
+                       fix="restore config.yaml as training wrote it, or use the recipe version that trained the "
+                           "run") from None
+    meta = read_recipe_meta(run / RECIPE_META)
+    return module, cfg, meta
 
 
 def read_run_config(path: Path) -> dict[str, Any]:

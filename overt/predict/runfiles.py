@@ -6,6 +6,7 @@ model or a raw traceback:
 
 - ``inputs.json`` (:func:`read_record`): the declared preprocessing and the training record;
 - ``recipe_source.json`` (:func:`read_recipe_source`): which recipe file trained the run;
+- ``recipe_meta.json`` (:func:`read_recipe_meta`): what the model needs from the training split;
 - ``model.safetensors`` (:func:`read_final_weights`): its SHA-256 against the one recorded when the
   run finished (``summary.json``'s ``weights_sha256``);
 - the model that ``config.yaml`` builds (:func:`build_checked`): built first without memory (on
@@ -96,6 +97,17 @@ def read_recipe_source(run: Path) -> dict[str, Any] | None:
                                "imported",
                            fix="restore recipe_source.json as training wrote it, or name the recipe file yourself "
                                "with --recipe FILE")
+    return data
+
+
+def read_recipe_meta(path: Path) -> dict[str, Any]:
+    """``recipe_meta.json`` (what the model needs from the training split: a vocabulary, class names);
+    {} when the run has none, a ``SchemaError`` when it is not a JSON object."""
+    data = _read(path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise schema_error(path, ValueError(f"it holds a JSON {type(data).__name__}, not an object"))
     return data
 
 

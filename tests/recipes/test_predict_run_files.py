@@ -211,6 +211,22 @@ def test_a_tampered_config_is_refused_before_the_model_is_built(copy, edit, word
         assert word in err, err
 
 
+@pytest.mark.parametrize("name,text,words", [
+    ("recipe_meta.json", "[1]", ["recipe_meta.json is damaged: it holds a JSON list"]),
+    ("recipe_meta.json", "{", ["recipe_meta.json is damaged: it is not JSON"]),
+    ("config.yaml", None, ["does not accept this run's config", "restore config.yaml"]),
+])
+def test_a_damaged_meta_or_config_value_names_the_file(copy, predict, name, text, words):
+    run = copy()
+    if text is None:  # a value of the wrong type
+        text = (run / name).read_text().replace("batch_size: 32", "batch_size: x")
+    (run / name).write_text(text)
+    code, out, err = predict(run, ROW)
+    assert code == 2 and out == []
+    for word in words:
+        assert word in err, err
+
+
 def test_a_damaged_recipe_source_json_is_an_error_naming_the_field(tmp_path, predict):
     recipe = tmp_path / "mine.py"
     recipe.write_text("from overt.recipes.digits import *  # noqa\nfrom overt.recipes import digits\n"
