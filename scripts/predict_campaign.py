@@ -238,9 +238,11 @@ def main() -> int:
             ("record stats a number", lambda t: json.dumps({**json.loads(t), "inputs": {"stats": 3}}))]:
         folder = tmp / f"serving-{len(notes)}"
         folder.mkdir()
-        for f in ("model.onnx", "model.onnx.serving.json"):
+        # an older overt wrote model.serving.json (shared by both formats)
+        served = "model.onnx.serving.json" if (Path(run) / "model.onnx.serving.json").exists() else "model.serving.json"
+        for f in ("model.onnx", served):
             shutil.copy(Path(run) / f, folder / f)
-        spec = folder / "model.onnx.serving.json"
+        spec = folder / served
         spec.write_text(change(spec.read_text()))
         code, out, err = python("from overt.errors import OvertError\nfrom overt.serving import load_exported\n"
                                 f"try:\n    load_exported({str(folder / 'model.onnx')!r})\n"
