@@ -44,8 +44,9 @@ def python(code: str, timeout: float = 120) -> tuple[int | None, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def verdict(result: tuple[int | None, str, str], expected: list[int] | None) -> str:
-    """``expected``: the classes of the right answers; None: the right outcome is an overt error (exit 2)."""
+def verdict(result: tuple[int | None, str, str], expected: list[int] | None, names: str = "") -> str:
+    """``expected``: the classes of the right answers; None: the right outcome is an overt error (exit 2)
+    whose message contains ``names`` (the damaged file: an error for another reason does not count)."""
     code, out, err = result
     if code is None:
         return "hang"
@@ -58,7 +59,9 @@ def verdict(result: tuple[int | None, str, str], expected: list[int] | None) -> 
         return "noisy" if "Warning" in err or "W1" in err else "clean"
     if code == 0 and expected is None:
         return "silently wrong"  # it should have refused
-    return "clean" if code in (1, 2) and "error" in err else "traceback"
+    if code in (1, 2) and "error" in err:
+        return "clean" if names in err else "silently wrong"  # refused, but not for the damage planted
+    return "traceback"
 
 
 def main() -> int:
@@ -78,11 +81,13 @@ def main() -> int:
     answers = overt("predict", str(base), "-", "--format", "csv", stdin=rows)[1]
     ref = [json.loads(line)["class"] for line in answers.splitlines()]
     assert len(ref) == 6
+    (tmp / "rows.csv").write_text(rows)
     tally: dict[str, Counter] = defaultdict(Counter)
     notes: list[str] = []
 
-    def trial(surface: str, name: str, run: Callable[[], tuple[int | None, str, str]], expected: list[int] | None):
-        outcome = verdict(run(), expected)
+    def trial(surface: str, name: str, run: Callable[[], tuple[int | None, str, str]], expected: list[int] | None,
+              names: str = ""):
+        outcome = verdict(run(), expected, names)
         tally[surface][outcome] += 1
         notes.append(f"{surface} | {name} | {outcome}")
 
@@ -178,7 +183,8 @@ def main() -> int:
     for name, damage in damages:
         run = copy(name.replace(" ", "_").replace("*", "").replace("|", "").replace("$", "").replace(":", ""),
                    damage)
-        trial(s, name, lambda r=run: overt("predict", r, "-", stdin=rows, timeout=60), None)
+        damaged = "recipe module" if "recipe:" in name else name.split()[0]  # what the error must name
+        trial(s, name, lambda r=run: overt("predict", r, str(tmp / "rows.csv"), timeout=60), None, damaged)
 
     # -- predict/export --checkpoint ------------------------------------------------------------------------
     s = "predict / export --checkpoint"
@@ -190,7 +196,7 @@ def main() -> int:
         path.write_bytes(bytes(data))
 
     def checked(name: str, run: str, which: str, must_say: str) -> None:
-        code, out, err = overt("predict", run, "-", "--checkpoint", which, stdin=rows)
+        code, out, err = overt("predict", run, str(tmp / "rows.csv"), "--checkpoint", which)
         outcome = verdict((code, out, err), None if code else [json.loads(x)["class"] for x in out.splitlines()])
         if code == 0 and must_say not in err:
             outcome = "silently wrong"  # a fallback that was not said
@@ -212,7 +218,8 @@ def main() -> int:
     checked("final weights flipped, --checkpoint last", copy(
         "flipped-final", lambda r: flip(r / "model.safetensors")), "last", "weights from")
     trial(s, "final weights flipped, --checkpoint final", lambda: overt(
-        "predict", copy("flipped-final-2", lambda r: flip(r / "model.safetensors")), "-", stdin=rows), None)
+        "predict", copy("flipped-final-2", lambda r: flip(r / "model.safetensors")), str(tmp / "rows.csv")), None,
+        "model.safetensors")
 
     # -- export and serving ---------------------------------------------------------------------------------
     s = "export and serving"
