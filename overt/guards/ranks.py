@@ -57,6 +57,18 @@ class RankReports:
         self.session.reads.flush(can_stop=False)
         self.gathered = gather_findings(list(self.session.reporter.findings))
 
+    def release_group(self) -> None:
+        """After the script returned with its default process group alive (and its findings were
+        gathered): wait for every rank, then destroy the group while the interpreter is whole.  Left
+        to the interpreter's exit, gloo's group was torn down on one rank while its peer still talked
+        to it, and that rank aborted ("terminate called without an active exception", exit 1)."""
+        import torch.distributed as dist
+
+        if not (self.done and dist.is_available() and dist.is_initialized()):
+            return
+        dist.barrier()
+        (self._original or dist.destroy_process_group)()
+
     def uninstall(self) -> None:
         if self._original is not None:
             import torch.distributed as dist

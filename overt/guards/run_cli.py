@@ -145,6 +145,7 @@ def main(argv: list[str]) -> int:
     # sys.argv, sys.path[0] and __main__ stay the script's, as after `python script.py` (atexit
     # handlers see them); an in-process caller restores them (tests/guards/test_run_cli.py)
     ranks.gather()  # a script that left its process group alive
+    ranks.release_group()  # ... is torn down here, every rank together, not at interpreter exit
     ranks.uninstall()
     findings = session.close(error=error)
     findings = session.reporter.findings = ranks.final(findings, sys.stderr)
