@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from overt.config import TrainConfig
     from overt.engine.callbacks import Callback
     from overt.engine.parallel import Parallel
+    from overt.run.rundir import RunDir
 
 
-def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Callback] = (),
+def default_callbacks(cfg: TrainConfig, run_dir: Path | RunDir | None, user: Sequence[Callback] = (),
                       recipe_source: dict[str, Any] | None = None, *, main: bool | None = None) -> list[Callback]:
     """The callbacks of a run with this config, in calling order: guards, early stopping
     (``early_stop``; before the checkpoints, which save its count), checkpoints (when there is a
@@ -37,28 +38,30 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
     missing matplotlib is an error before the run directory is written.  Under torchrun, guards
     and checkpoints run on every rank; whatever writes or prints only on the ``main`` process (rank 0;
     by default read from the torchrun environment)."""
-    from overt.run.layout import GUARDS
     from overt.run.progress import progress_callback
+    from overt.run.rundir import RunDir
     from overt.torchrun import DistEnv
 
     if main is None:
         main = DistEnv.from_environ().rank == 0
+    run = (run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)) if run_dir is not None else None
+    run_dir = run.path if run is not None else None
     callbacks: list[Callback] = []
     if cfg.guards:
         from overt.guards.engine import GuardCallback
         from overt.guards.options import pyproject_ignore
 
         callbacks.append(GuardCallback(strict=cfg.strict, ignore=[*pyproject_ignore(), *cfg.ignore],
-                                       report_path=str(run_dir / GUARDS) if run_dir and main else None))
+                                       report_path=str(run.guards) if run and main else None))
     if cfg.early_stop is not None:  # before the checkpoints: an epoch's checkpoint holds its count
         from overt.engine.early_stop import EarlyStopping
 
         callbacks.append(EarlyStopping(cfg.early_stop, cfg.early_stop_min_delta, monitor=cfg.monitor,
                                        mode=cfg.monitor_mode, verbose=main))
-    if run_dir is not None and cfg.checkpoint:
+    if run is not None and cfg.checkpoint:
         from overt.checkpoint.callback import CheckpointCallback
 
-        callbacks.append(CheckpointCallback(cfg, run_dir, recipe_source=recipe_source))
+        callbacks.append(CheckpointCallback(cfg, run, recipe_source=recipe_source))
     callbacks += user
     if cfg.debug_anomaly:
         from overt.engine.anomaly import AnomalyMode
@@ -81,12 +84,12 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | None, user: Sequence[Cal
                                   "call overt.report.write_report on a run directory later")
         from overt.report.callback import PlotsCallback
 
-        callbacks.append(PlotsCallback(run_dir))
-    if run_dir is not None and main:
+        callbacks.append(PlotsCallback(run))
+    if run is not None and main:
         from overt.run.metrics_log import MetricsLog
         from overt.run.writer import RunWriter
 
-        callbacks += [MetricsLog(run_dir, tensorboard=cfg.tensorboard), RunWriter(run_dir)]
+        callbacks += [MetricsLog(run, tensorboard=cfg.tensorboard), RunWriter(run)]
         if cfg.metrics_csv:
             from overt.run.metrics_csv import MetricsCSV
 
@@ -108,9 +111,12 @@ class Trainer(EngineTrainer):
         summary = trainer.fit()
     """
 
-    def __init__(self, *args: Any, run_dir: str | Path | None = None, recipe_source: dict[str, Any] | None = None,
-                 **kwargs: Any):
-        self.run_dir = Path(run_dir) if run_dir is not None else None
+    def __init__(self, *args: Any, run_dir: str | Path | RunDir | None = None,
+                 recipe_source: dict[str, Any] | None = None, **kwargs: Any):
+        from overt.run.rundir import RunDir
+
+        self.run = (run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)) if run_dir is not None else None
+        self.run_dir = self.run.path if self.run is not None else None
         self.recipe_source = recipe_source  # recorded in checkpoints (overt train sets it; see train_recipe)
         super().__init__(*args, **kwargs)
 
@@ -122,7 +128,7 @@ class Trainer(EngineTrainer):
         return parallel_for(config, gather_final_weights=self.run_dir is not None)
 
     def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
-        return default_callbacks(self.config, self.run_dir, callbacks, recipe_source=self.recipe_source,
+        return default_callbacks(self.config, self.run, callbacks, recipe_source=self.recipe_source,
                                  main=self.parallel.is_main)
 
 
@@ -157,10 +163,8 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
     from overt.torchrun import DistEnv
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe, recipe_source
-    from overt.run import lock
-    from overt.run.rundir import check_claimable, claim, run_dir_for
+    from overt.run.rundir import RunDir, check_claimable, claim, run_dir_for
     from overt.recipes.trust import remember
-    from overt.run.layout import INPUTS
     from overt.run.writer import write_inputs_record, write_recipe_meta, write_recipe_source
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
@@ -173,7 +177,10 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
     if resume is None:  # under torchrun rank 0 claims it (and picks a unique name); the others follow
         from overt.distributed.group import on_rank0
 
-        run_dir = on_rank0(lambda: claim(run_dir, unique=not named))
+        run = on_rank0(lambda: claim(run_dir, unique=not named))  # rank 0 holds its lock; the others a copy
+    else:
+        run = RunDir(run_dir)  # its lock is held by `overt resume`
+    run_dir = run.path
     source = recipe_source(cfg.recipe)
     if main:
         remember(source)  # this machine ran this recipe's code: predict/export/resume may import it again
@@ -183,13 +190,13 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
                               scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                               metrics=recipe.metrics, forward=recipe.forward, collate_fn=recipe.collate_fn,
                               train_transform=recipe.train_transform,
-                              callbacks=[*recipe.callbacks, *callbacks], config=cfg, run_dir=run_dir,
+                              callbacks=[*recipe.callbacks, *callbacks], config=cfg, run_dir=run,
                               recipe_source=source)
             if main:
-                write_recipe_meta(run_dir, recipe.meta)
-                write_recipe_source(run_dir, source)
-                if resume is None or not (Path(run_dir) / INPUTS).is_file():
-                    write_inputs_record(run_dir, inputs_record(recipe))
+                write_recipe_meta(run, recipe.meta)
+                write_recipe_source(run, source)
+                if resume is None or not run.inputs.is_file():
+                    write_inputs_record(run, inputs_record(recipe))
             if resume is not None:
                 from overt.checkpoint.callback import restore_trainer
 
@@ -203,12 +210,11 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
 
                 full = DiskFullError("the run's recipe_meta.json", run_dir)
                 if main:
-                    write_status(run_dir, failed_status(full, step=None))
+                    write_status(run, failed_status(full, step=None))
                 raise full from None
             if main:
-                write_status(run_dir, failed_status(error, step=None))
+                write_status(run, failed_status(error, step=None))
             raise
         return trainer.fit()  # from here on the RunWriter records the status
     finally:
-        if resume is None:
-            lock.release(run_dir)
+        run.lock().release()  # the lock claim() took (nothing where this object holds none)

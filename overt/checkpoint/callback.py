@@ -29,7 +29,8 @@ from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
 from overt.checkpoint.finite import all_finite, float_tensors, nonfinite_names
 from overt.checkpoint.store import list_checkpoints, read_newest_valid, verify_and_read
-from overt.run.layout import CHECKPOINTS, CONFIG, checkpoint_root, checkpoint_step, checkpoints_dir
+from overt.run.layout import checkpoint_step
+from overt.run.rundir import RunDir
 from overt.engine.callbacks import Callback
 
 if TYPE_CHECKING:
@@ -55,11 +56,12 @@ class CheckpointCallback(Callback):
     """Saves ``RUN_DIR/checkpoints/step-NNNNNN`` by the config's policy; turns SIGTERM, SIGINT and
     ``preempt_signal`` into finish-the-step, save, stop."""
 
-    def __init__(self, cfg: Any, run_dir: Path, recipe_source: dict[str, Any] | None = None):
+    def __init__(self, cfg: Any, run_dir: RunDir | Path, recipe_source: dict[str, Any] | None = None):
         self.cfg = cfg
-        self.run_dir = Path(run_dir)
+        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+        self.run_dir = self.run.path
         self.recipe_source = recipe_source  # {"spec", "file", "sha256"} of the recipe, checked by overt resume
-        self.checkpointer = Checkpointer(checkpoints_dir(run_dir), keep_last=cfg.keep_last,
+        self.checkpointer = Checkpointer(self.run.checkpoints, keep_last=cfg.keep_last,
                                          keep_best=cfg.keep_best, mode=cfg.monitor_mode, metric_name=cfg.monitor,
                                          background=cfg.checkpoint_background)
         signals = [signal.SIGTERM, signal.SIGINT]
@@ -158,6 +160,7 @@ class CheckpointCallback(Callback):
     # -- hooks ---------------------------------------------------------------------------------
 
     def on_fit_start(self, trainer: Trainer) -> None:
+        self.run.folder(self.run.checkpoints, create=False)  # a linked checkpoints/ would save outside the run
         self._trainer = trainer
         self.preemption.install()
         self._saved_at = _position(trainer) if trainer.resumed_from is not None else None
@@ -221,13 +224,17 @@ def find_checkpoint(path: str | Path, log: Any = _stderr) -> Restored:
         return Restored(verify_and_read(path))
     if not path.is_dir():
         raise CheckpointError(f"{path} does not exist", fix="give the run directory of the run to continue")
-    root = checkpoint_root(path)
-    if not list_checkpoints(root) and (path / CONFIG).is_file():
+    run = RunDir(path)
+    root = run.checkpoint_root()
+    if not list_checkpoints(root) and run.config.is_file():
+        from overt.run.rundir import written_by_overt
+
+        again = (f"delete the folder (rm -r {path}) and run the same `overt train` command" if written_by_overt(path)
+                 else "run the same `overt train` command into a new folder (name= or run_dir=)")
         raise CheckpointError(
             f"run {path} has no checkpoint to continue from",
             why="it ended before its first checkpoint was written (or it was trained with checkpoint=false)",
-            fix=f"start it again: delete the folder (rm -r {path}) and run the same `overt train` command "
-                "(checkpoint_every_steps=N saves more often than once per epoch)",
+            fix=f"start it again: {again} (checkpoint_every_steps=N saves more often than once per epoch)",
         )
     restored = _newest_usable(root, log)
     if root != path:
@@ -266,7 +273,7 @@ def _check_belongs(restored: Restored, run_dir: Path) -> None:
         f"the checkpoint {restored.path} belongs to another run",
         where=f"it is {real_ckpt} (through a link), written by the run {saved}; resuming {run_dir}",
         why="continuing from it would graft another run's weights and position onto this run's logs",
-        fix=f"resume that run itself (`overt resume {saved}`), or remove the link {run_dir / CHECKPOINTS}",
+        fix=f"resume that run itself (`overt resume {saved}`), or remove the link {RunDir(run_dir).checkpoints}",
     )
 
 

@@ -78,7 +78,8 @@ def load_weights(model: nn.Module, path: str | Path, *, strict: bool = True, nam
     checkpoint) or a ``.safetensors`` file into ``model``.  Never unpickles.  Returns the report;
     with ``strict`` (default) any difference raises :class:`CheckpointError` naming the keys."""
     from overt.checkpoint.store import check_finite, read_newest_valid, read_safetensors, verify_and_read
-    from overt.run.layout import checkpoint_root, checkpoint_step
+    from overt.run.layout import checkpoint_step
+    from overt.run.rundir import RunDir
 
     path = Path(path)
     if path.is_file():
@@ -88,7 +89,7 @@ def load_weights(model: nn.Module, path: str | Path, *, strict: bool = True, nam
         if checkpoint_step(path.name) is not None:
             loaded = verify_and_read(path)
         else:
-            loaded = read_newest_valid(checkpoint_root(path))
+            loaded = read_newest_valid(RunDir(path).checkpoint_root())
         file = f"{name}.safetensors"
         if file not in loaded.tensor_files:
             modules = [f.removesuffix(".safetensors") for f in loaded.tensor_files if f != "state.safetensors"]

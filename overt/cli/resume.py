@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import re
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,11 +113,13 @@ def saved_world_size(path: Path) -> int | None:
 
     from overt.checkpoint.store import STATE_JSON, list_checkpoints, read_regular
 
+    from overt.run.rundir import RunDir
+
     path = Path(path)
-    if re.match(r"^step-\d+$", path.name):
+    if RunDir.of(path).path != path:  # a checkpoint folder
         newest = path
     else:
-        root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        root = RunDir(path).checkpoint_root()
         entries = [e for e in list_checkpoints(root) if e.problem is None]
         if not entries:
             return None
@@ -155,18 +157,18 @@ def main(argv: list[str]) -> int:
     as_worker()
     args = parse_args(argv)
     from overt.distributed.env import DistEnv
-    from overt.run import lock
+    from overt.run.rundir import RunDir
 
     argv, args.overrides = _with_saved_world_size(argv, args)
     code = launched(["resume", *argv], args.overrides)  # nproc=N: N workers under torchrun's agent
     if code is not None:
         return code
     path = Path(args.run_dir)
-    run_dir = path.parent.parent if re.match(r"^step-\d+$", path.name) else path
+    run = RunDir.of(path)
+    run_dir = run.path
     main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
-    if run_dir.is_dir() and main:
-        lock.acquire(run_dir)  # first (before torch is imported): another process may be training it
-    try:
+    # first (before torch is imported): another process may be training it
+    with run.lock() if run_dir.is_dir() and main else contextlib.nullcontext():
         from overt.checkpoint.callback import find_checkpoint
         from overt.cli.train import run_distributed
         from overt.compose import train_recipe
@@ -182,6 +184,4 @@ def main(argv: list[str]) -> int:
         module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
                                     args.allow_changed_recipe, args.trust_recipe)
         summary = run_distributed(cfg, lambda: train_recipe(cfg, module, resume=restored))
-    finally:
-        lock.release(run_dir)
     return exit_status(summary)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shlex
 import warnings
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ import torch
 import numpy as np
 
 from overt.errors import OvertError
+from overt.run.atomic import atomic_path
+from overt.run.rundir import RunDir
 from overt.serving import SUFFIX, serving_path
 
 FORMATS = ("onnx", "pt2")
@@ -140,7 +143,7 @@ def _check_out(path: Path, run_dir: Path, fmt: str) -> None:
     allowed = {f"model.{f}" for f in FORMATS} | {f"model.{f}{SUFFIX}" for f in FORMATS} | {"model.onnx.data"} \
         | {f"model{SUFFIX}"}
     inside = target.parent == run and target.name not in allowed
-    if inside or run / "checkpoints" in target.parents or target.is_dir():
+    if inside or RunDir(run).checkpoints in target.parents or target.is_dir():
         raise ExportError(f"--out {path} would overwrite {'a folder' if target.is_dir() else 'a file of the run'}",
                           where=str(target),
                           why="the run's weights, config and records are what predict, resume and the parity check "
@@ -170,8 +173,11 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
         except ImportError as exc:
             raise ExportError(f"ONNX export needs {exc.name}, which is not installed",
                               fix='pip install "overt[export]"  (onnx, onnxruntime, onnxscript)') from None
-    path = Path(out) if out is not None else Path(run_dir) / f"model.{fmt}"
-    _check_out(path, Path(run_dir), fmt)
+    run = RunDir(run_dir)
+    path = Path(out) if out is not None else run.export(fmt)
+    _check_out(path, run.path, fmt)
+    if Path(os.path.abspath(run.path)) in Path(os.path.abspath(path)).parents:
+        RunDir(os.path.abspath(run.path)).inside(os.path.abspath(path))  # no linked folder on the way
     weights = weights_for(run_dir, checkpoint, log=None if not quiet else (lambda message: None))
     predictor = Predictor.from_run(run_dir, device="cpu", quiet=quiet, recipe=recipe, trust_recipe=trust_recipe,
                                    command="overt export", weights=weights)
@@ -181,7 +187,8 @@ def export_run(run_dir: str | Path, fmt: str = "onnx", out: str | Path | None = 
     with torch.inference_mode():
         eager = model(*inputs)
     try:
-        exported = _export_onnx(model, inputs, path) if fmt == "onnx" else _export_pt2(model, inputs, path)
+        with atomic_path(path) as tmp:  # written beside, then renamed: a link planted at path is replaced, not followed
+            exported = _export_onnx(model, inputs, tmp) if fmt == "onnx" else _export_pt2(model, inputs, tmp)
     except OvertError:
         raise
     except OSError as exc:

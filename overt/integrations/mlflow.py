@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
 EXTRA_HINT = "pip install 'overt[mlflow]'   (the mlflow extra)"
-ID_FILE = "mlflow.json"
 
 
 def param_value(value: Any) -> str:
@@ -84,18 +83,21 @@ class MLflowCallback(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         self.run_id = self._store_call(lambda: self._continued_run(trainer) or self._new_run(trainer))
         if self.run_dir is not None:
-            from overt.run.atomic import write_text_atomic
+            from overt.run.rundir import RunDir
 
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(self.run_dir / ID_FILE, json.dumps(
-                {"tracking_uri": self.client.tracking_uri, "run_id": self.run_id}) + "\n")
+            run = RunDir(self.run_dir)
+            run.path.mkdir(parents=True, exist_ok=True)
+            run.write_text(run.mlflow, json.dumps({"tracking_uri": self.client.tracking_uri, "run_id": self.run_id})
+                           + "\n")
 
     def _continued_run(self, trainer: Trainer) -> str | None:
         """The MLflow run of a run directory being resumed, marked running again."""
         if self.run_dir is None or not trainer.resumed_from:
             return None
         try:
-            saved = json.loads((self.run_dir / ID_FILE).read_text())
+            from overt.run.rundir import RunDir
+
+            saved = json.loads(RunDir(self.run_dir).mlflow.read_text())
         except (OSError, ValueError):
             return None
         run_id = saved.get("run_id")

@@ -66,7 +66,10 @@ class WandbCallback(Callback):
         if self.entity is not None:
             kwargs["entity"] = self.entity
         if self.run_dir is not None:
-            (self.run_dir / "wandb").mkdir(parents=True, exist_ok=True)
+            from overt.run.rundir import RunDir
+
+            run = RunDir(self.run_dir)
+            run.folder(run.wandb)  # W&B writes its own files there: a linked wandb/ is refused, not followed
             kwargs.update(dir=str(self.run_dir), name=self.run_dir.name)
         try:
             self.run = self.wandb.init(**kwargs)

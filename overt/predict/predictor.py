@@ -79,7 +79,7 @@ class Predictor:
         from overt.checkpoint.weights import load_module_state, load_weights
         from overt.predict.runfiles import build_checked, read_final_weights, read_record, weights_shapes
         from overt.recipes.base import build_recipe
-        from overt.run.layout import CONFIG
+        from overt.run.rundir import RunDir
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise RunError(f"batch size {batch_size!r} is not a positive number of inputs",
@@ -91,12 +91,12 @@ class Predictor:
         build_model = getattr(module, "build_model", None)
         if build_model is not None:
             shapes = weights_shapes(Path(weights) if weights is not None else None, run)
-            model = build_checked(lambda: build_model(cfg, meta), shapes, run / CONFIG)
+            model = build_checked(lambda: build_model(cfg, meta), shapes, RunDir(run).config)
         else:  # a recipe without build_model: build it whole (this loads its data)
             model = build_recipe(module, cfg).model
         try:
             if weights is None:  # the final weights, checked against the hash recorded when the run finished
-                load_module_state(model, read_final_weights(run), strict=True, source=str(run / "model.safetensors"))
+                load_module_state(model, read_final_weights(run), strict=True, source=str(RunDir(run).weights))
             else:
                 load_weights(model, Path(weights), strict=True)
         except CheckpointError as exc:
@@ -282,40 +282,40 @@ def load_run(run_dir: str | Path, quiet: bool = False, *, recipe: str | None = N
     from overt.recipes.base import BUILTIN
     from overt.recipes.trust import authorize, explicit
     from overt.predict.runfiles import read_recipe_meta, read_recipe_source
-    from overt.run.layout import CONFIG, RECIPE_META, WEIGHTS
+    from overt.run.rundir import RunDir
 
-    run = Path(run_dir)
-    if not (run / CONFIG).is_file():
+    run = RunDir(run_dir)
+    if not run.config.is_file():
         raise RunError(f"{run} is not a run directory (no config.yaml)",
                        fix="give the folder `overt train` wrote, e.g. runs/digits-20260101-120000")
-    if need_weights and not (run / WEIGHTS).is_file():
+    if need_weights and not run.weights.is_file():
         raise RunError(f"{run} holds no model.safetensors: the run did not finish",
                        why="only a finished run writes its final weights",
                        fix=f"finish it with `overt resume {run}`, or use a run that completed")
-    values = read_run_config(run / CONFIG)
+    values = read_run_config(run.config)
     named = str(values.get("recipe", "digits"))
     if recipe is not None:
         spec, notes = explicit(recipe)
     else:
         spec = named
-        recorded = read_recipe_source(run) if spec not in BUILTIN else None  # read (and checked) when it decides
+        recorded = read_recipe_source(run.path) if spec not in BUILTIN else None  # read (and checked) when it decides
         notes = authorize(spec, recorded=recorded, trust=trust_recipe, command=command, run=str(run))
     for line in notes:  # before the import: what runs, and why overt lets it
         print(line, file=sys.stderr, flush=True)
     module = load_recipe_module(spec)
     if not quiet:
         print(f"overt: rebuilding the model with recipe {spec} ({getattr(module, '__file__', module.__name__)}), "
-              f"as named in {run / CONFIG}", file=sys.stderr)
+              f"as named in {run.config}", file=sys.stderr)
     defaults = recipe_defaults(module)
     values["recipe"] = spec
     try:
-        cfg = resolve(defaults, {**defaults, **values}, source=str(run / CONFIG))
+        cfg = resolve(defaults, {**defaults, **values}, source=str(run.config))
     except ConfigError as exc:
         raise RunError(f"the recipe {spec} does not accept this run's config", where=str(exc).split("\n")[0],
                        why="the config was edited after training, or the recipe changed since",
                        fix="restore config.yaml as training wrote it, or use the recipe version that trained the "
                            "run") from None
-    meta = read_recipe_meta(run / RECIPE_META)
+    meta = read_recipe_meta(run.recipe_meta)
     return module, cfg, meta
 
 
@@ -346,16 +346,16 @@ def weights_for(run_dir: str | Path, which: str = "final", log: Callable[[str], 
 
     from overt.checkpoint.codec import CheckpointError
     from overt.checkpoint.store import list_checkpoints, read_newest_valid, verify_and_read
-    from overt.run.layout import CONFIG
+    from overt.run.rundir import RunDir
 
     say = log or (lambda message: print(message, file=sys.stderr))
     if which == "final":
         return None
     if which not in ("best", "last"):
         raise RunError(f"--checkpoint {which!r} is not final, best or last", fix="use final, best or last")
-    run = Path(run_dir)
-    root = run / "checkpoints"
-    if not (run / CONFIG).is_file():
+    run = RunDir(run_dir)
+    root = run.checkpoints
+    if not run.config.is_file():
         raise RunError(f"{run} is not a run directory (no config.yaml)",
                        fix="give the folder `overt train` wrote, e.g. runs/digits-20260101-120000")
     if not root.is_dir() or not list_checkpoints(root):
@@ -369,7 +369,7 @@ def weights_for(run_dir: str | Path, which: str = "final", log: Callable[[str], 
             raise RunError(exc.what, where=exc.where, fix="use --checkpoint final") from None
         say(f"overt: weights from {loaded.path} (the newest valid checkpoint, step {loaded.step})")
         return loaded.path
-    cfg = read_run_config(run / CONFIG)
+    cfg = read_run_config(run.config)
     monitor, mode = str(cfg.get("monitor") or "val/loss"), str(cfg.get("monitor_mode") or "min")
     entries = list_checkpoints(root)
     damaged = [e for e in entries if e.problem is not None]

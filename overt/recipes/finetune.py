@@ -78,13 +78,13 @@ def with_new_head(model: nn.Module, n_classes: int) -> nn.Module:
 def read_run(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """(config, recipe meta, weights file) of a finished run."""
     from overt.run.reader import read_config, read_json
-    from overt.run.layout import CONFIG, RECIPE_META, WEIGHTS
+    from overt.run.rundir import RunDir
 
-    run = Path(run_dir)
-    if not (run / CONFIG).is_file() or not (run / WEIGHTS).is_file():
-        raise ConfigError(f"init_from={run_dir!r} is not a finished run directory (no {CONFIG} and {WEIGHTS} there)",
-                          fix="point init_from= at a run that completed, e.g. runs/base")
-    return read_config(run / CONFIG), read_json(run / RECIPE_META) or {}, run / WEIGHTS
+    run = RunDir(run_dir)
+    if not run.config.is_file() or not run.weights.is_file():
+        raise ConfigError(f"init_from={run_dir!r} is not a finished run directory (no {run.config.name} and "
+                          f"{run.weights.name} there)", fix="point init_from= at a run that completed, e.g. runs/base")
+    return read_config(run.config), read_json(run.recipe_meta) or {}, run.weights
 
 
 class UnfreezeBackbone(Callback):

@@ -33,8 +33,25 @@ class ReportResult:
 def default_out_dir(run_dirs: Sequence[str | Path]) -> Path:
     """``RUN_DIR/report`` for one run; ``overt-report-<timestamp>`` in the current folder for several."""
     if len(run_dirs) == 1:
-        return Path(run_dirs[0]) / "report"
+        from overt.run.rundir import RunDir
+
+        return RunDir(run_dirs[0]).report
     return Path(f"overt-report-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _checked(out: Path, run_dirs: Sequence[str | Path]) -> Path:
+    """``out``; when it lies inside one of the run directories (``RUN/report``), checked as that run's
+    folder: a planted link there is refused, never followed out of the run directory."""
+    import os
+
+    from overt.run.rundir import RunDir
+
+    where = Path(os.path.abspath(out))
+    for run_dir in run_dirs:
+        root = Path(os.path.abspath(run_dir))
+        if where != root and root in where.parents:
+            return RunDir(root).folder(where)
+    return out
 
 
 def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
@@ -49,6 +66,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     runs = [read_run(d) for d in run_dirs]
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     try:
+        out = _checked(out, run_dirs)
         out.mkdir(parents=True, exist_ok=True)
         result = ReportResult(markdown=out / "report.md")
         try:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
+from overt.run.rundir import RunDir
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -17,11 +18,12 @@ class PlotsCallback(Callback):
     at the end of the run, and of what was logged when the run fails.  Refuses to start
     without matplotlib (naming the extra) rather than training and failing at the end."""
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path | RunDir):
         from overt.report.plots import require_matplotlib
 
         require_matplotlib()  # before the run starts, not after hours of training
-        self.run_dir = Path(run_dir)
+        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+        self.run_dir = self.run.path
         self.written: list[Path] = []
 
     def _draw(self, summary: dict[str, Any] | None, error: BaseException | None = None) -> None:
@@ -32,10 +34,13 @@ class PlotsCallback(Callback):
         run.summary = summary  # this hook's, whether or not summary.json is written yet
         if error is not None:
             run.status = {"status": "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"}
-        self.written = write_plots([run], self.run_dir / "plots")
+        self.written = write_plots([run], self.run.folder(self.run.plots))  # a linked plots/ is refused
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self.run.folder(self.run.plots, create=False)  # a linked plots/ is refused before training, not after
 
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
-        summary["plots"] = str(self.run_dir / "plots")
+        summary["plots"] = str(self.run.plots)
 
     def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         self._draw(summary)

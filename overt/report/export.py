@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from overt.report.series import run_labels
+from overt.run.atomic import write_text_atomic
 from overt.run.reader import RunRecord
 
 
@@ -17,10 +19,11 @@ def write_csv(runs: list[RunRecord], path: Path) -> Path:
         keys.update(dict.fromkeys(run.metric_names))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["run", "step", "epoch", *keys], restval="", extrasaction="ignore")
-        writer.writeheader()
-        for run, label in zip(runs, run_labels(runs)):
-            for record in run.metrics:
-                writer.writerow({"run": label, **record})
+    fh = io.StringIO(newline="")
+    writer = csv.DictWriter(fh, fieldnames=["run", "step", "epoch", *keys], restval="", extrasaction="ignore")
+    writer.writeheader()
+    for run, label in zip(runs, run_labels(runs)):
+        for record in run.metrics:
+            writer.writerow({"run": label, **record})
+    write_text_atomic(path, fh.getvalue())  # never through a link planted at path
     return path

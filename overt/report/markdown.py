@@ -10,7 +10,7 @@ from typing import Any
 
 from overt.report.series import differing_config, run_labels
 from overt.run.reader import RunRecord
-from overt.run.layout import METRICS
+from overt.run.rundir import RunDir
 
 
 def _cell(value: Any) -> str:
@@ -41,7 +41,7 @@ def status_text(run: RunRecord, now: float | None = None) -> str:
         error = run.status.get("error", "")
         return f"{state} at epoch {run.status.get('epoch', epochs) + 1}, step {run.status.get('step', steps)}" + \
             (f": {error}" if error else "")
-    metrics = run.path / METRICS
+    metrics = RunDir(run.path).metrics
     age = ""
     if metrics.is_file():
         seconds = (now or time.time()) - metrics.stat().st_mtime

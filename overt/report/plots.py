@@ -115,11 +115,22 @@ def write_plots(runs: list[RunRecord], out_dir: Path) -> list[Path]:
     title = labels[0] if len(runs) == 1 else f"{len(runs)} runs"
     fig.suptitle(f"{title}  ({runs[0].state})" if len(runs) == 1 else title)
     written = [out_dir / "overview.png"]
-    fig.savefig(written[0])
+    _save(fig, written[0])
 
     for panel in found:
         fig = Figure(figsize=PANEL_SIZE, dpi=DPI, layout="constrained")
         draw_panel(fig.subplots(), panel, runs, labels)
-        fig.savefig(out_dir / panel.filename)
+        _save(fig, out_dir / panel.filename)
         written.append(out_dir / panel.filename)
     return written
+
+
+def _save(fig: Any, path: Path) -> None:
+    """``fig`` as a PNG at ``path``, atomically and never through a link planted there."""
+    import io
+
+    from overt.run.atomic import write_bytes_atomic
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    write_bytes_atomic(path, buffer.getvalue())

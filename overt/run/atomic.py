@@ -1,11 +1,26 @@
-"""Crash-safe file writes: write beside the final name, flush, fsync, rename, fsync the folder."""
+"""Crash-safe file writes that never follow a link: write beside the final name, flush, fsync,
+rename, fsync the folder.
+
+A run directory can come from anywhere, so a name in it may be a planted symbolic link.  Every
+write here goes through a descriptor of the final file's folder: the temporary file is created
+exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``) under a random name nobody can guess, written
+through its descriptor, and renamed over the final name, which replaces a link instead of
+following it.  :func:`open_append` opens a log without following a link either.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from pathlib import Path
 from typing import Iterator
+
+#: flags of the folder written in (which may be a link the user made, such as a run directory on
+#: another disk; :class:`overt.run.rundir.RunDir` refuses links below a run directory itself)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: flags of a file created exclusively: a name that exists (a planted link included) is an error
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def fsync_dir(path: Path) -> None:
@@ -21,31 +36,79 @@ def fsync_dir(path: Path) -> None:
 
 
 def fsync_file(path: Path) -> None:
-    """Flush ``path``'s data to the disk."""
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
+    """Flush ``path``'s data to the disk (``path`` itself, never a link's target)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_name(final: str) -> str:
+    """A hidden temporary name beside ``final``: random, so that no link can be planted for it; it
+    ends with ``final``'s suffix, which some writers read (``torch.export.save``: ``.pt2``)."""
+    return f".{final}.tmp-{secrets.token_hex(8)}{Path(final).suffix}"
+
+
+@contextlib.contextmanager
+def _folder_fd(folder: Path) -> Iterator[int]:
+    fd = os.open(folder, _DIR_FLAGS)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _replacing(final: Path) -> Iterator[tuple[int, str, int]]:
+    """(folder descriptor, temporary name, its open descriptor): a new file beside ``final``, created
+    exclusively under a random name; renamed over ``final`` (replacing a link there, never following
+    it) when the block ends without error, else removed."""
+    with _folder_fd(final.parent) as folder:
+        name = temp_name(final.name)
+        fd = os.open(name, _NEW_FLAGS, 0o644, dir_fd=folder)
+        try:
+            try:
+                yield folder, name, fd
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(name, final.name, src_dir_fd=folder, dst_dir_fd=folder)
+            os.fsync(folder)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=folder)
 
 
 @contextlib.contextmanager
 def atomic_path(final: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``final``; once the block has written it, make it
-    durable and rename it into place.  On error the temporary file is removed and
-    ``final`` is untouched: a reader sees the old file or the new one, never half."""
+    """Yield a new, empty temporary file beside ``final`` (created exclusively, under a random
+    name) for a writer that needs a path; once the block has written it, make it durable and
+    rename it over ``final`` (a link at ``final`` is replaced, never followed).  On error the
+    temporary file is removed and ``final`` is untouched: a reader sees the old file or the new
+    one, never half."""
     final = Path(final)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    try:
-        yield tmp
-        fsync_file(tmp)
-        os.replace(tmp, final)
-        fsync_dir(final.parent)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    with _replacing(final) as (_, name, _fd):
+        yield final.with_name(name)  # the writer reopens it by name: the same inode the descriptor syncs
+
+
+def write_bytes_atomic(final: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``final`` atomically, through the temporary file's own descriptor."""
+    with _replacing(Path(final)) as (_, _name, fd):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def write_text_atomic(final: str | Path, text: str) -> None:
-    with atomic_path(final) as tmp:
-        tmp.write_text(text)
+    """Write ``text`` (UTF-8) to ``final`` atomically; see :func:`write_bytes_atomic`."""
+    write_bytes_atomic(final, text.encode("utf-8"))
+
+
+def open_append(path: str | Path) -> int:
+    """A descriptor appending to ``path`` (created when missing), which must not be a link:
+    ``OSError`` (ELOOP) otherwise."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
 
 
 def is_disk_full(error: BaseException | None) -> bool:

@@ -16,8 +16,10 @@ and how the run's JSON files are written (atomically, as strict JSON).
       model.safetensors    the final weights        } only when training
       summary.json         what the run did          } finished
       .lock                held by the process training the run (overt.run.lock)
+      report/ plots/ wandb/ mlflow.json   overt report, plots=true, W&B and MLflow
 
-Every writer and reader of a run directory takes its names from here; JSON goes through
+Every writer and reader of a run directory takes its names from here (through
+:class:`overt.run.rundir.RunDir` outside ``overt/run/``); JSON goes through
 :func:`write_json` (strict JSON: non-finite floats become the strings ``"nan"``, ``"inf"``,
 ``"-inf"``, see :func:`json_safe`).
 """
@@ -41,6 +43,10 @@ GUARDS = "guards.json"
 CHECKPOINTS = "checkpoints"
 WEIGHTS = "model.safetensors"
 SUMMARY = "summary.json"
+REPORT = "report"  # overt report of this run (its default --out)
+PLOTS = "plots"  # plots=true
+WANDB = "wandb"  # W&B's own files (wandb=true)
+MLFLOW = "mlflow.json"  # the MLflow run of this run (mlflow=true)
 
 #: a checkpoint folder: ``step-`` and the optimizer step, zero-padded to six digits
 CHECKPOINT_NAME = re.compile(r"^step-(\d+)$")
@@ -69,12 +75,6 @@ def checkpoint_root(path: str | Path) -> Path:
     them, else ``path`` itself (a ``checkpoints`` folder given directly)."""
     path = Path(path)
     return checkpoints_dir(path) if checkpoints_dir(path).is_dir() else path
-
-
-def run_dir_of_checkpoint(path: str | Path) -> Path:
-    """The run directory a path names: a checkpoint folder's grandparent, else the path itself."""
-    path = Path(path)
-    return path.parent.parent if checkpoint_step(path.name) is not None else path
 
 
 def json_safe(value: Any) -> Any:

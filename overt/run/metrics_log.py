@@ -5,6 +5,7 @@ continues from a checkpoint."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
 from overt.run.atomic import write_text_atomic
-from overt.run.layout import METRICS, TENSORBOARD, dumps_json
+from overt.run.layout import METRICS, dumps_json
+from overt.run.rundir import RunDir
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
@@ -29,9 +31,10 @@ class MetricsLog(Callback):
     then left off; training goes on, and the checkpoints say whether the disk still takes
     writes (a failed checkpoint save stops the run with its own error)."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True):
-        self.path = Path(run_dir) / METRICS
-        self.tb_dir = Path(run_dir) / TENSORBOARD
+    def __init__(self, run_dir: RunDir | Path, tensorboard: bool = True):
+        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+        self.path = self.run.metrics
+        self.tb_dir = self.run.tensorboard
         self.tensorboard = tensorboard
         self.failed: dict[str, str] = {}  # writer -> error, each reported once
         self._fh: Any = None
@@ -40,6 +43,8 @@ class MetricsLog(Callback):
 
     def on_fit_start(self, trainer: Trainer) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_symlink():  # refused before anything reads or rewrites it
+            os.close(self.run.open_append(self.path))
         if self.path.is_file():
             try:
                 trim_after(self.path, trainer.state.global_step)
@@ -52,7 +57,7 @@ class MetricsLog(Callback):
 
                 raise DiskFullError(f"{self.path.name} (cut back to the resumed step)", self.path) from None
         try:
-            self._fh = open(self.path, "a", buffering=1)
+            self._fh = open(self.run.open_append(self.path), "a", buffering=1)  # never through a planted link
         except OSError as error:
             from overt.run.atomic import is_disk_full
 
@@ -64,7 +69,9 @@ class MetricsLog(Callback):
         if self.tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # heavy import: only when a run writes events
 
-            self._tb = SummaryWriter(str(self.tb_dir))
+            tb_dir = self.run.folder(self.tb_dir)  # a linked tb/ is refused before TensorBoard writes into it
+            self.run.check_no_links(tb_dir)  # TensorBoard names its own files: none of them may be a link
+            self._tb = SummaryWriter(str(tb_dir))
             self._quiet_writer_thread()
 
     def _quiet_writer_thread(self) -> None:

@@ -15,38 +15,44 @@ from typing import TYPE_CHECKING, Any
 
 from overt.engine.callbacks import Callback
 from overt.errors import DiskFullError, OvertError
-from overt.run import lock
-from overt.run.atomic import atomic_path, is_disk_full, write_text_atomic
-from overt.run.layout import (CONFIG, INPUTS, RECIPE_META, RECIPE_SOURCE, STATUS, SUMMARY, WEIGHTS, dumps_json,
-                              write_json)
+from overt.run.atomic import is_disk_full, write_text_atomic
+from overt.run.layout import dumps_json
+from overt.run.rundir import RunDir
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
 
-def write_recipe_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+def _run(run_dir: RunDir | str | Path) -> RunDir:
+    return run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+
+
+def write_recipe_meta(run_dir: RunDir | Path, meta: dict[str, Any]) -> None:
     """``recipe_meta.json``: what prediction needs from the training split (a recipe's ``meta``,
     see :class:`overt.Recipe`)."""
-    write_json(Path(run_dir) / RECIPE_META, meta, indent=1, default=None)
+    run = _run(run_dir)
+    run.write_json(run.recipe_meta, meta, indent=1, default=None)
 
 
-def write_recipe_source(run_dir: Path, source: dict[str, Any]) -> None:
+def write_recipe_source(run_dir: RunDir | Path, source: dict[str, Any]) -> None:
     """``recipe_source.json``: which recipe file (and its sha256) trained the run, checked by
     ``overt predict``/``export`` before they import it (:mod:`overt.recipes.trust`)."""
-    write_json(Path(run_dir) / RECIPE_SOURCE, source, indent=1, default=None)
+    run = _run(run_dir)
+    run.write_json(run.recipe_source, source, indent=1, default=None)
 
 
-def write_inputs_record(run_dir: Path, record: dict[str, Any]) -> None:
+def write_inputs_record(run_dir: RunDir | Path, record: dict[str, Any]) -> None:
     """``inputs.json``: what the model is trained on (:mod:`overt.record`), written once at the start."""
-    write_json(Path(run_dir) / INPUTS, record, indent=None, default=None)
+    run = _run(run_dir)
+    run.write_json(run.inputs, record, indent=None, default=None)
 
 
-def write_status(run_dir: Path, status: dict[str, Any]) -> bool:
+def write_status(run_dir: RunDir | Path, status: dict[str, Any]) -> bool:
     """Write ``status.json`` atomically; when that fails (a full disk has no room for the temporary
     file), overwrite the existing file in place, which reuses its blocks.  Returns whether it was
     written; a failure is said on stderr (once per call), never raised: the status must not hide
     the error that is being recorded."""
-    path = Path(run_dir) / STATUS
+    path = _run(run_dir).status
     text = dumps_json(status)
     try:
         write_text_atomic(path, text)
@@ -79,33 +85,37 @@ def failed_status(error: BaseException, **where: Any) -> dict[str, Any]:
 
 
 class RunWriter(Callback):
-    """Writes the run directory's config, status, final weights and summary; holds the
-    directory's lock (:mod:`overt.run.lock`) while the run trains."""
+    """Writes the run directory's config, status, final weights and summary.  Holds the
+    directory's lock (:meth:`RunDir.lock`) while the run trains, unless an owner in this process
+    (``overt train``, ``overt resume``) already holds it for the whole command."""
 
-    def __init__(self, run_dir: Path):
-        self.run_dir = Path(run_dir)
-        self._locked = False
+    def __init__(self, run_dir: RunDir | Path):
+        self.run = _run(run_dir)
+        self.run_dir = self.run.path
+        self._owns_lock = False
 
     def on_fit_start(self, trainer: Trainer) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        lock.acquire(self.run_dir)
-        self._locked = True
+        run = self.run
+        run.path.mkdir(parents=True, exist_ok=True)
+        if not run.held_here():
+            run.lock().acquire()  # this writer owns the lock for the fit (overt.Trainer from Python)
+            self._owns_lock = True
         try:
-            write_text_atomic(self.run_dir / CONFIG, trainer.config.to_yaml())
-            write_json(self.run_dir / STATUS, {"status": "running", "pid": os.getpid()}, indent=None)
+            run.write_text(run.config, trainer.config.to_yaml())
+            run.write_json(run.status, {"status": "running", "pid": os.getpid()}, indent=None)
         except BaseException as error:  # (the engine calls no on_exception for a failing on_fit_start)
             if is_disk_full(error):
                 error = DiskFullError("the run's config.yaml and status.json", self.run_dir)
-            write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
+            write_status(run, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
             self._unlock()
             if isinstance(error, DiskFullError):
                 raise error from None
             raise
 
     def _unlock(self) -> None:
-        if self._locked:
-            self._locked = False
-            lock.release(self.run_dir)
+        if self._owns_lock:  # only the lock this writer took
+            self._owns_lock = False
+            self.run.lock().release()
 
     def on_summary(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         summary["run_dir"] = str(self.run_dir)
@@ -115,14 +125,14 @@ class RunWriter(Callback):
 
         whole = trainer.parallel.final_weights(trainer.model)  # gathered from every rank's shards (FSDP2)
         try:
-            with atomic_path(self.run_dir / WEIGHTS) as tmp:
+            with self.run.atomic(self.run.weights) as tmp:
                 if whole is not None:
                     save_file({k: v.contiguous() for k, v in whole.items()}, str(tmp), metadata={"format": "pt"})
                 else:
                     save_model(trainer.model, str(tmp))
                 with open(tmp, "rb") as fh:  # overt predict/export check model.safetensors against this hash
                     summary["weights_sha256"] = hashlib.sha256(fh.read()).hexdigest()
-            write_json(self.run_dir / SUMMARY, summary)
+            self.run.write_json(self.run.summary, summary)
         except BaseException as error:  # e.g. a full disk: the run is not finished, and says why
             if is_disk_full(error):
                 error = DiskFullError("the finished run's model.safetensors and summary.json "
@@ -133,10 +143,10 @@ class RunWriter(Callback):
                                    why="without model.safetensors and summary.json the run does not count as finished",
                                    fix=f"free disk space, then `overt resume {self.run_dir}` finishes it from its "
                                        "last checkpoint")
-            write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
+            write_status(self.run, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
             raise error from None
         else:
-            write_status(self.run_dir, {"status": summary.get("status", "completed")})
+            write_status(self.run, {"status": summary.get("status", "completed")})
         finally:
             self._unlock()
 
@@ -144,6 +154,6 @@ class RunWriter(Callback):
         try:
             if is_disk_full(error) and not isinstance(error, OvertError):
                 error = DiskFullError(f"a file of the run ({type(error).__name__}: {error})", self.run_dir)
-            write_status(self.run_dir, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
+            write_status(self.run, failed_status(error, epoch=trainer.state.epoch, step=trainer.state.global_step))
         finally:
             self._unlock()

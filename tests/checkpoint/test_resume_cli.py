@@ -14,6 +14,10 @@ def test_resume_of_a_missing_directory_says_so(tmp_path, capsys):
 def test_resume_of_a_run_without_checkpoints_says_how_to_start_again(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text("recipe: digits\n")
+    assert main([str(tmp_path / "run")]) == 2  # a folder overt did not write: never advised for deletion
+    err = capsys.readouterr().err
+    assert "has no checkpoint to continue from" in err and "rm -r" not in err and "a new folder" in err
+    (tmp_path / "run" / "status.json").write_text('{"status": "failed"}\n')  # a run overt wrote (and locked)
     assert main([str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "has no checkpoint to continue from" in err and f"rm -r {tmp_path / 'run'}" in err

@@ -4,6 +4,7 @@ traceback, and `status.json` saying `failed` with the reason wherever a run dire
 from __future__ import annotations
 
 import json
+import os
 import math
 import signal
 import textwrap
@@ -131,18 +132,29 @@ def test_a_failing_metrics_log_is_reported_once(tmp_path, capsys):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
     run_dir = tmp_path / "r"
-    run_dir.mkdir()
-    (run_dir / "metrics.jsonl").symlink_to("/dev/full")  # every write: No space left on device
     from overt.compose import Trainer  # overt.Trainer: with the run directory's writers
+    from overt.engine.callbacks import Callback
     from overt.recipes.digits import DigitsMLP, load_digits_split
+    from overt.run.metrics_log import MetricsLog
 
     import torch
+
+    class DiskFills(Callback):
+        """From the first epoch on, every write of metrics.jsonl: No space left on device (its descriptor
+        now points at /dev/full; a planted link would be refused, not followed)."""
+
+        def on_epoch_start(self, trainer, epoch):
+            if epoch == 0:
+                log = next(c for c in trainer.callbacks if isinstance(c, MetricsLog))
+                full = os.open("/dev/full", os.O_WRONLY)
+                os.dup2(full, log._fh.fileno())
+                os.close(full)
 
     train_ds, val_ds = load_digits_split(0.2, 0)
     model = DigitsMLP(32, 0.0)
     trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.CrossEntropyLoss(), train_ds,
                       val_ds, run_dir=run_dir, epochs=2, log_every=5, progress="off", tensorboard=False,
-                      checkpoint=False, guards=False)
+                      checkpoint=False, guards=False, callbacks=[DiskFills()])
     summary = trainer.fit()
     err = capsys.readouterr().err
     assert err.count("cannot write metrics.jsonl") == 1 and "Traceback" not in err, err

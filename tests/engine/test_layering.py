@@ -171,3 +171,48 @@ def test_an_upward_import_and_a_cycle_are_caught(tmp_path):
     (root / "distributed" / "parallel.py").write_text("from overt.engine.parallel import Parallel\n")
     assert _upward(root) == ["overt/engine/loop: overt.engine imports overt.distributed"]
     assert _cycles(root)[0] == ["overt.distributed", "overt.engine", "overt.distributed"]
+
+
+#: the run directory's own names (overt.run.layout): outside overt/run/ a run directory's paths come
+#: from overt.run.rundir.RunDir, so that every write into one goes through its link-refusing writes
+RUN_FILE_NAMES = {"CONFIG", "RECIPE_META", "INPUTS", "RECIPE_SOURCE", "METRICS", "TENSORBOARD", "STATUS", "GUARDS",
+                  "CHECKPOINTS", "WEIGHTS", "SUMMARY", "LOCK", "REPORT", "PLOTS", "WANDB", "MLFLOW", "checkpoints_dir", "checkpoint_root",
+                  "run_dir_of_checkpoint"}
+RUN_FILE_LITERALS = {"config.yaml", "recipe_meta.json", "inputs.json", "recipe_source.json", "metrics.jsonl", "tb",
+                     "status.json", "guards.json", "checkpoints", "model.safetensors", "summary.json", ".lock",
+                     "plots", "wandb", "mlflow.json"}
+#: (file, literal): a path built with a run file's name that is not in a run directory
+NOT_A_RUN_DIR = {("overt/integrations/mlflow.py", "model.safetensors")}  # a temporary folder for the artifact
+
+
+def _run_paths_built_by_hand(root: Path = OVERT) -> list[str]:
+    """Every place outside overt/run/ that imports a run file's name from the layout, or joins a path
+    with a run file's name (``x / "checkpoints"``)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = str(path.relative_to(root.parent))
+        if rel.startswith("overt/run/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in ("overt.run.layout", "overt.run.lock"):
+                found += [f"{rel}:{node.lineno} imports {a.name}" for a in node.names if a.name in RUN_FILE_NAMES]
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and \
+                    isinstance(node.right, ast.Constant) and node.right.value in RUN_FILE_LITERALS and \
+                    (rel, node.right.value) not in NOT_A_RUN_DIR:
+                found.append(f"{rel}:{node.lineno} joins {node.right.value!r}")
+    return found
+
+
+def test_no_run_directory_path_is_built_outside_overt_run():
+    assert _run_paths_built_by_hand() == []
+
+
+def test_a_run_directory_path_built_by_hand_is_caught(tmp_path):
+    root = tmp_path / "overt"
+    (root / "predict").mkdir(parents=True)
+    (root / "run").mkdir()
+    (root / "predict" / "p.py").write_text("from overt.run.layout import WEIGHTS, json_safe\n"
+                                           "def f(run):\n    return run / 'checkpoints', run / WEIGHTS\n")
+    (root / "run" / "rundir.py").write_text("def f(run):\n    return run / 'checkpoints'\n")
+    assert _run_paths_built_by_hand(root) == ["overt/predict/p.py:1 imports WEIGHTS",
+                                              "overt/predict/p.py:3 joins 'checkpoints'"]

@@ -113,8 +113,8 @@ def test_a_run_being_resumed_is_not_called_completed(finished, tmp_path):
 
     run = _copy(finished, tmp_path)
     assert read_run(run).state == "completed"
-    code = "import sys, time; from overt.run import lock; lock.acquire(sys.argv[1]); print('held', flush=True); " \
-           "time.sleep(600)"
+    code = ("import sys, time; from overt.run.rundir import RunDir; RunDir(sys.argv[1]).lock().acquire(); "
+            "print('held', flush=True); time.sleep(600)")
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     holder = subprocess.Popen([sys.executable, "-c", code, str(run)], env=env, stdout=subprocess.PIPE, text=True)
     try:

@@ -101,14 +101,11 @@ def test_report_on_a_run_killed_mid_way(tmp_path):
     assert "| guard findings | – |" in text and "none recorded" in text  # unknown, not "0"
     assert {"overview.png", "loss.png"} <= {p.name for p in result.plots}
 
-    from overt.run import lock
+    from overt.run.rundir import RunDir
 
-    lock.acquire(run_dir)  # as a process training it would
-    try:
+    with RunDir(run_dir).lock():  # as a process training it would
         assert read_run(run_dir).state == "running"
         assert "running: pid " in write_report([run_dir]).markdown.read_text()
-    finally:
-        lock.release(run_dir)
 
 
 def test_without_matplotlib_the_tables_are_still_written_and_the_extra_is_named(finished_run, tmp_path):

@@ -17,8 +17,10 @@ def test_checkpoint_names_are_built_and_read_back_in_one_place(tmp_path):
     for other in ("step-000120.bad", ".tmp-step-000120-1-2", "step-", "model.safetensors"):
         assert layout.checkpoint_step(other) is None
     run = tmp_path / "run"
-    assert layout.run_dir_of_checkpoint(run / layout.CHECKPOINTS / "step-000004") == run
-    assert layout.run_dir_of_checkpoint(run) == run
+    from overt.run.rundir import RunDir
+
+    assert RunDir.of(run / layout.CHECKPOINTS / "step-000004").path == run
+    assert RunDir.of(run).path == run and RunDir(run).checkpoint(4) == run / layout.CHECKPOINTS / "step-000004"
     assert layout.checkpoint_root(run) == run  # no checkpoints/ yet: the path itself
     (run / layout.CHECKPOINTS).mkdir(parents=True)
     assert layout.checkpoint_root(run) == run / layout.CHECKPOINTS

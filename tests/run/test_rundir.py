@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from overt.errors import ConfigError
-from overt.run import lock
 from overt.run.rundir import claim
 from tests.conftest import REPO
 
 def test_two_runs_with_default_names_in_the_same_second_do_not_collide(tmp_path):
     first = claim(tmp_path / "digits-20260101-120000", unique=True)
     second = claim(tmp_path / "digits-20260101-120000", unique=True)
-    assert first.name == "digits-20260101-120000" and second.name == "digits-20260101-120000-2"
-    lock.release(first)
-    lock.release(second)
+    assert first.path.name == "digits-20260101-120000" and second.path.name == "digits-20260101-120000-2"
+    assert first.held and second.held
+    first.lock().release()
+    second.lock().release()
 
 
 def test_a_second_process_is_refused_at_once_and_a_killed_holder_leaves_no_stale_lock(tmp_path, capsys):
@@ -32,7 +32,7 @@ def test_a_second_process_is_refused_at_once_and_a_killed_holder_leaves_no_stale
     run_dir = tmp_path / "run"
     assert train(["digits", f"run_dir={run_dir}", "epochs=1", "progress=off", "tensorboard=false"]) == 0
     # another process takes the run (as `overt resume` does first) and is then stopped, holding it
-    code = ("import os, signal, sys; from overt.run import lock; lock.acquire(sys.argv[1]); "
+    code = ("import os, signal, sys; from overt.run.rundir import RunDir; RunDir(sys.argv[1]).lock().acquire(); "
             "os.kill(os.getpid(), signal.SIGSTOP)")
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     holder = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], env=env)
@@ -65,6 +65,7 @@ def test_a_killed_run_says_how_to_go_on(tmp_path, capsys):
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text("recipe: digits\n")
     (run_dir / "status.json").write_text('{"status": "running"}')
+    (run_dir / ".lock").write_text("")  # what a killed run leaves behind (overt's marker; unlocked)
     assert train(["digits", f"run_dir={run_dir}"]) == 2
     err = capsys.readouterr().err
     assert "a run that ended abruptly" in err and f"rm -r {run_dir}" in err and "overt resume" not in err
