@@ -181,9 +181,12 @@ def recipe_config(target: str | None, values: dict[str, Any],
     elif target is not None:
         merged["recipe"] = target
     merged.update(values)
+    from overt.recipes.trust import note_origin
+
     spec = str(merged.get("recipe", "digits"))
     module = modules.get(spec) if modules is not None else None
     if module is None:
+        note_origin(spec, config_file=target if source != "command line" else None)  # from a run directory: said first
         module = load_recipe_module(spec)
         if modules is not None:
             modules[spec] = module

@@ -20,7 +20,6 @@ The file and its hash are always printed before the import.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -43,13 +42,79 @@ def store_path() -> Path:
     return Path(state) / "overt" / "trusted-recipes.json"
 
 
+#: the largest trust file read (a record of KEEP entries is far smaller)
+_MAX_BYTES = 1 << 24
+
+#: recipe sources imported this process from inside a run directory: never recorded as trusted
+_withheld: set[tuple[Any, Any]] = set()
+
+
+class TrustFileError(Exception):
+    """The trust file exists but cannot be read as overt's record (unreadable, corrupt, too deep)."""
+
+
 def _read(path: Path) -> list[dict[str, Any]]:
+    """The record's entries; [] when there is no record yet; :class:`TrustFileError` when the file
+    exists but is not a record overt can read (it is then never overwritten)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_BYTES + 1)
+    except FileNotFoundError:
         return []
+    except OSError as exc:
+        raise TrustFileError(f"it cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > _MAX_BYTES:
+        raise TrustFileError(f"it is larger than {_MAX_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise TrustFileError("it is nested too deeply to be overt's record") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TrustFileError(f"it is not valid JSON ({str(exc).splitlines()[0]})") from None
     entries = data.get("recipes") if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    if not isinstance(entries, list):
+        raise TrustFileError('it does not hold a {"recipes": [...]} record')
+    return [e for e in entries if isinstance(e, dict)]
+
+
+def _entries() -> tuple[list[dict[str, Any]], str | None]:
+    """(entries, problem): a damaged record trusts nothing, and says why."""
+    try:
+        return _read(store_path()), None
+    except TrustFileError as exc:
+        return [], f"the trust file {store_path()} is unusable: {exc}"
+
+
+def _say(message: str) -> None:
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
+
+
+def withhold(source: dict[str, Any]) -> None:
+    """Never record ``source`` as trusted in this process (a recipe imported from inside a run directory)."""
+    _withheld.add((source.get("file"), source.get("sha256")))
+
+
+def note_origin(spec: str, config_file: str | None = None) -> None:
+    """Before ``overt train`` imports the recipe ``spec`` (named by ``config_file``, when a config names
+    it): when the recipe file or the config lives inside a run directory (a copied or downloaded one),
+    say which file runs, with its sha256, and keep it out of the trust record: training from a config is
+    the user's choice, but it must not make predict, export and resume import that file unasked."""
+    from overt.run.rundir import enclosing_run
+
+    if spec in BUILTIN:
+        return
+    source = source_of(spec)
+    file = source.get("file")
+    run = (enclosing_run(file) if file else None) or (enclosing_run(config_file) if config_file else None)
+    if run is None:
+        return
+    withhold(source)
+    named = f", named by {config_file}" if config_file else ""
+    _say(f"overt: importing recipe {file or spec} (sha256 {source.get('sha256') or 'unknown'}){named}, from inside "
+         f"the run directory {run}: it runs because you asked to train it; it is not recorded as trusted, so "
+         f"predict, export and resume will ask before importing it (--trust-recipe)")
 
 
 def source_of(spec: str) -> dict[str, Any]:
@@ -60,27 +125,45 @@ def source_of(spec: str) -> dict[str, Any]:
     return recipe_source(spec)
 
 
-def remember(source: dict[str, Any]) -> None:
-    """Record that ``overt train`` ran this recipe source on this machine (built-ins are not recorded;
-    a record that cannot be written only costs a question later, so failures are ignored)."""
+def remember(source: dict[str, Any]) -> bool:
+    """Record that ``overt train`` ran this recipe source on this machine; returns whether it was
+    recorded.  Built-ins are not recorded, nor a recipe imported from inside a run directory
+    (:func:`note_origin`).  A damaged trust file is kept as it is (never overwritten) and a record that
+    cannot be written is said on stderr: either only costs a question (--trust-recipe) later."""
     if source.get("spec") in BUILTIN or not source.get("sha256"):
-        return
+        return False
+    if (source.get("file"), source.get("sha256")) in _withheld:
+        return False
     path = store_path()
     entry = {"spec": source["spec"], "file": source.get("file"), "sha256": source["sha256"]}
+    later = "until then `overt predict`/`export`/`resume` of its runs ask for --trust-recipe"
     try:
         import fcntl
 
+        from overt.run.atomic import write_text_atomic
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            entries = [e for e in _read(path) if not (e.get("sha256") == entry["sha256"]
-                                                      and e.get("file") == entry["file"])]
+        fd = os.open(path.with_name(path.name + ".lock"),
+                     os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                kept = _read(path)
+            except TrustFileError as exc:
+                _say(f"overt: the trust file {path} is unusable ({exc}); it was kept as it is, and the recipe "
+                     f"{entry['file']} was not recorded as trusted.  Fix: look at it, then move it away "
+                     f"(mv {path} {path}.bad) so that overt starts a new one; {later}")
+                return False
+            entries = [e for e in kept if not (e.get("sha256") == entry["sha256"] and e.get("file") == entry["file"])]
             entries = [*entries, {**entry, "since": time.strftime("%Y-%m-%dT%H:%M:%S")}][-KEEP:]
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"recipes": entries}, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-    except OSError:
-        pass
+            write_text_atomic(path, json.dumps({"recipes": entries}, indent=1) + "\n")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        _say(f"overt: cannot record the recipe {entry['file']} as trusted in {path} ({exc.strerror or exc}); "
+             f"fix: make that folder writable, or set OVERT_TRUST_FILE to a writable path; {later}")
+        return False
+    return True
 
 
 def remembered(source: dict[str, Any]) -> bool:
@@ -88,11 +171,11 @@ def remembered(source: dict[str, Any]) -> bool:
     if not source.get("sha256"):
         return False
     return any(e.get("sha256") == source["sha256"] and e.get("file") == source.get("file")
-               for e in _read(store_path()))
+               for e in _entries()[0])
 
 
 def _spec_known(spec: str) -> bool:
-    return any(e.get("spec") == spec for e in _read(store_path()))
+    return any(e.get("spec") == spec for e in _entries()[0])
 
 
 def authorize(spec: str, *, recorded: dict[str, Any] | None = None, trust: bool = False,
@@ -106,6 +189,9 @@ def authorize(spec: str, *, recorded: dict[str, Any] | None = None, trust: bool 
         return []
     fixes = (f"if you trust this code, say so: `{command} {run or 'RUN'} --trust-recipe`, or name the file "
              f"yourself with `--recipe FILE`")
+    problem = _entries()[1]
+    if problem:  # a damaged record trusts nothing: say so, beside the usual way out
+        fixes += f" ({problem}; move it away to start a new record)"
     if not spec.endswith(".py") and not trust and not _spec_known(spec):
         # a module path: even locating it imports its parent packages, so ask before that too
         raise RecipeError(
