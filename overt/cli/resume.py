@@ -167,8 +167,9 @@ def main(argv: list[str]) -> int:
     run = RunDir.of(path)
     run_dir = run.path
     main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
-    # first (before torch is imported): another process may be training it
-    with run.lock() if run_dir.is_dir() and main else contextlib.nullcontext():
+    # first (before torch is imported): another process may be training it.  A folder without checkpoints
+    # has nothing to resume (said below) and gets no lock file: overt marks only folders that hold runs
+    with run.lock() if run.checkpoints.is_dir() and main else contextlib.nullcontext():
         from overt.checkpoint.callback import find_checkpoint
         from overt.cli.train import run_distributed
         from overt.compose import train_recipe

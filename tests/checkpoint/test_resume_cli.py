@@ -17,7 +17,8 @@ def test_resume_of_a_run_without_checkpoints_says_how_to_start_again(tmp_path, c
     assert main([str(tmp_path / "run")]) == 2  # a folder overt did not write: never advised for deletion
     err = capsys.readouterr().err
     assert "has no checkpoint to continue from" in err and "rm -r" not in err and "a new folder" in err
-    (tmp_path / "run" / "status.json").write_text('{"status": "failed"}\n')  # a run overt wrote (and locked)
+    (tmp_path / "run" / "status.json").write_text('{"status": "failed"}\n')  # a run overt wrote:
+    (tmp_path / "run" / ".lock").write_text("")  # its status and the lock file overt creates when it claims one
     assert main([str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "has no checkpoint to continue from" in err and f"rm -r {tmp_path / 'run'}" in err

@@ -216,6 +216,7 @@ def test_no_advice_to_delete_a_folder_overt_did_not_write(tmp_path, capsys, monk
         assert overt_main(["resume", target]) == 2  # config.yaml but no checkpoint: no rm advice either
         err = capsys.readouterr().err
         assert "rm -r" not in err and "Traceback" not in err, err
+        assert not (home / ".lock").exists()  # and no lock file left to make it look like overt's
 
 
 def test_a_run_overt_wrote_still_gets_the_advice(tmp_path, capsys):
