@@ -176,8 +176,8 @@ def test_an_upward_import_and_a_cycle_are_caught(tmp_path):
 #: the run directory's own names (overt.run.layout): outside overt/run/ a run directory's paths come
 #: from overt.run.rundir.RunDir, so that every write into one goes through its link-refusing writes
 RUN_FILE_NAMES = {"CONFIG", "RECIPE_META", "INPUTS", "RECIPE_SOURCE", "METRICS", "TENSORBOARD", "STATUS", "GUARDS",
-                  "CHECKPOINTS", "WEIGHTS", "SUMMARY", "LOCK", "REPORT", "PLOTS", "WANDB", "MLFLOW", "checkpoints_dir", "checkpoint_root",
-                  "run_dir_of_checkpoint"}
+                  "CHECKPOINTS", "WEIGHTS", "SUMMARY", "LOCK", "REPORT", "PLOTS", "WANDB", "MLFLOW", "checkpoints_dir",
+                  "checkpoint_root", "run_dir_of_checkpoint"}
 RUN_FILE_LITERALS = {"config.yaml", "recipe_meta.json", "inputs.json", "recipe_source.json", "metrics.jsonl", "tb",
                      "status.json", "guards.json", "checkpoints", "model.safetensors", "summary.json", ".lock",
                      "plots", "wandb", "mlflow.json"}

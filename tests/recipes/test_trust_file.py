@@ -78,8 +78,8 @@ def test_a_good_record_is_kept_and_extended_without_following_a_planted_link(tmp
     assert [e["sha256"] for e in json.loads(store.read_text())["recipes"]] == [source["sha256"]]
 
 
-def test_training_a_config_inside_a_run_directory_says_which_file_runs_and_trusts_nothing(tmp_path, store,
-                                                                                         capsys, monkeypatch):
+def test_training_a_config_inside_a_run_directory_says_which_file_runs_and_trusts_nothing(
+        tmp_path, store, capsys, monkeypatch):
     """A downloaded run directory holding its own recipe: training it is the user's choice, but it is
     named (path and sha256) before the import and never recorded as trusted."""
     monkeypatch.chdir(tmp_path)
