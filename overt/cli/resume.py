@@ -94,14 +94,14 @@ def finished(restored: Any, run_dir: Path, overrides: list[str]) -> str | None:
     the checkpoint (and moves the unusable ones aside)."""
     from overt.checkpoint.finished import finished_because
     from overt.config import parse_overrides
-    from overt.run.layout import SUMMARY, WEIGHTS
-
     from overt.run.reader import read_json
+    from overt.run.rundir import RunDir
 
+    run = RunDir(run_dir)
     why = finished_because(restored, parse_overrides(overrides))
-    if why is None or restored.skipped or not (run_dir / WEIGHTS).is_file():
+    if why is None or restored.skipped or not run.weights.is_file():
         return None
-    summary = read_json(run_dir / SUMMARY) or {}  # (a run stopped by a signal at its very end says "stopped")
+    summary = read_json(run.summary) or {}  # (a run stopped by a signal at its very end says "stopped")
     return why if summary.get("status") == "completed" else None
 
 
@@ -180,7 +180,7 @@ def main(argv: list[str]) -> int:
         if done is not None:
             if main:
                 print(f"overt resume: {run_dir} is finished ({done}); nothing to resume, nothing was changed: "
-                      f"its final weights are {run_dir / 'model.safetensors'}", file=sys.stderr, flush=True)
+                      f"its final weights are {run.weights}", file=sys.stderr, flush=True)
             return 0
         module, cfg = resume_config(restored, run_dir, split_launch_overrides(args.overrides)[1],
                                     args.allow_changed_recipe, args.trust_recipe)

@@ -115,19 +115,22 @@ def _saved_plan(folder: Path) -> dict[str, Any] | None:
     return read_json(folder / SWEEP_JSON) if folder.is_dir() and not folder.is_symlink() else None
 
 
-def _try_lock(folder: Path) -> bool:
+def _try_lock(folder: Path) -> Any:
+    """The folder's lock (:class:`overt.run.lock.RunLock`), held; None when another process holds it."""
     from overt.errors import ConfigError
-    from overt.run import lock
+    from overt.run.lock import RunLock
 
+    held = RunLock(folder)
     try:
-        lock.acquire(folder)
-        return True
+        held.acquire()
+        return held
     except ConfigError:
-        return False
+        return None
 
 
-def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, bool]:
-    """(the sweep's folder, locked for this process; whether it continues an unfinished sweep).
+def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, bool, Any]:
+    """(the sweep's folder; whether it continues an unfinished sweep; its lock, held: the caller
+    releases it).
     Without ``sweep_dir``: the newest unfinished sweep of the same plan in ``runs_root`` (that no
     process is running), else a new folder, created exclusively (``-2``, ``-3``... when two sweeps
     start in the same second)."""
@@ -139,16 +142,17 @@ def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, b
             raise ConfigError(f"sweep_dir={sweep_dir} is an existing file, not a folder",
                               fix="choose another sweep_dir=..., or move the file away")
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        if not _try_lock(sweep_dir):
+        held = _try_lock(sweep_dir)
+        if held is None:
             info = lock.holder(sweep_dir) or {}
             raise ConfigError(f"the sweep folder {sweep_dir} is in use by another overt process "
                               f"({lock.describe_holder(info)})",
                               fix="wait for that sweep to end (or stop it), or choose another sweep_dir=...")
         saved = _saved_plan(sweep_dir)
         if saved is not None and saved.get("plan") == plan.key:
-            return sweep_dir, True
+            return sweep_dir, True, held
         if any(p.name != lock.LOCK for p in sweep_dir.iterdir()):
-            lock.release(sweep_dir)
+            held.release()
             if saved is not None and saved.get("grid") == plan.grid_key:
                 raise ConfigError(f"the sweep in {sweep_dir} was trained with another version of the recipe "
                                   "(its source changed since)",
@@ -158,7 +162,7 @@ def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, b
             raise ConfigError(f"the sweep folder {sweep_dir} already exists and holds something else than this sweep",
                               why="a sweep continues only the sweep of the same grid, settings and recipe code",
                               fix="choose another sweep_dir=..., or remove that folder")
-        return sweep_dir, False
+        return sweep_dir, False, held
     root = Path(plan.first.runs_root)
     prefix = f"{plan.stem()}-sweep-"
     changed = None  # an unfinished sweep of this grid whose recipe code changed since
@@ -167,8 +171,9 @@ def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, b
             saved = _saved_plan(folder)
             if saved is None or saved.get("state") == "finished":
                 continue
-            if saved.get("plan") == plan.key and _try_lock(folder):
-                return folder, True
+            held = _try_lock(folder) if saved.get("plan") == plan.key else None
+            if held is not None:
+                return folder, True, held
             if saved.get("grid") == plan.grid_key and changed is None:
                 changed = folder
     if changed is not None:
@@ -183,19 +188,21 @@ def open_sweep(plan: Plan, sweep_dir: Path | None, out: TextIO) -> tuple[Path, b
         except FileExistsError:
             n += 1
             continue
-        lock.acquire(folder)
-        return folder, False
+        held = _try_lock(folder)
+        if held is None:  # another sweep created and locked it first: the next name
+            n += 1
+            continue
+        return folder, False, held
 
 
 def _run_state(run_dir: Path) -> tuple[str | None, bool]:
     """(the run's status from its own files, whether it has a checkpoint that verifies)."""
     from overt.checkpoint.store import list_checkpoints
-    from overt.run.layout import checkpoints_dir
-    from overt.run.rundir import run_status
+    from overt.run.rundir import RunDir, run_status
 
     if not run_dir.is_dir():
         return None, False
-    return run_status(run_dir), any(e.problem is None for e in list_checkpoints(checkpoints_dir(run_dir)))
+    return run_status(run_dir), any(e.problem is None for e in list_checkpoints(RunDir(run_dir).checkpoints))
 
 
 def _set_aside(run_dir: Path, sweep_dir: Path) -> Path:
@@ -214,11 +221,11 @@ def _train(run: PlannedRun, trial: Trial, sweep_dir: Path, signals: SweepSignals
     """Train (or skip, or continue) one run; its outcome goes into ``trial``."""
     from overt.compose import train_recipe
     from overt.run.reader import read_json
-    from overt.run.layout import SUMMARY
+    from overt.run.rundir import RunDir
 
     status, resumable = _run_state(trial.run_dir)
     if status == "completed":
-        trial.summary = read_json(trial.run_dir / SUMMARY) or {"status": "completed"}
+        trial.summary = read_json(RunDir(trial.run_dir).summary) or {"status": "completed"}
         print(f"overt sweep: {trial.label} already finished: skipped", file=out, flush=True)
         return
     cfg = run.config
@@ -238,16 +245,13 @@ def _resume(run: PlannedRun, trial: Trial, signals: SweepSignals) -> None:
     from overt.checkpoint.callback import find_checkpoint
     from overt.compose import train_recipe
     from overt.recipes.base import check_recipe_source
-    from overt.run import lock
+    from overt.run.rundir import RunDir
 
-    lock.acquire(trial.run_dir)
-    try:
+    with RunDir(trial.run_dir).lock():  # as `overt resume` holds it
         restored = find_checkpoint(trial.run_dir)
         recorded = restored.meta.get("recipe_source")
         check_recipe_source(recorded if isinstance(recorded, dict) else None, str(run.config.recipe))
         trial.summary = train_recipe(run.config, run.module, resume=restored, callbacks=[signals])
-    finally:
-        lock.release(trial.run_dir)
 
 
 def _failed(trial: Trial, error: Exception, sweep_dir: Path, out: TextIO) -> None:
@@ -280,12 +284,11 @@ def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = Non
     Progress goes to ``out`` (default: stderr)."""
     from overt.cli import sweep_compare
     from overt.cli.sweep_grid import plan as check_grid
-    from overt.run import lock
 
     out = out if out is not None else sys.stderr
     sweep_arg, rest = _split_sweep_dir(overrides)
     plan = check_grid(target, rest)
-    sweep_dir, continuing = open_sweep(plan, sweep_arg, out)
+    sweep_dir, continuing, held = open_sweep(plan, sweep_arg, out)
     try:
         trials = [Trial(dict(r.overrides), sweep_dir / r.folder, str(r.config.monitor), str(r.config.monitor_mode))
                   for r in plan.runs]
@@ -320,7 +323,7 @@ def run_sweep(target: str | None, overrides: list[str], out: TextIO | None = Non
         finally:
             signals.handler.uninstall()
     finally:
-        lock.release(sweep_dir)
+        held.release()
     return sweep_dir, trials, signals.received
 
 
