@@ -73,6 +73,11 @@ def load_module_state(model: nn.Module, state: dict[str, Any], *, strict: bool =
     return report
 
 
+def module_file(name: str = "model") -> str:
+    """The file that holds module ``name``'s tensors inside a checkpoint folder."""
+    return f"{name}.safetensors"
+
+
 def load_weights(model: nn.Module, path: str | Path, *, strict: bool = True, name: str = "model") -> LoadReport:
     """Load weights from a checkpoint folder (its ``name`` module), a run directory (its newest valid
     checkpoint) or a ``.safetensors`` file into ``model``.  Never unpickles.  Returns the report;
@@ -90,7 +95,7 @@ def load_weights(model: nn.Module, path: str | Path, *, strict: bool = True, nam
             loaded = verify_and_read(path)
         else:
             loaded = read_newest_valid(RunDir(path).checkpoint_root())
-        file = f"{name}.safetensors"
+        file = module_file(name)
         if file not in loaded.tensor_files:
             modules = [f.removesuffix(".safetensors") for f in loaded.tensor_files if f != "state.safetensors"]
             raise CheckpointError(f"checkpoint {loaded.path} holds no module named {name!r}",

@@ -57,9 +57,9 @@ def read_record(run: Path) -> tuple[dict[str, Any], Any]:
     without it predict would feed the model inputs in the wrong units and check nothing."""
     from overt.preprocessing import Preprocessing
     from overt.record import validate_record
-    from overt.run.layout import INPUTS
+    from overt.run.rundir import RunDir
 
-    path = run / INPUTS
+    path = RunDir(run).inputs
     data = _read(path)
     if data is None:
         raise RunError(f"{path} is missing",
@@ -76,9 +76,9 @@ def read_record(run: Path) -> tuple[dict[str, Any], Any]:
 
 def read_recipe_source(run: Path) -> dict[str, Any] | None:
     """``recipe_source.json`` (``{"spec", "file", "sha256"}``), checked; None when the run has none."""
-    from overt.run.layout import RECIPE_SOURCE
+    from overt.run.rundir import RunDir
 
-    path = run / RECIPE_SOURCE
+    path = RunDir(run).recipe_source
     data = _read(path)
     if data is None:
         return None
@@ -114,9 +114,9 @@ def read_recipe_meta(path: Path) -> dict[str, Any]:
 def recorded_weights_hash(run: Path) -> str | None:
     """The SHA-256 of ``model.safetensors`` that the run recorded when it finished (``summary.json``),
     or None when it recorded none (a run finished by an older overt)."""
-    from overt.run.layout import SUMMARY
+    from overt.run.rundir import RunDir
 
-    path = run / SUMMARY
+    path = RunDir(run).summary
     try:
         summary = _read(path)
     except OvertError:
@@ -133,9 +133,9 @@ def read_final_weights(run: Path) -> dict[str, torch.Tensor]:
     recorded when it finished: one flipped bit is a :class:`RunError`, never a different answer."""
     from overt.checkpoint.codec import CheckpointError
     from overt.checkpoint.store import check_finite, read_regular, read_safetensors
-    from overt.run.layout import WEIGHTS
+    from overt.run.rundir import RunDir
 
-    path = run / WEIGHTS
+    path = RunDir(run).weights
     try:
         data = read_regular(path)
     except OSError as exc:
@@ -147,7 +147,7 @@ def read_final_weights(run: Path) -> dict[str, torch.Tensor]:
                              f"{hashlib.sha256(data).hexdigest()[:16]}...",
                        why="the weights were changed or corrupted after training (one flipped bit is enough to "
                            "change answers); predicting or exporting with them would be silently wrong",
-                       fix=f"restore {WEIGHTS} from where the run was trained, or use a checkpoint (each carries "
+                       fix=f"restore {path.name} from where the run was trained, or use a checkpoint (each carries "
                            "its own hashes): --checkpoint last")
     try:
         state = read_safetensors(path, data)
@@ -164,17 +164,17 @@ def _compare_with_final_checkpoint(run: Path, path: Path, state: dict[str, torch
     (verified against its own manifest).  Silent when that checkpoint is gone, damaged or holds other keys."""
     from overt.checkpoint.codec import CheckpointError
     from overt.checkpoint.store import verify_and_read
-    from overt.run.layout import SUMMARY
+    from overt.run.rundir import RunDir
     from overt.text import first_names
 
     try:
-        summary = _read(run / SUMMARY)
+        summary = _read(RunDir(run).summary)
     except OvertError:
         return
     last = (summary.get("checkpoint") or {}).get("last") if isinstance(summary, dict) else None
-    if not isinstance(last, str) or not (run / "checkpoints" / Path(last).name).is_dir():
+    if not isinstance(last, str) or not (RunDir(run).checkpoints / Path(last).name).is_dir():
         return
-    folder = run / "checkpoints" / Path(last).name
+    folder = RunDir(run).checkpoints / Path(last).name
     try:
         saved = verify_and_read(folder).tensor_files.get("model.safetensors")
     except CheckpointError:
@@ -195,9 +195,10 @@ def weights_shapes(weights: Path | None, run: Path) -> dict[str, tuple[int, ...]
     """``{name: shape}`` of the weights that will be loaded, read from the safetensors header only."""
     from safetensors import safe_open
 
-    from overt.run.layout import WEIGHTS
+    from overt.checkpoint.weights import module_file
+    from overt.run.rundir import RunDir
 
-    path = run / WEIGHTS if weights is None else (weights / "model.safetensors" if weights.is_dir() else weights)
+    path = RunDir(run).weights if weights is None else (weights / module_file() if weights.is_dir() else weights)
     try:
         with safe_open(str(path), framework="pt") as fh:
             return {key: tuple(fh.get_slice(key).get_shape()) for key in fh.keys()}
