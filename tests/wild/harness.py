@@ -13,7 +13,11 @@ A case (``tests/wild/cases/wNN_*.py``) is a module with:
 * optionally ``setup(bug: bool) -> dict`` with ``model``, ``optimizer``, ``loss_fn``,
   ``train_data``, ``val_data`` (and engine settings under ``settings``) for the ``engine``
   face (``overt.Trainer``) and the ``doctor`` face (``overt.doctor``);
-* optionally ``WORLD = 2``: the script runs on two gloo processes (the ``run`` face only).
+* optionally ``WORLD = 2``: the script runs on two gloo processes (the ``run`` face only);
+* for the cases added for issue 33: ``REPORT`` (the report's id in ``tests/wild/split.json``),
+  ``MECHANISM`` (a key of ``tests/wild/mechanisms.json``, whose slugs also name the cause, so a
+  catalog entry added later counts without editing the case), ``METRIC`` (name, bug value, twin
+  value, as measured with plain ``python``) and a script that ends by printing ``METRIC <value>``.
 
 The faces: ``engine`` (guards inside ``overt.Trainer``), ``guard`` (``overt.guard``), ``run``
 (``overt run script.py``, in-process), ``lint`` (``overt lint``), ``doctor``.  A face
@@ -252,10 +256,41 @@ def doctor_face(case: ModuleType, bug: bool) -> FaceResult:
 RUNNERS = {"engine": engine_face, "guard": guard_face, "run": run_face, "lint": lint_face, "doctor": doctor_face}
 
 
+def mechanisms() -> dict[str, list[str]]:
+    """``tests/wild/mechanisms.json``: MECHANISM key -> the catalog slugs that name that cause."""
+    data = json.loads(Path(__file__).with_name("mechanisms.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def cause_slugs(case: ModuleType) -> frozenset[str]:
+    """The slugs that name the case's cause: its ``SLUGS`` and those of its ``MECHANISM``."""
+    extra = mechanisms().get(getattr(case, "MECHANISM", ""), [])
+    return frozenset(case.SLUGS) | frozenset(extra)
+
+
+def report_id(case: ModuleType) -> str:
+    """The id the held-out split uses: ``REPORT`` (N01...) for the new cases, ``wNN`` for the old."""
+    return getattr(case, "REPORT", case_id(case)[:3])
+
+
+def half(case: ModuleType) -> str:
+    """``"dev"`` or ``"test"``, from the committed split (tests/wild/split.json)."""
+    split = json.loads(Path(__file__).with_name("split.json").read_text())
+    return "test" if report_id(case) in split["test"] else "dev"
+
+
 def caught(case: ModuleType, result: FaceResult) -> bool:
-    """Whether ``result`` (on the buggy program) names one of the case's slugs."""
-    wanted = set(case.SLUGS)
+    """Whether ``result`` (on the buggy program) names the case's cause."""
+    wanted = cause_slugs(case)
     return any(s in wanted for s in result.slugs)
+
+
+def verdict(case: ModuleType, results: list[FaceResult]) -> str:
+    """What the faces said about the buggy program together: ``"cause"`` when one named the cause,
+    ``"symptom"`` when they reported only other (non-timing) findings, ``"-"`` when nothing."""
+    if any(caught(case, r) for r in results):
+        return "cause"
+    return "symptom" if any(r.judged for r in results) else "-"
 
 
 def evaluate(case: ModuleType, faces: tuple[str, ...] = FACES) -> dict[str, dict[str, Any]]:

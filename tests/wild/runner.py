@@ -1,59 +1,92 @@
-"""The wild corpus, every case through every face: recall and false positives per face.
+"""The wild corpus, every case through every face: recall and false positives per face, and per
+half of the held-out split (issue 33).
 
-    python -m tests.wild.runner            # all cases, all faces
-    python -m tests.wild.runner w01 w07    # some cases
-    python -m tests.wild.runner --faces lint,run
+    python -m tests.wild.runner                       # all cases, all faces
+    python -m tests.wild.runner w01 w07               # some cases
+    python -m tests.wild.runner --faces lint,run      # as a user runs them: overt run / overt lint
+    python -m tests.wild.runner --faces run,lint --half dev --markdown out.md
 
-A case counts as *caught* by a face when that face reports one of the case's slugs on the
-buggy script; any finding on the correct twin is a *false positive*.  "n/a": the face does
-not apply to the case (no ``#@guard`` line, no ``setup()`` for the engine and doctor).
+A case counts as *caught* by a face when that face reports a slug that names the case's cause
+(its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
+with another slug on the buggy script is a *symptom-only* detection, counted apart; any finding on
+the correct twin is a *false positive* (timing findings aside).  "n/a": the face does not apply
+to the case (no ``#@guard`` line, no ``setup()`` for the engine and doctor).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
+from pathlib import Path
 
-from tests.wild.harness import FACES, case_id, cases, caught, evaluate
+from tests.wild.harness import FACES, case_id, cases, caught, evaluate, half, report_id, verdict
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30,
+                             cwd=Path(__file__).parent)
+        return out.stdout.strip() or "?"
+    except OSError:
+        return "?"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.wild.runner")
     ap.add_argument("cases", nargs="*", help="case id prefixes (default: all)")
     ap.add_argument("--faces", default=",".join(FACES))
+    ap.add_argument("--half", choices=("dev", "test", "all"), default="all",
+                    help="the half of the held-out split to run (tests/wild/split.json)")
+    ap.add_argument("--markdown", help="also write the per-case and per-half tables to this file")
     args = ap.parse_args(argv)
     faces = tuple(f for f in args.faces.split(",") if f)
-    chosen = [c for c in cases() if not args.cases or any(case_id(c).startswith(p) for p in args.cases)]
+    chosen = [c for c in cases() if (not args.cases or any(case_id(c).startswith(p) for p in args.cases))
+              and args.half in ("all", half(c))]
     stats = {f: {"caught": 0, "applies": 0, "fp": 0, "twins": 0} for f in faces}
+    halves: dict[str, dict[str, int]] = {}
+    rows = []
     any_caught = 0
-    print(f"{'case':38s} " + " ".join(f"{f:>8s}" for f in faces) + "   twin findings")
+    print(f"{'case':38s} {'half':4s} " + " ".join(f"{f:>8s}" for f in faces)
+          + "   verdict  bug findings | twin findings")
     for case in chosen:
         t0 = time.perf_counter()
         res = evaluate(case, faces)
-        cells, fps = [], []
-        hit = False
+        cells, fps, bug_slugs = [], [], set()
+        hit = twin_fp = False
         for f in faces:
             bug, twin = res[f]["bug"], res[f]["twin"]
             if not bug.applies:
                 cells.append("n/a")
                 continue
+            bug_slugs |= set(bug.judged)
             stats[f]["applies"] += 1
             stats[f]["twins"] += 1
             ok = caught(case, bug)
             hit |= ok
             stats[f]["caught"] += ok
-            cells.append("CAUGHT" if ok else ("error" if bug.error else "-"))
+            cells.append("CAUGHT" if ok else ("error" if bug.error else ("other" if bug.judged else "-")))
             if twin.judged:
                 stats[f]["fp"] += 1
+                twin_fp = True
                 fps.append(f"{f}: {','.join(sorted(set(twin.judged)))}")
             elif twin.slugs and f != "doctor":
                 fps.append(f"{f}: timing only ({','.join(sorted(set(twin.slugs)))})")
             if twin.error:
                 fps.append(f"{f}: twin error {twin.error[-200:]!r}")
+        v = verdict(case, [res[f]["bug"] for f in faces if res[f]["bug"].applies])
+        h = half(case)
+        tally = halves.setdefault(h, {"cases": 0, "cause": 0, "symptom": 0, "twin_fp": 0})
+        tally["cases"] += 1
+        if v != "-":
+            tally[v] += 1
+        tally["twin_fp"] += twin_fp
         any_caught += hit
-        print(f"{case_id(case):38s} " + " ".join(f"{c:>8s}" for c in cells)
-              + f"   {'; '.join(fps) or '-'}  ({time.perf_counter() - t0:.1f}s)", flush=True)
+        rows.append((case, h, cells, v, sorted(bug_slugs), fps))
+        print(f"{case_id(case):38s} {h:4s} " + " ".join(f"{c:>8s}" for c in cells)
+              + f"   {v:7s}  {','.join(sorted(bug_slugs)) or '-'} | {'; '.join(fps) or '-'}"
+              + f"  ({time.perf_counter() - t0:.1f}s)", flush=True)
     print()
     print(f"{'face':8s} {'recall (of all cases)':>22s} {'recall (where it applies)':>26s} {'twins with findings':>20s}")
     n = len(chosen)
@@ -63,7 +96,28 @@ def main(argv: list[str] | None = None) -> int:
               f" {s['caught']:>12d}/{s['applies']:<3d} {100 * s['caught'] / max(s['applies'], 1):5.1f}%"
               f" {s['fp']:>12d}/{s['twins']}")
     print(f"caught by at least one face: {any_caught}/{n} ({100 * any_caught / max(n, 1):.1f}%)")
+    print()
+    print(f"{'half':5s} {'cases':>6s} {'cause':>6s} {'symptom only':>13s} {'twins with findings':>20s}")
+    for h, t in sorted(halves.items()):
+        print(f"{h:5s} {t['cases']:>6d} {t['cause']:>6d} {t['symptom']:>13d} {t['twin_fp']:>20d}")
+    if args.markdown:
+        _write_markdown(Path(args.markdown), faces, rows, halves)
     return 0
+
+
+def _write_markdown(path: Path, faces: tuple[str, ...], rows: list, halves: dict) -> None:
+    lines = [f"commit `{_commit()}`, faces {', '.join(faces)}", "",
+             "| case | report | half | " + " | ".join(faces)
+             + " | verdict | findings on the bug | findings on the twin |",
+             "|---|---|---|" + "---|" * len(faces) + "---|---|---|"]
+    for case, h, cells, v, bug_slugs, fps in rows:
+        lines.append(f"| {case_id(case)} | {report_id(case)} | {h} | " + " | ".join(cells)
+                     + f" | {v} | {', '.join(bug_slugs) or '-'} | {'; '.join(fps) or '-'} |")
+    lines += ["", "| half | cases | detected by the slug naming the cause | symptom only | twins with findings |",
+              "|---|---|---|---|---|"]
+    for h, t in sorted(halves.items()):
+        lines.append(f"| {h} | {t['cases']} | {t['cause']} | {t['symptom']} | {t['twin_fp']} |")
+    path.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

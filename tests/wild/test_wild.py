@@ -1,13 +1,20 @@
 """The wild corpus in the default suite: each case's buggy script is caught by the face named
 in ``EXPECTED`` and its correct twin gives no finding (timing findings aside, see
-``harness.TIMING``).  ``python -m tests.wild.runner`` runs every face on every case."""
+``harness.TIMING``).  ``python -m tests.wild.runner`` runs every face on every case.
+
+The cases added for issue 33 are split into a development and a test half
+(``tests/wild/split.json``).  Only development-half twins are checked here for silence (lint in
+the default suite, ``overt run`` marked slow): the test half is held out, measured once by the
+lead (``python -m tests.wild.runner --faces run,lint --half test``); for it the suite checks only
+the cases' structure and, marked slow, that each bug still changes its metric."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.wild import harness
-from tests.wild.harness import case_id, cases
+from tests.wild.harness import case_id, cases, half
+from tests.wild.split import load as load_split
 
 CASES = {case_id(c): c for c in cases()}
 
@@ -54,13 +61,56 @@ def _one_thread(one_thread):
     """tests/conftest.py's ``one_thread`` for every test here."""
 
 
+NEW = {cid: c for cid, c in CASES.items() if hasattr(c, "REPORT")}
+DEV_NEW = sorted(cid for cid, c in NEW.items() if half(c) == "dev")
+
+
 def test_every_case_cites_its_source_and_has_a_twin():
-    assert len(CASES) >= 25
+    assert len(CASES) >= 50
     for cid, case in CASES.items():
         doc = case.__doc__ or ""
         assert "http" in doc, f"{cid}: the docstring must cite the public report"
-        assert case.SLUGS, cid
+        assert case.SLUGS or getattr(case, "MECHANISM", None), cid
         assert case.script(True) != case.script(False), cid
+
+
+def test_new_cases_follow_the_split_and_record_their_metric():
+    split = load_split()
+    mechanisms = harness.mechanisms()
+    assert not set(split["dev"]) & set(split["test"])
+    reports = [c.REPORT for c in NEW.values()]
+    assert len(reports) == len(set(reports)), "one case per report"
+    assert set(reports) <= set(split["dev"]) | set(split["test"])
+    for cid, case in NEW.items():
+        assert case.MECHANISM in mechanisms, f"{cid}: MECHANISM {case.MECHANISM!r} not in mechanisms.json"
+        name, bug, twin = case.METRIC
+        assert name and bug is not None and twin is not None and bug != twin, cid
+        assert "METRIC" in case.script(True) and "METRIC" in case.script(False), cid
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cid", sorted(NEW))
+def test_new_bug_changes_its_metric(cid: str):
+    """Plain ``python`` (no overt): the bug moves the metric away from the twin's, in the recorded
+    direction, by at least half the recorded gap."""
+    from tests.wild.metrics import measure
+
+    case = NEW[cid]
+    _, rec_bug, rec_twin = case.METRIC
+    bug, twin = measure(case, True), measure(case, False)
+    gap = rec_twin - rec_bug
+    assert (twin - bug) * gap > 0 and abs(twin - bug) >= abs(gap) / 2, (cid, bug, twin, case.METRIC)
+
+
+def _dev_param(cid: str, face: str):
+    return pytest.param(cid, face, id=f"{cid}-{face}", marks=[pytest.mark.slow] if face == "run" else [])
+
+
+@pytest.mark.parametrize(("cid", "face"), [_dev_param(c, f) for c in DEV_NEW for f in ("lint", "run")])
+def test_dev_twin_quiet(cid: str, face: str):
+    """The development half's correct twins give no finding under ``overt lint`` / ``overt run``."""
+    twin = harness.RUNNERS[face](NEW[cid], False)
+    assert not twin.judged and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
 
 
 @pytest.mark.parametrize(("cid", "face"), [_param(c, f) for c, f in PAIRS])

@@ -98,3 +98,117 @@ def digits_sets(n_train: int = 1400):
     x = torch.tensor(d.data, dtype=torch.float32) / 16.0
     y = torch.tensor(d.target)
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+#: a plain accuracy function for the cases' scripts (eval mode, no_grad); the cases added for
+#: issue 33 end by printing ``METRIC <value>``, the number their docstring records for bug and twin
+ACCURACY = '''
+def accuracy(model, loader):
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            correct += (model(xb).argmax(1) == yb).sum().item()
+            total += len(yb)
+    model.train()
+    return correct / total
+'''
+
+#: a deterministic corridor for the RL cases: states 0..N-1, start at 0; action 1 moves right
+#: (reward 1 and the episode ends when it leaves the last state), action 0 quits (reward
+#: ``quit_reward``, the episode ends).  Transitions are enumerated, so training is offline
+#: Q-learning on the whole table and fully deterministic.
+CORRIDOR = '''
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+N_STATES, GAMMA = 6, 0.9
+
+
+def corridor(quit_reward):
+    """Every transition: (state, action, reward, next_state, done); next_state after a terminal
+    transition is the start state, as an auto-resetting environment reports it."""
+    rows = []
+    for s in range(N_STATES):
+        rows.append((s, 0, quit_reward, 0, 1.0))
+        last = s == N_STATES - 1
+        rows.append((s, 1, 1.0 if last else 0.0, 0 if last else s + 1, 1.0 if last else 0.0))
+    s, a, r, s2, d = map(torch.tensor, zip(*rows))
+    return s, a, r.float(), s2, d.float()
+
+
+def one_hot(s):
+    return F.one_hot(s, N_STATES).float()
+
+
+def greedy_return(q_net, quit_reward):
+    """Undiscounted return of the greedy policy from the start state (at most 2*N steps)."""
+    s, total = 0, 0.0
+    with torch.no_grad():
+        for _ in range(2 * N_STATES):
+            a = q_net(one_hot(torch.tensor([s]))).argmax(1).item()
+            if a == 0:
+                return total + quit_reward
+            if s == N_STATES - 1:
+                return total + 1.0
+            s += 1
+    return total
+'''
+
+#: synthetic audio for the audio cases: ten classes of tones (class k at 40 + 18k Hz) with a random
+#: phase, amplitude and noise; ``tones(n, sr, seconds)`` returns (waveforms, labels), and the model
+#: input is the log magnitude spectrum of a 0.256 s clip at 1000 Hz (256 samples)
+AUDIO = '''
+import torch
+from torch import nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+SR = 1000
+CLIP = 256
+
+
+def tones(n, sr=SR, seconds=CLIP / SR):
+    g = torch.Generator().manual_seed(n + sr)
+    y = torch.randint(10, (n,), generator=g)
+    t = torch.arange(int(round(sr * seconds))) / sr
+    freq = 40.0 + 18.0 * y.float()
+    phase = 6.283 * torch.rand(n, 1, generator=g)
+    amp = 0.5 + torch.rand(n, 1, generator=g)
+    wave = amp * torch.sin(6.283 * freq[:, None] * t[None] + phase)
+    return wave + 0.3 * torch.randn(wave.shape, generator=g), y
+
+
+def spectrum(wave):
+    return torch.log1p(torch.fft.rfft(wave, n=CLIP).abs())
+'''
+
+#: synthetic token data for the NLP cases (vocabulary of words ``w0`` .. ``w39``, four classes,
+#: each with five keywords): ``sentences(n, seed)`` returns (list of token lists, labels)
+TEXT = '''
+import random
+import torch
+from torch import nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+WORDS = [f"w{i}" for i in range(40)]
+KEYWORDS = {c: WORDS[5 * c:5 * c + 5] for c in range(4)}
+FILLER = WORDS[20:]
+
+
+def sentences(n, seed):
+    rng = random.Random(seed)
+    out, labels = [], []
+    for _ in range(n):
+        c = rng.randrange(4)
+        words = rng.sample(FILLER, 8) + rng.sample(KEYWORDS[c], 2)
+        rng.shuffle(words)
+        out.append(words)
+        labels.append(c)
+    return out, torch.tensor(labels)
+'''
