@@ -29,8 +29,8 @@ for i, part in enumerate(torch.arange(len(X)).chunk(18)):   # 18 shards of featu
 
 x_files = sorted(f for f in os.listdir(root) if f.startswith("x_"))
 y_files = {ylist}
-Xs = torch.cat([torch.load(os.path.join(root, f)) for f in x_files])
-Ys = torch.cat([torch.load(os.path.join(root, f)) for f in y_files])
+Xs = torch.cat([torch.load(os.path.join(root, f), weights_only=True) for f in x_files])
+Ys = torch.cat([torch.load(os.path.join(root, f), weights_only=True) for f in y_files])
 train_ds = TensorDataset(Xs[:1400], Ys[:1400])
 val_ds = TensorDataset(Xs[1400:], Ys[1400:])
 
