@@ -10,6 +10,7 @@ gradients, the optimizer steps another set of weights.
 from tests.wild.cases.common import SETUP, loop
 
 SLUGS = ("optimizer-not-on-model", "params-not-optimized", "params-not-updating")
+MECHANISM = "optimizer-other-model"
 
 
 def script(bug: bool) -> str:
