@@ -11,14 +11,14 @@ Metric: validation accuracy of the reloaded model (plain ``python``, CPU, seed 0
 bug 0.0932, twin 0.8589.
 """
 
-from tests.wild.cases.common import ACCURACY, NET, PRELUDE
+from tests.wild.cases.common import ACCURACY, FIT, NET, PRELUDE
 
 REPORT = "N02"
 MECHANISM = "load-state-dict-no-effect"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.0932, 0.8589)
 
-_SCRIPT = PRELUDE + NET + ACCURACY + '''
+_SCRIPT = PRELUDE + NET + ACCURACY + FIT + '''
 import io
 
 
@@ -36,11 +36,7 @@ opt = torch.optim.Adam(module.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=128)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(module(xb), yb).backward()
-        opt.step()
+fit(module, opt, train_loader, 3, loss_fn)
 buf = io.BytesIO()
 torch.save(module.state_dict(), buf)
 buf.seek(0)

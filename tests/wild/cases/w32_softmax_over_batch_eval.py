@@ -12,14 +12,14 @@ Metric: validation accuracy of the argmax of the probabilities (plain ``python``
 bug 0.2191, twin 0.8589.
 """
 
-from tests.wild.cases.common import NET, PRELUDE
+from tests.wild.cases.common import FIT, NET, PRELUDE
 
 REPORT = "N06"
 MECHANISM = "softmax-over-batch"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.2191, 0.8589)
 
-_SCRIPT = PRELUDE + NET + '''
+_SCRIPT = PRELUDE + NET + FIT + '''
 model = Net()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
@@ -27,11 +27,7 @@ train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 order = Y[1400:].argsort(stable=True)                 # the test set, stored class by class
 val_ds = TensorDataset(X[1400:][order], Y[1400:][order])
 val_loader = DataLoader(val_ds, batch_size=32)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 model.eval()
 preds = []
 with torch.inference_mode():

@@ -10,25 +10,21 @@ Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.7733, twin 0.
 (the bug's recall on class 0 is printed too).
 """
 
-from tests.wild.cases.common import ACCURACY, NET, PRELUDE
+from tests.wild.cases.common import ACCURACY, FIT, NET, PRELUDE
 
 REPORT = "N08"
 MECHANISM = "ignore-index-is-class"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.7733, 0.8589)
 
-_SCRIPT = PRELUDE + NET + ACCURACY + '''
+_SCRIPT = PRELUDE + NET + ACCURACY + FIT + '''
 PAD = 0
 model = Net()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss({ignore})
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=128)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 model.eval()
 with torch.no_grad():
     pred = model(val_ds.tensors[0]).argmax(1)

@@ -11,24 +11,20 @@ Metric: validation accuracy as the script computes it (plain ``python``, CPU, se
 bug 0.1033, twin 0.8589.
 """
 
-from tests.wild.cases.common import NET, PRELUDE
+from tests.wild.cases.common import FIT, NET, PRELUDE
 
 REPORT = "N11"
 MECHANISM = "eval-order-mismatch"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.1033, 0.8589)
 
-_SCRIPT = PRELUDE + NET + '''
+_SCRIPT = PRELUDE + NET + FIT + '''
 model = Net()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 test_loader = DataLoader(val_ds, batch_size=128, shuffle={shuffle})
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 model.eval()
 with torch.no_grad():
     y_pred = torch.cat([model(xb).argmax(1) for xb, _ in test_loader])

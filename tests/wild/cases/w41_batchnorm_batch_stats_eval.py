@@ -11,14 +11,14 @@ keeps the running statistics.
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.335, twin 0.9169.
 """
 
-from tests.wild.cases.common import ACCURACY, PRELUDE
+from tests.wild.cases.common import ACCURACY, FIT, PRELUDE
 
 REPORT = "N15"
 MECHANISM = "batch-mixed"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.335, 0.9169)
 
-_SCRIPT = PRELUDE + ACCURACY + '''
+_SCRIPT = PRELUDE + ACCURACY + FIT + '''
 order = Y[1400:].argsort(stable=True)                 # the validation set, stored class by class
 val_ds = TensorDataset(X[1400:][order], Y[1400:][order])
 model = nn.Sequential(nn.Linear(64, 64), nn.BatchNorm1d(64{track}), nn.ReLU(), nn.Linear(64, 10))
@@ -26,11 +26,7 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=32)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 print(f"METRIC {{accuracy(model, val_loader):.4f}}")
 '''
 

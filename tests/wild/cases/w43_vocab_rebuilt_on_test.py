@@ -11,14 +11,14 @@ twin reuses the training vocabulary.
 Metric: test accuracy (plain ``python``, CPU, seed 0): bug 0.172, twin 1.0.
 """
 
-from tests.wild.cases.common import TEXT
+from tests.wild.cases.common import FIT, TEXT
 
 REPORT = "N17"
 MECHANISM = "eval-input-skew"
 SLUGS = ()
 METRIC = ("test_accuracy", 0.172, 1.0)
 
-_TAIL = '''
+_TAIL = FIT + '''
 def build_vocab(corpus):
     vocab = {{}}
     for words in corpus:
@@ -38,11 +38,7 @@ test_vocab = {test_vocab}
 model = nn.Sequential(nn.EmbeddingBag(len(WORDS), 16), nn.Linear(16, 4))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loader = DataLoader(TensorDataset(encode(train_text, train_vocab), train_y), batch_size=64, shuffle=True)
-for epoch in range(4):
-    for xb, yb in loader:
-        opt.zero_grad()
-        F.cross_entropy(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, loader, 4)
 with torch.no_grad():
     acc = (model(encode(test_text, test_vocab)).argmax(1) == test_y).float().mean().item()
 print(f"METRIC {{acc:.4f}}")

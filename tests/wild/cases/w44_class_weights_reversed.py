@@ -10,14 +10,14 @@ Metric: balanced validation accuracy (mean of the two recalls; plain ``python``,
 bug 0.5, twin 0.9095.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import FIT, PRELUDE
 
 REPORT = "N18"
 MECHANISM = "class-weights-reversed"
 SLUGS = ()
 METRIC = ("val_balanced_accuracy", 0.5, 0.9095)
 
-_SCRIPT = PRELUDE + '''
+_SCRIPT = PRELUDE + FIT + '''
 yb_all = (Y == 9).long()
 train_ds = TensorDataset(X[:1400], yb_all[:1400])
 pos_rate = yb_all[:1400].float().mean().item()  # about 0.1
@@ -26,11 +26,7 @@ model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 2))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss(weight=weights)
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
-for epoch in range(4):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 4, loss_fn)
 model.eval()
 with torch.no_grad():
     pred = model(X[1400:]).argmax(1)

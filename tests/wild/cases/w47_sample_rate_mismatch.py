@@ -11,23 +11,19 @@ Metric: accuracy on the 500 Hz recordings (plain ``python``, CPU, seed 0): bug 0
 twin 0.95.
 """
 
-from tests.wild.cases.common import AUDIO
+from tests.wild.cases.common import AUDIO, FIT
 
 REPORT = "N21"
 MECHANISM = "eval-input-skew"
 SLUGS = ()
 METRIC = ("test_accuracy", 0.03, 0.95)
 
-_SCRIPT = AUDIO + '''
+_SCRIPT = AUDIO + FIT + '''
 wave, y = tones(1500)
 model = nn.Sequential(nn.Linear(CLIP // 2 + 1, 64), nn.ReLU(), nn.Linear(64, 10))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loader = DataLoader(TensorDataset(spectrum(wave), y), batch_size=64, shuffle=True)
-for epoch in range(4):
-    for xb, yb in loader:
-        opt.zero_grad()
-        F.cross_entropy(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, loader, 4)
 
 rec, rec_y = tones(400, sr=500, seconds=0.512)      # field recordings at 500 Hz
 {prepare}

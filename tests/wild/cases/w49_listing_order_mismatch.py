@@ -11,14 +11,14 @@ pairs the shards by their number.
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.0882, twin 0.8589.
 """
 
-from tests.wild.cases.common import ACCURACY, NET, PRELUDE
+from tests.wild.cases.common import ACCURACY, FIT, NET, PRELUDE
 
 REPORT = "N23"
 MECHANISM = "labels-misaligned"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.0882, 0.8589)
 
-_SCRIPT = PRELUDE + NET + ACCURACY + '''
+_SCRIPT = PRELUDE + NET + ACCURACY + FIT + '''
 import os
 import tempfile
 
@@ -39,11 +39,7 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=128)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 print(f"METRIC {{accuracy(model, val_loader):.4f}}")
 '''
 

@@ -10,14 +10,14 @@ to be zeroed"; fixed by the maintainer (also piergiaj/pytorch-i3d#58).  The twin
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.0831, twin 0.8665.
 """
 
-from tests.wild.cases.common import ACCURACY, PRELUDE
+from tests.wild.cases.common import ACCURACY, FIT, PRELUDE
 
 REPORT = "N25"
 MECHANISM = "dropout-drops-all"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.0831, 0.8665)
 
-_SCRIPT = PRELUDE + ACCURACY + '''
+_SCRIPT = PRELUDE + ACCURACY + FIT + '''
 class I3DHead(nn.Module):
     def __init__(self, dropout_keep_prob=1.0):
         super().__init__()
@@ -34,11 +34,7 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=128)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 print(f"METRIC {{accuracy(model, val_loader):.4f}}")
 '''
 

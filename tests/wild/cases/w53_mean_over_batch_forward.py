@@ -15,14 +15,14 @@ Metric: validation accuracy, one sample per forward (plain ``python``, CPU, seed
 bug 0.1889, twin 0.8741.
 """
 
-from tests.wild.cases.common import ACCURACY, PRELUDE
+from tests.wild.cases.common import ACCURACY, FIT, PRELUDE
 
 REPORT = "N27"
 MECHANISM = "batch-mixed"
 SLUGS = ()
 METRIC = ("val_accuracy_batch1", 0.1889, 0.8741)
 
-_SCRIPT = PRELUDE + ACCURACY + '''
+_SCRIPT = PRELUDE + ACCURACY + FIT + '''
 class ContextNet(nn.Module):
     """LPRNet-style global context: feature maps of several depths, each scaled by its mean
     energy, concatenated for the classifier."""
@@ -47,11 +47,7 @@ model = ContextNet()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
-for epoch in range(3):
-    for xb, yb in train_loader:
-        opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+fit(model, opt, train_loader, 3, loss_fn)
 print("val accuracy, batches of 128:", accuracy(model, DataLoader(val_ds, batch_size=128)))
 print(f"METRIC {{accuracy(model, DataLoader(val_ds, batch_size=1)):.4f}}")
 '''
