@@ -8,7 +8,7 @@ fix was answered with "This will not work ... Both yield the same shape but firs
 erroneous", ``transpose(0, 1)`` being the fix.  Here each digit is a sequence of its 8 pixel rows;
 the twin transposes.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.0957, twin 0.8388.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.0907, twin 0.8564.
 """
 
 from tests.wild.cases.common import ACCURACY, FIT, PRELUDE
@@ -16,7 +16,7 @@ from tests.wild.cases.common import ACCURACY, FIT, PRELUDE
 REPORT = "N10"
 MECHANISM = "batch-mixed"
 SLUGS = ()
-METRIC = ("val_accuracy", 0.0957, 0.8388)
+METRIC = ("val_accuracy", 0.0907, 0.8564)
 
 _SCRIPT = PRELUDE + ACCURACY + FIT + '''
 class RowLSTM(nn.Module):
@@ -37,7 +37,9 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=128)
-fit(model, opt, train_loader, 4, loss_fn)
+for epoch in range(4):
+    fit(model, opt, train_loader, 1, loss_fn)
+    print(f"epoch {{epoch}}: val accuracy {{accuracy(model, val_loader):.3f}}")
 print(f"METRIC {{accuracy(model, val_loader):.4f}}")
 '''
 

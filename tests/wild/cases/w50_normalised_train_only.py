@@ -7,7 +7,7 @@ testing set" (mlpack/examples#213 found the same, "we weren't normalizing the te
 the training pixels are standardised with the training mean and standard deviation; the twin
 applies the same standardisation to the validation inputs.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.6801, twin 0.9018.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.7204, twin 0.8866.
 """
 
 from tests.wild.cases.common import ACCURACY, FIT, NET, PRELUDE
@@ -15,7 +15,7 @@ from tests.wild.cases.common import ACCURACY, FIT, NET, PRELUDE
 REPORT = "N24"
 MECHANISM = "eval-input-skew"
 SLUGS = ()
-METRIC = ("val_accuracy", 0.6801, 0.9018)
+METRIC = ("val_accuracy", 0.7204, 0.8866)
 
 _SCRIPT = PRELUDE + NET + ACCURACY + FIT + '''
 mean, std = X[:1400].mean(0), X[:1400].std(0) + 1e-3
@@ -32,7 +32,9 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 loss_fn = nn.CrossEntropyLoss()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=128)
-fit(model, opt, train_loader, 3, loss_fn)
+for epoch in range(3):
+    fit(model, opt, train_loader, 1, loss_fn)
+    print(f"epoch {{epoch}}: val accuracy {{accuracy(model, val_loader):.3f}}")
 print(f"METRIC {{accuracy(model, val_loader):.4f}}")
 '''
 
