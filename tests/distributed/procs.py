@@ -32,7 +32,8 @@ def _entry(rank: int, fn: Callable[..., Any], world: int, port: int, out_dir: st
         try:
             result = fn(rank, world, Path(out_dir), *args)
         finally:
-            dist.destroy_process_group()
+            if dist.is_initialized():  # `overt run` in the rank destroys the group itself at exit
+                dist.destroy_process_group()
         Path(out_dir, f"result-{rank}.json").write_text(json.dumps(result))
         code = 0
     except BaseException:
