@@ -14,13 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from overt.engine.loop import Trainer as EngineTrainer
+import inspect
+
+from overt.engine.loop import Trainer as EngineTrainer, make_config
+
+#: the engine Trainer's own keyword arguments; every other keyword is a config override
+_ENGINE_KEYWORDS = frozenset(inspect.signature(EngineTrainer.__init__).parameters)
 
 if TYPE_CHECKING:
+    from overt.config import TrainConfig
     import torch
     from torch import nn
 
-    from overt.config import TrainConfig
     from overt.engine.callbacks import Callback
     from overt.engine.parallel import Parallel
     from overt.run.rundir import RunDir
@@ -111,25 +116,25 @@ class Trainer(EngineTrainer):
         summary = trainer.fit()
     """
 
-    def __init__(self, *args: Any, run_dir: str | Path | RunDir | None = None,
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer,
+                 loss_fn: Callable[[Any, Any], torch.Tensor], train_data: Any, val_data: Any = None, *,
+                 config: TrainConfig | None = None, callbacks: Sequence[Callback] | None = None,
+                 parallel: Parallel | None = None, run_dir: str | Path | RunDir | None = None,
                  recipe_source: dict[str, Any] | None = None, **kwargs: Any):
         from overt.run.rundir import RunDir
 
+        cfg = make_config(config, {k: kwargs.pop(k) for k in list(kwargs) if k not in _ENGINE_KEYWORDS})
         self.run = (run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)) if run_dir is not None else None
         self.run_dir = self.run.path if self.run is not None else None
         self.recipe_source = recipe_source  # recorded in checkpoints (overt train sets it; see train_recipe)
-        super().__init__(*args, **kwargs)
+        if parallel is None:  # one process, or under torchrun the config's strategy; FSDP2 gathers the
+            from overt.distributed.parallel import parallel_for  # whole final weights only to write them
 
-    def default_parallel(self, config: TrainConfig) -> Parallel:
-        """One process, or under torchrun the config's ``strategy`` (:mod:`overt.distributed.parallel`);
-        FSDP2 gathers the whole final weights only when there is a run directory to write them into."""
-        from overt.distributed.parallel import parallel_for
-
-        return parallel_for(config, gather_final_weights=self.run_dir is not None)
-
-    def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
-        return default_callbacks(self.config, self.run, callbacks, recipe_source=self.recipe_source,
-                                 main=self.parallel.is_main)
+            parallel = parallel_for(cfg, gather_final_weights=self.run_dir is not None)
+        composed = default_callbacks(cfg, self.run, list(callbacks or []), recipe_source=recipe_source,
+                                     main=parallel.is_main)
+        super().__init__(model, optimizer, loss_fn, train_data, val_data, config=cfg, callbacks=composed,
+                         parallel=parallel, **kwargs)
 
 
 def fit(

@@ -65,6 +65,21 @@ def make_config(config: TrainConfig | None = None, overrides: dict[str, Any] | N
                    {**cfg.model_dump(), **overrides}, source="Trainer(...) arguments")
 
 
+def one_process() -> Parallel:
+    """The :class:`Parallel` of a Trainer given none: one process.  Under torchrun with several
+    processes that would silently train every rank alone, so it is refused."""
+    from overt.torchrun import DistEnv
+
+    env = DistEnv.from_environ()
+    if env.distributed:
+        raise ConfigError(f"this is rank {env.rank} of {env.world_size} (torchrun), but the engine's Trainer "
+                          "was given no parallel strategy",
+                          why="each process would train its own model on all the data, silently",
+                          fix="use overt.Trainer (it picks DDP or FSDP2 from strategy=), or pass "
+                              "parallel=overt.distributed.parallel.parallel_for(config)")
+    return Parallel()
+
+
 class _EpochLogs:
     """The unfinished epoch's running loss and the last epoch's metrics, as one stateful part."""
 
@@ -119,7 +134,7 @@ class Trainer:
         cfg = make_config(config, overrides)
         self.config = cfg
         seed_everything(cfg.seed)
-        self.parallel = parallel if parallel is not None else self.default_parallel(cfg)
+        self.parallel = parallel if parallel is not None else one_process()
         self.device = self.parallel.device(cfg.device)  # under torchrun: the process group, cuda:LOCAL_RANK
         self.model = model.to(self.device)
         self.model_info = model_summary(self.model)  # parameters, size, device, dtype, top-level layers
@@ -160,7 +175,7 @@ class Trainer:
         self.grad_norms = GradNorms(self.model, self._params, clip=cfg.clip_grad_norm, per_layer=cfg.log_grad_norms)
         self._reduce = self.parallel.sum_reduce  # global losses and metrics (None: one process)
 
-        self.callbacks = CallbackList(self.compose_callbacks(list(callbacks or [])))
+        self.callbacks = CallbackList(list(callbacks or []))
         self.last_metrics: dict[str, float] = {}
         self.running_loss = RunningLoss(self.device, self._reduce)  # on the device, read every log_every steps
         self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
@@ -181,25 +196,6 @@ class Trainer:
     def strategy(self) -> str:
         """``none``, ``ddp`` or ``fsdp``: how the processes share the model."""
         return self.parallel.strategy
-
-    def default_parallel(self, config: TrainConfig) -> Parallel:
-        """The :class:`Parallel` of a Trainer given none: one process.  Under torchrun with several
-        processes that would silently train every rank alone, so it is refused."""
-        from overt.torchrun import DistEnv
-
-        env = DistEnv.from_environ()
-        if env.distributed:
-            raise ConfigError(f"this is rank {env.rank} of {env.world_size} (torchrun), but the engine's Trainer "
-                              "was given no parallel strategy",
-                              why="each process would train its own model on all the data, silently",
-                              fix="use overt.Trainer (it picks DDP or FSDP2 from strategy=), or pass "
-                                  "parallel=overt.distributed.parallel.parallel_for(config)")
-        return Parallel()
-
-    def compose_callbacks(self, callbacks: list[Callback]) -> list[Callback]:
-        """The callbacks this run calls, in order: exactly ``callbacks`` here; ``overt.Trainer``
-        (:mod:`overt.compose`) puts the default plug-ins around them."""
-        return callbacks
 
     # -- the loop ----------------------------------------------------------------------
 
