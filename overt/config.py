@@ -75,88 +75,136 @@ def check_preempt_signal(name: str) -> int:
     return int(sig)
 
 
+def _setting(section: str, affects_result: bool, *args: Any, **kwargs: Any) -> Any:
+    return Field(*args, json_schema_extra={"section": section, "affects_result": affects_result}, **kwargs)
+
+
+def _result(section: str, *args: Any, **kwargs: Any) -> Any:
+    """A field of ``section`` (the plug-in it configures) whose value changes what a run computes:
+    changing it on resume is reported (see :func:`affects_result`).  Arguments: pydantic's ``Field``."""
+    return _setting(section, True, *args, **kwargs)
+
+
+def _cosmetic(section: str, *args: Any, **kwargs: Any) -> Any:
+    """A field of ``section`` that changes where and how a run is recorded, shown or saved, never
+    what it computes: it may change freely on resume."""
+    return _setting(section, False, *args, **kwargs)
+
+
 class TrainConfig(BaseModel):
     """Engine settings.  Every field can be set in a config file, a recipe's
-    ``defaults`` or on the command line as ``key=value``."""
+    ``defaults`` or on the command line as ``key=value``.  Each field belongs to one section (the
+    plug-in it configures: :func:`sections`) and says whether it affects the result
+    (:func:`affects_result`); the namespace users write stays flat."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    recipe: str = Field("digits", description="built-in recipe name, recipe .py file, or module path")
-    name: str | None = Field(None, description="run name (default: recipe name + timestamp)")
-    run_dir: str | None = Field(None, description="exact run directory (default: runs_root/name)")
-    runs_root: str = Field("runs", description="parent folder of generated run directories")
-    seed: int = Field(0, description="seeds python, numpy, torch (CPU and CUDA) and the data order")
-    epochs: int = Field(10, ge=1, description="number of passes over the training data")
+    recipe: str = _result("run", "digits", description="built-in recipe name, recipe .py file, or module path")
+    name: str | None = _cosmetic("run", None, description="run name (default: recipe name + timestamp)")
+    run_dir: str | None = _cosmetic("run", None, description="exact run directory (default: runs_root/name)")
+    runs_root: str = _cosmetic("run", "runs", description="parent folder of generated run directories")
+    seed: int = _result("run", 0, description="seeds python, numpy, torch (CPU and CUDA) and the data order")
+    epochs: int = _result("run", 10, ge=1, description="number of passes over the training data")
     # (upper bound: no real batch is larger, and 2 x batch_size must stay a valid index for the loaders)
-    batch_size: int = Field(64, ge=1, le=2**40, description="micro-batch size of the training loader")
-    val_batch_size: int | None = Field(None, ge=1, le=2**40,
-                                       description="validation batch size (default: 2 x batch_size)")
-    num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
-    drop_last: bool = Field(False, description="training loader: drop the last incomplete batch (a tiny last batch "
-                                               "gives BatchNorm noise statistics); validation always sees every sample")
-    persistent_workers: bool = Field(False, description="keep loader workers alive between epochs (needs num_workers > 0)")
-    prefetch_factor: int | None = Field(None, ge=1, description="batches each loader worker prepares ahead "
-                                                                "(needs num_workers > 0; None: PyTorch's 2)")
-    accumulate: int = Field(1, ge=1, description="micro-batches per optimizer step (gradient accumulation)")
-    clip_grad_norm: float | None = Field(None, gt=0, description="max total gradient norm (None: no clipping)")
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
-        "auto", description="auto = bf16 where the accelerator supports it, fp32 on CPU"
-    )
-    device: str = Field("auto", description="auto, cpu, cuda, cuda:1, mps")
-    compile: bool = Field(False, description="wrap the model in torch.compile")
-    strategy: Literal["auto", "ddp", "fsdp", "none"] = Field(
-        "auto", description="multi-process training (torchrun / nproc=N): auto = ddp when WORLD_SIZE > 1; fsdp = FSDP2"
-    )
-    fsdp_wrap: list[str] = Field(
-        default_factory=list,
-        description="strategy=fsdp: submodule class names or qualified names sharded as their own unit "
-                    "(default: every direct child with parameters)",
-    )
-    activation_checkpointing: list[str] = Field(
-        default_factory=list, description="submodule names or class names whose activations are recomputed in backward"
-    )
-    log_every: int = Field(50, ge=1, description="optimizer steps between logged training points")
-    debug_anomaly: bool = Field(False, description="run under torch.autograd anomaly mode (slow): the first backward "
-                                                   "operation that produces NaN is named, with its forward line")
-    log_grad_norms: bool = Field(False, description="also log each layer's gradient norm (grad_norm/<layer>) "
-                                                    "at every logged point")
-    val_every: int = Field(1, ge=1, description="epochs between validations")
-    monitor: str = Field("val/loss", description="metric that defines the best model")
-    monitor_mode: Literal["min", "max"] = Field("min", description="whether lower or higher is better")
-    progress: Literal["auto", "bar", "plain", "off"] = Field(
-        "auto", description="auto = a bar on a terminal, plain lines otherwise"
-    )
-    tensorboard: bool = Field(True, description="write TensorBoard event files into the run directory")
-    guards: bool = Field(True, description="run overt's runtime guards during training")
-    strict: bool = Field(False, description="guards: turn warnings into errors")
-    ignore: list[str] = Field(default_factory=list, description="guards: slugs (or codes) to silence")
-    checkpoint: bool = Field(True, description="write checkpoints into the run directory (see docs/checkpoints.md)")
-    checkpoint_every_steps: int | None = Field(None, ge=1, description="save a checkpoint every N optimizer steps")
-    checkpoint_every_epochs: int | None = Field(1, ge=1, description="save a checkpoint every N epochs")
-    keep_last: int | None = Field(3, ge=1, description="keep the newest K checkpoints (None: keep all)")
-    keep_best: int = Field(1, ge=0, description="also keep the K best epoch checkpoints by `monitor`")
-    checkpoint_background: bool = Field(True, description="write checkpoints to disk in a background thread")
-    plots: bool = Field(False, description="draw PNG plots of the metrics into RUN_DIR/plots at the end "
-                                           "(needs the plots extra: matplotlib)")
-    mlflow: bool = Field(False, description="log the run to MLflow (needs the mlflow extra); "
-                                            "also on when mlflow_uri or mlflow_experiment is set")
-    mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
-                                                     "else MLflow's default sqlite:///mlflow.db)")
-    mlflow_experiment: str | None = Field(None, description="MLflow experiment name (default: overt)")
-    wandb: bool = Field(False, description="log the run to Weights & Biases (needs the wandb extra); "
-                                           "also on when wandb_project or wandb_mode is set")
-    wandb_project: str | None = Field(None, description="W&B project (default: overt)")
-    wandb_mode: Literal["online", "offline", "disabled"] | None = Field(
-        None, description="W&B mode: offline logs without network (default: W&B's own, WANDB_MODE)")
-    metrics_csv: bool = Field(True, description="also write the metrics as RUN_DIR/metrics.csv "
-                                                "(from metrics.jsonl)")
-    early_stop: int | None = Field(None, ge=1, description="stop after N validations in a row without an "
-                                                          "improvement of `monitor` (None: train every epoch)")
-    early_stop_min_delta: float = Field(0.0, ge=0, description="early_stop: the least change of `monitor` "
-                                                               "that counts as an improvement")
-    preempt_signal: str | None = Field(
-        None, description="extra signal that, like SIGTERM and SIGINT, makes the run save and stop (e.g. SIGUSR1)"
-    )
+    batch_size: int = _result("data", 64, ge=1, le=2**40, description="micro-batch size of the training loader")
+    val_batch_size: int | None = _result(
+        "data", None, ge=1, le=2**40,
+        description="validation batch size (default: 2 x batch_size)")
+    num_workers: int = _result("data", 0, ge=0, description="DataLoader worker processes")
+    drop_last: bool = _result("data", False,
+                              description="training loader: drop the last incomplete batch (a tiny last batch gives "
+                                          "BatchNorm noise statistics); validation always sees every sample")
+    persistent_workers: bool = _cosmetic(
+        "data", False,
+        description="keep loader workers alive between epochs (needs num_workers > 0)")
+    prefetch_factor: int | None = _cosmetic(
+        "data", None, ge=1,
+        description="batches each loader worker prepares ahead (needs num_workers > 0; None: PyTorch's 2)")
+    accumulate: int = _result("optimization", 1, ge=1,
+                              description="micro-batches per optimizer step (gradient accumulation)")
+    clip_grad_norm: float | None = _result(
+        "optimization", None, gt=0,
+        description="max total gradient norm (None: no clipping)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = _result(
+        "hardware", "auto",
+        description="auto = bf16 where the accelerator supports it, fp32 on CPU")
+    device: str = _result("hardware", "auto", description="auto, cpu, cuda, cuda:1, mps")
+    compile: bool = _result("hardware", False, description="wrap the model in torch.compile")
+    strategy: Literal["auto", "ddp", "fsdp", "none"] = _result(
+        "distributed", "auto",
+        description="multi-process training (torchrun / nproc=N): auto = ddp when WORLD_SIZE > 1; fsdp = FSDP2")
+    fsdp_wrap: list[str] = _result("distributed", default_factory=list,
+                                   description="strategy=fsdp: submodule class names or qualified names sharded as "
+                                               "their own unit (default: every direct child with parameters)")
+    activation_checkpointing: list[str] = _result(
+        "memory", default_factory=list,
+        description="submodule names or class names whose activations are recomputed in backward")
+    log_every: int = _cosmetic("logging", 50, ge=1, description="optimizer steps between logged training points")
+    debug_anomaly: bool = _cosmetic("debug", False,
+                                    description="run under torch.autograd anomaly mode (slow): the first backward "
+                                                "operation that produces NaN is named, with its forward line")
+    log_grad_norms: bool = _cosmetic("logging", False,
+                                     description="also log each layer's gradient norm (grad_norm/<layer>) at every "
+                                                 "logged point")
+    val_every: int = _result("validation", 1, ge=1, description="epochs between validations")
+    monitor: str = _result("validation", "val/loss", description="metric that defines the best model")
+    monitor_mode: Literal["min", "max"] = _result(
+        "validation", "min",
+        description="whether lower or higher is better")
+    progress: Literal["auto", "bar", "plain", "off"] = _cosmetic(
+        "logging", "auto",
+        description="auto = a bar on a terminal, plain lines otherwise")
+    tensorboard: bool = _cosmetic("logging", True, description="write TensorBoard event files into the run directory")
+    guards: bool = _cosmetic("guards", True, description="run overt's runtime guards during training")
+    strict: bool = _cosmetic("guards", False, description="guards: turn warnings into errors")
+    ignore: list[str] = _cosmetic("guards", default_factory=list, description="guards: slugs (or codes) to silence")
+    checkpoint: bool = _cosmetic("checkpoint", True,
+                                 description="write checkpoints into the run directory (see docs/checkpoints.md)")
+    checkpoint_every_steps: int | None = _cosmetic(
+        "checkpoint", None, ge=1,
+        description="save a checkpoint every N optimizer steps")
+    checkpoint_every_epochs: int | None = _cosmetic(
+        "checkpoint", 1, ge=1,
+        description="save a checkpoint every N epochs")
+    keep_last: int | None = _cosmetic("checkpoint", 3, ge=1,
+                                      description="keep the newest K checkpoints (None: keep all)")
+    keep_best: int = _cosmetic("checkpoint", 1, ge=0,
+                               description="also keep the K best epoch checkpoints by `monitor`")
+    checkpoint_background: bool = _cosmetic(
+        "checkpoint", True,
+        description="write checkpoints to disk in a background thread")
+    plots: bool = _cosmetic("report", False,
+                            description="draw PNG plots of the metrics into RUN_DIR/plots at the end (needs the plots "
+                                        "extra: matplotlib)")
+    mlflow: bool = _cosmetic("mlflow", False,
+                             description="log the run to MLflow (needs the mlflow extra); also on when mlflow_uri or "
+                                         "mlflow_experiment is set")
+    mlflow_uri: str | None = _cosmetic("mlflow", None,
+                                       description="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else MLflow's "
+                                                   "default sqlite:///mlflow.db)")
+    mlflow_experiment: str | None = _cosmetic(
+        "mlflow", None,
+        description="MLflow experiment name (default: overt)")
+    wandb: bool = _cosmetic("wandb", False,
+                            description="log the run to Weights & Biases (needs the wandb extra); also on when "
+                                        "wandb_project or wandb_mode is set")
+    wandb_project: str | None = _cosmetic(
+        "wandb", None,
+        description="W&B project (default: overt)")
+    wandb_mode: Literal["online", "offline", "disabled"] | None = _cosmetic(
+        "wandb", None,
+        description="W&B mode: offline logs without network (default: W&B's own, WANDB_MODE)")
+    metrics_csv: bool = _cosmetic("logging", True,
+                                  description="also write the metrics as RUN_DIR/metrics.csv (from metrics.jsonl)")
+    early_stop: int | None = _result("early_stop", None, ge=1,
+                                     description="stop after N validations in a row without an improvement of "
+                                                 "`monitor` (None: train every epoch)")
+    early_stop_min_delta: float = _result(
+        "early_stop", 0.0, ge=0,
+        description="early_stop: the least change of `monitor` that counts as an improvement")
+    preempt_signal: str | None = _cosmetic(
+        "checkpoint", None,
+        description="extra signal that, like SIGTERM and SIGINT, makes the run save and stop (e.g. SIGUSR1)")
 
     @field_validator("device")
     @classmethod
@@ -192,6 +240,26 @@ class TrainConfig(BaseModel):
 ENGINE_KEYS = frozenset(TrainConfig.model_fields)
 
 
+def _marks(key: str) -> dict[str, Any]:
+    info = TrainConfig.model_fields.get(key)
+    extra = info.json_schema_extra if info is not None else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def affects_result(key: str) -> bool:
+    """Whether config key ``key`` changes what a run computes (a recipe's own parameter always
+    does): what ``overt resume`` compares between a checkpoint's config and the new one."""
+    return bool(_marks(key).get("affects_result", key not in ENGINE_KEYS))
+
+
+def sections() -> dict[str, list[str]]:
+    """The engine settings grouped by the plug-in they configure (``{"data": ["batch_size", ...]}``)."""
+    out: dict[str, list[str]] = {}
+    for key in TrainConfig.model_fields:
+        out.setdefault(str(_marks(key)["section"]), []).append(key)
+    return out
+
+
 _CLASSES: dict[str, type[TrainConfig]] = {}  # defaults -> class: building one costs ~30 ms (a sweep's grid)
 
 
@@ -218,7 +286,7 @@ def _config_class(recipe_defaults: dict[str, Any]) -> type[TrainConfig]:
     for key, value in engine_defaults.items():  # a new default; the type and its constraints stay
         info = TrainConfig.model_fields[key]
         annotated: Any = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
-        fields[key] = (annotated, Field(value, description=info.description))
+        fields[key] = (annotated, Field(value, description=info.description, json_schema_extra=info.json_schema_extra))
     return create_model("RunConfig", __base__=TrainConfig, **fields)
 
 

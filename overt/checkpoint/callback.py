@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from overt.config import affects_result
 from overt.checkpoint.checkpointer import Checkpointer, Restored
 from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.preempt import PreemptionHandler, exit_code, parse_signal
@@ -35,12 +36,6 @@ from overt.engine.callbacks import Callback
 
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
-
-#: config keys whose change on resume does not affect the computation
-_COSMETIC = {"progress", "run_dir", "name", "runs_root", "tensorboard", "log_every", "checkpoint_background",
-             "keep_last", "keep_best", "preempt_signal", "checkpoint", "checkpoint_every_steps",
-             "checkpoint_every_epochs", "guards", "strict", "ignore",
-             "plots", "mlflow", "mlflow_uri", "mlflow_experiment", "wandb", "wandb_project", "wandb_mode", "metrics_csv"}
 
 
 def _stderr(message: str) -> None:
@@ -430,4 +425,4 @@ def _reapply_hyperparameters(trainer: Trainer, built: list[dict[str, Any]], rest
 
 def _config_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return [f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
-            if k not in _COSMETIC and saved.get(k) != now.get(k)]
+            if affects_result(k) and saved.get(k) != now.get(k)]
