@@ -43,10 +43,10 @@ class Failed(OvertError):
 
 def error_line(prog: str, error: BaseException) -> str:
     """``overt NAME: error[ (rank R of W)]: <what, where, why, fix>``."""
-    from overt.torchrun import DistEnv
+    from overt.torchrun import Topology
 
-    env = DistEnv.from_environ()
-    where = f" (rank {env.rank} of {env.world_size})" if env.distributed else ""
+    here = Topology.of_process()
+    where = f" (rank {here.rank} of {here.world_size})" if here.distributed else ""
     return f"{prog}: error{where}: {error}"
 
 

@@ -45,10 +45,10 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | RunDir | None, user: Seq
     by default read from the torchrun environment)."""
     from overt.run.progress import progress_callback
     from overt.run.rundir import RunDir
-    from overt.torchrun import DistEnv
+    from overt.torchrun import Topology
 
     if main is None:
-        main = DistEnv.from_environ().rank == 0
+        main = Topology.of_process().is_main
     run = (run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)) if run_dir is not None else None
     run_dir = run.path if run is not None else None
     callbacks: list[Callback] = []
@@ -165,7 +165,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
     With ``resume`` (a checkpoint read by :func:`overt.checkpoint.find_checkpoint`) the run
     directory is reused and training continues from the checkpoint.  ``callbacks`` come after the
     recipe's own (``overt sweep``'s stop on a signal)."""
-    from overt.torchrun import DistEnv
+    from overt.torchrun import Topology
     from overt.engine.seeding import seed_everything
     from overt.recipes.base import build_recipe, recipe_source
     from overt.run.rundir import RunDir, check_claimable, claim, run_dir_for
@@ -174,7 +174,7 @@ def train_recipe(cfg: TrainConfig, module: Any, resume: Any = None,
 
     run_dir = run_dir_for(cfg.run_dir, cfg.runs_root, cfg.name, cfg.recipe)
     named = bool(cfg.run_dir or cfg.name)  # else a generated name, made unique when claimed
-    main = DistEnv.from_environ().rank == 0  # under torchrun only rank 0 claims and writes the run directory
+    main = Topology.of_process().is_main  # under torchrun only rank 0 claims and writes the run directory
     if resume is None and named and main:
         check_claimable(run_dir)  # before any data is loaded
     seed_everything(cfg.seed)  # model initialisation inside build() is seeded too

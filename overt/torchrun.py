@@ -1,6 +1,11 @@
-"""Which process this is, asked in one place: what torchrun tells each worker process
-(:class:`DistEnv`, from the environment, before any process group exists) and the rank and
-size of the initialised process group (:func:`world`).
+"""Which process this is, read in one place: :class:`Topology` (rank, world size, rank on this
+node, ``is_main``), built from what torchrun tells each worker process (:class:`DistEnv`, the
+environment, before any process group exists) or from the initialised process group.
+
+Every other module asks a :class:`Topology` (a run's is ``trainer.parallel.topology``, built once
+when the run is); none reads ``RANK``/``WORLD_SIZE``, ``dist.get_rank()`` or
+``dist.get_world_size()`` itself (``tests/engine/test_layering.py`` checks it; the process group's
+lifecycle in :mod:`overt.distributed.group` is the other owner).
 
 Importing it imports neither torch nor anything of overt above its errors, so any layer can ask
 (the guards, the command line, the composition, the parallel protocol).
@@ -9,6 +14,7 @@ Importing it imports neither torch nor anything of overt above its errors, so an
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 from overt.errors import ConfigError
@@ -26,6 +32,9 @@ class DistEnv:
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    #: whether torchrun started this process (it sets ``WORLD_SIZE``, also to 1)
+    launched: bool = False
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> DistEnv:
@@ -47,13 +56,52 @@ class DistEnv:
         world = read("WORLD_SIZE", 1)
         rank = read("RANK", 0)
         return cls(rank=rank, local_rank=read("LOCAL_RANK", rank), world_size=world,
-                   local_world_size=read("LOCAL_WORLD_SIZE", world))
+                   local_world_size=read("LOCAL_WORLD_SIZE", world), launched="WORLD_SIZE" in env)
 
 
-def world() -> tuple[int, int]:
-    """(rank, world size) of the initialised default process group; (0, 1) without one."""
+@dataclass(frozen=True)
+class Topology:
+    """Which process this is: ``rank`` of ``world_size`` processes, ``local_rank`` on its node."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    #: whether torchrun started this process (its environment is set, also for one process)
+    under_torchrun: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        """The process that writes files and prints (rank 0; the only one in a single-process run)."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether several processes train the run."""
+        return self.world_size > 1
+
+    @classmethod
+    def of_process(cls) -> Topology:
+        """This process: the initialised process group's rank and size, or before one exists,
+        torchrun's environment (a single process without either)."""
+        env = DistEnv.from_environ()
+        rank, size = _group() or (env.rank, env.world_size)
+        return cls(rank=rank, world_size=size, local_rank=env.local_rank, under_torchrun=env.launched)
+
+    @classmethod
+    def of_group(cls) -> Topology:
+        """The initialised process group's rank and size (a single process without one): what a
+        collective spans."""
+        rank, size = _group() or (0, 1)
+        return cls(rank=rank, world_size=size)
+
+
+def _group() -> tuple[int, int] | None:
+    """(rank, size) of the initialised default process group, None without one (never imports
+    torch: without ``torch.distributed`` imported there can be no group)."""
+    if "torch.distributed" not in sys.modules:
+        return None
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+    return None

@@ -341,9 +341,12 @@ def _check_same_on_every_rank(restored: Restored) -> None:
     same one, or the ranks would continue from different steps (a collective, in a process group)."""
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    from overt.torchrun import Topology
+
+    size = Topology.of_group().world_size
+    if size == 1:
         return
-    chosen: list[Any] = [None] * dist.get_world_size()
+    chosen: list[Any] = [None] * size
     dist.all_gather_object(chosen, Path(restored.path).name)
     if len(set(chosen)) > 1:
         raise CheckpointError(f"the ranks chose different checkpoints to resume from: "

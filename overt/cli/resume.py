@@ -10,6 +10,7 @@ from typing import Any
 
 from overt.cli.train import job_failure
 from overt.command import command
+from overt.torchrun import Topology
 
 HELP = """\
 Continue a run from its newest valid checkpoint (a bad newest one is named and skipped).
@@ -134,13 +135,12 @@ def saved_world_size(path: Path) -> int | None:
 
 def _with_saved_world_size(argv: list[str], args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Without ``nproc=``, resume with as many processes as saved the checkpoint (outside torchrun)."""
-    import os
     import sys
 
     from overt.distributed.launch import split_launch_overrides
 
     nproc, _ = split_launch_overrides(args.overrides)
-    if nproc is not None or "WORLD_SIZE" in os.environ:
+    if nproc is not None or Topology.of_process().under_torchrun:
         return argv, args.overrides
     world = saved_world_size(Path(args.run_dir))
     if world is None or world == 1:
@@ -156,7 +156,6 @@ def main(argv: list[str]) -> int:
 
     as_worker()
     args = parse_args(argv)
-    from overt.distributed.env import DistEnv
     from overt.run.rundir import RunDir
 
     argv, args.overrides = _with_saved_world_size(argv, args)
@@ -166,7 +165,7 @@ def main(argv: list[str]) -> int:
     path = Path(args.run_dir)
     run = RunDir.of(path)
     run_dir = run.path
-    main = DistEnv.from_environ().rank == 0  # under torchrun rank 0 holds the lock and speaks
+    main = Topology.of_process().is_main  # under torchrun rank 0 holds the lock and speaks
     # first (before torch is imported): another process may be training it.  A folder without checkpoints
     # has nothing to resume (said below) and gets no lock file: overt marks only folders that hold runs
     with run.lock() if run.checkpoints.is_dir() and main else contextlib.nullcontext():

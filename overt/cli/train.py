@@ -7,6 +7,7 @@ from typing import Any
 
 from overt.command import add_target_arguments, command, target_and_overrides
 from overt.errors import OvertError
+from overt.torchrun import Topology
 
 HELP = """\
 Train a recipe.
@@ -53,12 +54,11 @@ def exit_status(summary: dict[str, Any]) -> int:
 def launched(argv: list[str], overrides: list[str]) -> int | None:
     """``nproc=N`` (N > 1) outside torchrun: run this same command on N workers under torchrun's
     elastic agent (in this process) and return the job's exit status; else ``None``."""
-    import os
 
     from overt.distributed.launch import launch, split_launch_overrides
 
     nproc, _ = split_launch_overrides(overrides)
-    if nproc is None or nproc < 2 or "WORLD_SIZE" in os.environ:
+    if nproc is None or nproc < 2 or Topology.of_process().under_torchrun:
         return None
     return launch(nproc, [a for a in argv if not a.replace(" ", "").startswith("nproc=")])
 
@@ -68,10 +68,7 @@ def as_worker() -> None:
     launcher leaves no worker behind), and once a clean stop is saved, let no further signal turn
     the exit code ``128 + N`` into a death by signal (torchrun's agent sends SIGTERM to the workers
     still running when the first one exits).  See overt/checkpoint/preempt.py."""
-    import os
-
-    world = os.environ.get("WORLD_SIZE", "")
-    if not (world.isdigit() and int(world) > 1):
+    if not Topology.of_process().distributed:
         return
     from overt.checkpoint.preempt import ignore_after_stop
     from overt.distributed.launch import die_with_agent

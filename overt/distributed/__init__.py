@@ -6,7 +6,7 @@ the engine, never the reverse).  Each module has one job:
 
 - :mod:`~overt.distributed.parallel` -- the engine's parallel protocol for several processes
   (``Processes``, ``DDP``, ``FSDP``) and ``parallel_for(config)``, which picks one;
-- :mod:`~overt.distributed.env` -- the current rank and world size (read in :mod:`overt.torchrun`);
+- which process this is: :class:`overt.torchrun.Topology` (``trainer.parallel.topology`` in a run);
 - :mod:`~overt.distributed.group` -- process group lifecycle: init (gloo on CPU, nccl on CUDA),
   device from ``LOCAL_RANK``, teardown also on errors and signals;
 - :mod:`~overt.distributed.launch` -- ``overt train ... nproc=N``: torchrun's elastic agent, in-process;

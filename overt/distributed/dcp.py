@@ -30,6 +30,7 @@ import torch
 
 from overt.checkpoint.codec import CheckpointError
 from overt.checkpoint.shards import SHARDS, verify_shards
+from overt.torchrun import Topology
 
 
 def _hash_tree(folder: Path) -> dict[str, dict[str, Any]]:
@@ -55,11 +56,12 @@ def gather_rng() -> list[dict[str, Any]] | None:
     from overt.checkpoint.rng import capture_rng
 
     state = capture_rng()
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    group = Topology.of_group()
+    if group.world_size == 1:
         return [state]
-    out: list[Any] = [None] * dist.get_world_size() if dist.get_rank() == 0 else []
-    dist.gather_object(state, out if dist.get_rank() == 0 else None, dst=0)
-    return out if dist.get_rank() == 0 else None
+    out: list[Any] = [None] * group.world_size if group.is_main else []
+    dist.gather_object(state, out if group.is_main else None, dst=0)
+    return out if group.is_main else None
 
 
 def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metric: float | None,
@@ -73,7 +75,8 @@ def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metri
     from overt.checkpoint.store import clean_stale, checkpoint_name, tmp_name, write_snapshot
 
     root = Path(checkpointer.directory)
-    rank = dist.get_rank()
+    group = Topology.of_group()
+    rank = group.rank
     tmp = None
     if rank == 0:
         root.mkdir(parents=True, exist_ok=True)
@@ -103,7 +106,7 @@ def save_sharded(checkpointer: Any, step: int, objects: dict[str, Any], *, metri
         rest = {k: v for k, v in objects.items() if k not in ("model", "optimizer")}
         rest["rank_rng"] = {"world_size": len(rngs), "states": rngs}
         meta = {**meta, "sharded": {"format": "torch.distributed.checkpoint", "folder": SHARDS,
-                                    "world_size": dist.get_world_size(), "files": _hash_tree(tmp / SHARDS)}}
+                                    "world_size": group.world_size, "files": _hash_tree(tmp / SHARDS)}}
         snap = checkpointer.snapshot(step, rest, metric=metric, meta=meta)
         try:
             path = write_snapshot(snap, root, tmp=tmp)

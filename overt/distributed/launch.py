@@ -146,10 +146,9 @@ _PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken p
 def peer_gone(error: BaseException) -> bool:
     """Whether ``error`` is a collective failing because another rank's process is gone (killed,
     crashed): the consequence, not the cause -- the launcher names the rank that died."""
-    import os as _os
+    from overt.torchrun import Topology
 
-    world = _os.environ.get("WORLD_SIZE", "")
-    if not (world.isdigit() and int(world) > 1):
+    if not Topology.of_process().distributed:
         return False
     names = {t.__name__ for t in type(error).__mro__}
     return bool(names & {"DistNetworkError"}) or (

@@ -31,12 +31,18 @@ class Processes(Parallel):
 
     strategy = "none"
 
+    def __init__(self) -> None:
+        super().__init__()
+        from overt.torchrun import Topology
+
+        self.topology = Topology.of_process()  # torchrun's environment; the group's own once it exists
+
     def device(self, spec: str) -> torch.device:
-        from overt.distributed.env import world
         from overt.distributed.group import init_from_env
+        from overt.torchrun import Topology
 
         _, device, _ = init_from_env(spec)  # the process group (gloo on CPU, nccl on CUDA), cuda:LOCAL_RANK
-        self.rank, self.world_size = world()
+        self.topology = Topology.of_process()
         return device
 
     def loader(self, data: Any, *, batch_size: int, train: bool, config: Any, pin_memory: bool,
@@ -150,13 +156,10 @@ def parallel_for(config: Any, *, gather_final_weights: bool = True) -> Parallel:
     unless a process group exists or torchrun started several processes; then ``strategy``
     (``auto``: ddp) picks :class:`DDP`, :class:`FSDP` or :class:`Processes`.  ``gather_final_weights``:
     whether FSDP2 gathers the whole weights when training ends (needed only to write them)."""
-    from overt.distributed.env import world
     from overt.distributed.strategy import resolve_strategy
-    from overt.torchrun import DistEnv
+    from overt.torchrun import Topology
 
-    size = world()[1]
-    if size == 1:
-        size = DistEnv.from_environ().world_size  # the group itself is made when the Trainer asks for its device
+    size = Topology.of_process().world_size  # the group itself is made when the Trainer asks for its device
     strategy = resolve_strategy(config.strategy, size)
     if size == 1:
         return Parallel()

@@ -12,9 +12,9 @@ import torch
 
 
 def active() -> bool:
-    import torch.distributed as dist
+    from overt.torchrun import Topology
 
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return Topology.of_group().world_size > 1
 
 
 def comm_device(device: torch.device) -> torch.device:

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from overt.errors import ConfigError
+from overt.torchrun import Topology
 
 STRATEGIES = ("auto", "ddp", "fsdp", "none")
 
@@ -71,7 +72,6 @@ def fsdp_units(model: nn.Module, wrap: list[str]) -> list[tuple[str, nn.Module]]
 def shard_fsdp(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, precision: str,
                wrap: list[str]) -> nn.Module:
     """``fully_shard`` the units, then the root; re-point ``optimizer`` at the sharded parameters."""
-    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -80,7 +80,7 @@ def shard_fsdp(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
                           why="FSDP2 replaces the parameters; existing optimizer state would be lost")
     names = {id(p): name for name, p in model.named_parameters()}
     policy = mixed_precision(precision)
-    kwargs: dict[str, Any] = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
+    kwargs: dict[str, Any] = {"mesh": init_device_mesh(device.type, (Topology.of_group().world_size,))}
     if policy is not None:
         kwargs["mp_policy"] = policy
     for _, unit in fsdp_units(model, wrap):

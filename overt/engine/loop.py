@@ -65,14 +65,28 @@ def make_config(config: TrainConfig | None = None, overrides: dict[str, Any] | N
                    {**cfg.model_dump(), **overrides}, source="Trainer(...) arguments")
 
 
+def check_scheduler_interval(scheduler: Any, interval: str | None, *, given_by: str = "",
+                             error: type[OvertError] = ConfigError) -> None:
+    """A scheduler needs ``scheduler_interval`` (``"step"`` or ``"epoch"``): raise ``error`` (naming
+    ``given_by``, e.g. the recipe) when one comes without it."""
+    if scheduler is not None and interval not in ("step", "epoch"):
+        raise error(
+            f"{given_by} gives a scheduler but no scheduler_interval" if given_by else
+            "a scheduler was given without scheduler_interval",
+            why="stepping an epoch-based scheduler every batch (or the reverse) silently wrecks the schedule",
+            fix='set scheduler_interval="step" (e.g. OneCycleLR) or "epoch" (e.g. StepLR, CosineAnnealingLR)'
+                + (" in the Recipe" if given_by else ""),
+        )
+
+
 def one_process() -> Parallel:
     """The :class:`Parallel` of a Trainer given none: one process.  Under torchrun with several
     processes that would silently train every rank alone, so it is refused."""
-    from overt.torchrun import DistEnv
+    from overt.torchrun import Topology
 
-    env = DistEnv.from_environ()
-    if env.distributed:
-        raise ConfigError(f"this is rank {env.rank} of {env.world_size} (torchrun), but the engine's Trainer "
+    here = Topology.of_process()
+    if here.distributed:
+        raise ConfigError(f"this is rank {here.rank} of {here.world_size} (torchrun), but the engine's Trainer "
                           "was given no parallel strategy",
                           why="each process would train its own model on all the data, silently",
                           fix="use overt.Trainer (it picks DDP or FSDP2 from strategy=), or pass "

@@ -39,6 +39,8 @@ from typing import Any, Callable, ContextManager, Mapping
 import torch
 from torch import nn
 
+from overt.torchrun import Topology
+
 _NO_SYNC_NEEDED = contextlib.nullcontext()  # reusable: entering it costs nothing per micro-batch
 
 
@@ -51,13 +53,25 @@ class Parallel:
     sharded_state: bool = False
 
     def __init__(self) -> None:
-        self.rank, self.world_size = 0, 1
+        #: which process this is (:class:`overt.torchrun.Topology`): one of one here; a multi-process
+        #: strategy sets it once, when its process group exists (:meth:`device`)
+        self.topology = Topology()
         self._user_ddp: nn.Module | None = None  # a model the user wrapped in DDP himself
+
+    @property
+    def rank(self) -> int:
+        """This process's rank (``topology.rank``)."""
+        return self.topology.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes (``topology.world_size``)."""
+        return self.topology.world_size
 
     @property
     def is_main(self) -> bool:
         """The process that writes files and prints (rank 0)."""
-        return self.rank == 0
+        return self.topology.is_main
 
     # -- building the run ----------------------------------------------------------------------
 

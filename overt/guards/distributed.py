@@ -17,7 +17,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.unwrap import is_sharded
-from overt.torchrun import world
+from overt.torchrun import Topology
 
 if TYPE_CHECKING:
     from overt.guards.watched import OptInfo
@@ -27,7 +27,7 @@ class DistributedChecks(Check):
     name = "dist"
 
     def active(self) -> bool:
-        return world()[1] > 1
+        return Topology.of_group().world_size > 1
 
     def after_checked_step(self, oi: OptInfo) -> None:
         if self.active():
@@ -36,7 +36,8 @@ class DistributedChecks(Check):
     def check(self, oi: OptInfo) -> None:
         """Compare this rank's parameters with every other rank's (a collective: all ranks call it)."""
         dist = torch.distributed
-        rank, size = world()
+        group = Topology.of_group()
+        rank, size = group.rank, group.world_size
         # FSDP shards (FSDP2's DTensors, FSDP1's flat parameters) differ across ranks by design:
         # their consistency is FSDP's own job
         params = [p for p in oi.params if p.requires_grad and not is_sharded(p)]
@@ -77,7 +78,8 @@ def gather_findings(findings: list) -> list | None:
     from overt.catalog import Severity
     from overt.findings import Finding
 
-    rank, size = world()
+    group = Topology.of_group()
+    rank, size = group.rank, group.world_size
     if size < 2:
         return list(findings)
     dist = torch.distributed

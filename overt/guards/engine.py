@@ -39,10 +39,8 @@ class GuardCallback(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         if self.session is not None and not self.session.closed:
             self.session.close()
-        from overt.torchrun import world
-
         options = self.options
-        if world()[0] != 0:  # other ranks stay silent: rank 0 reports their findings at the end
+        if not trainer.parallel.is_main:  # other ranks stay silent: rank 0 reports their findings at the end
             import dataclasses
             import io
 
@@ -123,10 +121,8 @@ class GuardCallback(Callback):
         if self.session is None:
             return
         from overt.guards.distributed import gather_findings
-        from overt.torchrun import world
-
         findings = self.session.close()
-        if world()[1] > 1:  # a collective: every rank's findings, merged on rank 0, each naming its ranks
+        if trainer.parallel.world_size > 1:  # a collective: every rank's findings, merged on rank 0, each naming its ranks
             gathered = gather_findings(findings)
             if gathered is not None:
                 from overt.guards.report import PREFIX

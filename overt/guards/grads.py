@@ -190,9 +190,9 @@ class GradChecks(Check):
                 for p in info.module.parameters():
                     if p.grad is not None:
                         self.seen_grad.add(id(p))
-        from overt.torchrun import world
+        from overt.torchrun import Topology
 
-        if world()[1] > 1:  # FSDP shards: one norm per parameter over every rank's shard
+        if Topology.of_group().world_size > 1:  # FSDP shards: one norm per parameter over every rank's shard
             self._sharded_norms(oi, s)
             present = [p for p in present if not is_sharded(p)]
         if not present:

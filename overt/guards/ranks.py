@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from overt.torchrun import DistEnv
+from overt.torchrun import Topology
 
 
 class RankReports:
@@ -21,7 +21,7 @@ class RankReports:
 
     def __init__(self, session: Any):
         self.session = session
-        self.env = DistEnv.from_environ()
+        self.env = Topology.of_process()
         self.gathered: list | None = None
         self.done = False
         self._original: Any = None

@@ -69,9 +69,9 @@ class SamplerChecks(Check):
         )
 
     def _unsharded(self, it: Any, sampler: Any) -> tuple[str, str] | None:
-        from overt.torchrun import world
+        from overt.torchrun import Topology
 
-        if world()[1] < 2 or not isinstance(sampler, (RandomSampler, SequentialSampler)):
+        if Topology.of_group().world_size < 2 or not isinstance(sampler, (RandomSampler, SequentialSampler)):
             return None
         if getattr(getattr(it, "_index_sampler", None), "num_processes", 1) > 1:
             return None  # a batch sampler that splits the batches across ranks (Accelerate's BatchSamplerShard)
@@ -89,10 +89,10 @@ class SamplerChecks(Check):
         """At a checked optimizer step: the pass in progress feeds training."""
         if self.current is None:
             return
-        from overt.torchrun import world
+        from overt.torchrun import Topology
 
         sampler, dataset = self.current
-        rank, size = world()
+        size = Topology.of_group().world_size
         self.s.report(
             "unsharded-sampler",
             f"{size} processes train, but the training DataLoader draws from a {sampler} over the whole "
@@ -107,9 +107,10 @@ class SamplerChecks(Check):
 
     @staticmethod
     def _where(what: str) -> str:
-        from overt.torchrun import world
+        from overt.torchrun import Topology
 
-        rank, size = world()
+        group = Topology.of_group()
+        rank, size = group.rank, group.world_size
         return f"{what} on rank {rank}" if size > 1 else what
 
 

@@ -140,9 +140,9 @@ class FrameworkGuards:
 
     def _gather(self, findings: list[Finding], out: Any) -> list[Finding]:
         """Every rank's findings on rank 0 (a collective; a single process keeps its own)."""
-        from overt.torchrun import world
+        from overt.torchrun import Topology
 
-        if world()[1] < 2:
+        if Topology.of_group().world_size < 2:
             return findings
         from overt.guards.distributed import gather_findings
         from overt.guards.report import PREFIX

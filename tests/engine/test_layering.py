@@ -216,3 +216,55 @@ def test_a_run_directory_path_built_by_hand_is_caught(tmp_path):
     (root / "run" / "rundir.py").write_text("def f(run):\n    return run / 'checkpoints'\n")
     assert _run_paths_built_by_hand(root) == ["overt/predict/p.py:1 imports WEIGHTS",
                                               "overt/predict/p.py:3 joins 'checkpoints'"]
+
+
+#: the modules that read which process this is (torchrun's environment, the process group's rank and
+#: size); every other module asks an ``overt.torchrun.Topology`` (a run's: ``trainer.parallel.topology``)
+IDENTITY_OWNERS = ("overt/torchrun.py", "overt/distributed/group.py")
+_IDENTITY_CALLS = {"get_rank", "get_world_size", "from_environ", "world"}
+_IDENTITY_VARIABLES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}
+
+
+def _identity_reads(root: Path = OVERT) -> list[str]:
+    """Every direct read of process identity in ``root`` outside :data:`IDENTITY_OWNERS`: a call of
+    ``dist.get_rank``/``get_world_size``, ``DistEnv.from_environ``, ``world()``, or a read of a
+    torchrun variable (``os.environ["WORLD_SIZE"]``, ``.get("RANK")``, ``"WORLD_SIZE" in os.environ``)."""
+    def variable(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value in _IDENTITY_VARIABLES
+
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel in IDENTITY_OWNERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            what = None
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name in _IDENTITY_CALLS:
+                    what = f"{name}()"
+                elif name in ("get", "getenv") and node.args and variable(node.args[0]):
+                    what = f"{name}({node.args[0].value!r})"
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and variable(node.slice):
+                what = f"[{node.slice.value!r}]"
+            elif isinstance(node, ast.Compare) and variable(node.left) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+                what = f"{node.left.value!r} in ..."
+            if what:
+                out.append(f"{rel}:{node.lineno}: {what}")
+    return out
+
+
+def test_process_identity_is_read_only_by_its_owners():
+    assert _identity_reads() == []
+
+
+def test_a_direct_read_of_process_identity_is_caught(tmp_path):
+    root = tmp_path / "overt"
+    (root / "cli").mkdir(parents=True)
+    (root / "cli" / "train.py").write_text(
+        "import os\nimport torch.distributed as dist\n"
+        "def f():\n    return os.environ['WORLD_SIZE'], os.environ.get('RANK'), 'WORLD_SIZE' in os.environ, "
+        "dist.get_rank()\n")
+    assert _identity_reads(root) == ["overt/cli/train.py:4: ['WORLD_SIZE']", "overt/cli/train.py:4: get('RANK')",
+                                     "overt/cli/train.py:4: 'WORLD_SIZE' in ...", "overt/cli/train.py:4: get_rank()"]
