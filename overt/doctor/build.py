@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import traceback
-from typing import Any
 
 from torch import nn
 
@@ -46,9 +44,10 @@ def _defined_at(cls: type) -> str:
 
 
 def _user_line(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if "/overt/" not in f.filename.replace("\\", "/") and "site-packages" not in f.filename]
-    return f"{_short(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    from overt.frames import user_frame
+
+    frame = user_frame(exc)
+    return f"{_short(frame.filename)}:{frame.lineno}" if frame is not None else ""
 
 
 def build_failure(exc: BaseException, what: str = "build(cfg)") -> ProbeResult:
@@ -80,7 +79,3 @@ def build_failure(exc: BaseException, what: str = "build(cfg)") -> ProbeResult:
         r.summary = f"build failed: {type(exc).__name__}: {text}"
         r.fix = "fix the error at the line shown; the probes need a model, an optimizer, a loss and data"
     return r
-
-
-def describe_exception(exc: BaseException) -> dict[str, Any]:
-    return {"error": f"{type(exc).__name__}: {exc}", "where": _user_line(exc)}

@@ -39,11 +39,9 @@ def device_of(model: nn.Module, device: Any = None) -> torch.device:
 def loader_for(data: Any, batch_size: int, *, shuffle: bool, seed: int = 0, collate_fn: Any = None,
                num_workers: int = 0, pin_memory: bool = False) -> Any:
     """The engine's seeded loader over a Dataset; a ready DataLoader (or any iterable of batches) as given."""
-    from torch.utils.data import DataLoader
+    from overt.engine.data import build_loader, is_ready_loader
 
-    from overt.engine.data import build_loader
-
-    if isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
+    if is_ready_loader(data):
         return data
     return build_loader(data, batch_size=batch_size, shuffle=shuffle, seed=seed, collate_fn=collate_fn,
                         num_workers=num_workers, pin_memory=pin_memory)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 from torch.utils.data import Dataset
 
-from overt.engine.data import EpochIndex
+from overt.engine.data import EpochIndex, is_ready_loader
 
 #: ``transform(sample, generator) -> sample``: draw every random number from ``generator``
 Transform = Callable[[Any, torch.Generator], Any]
@@ -54,9 +54,7 @@ class Augmented(Dataset):
 
 def augmented(train_data: Any, transform: Transform, seed: int) -> Augmented:
     """``train_data`` (a Dataset) wrapped in :class:`Augmented`; a ready loader cannot be."""
-    from torch.utils.data import DataLoader
-
-    if isinstance(train_data, DataLoader) or not hasattr(train_data, "__getitem__") or not hasattr(train_data, "__len__"):
+    if is_ready_loader(train_data):
         from overt.errors import ConfigError
 
         raise ConfigError(f"a train_transform was given with a ready {type(train_data).__name__} as training data",

@@ -21,6 +21,12 @@ from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 from overt.engine.seeding import epoch_seed, seed_worker
 
 
+def is_ready_loader(data: Any) -> bool:
+    """Whether ``data`` is a ready loader (a DataLoader, or any iterable of batches without
+    ``__getitem__``/``__len__``), used as given, rather than a Dataset the engine builds a loader over."""
+    return isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__")
+
+
 class EpochIndex(NamedTuple):
     """A sample index with the epoch it is drawn in: what an :class:`EpochSampler` with
     ``tag_epoch`` yields, so a dataset in a (persistent) loader worker knows the epoch too

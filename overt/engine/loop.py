@@ -21,13 +21,13 @@ from typing import Any, Callable, Literal
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from overt.config import TrainConfig
 from overt.engine.accumulation import WindowPlan
 from overt.engine.augment import Augmented, augmented
 from overt.engine.callbacks import Callback, CallbackList
-from overt.engine.data import batch_sizes, check_not_empty, num_batches, order_sampler, set_loader_epoch, window_plan
+from overt.engine.data import (batch_sizes, check_not_empty, is_ready_loader, num_batches, order_sampler,
+                               set_loader_epoch, window_plan)
 from overt.engine.device import batch_size_of, move_to_device
 from overt.engine.evaluate import evaluate
 from overt.engine.gradnorms import GradNorms
@@ -456,7 +456,7 @@ class Trainer:
     def _loader(self, data: Any, batch_size: int, train: bool, pin: bool, collate_fn: Any) -> Any:
         """A seeded, resumable loader over a Dataset: shuffled and with ``drop_last`` for training,
         in order and complete for validation."""
-        if isinstance(data, DataLoader) or not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
+        if is_ready_loader(data):
             return data  # a ready loader (or any iterable of batches): used as given
         return self.parallel.loader(data, batch_size=batch_size, train=train, config=self.config, pin_memory=pin,
                                     collate_fn=collate_fn, tag_epoch=isinstance(data, Augmented))
@@ -464,12 +464,7 @@ class Trainer:
     def _scheduler(self, scheduler: Any, interval: str | None) -> tuple[Any, str | None]:
         if scheduler is None:
             return None, None
-        if interval not in ("step", "epoch"):
-            raise ConfigError(
-                "a scheduler was given without scheduler_interval",
-                why="stepping an epoch-based scheduler every batch (or the reverse) silently wrecks the schedule",
-                fix='pass scheduler_interval="step" (e.g. OneCycleLR) or "epoch" (e.g. StepLR, CosineAnnealingLR)',
-            )
+        check_scheduler_interval(scheduler, interval)
         if not hasattr(scheduler, "step"):  # a factory: f(optimizer, total_steps)
             if self.total_steps is None:
                 raise ConfigError("a scheduler factory needs the number of steps, but the training loader has no length",

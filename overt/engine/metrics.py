@@ -28,11 +28,6 @@ def accuracy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (output.argmax(dim=-1) == target).float().mean()
 
 
-def mean_absolute_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean absolute difference, for regression recipes."""
-    return (output.float() - target.float()).abs().mean()
-
-
 class WeightedMean:
     """Running sample-weighted means of several named device tensors; one host read at the end."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 
 from overt.command import command
 from overt.errors import ConfigError, OvertError
@@ -50,9 +49,10 @@ def _explain_crash(session, exc: BaseException) -> None:
     """Findings for crashes whose PyTorch message does not say why."""
     text = str(exc)
     if isinstance(exc, AttributeError) and any(s in text for s in _SUPER_INIT):
-        frames = traceback.extract_tb(exc.__traceback__)
-        user = [f for f in frames if "site-packages" not in f.filename and "/overt/" not in f.filename]
-        loc = f"{os.path.relpath(user[-1].filename)}:{user[-1].lineno}" if user else ""
+        from overt.frames import user_frame
+
+        frame = user_frame(exc)
+        loc = f"{os.path.relpath(frame.filename)}:{frame.lineno}" if frame is not None else ""
         session.report(
             "missing-super-init",
             f"PyTorch raised \"{text}\": an nn.Module subclass assigned a layer or parameter in "

@@ -5,13 +5,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Literal
 
 from overt.errors import OvertError, RecipeError
+from overt.frames import user_frame
 
 #: built-in recipes: name -> module
 BUILTIN: dict[str, str] = {
@@ -89,13 +89,7 @@ def load_recipe_module(spec: str) -> ModuleType:
         if not path.is_file():
             raise RecipeError(f"recipe file {spec} does not exist",
                               fix=f"check the path, or use a built-in recipe: {', '.join(BUILTIN)}")
-        name = f"overt_recipe_{path.stem}"
-        mod_spec = importlib.util.spec_from_file_location(name, path)
-        assert mod_spec is not None and mod_spec.loader is not None
-        module = importlib.util.module_from_spec(mod_spec)
-        sys.modules[name] = module  # dataclasses and pickling in workers need it registered
-        _exec(lambda: mod_spec.loader.exec_module(module), f"importing recipe file {path}")
-        return module
+        return _exec(lambda: module_from_file(path, f"overt_recipe_{path.stem}"), f"importing recipe file {path}")
     try:
         return importlib.import_module(spec)
     except ModuleNotFoundError as exc:
@@ -104,6 +98,25 @@ def load_recipe_module(spec: str) -> ModuleType:
                               fix=f"use a built-in recipe ({', '.join(BUILTIN)}), a path to a .py file, "
                                   "or an importable module path") from None
         raise
+
+
+def module_from_file(path: Path, name: str, *, folder_on_path: bool = False) -> ModuleType:
+    """Run the Python file ``path`` as the module ``name``, registered in ``sys.modules`` (dataclasses
+    and pickling in loader workers need it); ``folder_on_path``: with the file's folder on ``sys.path``
+    while it runs (so that it imports its neighbours)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder = str(Path(path).resolve().parent)
+    if folder_on_path:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if folder_on_path:
+            sys.path.remove(folder)
+    return module
 
 
 def recipe_file(spec: str) -> Path | None:
@@ -204,12 +217,10 @@ def build_recipe(module: ModuleType, cfg: Any) -> Recipe:
     if not isinstance(recipe, Recipe):
         raise RecipeError(f"recipe {_origin(module)}: build(cfg) returned {type(recipe).__name__}, not overt.Recipe",
                           fix="return overt.Recipe(model=..., optimizer=..., loss_fn=..., train_data=...)")
-    if recipe.scheduler is not None and recipe.scheduler_interval not in ("step", "epoch"):
-        raise RecipeError(
-            f"recipe {_origin(module)} gives a scheduler but no scheduler_interval",
-            why="stepping an epoch-based scheduler every batch (or the reverse) silently wrecks the schedule",
-            fix='set scheduler_interval="step" (e.g. OneCycleLR) or "epoch" (e.g. StepLR) in the Recipe',
-        )
+    from overt.engine.loop import check_scheduler_interval
+
+    check_scheduler_interval(recipe.scheduler, recipe.scheduler_interval, given_by=f"recipe {_origin(module)}",
+                             error=RecipeError)
     return recipe
 
 
@@ -218,20 +229,9 @@ def _origin(module: ModuleType) -> str:
 
 
 def _user_frame(exc: BaseException) -> str:
-    """``file:line`` of the innermost frame of ``exc`` outside overt's own package (wherever the
-    package or the user's project lives, a folder named "overt" included)."""
-    import os
-
-    package = os.path.dirname(os.path.abspath(_package_file())) + os.sep
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not os.path.abspath(f.filename).startswith(package)]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-
-
-def _package_file() -> str:
-    import overt
-
-    return overt.__file__
+    """``file:line`` of the user's frame of ``exc`` (:func:`overt.frames.user_frame`)."""
+    frame = user_frame(exc)
+    return f"{frame.filename}:{frame.lineno}" if frame is not None else ""
 
 
 def _exec(fn: Callable[[], Any], what: str) -> Any:

@@ -90,12 +90,3 @@ def numeric_rows(inputs: Sequence[Any], columns: Sequence[str] | None = None) ->
     if len(widths) > 1:
         raise DataError(f"input rows have different lengths: {sorted(widths)}", fix="give rows of equal length")
     return torch.tensor(rows, dtype=torch.float32)
-
-
-def expect_width(x: torch.Tensor, width: int, names: Sequence[str] | None = None) -> torch.Tensor:
-    """Check that ``x`` has ``width`` features per row."""
-    if x.dim() != 2 or x.shape[1] != width:
-        raise DataError(f"inputs have shape {list(x.shape)}, the model takes rows of {width} features",
-                        where=f"features: {', '.join(names)}" if names else "",
-                        fix=f"give {width} numbers per row")
-    return x
