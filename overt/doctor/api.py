@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -24,8 +22,8 @@ from overt.errors import ConfigError
 
 
 def doctor_keys() -> frozenset[str]:
-    """The doctor's own settings: :class:`DoctorSettings`' and those the probes declare."""
-    return frozenset(f.name for f in fields(DoctorSettings) if f.name != "probe_settings") | set(registry.settings())
+    """The doctor's own settings: those the probes declare."""
+    return frozenset(registry.settings())
 
 
 def __getattr__(name: str) -> Any:
@@ -57,9 +55,7 @@ def split_settings(settings: dict[str, Any], config: TrainConfig | None = None) 
                           fix=f"did you mean {' or '.join(close)}?" if close else f"valid settings: {', '.join(valid)}")
     if engine:
         cfg = resolve(cfg.recipe_params(), {**cfg.model_dump(), **engine}, source="doctor(...) settings")
-    fixed = {f.name for f in fields(DoctorSettings)}
-    return cfg, DoctorSettings(**{k: v for k, v in own.items() if k in fixed},
-                               probe_settings={k: v for k, v in own.items() if k not in fixed})
+    return cfg, DoctorSettings(probe_settings=own)
 
 
 class Progress:
@@ -96,19 +92,16 @@ def doctor(model: nn.Module, optimizer: Any, loss_fn: Any, train_data: Any, val_
     from overt.engine.seeding import capture_rng, restore_rng
     from overt.doctor.readiness import Readiness
 
-    _check_inputs(model, train_data, out)
+    _check_inputs(model, train_data)
     cfg, opts = split_settings(settings, config)
+    wanted = probes_to_run(only)
+    directory = check_out(out) if out is not None else None
     rng = capture_rng()
     generators = _loader_generators(train_data, val_data)  # iterating a user's DataLoader advances them
     try:
         setup = Setup(model, optimizer, loss_fn, train_data, val_data, scheduler, scheduler_interval, forward,
                       collate_fn, build, validate, cfg, opts)
-        wanted = [p for p in registry.probes() if p.opt_in is None or setup.setting(p.opt_in)]
-        if only:
-            bad = [p for p in only if p not in registry.ids()]
-            if bad:
-                raise ConfigError(f"unknown probe {bad[0]!r}", fix=f"choose from: {', '.join(registry.ids())}")
-            wanted = [p for p in wanted if p.id in only]
+        wanted = [p for p in wanted if p.opt_in is None or setup.setting(p.opt_in)]
         stream = sys.stderr if progress is True else (progress or None)
         bar = Progress(len(wanted), stream)  # type: ignore[arg-type]
         results = []
@@ -122,14 +115,47 @@ def doctor(model: nn.Module, optimizer: Any, loss_fn: Any, train_data: Any, val_
         restore_rng(rng)
         for generator, state in generators:
             generator.set_state(state)
-    if out is not None:
-        readiness.write(out)
+    if directory is not None:
+        readiness.write(directory)
     return readiness
 
 
-def _check_inputs(model: Any, train_data: Any, out: str | Path | None) -> None:
+def probes_to_run(only: list[str] | None) -> list[Probe]:
+    """The registered probes, or those ``only`` names (in the registry's order); an unknown name is
+    an error naming the choices."""
+    if not only:
+        return registry.probes()
+    bad = [p for p in only if p not in registry.ids()]
+    if bad:
+        raise ConfigError(f"unknown probe {bad[0]!r}", fix=f"choose from: {', '.join(registry.ids())}")
+    return [p for p in registry.probes() if p.id in only]
+
+
+def check_out(out: str | Path) -> Path:
+    """The folder ``out`` names, created when missing; refused when it is a file or holds files other
+    than an earlier readiness note (the doctor would mix its note into another run's files)."""
+    from overt.doctor.readiness import JSON
+
+    path = Path(str(out))
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"out={path} is a file, not a folder",
+                          why="the doctor writes its note, JSON and plots into the folder `out` names",
+                          fix="name a folder (it is created when missing)")
+    if path.exists() and any(path.iterdir()) and not (path / JSON).exists():
+        raise ConfigError(f"{path} already holds files that are not a readiness note",
+                          why="the doctor would mix its note into another run's files",
+                          fix="choose another out= folder, or delete it")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the folder out={path}: {exc.strerror or exc}",
+                          fix="name a folder that can be written") from None
+    return path
+
+
+def _check_inputs(model: Any, train_data: Any) -> None:
     """Refuse, before any probe runs, what no probe can use: a model that is not a module, an empty
-    training set, an ``out`` that names a file."""
+    training set."""
     if not isinstance(model, nn.Module):
         raise ConfigError(f"the model is {type(model).__name__}, not a torch.nn.Module",
                           why="every probe trains or runs a copy of the model",
@@ -145,10 +171,6 @@ def _check_inputs(model: Any, train_data: Any, out: str | Path | None) -> None:
                           else "the training loader is empty (0 batches)",
                           why="there is nothing to probe: no batch to run, train or time",
                           fix="check how the training set is built (a wrong path or filter leaves it empty)")
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise ConfigError(f"out={out} is a file, not a folder",
-                          why="the doctor writes its note, JSON and plots into the folder `out` names",
-                          fix="name a folder (it is created when missing)")
 
 
 def _loader_generators(*datas: Any) -> list[tuple[Any, Any]]:
@@ -183,8 +205,10 @@ def run_probe(probe: Probe, setup: Setup, blocked: dict[str, str]) -> ProbeResul
 
 
 def _crashed(probe: Probe, exc: Exception) -> ProbeResult:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/overt/" not in f.filename.replace("\\", "/")]
-    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    from overt.frames import user_frame
+
+    frame = user_frame(exc)
+    where = f"{frame.filename}:{frame.lineno}" if frame is not None else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     r = ProbeResult(probe.id, probe.title, "", verdict=Verdict.FAIL,
                     summary=f"the probe could not run: {type(exc).__name__}: {text}")

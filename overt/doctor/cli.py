@@ -47,27 +47,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def out_dir(out: Any, cfg: Any) -> Path:
-    """``out=`` if given, else ``runs_root/doctor/<recipe>-<timestamp>``; refuses a folder holding something
-    other than an earlier readiness note."""
-    from overt.doctor.readiness import JSON
-    from overt.errors import ConfigError
+    """``out=`` if given, else ``runs_root/doctor/<recipe>-<timestamp>`` (checked and created by
+    :func:`overt.doctor.api.check_out`)."""
     from overt.run.rundir import run_dir_for
 
-    path = Path(str(out)) if out else run_dir_for(None, str(Path(cfg.runs_root) / "doctor"), None, cfg.recipe)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"out={path} is a file, not a folder",
-                          why="the doctor writes its note, JSON and plots into the folder out= names",
-                          fix="name a folder (it is created when missing)")
-    if path.exists() and any(path.iterdir()) and not (path / JSON).exists():
-        raise ConfigError(f"{path} already holds files that are not a readiness note",
-                          why="the doctor would mix its note into another run's files",
-                          fix="choose another out= folder, or delete it")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the folder out={path}: {exc.strerror or exc}",
-                          fix="name a folder that can be written") from None
-    return path
+    return Path(str(out)) if out else run_dir_for(None, str(Path(cfg.runs_root) / "doctor"), None, cfg.recipe)
 
 
 @command("overt doctor")
@@ -94,7 +78,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
 
         return run_project(args)
     from overt.config import parse_overrides
-    from overt.doctor.api import DOCTOR_KEYS, doctor, split_settings
+    from overt.doctor.api import DOCTOR_KEYS, check_out, doctor
     from overt.doctor.build import build_failure
     from overt.doctor.readiness import Readiness
     from overt.engine.seeding import seed_everything
@@ -105,15 +89,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
     out = values.pop("out", None)
     own = {k: v for k, v in values.items() if k in DOCTOR_KEYS}
     module, cfg = recipe_config(args.target, {k: v for k, v in values.items() if k not in own})
-    _, settings = split_settings(own, cfg)  # validates the doctor's own keys
-    only = [p.strip() for p in args.only.split(",")] if args.only else None
-    if only:
-        from overt.doctor.api import ORDER
-        from overt.errors import ConfigError
-
-        bad = [p for p in only if p not in ORDER]
-        if bad:
-            raise ConfigError(f"unknown probe {bad[0]!r}", fix=f"choose from: {', '.join(ORDER)}")
+    only = [p.strip() for p in args.only.split(",")] if args.only else None  # checked by doctor()
     directory = out_dir(out, cfg)
     name = Path(cfg.recipe).stem if cfg.recipe.endswith(".py") else cfg.recipe
     seed_everything(cfg.seed)
@@ -126,7 +102,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
         readiness = Readiness([result], {"name": name})
         if not args.quiet:
             print(f"doctor [ 1/1] {result.title:<38} FAIL    {result.summary}", file=sys.stderr)
-        readiness.write(directory)
+        readiness.write(check_out(directory))
         return readiness, directory
 
     def rebuild() -> tuple[Any, Any]:
@@ -136,8 +112,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
     readiness = doctor(recipe.model, recipe.optimizer, recipe.loss_fn, recipe.train_data, recipe.val_data,
                        scheduler=recipe.scheduler, scheduler_interval=recipe.scheduler_interval,
                        forward=recipe.forward, collate_fn=recipe.collate_fn, build=rebuild, config=cfg, name=name,
-                       progress=not args.quiet, only=only, lr_find=args.lr_find or settings.lr_find,
-                       bench=args.bench or settings.bench,
-                       **{k: v for k, v in own.items() if k not in ("lr_find", "bench")})
-    readiness.write(directory)
+                       progress=not args.quiet, only=only, out=directory,
+                       lr_find=own.pop("lr_find", False) or args.lr_find, bench=own.pop("bench", False) or args.bench,
+                       **own)  # doctor() checks every setting, --only and out= once
     return readiness, directory

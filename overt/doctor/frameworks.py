@@ -337,8 +337,6 @@ def project_doctor(project: Any, datamodule: Any = None, *, loss_kind: str = "ot
 def load_project(target: str) -> tuple[Callable[[], Any], str]:
     """``"file.py:function"`` or ``"package.module:function"`` -> (the function, a name)."""
     import importlib
-    import importlib.util
-    import sys
     from pathlib import Path
 
     path, _, func = target.rpartition(":")
@@ -348,13 +346,9 @@ def load_project(target: str) -> tuple[Callable[[], Any], str]:
         file = Path(path)
         if not file.is_file():
             raise ConfigError(f"no such file: {path}", fix="give the path of the file that builds the project")
-        spec = importlib.util.spec_from_file_location(f"_overt_project_{file.stem}", file)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.path.insert(0, str(file.resolve().parent))
-        try:
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        finally:
-            sys.path.remove(str(file.resolve().parent))
+        from overt.recipes.base import module_from_file
+
+        module = module_from_file(file, f"_overt_project_{file.stem}", folder_on_path=True)
         name = file.stem
     else:
         module = importlib.import_module(path)
@@ -391,8 +385,8 @@ def run_project(args: Any) -> tuple[Any, Any]:
     if args.bench:
         settings["bench"] = True
     only = [p.strip() for p in args.only.split(",")] if args.only else None
-    readiness = inputs.doctor(progress=sys.stderr if not args.quiet else False, only=only, **settings)
-    readiness.write(directory)
+    readiness = inputs.doctor(progress=sys.stderr if not args.quiet else False, only=only, out=directory,
+                              **settings)  # doctor() checks the settings, --only and out= once
     return readiness, directory
 
 

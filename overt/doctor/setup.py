@@ -13,21 +13,11 @@ from overt.config import TrainConfig
 
 @dataclass
 class DoctorSettings:
-    """How much each probe does (engine settings -- seed, batch_size, device... -- come from the config).
-    ``probe_settings`` holds the settings a probe module declares itself (:attr:`Probe.settings
-    <overt.doctor.registry.Probe.settings>`)."""
+    """The doctor's settings: ``probe_settings`` holds those given, each declared (with its default)
+    by the probe it configures (:attr:`Probe.settings <overt.doctor.registry.Probe.settings>`:
+    ``overfit_steps`` by the overfit probe, ``lr_find`` by the learning-rate range test...); engine
+    settings (seed, batch_size, device...) come from the config."""
 
-    overfit_samples: int = 16
-    overfit_steps: int = 300
-    overfit_time_s: float = 10.0
-    resume_steps: int = 3
-    determinism_steps: int = 5
-    parity_steps: int = 5
-    throughput_steps: int = 50
-    throughput_time_s: float = 5.0
-    lr_find: bool = False
-    lr_find_steps: int = 100
-    bench: bool = False
     probe_settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -58,13 +48,11 @@ class Setup:
         self._batches: list[Any] | None = None
 
     def setting(self, name: str) -> Any:
-        """A doctor setting: one of :class:`DoctorSettings`, or a probe's own (its default when not given)."""
+        """A doctor setting, as given, else the default its probe declares."""
         from overt.doctor import registry
 
         if name in self.opts.probe_settings:
             return self.opts.probe_settings[name]
-        if hasattr(self.opts, name) and name != "probe_settings":
-            return getattr(self.opts, name)
         return registry.settings()[name]
 
     def train_loader(self, **kw: Any) -> Any:

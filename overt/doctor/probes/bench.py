@@ -147,4 +147,5 @@ def _run(setup: Any) -> ProbeResult:
                         config=setup.cfg)
 
 
-PROBE = Probe("bench", "Device benchmark", 120, _run, needs=("loss",), opt_in="bench")
+PROBE = Probe("bench", "Device benchmark", 120, _run, needs=("loss",), opt_in="bench",
+              settings={"bench": False})

@@ -216,7 +216,7 @@ def checkpoint(model: nn.Module, optimizer: Any, loss_fn: Any, batch: Any, objs:
 
 def _run(setup: Any) -> ProbeResult:
     return checkpoint(setup.model, setup.optimizer, setup.loss_fn, setup.batches(1)[0], setup.objs,
-                      build=setup.build, forward=setup.forward, device=setup.device, steps=setup.opts.resume_steps)
+                      build=setup.build, forward=setup.forward, device=setup.device, steps=setup.setting("resume_steps"))
 
 
 def _section(readiness: Any, c: ProbeResult) -> list[str]:
@@ -262,4 +262,5 @@ def _risks(readiness: Any, c: ProbeResult) -> list[tuple[int, str]]:
 
 
 PROBE = Probe("checkpoint", "Checkpoint round-trip and exact resume", 70, _run, needs=("forward", "loss"),
-              section=_section, risks=_risks)
+              section=_section, risks=_risks,
+              settings={"resume_steps": 3})

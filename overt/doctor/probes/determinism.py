@@ -64,7 +64,7 @@ def _same_twice(objs: Objects, steps: int) -> bool:
 # -- the probe, as the doctor runs it -------------------------------------------------------------
 
 def _run(setup: Any) -> ProbeResult:
-    return determinism(setup.objs, steps=setup.opts.determinism_steps)
+    return determinism(setup.objs, steps=setup.setting("determinism_steps"))
 
 
 def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
@@ -74,4 +74,5 @@ def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
                  f"the effect of a change with noise.")]
 
 
-PROBE = Probe("determinism", "Determinism", 80, _run, needs=("forward", "loss"), risks=_risks)
+PROBE = Probe("determinism", "Determinism", 80, _run, needs=("forward", "loss"), risks=_risks,
+              settings={"determinism_steps": 5})

@@ -102,7 +102,7 @@ def lr_range_test(model: nn.Module, optimizer: Any, loss_fn: Any, loader: Any = 
 
 def _run(setup: Any) -> ProbeResult:
     return lr_range_test(setup.model, setup.optimizer, setup.loss_fn, dataset=setup.train_data, forward=setup.forward,
-                         device=setup.device, steps=setup.opts.lr_find_steps, config=setup.cfg,
+                         device=setup.device, steps=setup.setting("lr_find_steps"), config=setup.cfg,
                          collate_fn=setup.collate_fn)
 
 
@@ -115,4 +115,5 @@ def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
 
 
 PROBE = Probe("lr-find", "Learning-rate range test", 110, _run, needs=("forward", "loss"), opt_in="lr_find",
-              risks=_risks)
+              risks=_risks,
+              settings={"lr_find": False, "lr_find_steps": 100})

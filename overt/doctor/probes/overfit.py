@@ -132,8 +132,8 @@ def _measure(model: nn.Module, loss_fn: Any, batch: Any, forward: Forward, preci
 
 def _run(setup: Any) -> ProbeResult:
     return overfit_batch(setup.model, setup.optimizer, setup.loss_fn, setup.batches(1)[0], forward=setup.forward,
-                         steps=setup.opts.overfit_steps, time_limit_s=setup.opts.overfit_time_s,
-                         batch_size=setup.opts.overfit_samples, device=setup.device, config=setup.cfg)
+                         steps=setup.setting("overfit_steps"), time_limit_s=setup.setting("overfit_time_s"),
+                         batch_size=setup.setting("overfit_samples"), device=setup.device, config=setup.cfg)
 
 
 def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
@@ -145,4 +145,5 @@ def _risks(readiness: Any, r: ProbeResult) -> list[tuple[int, str]]:
                  f"({e.get('lr')}) is the first thing to tune (`overt doctor --lr-find`).")]
 
 
-PROBE = Probe("overfit-batch", TITLE, 50, _run, needs=("forward", "loss"), risks=_risks)
+PROBE = Probe("overfit-batch", TITLE, 50, _run, needs=("forward", "loss"), risks=_risks,
+              settings={"overfit_samples": 16, "overfit_steps": 300, "overfit_time_s": 10.0})

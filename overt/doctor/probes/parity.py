@@ -91,7 +91,7 @@ def _losses(model: nn.Module, optimizer: Any, loss_fn: Any, batches: list[Any], 
 
 def _run(setup: Any) -> ProbeResult:
     return device_parity(setup.model, setup.optimizer, setup.loss_fn, setup.batches(4), forward=setup.forward,
-                         steps=setup.opts.parity_steps, config=setup.cfg)
+                         steps=setup.setting("parity_steps"), config=setup.cfg)
 
 
 def _risks(readiness: Any, p: ProbeResult) -> list[tuple[int, str]]:
@@ -104,4 +104,5 @@ def _risks(readiness: Any, p: ProbeResult) -> list[tuple[int, str]]:
     return []
 
 
-PROBE = Probe("parity", "CPU vs accelerator parity", 90, _run, needs=("forward", "loss"), risks=_risks)
+PROBE = Probe("parity", "CPU vs accelerator parity", 90, _run, needs=("forward", "loss"), risks=_risks,
+              settings={"parity_steps": 5})

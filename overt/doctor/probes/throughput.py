@@ -232,7 +232,7 @@ def _run(setup: Any) -> ProbeResult:
     size = len(data) if hasattr(data, "__len__") and hasattr(data, "__getitem__") else None
     return throughput(setup.model, setup.optimizer, setup.loss_fn, dataset=data, device=setup.device,
                       forward=setup.forward,
-                      steps=setup.opts.throughput_steps, time_limit_s=setup.opts.throughput_time_s,
+                      steps=setup.setting("throughput_steps"), time_limit_s=setup.setting("throughput_time_s"),
                       dataset_size=size, config=setup.cfg, collate_fn=setup.collate_fn)
 
 
@@ -262,4 +262,5 @@ def _risks(readiness: Any, t: ProbeResult) -> list[tuple[int, str]]:
     return risks
 
 
-PROBE = Probe("throughput", TITLE, 100, _run, needs=("forward", "loss"), risks=_risks)
+PROBE = Probe("throughput", TITLE, 100, _run, needs=("forward", "loss"), risks=_risks,
+              settings={"throughput_steps": 50, "throughput_time_s": 5.0})
