@@ -26,6 +26,19 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 TIMING = frozenset({"dataloader-starvation"})
 
 
+#: the marker every test of a folder carries (pyproject.toml describes them): ``-m gpu``, ``-m 'not distributed'``
+FOLDER_MARKERS = {"cuda": "gpu", "distributed": "distributed"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(config, items):
+    tests = REPO / "tests"
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[path.relative_to(tests).parts[0]])
+
+
 def correctness_findings(findings: list) -> list:
     """``findings`` (dicts from a summary, or Finding objects) without the :data:`TIMING` ones."""
     return [f for f in findings if (f["slug"] if isinstance(f, dict) else f.slug) not in TIMING]

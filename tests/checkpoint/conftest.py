@@ -3,6 +3,8 @@ tests copy it before changing anything."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -16,3 +18,12 @@ def two_epochs(tmp_path_factory) -> Path:
     assert train(["digits", f"run_dir={run_dir}", "epochs=2", "progress=off", "tensorboard=false",
                   "guards=false"]) == 0
     return run_dir
+
+
+def forge_manifest(folder: Path) -> None:
+    """An attacker can write a manifest with the right hashes: verification alone is no defence."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name in manifest["files"]:
+        data = (folder / name).read_bytes()
+        manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (folder / "manifest.json").write_text(json.dumps(manifest))

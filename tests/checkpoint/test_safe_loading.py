@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import pickle
 import shutil
@@ -14,6 +12,7 @@ import torch
 from torch import nn
 
 from overt.checkpoint import Checkpointer, CheckpointError, load_weights
+from tests.checkpoint.conftest import forge_manifest
 from tests.conftest import run_overt
 
 
@@ -29,15 +28,6 @@ class Payload:
 
 def evil_bytes(marker: Path) -> bytes:
     return pickle.dumps(Payload(marker))
-
-
-def forge_manifest(folder: Path) -> None:
-    """An attacker can write a manifest with the right hashes: verification alone is no defence."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for name in manifest["files"]:
-        data = (folder / name).read_bytes()
-        manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def test_the_payload_is_real(tmp_path):

@@ -135,7 +135,7 @@ def test_import_overt_is_light():
     import sys
 
     code = "import sys, overt; print(sorted(m for m in ('torch', 'rich', 'tensorboard', 'sklearn') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300).stdout
     assert out.strip() == "[]"
 
 

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 import torch.multiprocessing as mp
+from torch import nn
 
 
 def free_port() -> int:
@@ -55,3 +57,28 @@ def run_ranks(fn: Callable[..., Any], out_dir: Path, *args: Any, world: int = 2)
     mp.start_processes(_entry, args=(fn, world, free_port(), str(out_dir), args), nprocs=world, join=True,
                        start_method="fork")
     return [json.loads((out_dir / f"result-{r}.json").read_text()) for r in range(world)]
+
+
+def build_trainer(run_dir, strategy, callbacks=()):
+    """The small digits run the multi-process scenarios share (2 epochs of 200 samples)."""
+    import overt
+    from sklearn.datasets import load_digits
+    from torch.utils.data import TensorDataset
+
+    d = load_digits()
+    x = torch.tensor(d.data[:200], dtype=torch.float32) / 16.0
+    y = torch.tensor(d.target[:200])
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    return overt.Trainer(model, opt, nn.CrossEntropyLoss(), TensorDataset(x, y), TensorDataset(x[:50], y[:50]),
+                         epochs=2, batch_size=8, log_every=3, progress="off", strategy=strategy,
+                         checkpoint_background=False, run_dir=run_dir, callbacks=list(callbacks), seed=1)
+
+
+def whole_weights(trainer):
+    """The model's whole weights as lists (FSDP2 shards gathered first)."""
+    from overt.distributed.callback import full_state_dict
+
+    whole = full_state_dict(trainer.model) if trainer.strategy == "fsdp" else trainer.model.state_dict()
+    return {k: v.flatten().tolist() for k, v in whole.items()}

@@ -14,33 +14,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch.distributed as dist
 
 from tests.conftest import REPO
+from tests.distributed.jobs import ARGS, job_env, overt_job, start_job, wait_for
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                  reason="torch.distributed with gloo is not available")]
-
-ARGS = ["digits", "epochs=12", "checkpoint_every_steps=5", "log_every=2", "progress=off", "checkpoint_background=false"]
-
-
-def _env():
-    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-
-
-def _overt(*args, timeout=400):
-    return subprocess.run([sys.executable, "-m", "overt", *args], capture_output=True, text=True, env=_env(),
-                          timeout=timeout, cwd=REPO)
-
-
-def _start(*args):
-    return subprocess.Popen([sys.executable, "-m", "overt", *args], env=_env(), cwd=REPO, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _job_pids(root: int) -> list[int]:
@@ -71,30 +55,22 @@ def _kill_job(proc) -> None:
             pass
 
 
-def _wait_for(path: Path, proc, limit=300):
-    start = time.time()
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.time() - start < limit, f"{path} never appeared"
-        time.sleep(0.01)
-
-
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_sigkill_of_the_whole_job_then_resume_is_bit_identical(tmp_path, strategy):
     plain = tmp_path / "plain"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "overt",
                            "train", *ARGS, f"strategy={strategy}", f"run_dir={plain}"],
-                          capture_output=True, text=True, env=_env(), timeout=400, cwd=REPO)
+                          capture_output=True, text=True, env=job_env(), timeout=400, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
 
     run = tmp_path / "killed"
-    proc = _start("train", *ARGS, f"strategy={strategy}", f"run_dir={run}", "nproc=2")
-    _wait_for(run / "checkpoints" / "step-000010" / "manifest.json", proc)
+    proc = start_job("train", *ARGS, f"strategy={strategy}", f"run_dir={run}", "nproc=2")
+    wait_for(run / "checkpoints" / "step-000010" / "manifest.json", proc)
     _kill_job(proc)  # the launcher and both workers, at once
-    proc.communicate()
+    proc.communicate(timeout=60)
     assert not (run / "summary.json").exists()
 
-    resumed = _overt("resume", str(run), "nproc=2")
+    resumed = overt_job("resume", str(run), "nproc=2")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stderr
     assert (run / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
@@ -102,13 +78,13 @@ def test_sigkill_of_the_whole_job_then_resume_is_bit_identical(tmp_path, strateg
 
 def test_sigterm_to_the_launcher_stops_all_workers_saves_once_and_exits_143(tmp_path):
     run = tmp_path / "run"
-    proc = _start("train", *ARGS, f"run_dir={run}", "nproc=2")
-    _wait_for(run / "checkpoints" / "step-000005" / "manifest.json", proc)
+    proc = start_job("train", *ARGS, f"run_dir={run}", "nproc=2")
+    wait_for(run / "checkpoints" / "step-000005" / "manifest.json", proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 143, err[-3000:]
     assert err.count("stopped on SIGTERM") == 1  # rank 0 says it, once
-    finished = _overt("resume", str(run), "nproc=2")
+    finished = overt_job("resume", str(run), "nproc=2")
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert (run / "summary.json").exists()
 
@@ -118,13 +94,13 @@ def test_fsdp_run_saved_by_two_processes_continues_on_three(tmp_path):
     import shutil
 
     run = tmp_path / "run"
-    first = _overt("train", "digits", "epochs=2", "progress=off", "strategy=fsdp", f"run_dir={run}", "nproc=2")
+    first = overt_job("train", "digits", "epochs=2", "progress=off", "strategy=fsdp", f"run_dir={run}", "nproc=2")
     assert first.returncode == 0, first.stderr[-3000:]
     # as if the job had died after epoch 1: only the epoch-1 checkpoint (step 23) is left
     shutil.rmtree(run / "checkpoints" / "step-000046")
     for name in ("summary.json", "model.safetensors"):
         (run / name).unlink()
-    more = _overt("resume", str(run), "nproc=3")
+    more = overt_job("resume", str(run), "nproc=3")
     assert more.returncode == 0, more.stderr[-3000:]
     assert "saved by 2 processes and this run has 3" in more.stderr  # RNG: not exact, and said so
     summary = json.loads((run / "summary.json").read_text())
@@ -140,7 +116,7 @@ def test_torchrun_overt_run_reports_every_ranks_findings_once_on_rank_0(tmp_path
     script = Path(__file__).parent / "scripts" / "ddp_script.py"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "overt",
                            "run", "--report", str(report), str(script), "--bug", bug],
-                          capture_output=True, text=True, env=_env(), timeout=400, cwd=REPO)
+                          capture_output=True, text=True, env=job_env(), timeout=400, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(report.read_text())["findings"]
     assert not list(tmp_path.glob("report.json.rank*"))  # gathered: only rank 0 wrote a report

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from tests.distributed.test_cli_jobs import ARGS, _env, _overt, _start, _wait_for
+from tests.distributed.jobs import ARGS, job_env, overt_job, start_job, wait_for
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available()
@@ -58,12 +58,12 @@ def alive(pid: int) -> bool:
 
 def test_sigterm_to_every_process_at_once_saves_once_exits_143_and_resumes_bit_identically(tmp_path):
     plain = tmp_path / "plain"
-    done = _overt("train", *ARGS, f"run_dir={plain}", "nproc=2")
+    done = overt_job("train", *ARGS, f"run_dir={plain}", "nproc=2")
     assert done.returncode == 0, done.stderr[-3000:]
 
     run = tmp_path / "run"
-    proc = _start("train", *ARGS, f"run_dir={run}", "nproc=2")
-    _wait_for(run / "checkpoints" / "step-000010" / "manifest.json", proc)
+    proc = start_job("train", *ARGS, f"run_dir={run}", "nproc=2")
+    wait_for(run / "checkpoints" / "step-000010" / "manifest.json", proc)
     ranks = workers(proc.pid)
     assert len(ranks) == 2
     for pid in ranks.values():  # as `scancel` does: every process of the job step...
@@ -80,7 +80,7 @@ def test_sigterm_to_every_process_at_once_saves_once_exits_143_and_resumes_bit_i
     stop = Path(summary["preempted"]["checkpoint"])
     assert stop.is_dir() and summary["checkpoint"]["saved"] >= 1
 
-    finished = _overt("resume", str(run), "nproc=2")
+    finished = overt_job("resume", str(run), "nproc=2")
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert f"resuming from {stop}" in finished.stderr
     assert (run / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
@@ -88,8 +88,8 @@ def test_sigterm_to_every_process_at_once_saves_once_exits_143_and_resumes_bit_i
 
 def test_a_sigkilled_worker_beside_a_sigtermed_peer_fails_the_job(tmp_path):
     run = tmp_path / "run"
-    proc = _start("train", *ARGS, f"run_dir={run}", "nproc=2")
-    _wait_for(run / "checkpoints" / "step-000005" / "manifest.json", proc)
+    proc = start_job("train", *ARGS, f"run_dir={run}", "nproc=2")
+    wait_for(run / "checkpoints" / "step-000005" / "manifest.json", proc)
     ranks = workers(proc.pid)
     os.kill(ranks[1], signal.SIGKILL)  # the OOM killer
     os.kill(ranks[0], signal.SIGTERM)
@@ -102,13 +102,13 @@ def test_sigkill_of_the_launchers_process_group_leaves_no_worker_running(tmp_pat
     run = tmp_path / "run"
     args = [a for a in ARGS if not a.startswith("epochs=")]
     proc = subprocess.Popen([sys.executable, "-m", "overt", "train", *args, "epochs=500", f"run_dir={run}",
-                             "nproc=2"], env=_env(), start_new_session=True, stdout=subprocess.DEVNULL,
+                             "nproc=2"], env=job_env(), start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    _wait_for(run / "checkpoints" / "step-000005" / "manifest.json", proc)
+    wait_for(run / "checkpoints" / "step-000005" / "manifest.json", proc)
     ranks = workers(proc.pid)
     assert len(ranks) == 2
     os.killpg(proc.pid, signal.SIGKILL)  # the launcher's process group: the workers are not in it
-    proc.wait()
+    proc.wait(timeout=60)
     deadline = time.monotonic() + 60  # the kernel kills them at once; allow for a loaded machine
     while any(alive(p) for p in ranks.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -120,11 +120,11 @@ def test_sigkill_of_the_launchers_process_group_leaves_no_worker_running(tmp_pat
 
     assert lock.holder(run) is None
     assert not (run / "summary.json").exists()  # ended by the kill, not by training to the end
-    again = _overt("resume", str(run), "nproc=2", "epochs=2")  # the run directory is free: resume continues it
+    again = overt_job("resume", str(run), "nproc=2", "epochs=2")  # the run directory is free: resume continues it
     assert again.returncode == 0, again.stderr[-3000:]
 
 
 def test_a_usage_error_of_a_two_process_resume_exits_2_as_documented(tmp_path):
-    done = _overt("resume", str(tmp_path / "no-such-run"), "nproc=2")
+    done = overt_job("resume", str(tmp_path / "no-such-run"), "nproc=2")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "does not exist" in done.stderr and "Traceback" not in done.stderr

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
-from tests.distributed.procs import run_ranks
-from tests.distributed.test_stop_resume import _build, _weights
+from tests.distributed.procs import build_trainer, run_ranks, whole_weights
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="torch.distributed with gloo is not available")
@@ -16,9 +15,9 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
 def _scenario(rank, world, out_dir):
     from overt.checkpoint import resume
 
-    first = _build(out_dir / "run", "fsdp")
+    first = build_trainer(out_dir / "run", "fsdp")
     first.fit()  # checkpoints at the two epoch ends: step-000013 and step-000026
-    plain = _weights(first)
+    plain = whole_weights(first)
     if rank == 0:
         shard = out_dir / "run" / "checkpoints" / "step-000026" / "dcp" / "__1_0.distcp"
         data = bytearray(shard.read_bytes())
@@ -27,10 +26,10 @@ def _scenario(rank, world, out_dir):
         (out_dir / "run" / "summary.json").unlink()
     dist.barrier()
     log: list[str] = []
-    again = _build(out_dir / "run", "fsdp")
+    again = build_trainer(out_dir / "run", "fsdp")
     restored = resume(again, log=log.append)
     again.fit()
-    return {"resumed_from": str(restored.path), "log": log, "plain": plain, "resumed": _weights(again)}
+    return {"resumed_from": str(restored.path), "log": log, "plain": plain, "resumed": whole_weights(again)}
 
 
 def test_a_damaged_newest_fsdp_shard_is_skipped_and_resume_uses_the_previous_checkpoint(tmp_path):

@@ -71,7 +71,7 @@ def test_a_worker_dies_with_its_sigkilled_agent():
                               env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
     worker = int(parent.stdout.readline())
     os.kill(parent.pid, signal.SIGKILL)
-    parent.wait()
+    parent.wait(timeout=60)
     for _ in range(600):  # the kernel signals the worker when its parent dies; wait for it to be gone
         try:
             with open(f"/proc/{worker}/stat") as fh:

@@ -9,37 +9,12 @@ import signal
 import sys
 
 import pytest
-import torch
 import torch.distributed as dist
-from torch import nn
 
-from tests.distributed.procs import run_ranks
+from tests.distributed.procs import build_trainer, run_ranks, whole_weights
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="torch.distributed with gloo is not available")
-
-
-def _build(run_dir, strategy, callbacks=()):
-    import overt
-    from sklearn.datasets import load_digits
-    from torch.utils.data import TensorDataset
-
-    d = load_digits()
-    x = torch.tensor(d.data[:200], dtype=torch.float32) / 16.0
-    y = torch.tensor(d.target[:200])
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 10))
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    return overt.Trainer(model, opt, nn.CrossEntropyLoss(), TensorDataset(x, y), TensorDataset(x[:50], y[:50]),
-                         epochs=2, batch_size=8, log_every=3, progress="off", strategy=strategy,
-                         checkpoint_background=False, run_dir=run_dir, callbacks=list(callbacks), seed=1)
-
-
-def _weights(trainer):
-    from overt.distributed.callback import full_state_dict
-
-    whole = full_state_dict(trainer.model) if trainer.strategy == "fsdp" else trainer.model.state_dict()
-    return {k: v.flatten().tolist() for k, v in whole.items()}
 
 
 class _Term:
@@ -65,18 +40,18 @@ def _scenario(rank, world, out_dir, strategy):
         args[0], str) and args[0].startswith(root) and args[1] and any(c in args[1] for c in "wax+") else None)
 
     term = type("Term", (Callback,), {"on_step_end": _Term.on_step_end})()
-    stopped = _build(out_dir / "run", strategy, [term])
+    stopped = build_trainer(out_dir / "run", strategy, [term])
     summary = stopped.fit()
     result = {"stopped_at": stopped.state.global_step, "preempted": summary.get("preempted"),
               "saved": summary["checkpoint"]["saved"], "writes": sorted(set(writes))}
     writes.clear()
-    resumed = _build(out_dir / "run", strategy)
+    resumed = build_trainer(out_dir / "run", strategy)
     resume(resumed)
     resumed.fit()
-    result["resumed"] = _weights(resumed)
-    plain = _build(out_dir / "plain", strategy)
+    result["resumed"] = whole_weights(resumed)
+    plain = build_trainer(out_dir / "plain", strategy)
     plain.fit()
-    result["plain"] = _weights(plain)
+    result["plain"] = whole_weights(plain)
     return result
 
 

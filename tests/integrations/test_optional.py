@@ -26,7 +26,7 @@ def test_no_framework_is_imported_unless_used(tmp_path):
         f"print(json.dumps(sorted(k for k in {HEAVY!r} if k in sys.modules)))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+                          env={"PYTHONPATH": str(REPO), "PATH": ""}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
@@ -44,7 +44,7 @@ def test_a_missing_framework_is_a_clear_error_naming_the_extra():
         "        print(str(exc).replace(chr(10), ' '))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+                          env={"PYTHONPATH": str(REPO), "PATH": ""}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 2

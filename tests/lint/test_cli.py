@@ -182,7 +182,7 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     p = _write(tmp_path, "many.py", "import torch\n" + 'torch.load("a.pt")\n' * 3000)
     line = f"{shlex.quote(sys.executable)} -m overt lint {shlex.quote(str(p))} | head -1"  # paths may hold spaces
     proc = subprocess.run(line, shell=True, cwd=REPO,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=300)
     assert proc.stdout.count("\n") == 1
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr
 
@@ -250,7 +250,7 @@ def test_lint_does_not_import_torch(tmp_path):
     code = ("import sys; from overt.cli import main; rc = main(['lint', sys.argv[1]]); "
             "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "clean")], cwd=REPO,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -41,7 +41,7 @@ def test_flake8_runs_the_plugin(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     target = FIXTURES / "stale-gradients" / "bad.py"
     proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "OVT", str(target)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     expected = [e.split(": ")[0] for e in (FIXTURES / "stale-gradients" / "bad.txt").read_text().split("\n") if e]

@@ -15,7 +15,7 @@ import yaml
 import overt
 from overt.cli import main as overt_main
 from overt.errors import RecipeError
-from tests.checkpoint.test_safe_loading import forge_manifest
+from tests.checkpoint.conftest import forge_manifest
 
 EVIL = ("import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
         "from overt.recipes.tiny import build, build_model, defaults  # noqa\n")

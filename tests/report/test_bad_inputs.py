@@ -122,5 +122,5 @@ def test_a_run_being_resumed_is_not_called_completed(finished, tmp_path):
         assert read_run(run).state == "running"
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(timeout=60)
     assert read_run(run).state == "completed"

@@ -98,6 +98,6 @@ def test_nothing_of_mlflow_or_matplotlib_is_imported_when_off():
             "print(sorted(m for m in ('mlflow', 'matplotlib', 'overt.integrations.mlflow', 'overt.report') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+                          env={"PYTHONPATH": str(REPO), "PATH": ""}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -112,7 +112,7 @@ def test_without_matplotlib_the_tables_are_still_written_and_the_extra_is_named(
     code = ("import sys; sys.modules['matplotlib'] = None; from overt.cli import main; "
             f"sys.exit(main(['report', {str(finished_run)!r}, '--out', {str(tmp_path / 'out')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+                          env={"PYTHONPATH": str(REPO), "PATH": ""}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "matplotlib is not installed" in proc.stderr and "pip install 'overt[plots]'" in proc.stderr
     text = (tmp_path / "out" / "report.md").read_text()

@@ -28,10 +28,10 @@ def disk(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
+                                           capture_output=True, timeout=60).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    subprocess.run(["umount", "-l", str(mount)], check=False, timeout=60)
 
 
 def fill(mount: Path) -> None:

@@ -48,7 +48,7 @@ def test_a_second_process_is_refused_at_once_and_a_killed_holder_leaves_no_stale
         assert f"pid {holder.pid}" in capsys.readouterr().err
     finally:
         holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        holder.wait(timeout=60)
     # the kernel released the lock with the process: no stale lock
     assert resume([str(run_dir), "progress=off"]) == 0
     err = capsys.readouterr().err
