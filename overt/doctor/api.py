@@ -131,6 +131,14 @@ def probes_to_run(only: list[str] | None) -> list[Probe]:
     return [p for p in registry.probes() if p.id in only]
 
 
+def out_dir(out: Any, cfg: Any) -> Path:
+    """``out=`` if given, else ``runs_root/doctor/<recipe>-<timestamp>`` (checked and created by
+    :func:`overt.doctor.api.check_out`)."""
+    from overt.run.rundir import run_dir_for
+
+    return Path(str(out)) if out else run_dir_for(None, str(Path(cfg.runs_root) / "doctor"), None, cfg.recipe)
+
+
 def check_out(out: str | Path) -> Path:
     """The folder ``out`` names, created when missing; refused when it is a file or holds files other
     than an earlier readiness note (the doctor would mix its note into another run's files)."""

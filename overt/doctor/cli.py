@@ -46,14 +46,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def out_dir(out: Any, cfg: Any) -> Path:
-    """``out=`` if given, else ``runs_root/doctor/<recipe>-<timestamp>`` (checked and created by
-    :func:`overt.doctor.api.check_out`)."""
-    from overt.run.rundir import run_dir_for
-
-    return Path(str(out)) if out else run_dir_for(None, str(Path(cfg.runs_root) / "doctor"), None, cfg.recipe)
-
-
 @command("overt doctor")
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
@@ -78,7 +70,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Path]:
 
         return run_project(args)
     from overt.config import parse_overrides
-    from overt.doctor.api import DOCTOR_KEYS, check_out, doctor
+    from overt.doctor.api import DOCTOR_KEYS, check_out, doctor, out_dir
     from overt.doctor.build import build_failure
     from overt.doctor.readiness import Readiness
     from overt.engine.seeding import seed_everything

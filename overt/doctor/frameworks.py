@@ -367,7 +367,7 @@ def run_project(args: Any) -> tuple[Any, Any]:
     from pathlib import Path
 
     from overt.config import TrainConfig, parse_overrides
-    from overt.doctor.cli import out_dir
+    from overt.doctor.api import out_dir
 
     values = parse_overrides(args.overrides)
     out = values.pop("out", None)

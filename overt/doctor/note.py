@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from overt.catalog import lookup
-from overt.doctor.result import ProbeResult, Verdict
+from overt.doctor.result import ProbeResult, Verdict, number
 
 if TYPE_CHECKING:
     from overt.doctor.readiness import Readiness
@@ -134,17 +134,3 @@ def _plots(r: Readiness) -> list[str]:
     else:
         lines.append("No plots were written (the note was not saved to a directory).")
     return lines + [""]
-
-
-def number(value: Any) -> str:
-    """``12,345`` for an int, else ``str(value)``."""
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def duration(seconds: float) -> str:
-    """``about 1.5 s``, ``about 12 min``, ``about 3.0 h``."""
-    if seconds < 120:
-        return f"about {seconds:.1f} s"
-    if seconds < 7200:
-        return f"about {seconds / 60:.0f} min"
-    return f"about {seconds / 3600:.1f} h"

@@ -105,3 +105,17 @@ def combine(name: str, title: str, tests: str, parts: list[ProbeResult]) -> Prob
     reasons = [p.reason for p in parts if p.reason]
     out.reason = "; ".join(reasons)
     return out
+
+
+def number(value: Any) -> str:
+    """``12,345`` for an int, else ``str(value)``."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def duration(seconds: float) -> str:
+    """``about 1.5 s``, ``about 12 min``, ``about 3.0 h``."""
+    if seconds < 120:
+        return f"about {seconds:.1f} s"
+    if seconds < 7200:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"

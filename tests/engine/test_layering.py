@@ -268,3 +268,44 @@ def test_a_direct_read_of_process_identity_is_caught(tmp_path):
         "dist.get_rank()\n")
     assert _identity_reads(root) == ["overt/cli/train.py:4: ['WORLD_SIZE']", "overt/cli/train.py:4: get('RANK')",
                                      "overt/cli/train.py:4: 'WORLD_SIZE' in ...", "overt/cli/train.py:4: get_rank()"]
+
+
+def _module_imports(package: str) -> dict[str, set[str]]:
+    """module -> the modules of ``package`` it imports (lazy imports included; ``if TYPE_CHECKING:``
+    blocks left out: they never run)."""
+    graph: dict[str, set[str]] = {}
+    folder = OVERT / package.split(".", 1)[1]
+    for path in sorted(folder.rglob("*.py")):
+        name = ".".join(path.relative_to(OVERT.parent).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+                       for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            graph.setdefault(name, set()).update(n for n in names if n.startswith(package + ".") and n != name)
+    return graph
+
+
+def test_the_doctors_modules_import_one_another_without_a_cycle():
+    """readiness -> note -> registry -> probes never leads back (a probe formats its evidence with
+    result.py's helpers, not the note's)."""
+    graph = _module_imports("overt.doctor")
+    done: set[str] = set()
+
+    def cycle(node: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        if node in path:
+            return path[path.index(node):] + (node,)
+        if node in done:
+            return None
+        for nxt in sorted(graph.get(node, ())):
+            found = cycle(nxt, path + (node,))
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    assert [c for c in (cycle(n, ()) for n in sorted(graph)) if c] == []

@@ -237,7 +237,7 @@ def _run(setup: Any) -> ProbeResult:
 
 
 def _risks(readiness: Any, t: ProbeResult) -> list[tuple[int, str]]:
-    from overt.doctor.note import duration, number
+    from overt.doctor.result import duration, number
 
     e = t.evidence
     if t.verdict is Verdict.SKIPPED or not e.get("samples_per_s"):
