@@ -86,3 +86,18 @@ def test_the_composition_picks_one_process_without_torchrun():
                             guards=False)
     assert type(trainer.parallel) is Parallel
     assert type(parallel_for(trainer.config)) is Parallel
+
+
+def test_overt_trainer_hands_the_engine_its_parallel_and_callbacks():
+    """``overt.Trainer`` builds the engine's Trainer through its ``parallel=`` and ``callbacks=``
+    arguments; the engine has no constructor hook to override."""
+    import overt
+    from overt.engine.callbacks import Callback
+
+    assert not hasattr(Trainer, "default_parallel") and not hasattr(Trainer, "compose_callbacks")
+    model, opt, data = _setup()
+    mine, parallel = Callback(), Recording()
+    trainer = overt.Trainer(model, opt, nn.CrossEntropyLoss(), data, epochs=1, batch_size=32, progress="off",
+                            guards=False, callbacks=[mine], parallel=parallel)
+    assert trainer.parallel is parallel and trainer.parallel.topology.is_main
+    assert mine in trainer.callbacks.callbacks
