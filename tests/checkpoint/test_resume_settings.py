@@ -31,9 +31,12 @@ def test_resume_reports_changed_settings_only_for_keys_that_affect_the_result(tm
     assert train(["digits", f"run_dir={run_dir}", "epochs=1", "num_workers=1", "progress=off",
                   "tensorboard=false"]) == 0
     capsys.readouterr()
+    # without its final weights the finished run is resumed (from its last checkpoint) rather than left as it is
+    (run_dir / "model.safetensors").unlink()
     assert resume([str(run_dir), "persistent_workers=true", "prefetch_factor=4", "log_grad_norms=true"]) == 0
     err = capsys.readouterr().err
     assert "resuming from" in err and "changed settings" not in err
+    (run_dir / "model.safetensors").unlink()
     assert resume([str(run_dir), "dropout=0.2"]) == 0  # (a changed lr is refused: the run has a scheduler)
     err = capsys.readouterr().err
     assert "changed settings" in err and "dropout: 0.1 -> 0.2" in err
