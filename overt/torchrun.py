@@ -28,13 +28,12 @@ class DistEnv:
     local_rank: int = 0
     world_size: int = 1
     local_world_size: int = 1
+    #: whether torchrun started this process (it sets ``WORLD_SIZE``, also to 1)
+    launched: bool = False
 
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
-
-    #: whether torchrun started this process (it sets ``WORLD_SIZE``, also to 1)
-    launched: bool = False
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> DistEnv:
