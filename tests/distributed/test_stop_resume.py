@@ -30,14 +30,25 @@ class _Term:
         raise AttributeError(name)
 
 
+def _writes_under(root, path, mode, flags) -> bool:
+    """An "open" audit event that writes under ``root``: ``open(path, "w")`` (a mode string) or
+    ``os.open(name, O_WRONLY|..., dir_fd=folder)`` (flags; the run directory's safe writes open a bare
+    name inside a folder's descriptor, so a relative name counts as the run directory's)."""
+    if not isinstance(path, str) or not (path.startswith(root) or not os.path.isabs(path)):
+        return False
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND))
+
+
 def _scenario(rank, world, out_dir, strategy):
     from overt.checkpoint import resume
     from overt.engine.callbacks import Callback
 
     writes = []
     root = str(out_dir)
-    sys.addaudithook(lambda event, args: writes.append(str(args[0])) if event == "open" and isinstance(
-        args[0], str) and args[0].startswith(root) and args[1] and any(c in args[1] for c in "wax+") else None)
+    sys.addaudithook(lambda event, args: writes.append(str(args[0])) if event == "open" and _writes_under(root, *args)
+                     else None)
 
     term = type("Term", (Callback,), {"on_step_end": _Term.on_step_end})()
     stopped = build_trainer(out_dir / "run", strategy, [term])
