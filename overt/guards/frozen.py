@@ -1,7 +1,10 @@
 """Guard on a model whose weight matrices are all frozen (slug ``weights-frozen``).
 
-Judged once per optimizer, at its first checked step: for each watched model whose parameters
-the optimizer holds, if the model has weight matrices (parameters with two or more dimensions)
+Judged once per (optimizer, model) pair, at the first checked step at which the session knows
+both: a model found later (a Lightning module discovered in its first forward, which Lightning
+runs inside ``optimizer.step(closure)``, after the step's pre-hook; ``overt run`` with a closure
+optimizer) is judged at the next checked step.  For each watched model whose parameters the
+optimizer holds, if the model has weight matrices (parameters with two or more dimensions)
 and none of them trains -- only biases and normalisation scales/shifts do -- the model can hardly
 learn.  It is how a freezing loop that matches too much (``if "bn" not in name:
 p.requires_grad = False``) shows up.  Linear probes (a trainable head), LoRA and adapters (trainable
@@ -26,17 +29,18 @@ class FrozenChecks(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.judged: set[int] = set()  # id(OptInfo)
+        self.judged: set[tuple[int, int]] = set()  # (id(OptInfo), id(ModelInfo)): judged pairs
 
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
-        if id(oi) in self.judged:
+        models = [info for info in self.s.models.values() if (id(oi), id(info)) not in self.judged]
+        if not models:  # nothing new since this optimizer's last checked step: no work
             return
-        self.judged.add(id(oi))
         held = {id(p) for p in oi.params}
-        for info in list(self.s.models.values()):
+        for info in models:
             params = list(info.module.named_parameters())
             if not any(id(p) in held for _, p in params):
-                continue
+                continue  # not (yet) this optimizer's model: judged if it ever is
+            self.judged.add((id(oi), id(info)))
             matrices = [(n, p) for n, p in params if p.dim() >= 2]
             trainable = [(n, p) for n, p in params if p.requires_grad]
             if not matrices or not trainable or any(p.dim() >= 2 for _, p in trainable):

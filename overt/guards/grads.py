@@ -375,6 +375,9 @@ class GradChecks(Check):
     # -- after a checked step --------------------------------------------------------
     def step_post_checked(self, oi: OptInfo) -> None:
         s = self.s
+        if not self.warmup_done:  # a closure (Lightning, LBFGS) computes the gradients inside step():
+            # they exist only now, so no-gradient is judged on what the step used, not on the pre-hook's view
+            self.seen_grad.update(id(p) for p in oi.params if p.grad is not None)
         params = [p for p in oi.params if p.requires_grad][:256]
         if not params:
             return

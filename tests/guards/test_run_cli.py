@@ -200,3 +200,33 @@ def test_an_error_finding_fails_the_run_unless_allowed(tmp_path, capsys):
     assert "stale-gradients" in err and "exit status 1: 1 error-level finding(s)" in err
     assert _run(["--no-stop", "--allow-errors", str(script)]) == 0
     assert _run(["--no-stop", "--ignore", "stale-gradients", str(script)]) == 0
+
+
+def test_a_closure_optimizer_is_judged_once_its_model_is_known(tmp_path, capsys):
+    """With ``optimizer.step(closure)`` the model's first forward runs inside the step, after the
+    step's pre-hook: the frozen-weights check waits for the model instead of judging none."""
+    script = tmp_path / "closure.py"
+    script.write_text(textwrap.dedent('''
+        import torch
+        from sklearn.datasets import load_digits
+        from torch import nn
+
+        d = load_digits()
+        x, y = torch.tensor(d.data, dtype=torch.float32) / 16, torch.tensor(d.target)
+        model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+        for name, p in model.named_parameters():
+            if "weight" in name:  # a filter that matches every weight matrix
+                p.requires_grad_(False)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss_fn = nn.CrossEntropyLoss()
+        for i in range(8):
+            def closure():
+                opt.zero_grad()
+                loss = loss_fn(model(x[i * 64:(i + 1) * 64]), y[i * 64:(i + 1) * 64])
+                loss.backward()
+                return loss
+            opt.step(closure)
+    '''))
+    report = tmp_path / "guards.json"
+    _run(["--report", str(report), "--ignore", "params-not-updating", str(script)])
+    assert "weights-frozen" in {f["slug"] for f in json.loads(report.read_text())["findings"]}

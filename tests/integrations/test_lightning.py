@@ -39,6 +39,9 @@ def test_clean_run_is_silent_and_metrics_are_identical(tmp_path):
     ("eval-in-train-mode", "train-mode-in-eval"),
     ("manual-no-zero-grad", "stale-gradients"),
     ("frozen-mismatch", "params-not-optimized"),
+    # Lightning runs training_step (the forward that reveals the module) inside optimizer.step(closure),
+    # after the step's pre-hook: the frozen check must wait until the module is known
+    ("frozen-weights", "weights-frozen"),
 ])
 def test_planted_bug_reported_in_the_logger_and_guards_json(tmp_path, bug, slug):
     cb = OvertCallback(stream=io.StringIO())
@@ -88,3 +91,11 @@ def test_a_failing_logger_does_not_break_training(tmp_path):
     assert trainer.current_epoch == 2  # trained to the end
     assert {f.slug for f in cb.findings} == {"softmax-before-cross-entropy"}
     assert "internal error in OvertCallback logging to BadLogger" in out.getvalue()
+
+
+def test_a_one_step_warmup_judges_gradients_after_the_closure(tmp_path):
+    """Lightning computes the gradients inside ``optimizer.step(closure)``: at the step's pre-hook the
+    first step has none yet, so a warm-up of one step must judge ``no-gradient`` after the step."""
+    cb = OvertCallback(stream=io.StringIO(), warmup_steps=1, ignore=sorted(TIMING))
+    lightning_digits.fit(None, callbacks=[cb], root=str(tmp_path))
+    assert cb.findings == []

@@ -4,7 +4,8 @@
 ``"eval-in-train-mode"`` (a hand-written evaluation in ``on_train_epoch_end`` under no_grad,
 model left in train mode), ``"manual-no-zero-grad"`` (manual optimisation without
 ``zero_grad``), ``"frozen-mismatch"`` (the optimizer holds only the head; the body still
-trains on paper).
+trains on paper), ``"frozen-weights"`` (a name filter that freezes every weight matrix: only
+biases train).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.integrations.projects.data import digits
 
-BUGS = ("softmax-ce", "eval-in-train-mode", "manual-no-zero-grad", "frozen-mismatch")
+BUGS = ("softmax-ce", "eval-in-train-mode", "manual-no-zero-grad", "frozen-mismatch", "frozen-weights")
 
 
 class DigitsData(L.LightningDataModule):
@@ -45,6 +46,10 @@ class DigitsModule(L.LightningModule):
         self.net = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 10))
         if bug == "manual-no-zero-grad":
             self.automatic_optimization = False
+        if bug == "frozen-weights":  # planted: the filter matches every weight matrix, not one layer's
+            for name, p in self.named_parameters():
+                if "weight" in name:
+                    p.requires_grad_(False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
