@@ -21,8 +21,12 @@ def render(r: Readiness) -> str:
     s = r.setup
     total = sum(p.seconds for p in r.probes)
     counts = ", ".join(f"{r.count(v)} {v.value}" for v in Verdict if r.count(v))
+    if "build" in r:  # the recipe did not build: no probe ran
+        ran = "the recipe did not build, so no probe ran"
+    else:
+        ran = f"{len(r.probes)} probe{'s' if len(r.probes) != 1 else ''}: {counts}"
     out = [f"# Training readiness: {s.get('name', 'training setup')}", "",
-           f"**Verdict: {r.verdict.upper()}** ({len(r.probes)} probes: {counts}; {total:.1f} s). "
+           f"**Verdict: {r.verdict.upper()}** ({ran}; {total:.1f} s). "
            f"Written by `overt doctor` on {r.created}.", ""]
     out += _setup(s) + _table(r) + _evidence(r) + _sections(r) + _risks(r) + _plots(r)
     out += ["## Not checked here", "",
@@ -34,16 +38,37 @@ def render(r: Readiness) -> str:
 
 
 def _setup(s: dict[str, Any]) -> list[str]:
-    data = f"{number(s.get('train_samples'))} training samples"
-    val = s.get("val_samples")
-    data += f", {number(val)} validation" if val is not None else ", no validation data"
-    rows = [("model", s.get("model")), ("loss", f"`{s.get('loss')}`"), ("optimizer", f"`{s.get('optimizer')}`"),
-            ("scheduler", s.get("scheduler") or "none"),
-            ("device path", f"{s.get('device')}, {s.get('precision')} (the probes ran here; `overt train` uses the "
-                            f"same device and precision for these settings)"),
-            ("data", f"{data}; batch size {s.get('batch_size')} x accumulate {s.get('accumulate')}, "
-                     f"{s.get('num_workers')} loader workers, seed {s.get('seed')}"),
-            ("validation", s.get("validation"))]
+    """The setup table: only what is known (after a failed build, hardly anything is)."""
+    def known(*keys: str) -> bool:
+        return all(s.get(k) is not None for k in keys)
+
+    rows: list[tuple[str, Any]] = []
+    if known("model"):
+        rows.append(("model", s["model"]))
+    for key in ("loss", "optimizer"):
+        if known(key):
+            rows.append((key, f"`{s[key]}`"))
+    if known("model"):
+        rows.append(("scheduler", s.get("scheduler") or "none"))
+    if known("device", "precision"):
+        rows.append(("device path", f"{s['device']}, {s['precision']} (the probes ran here; `overt train` uses "
+                                    "the same device and precision for these settings)"))
+    parts = []
+    if known("train_samples"):
+        val = s.get("val_samples")
+        parts.append(f"{number(s['train_samples'])} training samples"
+                     + (f", {number(val)} validation" if val is not None else ", no validation data"))
+    if known("batch_size"):
+        batch = f"batch size {s['batch_size']}" + (f" x accumulate {s['accumulate']}" if known("accumulate") else "")
+        parts.append(batch + (f", {s['num_workers']} loader workers" if known("num_workers") else ""))
+    if known("seed"):
+        parts.append(f"seed {s['seed']}")
+    if parts:
+        rows.append(("data", "; ".join(parts)))
+    if known("validation"):
+        rows.append(("validation", s["validation"]))
+    if not rows:
+        return ["## Setup", "", "Not known: the recipe did not build (see the failure below).", ""]
     return ["## Setup", "", "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
 
 
@@ -131,6 +156,11 @@ def _plots(r: Readiness) -> list[str]:
         lines += [f"![{name}]({file})" for name, file in r.plots.items()]
     elif r.plots_skipped:
         lines.append(f"Plots skipped: {r.plots_skipped}")
+    elif "build" in r:
+        lines.append("No plots: the recipe did not build.")
+    elif r.directory is not None:
+        lines.append("No plots: none of the probes that ran draws one (the overfit, gradient-flow and "
+                     "--lr-find probes do).")
     else:
         lines.append("No plots were written (the note was not saved to a directory).")
     return lines + [""]

@@ -64,6 +64,51 @@ def test_data_class_imbalance(data):
     assert r.verdict is Verdict.WARN and "imbalanced" in r.summary
 
 
+def _token_samples(data, pad_to=None):
+    """digits as Hugging Face style dict samples: pixel values 0..16 as token ids of a variable length
+    (trailing zeros dropped), a ``labels`` column."""
+    x, y = data.tensors
+    out = []
+    for row, label in zip((x * 16).round().long(), y):
+        ids = row[: int(row.nonzero().max()) + 1] if row.any() else row[:1]
+        out.append({"input_ids": ids + 1, "labels": label})
+    return out
+
+
+def _pad_collate(samples):
+    width = max(len(s["input_ids"]) for s in samples)
+    ids = torch.zeros(len(samples), width, dtype=torch.long)
+    mask = torch.zeros(len(samples), width, dtype=torch.long)
+    for i, s in enumerate(samples):
+        ids[i, :len(s["input_ids"])] = s["input_ids"]
+        mask[i, :len(s["input_ids"])] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": torch.stack([s["labels"] for s in samples])}
+
+
+def test_data_reads_dict_batches_of_padded_token_ids(data):
+    """The Hugging Face format: dict batches, ``input_ids`` padded per batch, ``labels``.  The labels are
+    checked, and a sample padded to another length in the other split is still found as shared."""
+    train, val = data
+    tr, va = _token_samples(train), _token_samples(val)
+    va[0] = dict(tr[5])  # one leaked sample: its batches pad it to different lengths
+    r = probes.check_data(tr, va, batch_size=32, collate_fn=_pad_collate)
+    assert r.evidence["train_samples_checked"] == len(tr) and r.evidence["classes"] == 10
+    assert r.evidence["overlap"] == 1 and r.verdict is Verdict.WARN, r.summary
+    assert "?" not in r.summary
+
+
+def test_data_says_skipped_when_it_cannot_read_the_batches(data):
+    """A dict batch without labels: only the structure was seen, so the verdict is never a pass."""
+    train, _ = data
+    samples = [{"input_ids": s["input_ids"]} for s in _token_samples(train)]
+
+    def collate(batch):
+        return {"input_ids": torch.nn.utils.rnn.pad_sequence([s["input_ids"] for s in batch], batch_first=True)}
+
+    r = probes.check_data(samples, None, batch_size=32, collate_fn=collate)
+    assert r.verdict is Verdict.SKIPPED and "skipped" in r.summary and "?" not in r.summary
+
+
 # -- 2. initial loss ---------------------------------------------------------------------------
 
 def test_initial_loss_near_ln_c(data):

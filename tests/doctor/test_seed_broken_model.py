@@ -35,6 +35,9 @@ def test_stage_0_all_defects_missing_super_init_and_plain_list_named_at_build(tm
     assert "debug_model.py" in by_slug["missing-super-init"]["where"]
     assert "DebugNet.layers is a plain Python list" in by_slug["unregistered-submodule"]["message"]
     assert "OVT402 missing-super-init" in note
+    # the note says only what is known after a failed build, and that it was saved
+    assert "None" not in note and "1 probes" not in note and "no probe ran" in note
+    assert "not saved" not in note
 
 
 def test_stage_1_super_fixed_the_plain_list_is_named(tmp_path):

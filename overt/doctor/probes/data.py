@@ -25,25 +25,76 @@ def describe_batch(batch: Any) -> str:
     return describe(batch)
 
 
+#: the label key of a dict batch (Hugging Face's ``labels``; datasets often call the column ``label``)
+LABEL_KEYS = ("labels", "label")
+#: the inputs of a dict batch, by preference; otherwise its one remaining tensor
+INPUT_KEYS = ("input_ids", "pixel_values", "input_values", "inputs", "x")
+#: keys of a dict batch that describe the inputs, not the inputs themselves
+SIDE_KEYS = ("attention_mask", "token_type_ids", "position_ids", "special_tokens_mask")
+#: ignored label positions (CrossEntropyLoss's and Hugging Face's ignore_index)
+IGNORE_INDEX = -100
+
+
+def batch_pair(batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(inputs, targets) of one batch: an (inputs, target) pair of tensors, or a dict batch (the Hugging
+    Face format) with a ``labels`` tensor and ``input_ids`` (or one other input tensor).  Token ids
+    where ``attention_mask`` is 0 become -1, so padding never makes two equal samples differ."""
+    if isinstance(batch, (tuple, list)):
+        if len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
+            return batch[0], batch[1]
+        return None
+    if not isinstance(batch, dict):
+        return None
+    y = next((batch[k] for k in LABEL_KEYS if isinstance(batch.get(k), torch.Tensor)), None)
+    if y is None:
+        return None
+    x = next((batch[k] for k in INPUT_KEYS if isinstance(batch.get(k), torch.Tensor)), None)
+    if x is None:
+        rest = [v for k, v in batch.items()
+                if isinstance(v, torch.Tensor) and k not in LABEL_KEYS and k not in SIDE_KEYS]
+        if len(rest) != 1:
+            return None
+        x = rest[0]
+    mask = batch.get("attention_mask")
+    if (isinstance(mask, torch.Tensor) and mask.shape == x.shape and not x.is_floating_point()):
+        x = x.masked_fill(mask == 0, -1)
+    return x, y
+
+
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor | None:
+    """Batches of token ids padded to their own longest sample: padded again with -1 to the longest."""
+    shapes = {tuple(t.shape[1:]) for t in parts}
+    if len(shapes) == 1:
+        return torch.cat(parts)
+    if any(t.dim() != 2 or t.is_floating_point() for t in parts):
+        return None
+    width = max(t.shape[1] for t in parts)
+    return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=-1) for t in parts])
+
+
 def tensors_of(data: Any, *, batch_size: int, seed: int, collate_fn: Any = None,
                max_samples: int = 50_000) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(inputs, targets) of up to ``max_samples`` samples, when batches are (tensor, tensor) pairs."""
+    """(inputs, targets) of up to ``max_samples`` samples, when batches are (tensor, tensor) pairs
+    or dict batches with labels (:func:`batch_pair`)."""
     tensors = getattr(data, "tensors", None)  # a TensorDataset: read it directly
     if isinstance(tensors, tuple) and len(tensors) == 2 and all(isinstance(t, torch.Tensor) for t in tensors):
         return tensors[0][:max_samples], tensors[1][:max_samples]
     xs, ys, n = [], [], 0
     for batch in loader_for(data, batch_size, shuffle=False, seed=seed, collate_fn=collate_fn):
-        if not (isinstance(batch, (tuple, list)) and len(batch) == 2
-                and all(isinstance(t, torch.Tensor) for t in batch)):
+        pair = batch_pair(batch)
+        if pair is None:
             return None
-        xs.append(batch[0].cpu())
-        ys.append(batch[1].cpu())
-        n += len(batch[0])
+        xs.append(pair[0].cpu())
+        ys.append(pair[1].cpu())
+        n += len(pair[0])
         if n >= max_samples:
             break
     if not xs:
         return None
-    return torch.cat(xs)[:max_samples], torch.cat(ys)[:max_samples]
+    x, y = _cat(xs), _cat(ys)
+    if x is None or y is None:
+        return None
+    return x[:max_samples], y[:max_samples]
 
 
 def row_hashes(x: torch.Tensor) -> list[bytes]:
@@ -79,8 +130,8 @@ def check_data(train_data: Any, val_data: Any = None, *, model: nn.Module | None
     val_pair = (None if val_data is None else
                 tensors_of(val_data, batch_size=batch_size, seed=seed, collate_fn=collate_fn, max_samples=max_samples))
     if pair is None:
-        r.lines.append("batches are not (inputs, target) tensor pairs: label, balance, scale and overlap "
-                       "checks skipped")
+        r.lines.append("batches are neither (inputs, target) tensor pairs nor dicts with a labels tensor: "
+                       "label, balance, scale and overlap checks skipped")
     else:
         x, y = pair
         r.evidence["train_samples_checked"] = len(x)
@@ -97,6 +148,10 @@ def check_data(train_data: Any, val_data: Any = None, *, model: nn.Module | None
         r.verdict, r.summary = Verdict.FAIL, "; ".join(problems)
     elif warnings:
         r.verdict, r.summary = Verdict.WARN, "; ".join(warnings)
+    elif pair is None:  # nothing was checked beyond the first batch's structure: never a pass
+        r.verdict = Verdict.SKIPPED
+        r.summary = (f"skipped: batches are {structure}, with no (inputs, target) pair or labels tensor "
+                     "to check labels, balance, scale and overlap on")
     else:
         r.summary = _clean_summary(r)
     return r
@@ -171,6 +226,10 @@ def _labels(r: ProbeResult, y: torch.Tensor, width: int | None, problems: list[s
         r.lines.append(f"targets: {r.evidence['target_dtype']} values (not class indices)")
         return
     flat = y.reshape(-1)
+    flat = flat[flat != IGNORE_INDEX]  # positions the loss ignores (padding, prompt tokens)
+    if flat.numel() == 0:
+        r.lines.append(f"labels: every one is {IGNORE_INDEX} (ignored by the loss)")
+        return
     lo, hi = int(flat.min()), int(flat.max())
     r.evidence["label_range"] = [lo, hi]
     classes = width if width is not None else hi + 1
