@@ -64,7 +64,9 @@ class GuardCallback(Callback):
         """Validation trends (overfitting, a collapsed metric) from the epoch's metrics, already on the host."""
         if self.session is not None and self.trends is not None:
             try:
-                self.trends.epoch_end(epoch, metrics)
+                lrs = [g.get("lr") for g in trainer.optimizer.param_groups]
+                lr = max((float(x) for x in lrs if isinstance(x, (int, float))), default=None)  # host floats
+                self.trends.epoch_end(epoch, metrics, lr=lr)
             except Exception as exc:  # never break training
                 self.session.check_failed("trends", exc)
 

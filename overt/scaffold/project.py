@@ -64,8 +64,9 @@ def build(cfg):
 
 CONFIG = '''# overt train config.yaml [key=value ...]
 recipe: recipe.py
-name: {name}
 epochs: 20
+# each training writes a new folder, runs/recipe-<date>-<time> (printed when it starts), so you can
+# edit this file and train again; `name: {name}` would pin runs/{name}, which holds one finished run
 '''
 
 SMOKE_TEST = '''"""Smoke tests: the recipe learns, memorises one batch, is reproducible and survives a checkpoint."""
@@ -131,13 +132,13 @@ repos:
 
 README = '''# {name}
 
-A PyTorch project trained with [overt](https://github.com/): `recipe.py` builds the model,
+A PyTorch project trained with overt (`overt --help`): `recipe.py` builds the model,
 data, loss and optimizer; `config.yaml` holds the run settings.
 
-    overt train config.yaml            # train (runs/{name}/)
+    overt train config.yaml            # train: a new runs/recipe-<date>-<time>/ each time
     pytest                             # smoke tests (overt.testing)
     overt lint .                       # the catalog's silent failures, statically
-    overt predict runs/{name} rows.csv # use what was trained
+    overt predict runs/recipe-<date>-<time> rows.csv   # use what was trained
 '''
 
 GITIGNORE = "runs/\n__pycache__/\n.pytest_cache/\n"

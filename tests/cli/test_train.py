@@ -109,8 +109,11 @@ def test_user_recipe_from_a_yaml_config_with_override(tmp_path):
     config = REPO / "examples" / "configs" / "wine.yaml"
     proc = run_overt("train", str(config), "epochs=15", f"runs_root={tmp_path}", "progress=off")
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads((tmp_path / "wine-from-config" / "summary.json").read_text())
+    (run,) = tmp_path.glob("wine-*")  # no pinned name: a new folder per training
+    summary = json.loads((run / "summary.json").read_text())
     assert summary["epochs"] == 15 and summary["final"]["val/accuracy"] > 0.9
+    again = run_overt("train", str(config), "epochs=1", f"runs_root={tmp_path}", "progress=off")
+    assert again.returncode == 0, again.stderr  # edit-and-retrain: a second training is not refused
 
 
 def test_readme_recipe_is_the_example_file_and_it_runs(tmp_path):

@@ -57,3 +57,16 @@ def test_init_creates_a_project_that_passes_its_own_tests_and_lint(tmp_path):
     assert lint.returncode == 0, lint.stdout + lint.stderr
     again = run_overt("init", "demo", cwd=tmp_path)
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_an_init_project_can_be_edited_and_trained_again(tmp_path):
+    """The config pins no run folder: the usual edit-and-retrain loop is not refused (exit 2)."""
+    assert run_overt("init", "demo", cwd=tmp_path).returncode == 0
+    project = tmp_path / "demo"
+    settings = [line.split("#")[0].strip() for line in (project / "config.yaml").read_text().splitlines()]
+    assert not any(line.startswith("name:") for line in settings)
+    assert "https://github.com/)" not in (project / "README.md").read_text()  # no placeholder link
+    for epochs in ("1", "2"):
+        proc = run_overt("train", "config.yaml", f"epochs={epochs}", "progress=off", cwd=project)
+        assert proc.returncode == 0, proc.stderr
+    assert len(list((project / "runs").glob("recipe-*"))) == 2
