@@ -8,10 +8,11 @@ split only (no validation statistics leak into training), and the metrics are
 reported in the target's own units: ``val/mse``, ``val/mae`` and ``val/r2``
 (R-squared against the validation set's own variance).
 
-No data set ships with this recipe.  For a try-out, write a synthetic CSV
-(size, bedrooms, age, distance to the centre -> price, with noise)::
+No data set ships with this recipe.  For a try-out, ``csv=synthetic`` trains on 1,000 generated
+rows (size, bedrooms, age, distance to the centre -> price, with noise), or write them to a file::
 
-    python -m overt.recipes.house_prices houses.csv          # 1,000 rows
+    overt train house-prices csv=synthetic                   # generated rows, no file
+    python -m overt.recipes.house_prices houses.csv          # the same 1,000 rows as a CSV
     overt train house-prices csv=houses.csv target=price
     overt predict runs/house-prices-... new_houses.csv        # same columns, target optional
 """
@@ -48,11 +49,14 @@ defaults = {
 }
 
 SYNTHETIC_COLUMNS = ["size_sqft", "bedrooms", "age_years", "distance_km", "price"]
+#: ``csv=synthetic``: train on :func:`synthetic_rows` (1,000 rows, seed 0) instead of a file
+SYNTHETIC = "synthetic"
 
 
-def write_synthetic_csv(path: str | Path, rows: int = 1000, seed: int = 0) -> Path:
-    """A synthetic house-price CSV: price (in $1000s) grows with size and bedrooms, falls with age and
-    distance, with a diminishing return on size and multiplicative noise."""
+def synthetic_rows(rows: int = 1000, seed: int = 0) -> list[list[str]]:
+    """Synthetic house-price rows (as a CSV holds them, header excluded): price (in $1000s) grows with
+    size and bedrooms, falls with age and distance, with a diminishing return on size and
+    multiplicative noise."""
     gen = torch.Generator().manual_seed(seed)
     size = 500 + 3000 * torch.rand(rows, generator=gen)
     bedrooms = torch.clamp((size / 600).round() + torch.randint(-1, 2, (rows,), generator=gen), 1, 6)
@@ -60,12 +64,17 @@ def write_synthetic_csv(path: str | Path, rows: int = 1000, seed: int = 0) -> Pa
     distance = 30 * torch.rand(rows, generator=gen) ** 1.5
     price = (40 + 0.18 * size - 1.2e-5 * size ** 2 + 12 * bedrooms - 0.9 * age - 4.0 * distance)
     price = price * (1 + 0.05 * torch.randn(rows, generator=gen))
+    return [[f"{row[0]:.0f}", f"{row[1]:.0f}", f"{row[2]:.1f}", f"{row[3]:.2f}", f"{row[4]:.2f}"]
+            for row in zip(size.tolist(), bedrooms.tolist(), age.tolist(), distance.tolist(), price.tolist())]
+
+
+def write_synthetic_csv(path: str | Path, rows: int = 1000, seed: int = 0) -> Path:
+    """A synthetic house-price CSV (:func:`synthetic_rows`) with its header."""
     path = Path(path)
     with path.open("w", newline="") as fh:
         writer = csv_module.writer(fh)
         writer.writerow(SYNTHETIC_COLUMNS)
-        for row in zip(size.tolist(), bedrooms.tolist(), age.tolist(), distance.tolist(), price.tolist()):
-            writer.writerow([f"{row[0]:.0f}", f"{row[1]:.0f}", f"{row[2]:.1f}", f"{row[3]:.2f}", f"{row[4]:.2f}"])
+        writer.writerows(synthetic_rows(rows, seed))
     return path
 
 
@@ -114,10 +123,16 @@ def build(cfg: Any) -> overt.Recipe:
     if not cfg.csv:
         raise ConfigError("house-prices needs a CSV file: csv= is empty",
                           fix="run `overt train house-prices csv=houses.csv target=price`; to try it on synthetic "
-                              "data first: `python -m overt.recipes.house_prices houses.csv`")
-    header, rows = read_table(require_file(cfg.csv, what="house-price CSV", setting="csv",
-                                           get_it="your own data (or `python -m overt.recipes.house_prices "
-                                                  "houses.csv` for a synthetic file)"))
+                              "data first: `overt train house-prices csv=synthetic` (or write the file with "
+                              "`python -m overt.recipes.house_prices houses.csv`)")
+    if cfg.csv == SYNTHETIC:
+        header = SYNTHETIC_COLUMNS
+        rows = [dict(zip(header, row)) for row in synthetic_rows()]
+        print(f"house-prices: csv=synthetic: {len(rows):,} generated rows ({', '.join(header)}), not real data; "
+              "`python -m overt.recipes.house_prices houses.csv` writes the same rows to a file", file=sys.stderr)
+    else:
+        header, rows = read_table(require_file(cfg.csv, what="house-price CSV", setting="csv",
+                                               get_it="your own data (or csv=synthetic for generated rows)"))
     features = _columns(cfg, header)
     x = numeric_rows(rows, features)
     y = numeric_rows(rows, [cfg.target])[:, 0]

@@ -71,7 +71,20 @@ def test_house_prices_without_a_csv_says_how_to_get_one():
     module, cfg = resolve_run_config("house-prices", [])
     with pytest.raises(ConfigError, match="csv= is empty") as err:
         run(cfg, module)
-    assert "python -m overt.recipes.house_prices" in str(err.value)
+    assert "python -m overt.recipes.house_prices" in str(err.value) and "csv=synthetic" in str(err.value)
+
+
+def test_house_prices_csv_synthetic_builds_on_the_generated_rows_and_says_so(tmp_path, capsys):
+    """The README's "or a synthetic one": csv=synthetic, the same rows the generator writes."""
+    from overt.config import resolve
+    from overt.recipes import house_prices
+
+    cfg = resolve(house_prices.defaults, {**house_prices.defaults, "csv": "synthetic"})
+    recipe = house_prices.build(cfg)
+    assert "generated rows" in capsys.readouterr().err
+    written = house_prices.build(resolve(house_prices.defaults, {**house_prices.defaults, "csv": str(
+        house_prices.write_synthetic_csv(tmp_path / "houses.csv"))}))
+    assert torch.equal(recipe.train_data.tensors[0], written.train_data.tensors[0])
 
 
 def test_resnet_batch_norm_uses_running_statistics_in_eval(runs):
