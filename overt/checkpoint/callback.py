@@ -331,9 +331,18 @@ def restore_trainer(trainer: Trainer, restored: Restored, log: Any = _stderr) ->
             pass
     s = trainer.state
     if main:
-        log(f"overt: resuming from {restored.path} (epoch {s.epoch + 1}, step {s.global_step}, "
-            f"{s.batch_index} micro-batches into the epoch)")
+        log(f"overt: resuming from {restored.path} ({position(s, trainer.config.epochs)})")
     return restored
+
+
+def position(s: Any, epochs: int) -> str:
+    """Where a restored state stands, counted as the console counts epochs (from 1): at an epoch
+    boundary it has finished ``s.epoch`` epochs (``epoch 41`` of a finished 40-epoch run would be an
+    epoch that does not exist)."""
+    if s.batch_index == 0:
+        done = f"after epoch {s.epoch} of {epochs}" if s.epoch else "before the first epoch"
+        return f"{done}, step {s.global_step}"
+    return f"epoch {s.epoch + 1} of {epochs}, step {s.global_step}, {s.batch_index} micro-batches into the epoch"
 
 
 def _check_same_on_every_rank(restored: Restored) -> None:

@@ -66,7 +66,9 @@ class Callback:
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         """Every ``log_every`` optimizer steps: interval means as python floats
-        (``train/loss``, ``train/lr``, ``train/samples_per_sec``, ...), plus ``step`` and ``epoch``."""
+        (``train/loss``, ``train/lr``, ``train/samples_per_sec``, ...), plus ``step`` and ``epoch`` (the
+        epoch in progress counted from 1, as the console and ``metrics.jsonl`` count it; the ``epoch``
+        argument of the epoch hooks is the 0-based index)."""
 
     def on_validation_end(self, trainer: Trainer, metrics: dict[str, float]) -> None: ...
 

@@ -101,11 +101,14 @@ class _EpochLogs:
         self.trainer = trainer
 
     def state_dict(self) -> dict[str, Any]:
-        return {"running_loss": self.trainer.running_loss.state_dict(), "last_metrics": self.trainer.last_metrics}
+        return {"running_loss": self.trainer.running_loss.state_dict(), "last_metrics": self.trainer.last_metrics,
+                "wall_time_s": self.trainer.wall_time()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.trainer.running_loss.load_state_dict(state["running_loss"])  # it moves its tensors to its device
         self.trainer.last_metrics = dict(state["last_metrics"])
+        earlier = state.get("wall_time_s", 0.0)  # (checkpoints of older versions do not have it)
+        self.trainer.earlier_wall_time_s = float(earlier) if isinstance(earlier, (int, float)) else 0.0
 
 
 class Trainer:
@@ -191,6 +194,8 @@ class Trainer:
 
         self.callbacks = CallbackList(list(callbacks or []))
         self.last_metrics: dict[str, float] = {}
+        self.earlier_wall_time_s = 0.0  # training time of the processes before a resume (from the checkpoint)
+        self._start_time = time.perf_counter()
         self.running_loss = RunningLoss(self.device, self._reduce)  # on the device, read every log_every steps
         self.last_loss: torch.Tensor | None = None  # the latest micro-batch's loss (detached, on the device)
         self._window_samples = 0
@@ -391,6 +396,11 @@ class Trainer:
 
     # -- pieces ---------------------------------------------------------------------------
 
+    def wall_time(self) -> float:
+        """Seconds of training of this run: this process's ``fit`` so far plus, after a resume, the
+        time of the processes before it (saved in each checkpoint)."""
+        return self.earlier_wall_time_s + time.perf_counter() - self._start_time
+
     def summary(self) -> dict[str, Any]:
         """What the run did: final and best metrics, steps, epochs, time, versions."""
         from overt import __version__
@@ -400,7 +410,9 @@ class Trainer:
             "status": "stopped" if self.should_stop else "completed",
             "epochs": state.epoch,
             "steps": state.global_step,
-            "wall_time_s": round(time.perf_counter() - self._start_time, 3),
+            "wall_time_s": round(self.wall_time(), 3),  # every process of the run: resumes add up
+            **({"wall_time_since_resume_s": round(time.perf_counter() - self._start_time, 3)}
+               if self.resumed_from is not None else {}),
             "final": dict(self.last_metrics),
             "best": {"metric": self.config.monitor, "mode": self.config.monitor_mode,
                      "value": state.best_metric, "step": state.best_step},
@@ -419,7 +431,7 @@ class Trainer:
         loss = self.running_loss.read_interval()  # over every process's samples in a multi-process run
         logs: dict[str, float] = {
             "step": self.state.global_step,
-            "epoch": self.state.epoch,
+            "epoch": self.state.epoch + 1,  # the epoch in progress, counted from 1 as the console counts
             "train/loss": loss,
             "train/lr": float(self.optimizer.param_groups[0]["lr"]),
             "train/samples_per_sec": self.running_loss.last_samples / max(now - self._log_time, 1e-9),

@@ -140,7 +140,7 @@ class MLflowCallback(Callback):
         self._log(logs)
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
-        self._log({"step": trainer.state.global_step, "epoch": epoch, **metrics})
+        self._log({"step": trainer.state.global_step, "epoch": epoch + 1, **metrics})  # from 1, as printed
         self._flush()  # surfaces a failing store once per epoch, not at the very end
 
     def _flush(self) -> None:

@@ -87,7 +87,7 @@ class WandbCallback(Callback):
         self._log(dict(logs))
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
-        self._log({"step": trainer.state.global_step, "epoch": epoch, **metrics})
+        self._log({"step": trainer.state.global_step, "epoch": epoch + 1, **metrics})  # from 1, as printed
 
     def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         findings = summary.get("findings") or []

@@ -133,6 +133,9 @@ def build(cfg: Any) -> overt.Recipe:
         {"params": backbone, "lr": cfg.lr * cfg.backbone_lr_scale},
     ], weight_decay=cfg.weight_decay)
     callbacks = [UnfreezeBackbone(model.backbone, cfg.freeze_epochs)] if cfg.freeze_epochs else []
+    if cfg.freeze_epochs:  # frozen from the start, so the model summary printed then says so
+        for p in model.backbone.parameters():
+            p.requires_grad_(False)
     meta = {**data_meta, "base_config": base_config, "base_meta": base_meta, "n_classes": n_classes}
     return overt.Recipe(
         model=model, optimizer=optimizer, loss_fn=nn.CrossEntropyLoss(),

@@ -82,7 +82,7 @@ def points(run: RunRecord, key: str) -> tuple[list[int], list[float]]:
 
 def epoch_ends(run: RunRecord) -> list[tuple[int, int]]:
     """``(step, epochs completed)`` at each epoch end, for an epoch axis beside the step axis."""
-    return [(int(r["step"]), int(r["epoch"]) + 1) for r in run.epoch_records if "step" in r and "epoch" in r]
+    return [(int(r["step"]), int(r["epoch"])) for r in run.epoch_records if "step" in r and "epoch" in r]
 
 
 def differing_config(runs: list[RunRecord], ignore: Iterable[str] = ("run_dir", "name")) -> dict[str, list[Any]]:

@@ -115,7 +115,7 @@ class MetricsLog(Callback):
         self._write(dict(logs))
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
-        self._write({"step": trainer.state.global_step, "epoch": epoch, **metrics})
+        self._write({"step": trainer.state.global_step, "epoch": epoch + 1, **metrics})  # from 1, as printed
 
     def _close_file(self) -> None:
         fh, self._fh = self._fh, None

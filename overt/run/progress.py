@@ -56,7 +56,7 @@ class PlainProgress(Callback):
         if now - self._last < self.every_s:
             return
         self._last = now
-        self._print(f"epoch {int(logs['epoch']) + 1}/{trainer.config.epochs}  "
+        self._print(f"epoch {int(logs['epoch'])}/{trainer.config.epochs}  "
                     f"step {int(logs['step'])}/{trainer.total_steps or '?'}  loss {logs['train/loss']:.4f}  "
                     f"{self._rate:.0f} samples/s{self._eta(trainer)}")
 
@@ -89,16 +89,20 @@ class BarProgress(PlainProgress):
         self.console.print(model_text(trainer.model_info), highlight=False, markup=False)
 
     def on_step_end(self, trainer: Trainer, logs: dict[str, Any]) -> None:
-        self.progress.advance(self.task)
+        # the run's own step count: a resumed run's bar starts where the run is, not at 0
+        self.progress.update(self.task, completed=trainer.state.global_step)
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        self.progress.update(self.task, epoch=f"{int(logs['epoch']) + 1}/{trainer.config.epochs}",
+        self.progress.update(self.task, epoch=f"{int(logs['epoch'])}/{trainer.config.epochs}",
                              rate=f"{logs['train/samples_per_sec']:.0f}", loss=f"{logs['train/loss']:.4f}")
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         self.console.print(f"epoch {epoch + 1}/{trainer.config.epochs}  {_fmt(metrics)}")
 
     def on_fit_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        if summary.get("status") == "completed":  # a finished run's bar is full, whatever was estimated
+            steps = int(summary.get("steps", 0))
+            self.progress.update(self.task, total=steps, completed=steps)
         self.progress.stop()
         self.console.print(summary_text(summary))
 
@@ -108,8 +112,12 @@ class BarProgress(PlainProgress):
 
 def summary_text(summary: dict[str, Any]) -> str:
     best = summary.get("best", {})
-    lines = [f"overt: {summary['status']} {summary['epochs']} epochs, {summary['steps']} steps "
-             f"in {summary['wall_time_s']:.1f}s on {summary['device']} ({summary['precision']})"]
+    status = summary["status"]
+    done = f"{status} {summary['epochs']} epochs" if status == "completed" else f"{status} after {summary['epochs']} epochs"
+    resumed = summary.get("wall_time_since_resume_s")
+    time_text = (f"{summary['wall_time_s']:.1f}s in all ({resumed:.1f}s since the resume)" if resumed is not None
+                 else f"{summary['wall_time_s']:.1f}s")
+    lines = [f"overt: {done}, {summary['steps']} steps in {time_text} on {summary['device']} ({summary['precision']})"]
     if summary.get("final"):
         lines.append(f"  final: {_fmt(summary['final'])}")
     if best.get("value") is not None:

@@ -288,7 +288,7 @@ class RunRecord:
             return int(self.summary.get("epochs", 0)), int(self.summary.get("steps", 0))
         epochs = self.epoch_records
         steps = max((int(r.get("step", 0)) for r in self.metrics), default=int(self.status.get("step", 0)))
-        return (int(epochs[-1]["epoch"]) + 1 if epochs else 0), steps
+        return (int(epochs[-1]["epoch"]) if epochs else 0), steps  # epoch records count from 1
 
 
 def is_run_dir(path: Path) -> bool:

@@ -56,6 +56,23 @@ def test_the_engine_trainer_runs_only_its_callbacks_and_state_dict_continues_a_r
     for key, value in reference.model.state_dict().items():
         assert torch.equal(value, second.model.state_dict()[key])
     assert second.last_metrics == reference.last_metrics
+    # the wall time adds up over the processes of a run, and the summary says which part was this one
+    summary = second.summary()
+    assert summary["wall_time_s"] >= saved["loop"]["wall_time_s"] > 0
+    assert 0 < summary["wall_time_since_resume_s"] <= summary["wall_time_s"]
+    assert "wall_time_since_resume_s" not in reference.summary()
+
+
+def test_a_restored_position_is_counted_as_the_console_counts_epochs():
+    from types import SimpleNamespace
+
+    from overt.checkpoint.callback import position
+
+    finished = SimpleNamespace(epoch=40, global_step=1800, batch_index=0)
+    assert position(finished, 40) == "after epoch 40 of 40, step 1800"  # never "epoch 41"
+    inside = SimpleNamespace(epoch=3, global_step=140, batch_index=5)
+    assert position(inside, 40).startswith("epoch 4 of 40, step 140, 5 micro-batches")
+    assert position(SimpleNamespace(epoch=0, global_step=0, batch_index=0), 40).startswith("before the first")
 
 
 def test_load_state_dict_refuses_a_trainer_with_other_parts(digits):

@@ -110,6 +110,9 @@ def test_finetune_replaces_the_head_freezes_then_unfreezes_the_backbone(runs, tm
     before, after = load_file(base / "model.safetensors"), load_file(tmp_path / "ft" / "model.safetensors")
     assert not torch.equal(before["backbone.0.conv.weight"], after["backbone.0.conv.weight"])  # trained in epoch 2
     assert summary["epochs"] == 2
+    # the model summary (printed at the start) counts the backbone as frozen: it is, for the first epoch
+    head = sum(v.numel() for k, v in after.items() if k.startswith("head."))
+    assert summary["model"]["trainable"] == head and summary["model"]["frozen"] > 0
 
 
 def test_finetune_backbone_does_not_move_while_frozen(runs, tmp_path):
