@@ -113,7 +113,8 @@ class BarProgress(PlainProgress):
 def summary_text(summary: dict[str, Any]) -> str:
     best = summary.get("best", {})
     status = summary["status"]
-    done = f"{status} {summary['epochs']} epochs" if status == "completed" else f"{status} after {summary['epochs']} epochs"
+    epochs = summary["epochs"]
+    done = f"{status} {epochs} epochs" if status == "completed" else f"{status} after {epochs} epochs"
     resumed = summary.get("wall_time_since_resume_s")
     time_text = (f"{summary['wall_time_s']:.1f}s in all ({resumed:.1f}s since the resume)" if resumed is not None
                  else f"{summary['wall_time_s']:.1f}s")
