@@ -101,6 +101,7 @@ def main(argv: list[str]) -> int:
 
     from overt.guards import patches
     from overt.guards.options import GuardOptions, pyproject_ignore
+    from overt.guards.report import GuardError
     from overt.guards.session import GuardSession
 
     options = GuardOptions(strict=args.strict,
@@ -132,7 +133,14 @@ def main(argv: list[str]) -> int:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
-    except OvertError as exc:  # a guard stopped the run
+    except GuardError as exc:  # a guard stopped the run: its finding was printed when it was found
+        error = exc
+        slug = exc.finding.slug
+        print(f"overt run: stopped before the optimizer step by {exc.finding.code} {slug} (above), so the weights "
+              f"were not changed by it. Fix the cause (docs/guards.md#{slug}); only if this is intended: "
+              f"--ignore {slug} (or --no-stop to report it and let the step happen).", file=sys.stderr)
+        code = 1
+    except OvertError as exc:
         error = exc
         print(f"overt: {exc}", file=sys.stderr)
         code = 1

@@ -202,6 +202,14 @@ def test_an_error_finding_fails_the_run_unless_allowed(tmp_path, capsys):
     assert _run(["--no-stop", "--ignore", "stale-gradients", str(script)]) == 0
 
 
+def test_a_stopping_guard_is_said_once_with_the_fix_in_the_commands_own_terms(tmp_path, capsys):
+    script = _script(tmp_path, reset="pass")
+    assert _run([str(script)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("were accumulated into after") == 1  # the finding, not the finding and then the error again
+    assert "--ignore stale-gradients" in err and "ignore=[" not in err  # the CLI's spelling, not Python's
+
+
 def test_a_closure_optimizer_is_judged_once_its_model_is_known(tmp_path, capsys):
     """With ``optimizer.step(closure)`` the model's first forward runs inside the step, after the
     step's pre-hook: the frozen-weights check waits for the model instead of judging none."""
