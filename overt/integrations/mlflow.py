@@ -19,7 +19,9 @@ If the tracking store fails mid-run, training goes on: one warning is printed an
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -33,6 +35,20 @@ if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
 EXTRA_HINT = "pip install 'overt[mlflow]'   (the mlflow extra)"
+
+
+@contextlib.contextmanager
+def _quiet_store_logs() -> Any:
+    """MLflow's store and its migrations (alembic) at WARNING while the store is opened."""
+    loggers = [logging.getLogger(name) for name in ("mlflow.store", "alembic")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def param_value(value: Any) -> str:
@@ -57,8 +73,9 @@ class MLflowCallback(Callback):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.run_name = run_name or (self.run_dir.name if self.run_dir is not None else None)
         self._where = tracking_uri or "MLflow's default store (MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
-        self.client = self._store_call(lambda: MlflowClient(tracking_uri=tracking_uri))
-        self.experiment_id = self._store_call(lambda: self._experiment(experiment))
+        with _quiet_store_logs():  # MLflow's own INFO lines (creating a new sqlite store's tables)
+            self.client = self._store_call(lambda: MlflowClient(tracking_uri=tracking_uri))
+            self.experiment_id = self._store_call(lambda: self._experiment(experiment))
         self.run_id: str | None = None
         self._pending: list[Any] = []
         self._broken = False
@@ -89,6 +106,10 @@ class MLflowCallback(Callback):
             run.path.mkdir(parents=True, exist_ok=True)
             run.write_text(run.mlflow, json.dumps({"tracking_uri": self.client.tracking_uri, "run_id": self.run_id})
                            + "\n")
+        # where it writes: with no mlflow_uri, MLflow's default is the current folder (mlflow.db, mlruns/)
+        artifacts = self._store_call(lambda: self.client.get_run(self.run_id).info.artifact_uri)
+        print(f"overt: MLflow run {self.run_id} in {self.client.tracking_uri} (artifacts: {artifacts})",
+              file=sys.stderr, flush=True)
 
     def _continued_run(self, trainer: Trainer) -> str | None:
         """The MLflow run of a run directory being resumed, marked running again."""

@@ -101,3 +101,12 @@ def test_nothing_of_mlflow_or_matplotlib_is_imported_when_off():
                           env={"PYTHONPATH": str(REPO), "PATH": ""}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_new_store_is_opened_quietly_and_the_run_says_where_it_writes(tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root (mlruns/) lands here
+    store = f"sqlite:///{tmp_path / 'new.db'}"  # a new store: MLflow creates its tables (and says so at INFO)
+    train_recipe(tmp_path / "run", f"mlflow_uri={store}", "epochs=1")
+    err = capfd.readouterr().err
+    assert " INFO " not in err
+    assert f"in {store} (artifacts: " in err and "mlruns" in err
