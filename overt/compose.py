@@ -99,6 +99,10 @@ def default_callbacks(cfg: TrainConfig, run_dir: Path | RunDir | None, user: Seq
             from overt.run.metrics_csv import MetricsCSV
 
             callbacks.append(MetricsCSV(run_dir))
+    if main:
+        from overt.engine.busy import BusyNote
+
+        callbacks.append(BusyNote())  # an info line when a busy machine starves torch's threads
     progress = progress_callback(cfg.progress) if main else None
     if progress is not None:
         callbacks.append(progress)

@@ -130,6 +130,10 @@ class TrainConfig(BaseModel):
         description="auto = bf16 where the accelerator supports it, fp32 on CPU")
     device: str = _result("hardware", "auto", description="auto, cpu, cuda, cuda:1, mps")
     compile: bool = _result("hardware", False, description="wrap the model in torch.compile")
+    threads: int | None = _cosmetic(
+        "hardware", None, ge=1,
+        description="intra-op CPU threads for the run (torch.set_num_threads); None: torch's default, one per "
+                    "core. On a busy machine threads=1 can be many times faster")
     strategy: Literal["auto", "ddp", "fsdp", "none"] = _result(
         "distributed", "auto",
         description="multi-process training (torchrun / nproc=N): auto = ddp when WORLD_SIZE > 1; fsdp = FSDP2")

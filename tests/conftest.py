@@ -18,6 +18,9 @@ if "OVERT_TRUST_FILE" not in os.environ:
     import tempfile
 
     os.environ["OVERT_TRUST_FILE"] = os.path.join(tempfile.mkdtemp(prefix="overt-trust-"), "trusted-recipes.json")
+# the busy-machine note (overt.engine.busy) says how busy the machine is: no test's output may depend on
+# that, so it is off here and in every subprocess (tests/engine/test_busy.py turns it on with fixed numbers)
+os.environ["OVERT_BUSY_NOTE"] = "0"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 #: catalog entries that measure time, not correctness: on a busy machine (another job, a loaded CI

@@ -219,7 +219,18 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------
 
     def fit(self) -> dict[str, Any]:
-        """Train for ``config.epochs`` epochs (from wherever ``state`` says) and return the summary."""
+        """Train for ``config.epochs`` epochs (from wherever ``state`` says) and return the summary.
+        ``config.threads``: torch's intra-op threads during the run (restored after it)."""
+        threads, before = self.config.threads, torch.get_num_threads()
+        if threads is not None and threads != before:
+            torch.set_num_threads(threads)
+        try:
+            return self._fit()
+        finally:
+            if threads is not None and threads != before:
+                torch.set_num_threads(before)
+
+    def _fit(self) -> dict[str, Any]:
         cfg, state = self.config, self.state
         self._start_time = self._log_time = time.perf_counter()
         try:

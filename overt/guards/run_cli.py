@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any, Callable
 
 from overt.command import command
 from overt.errors import ConfigError, OvertError
@@ -92,6 +93,28 @@ def _explain_loss_crash(session, exc: BaseException) -> None:
         tb = tb.tb_next
 
 
+def _busy_note(main: bool) -> Callable[[], None]:
+    """The busy-machine note (:mod:`overt.engine.busy`) over the script's first optimizer steps: a
+    global step hook that removes itself once it has judged.  Returns what removes it earlier."""
+    import torch.optim.optimizer as optim_mod
+
+    from overt.engine.busy import BusyProbe
+
+    probe = BusyProbe("torch.set_num_threads(1) at the top of the script, or OMP_NUM_THREADS=1 overt run ...")
+    if probe.done:
+        return lambda: None
+
+    def after_step(*_: Any) -> None:
+        text = probe.step()
+        if text and main:
+            print(text, file=sys.stderr, flush=True)
+        if probe.done:
+            handle.remove()
+
+    handle = optim_mod.register_optimizer_step_post_hook(after_step)
+    return handle.remove
+
+
 @command("overt run")
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
@@ -121,6 +144,7 @@ def main(argv: list[str]) -> int:
     # checked steps the loss functions stay PyTorch's own (no wrapper frame, no per-call cost)
     session.explain_loss_errors = False
     patches.refresh()
+    remove_busy_note = _busy_note(ranks.env.rank == 0)
     code = 0
     error: BaseException | None = None
     try:
@@ -152,6 +176,7 @@ def main(argv: list[str]) -> int:
         code = 1
     # sys.argv, sys.path[0] and __main__ stay the script's, as after `python script.py` (atexit
     # handlers see them); an in-process caller restores them (tests/guards/test_run_cli.py)
+    remove_busy_note()
     ranks.gather()  # a script that left its process group alive
     ranks.release_group()  # ... is torn down here, every rank together, not at interpreter exit
     ranks.uninstall()

@@ -42,6 +42,7 @@ class FrameworkGuards:
         self.session: Any = None
         self.seen = 0  # findings already handed to the framework (new_findings)
         self.report_path: Path | None = None
+        self.busy: Any = None  # overt.engine.busy.BusyProbe of the fit in progress
 
     # -- start -----------------------------------------------------------------------
     def start(self, *, models: Iterable[Any] = (), optimizers: Iterable[Any] = (), schedulers: Iterable[Any] = (),
@@ -59,6 +60,9 @@ class FrameworkGuards:
         if self.session is not None and not self.session.closed:
             self.session.close()
         self.seen = 0
+        from overt.engine.busy import BusyProbe
+
+        self.busy = BusyProbe("torch.set_num_threads(1) at the top of the script (or OMP_NUM_THREADS=1)")
         session = self.session = GuardSession(self.options)
         session.step_source = step_source
         try:
@@ -85,6 +89,18 @@ class FrameworkGuards:
                 self.session.check_failed("FrameworkGuards.discovering", exc)
 
     # -- during the run: host integers only ----------------------------------------------
+    def step_done(self, main: bool = True) -> None:
+        """After a training step: the busy-machine note (:mod:`overt.engine.busy`) once, when it applies,
+        on the guards' stream (``main``: this process prints)."""
+        if self.busy is None or self.busy.done:
+            return
+        text = self.busy.step()
+        if text and main:
+            try:
+                print(text, file=self.options.out(), flush=True)
+            except (OSError, ValueError):
+                pass
+
     def new_findings(self) -> list[Finding]:
         """Findings recorded since the last call (a list-length comparison: no device read)."""
         if self.session is None:

@@ -66,6 +66,7 @@ class OvertTrainerCallback(TrainerCallback):
                           schedulers=[lr_scheduler], step_source=lambda: state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.guards.step_done(state.is_world_process_zero)
         new = self.guards.new_findings()  # host integers: nothing else happens on a quiet step
         if new:
             self._unlogged = True

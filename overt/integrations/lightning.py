@@ -88,6 +88,7 @@ class OvertCallback(_pl.Callback):  # type: ignore[misc,name-defined]
                 from overt.guards.api import watch
 
                 watch(session, pl_module)
+        self.guards.step_done(trainer.is_global_zero)
         new = self.guards.new_findings()  # host integers: nothing else happens on a quiet step
         if new:
             self._log(trainer, new)
