@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from overt.checkpoint.codec import CheckpointError
-from overt.run.atomic import fsync_dir, fsync_file
+from overt.run.atomic import fsync_dir, fsync_file, usual_mode
 from overt.run.layout import CHECKPOINT_TEMP_PREFIXES, checkpoint_name, checkpoint_step
 
 FORMAT = "overt-checkpoint"
@@ -137,6 +137,7 @@ def write_snapshot(snap: Snapshot, root: Path, tmp: Path | None = None) -> Path:
         for name, tensors in snap.tensor_files.items():
             path = tmp / name
             save_file(tensors, str(path), metadata={"format": "pt"})
+            usual_mode(path)  # (safetensors creates 0600 files; the other files of the run are 0644)
             fsync_file(path)
             files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
         path = tmp / STATE_JSON

@@ -25,7 +25,9 @@ from overt.errors import OvertError
 from overt.findings import Finding
 from overt.integrations.guarded import FrameworkGuards
 
-EXTRA_HINT = "pip install 'overt[hf]'   (the hf extra: transformers, accelerate, datasets)"
+EXTRA_HINT = ("pip install 'overt[hf]'   (the hf extra: transformers, accelerate, datasets)"
+              "; from a checkout on a CPU-only machine: "
+              "pip install -c constraints-cpu.txt -e '.[hf]' (keeps the CPU torch build)")
 
 try:
     from transformers import TrainerCallback

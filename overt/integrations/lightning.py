@@ -27,7 +27,9 @@ from overt.errors import OvertError
 from overt.findings import Finding
 from overt.integrations.guarded import FrameworkGuards, finding_text
 
-EXTRA_HINT = "pip install 'overt[lightning]'   (the lightning extra)"
+EXTRA_HINT = ("pip install 'overt[lightning]'   (the lightning extra)"
+              "; from a checkout on a CPU-only machine: "
+              "pip install -c constraints-cpu.txt -e '.[lightning]' (keeps the CPU torch build)")
 
 
 def _lightning() -> Any:

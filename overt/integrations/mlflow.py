@@ -34,7 +34,9 @@ from overt.errors import OvertError
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
-EXTRA_HINT = "pip install 'overt[mlflow]'   (the mlflow extra)"
+EXTRA_HINT = ("pip install 'overt[mlflow]'   (the mlflow extra)"
+              "; from a checkout on a CPU-only machine: "
+              "pip install -c constraints-cpu.txt -e '.[mlflow]' (keeps the CPU torch build)")
 
 
 @contextlib.contextmanager

@@ -26,7 +26,9 @@ from overt.errors import OvertError
 if TYPE_CHECKING:
     from overt.engine.loop import Trainer
 
-EXTRA_HINT = "pip install 'overt[wandb]'   (the wandb extra)"
+EXTRA_HINT = ("pip install 'overt[wandb]'   (the wandb extra)"
+              "; from a checkout on a CPU-only machine: "
+              "pip install -c constraints-cpu.txt -e '.[wandb]' (keeps the CPU torch build)")
 
 
 class WandbCallback(Callback):

@@ -16,7 +16,9 @@ from overt.errors import OvertError
 from overt.report.series import Panel, epoch_ends, panels, points, run_labels
 from overt.run.reader import RunRecord
 
-EXTRA_HINT = "pip install 'overt[plots]'   (the plots extra: matplotlib)"
+EXTRA_HINT = ("pip install 'overt[plots]'   (the plots extra: matplotlib)"
+              "; from a checkout on a CPU-only machine: "
+              "pip install -c constraints-cpu.txt -e '.[plots]' (keeps the CPU torch build)")
 PANEL_SIZE = (6.4, 4.0)  # inches, at DPI
 DPI = 100
 

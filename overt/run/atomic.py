@@ -35,6 +35,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` can only be read by setting it,
+    which would race with a background checkpoint thread creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # (no /proc: read it by setting it back at once)
+    os.umask(mask)
+    return mask
+
+
+def usual_mode(path: Path) -> None:
+    """Give ``path`` the mode of the run's other files (0644 less the umask).
+    Writers such as safetensors' ``save_file`` create 0600 files; nothing in a run directory is
+    secret beyond what the folder's own permissions say, so weights are as readable as the rest."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o644 & ~_umask())
+
+
 def fsync_file(path: Path) -> None:
     """Flush ``path``'s data to the disk (``path`` itself, never a link's target)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
@@ -89,7 +111,9 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
     one, never half."""
     final = Path(final)
     with _replacing(final) as (_, name, _fd):
-        yield final.with_name(name)  # the writer reopens it by name: the same inode the descriptor syncs
+        tmp = final.with_name(name)
+        yield tmp  # the writer reopens it by name: the same inode the descriptor syncs
+        usual_mode(tmp)  # a writer that recreates the file (safetensors: 0600) gets the usual mode back
 
 
 def write_bytes_atomic(final: str | Path, data: bytes) -> None:

@@ -61,3 +61,19 @@ def test_guards_report_is_written_atomically_as_strict_json(tmp_path):
     assert [f["slug"] for f in data["findings"]] == ["non-finite"]
     assert data["findings"][0]["details"] == {"value": "nan"}
     assert sorted(p.name for p in target.parent.iterdir()) == [layout.GUARDS]
+
+
+def test_weight_files_get_the_mode_of_the_other_run_files(tmp_path):
+    """safetensors writes 0600 files; a run's weights are as readable as its other files (0644 less the umask)."""
+    import os
+
+    from overt.cli.train import main as train
+
+    run = tmp_path / "run"
+    assert train(["tiny", f"run_dir={run}", "epochs=1", "progress=off", "tensorboard=false"]) == 0
+    mask = os.umask(0o022)
+    os.umask(mask)
+    expected = 0o644 & ~mask
+    weights = [run / "model.safetensors", *run.glob("checkpoints/*/*.safetensors")]
+    assert len(weights) >= 3
+    assert {p.stat().st_mode & 0o777 for p in weights} == {expected} == {(run / "config.yaml").stat().st_mode & 0o777}
