@@ -7,8 +7,10 @@ as many validations that ends before it: every recent validation loss is above t
 mean and the recent mean exceeds it by more than ``RISE`` of it; the validation losses from the
 best window on climb with a linear trend at least ``TREND_T`` times its standard error (a climb,
 not a noisy plateau whose lowest point was luck); and over the same span the training loss fell
-and the learning rate did not rise (a schedule's warm-up or cycle raises the validation loss too).
-Windows, not single validations: the lowest of a noisy series is biased low.
+and stays below the validation loss (a model that fits unseen data better than its dropout-noised
+training data is not overfitting), and the learning rate did not rise (a schedule's warm-up or
+cycle raises the validation loss too).  Windows, not single validations: the lowest of a noisy
+series is biased low.
 ``val-metric-collapse``: a higher-is-better validation metric (the ``monitor`` when its mode is
 ``max``, and every ``val/*accuracy*``) fell below ``collapse`` x its best value.
 Both are judged at each epoch's end, from values the engine has already read: no device access.
@@ -82,6 +84,8 @@ class EpochTrends:
         train_best, train_now = mean(best, 1), mean(recent, 1)
         if not train_now < train_best:
             return  # training loss not falling: not overfitting (loss-not-decreasing's job)
+        if not val_now > train_now:
+            return  # unseen data still fits better than the (dropout-noised) training data: not overfitting
         lrs = [v[3] for v in best if v[3] is not None]
         if lrs and h[-1][3] is not None and h[-1][3] > max(lrs):
             return  # the learning rate rose since the best (a warm-up or a cycle): not overfitting
