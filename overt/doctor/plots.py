@@ -56,12 +56,17 @@ def _overfit(ax: Any, curve: list[float], r: Readiness) -> str:
 def _grad_norms(ax: Any, rows: list[tuple[str, float | None]], r: Readiness) -> str:
     names = [name for name, _ in rows]
     values = [v if v is not None and math.isfinite(v) and v > 0 else 0.0 for _, v in rows]
+    # a linear axis: a bar's length is its value (bars on a log axis start at an arbitrary floor, so a
+    # 2x difference looks like 20x); each bar is labelled with its value, so small ones stay readable
     ax.barh(range(len(values)), values, color=["tab:red" if v == 0 else "tab:green" for v in values])
     ax.set_yticks(range(len(values)), names, fontsize=7)
     ax.invert_yaxis()
-    if any(v > 0 for v in values):
-        ax.set_xscale("log")
-    ax.set_xlabel("gradient norm after one backward pass (red: none or zero)")
+    top = max(values, default=0.0)
+    for i, v in enumerate(values):
+        ax.text(v + 0.01 * top, i, f"{v:.3g}" if v > 0 else "none", va="center", fontsize=7)
+    if top > 0:
+        ax.set_xlim(0, top * 1.18)  # room for the labels
+    ax.set_xlabel("gradient norm after one backward pass, linear scale (red: none or zero)")
     return "Gradient norm per layer"
 
 

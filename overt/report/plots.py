@@ -69,6 +69,8 @@ def draw_panel(ax: Any, panel: Panel, runs: list[RunRecord], labels: list[str]) 
             ax.plot([best["step"]], [best["value"]], marker="*", markersize=15, linestyle="none",
                     color=colours[best["metric"]], markeredgecolor="black", zorder=5,
                     label=f"{label}  {text}" if several else text)
+    if panel.name in ROBUST_PANELS:
+        _robust_limits(ax, [v for run in runs for key in panel.keys for v in points(run, key)[1]])
     ax.set_title(panel.title)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(panel.ylabel)
@@ -77,6 +79,29 @@ def draw_panel(ax: Any, panel: Panel, runs: list[RunRecord], labels: list[str]) 
         ax.legend(fontsize="small")
     if not several:
         _epoch_axis(ax, runs[0])
+
+
+#: panels whose rare spikes are noise of the measurement (a busy machine, a pause), not of training:
+#: their y axis covers the bulk of the points, and the points above it are counted in a note
+ROBUST_PANELS = ("samples_per_sec",)
+#: a spike: more than this many times the 90th percentile
+SPIKE = 2.0
+
+
+def _robust_limits(ax: Any, values: list[float]) -> None:
+    """A y axis for the bulk of ``values`` when a few spikes would flatten it, with a note saying how
+    many points lie above and how high the highest goes."""
+    finite = sorted(v for v in values if math.isfinite(v))
+    if len(finite) < 5:
+        return
+    p90 = finite[int(0.9 * (len(finite) - 1))]
+    top = p90 * 1.5
+    above = [v for v in finite if v > top]
+    if p90 <= 0 or finite[-1] <= SPIKE * p90 or not above:
+        return
+    ax.set_ylim(min(0.0, finite[0]), top)
+    ax.text(0.99, 0.98, f"{len(above)} point(s) above the axis, up to {finite[-1]:.4g}", transform=ax.transAxes,
+            ha="right", va="top", fontsize="small", color="dimgray")
 
 
 def _epoch_axis(ax: Any, run: RunRecord) -> None:

@@ -257,8 +257,13 @@ class RunRecord:
 
     @property
     def epoch_records(self) -> list[dict[str, Any]]:
-        """The end-of-epoch records (the ones without the per-log-point ``train/loss``)."""
-        return [r for r in self.metrics if "train/loss" not in r and "train/lr" not in r]
+        """The end-of-epoch records (the ones without the per-log-point ``train/loss``), their ``epoch``
+        counted from 1 (the epoch that ended, as the console prints it).  Runs written before epochs
+        were counted from 1 have an epoch record ``0``: theirs are shifted to the same count."""
+        records = [r for r in self.metrics if "train/loss" not in r and "train/lr" not in r]
+        if any(r.get("epoch") == 0 for r in records):
+            records = [{**r, "epoch": int(r.get("epoch", 0)) + 1} for r in records]
+        return records
 
     def final_metrics(self) -> dict[str, float]:
         """``summary.final`` when finished; otherwise the latest epoch record's metrics."""

@@ -432,3 +432,13 @@ def test_kernel_noise_tells_non_deterministic_kernels_from_other_causes():
     assert named is not None and not named.identical and named.op.startswith("scatter_add_cuda_kernel")
     assert not torch.are_deterministic_algorithms_enabled()  # restored, and the environment with it
     assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == before
+
+def test_the_gradient_norm_plot_uses_a_linear_axis_and_labels_each_bar():
+    from matplotlib.figure import Figure
+
+    from overt.doctor.plots import _grad_norms
+
+    ax = Figure().subplots()
+    _grad_norms(ax, [("0.weight", 0.2), ("0.bias", 0.1), ("2.weight", None)], None)
+    assert ax.get_xscale() == "linear"  # a bar's length is its value: 2x looks like 2x
+    assert [t.get_text() for t in ax.texts] == ["0.2", "0.1", "none"]

@@ -157,3 +157,31 @@ def test_a_run_stopped_by_a_guard_shows_the_finding(tmp_path, digits):
     from overt.catalog import lookup
 
     assert f"**{lookup('non-finite').code} non-finite** [error]" in text.split("## Guard findings", 1)[1]
+
+
+def test_a_throughput_spike_does_not_flatten_its_panel_and_is_counted():
+    from matplotlib.figure import Figure
+
+    from overt.report.plots import _robust_limits
+
+    ax = Figure().subplots()
+    values = [900.0 + 10 * (i % 7) for i in range(30)] + [40_000.0]  # one pause or busy second
+    ax.plot(range(len(values)), values)
+    _robust_limits(ax, values)
+    assert ax.get_ylim()[1] < 2_000  # the bulk fills the panel
+    assert any("1 point(s) above the axis, up to 4e+04" in t.get_text() for t in ax.texts)
+    steady = Figure().subplots()
+    _robust_limits(steady, values[:30])
+    assert not steady.texts  # no spike: matplotlib's own limits
+
+
+def test_runs_written_with_epochs_from_0_read_with_epochs_from_1(tmp_path):
+    """metrics.jsonl counts epochs from 1 (as the console); a run written before that is read the same way."""
+    run = tmp_path / "old"
+    run.mkdir()
+    lines = [{"step": 5, "epoch": 0, "train/loss": 1.0, "train/lr": 0.1}, {"step": 10, "epoch": 0, "val/loss": 0.9},
+             {"step": 20, "epoch": 1, "val/loss": 0.8}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (run / "config.yaml").write_text("recipe: digits\n")
+    record = read_run(run)
+    assert [r["epoch"] for r in record.epoch_records] == [1, 2] and record.progress()[0] == 2
