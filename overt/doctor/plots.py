@@ -45,10 +45,11 @@ def write_plots(r: Readiness, directory: Path) -> tuple[dict[str, str], str | No
 
 def _overfit(ax: Any, curve: list[float], r: Readiness) -> str:
     ax.plot(range(1, len(curve) + 1), curve, color="tab:blue")
-    if all(v > 0 and math.isfinite(v) for v in curve):
+    log = all(v > 0 and math.isfinite(v) for v in curve)
+    if log:
         ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (one fixed batch)")
+    ax.set_ylabel("training loss (one fixed batch)" + (", log scale" if log else ""))
     ax.grid(alpha=0.3)
     return "Overfit one small batch"
 
@@ -74,11 +75,18 @@ def _lr_find(ax: Any, points: list[tuple[float, float]], r: Readiness) -> str:
     lrs, losses = zip(*points)
     ax.plot(lrs, losses, color="tab:purple")
     ax.set_xscale("log")
-    ax.set_xlabel("learning rate")
+    ax.set_xlabel("learning rate (log scale)")
     ax.set_ylabel("smoothed training loss")
-    probe = r["lr-find"] if "lr-find" in r else None
+    finite = [v for v in losses if math.isfinite(v)]
+    if finite and max(finite) > 2 * finite[0] > 0:  # the divergence at the end would flatten the useful part
+        ax.set_ylim(min(finite) * 0.95, finite[0] * 1.3)
+        first_out = next(lr for lr, v in zip(lrs, losses) if not math.isfinite(v) or v > finite[0] * 1.3)
+        ax.text(0.99, 0.98, f"diverges from lr {first_out:.2g} (loss up to {max(finite):.3g}, above the axis)",
+                transform=ax.transAxes, ha="right", va="top", fontsize="small", color="dimgray")
+    probe = r["lr-find"] if r is not None and "lr-find" in r else None
     if probe is not None and probe.evidence.get("suggested_lr"):
-        ax.axvline(probe.evidence["suggested_lr"], color="tab:orange", linestyle="--", label="suggested")
-        ax.legend()
+        lr = probe.evidence["suggested_lr"]
+        ax.axvline(lr, color="tab:orange", linestyle="--", label=f"suggested {lr:.2g}")
+        ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
     return "Learning-rate range test"

@@ -442,3 +442,15 @@ def test_the_gradient_norm_plot_uses_a_linear_axis_and_labels_each_bar():
     _grad_norms(ax, [("0.weight", 0.2), ("0.bias", 0.1), ("2.weight", None)], None)
     assert ax.get_xscale() == "linear"  # a bar's length is its value: 2x looks like 2x
     assert [t.get_text() for t in ax.texts] == ["0.2", "0.1", "none"]
+
+
+def test_the_lr_range_plot_keeps_the_useful_part_in_view_when_the_loss_diverges():
+    from matplotlib.figure import Figure
+
+    from overt.doctor.plots import _lr_find
+
+    points = [(10 ** (-7 + i / 10), 2.3 - 0.01 * i) for i in range(60)] + [(0.2, 5.0), (0.3, 9.0)]
+    ax = Figure().subplots()
+    _lr_find(ax, points, None)
+    assert ax.get_ylim()[1] < 3.5  # not stretched to the divergence's 9
+    assert any("diverges from lr 0.2" in t.get_text() for t in ax.texts)
