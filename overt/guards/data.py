@@ -8,10 +8,10 @@ includes starting the worker processes, is left out).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING
 
+from overt.engine.busy import available_cpus
 from overt.guards.check import Check
 
 if TYPE_CHECKING:
@@ -21,14 +21,6 @@ if TYPE_CHECKING:
 _MIN_BATCHES = 20
 _FRACTION = 0.5
 _MIN_WAIT_S = 0.002
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, e.g. a container's or a job's share)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 class DataChecks(Check):
