@@ -433,6 +433,7 @@ def test_kernel_noise_tells_non_deterministic_kernels_from_other_causes():
     assert not torch.are_deterministic_algorithms_enabled()  # restored, and the environment with it
     assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == before
 
+
 def test_the_gradient_norm_plot_uses_a_linear_axis_and_labels_each_bar():
     from matplotlib.figure import Figure
 
