@@ -420,17 +420,22 @@ def test_kernel_noise_tells_non_deterministic_kernels_from_other_causes():
     from overt.doctor.shortrun import kernel_noise
 
     before = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    assert not torch.are_deterministic_algorithms_enabled()
-    noise = kernel_noise(torch.are_deterministic_algorithms_enabled)  # "identical" only under deterministic kernels
-    assert noise is not None and noise.identical and "non-deterministic kernels" in noise.text()
-    assert kernel_noise(lambda: False) is None
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(False)  # as a user's process starts (another test may have left it on)
+    try:
+        noise = kernel_noise(torch.are_deterministic_algorithms_enabled)  # "identical" only under deterministic kernels
+        assert noise is not None and noise.identical and "non-deterministic kernels" in noise.text()
+        assert kernel_noise(lambda: False) is None
+        assert not torch.are_deterministic_algorithms_enabled()  # restored
+    finally:
+        torch.use_deterministic_algorithms(was)
 
     def no_deterministic_implementation() -> bool:
         raise RuntimeError("scatter_add_cuda_kernel does not have a deterministic implementation\nmore")
 
     named = kernel_noise(no_deterministic_implementation)
     assert named is not None and not named.identical and named.op.startswith("scatter_add_cuda_kernel")
-    assert not torch.are_deterministic_algorithms_enabled()  # restored, and the environment with it
+    assert torch.are_deterministic_algorithms_enabled() == was  # restored, and the environment with it
     assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == before
 
 
