@@ -231,6 +231,30 @@ def kernel_noise(same_again: Any) -> KernelNoise | None:
     return KernelNoise(True) if same else None
 
 
+def blame_kernels(r: Any, same_again: Any, *, exact: str, fix: str) -> bool:
+    """A probe that found two runs differ: repeat the comparison under deterministic kernels
+    (:func:`kernel_noise`) and record what that showed on the result ``r``.  True (``r`` is then a
+    WARN naming the kernels, with ``fix``) when the difference disappears; else ``r`` carries the
+    operation named, if any, and the caller judges the remaining difference."""
+    from overt.doctor.result import Verdict
+
+    noise = kernel_noise(same_again)
+    if noise is None:
+        return False
+    r.evidence["deterministic_kernels"] = {"identical": noise.identical, "op": noise.op}
+    r.lines.append(noise.text())
+    if not noise.identical:
+        r.summary += f"; {noise.op}"
+        return False
+    r.verdict = Verdict.WARN
+    r.summary += f": non-deterministic kernels ({exact} with deterministic algorithms)"
+    r.causes.append("kernels that add in a varying order on the accelerator (embedding and index backward, "
+                    "scatter_add, attention backward, some convolutions)")
+    r.fix = ("call torch.use_deterministic_algorithms(True) and set CUBLAS_WORKSPACE_CONFIG=:4096:8 before "
+             f"training (slower); {fix}")
+    return True
+
+
 def run(objs: Objects, steps: int, **changes: Any) -> tuple[list[float], dict[str, torch.Tensor], Any]:
     """Train fresh copies for ``steps`` optimizer steps: (losses per step, final weights on the CPU, trainer)."""
     trainer, stop = trainer_for(objs, steps, **changes)

@@ -15,7 +15,7 @@ from overt.config import TrainConfig
 from overt.doctor.common import Forward, default_forward, fresh, to
 from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
-from overt.doctor.shortrun import (Objects, first_difference, fixed_batches, kept_rng, kernel_noise,
+from overt.doctor.shortrun import (Objects, first_difference, fixed_batches, kept_rng, blame_kernels,
                                    probe_config, run, trainer_for)
 
 TESTS_ROUNDTRIP = ("save with overt's Checkpointer, load into a freshly built model: identical outputs for the "
@@ -155,16 +155,8 @@ def exact_resume(objs: Objects, *, steps: int = 3) -> ProbeResult:
         return r
     where = f"first differing weight: {diff[0]} (max |diff| {diff[1]:.3g})" if diff else "losses differ"
     r.summary = f"a resumed run differs from an uninterrupted one ({where})"
-    noise = kernel_noise(lambda: _resumes_exactly(objs, steps))
-    if noise is not None:
-        r.evidence["deterministic_kernels"] = {"identical": noise.identical, "op": noise.op}
-        r.lines.append(noise.text())
-    if noise is not None and noise.identical:
-        # the checkpoint holds everything; two uninterrupted runs would differ the same way
-        r.verdict = Verdict.WARN
-        r.summary += ": non-deterministic kernels (exact with deterministic algorithms)"
-        r.fix = ("for bit-exact resumes call torch.use_deterministic_algorithms(True) and set "
-                 "CUBLAS_WORKSPACE_CONFIG=:4096:8 before training (slower); the checkpoint itself is complete")
+    if blame_kernels(r, lambda: _resumes_exactly(objs, steps), exact="exact",
+                     fix="the checkpoint itself is complete: two uninterrupted runs differ the same way"):
         return r
     r.verdict = Verdict.FAIL
     r.causes += ["state outside the checkpoint: a random augmentation with its own unseeded generator, a data "

@@ -7,7 +7,7 @@ from typing import Any
 
 from overt.doctor.registry import Probe
 from overt.doctor.result import ProbeResult, Verdict
-from overt.doctor.shortrun import Objects, first_difference, kernel_noise, run
+from overt.doctor.shortrun import Objects, blame_kernels, first_difference, run
 
 TESTS = "two short runs with the same seed give identical losses and weights"
 
@@ -30,22 +30,9 @@ def determinism(objs: Objects, *, steps: int = 5) -> ProbeResult:
     r.summary = (f"two runs with seed {seed} differ" + (f" from step {step}" if step else "")
                  + (f" (weight {diff[0]} by up to {diff[1]:.3g})" if diff else ""))
     r.evidence["first_differing_step"] = step
-    noise = kernel_noise(lambda: _same_twice(objs, steps))
-    if noise is not None:
-        r.evidence["deterministic_kernels"] = {"identical": noise.identical, "op": noise.op}
-        r.lines.append(noise.text())
-    if noise is not None and noise.identical:
-        # overt's seeding holds; the accelerator's kernels are not bit-reproducible
-        r.verdict = Verdict.WARN
-        r.summary += ": non-deterministic kernels (identical with deterministic algorithms)"
-        r.causes.append("kernels that add in a varying order on the accelerator (embedding and index "
-                        "backward, scatter_add, attention backward, some convolutions)")
-        r.fix = ("for bit-reproducible runs call torch.use_deterministic_algorithms(True) and set "
-                 "CUBLAS_WORKSPACE_CONFIG=:4096:8 before training (slower); otherwise expect runs with one "
-                 "seed to differ by rounding")
+    if blame_kernels(r, lambda: _same_twice(objs, steps), exact="identical",
+                     fix="otherwise expect runs with one seed to differ by rounding"):
         return r
-    if noise is not None:
-        r.summary += f"; {noise.op}"
     r.verdict = Verdict.FAIL
     r.causes += ["a random source overt does not seed: a generator created inside the dataset or model "
                  "(np.random.default_rng() / torch.Generator() without a seed), time-based randomness",
