@@ -119,7 +119,8 @@ def guard(
     """
     options = GuardOptions(strict=strict, ignore=frozenset(ignore), check_every=check_every,
                            warmup_steps=warmup_steps, stop_on_error=stop_on_error,
-                           report_path=report_path, overhead_budget=overhead_budget, stream=stream)
+                           report_path=report_path, overhead_budget=overhead_budget, stream=stream,
+                           silence_with="ignore=['{slug}']")
     session = GuardSession(options)
     watch(session, model, optimizer)
     for sc in _as_list(scheduler, object) if isinstance(scheduler, (list, tuple)) else [scheduler]:

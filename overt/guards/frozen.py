@@ -55,6 +55,6 @@ class FrozenChecks(Check):
                 "the model can barely learn.",
                 fix="check the loop that sets requires_grad=False (it likely matches "
                 "more than meant) and unfreeze the layers that should train; if bias-only training is intended, "
-                "ignore=[weights-frozen].",
+                f"{self.s.options.silence('weights-frozen')}.",
                 where=f"{info.name}.{matrices[0][0]}", key=info.name,
             )

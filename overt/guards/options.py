@@ -69,6 +69,9 @@ class GuardOptions:
     report_path: str | None = None
     overhead_budget: float | None = None  # ignored (see above)
     stream: object = None  # a text stream; None means sys.stderr at report time
+    #: how this face's user silences a slug, for fixes: ``ignore=[{slug}]`` (a run's config key),
+    #: ``ignore=['{slug}']`` (Python), ``--ignore {slug}`` (``overt run``)
+    silence_with: str = "ignore=[{slug}]"
 
     def __post_init__(self) -> None:
         self.ignore = normalize_ignore(self.ignore)
@@ -84,6 +87,10 @@ class GuardOptions:
             raise ConfigError(f"warmup_steps must be >= 1, got {self.warmup_steps}", fix="use e.g. warmup_steps=5")
         self.check_every = int(self.check_every)
         self.warmup_steps = int(self.warmup_steps)
+
+    def silence(self, slug: str) -> str:
+        """How to silence ``slug`` in this face's own terms."""
+        return self.silence_with.format(slug=slug)
 
     def out(self):
         return self.stream if self.stream is not None else sys.stderr

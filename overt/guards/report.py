@@ -19,14 +19,15 @@ class GuardError(OvertError):
     """Raised before an optimizer step that would corrupt the weights
     (stale or non-finite gradients).  ``finding`` is the cause."""
 
-    def __init__(self, finding: Finding):
+    def __init__(self, finding: Finding, silence: str | None = None):
         self.finding = finding
         entry = lookup(finding.slug)
+        silence = silence or f"ignore=['{finding.slug}']"
         super().__init__(
             f"{finding.code} {finding.slug}: stopped before the optimizer step. {finding.message}",
             where=finding.where + (f" (step {finding.step})" if finding.step is not None else ""),
             why=entry.why,
-            fix=f"see docs/guards.md#{finding.slug}; silence with ignore=['{finding.slug}'] only if this is intended",
+            fix=f"see docs/guards.md#{finding.slug}; silence with {silence} only if this is intended",
         )
 
 

@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
                            ignore=frozenset([*pyproject_ignore(os.path.dirname(os.path.abspath(script))),
                                              *args.ignore]),
                            check_every=args.check_every, warmup_steps=args.warmup_steps,
-                           stop_on_error=not args.no_stop, report_path=args.report)
+                           stop_on_error=not args.no_stop, report_path=args.report, silence_with="--ignore {slug}")
 
     from overt.guards.script import print_uncaught, run_as_main
 

@@ -196,7 +196,7 @@ class GuardSession(ForwardHooks):
         :class:`GuardError` (before the optimizer step) when stopping is allowed."""
         finding = self.report(slug, message, where, key=key, fix=fix)
         if finding is not None and can_stop and self.options.stop_on_error:
-            raise GuardError(finding)
+            raise GuardError(finding, self.options.silence(finding.slug))
 
     def batch_where(self) -> str:
         index = self.batch_index

@@ -37,7 +37,7 @@ class FrameworkGuards:
         # the session itself never raises: stopping is the framework's job (see should_stop)
         self.options = GuardOptions(strict=strict, ignore=frozenset(ignore), check_every=check_every,
                                     warmup_steps=warmup_steps, overhead_budget=overhead_budget,
-                                    stop_on_error=False, stream=stream)
+                                    stop_on_error=False, stream=stream, silence_with="ignore=['{slug}']")
         self.stop_on_error = stop_on_error
         self.session: Any = None
         self.seen = 0  # findings already handed to the framework (new_findings)

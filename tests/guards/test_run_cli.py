@@ -237,4 +237,19 @@ def test_a_closure_optimizer_is_judged_once_its_model_is_known(tmp_path, capsys)
     '''))
     report = tmp_path / "guards.json"
     _run(["--report", str(report), "--ignore", "params-not-updating", str(script)])
-    assert "weights-frozen" in {f["slug"] for f in json.loads(report.read_text())["findings"]}
+    frozen = [f for f in json.loads(report.read_text())["findings"] if f["slug"] == "weights-frozen"]
+    assert frozen and "--ignore weights-frozen" in frozen[0]["message"]  # overt run's spelling
+
+
+def test_fixes_say_how_to_silence_in_the_faces_own_terms():
+    """`overt run` takes `--ignore SLUG`, `overt.guard` and the framework callbacks `ignore=['slug']`, a
+    run's config `ignore=[slug]`: a fix names the spelling of the face the user is in (issue 35)."""
+    from overt.findings import Finding
+    from overt.guards.options import GuardOptions
+    from overt.guards.report import GuardError
+
+    finding = Finding(slug="stale-gradients", message="m", where="w")
+    assert "--ignore stale-gradients" in GuardError(finding, GuardOptions(silence_with="--ignore {slug}")
+                                                    .silence("stale-gradients")).fix
+    assert "ignore=[stale-gradients]" in GuardError(finding, GuardOptions().silence("stale-gradients")).fix
+    assert "ignore=['stale-gradients']" in GuardError(finding).fix
