@@ -185,7 +185,7 @@ class CheckpointCallback(Callback):
                 self.save(trainer, "stop" if trainer.should_stop else "final")
             self.checkpointer.wait()
         finally:
-            self.preemption.uninstall()
+            self.preemption.uninstall(finished=True)  # training is over: what follows only writes and exits
         last = self.checkpointer.last_saved or trainer.resumed_from
         info: dict[str, Any] = {"dir": str(self.checkpointer.directory), "saved": self.saves,
                                 "last": str(last) if last else None}

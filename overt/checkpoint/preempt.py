@@ -18,10 +18,12 @@ signal is taken as the same request.  A repeat after that, while the stop has no
 happened yet, is a new request -- a person pressing Ctrl-C again because the stop
 takes too long -- and ends the process at once (default action; no checkpoint of
 the last steps, ``status.json`` says ``killed``).  Once the stop checkpoint is
-saved, :func:`ignore_after_stop` (set by the command line) keeps further signals
-from killing a process that is only exiting: torchrun's agent sends SIGTERM to the
-workers still running when the first one exits, and a worker ending by that signal
-instead of its own ``128 + N`` would turn a clean stop into a failed job.
+saved, or the run has completed, :func:`ignore_after_stop` (set by the command line) keeps
+further signals from killing a process that is only writing its final files and exiting:
+torchrun's agent sends SIGTERM to the workers still running when the first one exits, and a
+worker ending by that signal instead of its own ``128 + N`` would turn a clean stop into a
+failed job; a preemption that lands after the last step would kill ``overt train`` while it
+writes ``model.safetensors`` and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -91,11 +93,14 @@ class PreemptionHandler:
             self._previous[sig] = signal.signal(sig, self._handle)
         return True
 
-    def uninstall(self) -> None:
-        """Restore the previous handlers; after a stop on a signal with :func:`ignore_after_stop`,
-        ignore the signals instead (the process is only exiting)."""
+    def uninstall(self, finished: bool = False) -> None:
+        """Restore the previous handlers; with :func:`ignore_after_stop`, once the run has ended
+        (stopped on a signal, or ``finished``: its training done and its last checkpoint saved), ignore
+        the signals instead of their default action: the process is only writing its final files and
+        exiting.  A handler that was there before (a sweep's, a user's) is always restored."""
         for sig, previous in self._previous.items():
-            if self.received is not None and _ignore_after_stop:
+            default = previous in (None, signal.SIG_DFL, signal.default_int_handler)
+            if _ignore_after_stop and default and (self.received is not None or finished):
                 previous = signal.SIG_IGN
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()

@@ -64,17 +64,20 @@ def launched(argv: list[str], overrides: list[str]) -> int | None:
 
 
 def as_worker() -> None:
-    """In a worker process started by torchrun (``WORLD_SIZE`` > 1): die with the agent (a SIGKILLed
-    launcher leaves no worker behind), and once a clean stop is saved, let no further signal turn
-    the exit code ``128 + N`` into a death by signal (torchrun's agent sends SIGTERM to the workers
-    still running when the first one exits).  See overt/checkpoint/preempt.py."""
+    """A process that exits when its run ends (``overt train``/``overt resume``): once the run has
+    stopped cleanly or completed, no further signal turns its exit (``128 + N``, or 0 after the final
+    files are written) into a death by signal (torchrun's agent sends SIGTERM to the workers still
+    running when the first one exits; a preemption can land after the last step).  In a worker
+    started by torchrun (``WORLD_SIZE`` > 1) also: die with the agent (a SIGKILLed launcher leaves no
+    worker behind).  See overt/checkpoint/preempt.py."""
+    from overt.checkpoint.preempt import ignore_after_stop
+
+    ignore_after_stop()
     if not Topology.of_process().distributed:
         return
-    from overt.checkpoint.preempt import ignore_after_stop
     from overt.distributed.launch import die_with_agent
 
     die_with_agent()
-    ignore_after_stop()
 
 
 def run_distributed(cfg: Any, job: Any) -> Any:
