@@ -43,7 +43,24 @@ def _forward(model, batch):
 def build(cfg):
     recipe = digits.build(cfg)
     recipe.forward = _forward
+    if os.environ.get("OVERT_TEST_SIGNAL_AT_FINAL_WEIGHTS"):
+        _signal_at_final_weights(signal.Signals[os.environ.get("OVERT_TEST_SIGNAL", "SIGTERM")])
     return recipe
+
+
+def _signal_at_final_weights(sig: signal.Signals) -> None:
+    """``OVERT_TEST_SIGNAL_AT_FINAL_WEIGHTS=1``: the process sends itself ``OVERT_TEST_SIGNAL`` right
+    before the finished run's ``model.safetensors`` is written (after the last step, the way a
+    preemption can land while the run writes its final files)."""
+    import safetensors.torch
+
+    original = safetensors.torch.save_model
+
+    def save_model(*args, **kwargs):
+        os.kill(os.getpid(), sig)
+        return original(*args, **kwargs)
+
+    safetensors.torch.save_model = save_model
 
 
 def _kill_inside_saves() -> None:

@@ -119,6 +119,16 @@ def test_the_same_sigterm_delivered_twice_at_once_is_one_clean_stop(tmp_path):
     assert json.loads((run_dir / "status.json").read_text())["status"] == "stopped"
 
 
+def test_a_sigterm_while_the_finished_run_writes_its_weights_lets_it_complete(tmp_path):
+    """After the last step the run only writes its final files and exits: a preemption landing then
+    is ignored (it used to kill the process between model.safetensors and summary.json, -15)."""
+    run_dir = tmp_path / "run"
+    done = train(run_dir, OVERT_TEST_SIGNAL_AT_FINAL_WEIGHTS="1", OVERT_TEST_SIGNAL="SIGTERM")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert (run_dir / "model.safetensors").is_file()
+
+
 def test_a_second_sigterm_after_the_grace_period_exits_at_once(tmp_path):
     run_dir = tmp_path / "run"
     done = train(run_dir, OVERT_TEST_SIGNAL_AT="65", OVERT_TEST_SIGNAL="SIGTERM", OVERT_TEST_SIGNAL_TWICE="2.5")
