@@ -3,7 +3,7 @@
     python benchmarks/gpu_speed.py [--repeats 3] [--steps 50] [--warmup 10] [--json F] [--md F]
     python benchmarks/gpu_speed.py --tiny          # CPU, seconds: the same code paths on a tiny model
 
-Five ways to train the same model (``overt.recipes.gpt.GPT``, fresh, same seed) on the same
+Six ways to train the same model (``overt.recipes.gpt.GPT``, fresh, same seed) on the same
 data (Tiny Shakespeare windows, shuffled), interleaved over ``--repeats`` repetitions:
 
 - ``a-hand-fp32``: the canonical hand-written loop: train(), batch to the device, forward,
@@ -14,6 +14,8 @@ data (Tiny Shakespeare windows, shuffled), interleaved over ``--repeats`` repeti
 - ``c-overt-defaults``: ``overt.Trainer`` (default guards and callbacks, no run directory)
   with the recipe's defaults (precision ``auto`` = bf16 on a GPU that supports it, no compile).
 - ``d-overt-bf16-compile``: the same with ``precision=bf16 compile=true``.
+- ``f-overt-bf16-compile-unguarded``: (d) with ``guards=false``: what the guards cost at this size,
+  so that a gap between (d) and (e) can be attributed (the guards, or the loop around them).
 - ``e-lightning``: Lightning with ``precision="bf16-mixed"``, the model compiled, fused AdamW,
   clipping in ``on_before_optimizer_step`` (Lightning refuses ``gradient_clip_val`` with a fused
   optimizer); no logger, checkpointing or progress bar.
@@ -46,7 +48,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-VARIANTS = ("a-hand-fp32", "b-hand-tuned", "c-overt-defaults", "d-overt-bf16-compile", "e-lightning")
+VARIANTS = ("a-hand-fp32", "b-hand-tuned", "c-overt-defaults", "d-overt-bf16-compile", "e-lightning",
+            "f-overt-bf16-compile-unguarded")
 FULL = {"layers": 8, "heads": 8, "embed": 512, "context": 256, "batch_size": 128, "stride": 64, "limit_chars": 0}
 TINY = {"layers": 1, "heads": 2, "embed": 32, "context": 32, "batch_size": 8, "stride": 16, "limit_chars": 20000}
 
@@ -254,6 +257,8 @@ def run_variant(spec: Spec, name: str) -> dict[str, Any]:
         result = overt_run(spec)
     elif name == "d-overt-bf16-compile":
         result = overt_run(spec, precision="bf16", compile=spec.compile)
+    elif name == "f-overt-bf16-compile-unguarded":
+        result = overt_run(spec, precision="bf16", compile=spec.compile, guards=False)
     else:
         result = lightning(spec)
     result["graphs_compiled"] = compiled_graphs() - graphs
@@ -289,7 +294,9 @@ def report(args: argparse.Namespace, spec: Spec, header: str, device_name: str, 
     ratios = {"d/b (target >= 0.98)": ratio("d-overt-bf16-compile", "b-hand-tuned"),
               "d/a (target >= 1.6)": ratio("d-overt-bf16-compile", "a-hand-fp32"),
               "d/e (target >= 1.0)": ratio("d-overt-bf16-compile", "e-lightning"),
-              "c/a": ratio("c-overt-defaults", "a-hand-fp32")}
+              "c/a": ratio("c-overt-defaults", "a-hand-fp32"),
+              "d/f (the guards' share)": ratio("d-overt-bf16-compile", "f-overt-bf16-compile-unguarded"),
+              "f/e": ratio("f-overt-bf16-compile-unguarded", "e-lightning")}
     result = {"header": header, "torch": torch.__version__, "device": device_name, "params": n,
               "peak_flops_assumed": peak, "tokens_per_step": spec.tokens_per_step, "warmup": args.warmup,
               "steps": args.steps, "repeats": args.repeats, "compile": spec.compile,
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per run (50; tiny: 4)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (10; tiny: 2)")
     parser.add_argument("--batch-size", type=int, default=0)
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma list (prefixes a,b,c,d,e)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma list (prefixes a,b,c,d,e,f)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--compile", dest="compile", action="store_true", default=None)
     parser.add_argument("--no-compile", dest="compile", action="store_false")
