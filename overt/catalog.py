@@ -147,6 +147,21 @@ ENTRIES: tuple[Entry, ...] = (
           "the samples of that class are left out of the loss: the class is never learned and never predicted, "
           "while training looks normal",
           _W, False, True),
+    Entry("class-weights-inverted", "OVT321", "class weights that favour the frequent classes",
+          "re-weighting is meant to make the rare classes count more; weights listed in the wrong order (or "
+          "a pos_weight inverted) weigh the common class up, and the model learns to ignore the rare ones while "
+          "the loss looks fine",
+          _W, False, True),
+    Entry("sequence-targets-misaligned", "OVT322", "sequence targets that are not the next token of the inputs",
+          "labels shifted twice (by the caller and again by the model's loss) train the prediction at position "
+          "t on token t+2; targets equal to the inputs let the model see the token it is scored against and copy "
+          "it. Either way the model never learns next-token prediction while the loss looks normal",
+          _E, False, True),
+    Entry("labels-unrelated-to-inputs", "OVT323", "labels that do not follow their inputs",
+          "inputs paired with the wrong labels (two file listings in different orders, one array shuffled on its "
+          "own) leave the model nothing to learn but the label frequencies: the loss stays at their entropy while "
+          "training looks normal",
+          _W, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -209,6 +224,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("effective-batch-size", "OVT509", "the effective batch size changed while the learning rate did not",
           "a learning rate tuned for one batch size is too small or too large for another",
           _I, False, True),
+    Entry("preprocessing-refit-on-eval", "OVT521", "a vocabulary, tokenizer, encoder or scaler fitted again on the "
+          "evaluation data",
+          "the evaluation inputs are then encoded differently from the training inputs (another index for the same "
+          "word or class, another scale), so the model is evaluated on inputs that mean something else and every "
+          "metric is wrong",
+          _E, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",

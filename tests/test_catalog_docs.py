@@ -31,7 +31,10 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "plateau-mode-mismatch", "optimizer-not-on-model",
          "step-bypasses-scaler", "softmax-over-batch",
          "eval-inputs-augmented", "clip-without-gradients",
-         "ignore-index-is-class"}
+         "ignore-index-is-class",
+         # issue 33, data and labels consistent with training (branch invdata)
+         "class-weights-inverted", "sequence-targets-misaligned", "labels-unrelated-to-inputs",
+         "preprocessing-refit-on-eval"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

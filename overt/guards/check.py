@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 HOOKS = ("on_train_forward", "on_checked_forward", "on_eval_forward", "on_no_grad_forward", "on_forward_end",
-         "before_checked_step", "on_step", "after_checked_step", "on_arming", "end_of_run", "on_crash",
-         "remove_hooks")
+         "on_checked_loss", "before_checked_step", "on_step", "after_checked_step", "on_arming", "end_of_run",
+         "on_crash", "remove_hooks")
 
 
 class Check:
@@ -60,6 +60,12 @@ class Check:
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         """The end of a checked, eval-mode or discovered forward (``failed``: it raised;
         ``output`` is then None)."""
+
+    # -- loss calls ------------------------------------------------------------------------
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        """A call of the ``torch.nn.functional`` loss ``name`` on a checked step, with gradients
+        enabled (``inp``, ``target``: its first two arguments, tensors; ``args``/``kwargs``: the
+        whole call, e.g. ``weight``)."""
 
     # -- optimizer steps -------------------------------------------------------------------
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:

@@ -79,7 +79,10 @@ class LossChecks(Check):
             self._regression_loss(name, inp, target)
         elif name == "binary_cross_entropy_with_logits":
             self._logit_loss(name, inp)
-        return torch.is_grad_enabled()
+        if torch.is_grad_enabled():
+            self.s._each("on_checked_loss", name, inp, target, args, kwargs)
+            return True
+        return False
 
     def _logit_loss(self, name: str, inp: torch.Tensor) -> None:
         """BCEWithLogitsLoss given probabilities (a sigmoid already applied): every input in [0, 1]

@@ -36,7 +36,7 @@ from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
 from overt.guards.report import GuardError
-from overt.guards.where import user_location
+from overt.guards.where import is_user_file, user_location
 from overt.guards.workers import check_worker_rngs
 
 if TYPE_CHECKING:
@@ -254,9 +254,22 @@ def _enter_wrapper(orig: Any) -> Any:
         out = orig(self)
         for s in ACTIVE:
             s.arm_forwards(2, only_dropbn_training=True)  # an evaluation without eval()?
+            skew = getattr(s, "skew", None)
+            if skew is not None and skew.wants_no_grad:  # an evaluation without eval() of any model?
+                safely(skew.no_grad_entered, _user_block())
         return out
 
     return __enter__
+
+
+def _user_block() -> bool:
+    """Whether the ``no_grad``/``inference_mode`` block being entered is the user's own: a ``with``
+    in the user's code, or a user function under the decorator (not torch's own, e.g. clipping)."""
+    frame = sys._getframe(2)  # _user_block <- __enter__ wrapper <- its caller
+    if frame.f_code.co_filename.endswith("_contextlib.py"):  # @torch.no_grad(): the decorated function
+        code = getattr(frame.f_locals.get("func"), "__code__", None)
+        return code is not None and is_user_file(code.co_filename)
+    return is_user_file(frame.f_code.co_filename)
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")

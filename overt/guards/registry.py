@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from overt.guards.activations import ActivationChecks
 from overt.guards.check import Check
+from overt.guards.classweights import ClassWeightChecks
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
@@ -19,11 +20,13 @@ from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.grads import GradChecks
 from overt.guards.independence import IndependenceChecks
+from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
+from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
@@ -37,6 +40,9 @@ CHECKS: tuple[type[Check], ...] = (
     EvalLoopChecks,
     FrozenChecks,
     LossChecks,
+    ClassWeightChecks,
+    SequenceTargetChecks,
+    LabelSignalChecks,
     SoftmaxDimChecks,
     GraphChecks,
     ActivationChecks,

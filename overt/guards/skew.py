@@ -9,7 +9,17 @@ the first evaluation forwards (eval mode) of each model compare their per-featur
 those statistics: the comparison is a device tensor read with the next checked step's values,
 so nothing is synchronised.  Reported: more than half of the features (those not constant in
 training) shifted by more than :data:`Z` training standard deviations or spread :data:`SCALE`
-times more or less than in training.
+times more or less than in training; or the evaluation samples outside the training samples'
+range: of up to :data:`KEEP` training rows kept from checked forwards, 99% have their most extreme
+feature (in training standard deviations) below some value, and at least :data:`NOVEL` of the
+evaluation samples exceed it (from the same distribution: about 1%; a signal read at twice the
+sample rate puts every tone where training had none: 98%).
+
+Evaluations without ``model.eval()`` (``with torch.no_grad(): model(x)`` on a model without Dropout
+or BatchNorm, whose mode changes nothing) are looked at too: entering a ``no_grad`` block of the
+user's own code arms the model's forward hook for one forward, at most :data:`NO_GRAD_ARMS` times
+per model without an evaluation forward following, so a loop that enters ``no_grad`` on every
+step (an EMA update) stops paying for it.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -30,6 +41,10 @@ MIN_TRAIN = 3  # checked training forwards before evaluation inputs are compared
 MIN_EVAL = 16  # samples in the evaluation batch
 LOOKS = 3  # evaluation batches compared per model
 MAX_FEATURES = 4096
+KEEP = 512  # training rows kept for the range comparison
+NOVEL = 0.8  # share of evaluation samples beyond the training rows' 99th percentile
+MIN_NOVEL = 32  # evaluation samples needed for the range comparison
+NO_GRAD_ARMS = 20  # user no_grad blocks that arm a training-mode model without an evaluation following
 
 
 def _features(args: tuple) -> torch.Tensor | None:
@@ -45,8 +60,11 @@ class SkewChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.stats: dict[int, list[Any]] = {}  # id(ModelInfo) -> [forwards, n, sum, sum of squares]
+        self.rows: dict[int, list[torch.Tensor]] = {}  # id(ModelInfo) -> training rows kept (copies)
         self.looks: dict[int, int] = {}
+        self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
         self.hook = OneShotHook()
+        self.wants_no_grad = False  # some training-mode model has statistics and looks left
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         x = _features(args)
@@ -60,17 +78,46 @@ class SkewChecks(Check):
         st[1] += x.shape[0]
         st[2] += x.sum(0)
         st[3] += (x * x).sum(0)
+        rows = self.rows.setdefault(id(info), [])
+        kept = sum(len(r) for r in rows)
+        if kept < KEEP:
+            rows.append(x[:KEEP - kept].clone())
+        if st[0] >= MIN_TRAIN and not info.dropbn:
+            self.wants_no_grad = True
+
+    def no_grad_entered(self, user: bool) -> None:
+        """A ``no_grad``/``inference_mode`` block begins (``user``: in the user's code): arm the
+        forward of the training-mode models without Dropout/BatchNorm that may be evaluated in it."""
+        if not user:
+            return
+        wanted = False
+        for info in self.s.models.values():
+            key = id(info)
+            st = self.stats.get(key)
+            if not info.module.training or info.dropbn or st is None or st[0] < MIN_TRAIN:
+                continue
+            if self.looks.get(key, 0) >= LOOKS or self.arms.get(key, 0) >= NO_GRAD_ARMS \
+                    or self.s.reporter.has("train-serve-skew", info.name):
+                continue
+            wanted = True
+            self.arms[key] = self.arms.get(key, 0) + 1
+            if info.fwd_left < 1:
+                info.fwd_left = 1
+            if info.pre_handle is None:
+                info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre)
+        self.wants_no_grad = wanted
 
     def on_no_grad_forward(self, info: ModelInfo) -> None:
-        self._arm(info)
+        self.arms[id(info)] = 0  # an evaluation came: the arming was not in vain
+        self._arm(info, no_grad=True)
 
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
         self._arm(info)
 
-    def _arm(self, info: ModelInfo) -> None:
+    def _arm(self, info: ModelInfo, no_grad: bool = False) -> None:
         self.hook.clear_stale()
         st = self.stats.get(id(info))
-        if self.hook.pending or info.module.training or st is None or st[0] < MIN_TRAIN:
+        if self.hook.pending or (info.module.training and not no_grad) or st is None or st[0] < MIN_TRAIN:
             return
         if self.looks.get(id(info), 0) >= LOOKS or self.s.reporter.has("train-serve-skew", info.name):
             return
@@ -81,13 +128,13 @@ class SkewChecks(Check):
             if not self.hook.fired():
                 return
             try:
-                self._compare(info, args)
+                self._compare(info, args, user_location(2))
             except Exception as exc:  # a guard never breaks the user's forward
                 self.s.check_failed(self, exc)
 
         return hook
 
-    def _compare(self, info: ModelInfo, args: tuple) -> None:
+    def _compare(self, info: ModelInfo, args: tuple, site: str | None = None) -> None:
         x = _features(args)
         st = self.stats.get(id(info))
         if x is None or st is None or x.shape[0] < MIN_EVAL or st[2].shape != x.shape[1:] or st[2].device != x.device:
@@ -103,15 +150,25 @@ class SkewChecks(Check):
         off = ((z > Z) | (m2 > SCALE * SCALE) | (m2 < 1 / (SCALE * SCALE))) & judged
         shifted = off.float().sum() / judged.float().sum().clamp_min(1)
         med = torch.where(judged, m2, torch.full_like(m2, float("nan"))).nanmedian().sqrt()
+        novel = torch.zeros((), device=x.device)
+        rows = self.rows.get(id(info))
+        if rows and x.shape[0] >= MIN_NOVEL and judged.any():
+            train = torch.cat(rows)
+            extreme = ((train - mean) / std.clamp_min(1e-12)).abs()[:, judged].amax(1)
+            bound = torch.quantile(extreme, 0.99)
+            novel = (u.abs()[:, judged].amax(1) > bound).float().mean()
         features, step = x.shape[1], self.s.step
-        self.s.defer(torch.stack((shifted, med)), self._judge(info, features, step))
+        where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
+        self.s.defer(torch.stack((shifted, med, novel)), self._judge(info, features, step, x.shape[0], where))
 
-    def _judge(self, info: ModelInfo, features: int, step: int):
+    def _judge(self, info: ModelInfo, features: int, step: int, samples: int, where: str):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            shifted, med = vals
+            shifted, med, novel = vals
             if not shifted > 0.5:
+                if novel >= NOVEL:
+                    self._report_range(info, novel, samples, step, where)
                 return
             s.report(
                 "train-serve-skew",
@@ -124,10 +181,24 @@ class SkewChecks(Check):
                 "every validation metric measure the wrong inputs.",
                 fix="apply the same preprocessing to training and evaluation inputs (fit the normaliser on the "
                 "training data, then transform both).",
-                where=f"{info.name} forward, evaluation", key=f"eval:{info.name}", step=step,
+                where=where, key=f"eval:{info.name}", step=step,
             )
 
         return callback
+
+    def _report_range(self, info: ModelInfo, novel: float, samples: int, step: int, where: str) -> None:
+        self.s.report(
+            "train-serve-skew",
+            f"the evaluation inputs of {info.name} lie outside the range of its training inputs: {novel:.0%} of "
+            f"{samples} evaluation samples have a feature more extreme (in training standard deviations) than 99% "
+            "of the training samples have any -- about 1% when both come from the same distribution. Inputs "
+            "prepared another way (another sample rate or unit, a missing or different resampling, scaling or "
+            "normalisation) put the evaluation data where the model was never trained, so every validation metric "
+            "measures the wrong inputs.",
+            fix="prepare evaluation inputs exactly as the training inputs (same sample rate, units and "
+            "preprocessing: resample, convert, normalise with the training statistics) before the model sees them.",
+            where=where, key=f"eval:{info.name}", step=step,
+        )
 
     def remove_hooks(self) -> None:
         self.hook.remove()

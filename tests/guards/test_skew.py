@@ -38,3 +38,48 @@ def test_evaluation_inputs_prepared_unlike_training_are_named(same):
     assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
     if not same:
         assert "evaluation inputs of Sequential are not prepared like its training inputs" in text
+
+
+def _tones(n: int, sr: int, seconds: float, seed: int):
+    """Ten classes of noisy tones (class k at 40 + 18k Hz), sampled at ``sr`` Hz."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(10, (n,), generator=g)
+    t = torch.arange(int(round(sr * seconds))) / sr
+    wave = (0.5 + torch.rand(n, 1, generator=g)) * torch.sin(
+        6.283 * (40.0 + 18.0 * y.float())[:, None] * t[None] + 6.283 * torch.rand(n, 1, generator=g))
+    return wave + 0.3 * torch.randn(wave.shape, generator=g), y
+
+
+def _spectrum(wave: torch.Tensor) -> torch.Tensor:
+    return torch.log1p(torch.fft.rfft(wave, n=256).abs())
+
+
+@pytest.mark.parametrize("resampled", [False, True])
+def test_evaluation_inputs_outside_the_training_range_are_named_without_eval(resampled):
+    """Recordings at 500 Hz read as the training rate (1000 Hz): every tone lands where training
+    had none.  The evaluation is a plain ``with torch.no_grad(): model(x)`` (no model.eval(): the
+    model has no Dropout/BatchNorm).  The twin resamples first (its noise floor is lower: a shift
+    the model does not care about, which stays under the threshold)."""
+    torch.manual_seed(0)
+    wave, y = _tones(1500, 1000, 0.256, 1)
+    model = nn.Sequential(nn.Linear(129, 64), nn.ReLU(), nn.Linear(64, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    loader = DataLoader(TensorDataset(_spectrum(wave), y), batch_size=64, shuffle=True)
+    for epoch in range(3):
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    rec, rec_y = _tones(400, 500, 0.512, 2)
+    clips = rec[:, :256]
+    if resampled:
+        clips = nn.functional.interpolate(rec[:, None], scale_factor=2, mode="linear")[:, 0, :256]
+    with torch.no_grad():
+        acc = (model(_spectrum(clips)).argmax(1) == rec_y).float().mean().item()
+    findings = g.report()
+    text = g.session.options.stream.getvalue()
+    assert (acc > 0.8) == resampled, acc  # the bug is real
+    assert slugs(findings) == ([] if resampled else ["train-serve-skew"]), text
+    if not resampled:
+        assert "lie outside the range of its training inputs" in text and "test_skew.py:" in text
