@@ -46,6 +46,13 @@ EXPECTED = {
     "w26_no_grad_without_eval": ("lint", "run"),
     "w48_critic_value_detached": ("run",),
     "w54_double_sigmoid": ("lint",),
+    # the first test half became development when a fresh held-out set was started (issue 33,
+    # branch invdata): the data/label invariants built on these cases
+    "w42_labels_shifted_twice": ("run",),
+    "w43_vocab_rebuilt_on_test": ("lint",),
+    "w44_class_weights_reversed": ("run",),
+    "w47_sample_rate_mismatch": ("run",),
+    "w49_listing_order_mismatch": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

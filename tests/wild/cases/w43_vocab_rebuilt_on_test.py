@@ -15,7 +15,7 @@ from tests.wild.cases.common import FIT, TEXT
 
 REPORT = "N17"
 MECHANISM = "eval-input-skew"
-SLUGS = ()
+SLUGS = ("preprocessing-refit-on-eval",)
 METRIC = ("test_accuracy", 0.172, 1.0)
 
 _TAIL = FIT + '''
