@@ -152,11 +152,12 @@ class SkewChecks(Check):
         med = torch.where(judged, m2, torch.full_like(m2, float("nan"))).nanmedian().sqrt()
         novel = torch.zeros((), device=x.device)
         rows = self.rows.get(id(info))
-        if rows and x.shape[0] >= MIN_NOVEL and judged.any():
+        if rows and x.shape[0] >= MIN_NOVEL:
+            # masks by torch.where, not boolean indexing: nothing here waits for the device
             train = torch.cat(rows)
-            extreme = ((train - mean) / std.clamp_min(1e-12)).abs()[:, judged].amax(1)
+            extreme = torch.where(judged, ((train - mean) / std.clamp_min(1e-12)).abs(), 0.0).amax(1)
             bound = torch.quantile(extreme, 0.99)
-            novel = (u.abs()[:, judged].amax(1) > bound).float().mean()
+            novel = (torch.where(judged, u.abs(), 0.0).amax(1) > bound).float().mean()
         features, step = x.shape[1], self.s.step
         where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
         self.s.defer(torch.stack((shifted, med, novel)), self._judge(info, features, step, x.shape[0], where))
