@@ -230,6 +230,11 @@ ENTRIES: tuple[Entry, ...] = (
           "word or class, another scale), so the model is evaluated on inputs that mean something else and every "
           "metric is wrong",
           _E, True, False),
+    Entry("listings-paired-unsorted", "OVT522", "two directory listings paired by position, one of them unsorted",
+          "os.listdir, glob and iterdir return files in the file system's order, so inputs paired with labels (or "
+          "images with masks) by position get another sample's label: the model trains on shuffled labels and "
+          "nothing fails",
+          _E, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",

@@ -34,7 +34,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "ignore-index-is-class",
          # issue 33, data and labels consistent with training (branch invdata)
          "class-weights-inverted", "sequence-targets-misaligned", "labels-unrelated-to-inputs",
-         "preprocessing-refit-on-eval"}
+         "preprocessing-refit-on-eval", "listings-paired-unsorted"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
