@@ -12,10 +12,10 @@ Seen on checked steps, for a watched model whose first argument is a 2-D integer
 ``(N, T)`` (token ids) and a ``cross_entropy``/``nll_loss`` whose integer targets hold ``N * L``
 values (``L <= T``): on the device, how many targets equal the inputs ``s`` positions later
 (``s = 0..3``) and which slice of the model's output ``(N, T, V)`` the loss scored (offset
-``o``); once per model, a probe (two extra forwards of a few sequences in eval mode under
-``no_grad``, the model's state, buffers and random generator put back) changes one input token
-and records which output positions move.  Everything is read with the next checked step's
-values.  The targets are the input shifted by ``k = s - o`` positions relative to the
+``o``); once per model, after the checked step, a probe (two extra forwards of a few of that
+step's sequences in eval mode under ``no_grad``, the model's state, buffers and random generator
+put back) changes one input token and records which output positions move.  Everything is read
+with the next checked step's values.  The targets are the input shifted by ``k = s - o`` positions relative to the
 prediction; reported when exactly one ``s`` matches (98% of the targets, the others under 90%),
 exactly one ``o`` matches, and
 
@@ -45,7 +45,7 @@ from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
-    from overt.guards.watched import ModelInfo
+    from overt.guards.watched import ModelInfo, OptInfo
 
 SHIFTS = 4  # target offsets s = 0..3 tried
 MATCH = 0.98  # share of the targets equal to the shifted inputs
@@ -77,7 +77,7 @@ class _Forward:
         self.ids = ids
         self.site = site
         self.logits: torch.Tensor | None = None
-        self.probe: torch.Tensor | None = None  # per output position: how much it moved (+ scale)
+        self.call: tuple[tuple, dict] | None = None  # (args, kwargs) of the forward, until the probe ran
         self.pending: list[tuple[str, str, torch.Tensor, torch.Tensor, int]] = []
 
 
@@ -90,6 +90,7 @@ class SequenceTargetChecks(Check):
         self.last: _Forward | None = None  # the latest finished one
         self.tries: dict[int, int] = {}
         self.probes: dict[int, torch.Tensor | None] = {}  # id(ModelInfo) -> the probe's result
+        self.staged: list[tuple[_Forward, str, str, torch.Tensor, int, int]] = []  # waiting for the probe
         self.hook = OneShotHook()
         self.running = False
         self.done: set[str] = set()
@@ -124,14 +125,37 @@ class SequenceTargetChecks(Check):
         fwd.logits = _logits(output, n, t)
         if fwd.logits is None:
             return
-        key = id(fwd.info)
-        if key not in self.probes:
-            self.probes[key] = self._probe(fwd, args, kwargs)
-        fwd.probe = self.probes[key]
+        if id(fwd.info) not in self.probes:
+            fwd.call = (args, kwargs)  # for the probe, after the step
         self.last = fwd
         for loss in fwd.pending:
-            self._defer(fwd, *loss)
+            self._stage(fwd, *loss)
         fwd.pending = []
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        """The probe runs here, between steps: no forward in progress, no other check's one-shot
+        hooks armed (dead-unit hooks on ReLUs, say), so its extra forwards are seen by nothing."""
+        self._flush()
+
+    def end_of_run(self) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Probe (once per model) and queue the staged judgments; drop every reference to the
+        step's tensors (a language model's logits can be gigabytes)."""
+        staged, self.staged = self.staged, []
+        if self.last is not None:
+            self.last.logits = None
+        self.last = None
+        for fwd, name, loc, value, offsets, step in staged:
+            fwd.logits = None
+            key = id(fwd.info)
+            if key not in self.probes and fwd.call is not None:
+                self.probes[key] = self._probe(fwd, *fwd.call)
+            fwd.call = None
+            probe = self.probes.get(key)
+            if probe is not None:
+                self.s.defer(torch.cat((value, probe.to(value.device))), self._judge(fwd, name, loc, offsets, step))
 
     def _probe(self, fwd: _Forward, args: tuple, kwargs: dict) -> torch.Tensor | None:
         """Which output positions move when the input token at the middle position changes (eval
@@ -210,17 +234,17 @@ class SequenceTargetChecks(Check):
         if fwd is self.current:
             fwd.pending.append((name, loc, pred, stats, self.s.step))
         else:
-            self._defer(fwd, name, loc, pred, stats, self.s.step)
+            self._stage(fwd, name, loc, pred, stats, self.s.step)
 
-    def _defer(self, fwd: _Forward, name: str, loc: str, pred: torch.Tensor, stats: torch.Tensor, step: int) -> None:
+    def _stage(self, fwd: _Forward, name: str, loc: str, pred: torch.Tensor, stats: torch.Tensor, step: int) -> None:
+        """The loss's offsets against the forward's output (device values), kept until the probe."""
         logits = fwd.logits
-        if logits is None or fwd.probe is None or pred.shape[2] != logits.shape[2]:
+        if logits is None or pred.shape[2] != logits.shape[2]:
             return
         length, t = pred.shape[1], logits.shape[1]
         diffs = torch.stack([(pred.float() - logits[:, o:o + length].float()).abs().amax()
                              for o in range(t - length + 1)])
-        value = torch.cat((stats.to(diffs.device), diffs, fwd.probe.to(diffs.device)))
-        self.s.defer(value, self._judge(fwd, name, loc, t - length + 1, step))
+        self.staged.append((fwd, name, loc, torch.cat((stats.to(diffs.device), diffs)), t - length + 1, step))
 
     def _judge(self, fwd: _Forward, name: str, loc: str, offsets: int, step: int):
         def callback(vals: list[float]) -> None:
