@@ -86,8 +86,8 @@ def listings_paired_unsorted(ix: FileIndex) -> Iterator[Hit]:
     # xs[i] and ys[i] with one index in one function
     seen: dict[tuple[int, str], list[tuple[ast.Subscript, str, bool]]] = {}
     for node in ast.walk(ix.tree):
-        if not isinstance(node, ast.Subscript) or isinstance(node.slice, ast.Slice):
-            continue
+        if not isinstance(node, ast.Subscript) or isinstance(node.slice, (ast.Slice, ast.Constant, ast.UnaryOp)):
+            continue  # xs[0] beside ys[0] picks one file of each (a lookup), not a pairing of every entry
         f = find(node.value)
         if f is None:
             continue
