@@ -8,8 +8,9 @@ it: the common class is weighted up, the rare one down, and the model learns to 
 the rare class -- while the loss looks fine.
 
 Seen at ``F.cross_entropy``/``F.nll_loss`` calls with a ``weight`` tensor (``CrossEntropyLoss(
-weight=...)``) and ``F.binary_cross_entropy_with_logits`` with a ``pos_weight`` of one value per
-output, on checked steps: the labels of each checked call are counted per class on the device
+weight=...)``; one class index per sample, or per pixel or position of a dense target) and
+``F.binary_cross_entropy_with_logits`` with a ``pos_weight`` of one value per output, on checked
+steps: the labels of each checked call are counted per class on the device
 (one small tensor, read with the checked step's values: nothing is synchronised).  Once
 :data:`MIN_LABELS` labels were counted, the frequencies are compared with the weights: reported
 when the classes are clearly imbalanced (the most frequent at least :data:`IMBALANCE` times
@@ -119,11 +120,12 @@ class ClassWeightChecks(Check):
             value = torch.cat((torch.stack((pos, neg), 1).reshape(-1), binary.float()[None]))
             outputs = pos.numel()
         else:
-            if t.is_floating_point() or t.dtype == torch.bool or t.dim() != 1 or inp.dim() != 2 \
-                    or inp.shape[1] != w.numel():
-                return  # class indices, one label per sample
+            if t.is_floating_point() or t.dtype == torch.bool or inp.dim() < 2 or inp.shape[1] != w.numel() \
+                    or tuple(t.shape) != (inp.shape[0], *inp.shape[2:]):
+                return  # class indices: one per sample, or per pixel/position ((N, C, ...) against (N, ...))
             classes = w.numel()
             ii = ignore_index_of(args, kwargs)
+            t = t.reshape(-1)
             valid = (t >= 0) & (t < classes) & (t != ii)
             counts = torch.zeros(classes, device=t.device).index_add_(0, t.clamp(0, classes - 1), valid.float())
             value = torch.cat((counts, torch.ones(1, device=t.device)))

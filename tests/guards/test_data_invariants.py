@@ -16,8 +16,9 @@ from tests.guards.helpers import digits, guarded, slugs
 # -- class-weights-inverted -----------------------------------------------------------------
 
 
-def _is_nine(weights: list[float] | None, steps: int = 12):
-    """Is the digit a 9 (10% of the data)?  CrossEntropyLoss with the given class weights."""
+def _is_nine(weights: list[float] | None, steps: int = 12, dense: bool = False):
+    """Is the digit a 9 (10% of the data)?  CrossEntropyLoss with the given class weights
+    (``dense``: as a per-position target, logits (N, 2, 1) against labels (N, 1), as in segmentation)."""
     torch.manual_seed(0)
     x, y = digits()
     y = (y == 9).long()
@@ -28,13 +29,17 @@ def _is_nine(weights: list[float] | None, steps: int = 12):
     for i in range(steps):
         xb, yb = x[64 * i:64 * (i + 1)], y[64 * i:64 * (i + 1)]
         opt.zero_grad()
-        loss_fn(model(xb), yb).backward()
+        out = model(xb)
+        if dense:
+            out, yb = out[:, :, None], yb[:, None]
+        loss_fn(out, yb).backward()
         opt.step()
     return g.report(), g.session.options.stream.getvalue()
 
 
-def test_class_weights_listed_against_the_label_frequencies_are_named():
-    findings, text = _is_nine([1 / 0.1, 1 / 0.9])  # the frequent class 0 weighted up: reversed
+@pytest.mark.parametrize("dense", [False, True])
+def test_class_weights_listed_against_the_label_frequencies_are_named(dense):
+    findings, text = _is_nine([1 / 0.1, 1 / 0.9], dense=dense)  # the frequent class 0 weighted up: reversed
     assert slugs(findings) == ["class-weights-inverted"], text
     assert "class 0 (" in text and "weighs 10" in text and "test_data_invariants.py:" in text
 
