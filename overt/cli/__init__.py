@@ -33,7 +33,35 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run the command in ``argv`` (default: this process's command line) and return its exit code.
+
+    Called for the process's own command line (``python -m overt``, the ``overt`` script) in a
+    torchrun worker, it does not return: the process ends with the command's code through
+    :func:`overt.cli.leave.leave`, which spares torch.distributed's C++ threads the interpreter's
+    finalisation (docs/distributed.md, "Ending a worker")."""
+    if argv is not None:
+        return _command(list(argv))
+    from overt.cli.leave import exit_code, leave, owns_a_torchrun_worker
+
+    try:
+        code = _command(sys.argv[1:])
+    except SystemExit as exc:
+        if not owns_a_torchrun_worker():
+            raise
+        leave(exit_code(exc))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # shown as Python shows an uncaught error, then exit status 1
+        if not owns_a_torchrun_worker():
+            raise
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        leave(1)
+    if owns_a_torchrun_worker():
+        leave(code)
+    return code
+
+
+def _command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
