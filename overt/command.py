@@ -62,6 +62,17 @@ def status_of(error: BaseException) -> int:
     return int(getattr(error, "exit_status", USAGE_ERROR))
 
 
+def exit_status(exc: SystemExit) -> int:
+    """The exit status ``sys.exit(arg)`` gives: 0 for ``None``, an integer as it is, anything else
+    printed on stderr and 1."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr, flush=True)
+    return FAILURE
+
+
 def command(prog: str, *, translate: Translate | None = None) -> Callable[[Main], Main]:
     """Decorate a subcommand's ``main``: errors a user can act on are reported the one way and
     end it with their exit status (:func:`status_of`).  ``translate`` sees any other

@@ -41,14 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     finalisation (docs/distributed.md, "Ending a worker")."""
     if argv is not None:
         return _command(list(argv))
-    from overt.cli.leave import exit_code, leave, owns_a_torchrun_worker
+    from overt.cli.leave import leave, owns_a_torchrun_worker
+    from overt.command import exit_status
 
     try:
         code = _command(sys.argv[1:])
     except SystemExit as exc:
         if not owns_a_torchrun_worker():
             raise
-        leave(exit_code(exc))
+        leave(exit_status(exc))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # shown as Python shows an uncaught error, then exit status 1

@@ -35,14 +35,14 @@ import sys
 import threading
 from typing import NoReturn
 
-from overt.torchrun import DistEnv
+from overt.torchrun import Topology
 
 
-def owns_a_torchrun_worker(environ: dict[str, str] | None = None) -> bool:
+def owns_a_torchrun_worker() -> bool:
     """Whether this process is a torchrun worker of a multi-process job that loaded
     torch.distributed (the processes whose exit :func:`leave` takes over)."""
     try:
-        distributed = DistEnv.from_environ(environ).distributed
+        distributed = Topology.of_process().distributed
     except Exception:  # a malformed WORLD_SIZE was reported by the command itself
         return False
     return distributed and "torch.distributed" in sys.modules
@@ -90,14 +90,3 @@ def leave(code: int) -> NoReturn:
         with contextlib.suppress(Exception):
             print(f"overt: while exiting: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     os._exit(code)
-
-
-def exit_code(exc: SystemExit) -> int:
-    """The status ``sys.exit(arg)`` would give (a non-integer argument is printed, status 1)."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    with contextlib.suppress(Exception):
-        print(exc.code, file=sys.stderr, flush=True)
-    return 1

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from overt.command import command
+from overt.command import command, exit_status
 from overt.errors import ConfigError, OvertError
 
 
@@ -150,13 +150,7 @@ def main(argv: list[str]) -> int:
     try:
         run_as_main(script, args.args)
     except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
+        code = exit_status(exc)
     except GuardError as exc:  # a guard stopped the run: its finding was printed when it was found
         error = exc
         slug = exc.finding.slug

@@ -11,7 +11,8 @@ import textwrap
 
 import pytest
 
-from overt.cli.leave import exit_code, owns_a_torchrun_worker
+from overt.cli.leave import owns_a_torchrun_worker
+from overt.command import exit_status
 from tests.conftest import REPO
 
 #: a script that leaves work for the interpreter's exit: a buffered file never closed, an atexit
@@ -58,13 +59,19 @@ def test_a_torchrun_worker_of_overt_run_loses_nothing_and_skips_only_the_finalis
     assert ("finalised" in done.stdout) is not left
 
 
-def test_only_a_worker_of_a_multi_process_job_that_loaded_torch_distributed_is_taken_over():
+OWNED = [({"WORLD_SIZE": "2", "RANK": "1"}, True), ({"WORLD_SIZE": "1"}, False), ({}, False),
+         ({"WORLD_SIZE": "two"}, False)]
+
+
+@pytest.mark.parametrize("environ,owned", OWNED)
+def test_only_a_worker_of_a_multi_process_job_that_loaded_torch_distributed_is_taken_over(monkeypatch, environ, owned):
     import torch.distributed  # noqa: F401  (loaded, as in any worker that trains)
 
-    assert owns_a_torchrun_worker({"WORLD_SIZE": "2", "RANK": "1"})
-    assert not owns_a_torchrun_worker({"WORLD_SIZE": "1"})
-    assert not owns_a_torchrun_worker({})
-    assert not owns_a_torchrun_worker({"WORLD_SIZE": "two"})
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert owns_a_torchrun_worker() is owned
 
 
 def test_in_process_calls_return_their_code():
@@ -74,6 +81,6 @@ def test_in_process_calls_return_their_code():
 
 
 @pytest.mark.parametrize("code,status", [(None, 0), (3, 3), ("a message", 1)])
-def test_exit_code_is_what_sys_exit_gives(code, status, capsys):
-    assert exit_code(SystemExit(code)) == status
+def test_exit_status_is_what_sys_exit_gives(code, status, capsys):
+    assert exit_status(SystemExit(code)) == status
     assert ("a message" in capsys.readouterr().err) is (code == "a message")
