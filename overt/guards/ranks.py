@@ -59,9 +59,10 @@ class RankReports:
 
     def release_group(self) -> None:
         """After the script returned with its default process group alive (and its findings were
-        gathered): wait for every rank, then destroy the group while the interpreter is whole.  Left
-        to the interpreter's exit, gloo's group was torn down on one rank while its peer still talked
-        to it, and that rank aborted ("terminate called without an active exception", exit 1)."""
+        gathered): wait for every rank, then destroy the group, as a script that ends well does.
+        This does not stop gloo's worker threads (they live as long as the script's DDP module
+        holds the group); the abort they caused at the interpreter's exit is avoided by how the
+        worker ends (:mod:`overt.cli.leave`)."""
         import torch.distributed as dist
 
         if not (self.done and dist.is_available() and dist.is_initialized()):
