@@ -5,7 +5,10 @@ One MLflow run per overt run, logged through :class:`mlflow.MlflowClient` (no gl
 
 - params: the resolved config, every key (strings as they are, other values as JSON);
 - metrics: every record ``metrics.jsonl`` gets, at the same step (log points and epoch ends,
-  ``epoch`` included), sent asynchronously so the loop does not wait for the tracking store;
+  ``epoch`` included), kept in memory and sent in one ``log_batch`` call at the first log point
+  or epoch end :data:`SEND_EVERY_S` seconds after the last send, and at the end: no call into
+  MLflow per step (one database commit per call with a sqlite store), no MLflow logging thread
+  (whose shutdown polls its queue once a second), and the MLflow UI still follows a long run;
 - tags: ``overt.version``, ``torch.version``, ``overt.device``, ``overt.precision``,
   ``overt.run_dir``, and at the end ``overt.status`` and ``overt.findings`` (a count);
 - artifacts under ``overt/``: ``summary.json``, ``guards.json`` (the guard findings),
@@ -15,7 +18,8 @@ A run that fails is marked FAILED (KILLED on Ctrl-C) with the error in ``overt.e
 ``overt resume`` continues the same MLflow run (its id is kept in ``RUN_DIR/mlflow.json``);
 the points logged between the checkpoint and the crash then appear twice in MLflow.
 If the tracking store fails mid-run, training goes on: one warning is printed and
-``metrics.jsonl`` still has everything."""
+``metrics.jsonl`` still has everything. MLflow's own INFO lines are kept quiet while overt calls
+it (its loggers at WARNING for the call, then restored)."""
 
 from __future__ import annotations
 
@@ -39,10 +43,16 @@ EXTRA_HINT = ("pip install 'overt[mlflow]'   (the mlflow extra)"
               "pip install -c constraints-cpu.txt -e '.[mlflow]' (keeps the CPU torch build)")
 
 
+SEND_EVERY_S = 10.0
+"""Seconds after the last send from which the next log point or epoch end sends the points kept."""
+MAX_METRICS_PER_BATCH = 1000  # MLflow's limit on the metrics of one log_batch call
+
+
 @contextlib.contextmanager
-def _quiet_store_logs() -> Any:
-    """MLflow's store and its migrations (alembic) at WARNING while the store is opened."""
-    loggers = [logging.getLogger(name) for name in ("mlflow.store", "alembic")]
+def _quiet_mlflow_logs() -> Any:
+    """MLflow's loggers (creating a store's tables, a run's URL) and its migrations' (alembic) at
+    WARNING for one call of overt's; their levels are restored after it."""
+    loggers = [logging.getLogger(name) for name in ("mlflow", "alembic")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.WARNING)
@@ -75,16 +85,17 @@ class MLflowCallback(Callback):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.run_name = run_name or (self.run_dir.name if self.run_dir is not None else None)
         self._where = tracking_uri or "MLflow's default store (MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
-        with _quiet_store_logs():  # MLflow's own INFO lines (creating a new sqlite store's tables)
-            self.client = self._store_call(lambda: MlflowClient(tracking_uri=tracking_uri))
-            self.experiment_id = self._store_call(lambda: self._experiment(experiment))
+        self.client = self._store_call(lambda: MlflowClient(tracking_uri=tracking_uri))
+        self.experiment_id = self._store_call(lambda: self._experiment(experiment))
         self.run_id: str | None = None
-        self._pending: list[Any] = []
+        self._pending: list[Any] = []  # metrics not yet sent (mlflow.entities.Metric)
+        self._sent_at = time.monotonic()
         self._broken = False
 
     def _store_call(self, fn: Any) -> Any:
         try:
-            return fn()
+            with _quiet_mlflow_logs():
+                return fn()
         except Exception as exc:  # noqa: BLE001 - any store error: explained, before training starts
             raise OvertError(
                 f"cannot use the MLflow tracking store {self._where}: {type(exc).__name__}: {exc}",
@@ -154,29 +165,35 @@ class MLflowCallback(Callback):
         from mlflow.entities import Metric
 
         step, now = int(record["step"]), int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, step) for k, v in record.items()
-                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
-        self._guarded(lambda: self._pending.append(
-            self.client.log_batch(self.run_id, metrics=metrics, synchronous=False)))
+        self._pending.extend(Metric(k, float(v), now, step) for k, v in record.items()
+                             if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool))
 
     def on_log(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self._log(logs)
+        self._flush_if_due()
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         self._log({"step": trainer.state.global_step, "epoch": epoch + 1, **metrics})  # from 1, as printed
-        self._flush()  # surfaces a failing store once per epoch, not at the very end
+        self._flush_if_due()
+
+    def _flush_if_due(self) -> None:
+        if time.monotonic() - self._sent_at >= SEND_EVERY_S:
+            self._flush()
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, []
-        for ops in pending:
-            if ops is not None:
-                self._guarded(ops.wait)
+        """Sends the points kept since the last send, synchronously, in as few calls as MLflow allows."""
+        pending, self._pending, self._sent_at = self._pending, [], time.monotonic()
+        run_id = self.run_id
+        for i in range(0, len(pending), MAX_METRICS_PER_BATCH):
+            chunk = pending[i:i + MAX_METRICS_PER_BATCH]
+            self._guarded(lambda chunk=chunk: self.client.log_batch(run_id, metrics=chunk))
 
     def _guarded(self, fn: Any) -> None:
         if self._broken:
             return
         try:
-            fn()
+            with _quiet_mlflow_logs():
+                fn()
         except Exception as exc:  # noqa: BLE001 - a tracking failure must not end the training run
             self._broken = True
             print(f"overt: MLflow logging failed ({type(exc).__name__}: {exc}); training continues without "

@@ -110,3 +110,33 @@ def test_a_new_store_is_opened_quietly_and_the_run_says_where_it_writes(tmp_path
     err = capfd.readouterr().err
     assert " INFO " not in err
     assert f"in {store} (artifacts: " in err and "mlruns" in err
+
+
+def test_points_are_sent_in_batches_not_one_call_per_log_point(tmp_path, store, monkeypatch):
+    """Every metrics.jsonl point reaches MLflow, in at most one log_batch call per SEND_EVERY_S
+    seconds of training plus the final one (a call per log point was one sqlite commit each)."""
+    import time
+
+    from overt.integrations import mlflow as integration
+
+    calls = []
+    real = mlflow.MlflowClient.log_batch
+
+    def counting(self, run_id, metrics=(), *args, **kwargs):
+        if metrics:
+            calls.append(len(metrics))
+        return real(self, run_id, metrics, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_batch", counting)
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    train_recipe(run_dir, f"mlflow_uri={store}", "epochs=3", "log_every=1")
+    elapsed = time.monotonic() - started
+    records = read_metrics(run_dir / "metrics.jsonl")
+    points = sum(sum(1 for k in r if k != "step") for r in records)
+    assert len(records) > 100 and sum(calls) == points
+    assert len(calls) <= 1 + elapsed / integration.SEND_EVERY_S
+    client = mlflow.MlflowClient(store)
+    run_id = json.loads((run_dir / "mlflow.json").read_text())["run_id"]
+    losses = sorted((r["step"], r["train/loss"]) for r in records if "train/loss" in r)
+    assert history(client, run_id, "train/loss") == losses
