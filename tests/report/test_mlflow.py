@@ -52,7 +52,7 @@ def test_params_metrics_tags_and_artifacts_read_back_equal_the_run_directory(tmp
     tags = run.data.tags
     assert tags["overt.version"] == summary["versions"]["overt"] and tags["torch.version"] == torch.__version__
     assert (tags["overt.device"], tags["overt.precision"]) == ("cpu", "fp32")
-    assert (tags["overt.status"], tags["overt.findings"]) == ("completed", "0")
+    assert (tags["overt.status"], tags["overt.findings"]) == ("completed", "0"), summary["findings"]
 
     artifacts = {a.path for a in client.list_artifacts(run_id, "overt")}
     assert artifacts == {"overt/summary.json", "overt/guards.json", "overt/config.yaml", "overt/model.safetensors"}

@@ -185,3 +185,65 @@ def test_runs_written_with_epochs_from_0_read_with_epochs_from_1(tmp_path):
     (run / "config.yaml").write_text("recipe: digits\n")
     record = read_run(run)
     assert [r["epoch"] for r in record.epoch_records] == [1, 2] and record.progress()[0] == 2
+
+
+def _drawn(runs, name):
+    """The matplotlib axes of panel ``name`` drawn for ``runs`` (real runs read from their folders)."""
+    from matplotlib.figure import Figure
+
+    from overt.report.plots import draw_panel
+    from overt.report.series import panels, run_labels
+
+    records = [read_run(r) for r in runs]
+    panel = next(p for p in panels(records) if p.name == name)
+    ax = Figure().subplots()
+    draw_panel(ax, panel, records, run_labels(records))
+    return ax
+
+
+def test_an_overlay_names_each_run_once_and_each_line_style_once(finished_run, other_lr_run):
+    """Two runs' loss panel: a legend of runs (colour) and of metrics (line style), not of every pair;
+    the accuracy panel gives each run's best value; one epoch axis fits both (same epoch ends)."""
+    ax = _drawn([finished_run, other_lr_run], "loss")
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == ["digits-a", "digits-b", "train/loss", "train/epoch_loss", "val/loss"]
+    ax = _drawn([finished_run, other_lr_run], "accuracy")
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    for run, text in zip((finished_run, other_lr_run), texts):
+        best = json.loads((run / "summary.json").read_text())["best"]
+        assert text == f"{run.name}  best {best['value']:.4g} (step {best['step']})"
+    assert texts[-1] == "best of each run"
+    assert ax.get_yscale() == "linear" and len(ax.child_axes) == 1  # the epoch axis
+
+
+def test_learning_rates_a_decade_apart_share_a_log_axis_that_says_so(finished_run, other_lr_run, tmp_path):
+    """lr 0.003 against 0.03: on a linear axis the smaller schedule is a flat line at zero."""
+    tenfold = tmp_path / "digits-c"
+    train_recipe(tenfold, "lr=0.03")
+    ax = _drawn([finished_run, tenfold], "lr")
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "lr (log scale)"
+    ax = _drawn([finished_run, other_lr_run], "lr")  # 0.003 against 0.01: linear is readable
+    assert ax.get_yscale() == "linear" and ax.get_ylabel() == "lr"
+    assert _drawn([finished_run, tenfold], "accuracy").get_yscale() == "linear"  # bounded metrics never
+
+
+def test_every_panel_spans_the_same_steps_and_the_epoch_axis_has_whole_epochs_only(tmp_path):
+    """A panel with one logged point (lr at step 50 of a 90-step run) spans the run's steps like the
+    others, and its epoch axis shows whole epochs (it showed 1.05, 1.065, ... around the point)."""
+    run = tmp_path / "sparse"
+    train_recipe(run, "log_every=50")
+    assert len(read_run(run).metrics) == 3  # epoch 1 end, step 50, epoch 2 end
+    limits = {name: _drawn([run], name).get_xlim() for name in ("loss", "lr", "accuracy")}
+    assert len(set(limits.values())) == 1
+    for name in ("loss", "lr"):
+        top = _drawn([run], name).child_axes[0]
+        ticks = list(top.xaxis.get_major_locator()())
+        assert ticks and all(t == int(t) for t in ticks), ticks
+
+
+def test_more_lines_than_matplotlib_has_cycle_colours_get_distinct_colours():
+    from overt.report.plots import run_colours
+
+    assert run_colours(3) == ["C0", "C1", "C2"]
+    many = run_colours(12)
+    assert len({tuple(c) for c in many}) == 12
