@@ -44,13 +44,22 @@ def write_plots(r: Readiness, directory: Path) -> tuple[dict[str, str], str | No
 
 
 def _overfit(ax: Any, curve: list[float], r: Readiness) -> str:
-    ax.plot(range(1, len(curve) + 1), curve, color="tab:blue")
+    ax.plot(range(1, len(curve) + 1), curve, color="tab:blue", label="training loss (train mode)")
+    # the note's numbers are measured in eval mode (dropout off) before and after: marked as such, so
+    # that the curve's last point (train mode, dropout on) is not read as the note's end loss
+    probe = r["overfit-batch"] if r is not None and "overfit-batch" in r else None
+    ends = [probe.evidence.get(k) for k in ("start_loss", "end_loss")] if probe is not None else []
+    marked = len(ends) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in ends)
+    if marked:
+        ax.plot([0, len(curve)], ends, marker="o", linestyle="none", color="tab:orange",
+                label=f"eval mode, as in the note: {ends[0]:.4g} -> {ends[1]:.4g}")
     log = all(v > 0 and math.isfinite(v) for v in curve)
     if log:
         ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (one fixed batch)" + (", log scale" if log else ""))
+    ax.set_ylabel("loss on one fixed batch" + (", log scale" if log else ""))
     ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
     return "Overfit one small batch"
 
 
@@ -82,7 +91,8 @@ def _lr_find(ax: Any, points: list[tuple[float, float]], r: Readiness) -> str:
         ax.set_ylim(min(finite) * 0.95, finite[0] * 1.3)
         first_out = next(lr for lr, v in zip(lrs, losses) if not math.isfinite(v) or v > finite[0] * 1.3)
         ax.text(0.99, 0.98, f"diverges from lr {first_out:.2g} (loss up to {max(finite):.3g}, above the axis)",
-                transform=ax.transAxes, ha="right", va="top", fontsize="small", color="dimgray")
+                transform=ax.transAxes, ha="right", va="top", fontsize="small", color="dimgray",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85})  # over the lines it names
     probe = r["lr-find"] if r is not None and "lr-find" in r else None
     if probe is not None and probe.evidence.get("suggested_lr"):
         lr = probe.evidence["suggested_lr"]

@@ -460,3 +460,21 @@ def test_the_lr_range_plot_keeps_the_useful_part_in_view_when_the_loss_diverges(
     _lr_find(ax, points, None)
     assert ax.get_ylim()[1] < 3.5  # not stretched to the divergence's 9
     assert any("diverges from lr 0.2" in t.get_text() for t in ax.texts)
+
+
+def test_the_overfit_plot_marks_the_eval_mode_losses_the_note_reports(data):
+    """The curve is the training loss (train mode, dropout on); the note's start and end losses are
+    measured in eval mode, and the plot marks those two, so its last point is not read as the note's."""
+    from matplotlib.figure import Figure
+
+    from overt.doctor.plots import _overfit
+
+    model, opt, loss = h.setup()
+    r = probes.overfit_batch(model, opt, loss, h.first_batch(data[0]), steps=60)
+    ax = Figure().subplots()
+    _overfit(ax, r.curves["overfit"], {"overfit-batch": r})
+    start, end = r.evidence["start_loss"], r.evidence["end_loss"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["training loss (train mode)", f"eval mode, as in the note: {start:.4g} -> {end:.4g}"]
+    marks = ax.get_lines()[1]
+    assert list(marks.get_xdata()) == [0, len(r.curves["overfit"])] and list(marks.get_ydata()) == [start, end]
