@@ -1,9 +1,9 @@
 """Guard on a model whose weight matrices are all frozen (slug ``weights-frozen``).
 
 Judged once per (optimizer, model) pair, at the first checked step at which the session knows
-both: a model found later (a Lightning module discovered in its first forward, which Lightning
-runs inside ``optimizer.step(closure)``, after the step's pre-hook; ``overt run`` with a closure
-optimizer) is judged at the next checked step.  For each watched model whose parameters the
+both: a model found later is judged at the next checked step (a Lightning module discovered in
+its first forward, which Lightning runs inside ``optimizer.step(closure)``, is known by then: a
+closure step is checked after the closure's first call).  For each watched model whose parameters the
 optimizer holds, if the model has weight matrices (parameters with two or more dimensions)
 and none of them trains -- only biases and normalisation scales/shifts do -- the model can hardly
 learn.  It is how a freezing loop that matches too much (``if "bn" not in name:

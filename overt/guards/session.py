@@ -259,13 +259,44 @@ class GuardSession(ForwardHooks):
 
     # -- optimizer hooks: the clock ----------------------------------------------------
     @never_break
-    def _opt_pre(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
-        """Before a checked step (the hook is only installed then): gradients are final here."""
+    def _opt_pre(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """Before a checked step (the hook is only installed then): gradients are final here --
+        unless the step is given a closure (LBFGS, Lightning's automatic optimisation), which makes
+        them inside ``step()``: then the closure is wrapped, and the checks run after its first call,
+        on this step's gradients and before the optimizer uses them (before it, ``.grad`` still
+        held the previous step's, so a finding named the wrong step and stopped one update late)."""
         oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
-        if oi.armed:
-            closure = len(args) > 1 or kwargs.get("closure") is not None  # args[0] is the optimizer
-            self._each("before_checked_step", oi, closure)
-            self.reads.flush(can_stop=True)
+        if not oi.armed:
+            return None
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")  # args[0] is the optimizer
+        if callable(closure):
+            checked = self._checked_closure(oi, closure)
+            return ((args[0], checked, *args[2:]), kwargs) if len(args) > 1 else (args, {**kwargs, "closure": checked})
+        self._before_checked_step(oi, closure is not None)
+        return None
+
+    def _before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        oi.closure_pending = False
+        self._each("before_checked_step", oi, closure)
+        self.reads.flush(can_stop=True)
+
+    def _checked_closure(self, oi: OptInfo, closure: Callable[..., Any]) -> Callable[..., Any]:
+        """``closure``, followed on its first call by the checks of the step (LBFGS calls it again
+        for its line search: those later calls are not checked)."""
+        oi.closure_pending = True
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            result = closure(*args, **kwargs)
+            if oi.closure_pending:
+                with torch.no_grad():
+                    self._closure_checks(oi)
+            return result
+
+        return checked
+
+    @never_break
+    def _closure_checks(self, oi: OptInfo) -> None:
+        self._before_checked_step(oi, True)
 
     def _opt_post(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         """After every optimizer step.  Unchecked steps cost a few attribute reads."""
@@ -295,6 +326,8 @@ class GuardSession(ForwardHooks):
             self.step = oi.steps
         was_armed = oi.armed
         if was_armed:
+            if oi.closure_pending:  # an optimizer that never called its closure: checked after the step
+                self._closure_checks(oi)
             self._each("after_checked_step", oi)
             oi.next_check = clock.after_checked_step(oi, check_every=self.options.check_every,
                                                      warmup_steps=self.options.warmup_steps)

@@ -44,7 +44,7 @@ class ModelInfo:
 class OptInfo(StepClock):
     """One watched optimizer: its parameters and its place on the sampling clock."""
 
-    __slots__ = ("opt", "params", "name", "pre_handle")
+    __slots__ = ("opt", "params", "name", "pre_handle", "closure_pending")
 
     def __init__(self, opt: torch.optim.Optimizer, name: str, next_check: int = 0):
         super().__init__(next_check)
@@ -52,6 +52,7 @@ class OptInfo(StepClock):
         self.name = name
         self.params: list[torch.Tensor] = [p for g in opt.param_groups for p in g["params"]]
         self.pre_handle: Any = None  # the step pre-hook, installed only before checked steps
+        self.closure_pending = False  # a checked step's closure has not been called yet (its checks wait)
 
 
 def output_tensors(output: Any) -> list[torch.Tensor]:

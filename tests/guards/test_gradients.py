@@ -210,3 +210,49 @@ def test_finite_training_is_quiet():
     g = guarded(model, opt, check_every=1)
     train(model, opt, steps=10)
     assert g.report() == []
+
+
+def _lbfgs_steps(model, opt, n, *, inf_at=None, zero_grad=True):
+    """A real LBFGS loop: the closure makes the gradients inside opt.step(closure)."""
+    for i, (xb, yb) in enumerate(batches(32, n)):
+        def closure():
+            if zero_grad:
+                opt.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            if i == inf_at:
+                loss = loss * torch.tensor(float("inf"))  # planted overflow at this step
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+
+
+def test_a_closure_optimizer_is_checked_on_the_gradients_of_its_own_step():
+    """LBFGS: the gradients exist only once step() has called the closure; the checks ran in the
+    step's pre-hook on the previous step's gradients, so an overflow at step 2 was found at step 3,
+    after LBFGS had written NaN into every weight.  Now: step 2, the weights untouched."""
+    model = mlp()
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
+    g = guarded(model, opt)
+    with pytest.raises(GuardError):
+        _lbfgs_steps(model, opt, 6, inf_at=2)
+    f = next(f for f in g.report() if f.slug == "non-finite")
+    assert f.step == 2 and "at step 2" in f.message
+    assert all(torch.isfinite(p).all() for p in model.parameters())  # stopped before LBFGS used them
+
+
+def test_a_closure_that_never_resets_the_gradients_is_stale_at_its_first_checked_step():
+    model = mlp()
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
+    g = guarded(model, opt, check_every=1, stop_on_error=False)
+    _lbfgs_steps(model, opt, 3, zero_grad=False)
+    stale = [f for f in g.report() if f.slug == "stale-gradients"]
+    assert [f.step for f in stale] == [1]  # was never found: the checks saw the gradients before the closure
+
+
+def test_a_clean_closure_optimizer_is_quiet_on_every_step():
+    model = mlp()
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
+    g = guarded(model, opt, check_every=1)
+    _lbfgs_steps(model, opt, 10)
+    assert g.report() == []
