@@ -39,8 +39,8 @@ def test_clean_run_is_silent_and_metrics_are_identical(tmp_path):
     ("eval-in-train-mode", "train-mode-in-eval"),
     ("manual-no-zero-grad", "stale-gradients"),
     ("frozen-mismatch", "params-not-optimized"),
-    # Lightning runs training_step (the forward that reveals the module) inside optimizer.step(closure),
-    # after the step's pre-hook: the frozen check must wait until the module is known
+    # Lightning runs training_step (the forward that reveals the module) inside optimizer.step(closure):
+    # the frozen check must wait until the module is known (the closure step is checked after the closure)
     ("frozen-weights", "weights-frozen"),
 ])
 def test_planted_bug_reported_in_the_logger_and_guards_json(tmp_path, bug, slug):
@@ -99,3 +99,13 @@ def test_a_one_step_warmup_judges_gradients_after_the_closure(tmp_path):
     cb = OvertCallback(stream=io.StringIO(), warmup_steps=1, ignore=sorted(TIMING))
     lightning_digits.fit(None, callbacks=[cb], root=str(tmp_path))
     assert cb.findings == []
+
+
+def test_non_finite_gradients_are_reported_at_the_step_that_made_them(tmp_path):
+    """Automatic optimisation makes the gradients inside optimizer.step(closure); the checks read
+    them after the closure (before, in the step's pre-hook, they read the previous step's: an
+    overflow at step 2 was reported at step 3)."""
+    cb = OvertCallback(stream=io.StringIO(), check_every=1)
+    lightning_digits.fit("overflow-at-step-2", callbacks=[cb], root=str(tmp_path), epochs=1)
+    steps = sorted(f.step for f in cb.findings if f.slug == "non-finite")
+    assert steps and steps[0] == 2

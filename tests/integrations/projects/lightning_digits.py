@@ -5,7 +5,7 @@
 model left in train mode), ``"manual-no-zero-grad"`` (manual optimisation without
 ``zero_grad``), ``"frozen-mismatch"`` (the optimizer holds only the head; the body still
 trains on paper), ``"frozen-weights"`` (a name filter that freezes every weight matrix: only
-biases train).
+biases train), ``"overflow-at-step-2"`` (the loss of optimizer step 2 times inf).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.integrations.projects.data import digits
 
-BUGS = ("softmax-ce", "eval-in-train-mode", "manual-no-zero-grad", "frozen-mismatch", "frozen-weights")
+BUGS = ("softmax-ce", "eval-in-train-mode", "manual-no-zero-grad", "frozen-mismatch", "frozen-weights",
+        "overflow-at-step-2")
 
 
 class DigitsData(L.LightningDataModule):
@@ -62,6 +63,8 @@ class DigitsModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         x, y = batch
         loss = self._loss(self(x), y)
+        if self.bug == "overflow-at-step-2" and self.trainer.global_step == 2:
+            loss = loss * torch.tensor(float("inf"))  # planted: non-finite gradients at step 2
         if not self.automatic_optimization:
             opt = self.optimizers()
             self.manual_backward(loss)
