@@ -7,7 +7,7 @@ import json
 import pytest
 
 from overt.run.reader import read_config, read_metrics
-from tests.conftest import REPO
+from tests.conftest import REPO, correctness_findings
 from tests.report.conftest import train_recipe, train_run
 
 mlflow = pytest.importorskip("mlflow")
@@ -52,7 +52,9 @@ def test_params_metrics_tags_and_artifacts_read_back_equal_the_run_directory(tmp
     tags = run.data.tags
     assert tags["overt.version"] == summary["versions"]["overt"] and tags["torch.version"] == torch.__version__
     assert (tags["overt.device"], tags["overt.precision"]) == ("cpu", "fp32")
-    assert (tags["overt.status"], tags["overt.findings"]) == ("completed", "0"), summary["findings"]
+    # the count of the run's findings; a busy machine may add dataloader-starvation (TIMING), nothing else
+    assert (tags["overt.status"], tags["overt.findings"]) == ("completed", str(len(summary["findings"])))
+    assert correctness_findings(summary["findings"]) == []
 
     artifacts = {a.path for a in client.list_artifacts(run_id, "overt")}
     assert artifacts == {"overt/summary.json", "overt/guards.json", "overt/config.yaml", "overt/model.safetensors"}
