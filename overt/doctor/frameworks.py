@@ -334,6 +334,28 @@ def project_doctor(project: Any, datamodule: Any = None, *, loss_kind: str = "ot
     return hf_inputs(trainer=project, loss_kind=loss_kind, build=build).doctor(**settings)
 
 
+def _imported(load: Callable[[], Any], what: str, path: str) -> Any:
+    """``load()``, with a failure while importing the user's project said as an error naming the
+    project's line (a missing package: also where Python looked), never a traceback."""
+    from overt.frames import user_frame
+    from overt.recipes.base import _exec
+
+    def explained() -> Any:
+        try:
+            return load()
+        except ModuleNotFoundError as exc:
+            frame = user_frame(exc)
+            raise ConfigError(f"importing {what} failed: {exc}",
+                              where=f"{frame.filename}:{frame.lineno}" if frame is not None else "",
+                              why=f"while it is imported, Python looks for packages in {path} and in what is "
+                                  "installed or on PYTHONPATH",
+                              fix=f"install the package {exc.name!r}, or put the folder that holds it on "
+                                  "PYTHONPATH (PYTHONPATH=. overt doctor ... when it is the current folder: "
+                                  "the overt command does not look there)") from None
+
+    return _exec(explained, f"importing {what}")
+
+
 def load_project(target: str) -> tuple[Callable[[], Any], str]:
     """``"file.py:function"`` or ``"package.module:function"`` -> (the function, a name)."""
     import importlib
@@ -348,10 +370,11 @@ def load_project(target: str) -> tuple[Callable[[], Any], str]:
             raise ConfigError(f"no such file: {path}", fix="give the path of the file that builds the project")
         from overt.recipes.base import module_from_file
 
-        module = module_from_file(file, f"_overt_project_{file.stem}", folder_on_path=True)
+        module = _imported(lambda: module_from_file(file, f"_overt_project_{file.stem}", folder_on_path=True),
+                           f"the project file {path}", f"its own folder ({file.resolve().parent})")
         name = file.stem
     else:
-        module = importlib.import_module(path)
+        module = _imported(lambda: importlib.import_module(path), f"the project module {path}", "the current folder")
         name = path.rsplit(".", 1)[-1]
     fn = getattr(module, func, None)
     if not callable(fn):

@@ -72,3 +72,19 @@ def test_the_throughput_probe_on_a_loader_without_batches_ends(tmp_path):
                           DataLoader(_Nothing(), batch_size=4), only=["throughput"], progress=False)
     (result,) = report.probes
     assert result.verdict.value == "fail" and "yields no batch" in (result.summary + " ".join(result.lines))
+
+
+def test_a_project_file_whose_import_fails_is_an_error_naming_its_line(tmp_path, capsys):
+    """A framework project (FILE.py:FUNCTION) that imports a package Python cannot find: the error
+    names the line and where Python looked, not a traceback out of overt's loader."""
+    project = tmp_path / "project.py"
+    project.write_text("import os\nfrom my_helpers.data import digits  # not on the import path\n\n"
+                       "def make():\n    return None\n")
+    assert main([f"{project}:make", f"out={tmp_path / 'o'}", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"importing the project file {project} failed: No module named 'my_helpers'" in err
+    assert f"where: {project}:2" in err and "PYTHONPATH" in err and "Traceback" not in err
+    project.write_text("def make():\n    return None\n\nraise RuntimeError('no GPU here')\n")
+    assert main([f"{project}:make", f"out={tmp_path / 'o'}", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "RuntimeError: no GPU here" in err and f"{project}:4" in err
