@@ -96,8 +96,11 @@ class EarlyStopping(Callback):
             trainer.should_stop = True
             self.stopped_epoch = epoch
             if self.verbose and trainer.rank == 0:
+                # with a min_delta, the value compared against is the last that improved by more than it,
+                # not the run's best (a smaller gain since then is what did not count): said as such
+                ref = "best" if self.min_delta == 0 else f"last improvement by more than {self.min_delta:g}:"
                 print(f"overt: early stop after epoch {epoch + 1}: {self.monitor} has not improved by more than "
-                      f"{self.min_delta:g} for {self.bad} validation(s) (best {self.best:.6g}"
+                      f"{self.min_delta:g} for {self.bad} validation(s) ({ref} {self.best:.6g}"
                       + (f" at epoch {self.best_epoch + 1}" if self.best_epoch is not None else "") + ")",
                       file=sys.stderr, flush=True)
         self._save(trainer)

@@ -19,7 +19,11 @@ def test_early_stop_stops_after_patience_validations_without_improvement(tmp_pat
     assert summary["status"] == "completed"
     assert summary["early_stop"]["epoch"] == 3 and summary["early_stop"]["best_epoch"] == 1
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "completed"
-    assert "early stop after epoch 3" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "early stop after epoch 3" in err
+    # the value compared against, named as such (a later, smaller gain may be the run's best)
+    best = summary["early_stop"]["best"]
+    assert f"(last improvement by more than 10: {best:.6g} at epoch 1)" in err
 
 
 def test_early_stop_lets_an_improving_run_finish(tmp_path):
