@@ -138,16 +138,20 @@ def _draw_overlay(ax: Any, panel: Panel, runs: list[RunRecord], labels: list[str
     from matplotlib.lines import Line2D
 
     handles, styles, starred = [], {}, False
+    drawn_as: dict[tuple, str] = {}  # a run's lines in this panel -> the label of the first run drawn with them
     for run, label, colour in zip(runs, labels, run_colours(len(runs))):
-        drawn = False
+        lines = []
         for key in panel.keys:
             steps, values = points(run, key)
             if steps:
                 ax.plot(steps, values, color=colour, **_style(key, len(steps)))
                 styles.setdefault(key, len(steps))
-                drawn = True
-        if not drawn:
+                lines.append((key, tuple(steps), tuple(values)))
+        if not lines:
             continue
+        same = drawn_as.setdefault(tuple(lines), label)
+        if same != label:  # drawn exactly over an earlier run's lines (a sweep's runs with one lr share its schedule)
+            label = f"{label}  (drawn over {same}: the same values)"
         best = _best_in_panel(run, panel)
         if best:
             _star(ax, best, colour, None)

@@ -247,3 +247,14 @@ def test_more_lines_than_matplotlib_has_cycle_colours_get_distinct_colours():
     assert run_colours(3) == ["C0", "C1", "C2"]
     many = run_colours(12)
     assert len({tuple(c) for c in many}) == 12
+
+
+def test_a_run_drawn_exactly_over_another_says_so_in_the_legend(finished_run, tmp_path):
+    """Two runs with the same schedule (a sweep over hidden= at one lr): the second line covers the
+    first, and the legend says so instead of listing a colour that cannot be seen."""
+    import shutil
+
+    twin = tmp_path / "digits-twin"
+    shutil.copytree(finished_run, twin)
+    texts = [t.get_text() for t in _drawn([finished_run, twin], "lr").get_legend().get_texts()]
+    assert texts == ["digits-a", "digits-twin  (drawn over digits-a: the same values)"]
