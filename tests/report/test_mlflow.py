@@ -108,9 +108,13 @@ def test_nothing_of_mlflow_or_matplotlib_is_imported_when_off():
 def test_a_new_store_is_opened_quietly_and_the_run_says_where_it_writes(tmp_path, capfd, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root (mlruns/) lands here
     store = f"sqlite:///{tmp_path / 'new.db'}"  # a new store: MLflow creates its tables (and says so at INFO)
+    import logging
+
+    levels = {name: logging.getLogger(name).level for name in ("mlflow", "alembic")}
     train_recipe(tmp_path / "run", f"mlflow_uri={store}", "epochs=1")
     err = capfd.readouterr().err
     assert " INFO " not in err
+    assert {name: logging.getLogger(name).level for name in levels} == levels  # quiet only during overt's calls
     assert f"in {store} (artifacts: " in err and "mlruns" in err
 
 
