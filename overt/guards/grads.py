@@ -67,7 +67,11 @@ class GradChecks(Check):
         self.tracks: dict[int, _Track] = {}
         self.hooks: dict[int, list[Any]] = {}  # id(optimizer) -> hook handles
         self.seen_grad: set[int] = set()
-        self.warmup_done = False
+        # optimizers whose own warm-up is over: ``params-not-optimized`` and ``no-gradient`` were judged
+        # for them.  Per optimizer, not once per session: a model and optimizer made after the first
+        # optimizer's warm-up (fine-tuning after pre-training, a second stage) get their own judgement
+        self.judged: set[int] = set()
+        self.reported_missing: set[str] = set()
         self.snapshots: dict[int, tuple[int, torch.Tensor]] = {}
         self.history: dict[str, list[float]] = {}
         self.vanish_strikes = 0
@@ -184,7 +188,7 @@ class GradChecks(Check):
                 where=f"{oi.name}.step() at {user_location(1) or '?'}, {s.batch_where() or 'training step'}",
                 key=oi.name,
             )
-        if not self.warmup_done:
+        if id(oi.opt) not in self.judged:
             self.seen_grad.update(id(p) for p in present)
             for info in s.models.values():
                 for p in info.module.parameters():
@@ -375,8 +379,8 @@ class GradChecks(Check):
     # -- after a checked step --------------------------------------------------------
     def step_post_checked(self, oi: OptInfo) -> None:
         s = self.s
-        if not self.warmup_done:  # a closure (Lightning, LBFGS) computes the gradients inside step():
-            # they exist only now, so no-gradient is judged on what the step used, not on the pre-hook's view
+        if id(oi.opt) not in self.judged:  # a closure (Lightning, LBFGS) computes the gradients inside
+            # step(): they exist only now, so no-gradient is judged on what the step used, not on the pre-hook's view
             self.seen_grad.update(id(p) for p in oi.params if p.grad is not None)
         params = [p for p in oi.params if p.requires_grad][:256]
         if not params:
@@ -404,8 +408,8 @@ class GradChecks(Check):
         if prev is not None and prev[1].shape == current.shape:
             first_step = prev[0]
             s.defer((current - prev[1]).abs().amax(), self._on_update(oi, first_step, oi.steps))
-        if not self.warmup_done and s.step >= s.options.warmup_steps:
-            self.end_of_warmup()
+        if id(oi.opt) not in self.judged and oi.steps >= s.options.warmup_steps:
+            self.end_of_warmup(oi)
 
     def _on_update(self, oi: OptInfo, a: int, b: int):
         s = self.s
@@ -426,19 +430,24 @@ class GradChecks(Check):
 
         return callback
 
-    # -- the first steps are over ---------------------------------------------------
-    def end_of_warmup(self) -> None:
-        self.warmup_done = True
+    # -- an optimizer's first steps are over ------------------------------------------
+    def end_of_warmup(self, oi: OptInfo) -> None:
+        """Judge what ``oi``'s warm-up showed: parameters with gradients that no optimizer holds (of
+        every model known now: a model made with this optimizer is known by its first steps), an
+        optimizer with nothing trainable, parameters it holds that never received a gradient."""
+        self.judged.add(id(oi.opt))
         s = self.s
-        optimized = {id(p) for oi in s.optimizers.values() for p in oi.params}
+        optimized = {id(p) for o in s.optimizers.values() for p in o.params}
         # trainable parameters that got a gradient but no optimizer holds
         missing = []
         for info in s.models.values():
             for name, p in info.module.named_parameters():
-                if p.requires_grad and id(p) in self.seen_grad and id(p) not in optimized:
-                    missing.append(f"{info.name}.{name}")
-        if missing and s.optimizers and not any(s.reporter.has("optimizer-not-on-model", o.name)
-                                                for o in s.optimizers.values()):
+                label = f"{info.name}.{name}"
+                if p.requires_grad and id(p) in self.seen_grad and id(p) not in optimized \
+                        and label not in self.reported_missing:
+                    missing.append(label)
+        if missing and not any(s.reporter.has("optimizer-not-on-model", o.name) for o in s.optimizers.values()):
+            self.reported_missing.update(missing)
             s.report(
                 "params-not-optimized",
                 f"{len(missing)} trainable parameter(s) receive gradients but no optimizer holds "
@@ -446,20 +455,19 @@ class GradChecks(Check):
                 fix="build the optimizer after the model "
                 "is complete, from model.parameters() (or add a param group with "
                 "optimizer.add_param_group); freeze on purpose with requires_grad_(False).",
-                where=first_names(missing, 3), key="missing",
+                where=first_names(missing, 3), key="missing" if len(self.judged) == 1 else f"missing:{oi.name}",
             )
-        for oi in s.optimizers.values():
-            if oi.params and not any(p.requires_grad for p in oi.params):
-                s.report(
-                    "params-not-optimized",
-                    f"every one of the {len(oi.params)} parameters of {oi.name} has requires_grad=False: "
-                    "it can never learn anything.",
-                    fix="unfreeze them (requires_grad_(True)) or give "
-                    "the optimizer the trainable parameters.",
-                    where=oi.name, key=oi.name,
-                )
-        # parameters an optimizer holds that never received a gradient
-        never = [s.name_of(p) for oi in s.optimizers.values() for p in oi.params
+        if oi.params and not any(p.requires_grad for p in oi.params):
+            s.report(
+                "params-not-optimized",
+                f"every one of the {len(oi.params)} parameters of {oi.name} has requires_grad=False: "
+                "it can never learn anything.",
+                fix="unfreeze them (requires_grad_(True)) or give "
+                "the optimizer the trainable parameters.",
+                where=oi.name, key=oi.name,
+            )
+        # parameters this optimizer holds that never received a gradient
+        never = [s.name_of(p) for p in oi.params
                  if p.requires_grad and id(p) not in self.seen_grad and not _empty_shard(p)
                  and not s.reporter.has("zero-grad-misplaced", oi.name)
                  and not s.reporter.has("optimizer-not-on-model", oi.name)]
@@ -467,16 +475,17 @@ class GradChecks(Check):
             s.report(
                 "no-gradient",
                 f"{len(never)} trainable parameter(s) held by an optimizer received no gradient in the "
-                f"first {s.step} steps: {first_names(never)}. A detached path (.detach(), .data, .item(), "
+                f"first {oi.steps} steps: {first_names(never)}. A detached path (.detach(), .data, .item(), "
                 "numpy round trip), an unused layer or a mistaken freeze means they never learn.",
                 fix="keep the computation in torch from these layers to the loss, or remove/freeze them "
                 "on purpose (requires_grad_(False)).",
-                where=first_names(never, 3), key="never",
+                where=first_names(never, 3), key="never" if len(self.judged) == 1 else f"never:{oi.name}",
             )
 
     def end_of_run(self) -> None:
-        if not self.warmup_done and self.s.step >= 1:
-            self.end_of_warmup()
+        for oi in list(self.s.optimizers.values()):
+            if id(oi.opt) not in self.judged and oi.steps >= 1:
+                self.end_of_warmup(oi)
 
 
 def _empty_shard(p: torch.Tensor) -> bool:
