@@ -129,6 +129,17 @@ ENTRIES: tuple[Entry, ...] = (
           "time, BatchNorm using the batch's statistics), so predictions and every "
           "evaluation metric change with the batch they are computed in",
           _E, False, True),
+    Entry("eval-state-carried", "OVT207",
+          "evaluation batches fed the state the previous batch ended with, while training starts each batch fresh",
+          "a recurrent state carried from one evaluation batch into the next makes each batch's predictions "
+          "depend on the batches before it and on their order: the model is evaluated in a condition it was never "
+          "trained in, and every metric moves with the evaluation order and batch size",
+          _W, False, True),
+    Entry("dropout-drops-most", "OVT208", "a dropout that drops most of its inputs in training (p > 0.5)",
+          "p is the probability of zeroing a unit, not of keeping it: a keep probability passed as p (0.8, 0.9, 1) "
+          "drops most or all activations, so the layers before it barely learn (p=1 zeroes everything and "
+          "nothing before it gets a gradient)",
+          _W, True, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),
@@ -239,6 +250,12 @@ ENTRIES: tuple[Entry, ...] = (
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
           _W, False, True),
+    Entry("eval-order-mismatch", "OVT519",
+          "outputs collected from a shuffled DataLoader compared with the labels in the data set's order",
+          "the loader yields the samples in a new random order, so the i-th collected prediction belongs to another "
+          "sample than the i-th label: the metric scores predictions against other samples' labels (near chance "
+          "for a good model)",
+          _W, True, False),
     Entry("val-overlaps-train", "OVT510", "validation samples that are also training samples",
           "validation then measures memorisation: its metrics, early stopping and model selection are meaningless",
           _E, False, True),

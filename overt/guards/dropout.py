@@ -1,4 +1,5 @@
-"""Guard on functional dropout that ignores the model's mode (slug ``dropout-always-on``).
+"""Guards on dropout: functional dropout that ignores the model's mode (slug ``dropout-always-on``)
+and a dropout that drops most of its inputs in training (slug ``dropout-drops-most``).
 
 ``F.dropout(x, p)`` defaults to ``training=True``: called in ``forward`` without
 ``training=self.training`` (or with ``training=True`` written out) it keeps dropping units after
@@ -6,19 +7,32 @@
 no_grad/inference_mode or not): for the first few of each model, ``torch.nn.functional``'s
 dropout functions are swapped for a recorder until the forward ends.  A call with
 ``training=True`` and ``p > 0`` inside an eval-mode forward is the bug (``nn.Dropout`` modules
-pass ``self.training``, False there).  Training steps are never touched.
+pass ``self.training``, False there).
+
+``dropout-drops-most``: ``p`` is the probability of zeroing a unit.  A keep probability passed as
+``p`` (TensorFlow's ``keep_prob``, a config's ``dropout_keep_prob=0.9`` or 1) drops most or all of the
+activations.  On the first :data:`TRAIN_LOOKS` checked training forwards of each model, its dropout
+layers' ``p`` is read (a host attribute) and the functional dropouts are recorded as above; a
+dropout with ``p >`` :data:`MOST` that is active in training is reported (a warning; an error at
+``p = 1``, which zeroes everything).  No device value is read.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.nn.functional as F
 
+from overt.catalog import Severity
 from overt.guards.check import Check
-from overt.guards.where import user_location
+from overt.guards.watched import _BN
+from overt.guards.where import class_location, is_user_file, short_location, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -27,6 +41,10 @@ if TYPE_CHECKING:
 FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 #: eval-mode forwards looked at per model
 LOOKS = 3
+#: checked training forwards looked at per model (dropout-drops-most)
+TRAIN_LOOKS = 2
+#: a dropout whose p is above this drops most of its inputs
+MOST = 0.5
 
 
 def _training_arg(args: tuple, kwargs: dict) -> tuple[float, bool]:
@@ -36,12 +54,48 @@ def _training_arg(args: tuple, kwargs: dict) -> tuple[float, bool]:
     return float(p), bool(training)
 
 
+def _p(m: Any) -> float:
+    p = getattr(m, "p", 0.0)
+    return float(p) if isinstance(p, (int, float)) else 0.0
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _from_torch(frame: Any) -> bool:
+    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
+
+
+def _built_at(info: ModelInfo, layer: Any) -> str | None:
+    """``file.py:LINE`` of the ``self.NAME = ...`` line in the user's class that holds ``layer`` as
+    its attribute NAME (where the dropout was built), else where that class is defined, else None."""
+    for m in info.module.modules():
+        for attr, child in m.named_children():
+            if child is not layer:
+                continue
+            try:
+                path = inspect.getsourcefile(type(m))
+                lines, start = inspect.getsourcelines(type(m))
+            except (OSError, TypeError):
+                return None
+            if not path or not is_user_file(path):
+                return None
+            pattern = re.compile(rf"\s*self\.{re.escape(attr)}\s*(:[^=]*)?=")
+            for i, line in enumerate(lines):
+                if pattern.match(line):
+                    return short_location(path, start + i)
+            return class_location(m)
+    return None
+
+
 class DropoutChecks(Check):
     name = "dropout"
 
     def __init__(self, session: Any):
         super().__init__(session)
         self.looks: dict[int, int] = {}  # id(ModelInfo) -> eval forwards looked at
+        self.train_looks: dict[int, int] = {}  # id(ModelInfo) -> checked training forwards looked at
+        self.training_look = False  # the look under way is of a training forward
         self.saved: dict[str, Any] = {}  # function name -> PyTorch's own, while a look is under way
         self.calls: list[tuple[float, str]] = []  # (p, where) of dropout calls with training=True
         self.current: ModelInfo | None = None
@@ -54,16 +108,29 @@ class DropoutChecks(Check):
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         self._look(info)
 
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        n = self.train_looks.get(id(info), 0)
+        if n >= TRAIN_LOOKS or self.current is not None:
+            return
+        self.train_looks[id(info)] = n + 1
+        layers = [m for m in info.dropbn if not isinstance(m, _BN) and m.training and _p(m) > MOST]
+        for m in layers:
+            self._report_most(info, _p(m), info.label(m), layer=m)
+        self._start(info, training=True)
+
     def _look(self, info: ModelInfo) -> None:
-        while self.stale:
-            self.stale.pop().remove()
         if info.module.training or self.current is not None or self.s.reporter.has("dropout-always-on", info.name):
             return
         n = self.looks.get(id(info), 0)
         if n >= LOOKS:
             return
         self.looks[id(info)] = n + 1
-        self.current, self.calls = info, []
+        self._start(info, training=False)
+
+    def _start(self, info: ModelInfo, training: bool) -> None:
+        while self.stale:
+            self.stale.pop().remove()
+        self.current, self.calls, self.training_look = info, [], training
         for name in FUNCTIONS:
             orig = getattr(F, name, None)
             if orig is not None:
@@ -76,7 +143,7 @@ class DropoutChecks(Check):
         def dropout(*args: Any, **kwargs: Any) -> Any:
             try:
                 p, training = _training_arg(args, kwargs)
-                if training and p > 0:
+                if training and p > 0 and not _from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here
                     self.calls.append((p, user_location(2) or ""))
             except Exception:  # noqa: BLE001  never break the user's forward over a check
                 pass
@@ -103,6 +170,11 @@ class DropoutChecks(Check):
         self._restore()
         if info is None or not calls:
             return
+        if self.training_look:
+            for p, loc in calls:
+                if p > MOST:
+                    self._report_most(info, p, f"F.dropout at {loc}" if loc else f"{info.name} forward")
+            return
         p, loc = calls[0]
         self.s.report(
             "dropout-always-on",
@@ -111,6 +183,24 @@ class DropoutChecks(Check):
             "model.eval() does not reach it and validation, inference and every metric stay randomly noisy.",
             fix="F.dropout(x, p, training=self.training), or an nn.Dropout(p) layer created in __init__.",
             where=f"{info.name} forward, dropout at {loc}" if loc else info.name, key=info.name,
+        )
+
+    def _report_most(self, info: ModelInfo, p: float, where: str, layer: Any = None) -> None:
+        what = f"{type(layer).__name__}(p={p:g})" if layer is not None else f"functional dropout with p={p:g}"
+        at = ""
+        if layer is not None:
+            loc = _built_at(info, layer)
+            at = f" (built at {loc})" if loc else ""
+        effect = ("zeroes every activation in training: nothing before it receives a gradient and the layers after "
+                  "it see only zeros" if p >= 1 else
+                  f"zeroes {p:.0%} of the activations in training, so the layers before it barely learn")
+        self.s.report(
+            "dropout-drops-most",
+            f"{what} in {info.name} {effect}. p is the probability of dropping a unit, not of keeping it: a keep "
+            f"probability passed as p (keep_prob={p:g}) does exactly this.",
+            fix=f"pass the drop probability, p = 1 - keep_prob ({1 - p:g} here); if dropping {p:.0%} is meant, "
+            f"{self.s.options.silence('dropout-drops-most')}.",
+            where=f"{where}{at}", key=f"{info.name}:{where}", severity=Severity.ERROR if p >= 1 else None,
         )
 
     def remove_hooks(self) -> None:

@@ -10,6 +10,7 @@ are worth reporting), the data pipeline after them, the cross-rank collective la
 from __future__ import annotations
 
 from overt.guards.activations import ActivationChecks
+from overt.guards.carried import CarriedStateChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
 from overt.guards.data import DataChecks
@@ -37,6 +38,7 @@ CHECKS: tuple[type[Check], ...] = (
     ModeChecks,
     DropoutChecks,
     IndependenceChecks,
+    CarriedStateChecks,
     EvalLoopChecks,
     FrozenChecks,
     LossChecks,

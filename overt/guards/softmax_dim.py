@@ -7,20 +7,40 @@ sample's over the classes (a policy that acts on single states and learns on a b
 The model's softmax layers with such a ``dim`` get a forward pre-hook (only those layers, for
 their first :data:`LOOKS` calls) that compares dimension 0 of their input with the batch of the
 model's latest checked forward.
+
+The same mistake made outside the model, on its predictions (``torch.softmax(model(x), dim=0)``,
+``model(x).softmax(0)``), is seen in evaluation: the outputs of the first :data:`OUT_LOOKS`
+evaluation forwards of each model (eval mode, a ``(batch, classes...)`` output whose dimension 0 is
+the batch of the forward's input) are remembered by identity, and while evaluation goes on
+``torch.softmax``/``log_softmax`` (also ``torch.nn.functional``'s and the tensor methods) are
+wrapped; a call over dimension 0 of such an output (the tensor itself or a view of it) is the bug.
+The wrappers are put back at the next training forward.  Host metadata only.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import weakref
 from typing import TYPE_CHECKING, Any
 
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 from overt.guards.check import Check
+from overt.guards.oneshot import OneShotHook
+from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
 
 LOOKS = 50  # calls of each suspect layer looked at
+OUT_LOOKS = 8  # evaluation forwards per model whose outputs are remembered
+_FUNCTIONS = ((torch, "softmax"), (torch, "log_softmax"), (F, "softmax"), (F, "log_softmax"),
+              (torch.Tensor, "softmax"), (torch.Tensor, "log_softmax"))
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _SOFTMAX = (nn.Softmax, nn.LogSoftmax, nn.Softmin)
 
 
@@ -40,6 +60,10 @@ class SoftmaxDimChecks(Check):
         self.batch: dict[int, int] = {}  # id(ModelInfo) -> dimension 0 of its latest checked input
         self.handles: dict[int, Any] = {}  # id(layer) -> pre-hook handle
         self.calls: dict[int, int] = {}
+        self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
+        self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (weakref, storage, shape, model)
+        self.saved: dict[tuple[Any, str], Any] = {}  # the functions wrapped, while evaluation goes on
+        self.out_hook = OneShotHook()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         x = next((a for a in args if hasattr(a, "dim") and hasattr(a, "shape")), None)
@@ -51,6 +75,108 @@ class SoftmaxDimChecks(Check):
         for m in info.module.modules():
             if isinstance(m, _SOFTMAX) and m.dim in (0, None, -3, -2) and id(m) not in self.handles:
                 self.handles[id(m)] = m.register_forward_pre_hook(self._pre(info))
+
+    # -- softmax over dimension 0 of a model's evaluation outputs ------------------------------
+    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
+        self._eval(info)
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        self._eval(info)
+
+    def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
+        if self.saved:
+            self._unwrap()
+
+    def _eval(self, info: ModelInfo) -> None:
+        self.out_hook.clear_stale()
+        if info.module.training or self.out_hook.pending:
+            return
+        n = self.out_looks.get(id(info), 0)
+        if n >= OUT_LOOKS:
+            if self.saved and all(self.out_looks.get(k, 0) >= OUT_LOOKS for k in map(id, self.s.models.values())):
+                self._unwrap()  # every model's first evaluation outputs were looked at
+            return
+        self.out_looks[id(info)] = n + 1
+        self.out_hook.place(info.module, self._remember(info))
+
+    def _remember(self, info: ModelInfo):
+        def hook(module: nn.Module, args: tuple, output: Any) -> None:
+            if not self.out_hook.fired():
+                return
+            try:
+                x = next((a for a in args if isinstance(a, torch.Tensor) and a.dim()), None)
+                outs = [output] if isinstance(output, torch.Tensor) else \
+                    [t for t in output[:4] if isinstance(t, torch.Tensor)] if isinstance(output, (tuple, list)) else []
+                for t in outs:
+                    if x is None or t.dim() < 2 or t.shape[0] != x.shape[0] or t.shape[0] < 2:
+                        continue
+                    if t[0].numel() < 2 or (t.dim() == 2 and t.shape[0] == t.shape[1]):
+                        continue  # one score per sample (pooling over a set), or a square sample-by-sample matrix
+                    self.outputs = self.outputs[-3:] + [(weakref.ref(t), _storage(t), tuple(t.shape), info)]
+                    self._wrap()
+            except Exception as exc:  # a guard never breaks the user's forward
+                self.s.check_failed(self, exc)
+
+        return hook
+
+    def _wrap(self) -> None:
+        if self.saved:
+            return
+        for owner, name in _FUNCTIONS:
+            orig = getattr(owner, name, None)
+            if orig is not None:
+                # an inherited method (torch.Tensor's come from its C base) is deleted again, not set
+                self.saved[(owner, name)] = orig if name in vars(owner) else None
+                setattr(owner, name, self._wrapper(orig))
+
+    def _unwrap(self) -> None:
+        for (owner, name), orig in self.saved.items():
+            if orig is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, orig)
+        self.saved = {}
+        self.outputs = []
+
+    def _wrapper(self, orig: Any) -> Any:
+        @functools.wraps(orig)
+        def softmax(*args: Any, **kwargs: Any) -> Any:
+            if self.outputs and args and not _from_torch(sys._getframe(1)):
+                try:
+                    self._call(orig.__name__, args, kwargs)
+                except Exception as exc:  # noqa: BLE001  never break the user's call over a check
+                    self.s.check_failed(self, exc)
+            return orig(*args, **kwargs)
+
+        return softmax
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> None:
+        x = args[0]
+        if not isinstance(x, torch.Tensor) or x.dim() < 2:
+            return
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if dim is not None and not isinstance(dim, int):
+            return  # a named dimension
+        resolved = (0 if x.dim() in (0, 1, 3) else 1) if dim is None else (dim + x.dim() if dim < 0 else dim)
+        if resolved != 0:
+            return
+        storage = _storage(x)
+        for ref, out_storage, shape, info in self.outputs:
+            t = ref()
+            if t is None or not (t is x or (storage and storage == out_storage and tuple(x.shape) == shape)):
+                continue
+            loc = user_location(3) or ""
+            self.s.report(
+                "softmax-over-batch",
+                f"{name}(dim={dim}) over the {tuple(x.shape)} evaluation outputs of {info.name} normalises over "
+                f"dimension 0, the batch of {x.shape[0]} samples: each class's values sum to 1 over the samples "
+                "instead of each sample's over its classes, so every prediction depends on the rest of its batch "
+                "(and on the batch size and order).",
+                fix=f"{name}(..., dim=-1): the class dimension.",
+                where=f"{name} at {loc}" if loc else f"{name} on {info.name}'s outputs", key=f"call:{loc}",
+            )
+            self.outputs = []
+            return
 
     def _pre(self, info: ModelInfo):
         def hook(m: nn.Module, args: tuple) -> None:
@@ -90,6 +216,20 @@ class SoftmaxDimChecks(Check):
             handle.remove()
 
     def remove_hooks(self) -> None:
+        self._unwrap()
+        self.out_hook.remove()
         for handle in self.handles.values():
             handle.remove()
         self.handles.clear()
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001  a tensor without storage
+        return None
+
+
+def _from_torch(frame: Any) -> bool:
+    """A call made by torch itself (``F.softmax`` calling the tensor method): seen at its own call."""
+    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)

@@ -147,17 +147,48 @@ def _collected(ix: FileIndex, loop: ast.stmt) -> set[str]:
     return out
 
 
-def _compared_in_file_order(ix: FileIndex, loader: str) -> ast.AST | None:
-    """Where outputs collected batch by batch from ``loader`` are compared with a data set's labels read in
-    file order (``(preds == test_ds.targets).mean()``, ``accuracy_score(test_ds.labels, preds)``): the node,
-    or None.  With a shuffled loader the two orders differ, so the metric is computed on mismatched pairs."""
+def _label_read(node: ast.AST, names: set[str]) -> bool:
+    """A data set's labels read in file order: ``test_ds.targets``, ``val_ds.labels``, a TensorDataset's
+    ``ds.tensors[1]`` (not ``self.x``, not an attribute of the collected outputs)."""
+    if isinstance(node, ast.Attribute) and node.attr in _LABEL_ATTRS:
+        return dotted(node.value) != "self" and not (isinstance(node.value, ast.Name) and node.value.id in names)
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "tensors"
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) and node.slice.value >= 1)
+
+
+def _iterates(node: ast.AST, loader: str) -> bool:
+    return loader in {dotted(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _collections(ix: FileIndex, loader: str, scope: ast.AST | None) -> Iterator[tuple[ast.AST, set[str]]]:
+    """(the loop, the names holding what it collects per batch) for each loop over ``loader``: a ``for``
+    that appends (``preds.append(model(x).argmax(1))``), or a comprehension assigned to a name
+    (``preds = torch.cat([model(x).argmax(1) for x, _ in loader])``), in the function ``scope`` that made the
+    loader (None: module level)."""
     for loop in ix.loops:
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or loader not in {
-                dotted(n) for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))}:
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and _iterates(loop.iter, loader) \
+                and ix.enclosing_function(loop) is scope:
+            names = _collected(ix, loop)
+            if names:
+                yield loop, names
+    for node in ast.walk(ix.tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)) \
+                or ix.enclosing_function(node) is not scope:
             continue
-        names = _collected(ix, loop)
-        if not names:
-            continue
+        for comp in ast.walk(node.value):
+            if isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and any(
+                    _iterates(g.iter, loader) for g in comp.generators) \
+                    and any(isinstance(c, ast.Call) for c in ast.walk(comp.elt)):
+                yield node, {node.targets[0].id}
+                break
+
+
+def _compared_in_file_order(ix: FileIndex, loader: str, call: ast.Call) -> ast.AST | None:
+    """Where outputs collected batch by batch from ``loader`` are compared with a data set's labels read in
+    file order (``(preds == test_ds.targets).mean()``, ``accuracy_score(test_ds.labels, preds)``, a label
+    tensor taken from the data set first: ``y_true = val_ds.tensors[1]``): the node, or None.  With a
+    shuffled loader the two orders differ, so the metric is computed on mismatched pairs."""
+    for loop, names in _collections(ix, loader, ix.enclosing_function(call)):
         scope = ix.enclosing_function(loop) or ix.tree
         after = [n for n in ix.scope_nodes(scope) if getattr(n, "lineno", 0) > (loop.end_lineno or loop.lineno)]
         for _ in range(2):  # preds = torch.cat(preds_list).argmax(1): what is made of the collected list
@@ -165,13 +196,16 @@ def _compared_in_file_order(ix: FileIndex, loader: str) -> ast.AST | None:
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and any(
                         isinstance(m, ast.Name) and m.id in names for m in ast.walk(n.value)):
                     names.add(n.targets[0].id)
+        # names bound to the data set's labels in the same scope (``y_true = val_ds.tensors[1]``)
+        label_names = {n.targets[0].id for n in ix.scope_nodes(scope)
+                       if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                       and n.targets[0].id not in names and any(_label_read(m, names) for m in ast.walk(n.value))}
         for n in after:
             if not isinstance(n, (ast.Compare, ast.Call, ast.BinOp)):
                 continue
             parts = list(ast.walk(n))
             uses = any(isinstance(m, ast.Name) and m.id in names for m in parts)
-            labels = any(isinstance(m, ast.Attribute) and m.attr in _LABEL_ATTRS and dotted(m.value) != "self"
-                         and not (isinstance(m.value, ast.Name) and m.value.id in names) for m in parts)
+            labels = any(_label_read(m, names) or (isinstance(m, ast.Name) and m.id in label_names) for m in parts)
             if uses and labels:
                 return n
     return None
@@ -182,17 +216,28 @@ def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
         if ix.call_is(call, "DataLoader") and is_const(_shuffle(call), True) and _role(ix, call) == "eval":
             name = _loader_name(ix, call)
-            where = _compared_in_file_order(ix, name) if name else None
-            if where is not None:
-                yield Hit("shuffled-evaluation", call,
-                          f"this evaluation DataLoader shuffles, and line {where.lineno} compares the outputs "
-                          f"collected from it batch by batch with the data set's labels read in file order: the "
-                          f"two orders differ, so the metric pairs each prediction with another sample's label",
-                          fix="use shuffle=False (or collect the labels from the same batches as the outputs)",
-                          severity="warning")
-                continue
+            if name and _compared_in_file_order(ix, name, call) is not None:
+                continue  # the cause itself is proven: eval-order-mismatch names it
             yield Hit("shuffled-evaluation", call,
                       "this evaluation DataLoader shuffles: metrics computed from its own (input, label) batches "
                       "are unchanged, but whatever is collected per sample (predictions, embeddings, saved "
                       "outputs) comes out in a different order every run and no longer lines up with the data "
                       "set's order", fix="use shuffle=False")
+
+
+@rule("eval-order-mismatch")
+def eval_order_mismatch(ix: FileIndex) -> Iterator[Hit]:
+    """Outputs collected batch by batch from a shuffled loader, then compared with the data set's labels read
+    in file order: each prediction is scored against another sample's label (issue 33, skorch#499)."""
+    for call in ix.calls:
+        if not (ix.call_is(call, "DataLoader") and is_const(_shuffle(call), True)):
+            continue
+        name = _loader_name(ix, call)
+        where = _compared_in_file_order(ix, name, call) if name else None
+        if where is not None:
+            yield Hit("eval-order-mismatch", call,
+                      f"this DataLoader shuffles, and line {where.lineno} compares the outputs collected from it "
+                      f"batch by batch with the data set's labels read in file order: the two orders differ, so "
+                      f"the metric pairs each prediction with another sample's label",
+                      fix="use shuffle=False for evaluation (or collect the labels from the same batches as the "
+                      "outputs)")

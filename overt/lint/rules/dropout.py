@@ -1,4 +1,5 @@
-"""Functional dropout that ignores the model's mode (OVT205 ``dropout-always-on``)."""
+"""Dropout mistakes: functional dropout that ignores the model's mode (OVT205 ``dropout-always-on``) and a
+dropout that drops most of its inputs (OVT208 ``dropout-drops-most``, issue 33)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,52 @@ def dropout_always_on(ix: FileIndex) -> Iterator[Hit]:
                   f"validation, inference and every metric are randomly noisy",
                   fix="pass training=self.training (or use an nn.Dropout layer)")
         yield decided(hit, "training=True") if training is not None else hit
+
+
+#: torch.nn's dropout layers, whose first argument is p
+LAYERS = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
+#: a dropout whose p is above this drops most of its inputs (OVT208)
+MOST = 0.5
+
+
+def _keep_name(node: ast.AST) -> str | None:
+    """The name of a keep probability (``keep_prob``, ``self.dropout_keep_prob``), or None."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name if name and "keep" in name.lower() else None
+
+
+@rule("dropout-drops-most")
+def dropout_drops_most(ix: FileIndex) -> Iterator[Hit]:
+    """``nn.Dropout(0.9)``, ``F.dropout(x, p=0.8)`` or ``nn.Dropout(keep_prob)``: p is the probability of
+    dropping a unit, so a keep probability passed as p drops most or all of the activations."""
+    for call in ix.calls:
+        functional = _functional(ix, call)
+        layer = None if functional else next((n for n in LAYERS if ix.call_is(call, n)), None)
+        if (functional is None and layer is None) or has_star_kwargs(call) \
+                or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        position = 1 if functional else 0
+        p = kwarg(call, "p") or (call.args[position] if len(call.args) > position else None)
+        if p is None:
+            continue
+        training = kwarg(call, "training") or (call.args[2] if functional and len(call.args) > 2 else None)
+        if functional and is_const(training, False):
+            continue
+        what = f"F.{functional}" if functional else f"nn.{layer}"
+        keep = _keep_name(p)
+        if keep is not None:
+            yield Hit("dropout-drops-most", call,
+                      f"{what} is given {keep}, a keep probability, as p, the probability of dropping a unit: a "
+                      "keep probability of 0.9 drops 90% of the activations (1 drops them all, and nothing before "
+                      "the dropout learns)",
+                      fix=f"pass p=1 - {ix.segment(p)}")
+        elif isinstance(p, ast.Constant) and isinstance(p.value, (int, float)) and not isinstance(p.value, bool) \
+                and p.value > MOST:
+            hit = Hit("dropout-drops-most", call,
+                      f"{what} with p={p.value:g} drops {min(p.value, 1):.0%} of the activations in training: p is "
+                      "the probability of dropping a unit, not of keeping it (a keep probability passed as p?)",
+                      fix=f"p={1 - p.value:g} if {p.value:g} is the probability to keep; if dropping "
+                      f"{min(p.value, 1):.0%} is meant, add '# overt: ignore[dropout-drops-most]'")
+            if p.value >= 1:
+                hit.severity = "error"
+            yield hit

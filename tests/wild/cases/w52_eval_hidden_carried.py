@@ -14,7 +14,7 @@ from tests.wild.cases.common import PRELUDE
 
 REPORT = "N26"
 MECHANISM = "batch-mixed"
-SLUGS = ()
+SLUGS = ("eval-state-carried",)
 METRIC = ("val_accuracy", 0.7125, 0.8525)
 
 _SCRIPT = PRELUDE + '''

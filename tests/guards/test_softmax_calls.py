@@ -1,0 +1,50 @@
+"""softmax-over-batch on a model's evaluation outputs (overt/guards/softmax_dim.py, issue 33 w32):
+``torch.softmax(model(x), dim=0)`` in an evaluation loop is named at its line; dim=1, a 1-D call
+and a softmax over one score per sample (pooling over a set) stay quiet."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tests.conftest import TIMING
+from tests.guards.helpers import guarded, mlp, slugs, train, val_batches
+
+
+def _run(predict) -> tuple[list, str]:
+    original = torch.softmax
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    train(model, opt, steps=8)
+    model.eval()
+    with torch.inference_mode():
+        for xb, _ in val_batches(32):
+            predict(model, xb)
+    model.train()
+    train(model, opt, steps=2)  # training resumes: the wrappers are put back
+    assert torch.softmax is original
+    return g.report(), g.session.options.stream.getvalue()
+
+
+def test_a_softmax_over_the_batch_of_predictions_is_named_at_its_line():
+    findings, text = _run(lambda model, xb: torch.softmax(model(xb), dim=0).argmax(1))
+    assert slugs(findings) == ["softmax-over-batch"], text
+    assert "test_softmax_calls.py:" in findings[0].where
+    assert not hasattr(torch.softmax, "__wrapped__") and "softmax" not in vars(torch.Tensor)  # put back
+
+
+def test_the_tensor_method_and_log_softmax_are_seen_too():
+    findings, _ = _run(lambda model, xb: model(xb).log_softmax(0))
+    assert slugs(findings) == ["softmax-over-batch"]
+
+
+def test_softmax_over_classes_and_over_set_scores_is_quiet():
+    def predict(model, xb):
+        logits = model(xb)
+        torch.softmax(logits, dim=1)
+        torch.softmax(logits[0], dim=0)  # one sample: 1-D
+        nn.functional.softmax(logits[:, :1], dim=0)  # one score per sample, pooled over the set
+
+    findings, text = _run(predict)
+    assert findings == [], text
