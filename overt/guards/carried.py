@@ -9,12 +9,14 @@ trained in.
 
 What is proven before anything is said: on consecutive batches of a DataLoader pass, an
 evaluation forward (eval mode, or autograd off) receives a tensor that the same model's forward on
-the previous batch returned (the same tensor, or a detached view of it), while on consecutive
-training batches the same argument was always a tensor no earlier forward made (training starts
-every batch from a fresh state).  Carrying the state across contiguous batches in training too --
-stateful language-model training and evaluation over one stream (pytorch/examples'
-word_language_model) -- is consistent and stays silent, as does generation (its inputs do not come
-from a DataLoader) and a training loop the guards did not see carry nothing (no evidence: silence).
+the previous batch returned (the same tensor, or a detached view of it), while on at least
+:data:`MIN_TRAIN_PAIRS` consecutive training batches the same argument (matched by the name of
+``forward``'s parameter) was never given the previous batch's output: a fresh tensor, or nothing (a
+default of None): training starts every batch from a fresh state.  Carrying the state across
+contiguous batches in training too -- stateful language-model training and evaluation over one
+stream (pytorch/examples' word_language_model) -- is consistent and stays silent, as does generation
+(its inputs do not come from a DataLoader) and an evaluation for which the guards saw no consecutive
+training batches (no evidence: silence).
 
 Cost: a one-shot forward hook on the hooked training forwards of the warm-up and on the first
 :data:`LOOKS` evaluation forwards of each model, comparing tensor identities and storage
@@ -42,17 +44,27 @@ KEEP_NUMEL = 1 << 20  # outputs up to this many elements are kept until the next
 MIN_TRAIN_PAIRS = 2  # consecutive training batches seen starting fresh, before evaluation is judged
 
 
-def _flat(args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
-    """(position, tensor) of a forward's tensor arguments, nested one level in tuples and lists
-    (an LSTM's ``(h, c)``): ``"1"``, ``"1.0"``, ``"hidden"``."""
+def _flat(args: tuple, kwargs: dict, names: list[str]) -> list[tuple[str, torch.Tensor]]:
+    """(argument, tensor) of a forward's tensor arguments, by the name of ``forward``'s parameter (``names``,
+    positional ones in order; else ``"argument N"``), nested one level in tuples and lists (an LSTM's
+    ``(h, c)``: ``"hidden.0"``), so that a state passed by position and one passed by keyword are one."""
     out: list[tuple[str, torch.Tensor]] = []
-    items = [(str(i), a) for i, a in enumerate(args[:8])] + [(k, v) for k, v in list(kwargs.items())[:8]]
+    items = [(names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args[:8])]
+    items += list(kwargs.items())[:8]
     for key, value in items:
         if isinstance(value, torch.Tensor):
             out.append((key, value))
         elif isinstance(value, (tuple, list)):
             out.extend((f"{key}.{j}", v) for j, v in enumerate(value[:4]) if isinstance(v, torch.Tensor))
     return out
+
+
+def _positional_names(module: Any) -> list[str]:
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def _outputs(output: Any) -> list[torch.Tensor]:
@@ -91,15 +103,17 @@ class _Kept:
 class _Seen:
     """What one watched model's last looked-at forward returned, and the evidence so far."""
 
-    __slots__ = ("forward", "batch", "training", "outs", "train_pairs", "train_carried", "looks", "train_looks")
+    __slots__ = ("forward", "batch", "training", "outs", "train_pairs", "train_carried", "looks", "train_looks",
+                 "names")
 
     def __init__(self) -> None:
         self.forward = -1  # the model's forward count at the last looked-at forward
         self.batch: int | None = None  # the DataLoader batch index then
         self.training = True
         self.outs: list[tuple[Any, int | None, tuple[int, ...]]] = []  # (weakref, storage, shape) of its outputs
-        self.train_pairs: dict[str, int] = {}  # argument position -> consecutive training batches seen fresh
-        self.train_carried: set[str] = set()  # positions carried from batch to batch in training
+        self.train_pairs = 0  # consecutive training batches seen
+        self.train_carried: set[str] = set()  # arguments carried from batch to batch in training
+        self.names: list[str] | None = None  # the positional parameters of the model's forward
         self.looks = 0
         self.train_looks = 0
 
@@ -127,8 +141,9 @@ class CarriedStateChecks(Check):
 
     def _eval(self, info: ModelInfo) -> None:
         st = self._of(info)
-        if st.looks >= LOOKS or not st.train_pairs or self.s.reporter.has("eval-state-carried", info.name):
-            return  # no training batch seen starting fresh: nothing to compare the evaluation with
+        if st.looks >= LOOKS or st.train_pairs < MIN_TRAIN_PAIRS or self.s.reporter.has("eval-state-carried",
+                                                                                        info.name):
+            return  # no consecutive training batches seen: nothing to compare the evaluation with
         st.looks += 1
         self._place(info, st)
 
@@ -161,18 +176,16 @@ class CarriedStateChecks(Check):
         batch = self.s.batch_index
         consecutive = (st.forward == forward - 1 and st.training == training and batch is not None
                        and st.batch is not None and batch == st.batch + 1)
+        if st.names is None:
+            st.names = _positional_names(info.module)
         if consecutive:
-            carried = self._carried(st, args, kwargs)
-            positions = [key for key, _ in _flat(args, kwargs)]
-            if training:
+            carried = self._carried(st, _flat(args, kwargs, st.names))
+            if training:  # a state given fresh (or not given: a default of None) does not count as carried
                 st.train_carried.update(carried)
-                for key in positions:
-                    if key not in carried:
-                        st.train_pairs[key] = st.train_pairs.get(key, 0) + 1
+                st.train_pairs += 1
             else:
-                fresh_in_training = [key for key in carried if st.train_pairs.get(key, 0) >= MIN_TRAIN_PAIRS
-                                     and key not in st.train_carried]
-                if fresh_in_training:
+                fresh_in_training = [key for key in carried if key not in st.train_carried]
+                if fresh_in_training and st.train_pairs >= MIN_TRAIN_PAIRS:
                     self._report(info, fresh_in_training[0], batch)
         st.forward, st.batch, st.training = forward, batch, training
         # small outputs (a recurrent state) are kept, detached, until the next look: a state the loop
@@ -182,12 +195,12 @@ class CarriedStateChecks(Check):
                    for t in _outputs(output)]
 
     @staticmethod
-    def _carried(st: _Seen, args: tuple, kwargs: dict) -> list[str]:
+    def _carried(st: _Seen, flat: list[tuple[str, torch.Tensor]]) -> list[str]:
         """The argument positions given a tensor the previous forward returned (or a view of it)."""
         live = [(ref(), storage, shape) for ref, storage, shape in st.outs]
         live = [(t, storage, shape) for t, storage, shape in live if t is not None]  # alive: its memory is its own
         found = []
-        for key, a in _flat(args, kwargs):
+        for key, a in flat:
             for t, storage, shape in live:
                 if a is t or (storage is not None and storage != 0 and _storage(a) == storage
                               and tuple(a.shape) == shape):
@@ -196,7 +209,7 @@ class CarriedStateChecks(Check):
         return found
 
     def _report(self, info: ModelInfo, key: str, batch: int) -> None:
-        name = _argument_name(info, key)
+        name = _argument_name(key)
         loc = user_location(3)
         self.s.report(
             "eval-state-carried",
@@ -216,15 +229,7 @@ class CarriedStateChecks(Check):
             st.outs = []
 
 
-def _argument_name(info: ModelInfo, key: str) -> str:
-    """``argument 'hidden'`` for position ``"1"`` of ``forward(self, x, hidden)``."""
+def _argument_name(key: str) -> str:
+    """``'hidden'``, ``'state' (element 0)``."""
     head, _, rest = key.partition(".")
-    name = head
-    if head.isdigit():
-        try:
-            params = [p for p in inspect.signature(info.module.forward).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            name = params[int(head)].name if int(head) < len(params) else f"argument {int(head) + 1}"
-        except (TypeError, ValueError):
-            name = f"argument {int(head) + 1}"
-    return f"'{name}'" + (f" (element {rest})" if rest else "")
+    return f"'{head}'" + (f" (element {rest})" if rest else "")

@@ -62,7 +62,6 @@ class SoftmaxDimChecks(Check):
         self.calls: dict[int, int] = {}
         self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
         self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (weakref, storage, shape, model)
-        self.saved: dict[tuple[Any, str], Any] = {}  # the functions wrapped, while evaluation goes on
         self.out_hook = OneShotHook()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -84,7 +83,7 @@ class SoftmaxDimChecks(Check):
         self._eval(info)
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
-        if self.saved:
+        if self in _LISTENING:
             self._unwrap()
 
     def _eval(self, info: ModelInfo) -> None:
@@ -93,7 +92,8 @@ class SoftmaxDimChecks(Check):
             return
         n = self.out_looks.get(id(info), 0)
         if n >= OUT_LOOKS:
-            if self.saved and all(self.out_looks.get(k, 0) >= OUT_LOOKS for k in map(id, self.s.models.values())):
+            done = all(self.out_looks.get(id(m), 0) >= OUT_LOOKS for m in self.s.models.values())
+            if self in _LISTENING and done:
                 self._unwrap()  # every model's first evaluation outputs were looked at
             return
         self.out_looks[id(info)] = n + 1
@@ -120,35 +120,16 @@ class SoftmaxDimChecks(Check):
         return hook
 
     def _wrap(self) -> None:
-        if self.saved:
-            return
-        for owner, name in _FUNCTIONS:
-            orig = getattr(owner, name, None)
-            if orig is not None:
-                # an inherited method (torch.Tensor's come from its C base) is deleted again, not set
-                self.saved[(owner, name)] = orig if name in vars(owner) else None
-                setattr(owner, name, self._wrapper(orig))
+        if self not in _LISTENING:
+            _LISTENING.append(self)
+            _install()
 
     def _unwrap(self) -> None:
-        for (owner, name), orig in self.saved.items():
-            if orig is None:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, orig)
-        self.saved = {}
         self.outputs = []
-
-    def _wrapper(self, orig: Any) -> Any:
-        @functools.wraps(orig)
-        def softmax(*args: Any, **kwargs: Any) -> Any:
-            if self.outputs and args and not _from_torch(sys._getframe(1)):
-                try:
-                    self._call(orig.__name__, args, kwargs)
-                except Exception as exc:  # noqa: BLE001  never break the user's call over a check
-                    self.s.check_failed(self, exc)
-            return orig(*args, **kwargs)
-
-        return softmax
+        if self in _LISTENING:
+            _LISTENING.remove(self)
+            if not _LISTENING:
+                _uninstall()
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> None:
         x = args[0]
@@ -233,3 +214,44 @@ def _storage(t: torch.Tensor) -> int | None:
 def _from_torch(frame: Any) -> bool:
     """A call made by torch itself (``F.softmax`` calling the tensor method): seen at its own call."""
     return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
+
+
+# the softmax functions wrapped while some session's evaluation outputs are remembered: one set of
+# wrappers for the process, put back when the last listening check lets go
+_LISTENING: list[SoftmaxDimChecks] = []
+_SAVED: dict[tuple[Any, str], Any] = {}  # (owner, name) -> the original (None: inherited, deleted again)
+
+
+def _install() -> None:
+    if _SAVED:
+        return
+    for owner, name in _FUNCTIONS:
+        orig = getattr(owner, name, None)
+        if orig is not None:
+            # an inherited method (torch.Tensor's come from its C base) is deleted again, not set
+            _SAVED[(owner, name)] = orig if name in vars(owner) else None
+            setattr(owner, name, _wrapper(orig))
+
+
+def _uninstall() -> None:
+    for (owner, name), orig in _SAVED.items():
+        if orig is None:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, orig)
+    _SAVED.clear()
+
+
+def _wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def softmax(*args: Any, **kwargs: Any) -> Any:
+        if args and not _from_torch(sys._getframe(1)):
+            for check in _LISTENING:
+                if check.outputs:
+                    try:
+                        check._call(orig.__name__, args, kwargs)
+                    except Exception as exc:  # noqa: BLE001  never break the user's call over a check
+                        check.s.check_failed(check, exc)
+        return orig(*args, **kwargs)
+
+    return softmax

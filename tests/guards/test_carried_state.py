@@ -123,3 +123,25 @@ def test_generation_from_a_model_trained_on_fresh_states_is_quiet():
             logits, state = model(token, state)
             token = logits[:, -1].argmax(-1, keepdim=True)
     assert g.report() == []
+
+
+class DefaultState(Rows):
+    def forward(self, x, hidden=None):  # training passes no state: the GRU starts from zeros
+        return super().forward(x, hidden)
+
+
+def test_a_state_carried_in_evaluation_where_training_passes_none_is_named():
+    x, y = digits()
+    model = DefaultState()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for xb, yb in DataLoader(TensorDataset(x[:640], y[:640]), batch_size=64, shuffle=True):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb)[0], yb).backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        hidden = None
+        for xb, _ in DataLoader(TensorDataset(x[1397:1797], y[1397:1797]), batch_size=100):
+            _, hidden = model(xb, hidden=hidden)
+    assert slugs(g.report()) == ["eval-state-carried"]
