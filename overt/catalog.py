@@ -135,7 +135,7 @@ ENTRIES: tuple[Entry, ...] = (
           "depend on the batches before it and on their order: the model is evaluated in a condition it was never "
           "trained in, and every metric moves with the evaluation order and batch size",
           _W, False, True),
-    Entry("dropout-drops-most", "OVT208", "a dropout that drops most of its inputs in training (p > 0.5)",
+    Entry("dropout-drops-most", "OVT208", "a dropout that drops most of its inputs in training (p above 0.7, or a keep probability as p)",
           "p is the probability of zeroing a unit, not of keeping it: a keep probability passed as p (0.8, 0.9, 1) "
           "drops most or all activations, so the layers before it barely learn (p=1 zeroes everything and "
           "nothing before it gets a gradient)",

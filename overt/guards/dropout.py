@@ -44,7 +44,7 @@ LOOKS = 3
 #: checked training forwards looked at per model (dropout-drops-most)
 TRAIN_LOOKS = 2
 #: a dropout whose p is above this drops most of its inputs
-MOST = 0.5
+MOST = 0.7
 
 
 def _training_arg(args: tuple, kwargs: dict) -> tuple[float, bool]:

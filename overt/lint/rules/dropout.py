@@ -79,7 +79,7 @@ def dropout_always_on(ix: FileIndex) -> Iterator[Hit]:
 #: torch.nn's dropout layers, whose first argument is p
 LAYERS = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
 #: a dropout whose p is above this drops most of its inputs (OVT208)
-MOST = 0.5
+MOST = 0.7
 
 
 def _keep_name(node: ast.AST) -> str | None:
