@@ -53,6 +53,12 @@ EXPECTED = {
     "w44_class_weights_reversed": ("run",),
     "w47_sample_rate_mismatch": ("run",),
     "w49_listing_order_mismatch": ("run",),
+    # the same, model and evaluation state (branch invmodel)
+    "w32_softmax_over_batch_eval": ("run",),
+    "w37_shuffled_eval_order": ("lint",),
+    "w45_head_not_in_optimizer": ("run",),
+    "w51_dropout_keep_prob_as_p": ("lint", "run"),
+    "w52_eval_hidden_carried": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
