@@ -13,7 +13,8 @@ The same mistake made outside the model, on its predictions (``torch.softmax(mod
 evaluation forwards of each model (eval mode, a ``(batch, classes...)`` output whose dimension 0 is
 the batch of the forward's input) are remembered by identity, and while evaluation goes on
 ``torch.softmax``/``log_softmax`` (also ``torch.nn.functional``'s and the tensor methods) are
-wrapped; a call over dimension 0 of such an output (the tensor itself or a view of it) is the bug.
+wrapped; a call over dimension 0 of such an output (the tensor itself, a view of it, or a tensor of
+the latest output's very shape: ``logits / T``) is the bug.
 The wrappers are put back at the next training forward.  Host metadata only.
 """
 
@@ -142,9 +143,12 @@ class SoftmaxDimChecks(Check):
         if resolved != 0:
             return
         storage = _storage(x)
-        for ref, out_storage, shape, info in self.outputs:
+        latest = len(self.outputs) - 1
+        for i, (ref, out_storage, shape, info) in enumerate(self.outputs):
             t = ref()
-            if t is None or not (t is x or (storage and storage == out_storage and tuple(x.shape) == shape)):
+            same = t is not None and (t is x or (storage and storage == out_storage and tuple(x.shape) == shape))
+            # or made from the latest output (``logits / T``, ``out.float()``): a tensor of its very shape
+            if not same and not (i == latest and tuple(x.shape) == shape and x.is_floating_point()):
                 continue
             loc = user_location(3) or ""
             self.s.report(

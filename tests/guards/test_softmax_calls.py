@@ -38,6 +38,11 @@ def test_the_tensor_method_and_log_softmax_are_seen_too():
     assert slugs(findings) == ["softmax-over-batch"]
 
 
+def test_a_softmax_over_the_batch_of_scaled_logits_is_named():
+    findings, _ = _run(lambda model, xb: nn.functional.softmax(model(xb) / 2.0, dim=0))
+    assert slugs(findings) == ["softmax-over-batch"]
+
+
 def test_softmax_over_classes_and_over_set_scores_is_quiet():
     def predict(model, xb):
         logits = model(xb)
