@@ -60,7 +60,7 @@ ENTRIES: tuple[Entry, ...] = (
           _W, True, False),
     Entry("clip-before-unscale", "OVT104", "gradients clipped while still multiplied by the GradScaler's scale",
           "the clip threshold is compared with scaled gradients, so clipping is a no-op or wipes out the update",
-          _E, True, False),
+          _E, True, True),
     Entry("params-not-optimized", "OVT105", "trainable parameters that no optimizer holds",
           "those parameters receive gradients but never change",
           _E, False, True),

@@ -7,6 +7,12 @@ nothing, return 0 and say nothing: the run trains unclipped.  On checked steps t
 at what the call receives (a generator is turned into a list first, as PyTorch does itself); an
 empty list, or parameters none of which has a gradient once training has begun (an optimizer
 stepped, or the watched models have gradients), is reported.
+
+``clip-before-unscale`` (issue 33): the same calls, on checked steps, given gradients that a
+``GradScaler`` scaled and that are not unscaled yet (the scaler scaled a loss since its last
+``update()``, and its record of the optimizer holding these parameters says ``unscale_`` was not
+called): the threshold is compared with gradients multiplied by the loss scale (65536 at first),
+so the clip cuts every update to a tiny fraction, or does nothing where it was meant to.
 Between checked steps the wrappers pass the call straight through.
 """
 
@@ -41,6 +47,50 @@ def _judge(sessions: list, name: str, params: list, where: str) -> None:
         )
 
 
+def _still_scaled(session: Any, params: list) -> Any:
+    """A scaler that scaled the gradients of ``params`` and has not unscaled them (their optimizer's
+    stage in the scaler is READY since its ``scale()``), or None."""
+    refs = getattr(getattr(session, "scalers", None), "scalers", None)
+    if not refs or not params:
+        return None
+    from torch.amp.grad_scaler import OptState
+
+    from overt.guards.scaler import FLAG
+
+    first = params[0]
+    opts = [oi.opt for oi in session.optimizers.values() if any(p is first for p in oi.params)]
+    for ref in refs:
+        scaler = ref()
+        if scaler is None or not getattr(scaler, FLAG, False) or not scaler.is_enabled():
+            continue
+        for opt in opts:
+            state = scaler._per_optimizer_states.get(id(opt))  # .get: the defaultdict gains no entry
+            if (state.get("stage") if state else OptState.READY) is OptState.READY:
+                return scaler
+    return None
+
+
+def _judge_scaled(sessions: list, name: str, params: list, where: str) -> None:
+    if not any(getattr(p, "grad", None) is not None for p in params):
+        return
+    for s in sessions:
+        scaler = _still_scaled(s, params)
+        if scaler is None:
+            continue
+        scale = scaler._scale
+        value = f" ({float(scale.item()):g} now)" if scale is not None and scale.numel() == 1 and \
+            scale.device.type == "cpu" else ""
+        s.report(
+            "clip-before-unscale",
+            f"torch.nn.utils.{name} clips gradients that GradScaler.scale() multiplied by the loss scale{value} "
+            "and that were not unscaled yet: the threshold is compared with scaled gradients, so the clip cuts "
+            "every update to a sliver of its size (or does nothing where it should).",
+            fix="call scaler.unscale_(optimizer) before clipping: scaler.scale(loss).backward(); "
+            "scaler.unscale_(optimizer); clip_grad_norm_(...); scaler.step(optimizer); scaler.update().",
+            where=f"{name} at {where}" if where else name, key=f"scaled:{where or name}",
+        )
+
+
 def _wrapper(name: str, active: list, is_armed: Callable[[], bool], orig: Callable) -> Callable:
     @functools.wraps(orig)
     def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
@@ -53,7 +103,10 @@ def _wrapper(name: str, active: list, is_armed: Callable[[], bool], orig: Callab
             if params or isinstance(parameters, (list, tuple)):
                 parameters = params  # an exhausted generator goes on as it is: PyTorch warns about it
         try:
-            _judge([s for s in active if s.armed], name, params, user_location(2) or "")
+            armed = [s for s in active if s.armed]
+            where = user_location(2) or ""
+            _judge(armed, name, params, where)
+            _judge_scaled(armed, name, params, where)
         except Exception as exc:  # never break the user's call over a check
             for s in active:
                 s.check_failed("check clip-without-gradients", exc)

@@ -79,7 +79,7 @@ def test_zero_grad_between_backward_and_step_is_still_named():
     assert "zero-grad-misplaced" in slugs(g.report())
 
 
-def _scaled_loop(direct: bool, unscale: bool = False):
+def _scaled_loop(direct: bool, unscale: bool = False, clip_scaled: bool = False):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     scaler = torch.amp.GradScaler("cpu")
@@ -87,6 +87,8 @@ def _scaled_loop(direct: bool, unscale: bool = False):
     for xb, yb in batches(32, 8):
         opt.zero_grad()
         scaler.scale(nn.functional.cross_entropy(model(xb), yb)).backward()
+        if clip_scaled:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # overt: ignore[clip-before-unscale] (planted)
         if unscale:
             scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -101,6 +103,13 @@ def test_a_step_that_bypasses_the_scaler_is_named():
     findings, text = _scaled_loop(direct=True)
     assert "step-bypasses-scaler" in slugs(findings), text
     assert "multiplied by 65536" in text and "test_bookkeeping.py:" in text
+
+
+def test_a_clip_before_unscale_is_named_at_its_line():
+    findings, text = _scaled_loop(direct=False, clip_scaled=True)
+    assert slugs(findings) == ["clip-before-unscale"], text
+    assert "clip_grad_norm_ at" in findings[0].where and "test_bookkeeping.py:" in findings[0].where
+    assert "65536" in text
 
 
 def test_steps_through_the_scaler_are_silent():
