@@ -80,6 +80,10 @@ ENTRIES: tuple[Entry, ...] = (
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
           "learning rate is cut while the model improves and kept while it gets worse",
           _W, True, False),
+    Entry("scheduler-optimizer-idle", "OVT120", "a learning-rate scheduler whose optimizer no longer steps",
+          "the optimizer was re-created (after unfreezing, a reload, model surgery) and the scheduler still drives "
+          "the old one: the optimizer that trains keeps its initial learning rate, warm-up and decay never happen",
+          _W, False, True),
     Entry("optimizer-not-on-model", "OVT115",
           "an optimizer that holds none of the parameters of the model being trained",
           "after the model was rebuilt, reloaded or altered the optimizer still steps the old tensors: the model "
@@ -135,7 +139,8 @@ ENTRIES: tuple[Entry, ...] = (
           "depend on the batches before it and on their order: the model is evaluated in a condition it was never "
           "trained in, and every metric moves with the evaluation order and batch size",
           _W, False, True),
-    Entry("dropout-drops-most", "OVT208", "a dropout that drops most of its inputs in training (p above 0.7, or a keep probability as p)",
+    Entry("dropout-drops-most", "OVT208",
+          "a dropout that drops most of its inputs in training (p above 0.7, or a keep probability as p)",
           "p is the probability of zeroing a unit, not of keeping it: a keep probability passed as p (0.8, 0.9, 1) "
           "drops most or all activations, so the layers before it barely learn (p=1 zeroes everything and "
           "nothing before it gets a gradient)",

@@ -36,7 +36,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "class-weights-inverted", "sequence-targets-misaligned", "labels-unrelated-to-inputs",
          "preprocessing-refit-on-eval", "listings-paired-unsorted",
          # issue 33, model state, gradient bookkeeping, evaluation state
-         "eval-state-carried", "dropout-drops-most", "eval-order-mismatch"}
+         "eval-state-carried", "dropout-drops-most", "eval-order-mismatch",
+         "scheduler-optimizer-idle"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -227,7 +227,7 @@ def _sched_step_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
         for s in ACTIVE:
-            if id(self) not in s.scheds.ids:
+            if id(self) not in s.scheds.any_ids:
                 s.scheds.add(self)
         return orig(self, *args, **kwargs)
 

@@ -1,9 +1,16 @@
-"""Guard on the learning-rate scheduler's cadence (slug ``scheduler-cadence``).
+"""Guards on learning-rate schedulers: their cadence (slug ``scheduler-cadence``) and the
+optimizer they drive (slug ``scheduler-optimizer-idle``).
 
 Schedulers are given explicitly or found when they step (through the
 patched ``LRScheduler.step``).  At each
 DataLoader epoch boundary the guard compares how many times each scheduler
 and its optimizer stepped during the epoch with the scheduler's horizon.
+
+``scheduler-optimizer-idle`` (issue 33, state that is supposed to move): a scheduler that keeps
+stepping over an epoch in which its optimizer never stepped, while another optimizer did
+(:data:`MIN_STEPS` steps or more): the optimizer was re-created (after unfreezing, a reload, model
+surgery) and the scheduler still holds the old one, so the optimizer that trains keeps its
+initial learning rate for the whole run.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ if TYPE_CHECKING:
 
 PER_BATCH = tuple(c for c in (getattr(L, "OneCycleLR", None), getattr(L, "CyclicLR", None)) if c)
 PER_EPOCH = tuple(c for c in (L.StepLR, L.MultiStepLR, L.ExponentialLR, L.CosineAnnealingLR) if c)
+MIN_STEPS = 4  # steps of another optimizer during an epoch in which the scheduler's own did none
 
 
 def horizon(s: Any) -> int | None:
@@ -44,9 +52,16 @@ class SchedulerChecks(Check):
         super().__init__(session)
         self.watched: list[list[Any]] = []  # [scheduler, OptInfo, sched_count_at_epoch_start, opt_steps_at_epoch_start]
         self.ids: set[int] = set()
+        self.any_sched: list[list[Any]] = []  # [scheduler, its optimizer, sched_count, other_steps] of every scheduler
+        self.any_ids: set[int] = set()
 
     def add(self, scheduler: Any) -> None:
         """Watch ``scheduler`` (given explicitly, or seen stepping through the patched ``LRScheduler.step``)."""
+        opt = getattr(scheduler, "optimizer", None)
+        if scheduler is not None and opt is not None and id(scheduler) not in self.any_ids:
+            self.any_ids.add(id(scheduler))
+            self.any_sched.append([scheduler, opt, getattr(scheduler, "last_epoch", 0), self._steps(opt),
+                                   self._others()])
         if scheduler is None or not isinstance(scheduler, PER_BATCH + PER_EPOCH) or id(scheduler) in self.ids:
             return
         opt = getattr(scheduler, "optimizer", None)
@@ -59,7 +74,49 @@ class SchedulerChecks(Check):
         self.ids.add(id(scheduler))
         self.watched.append([scheduler, oi, scheduler.last_epoch, oi.steps])
 
+    def _steps(self, opt: Any) -> int:
+        oi = self.s.optimizers.get(id(opt))
+        return oi.steps if oi is not None else 0
+
+    def _others(self) -> int:
+        return sum(oi.steps for oi in self.s.optimizers.values())
+
+    def _idle_optimizers(self) -> None:
+        """Counts since the scheduler's optimizer last stepped (any cadence: a per-epoch scheduler stepped
+        after validation falls between two DataLoader passes of its own)."""
+        for entry in self.any_sched:
+            sc, opt, sched0, own0, all0 = entry
+            count = getattr(sc, "last_epoch", 0)
+            own, total = self._steps(opt), self._others()
+            if own != own0:  # the scheduler's optimizer steps: it trains, count from here
+                entry[2], entry[3], entry[4] = count, own, total
+                continue
+            n_sched, n_others = count - sched0, total - all0
+            if n_sched < 1 or n_others < MIN_STEPS:
+                continue
+            name = type(sc).__name__
+            stepping = [oi for oi in self.s.optimizers.values() if oi.opt is not opt and oi.steps]
+            if not stepping:
+                continue
+            idle = self.s.optimizers.get(id(opt))
+            if idle is None and not self.s.auto:
+                continue  # an optimizer not given to overt.guard may well step: nothing proven
+            idle_name = idle.name if idle is not None else f"{type(opt).__name__} (never stepped)"
+            others = ", ".join(oi.name for oi in stepping)
+            self.s.report(
+                "scheduler-optimizer-idle",
+                f"{name} stepped {n_sched} time(s) while its optimizer {idle_name} did not step once and {others} "
+                f"stepped {n_others} time(s): the scheduler changes the learning rate of an "
+                "optimizer that no longer trains (it was replaced after the scheduler was made), so the optimizer "
+                "that trains keeps its initial learning rate for the whole run.",
+                fix="create the scheduler again whenever the optimizer is re-created (after unfreezing, reloading "
+                "or changing the model), from the new optimizer.",
+                where=f"{name} on {idle_name}", key=f"idle:{id(sc)}",
+            )
+
     def epoch_boundary(self) -> None:
+        if self.any_sched:
+            self._idle_optimizers()
         if not self.watched:
             return
         for entry in self.watched:

@@ -1,0 +1,53 @@
+"""scheduler-optimizer-idle (overt/guards/schedulers.py, issue 33): a scheduler left on the
+optimizer that was replaced when the backbone was unfrozen; the twin re-creates it.  Found as
+``overt run`` finds them (PyTorch's global hooks), on a small real run on digits."""
+
+from __future__ import annotations
+
+import io
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from overt.guards.options import GuardOptions
+from overt.guards.session import GuardSession
+from tests.conftest import TIMING
+from tests.guards.helpers import digits, mlp, slugs
+
+
+def _unfreeze_after_one_epoch(recreate_scheduler: bool) -> list:
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:640], y[:640]), batch_size=64, shuffle=True)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        model = mlp()
+        for p in model[0].parameters():
+            p.requires_grad_(False)  # the first epoch trains the head only
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        for epoch in range(4):
+            if epoch == 1:  # unfreeze: a new optimizer over every parameter
+                for p in model.parameters():
+                    p.requires_grad_(True)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                if recreate_scheduler:
+                    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+            for xb, yb in loader:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+            sched.step()
+    finally:
+        findings = session.close()
+    return findings
+
+
+def test_a_scheduler_left_on_a_replaced_optimizer_is_named():
+    findings = _unfreeze_after_one_epoch(recreate_scheduler=False)
+    assert slugs(findings) == ["scheduler-optimizer-idle"]
+    assert "StepLR" in findings[0].message and "SGD#0" in findings[0].message
+
+
+def test_a_scheduler_made_again_with_the_optimizer_is_quiet():
+    assert _unfreeze_after_one_epoch(recreate_scheduler=True) == []
