@@ -145,6 +145,11 @@ ENTRIES: tuple[Entry, ...] = (
           "drops most or all activations, so the layers before it barely learn (p=1 zeroes everything and "
           "nothing before it gets a gradient)",
           _W, True, True),
+    Entry("eval-model-stale", "OVT209", "an evaluated copy of the model that training never updates",
+          "a copy made once (copy.deepcopy before training, an EMA whose update is never called, the wrong "
+          "variable) keeps the initial weights: every validation metric, early stopping and model selection "
+          "measure a model that never trained while the run looks normal",
+          _W, False, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),

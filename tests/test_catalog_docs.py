@@ -37,7 +37,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "preprocessing-refit-on-eval", "listings-paired-unsorted",
          # issue 33, model state, gradient bookkeeping, evaluation state
          "eval-state-carried", "dropout-drops-most", "eval-order-mismatch",
-         "scheduler-optimizer-idle"}
+         "scheduler-optimizer-idle", "eval-model-stale"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

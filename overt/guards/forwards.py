@@ -53,6 +53,23 @@ class ForwardHooks:
         self.watch_model(module)
         self._fwd_pre(module, args)  # its own pre hook was added too late for this call
 
+    @never_break
+    def discover_evaluated(self, module: nn.Module) -> None:
+        """``module.eval()`` on a module the session does not know (``auto``): a model that is only
+        evaluated (a copy, an EMA, a teacher) is watched from now on, whatever the clock says (its
+        forwards happen between steps, where the global discovery hook is not installed)."""
+        key = id(module)
+        if key in self.models or key in self._skip_roots or key in self._submodules:
+            return
+        if next(module.parameters(), None) is None:
+            return
+        inner = unwrap_model(module)
+        if id(inner) in self.models or id(inner) in self._submodules:
+            return
+        name = type(inner).__name__
+        taken = sum(1 for info in self.models.values() if info.name.split("#")[0] == name)
+        self.watch_model(inner, f"{name}#{taken + 1}" if taken else name)  # a copy of a watched model: told apart
+
     def discover_models(self, on: bool) -> None:
         """Watch the outermost modules with parameters that run a forward while ``on`` (PyTorch's
         global forward pre-hook): for frameworks that call a submodule, not the module they were

@@ -243,6 +243,8 @@ def _train_wrapper(orig: Any) -> Any:
             for s in ACTIVE:
                 if id(self) in s.models:
                     s.arm_forwards(3)
+                elif s.auto and not self.training:  # a model only evaluated: found when it is switched
+                    s.discover_evaluated(self)
         return out
 
     return train

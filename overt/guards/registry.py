@@ -31,6 +31,7 @@ from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
+from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
 
 CHECKS: tuple[type[Check], ...] = (
@@ -39,6 +40,7 @@ CHECKS: tuple[type[Check], ...] = (
     DropoutChecks,
     IndependenceChecks,
     CarriedStateChecks,
+    StaleEvalChecks,
     EvalLoopChecks,
     FrozenChecks,
     LossChecks,
