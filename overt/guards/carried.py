@@ -33,6 +33,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.watched import storage_ptr
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -79,13 +80,6 @@ def _outputs(output: Any) -> list[torch.Tensor]:
                 out.extend(t for t in v[:4] if isinstance(t, torch.Tensor))
         return out
     return []
-
-
-def _storage(t: torch.Tensor) -> int | None:
-    try:
-        return t.untyped_storage().data_ptr()
-    except Exception:  # noqa: BLE001  a tensor without storage (a functional or meta tensor)
-        return None
 
 
 class _Kept:
@@ -191,7 +185,7 @@ class CarriedStateChecks(Check):
         # small outputs (a recurrent state) are kept, detached, until the next look: a state the loop
         # detaches (``h.detach()``) frees the returned tensor but shares its memory, which stays this
         # tensor's while it is kept; large ones (logits) are only referenced weakly
-        st.outs = [(_Kept(t.detach()) if t.numel() <= KEEP_NUMEL else weakref.ref(t), _storage(t), tuple(t.shape))
+        st.outs = [(_Kept(t.detach()) if t.numel() <= KEEP_NUMEL else weakref.ref(t), storage_ptr(t), tuple(t.shape))
                    for t in _outputs(output)]
 
     @staticmethod
@@ -202,7 +196,7 @@ class CarriedStateChecks(Check):
         found = []
         for key, a in flat:
             for t, storage, shape in live:
-                if a is t or (storage is not None and storage != 0 and _storage(a) == storage
+                if a is t or (storage is not None and storage != 0 and storage_ptr(a) == storage
                               and tuple(a.shape) == shape):
                     found.append(key)
                     break

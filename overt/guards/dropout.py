@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-import torch
 import torch.nn.functional as F
 
 from overt.catalog import Severity
 from overt.guards.check import Check
 from overt.guards.watched import _BN
-from overt.guards.where import class_location, is_user_file, short_location, user_location
+from overt.guards.where import class_location, from_torch, is_user_file, short_location, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -57,13 +55,6 @@ def _training_arg(args: tuple, kwargs: dict) -> tuple[float, bool]:
 def _p(m: Any) -> float:
     p = getattr(m, "p", 0.0)
     return float(p) if isinstance(p, (int, float)) else 0.0
-
-
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-
-
-def _from_torch(frame: Any) -> bool:
-    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
 
 
 def _built_at(info: ModelInfo, layer: Any) -> str | None:
@@ -143,7 +134,7 @@ class DropoutChecks(Check):
         def dropout(*args: Any, **kwargs: Any) -> Any:
             try:
                 p, training = _training_arg(args, kwargs)
-                if training and p > 0 and not _from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here
+                if training and p > 0 and not from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here
                     self.calls.append((p, user_location(2) or ""))
             except Exception:  # noqa: BLE001  never break the user's forward over a check
                 pass

@@ -24,7 +24,6 @@ DataLoader worker processes never report (see :class:`~overt.guards.report.Repor
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
 import warnings
@@ -36,7 +35,7 @@ from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
 from overt.guards.report import GuardError
-from overt.guards.where import is_user_file, user_location
+from overt.guards.where import from_torch, is_user_file, user_location
 from overt.guards.workers import check_worker_rngs
 
 if TYPE_CHECKING:
@@ -64,8 +63,6 @@ def safely(fn: Any, *args: Any) -> Any:
         if session is not None:
             session.check_failed(check, exc)
         return None
-
-
 
 
 def _loss_wrapper(name: str, orig: Any) -> Any:
@@ -160,19 +157,10 @@ def _next_wrapper(orig: Any) -> Any:
     return __next__
 
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-
-
-def _from_torch(frame: Any) -> bool:
-    """torch calling its own ``torch.load`` (``broadcast_object_list``, ``gather_object``... unpickle
-    what the other ranks of the same job sent): not a file from elsewhere."""
-    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
-
-
 def _load_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def load(*args: Any, **kwargs: Any) -> Any:
-        if ACTIVE and kwargs.get("weights_only") is False and not _from_torch(sys._getframe(1)):
+        if ACTIVE and kwargs.get("weights_only") is False and not from_torch(sys._getframe(1)):
             loc = user_location(2) or ""
             target = args[0] if args else kwargs.get("f", "?")
             for s in ACTIVE:

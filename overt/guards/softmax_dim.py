@@ -21,7 +21,6 @@ The wrappers are put back at the next training forward.  Host metadata only.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,8 @@ from torch import nn
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.where import user_location
+from overt.guards.watched import storage_ptr
+from overt.guards.where import from_torch, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -41,7 +41,6 @@ LOOKS = 50  # calls of each suspect layer looked at
 OUT_LOOKS = 8  # evaluation forwards per model whose outputs are remembered
 _FUNCTIONS = ((torch, "softmax"), (torch, "log_softmax"), (F, "softmax"), (F, "log_softmax"),
               (torch.Tensor, "softmax"), (torch.Tensor, "log_softmax"))
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _SOFTMAX = (nn.Softmax, nn.LogSoftmax, nn.Softmin)
 
 
@@ -113,7 +112,7 @@ class SoftmaxDimChecks(Check):
                         continue
                     if t[0].numel() < 2 or (t.dim() == 2 and t.shape[0] == t.shape[1]):
                         continue  # one score per sample (pooling over a set), or a square sample-by-sample matrix
-                    self.outputs = self.outputs[-3:] + [(weakref.ref(t), _storage(t), tuple(t.shape), info)]
+                    self.outputs = self.outputs[-3:] + [(weakref.ref(t), storage_ptr(t), tuple(t.shape), info)]
                     self._wrap()
             except Exception as exc:  # a guard never breaks the user's forward
                 self.s.check_failed(self, exc)
@@ -142,7 +141,7 @@ class SoftmaxDimChecks(Check):
         resolved = (0 if x.dim() in (0, 1, 3) else 1) if dim is None else (dim + x.dim() if dim < 0 else dim)
         if resolved != 0:
             return
-        storage = _storage(x)
+        storage = storage_ptr(x)
         latest = len(self.outputs) - 1
         for i, (ref, out_storage, shape, info) in enumerate(self.outputs):
             t = ref()
@@ -208,18 +207,6 @@ class SoftmaxDimChecks(Check):
         self.handles.clear()
 
 
-def _storage(t: torch.Tensor) -> int | None:
-    try:
-        return t.untyped_storage().data_ptr()
-    except Exception:  # noqa: BLE001  a tensor without storage
-        return None
-
-
-def _from_torch(frame: Any) -> bool:
-    """A call made by torch itself (``F.softmax`` calling the tensor method): seen at its own call."""
-    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
-
-
 # the softmax functions wrapped while some session's evaluation outputs are remembered: one set of
 # wrappers for the process, put back when the last listening check lets go
 _LISTENING: list[SoftmaxDimChecks] = []
@@ -249,7 +236,7 @@ def _uninstall() -> None:
 def _wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def softmax(*args: Any, **kwargs: Any) -> Any:
-        if args and not _from_torch(sys._getframe(1)):
+        if args and not from_torch(sys._getframe(1)):
             for check in _LISTENING:
                 if check.outputs:
                     try:

@@ -64,3 +64,11 @@ def output_tensors(output: Any) -> list[torch.Tensor]:
     if isinstance(output, dict):
         return [t for t in list(output.values())[:8] if isinstance(t, torch.Tensor)]
     return []
+
+
+def storage_ptr(t: torch.Tensor) -> int | None:
+    """The address of ``t``'s memory (shared by its views and ``detach()``), or None (no storage)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001  a tensor without storage (a functional or meta tensor)
+        return None

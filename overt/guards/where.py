@@ -78,3 +78,22 @@ def class_location(obj: object) -> str | None:
     except (OSError, TypeError):
         return None
     return f"{_short(path)}:{line}" if path else None
+
+
+def from_torch(frame: object) -> bool:
+    """Whether ``frame`` (a caller's frame) runs torch's own code: a call torch makes itself (``F.softmax``
+    calling the tensor method, ``nn.Dropout`` calling ``F.dropout``, torch unpickling what ranks sent)."""
+    code = getattr(frame, "f_code", None)
+    return code is not None and code.co_filename.startswith(_torch_dir())
+
+
+_TORCH_DIR = ""
+
+
+def _torch_dir() -> str:
+    global _TORCH_DIR
+    if not _TORCH_DIR:
+        import torch
+
+        _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+    return _TORCH_DIR
