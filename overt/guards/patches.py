@@ -231,6 +231,9 @@ def _train_wrapper(orig: Any) -> Any:
             for s in ACTIVE:
                 if id(self) in s.models:
                     s.arm_forwards(3)
+                    check = getattr(s, "softmax_dim", None)
+                    if check is not None and not self.training:
+                        safely(check.eval_started)  # softmax calls on its outputs, from the first
                 elif s.auto and not self.training:  # a model only evaluated: found when it is switched
                     s.discover_evaluated(self)
         return out

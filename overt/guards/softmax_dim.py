@@ -8,14 +8,15 @@ The model's softmax layers with such a ``dim`` get a forward pre-hook (only thos
 their first :data:`LOOKS` calls) that compares dimension 0 of their input with the batch of the
 model's latest checked forward.
 
-The same mistake made outside the model, on its predictions (``torch.softmax(model(x), dim=0)``,
-``model(x).softmax(0)``), is seen in evaluation: the outputs of the first :data:`OUT_LOOKS`
-evaluation forwards of each model (eval mode, a ``(batch, classes...)`` output whose dimension 0 is
-the batch of the forward's input) are remembered by identity, and while evaluation goes on
-``torch.softmax``/``log_softmax`` (also ``torch.nn.functional``'s and the tensor methods) are
-wrapped; a call over dimension 0 of such an output (the tensor itself, a view of it, or a tensor of
-the latest output's very shape: ``logits / T``) is the bug.
-The wrappers are put back at the next training forward.  Host metadata only.
+The same mistake made outside the model, on its outputs (``torch.softmax(model(x), dim=0)``,
+``model(x).softmax(0)``), is seen in evaluation and on checked training steps (a REINFORCE loss
+taking ``log_softmax(policy(states), 0)``).  ``torch.softmax``/``log_softmax`` (also
+``torch.nn.functional``'s and the tensor methods) are wrapped for the whole of a checked step (for
+the first :data:`OUT_LOOKS` of each model) and from a watched model's ``eval()`` until training
+resumes; the outputs of those forwards (a ``(batch, classes...)`` output whose dimension 0 is the
+batch of the forward's input) are remembered by identity, and a call over dimension 0 of such an
+output (the tensor itself, a view of it, or a tensor of the latest output's very shape:
+``logits / T``) is the bug.  Unchecked training steps run unwrapped.  Host metadata only.
 """
 
 from __future__ import annotations
@@ -61,13 +62,20 @@ class SoftmaxDimChecks(Check):
         self.handles: dict[int, Any] = {}  # id(layer) -> pre-hook handle
         self.calls: dict[int, int] = {}
         self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
-        self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (weakref, storage, shape, model)
+        self.train_looks: dict[int, int] = {}  # id(ModelInfo) -> checked training forwards whose outputs were
+        # (weakref, storage, shape, model, training) of the outputs remembered
+        self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo, bool]] = []
         self.out_hook = OneShotHook()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         x = next((a for a in args if hasattr(a, "dim") and hasattr(a, "shape")), None)
         if x is not None and x.dim() >= 2:
             self.batch[id(info)] = int(x.shape[0])
+        n = self.train_looks.get(id(info), 0)
+        if n < OUT_LOOKS and not self.out_hook.pending:  # the loss of this checked step: softmax over its batch?
+            self.out_hook.clear_stale()
+            self.train_looks[id(info)] = n + 1
+            self.out_hook.place(info.module, self._remember(info))
         if id(info) in self.scanned:
             return
         self.scanned.add(id(info))
@@ -83,8 +91,22 @@ class SoftmaxDimChecks(Check):
         self._eval(info)
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
-        if self in _LISTENING:
+        if self in _LISTENING and not self.s.armed:  # training resumed on an unchecked step
             self._unwrap()
+
+    def on_arming(self, oi: Any) -> None:
+        """The wrappers are in place for the whole of a checked step (``torch.log_softmax`` in
+        ``log_softmax(model(x), 0)`` is looked up before the forward runs), and gone otherwise."""
+        if self.s.armed and any(self.train_looks.get(id(m), 0) < OUT_LOOKS for m in self.s.models.values()):
+            self._wrap()
+        elif self in _LISTENING:
+            self._unwrap()
+
+    def eval_started(self) -> None:
+        """A watched model was switched to eval mode (from the patched ``Module.train``): an
+        evaluation begins, wrapped from its first call."""
+        if any(self.out_looks.get(id(m), 0) < OUT_LOOKS for m in self.s.models.values()):
+            self._wrap()
 
     def _eval(self, info: ModelInfo) -> None:
         self.out_hook.clear_stale()
@@ -112,8 +134,9 @@ class SoftmaxDimChecks(Check):
                         continue
                     if t[0].numel() < 2 or (t.dim() == 2 and t.shape[0] == t.shape[1]):
                         continue  # one score per sample (pooling over a set), or a square sample-by-sample matrix
-                    self.outputs = self.outputs[-3:] + [(weakref.ref(t), storage_ptr(t), tuple(t.shape), info)]
-                    self._wrap()
+                    self.outputs = self.outputs[-3:] + [(weakref.ref(t), storage_ptr(t), tuple(t.shape), info,
+                                                         bool(module.training))]
+                    self._wrap()  # (already in place for a checked step or after eval())
             except Exception as exc:  # a guard never breaks the user's forward
                 self.s.check_failed(self, exc)
 
@@ -143,7 +166,7 @@ class SoftmaxDimChecks(Check):
             return
         storage = storage_ptr(x)
         latest = len(self.outputs) - 1
-        for i, (ref, out_storage, shape, info) in enumerate(self.outputs):
+        for i, (ref, out_storage, shape, info, training) in enumerate(self.outputs):
             t = ref()
             same = t is not None and (t is x or (storage and storage == out_storage and tuple(x.shape) == shape))
             # or made from the latest output (``logits / T``, ``out.float()``): a tensor of its very shape
@@ -152,10 +175,11 @@ class SoftmaxDimChecks(Check):
             loc = user_location(3) or ""
             self.s.report(
                 "softmax-over-batch",
-                f"{name}(dim={dim}) over the {tuple(x.shape)} evaluation outputs of {info.name} normalises over "
-                f"dimension 0, the batch of {x.shape[0]} samples: each class's values sum to 1 over the samples "
-                "instead of each sample's over its classes, so every prediction depends on the rest of its batch "
-                "(and on the batch size and order).",
+                f"{name}(dim={dim}) over the {tuple(x.shape)} {'training' if training else 'evaluation'} outputs "
+                f"of {info.name} normalises over dimension 0, the batch of {x.shape[0]} samples: each class's "
+                "values sum to 1 over the samples instead of each sample's over its classes, so every "
+                + ("probability the loss and its gradients see" if training else "prediction")
+                + " depends on the rest of its batch (and on the batch size and order).",
                 fix=f"{name}(..., dim=-1): the class dimension.",
                 where=f"{name} at {loc}" if loc else f"{name} on {info.name}'s outputs", key=f"call:{loc}",
             )

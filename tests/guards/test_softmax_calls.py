@@ -52,3 +52,33 @@ def test_softmax_over_classes_and_over_set_scores_is_quiet():
 
     findings, text = _run(predict)
     assert findings == [], text
+
+
+def _reinforce(dim: int) -> tuple[list, str]:
+    """A policy that acts on one state at a time (1-D: fine) and learns on a batch of states with a
+    functional log_softmax: over dim 0 it normalises each action over the states of the batch."""
+    from tests.guards.helpers import digits
+
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    g = guarded(policy, opt, ignore=TIMING)
+    x, y = digits()
+    for episode in range(10):
+        idx = torch.randint(1400, (16,))
+        with torch.no_grad():
+            actions = torch.stack([torch.multinomial(torch.softmax(policy(x[i]), dim=0), 1)[0] for i in idx])
+        reward = (actions == y[idx]).float()
+        logp = torch.log_softmax(policy(x[idx]), dim=dim).gather(1, actions[:, None]).squeeze(1)
+        loss = -(logp * (reward - reward.mean())).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return g.report(), g.session.options.stream.getvalue()
+
+
+def test_a_functional_log_softmax_over_the_batch_in_a_training_loss_is_named():
+    findings, text = _reinforce(0)
+    assert slugs(findings) == ["softmax-over-batch"], text
+    assert "training outputs" in findings[0].message and "test_softmax_calls.py:" in findings[0].where
+    assert _reinforce(-1)[0] == []
