@@ -237,6 +237,9 @@ _LISTENING: list[SoftmaxDimChecks] = []
 _SAVED: dict[tuple[Any, str], Any] = {}  # (owner, name) -> the original (None: inherited, deleted again)
 
 
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
 def _install() -> None:
     if _SAVED:
         return
@@ -260,6 +263,8 @@ def _uninstall() -> None:
 def _wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def softmax(*args: Any, **kwargs: Any) -> Any:
+        if _compiling():  # traced by torch.compile: PyTorch's own call, no graph break
+            return orig(*args, **kwargs)
         if args and not from_torch(sys._getframe(1)):
             for check in _LISTENING:
                 if check.outputs:
