@@ -1,12 +1,20 @@
-"""The held-out split of the wild corpus (issue 33): a seeded draw of the new reports into a
-development half and a test half, made before any of their cases was written.
+"""The held-out splits of the wild corpus (issue 33): seeded draws of new reports into a
+development half and a test half, each made before any of its cases was written.
 
-    python -m tests.wild.split          # rewrites tests/wild/split.json (the same draw every time)
+    python -m tests.wild.split          # rewrites tests/wild/split.json (the same draws every time)
 
-The 26 cases that existed before the draw (w01-w26) were built and tuned on, so they belong to the
-development half.  The new reports (N01-N28, listed in docs/wild.md) are shuffled with
-``random.Random(SEED)`` and the first half goes to development, the second to test.  Case modules
-name their report id in ``REPORT`` so the runner can tell the halves apart.
+Round one: the 26 cases that existed before the first draw (w01-w26) were built and tuned on, so
+they belong to the development half.  The reports N01-N28 (listed in docs/wild.md) are shuffled
+with ``random.Random(SEED)``; the first half goes to development (``dev``), the second to test
+(``test``).  The round-one test half was measured once and is used up.
+
+Round two: the reports N29-N52 (docs/wild.md, "Issue 33, round two"), gathered after the
+round-one measurement, are shuffled with ``random.Random(SEED2)`` into ``dev2`` and ``test2``.
+The checks built for issue 33 were built against w01-w54 only, so both round-two halves are
+fresh; ``test2`` is measured once, by the lead, after merging.  The round-one keys are written
+exactly as before, so they stay reproducible.
+
+Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
 from __future__ import annotations
@@ -21,18 +29,32 @@ OLD = [f"w{i:02d}" for i in range(1, 27)]
 #: the new reports, in the order they were gathered
 NEW = [f"N{i:02d}" for i in range(1, 29)]
 
+SEED2 = 3302
+#: the round-two reports, in the order they were gathered (docs/wild.md, "Issue 33, round two")
+NEW2 = [f"N{i:02d}" for i in range(29, 53)]
+
 PATH = Path(__file__).with_name("split.json")
 
+#: the halves a case can belong to, in the order the runner lists them
+HALVES = ("dev", "test", "dev2", "test2")
 
-def draw(seed: int = SEED) -> dict[str, list[str]]:
-    """{"dev": [...], "test": [...]}: the old cases plus half the new reports, and the other half."""
-    order = list(NEW)
+
+def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
+    order = list(reports)
     random.Random(seed).shuffle(order)
     half = len(order) // 2
-    return {"seed": seed, "dev": OLD + sorted(order[:half]), "test": sorted(order[half:])}
+    return sorted(order[:half]), sorted(order[half:])
 
 
-def load() -> dict[str, list[str]]:
+def draw(seed: int = SEED, seed2: int = SEED2) -> dict:
+    """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half) and round
+    two ({"dev2", "test2"}: the halves of N29-N52)."""
+    dev, test = _halve(NEW, seed)
+    dev2, test2 = _halve(NEW2, seed2)
+    return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2}
+
+
+def load() -> dict:
     """The committed split."""
     return json.loads(PATH.read_text())
 
