@@ -274,9 +274,14 @@ def report_id(case: ModuleType) -> str:
 
 
 def half(case: ModuleType) -> str:
-    """``"dev"`` or ``"test"``, from the committed split (tests/wild/split.json)."""
+    """The case's half in the committed split (tests/wild/split.json): ``"dev"`` or ``"test"`` for
+    round one (w01-w54), ``"dev2"`` or ``"test2"`` for round two (N29-N52)."""
     split = json.loads(Path(__file__).with_name("split.json").read_text())
-    return "test" if report_id(case) in split["test"] else "dev"
+    rid = report_id(case)
+    for name in ("test", "dev2", "test2"):
+        if rid in split.get(name, ()):
+            return name
+    return "dev"
 
 
 def caught(case: ModuleType, result: FaceResult) -> bool:

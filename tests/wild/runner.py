@@ -5,6 +5,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner w01 w07               # some cases
     python -m tests.wild.runner --faces lint,run      # as a user runs them: overt run / overt lint
     python -m tests.wild.runner --faces run,lint --half dev --markdown out.md
+    python -m tests.wild.runner --faces run,lint --half dev2      # round two's development half
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -37,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.wild.runner")
     ap.add_argument("cases", nargs="*", help="case id prefixes (default: all)")
     ap.add_argument("--faces", default=",".join(FACES))
-    ap.add_argument("--half", choices=("dev", "test", "all"), default="all",
-                    help="the half of the held-out split to run (tests/wild/split.json)")
+    ap.add_argument("--half", choices=("dev", "test", "dev2", "test2", "all"), default="all",
+                    help="the half of the held-out split to run (tests/wild/split.json): dev/test for round "
+                         "one (w01-w54), dev2/test2 for round two")
     ap.add_argument("--markdown", help="also write the per-case and per-half tables to this file")
     args = ap.parse_args(argv)
     faces = tuple(f for f in args.faces.split(",") if f)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.wild import harness
 from tests.wild.harness import case_id, cases, half
+from tests.wild.split import HALVES, draw
 from tests.wild.split import load as load_split
 
 CASES = {case_id(c): c for c in cases()}
@@ -91,13 +92,19 @@ def test_every_case_cites_its_source_and_has_a_twin():
         assert case.script(True) != case.script(False), cid
 
 
+def test_split_json_is_the_seeded_draw():
+    """split.json is what ``python -m tests.wild.split`` draws: both rounds reproducible from their seeds."""
+    assert load_split() == draw()
+
+
 def test_new_cases_follow_the_split_and_record_their_metric():
     split = load_split()
     mechanisms = harness.mechanisms()
-    assert not set(split["dev"]) & set(split["test"])
+    halves = [set(split[h]) for h in HALVES]
+    assert sum(len(h) for h in halves) == len(set().union(*halves)), "a report is in one half only"
     reports = [c.REPORT for c in NEW.values()]
     assert len(reports) == len(set(reports)), "one case per report"
-    assert set(reports) <= set(split["dev"]) | set(split["test"])
+    assert set(reports) <= set().union(*halves)
     for cid, case in NEW.items():
         assert case.MECHANISM in mechanisms, f"{cid}: MECHANISM {case.MECHANISM!r} not in mechanisms.json"
         name, bug, twin = case.METRIC
