@@ -7,7 +7,7 @@ nn.NLLloss() is after logsoftmax ... here only softmax is provided in model.py t
 is always negative."  Here a bag-of-embeddings text classifier (four topics, synthetic sentences)
 ends in ``nn.Softmax`` and trains with ``nn.NLLLoss``; the twin ends in ``nn.LogSoftmax``.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.42, twin 0.94.
 """
 
 from tests.wild.cases.common import TEXT
@@ -15,7 +15,7 @@ from tests.wild.cases.common import TEXT
 REPORT = "N29"
 MECHANISM = "probabilities-into-nll"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.42, 0.94)
 
 _SCRIPT = TEXT + '''
 INDEX = {w: i for i, w in enumerate(WORDS)}

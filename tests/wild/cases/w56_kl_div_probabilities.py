@@ -8,7 +8,7 @@ teacher)"; the maintainer: "should be changed to: student = F.log_softmax(...) I
 small student learns digits from a trained teacher's soft labels alone (temperature 4); the twin
 passes ``F.log_softmax`` of the student.
 
-Metric: the student's validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: the student's validation accuracy (plain ``python``, CPU, seed 0): bug 0.6146, twin 0.8161.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE
@@ -16,7 +16,7 @@ from tests.wild.cases.common import FIT, PRELUDE
 REPORT = "N30"
 MECHANISM = "probabilities-into-kl-div"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.6146, 0.8161)
 
 _SCRIPT = PRELUDE + FIT + '''
 teacher = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))

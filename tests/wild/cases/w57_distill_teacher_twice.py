@@ -9,7 +9,7 @@ small bug, it just completely stops doing the distillation."  Here a small stude
 digits (cross-entropy) and 1400 digits through a trained teacher (soft loss, temperature 4); the
 twin takes the soft loss on the student's logits.
 
-Metric: the student's validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: the student's validation accuracy (plain ``python``, CPU, seed 0): bug 0.7204, twin 0.8766.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import FIT, PRELUDE
 REPORT = "N31"
 MECHANISM = "distillation-target-from-teacher"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.7204, 0.8766)
 
 _SCRIPT = PRELUDE + FIT + '''
 teacher = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))

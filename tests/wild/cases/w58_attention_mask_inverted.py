@@ -8,7 +8,7 @@ F.scaled_dot_product_attention."  Here a text classifier pools word embeddings w
 query through ``scaled_dot_product_attention``; sentences of 4-10 words are padded to 12 tokens;
 the buggy script passes the padding mask itself, the twin its negation.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.25, twin 1.0.
 """
 
 from tests.wild.cases.common import TEXT
@@ -16,7 +16,7 @@ from tests.wild.cases.common import TEXT
 REPORT = "N32"
 MECHANISM = "attention-mask-inverted"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.25, 1.0)
 
 _SCRIPT = TEXT + '''
 PAD, LENGTH = 0, 12

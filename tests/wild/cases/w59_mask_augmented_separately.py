@@ -9,7 +9,7 @@ convolutional network segments the ink of noisy digits; the training set's ``__g
 image and mask by a random offset of up to two pixels in each direction (``torch.roll``), drawn
 twice in the buggy script and once in the twin.
 
-Metric: validation IoU of the ink mask (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation IoU of the ink mask (plain ``python``, CPU, seed 0): bug 0.1729, twin 0.7426.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N33"
 MECHANISM = "augmentation-desynchronised"
 SLUGS = ()
-METRIC = ("val_iou", None, None)
+METRIC = ("val_iou", 0.1729, 0.7426)
 
 _SCRIPT = PRELUDE + '''
 from torch.utils.data import Dataset

@@ -9,7 +9,7 @@ etc.. will suffer if we cast it to bfloat16".  Here an MLP on digits trains with
 with its parameters in bfloat16; the twin keeps float32 parameters and runs the forward pass under
 ``torch.autocast(..., dtype=torch.bfloat16)`` (mixed precision: bfloat16 compute, float32 weights).
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.2997, twin 0.6751.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N34"
 MECHANISM = "low-precision-master-weights"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.2997, 0.6751)
 
 _SCRIPT = PRELUDE + '''
 model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -42,7 +42,7 @@ print(f"METRIC {acc:.4f}")
 
 def script(bug: bool) -> str:
     if bug:
-        return _SCRIPT.replace("__CAST__", "model = model.to(torch.bfloat16)                    # pure bf16: no fp32 master weights") \
-            .replace("__INPUT_DTYPE__", "torch.bfloat16")
-    return _SCRIPT.replace("__CAST__", "# float32 weights; bfloat16 compute under autocast") \
-        .replace("__INPUT_DTYPE__", "torch.float32")
+        cast, dtype = "model = model.to(torch.bfloat16)          # pure bf16: no fp32 master weights", "torch.bfloat16"
+    else:
+        cast, dtype = "# float32 weights; bfloat16 compute under autocast", "torch.float32"
+    return _SCRIPT.replace("__CAST__", cast).replace("__INPUT_DTYPE__", dtype)

@@ -10,13 +10,13 @@ from standardised targets; the buggy prediction step returns the network's outpu
 multiplies by the training targets' standard deviation and adds their mean.
 
 Metric: mean absolute error on held-out patients, in the target's units (lower is better; plain
-``python``, CPU, seed 0): bug {bug}, twin {twin}.
+``python``, CPU, seed 0): bug 153.8501, twin 43.024.
 """
 
 REPORT = "N38"
 MECHANISM = "predictions-not-denormalised"
 SLUGS = ()
-METRIC = ("test_mae", None, None)
+METRIC = ("test_mae", 153.8501, 43.024)
 
 _SCRIPT = '''
 import torch

@@ -7,13 +7,13 @@ probability (class 0) ... for roc_auc_score. Changed to prob[:,1]"; the maintain
 Here a two-class MLP on scikit-learn's breast-cancer data (bundled) is scored with
 ``roc_auc_score(y, prob[:, :1])``; the twin passes ``prob[:, 1]``.
 
-Metric: the reported test ROC AUC (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: the reported test ROC AUC (plain ``python``, CPU, seed 0): bug 0.0036, twin 0.9964.
 """
 
 REPORT = "N39"
 MECHANISM = "metric-wrong-class-score"
 SLUGS = ()
-METRIC = ("test_roc_auc", None, None)
+METRIC = ("test_roc_auc", 0.0036, 0.9964)
 
 _SCRIPT = '''
 import torch

@@ -9,8 +9,8 @@ CLIP-style pair of encoders learns to match the top half of a digit with its bot
 (symmetric cross-entropy over the batch's similarity matrix); validation accuracy is top-1
 retrieval in batches of 100 pairs.  The twin takes the argmax over each row.
 
-Metric: the reported validation retrieval accuracy (plain ``python``, CPU, seed 0): bug {bug},
-twin {twin}.
+Metric: the reported validation retrieval accuracy (plain ``python``, CPU, seed 0): bug 0.0,
+twin 0.27.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -18,7 +18,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N40"
 MECHANISM = "metric-argmax-without-dim"
 SLUGS = ()
-METRIC = ("val_retrieval_accuracy", None, None)
+METRIC = ("val_retrieval_accuracy", 0.0, 0.27)
 
 _SCRIPT = PRELUDE + '''
 class CLIP(nn.Module):

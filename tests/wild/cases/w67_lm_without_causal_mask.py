@@ -11,13 +11,13 @@ Here a one-layer transformer learns arithmetic sequences (start and step drawn p
 ``nn.Transformer.generate_square_subsequent_mask``.
 
 Metric: next-token accuracy when the model sees only the prefix, as in generation (plain
-``python``, CPU, seed 0): bug {bug}, twin {twin}.
+``python``, CPU, seed 0): bug 0.7098, twin 1.0.
 """
 
 REPORT = "N41"
 MECHANISM = "causal-mask-missing"
 SLUGS = ()
-METRIC = ("prefix_next_token_accuracy", None, None)
+METRIC = ("prefix_next_token_accuracy", 0.7098, 1.0)
 
 _SCRIPT = '''
 import torch

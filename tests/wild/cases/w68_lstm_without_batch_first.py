@@ -9,7 +9,7 @@ model is still learning with this error"; the maintainer agreed to fix it.  Here
 sequence of its 8 pixel rows and an LSTM classifies it from its last output; the twin passes
 ``batch_first=True``.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.466, twin 0.8388.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N42"
 MECHANISM = "batch-mixed"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.466, 0.8388)
 
 _SCRIPT = PRELUDE + '''
 class RowLSTM(nn.Module):

@@ -9,7 +9,7 @@ initialization**, causing LR to exponentially decay to zero."  Here a four-layer
 gets one parameter group per layer (decay 0.65 per layer below the head); the buggy wrapper scales
 the groups' learning rates at every step, the twin once in ``__init__``.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.5491, twin 0.7884.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N43"
 MECHANISM = "lr-decays-to-zero"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.5491, 0.7884)
 
 _SCRIPT = PRELUDE + '''
 class LayerDecayOptimizer:

@@ -8,7 +8,7 @@ step), zeroing grad from all micro-batches except the last one, i.e. no accumula
 on digits trains with micro-batches of 8 accumulated over 8 (loss divided by 8); the buggy loop
 calls ``zero_grad()`` before every micro-batch's backward, the twin after each optimizer step.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.3501, twin 0.801.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -16,7 +16,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N44"
 MECHANISM = "accumulated-gradients-reset"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.3501, 0.801)
 
 _SCRIPT = PRELUDE + '''
 ACCUMULATE = 8

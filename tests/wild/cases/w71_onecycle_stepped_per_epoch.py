@@ -9,7 +9,7 @@ Source: ageron/handson-mlp#28 (https://github.com/ageron/handson-mlp/issues/28, 
 on digits trains for 3 epochs with plain SGD and ``OneCycleLR(max_lr=1.0)``; the twin steps the scheduler
 after every batch.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.6826, twin 0.8715.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N45"
 MECHANISM = "scheduler-cadence"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.6826, 0.8715)
 
 _SCRIPT = PRELUDE + '''
 EPOCHS = 3

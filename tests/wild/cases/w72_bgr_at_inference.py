@@ -8,7 +8,7 @@ without image files: the training images are RGB arrays (as PIL decodes them), a
 helper returns them with the channel axis reversed, as ``cv2.imread`` does; the task is the colour
 of a digit drawn in one of six colours.  The twin converts BGR to RGB before the model.
 
-Metric: accuracy on the inference images (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: accuracy on the inference images (plain ``python``, CPU, seed 0): bug 0.3451, twin 1.0.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -16,7 +16,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N46"
 MECHANISM = "eval-input-skew"
 SLUGS = ()
-METRIC = ("test_accuracy", None, None)
+METRIC = ("test_accuracy", 0.3451, 1.0)
 
 _SCRIPT = PRELUDE + '''
 COLOURS = torch.tensor([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1], [1, 0, 1]], dtype=torch.float32)
@@ -53,5 +53,5 @@ print(f"METRIC {acc:.4f}")
 
 
 def script(bug: bool) -> str:
-    convert = "# fed as read" if bug else "images = images.flip(1)                                          # BGR -> RGB"
+    convert = "# fed as read" if bug else "images = images.flip(1)                          # BGR -> RGB"
     return _SCRIPT.replace("__CONVERT__", convert)

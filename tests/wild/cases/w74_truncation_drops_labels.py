@@ -11,7 +11,7 @@ prompt + separator + answer token sequences of at most 12 tokens; two of the fou
 long prompts.  The buggy collator keeps the first 12 tokens, the twin the last 12 (left truncation,
 as the trl maintainers advise).
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.505, twin 0.9875.
 """
 
 from tests.wild.cases.common import TEXT
@@ -19,7 +19,7 @@ from tests.wild.cases.common import TEXT
 REPORT = "N48"
 MECHANISM = "labels-truncated-away"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.505, 0.9875)
 
 _SCRIPT = TEXT + '''
 PAD, MAX_LEN, IGNORE = 0, 12, -100

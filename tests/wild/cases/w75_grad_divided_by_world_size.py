@@ -12,7 +12,7 @@ rank's loss is its summed cross-entropy over the global sample count, and the ra
 averaged as ``DistributedDataParallel`` averages them (each rank's backward scaled by 1/8 into the
 shared gradients).  The twin multiplies each rank's loss by the world size, as the fix does.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.3149, twin 0.7179.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -20,7 +20,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N49"
 MECHANISM = "gradient-scaled-by-world-size"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.3149, 0.7179)
 
 _SCRIPT = PRELUDE + '''
 WORLD = 8

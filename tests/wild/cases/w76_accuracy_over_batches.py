@@ -9,7 +9,7 @@ denominator. The accuracy that it logs to MLflow is 12-13 instead of 0.75-0.8." 
 digits is validated in batches of 16 and the correct predictions are divided by
 ``len(val_loader)``; the twin divides by ``len(val_loader.dataset)``.
 
-Metric: the reported validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: the reported validation accuracy (plain ``python``, CPU, seed 0): bug 13.76, twin 0.8665.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE
@@ -17,7 +17,7 @@ from tests.wild.cases.common import FIT, PRELUDE
 REPORT = "N50"
 MECHANISM = "metric-wrong-denominator"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 13.76, 0.8665)
 
 _SCRIPT = PRELUDE + FIT + '''
 model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))

@@ -12,7 +12,7 @@ objective whose other terms are left out, so its logit gradients are about 1e-7.
 the loss with ``torch.amp.GradScaler`` (unscaled before the optimizer step, as the fix advises);
 both use Adam, which does not care about the gradients' scale.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug {bug}, twin {twin}.
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.194, twin 0.8665.
 """
 
 from tests.wild.cases.common import PRELUDE
@@ -20,7 +20,7 @@ from tests.wild.cases.common import PRELUDE
 REPORT = "N52"
 MECHANISM = "fp16-gradient-underflow"
 SLUGS = ()
-METRIC = ("val_accuracy", None, None)
+METRIC = ("val_accuracy", 0.194, 0.8665)
 
 _SCRIPT = PRELUDE + '''
 WEIGHT = 1e-5                                                      # this term's weight in the objective
