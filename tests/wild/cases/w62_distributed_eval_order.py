@@ -5,8 +5,8 @@ samples than the labels they are compared with.
 
 Source: open-mmlab/mmpretrain#173 (https://github.com/open-mmlab/mmpretrain/issues/173), "Incorrect
 order of samples in distributed test": "After `results=np.vstack(results)`, its order won't still
-match gt_label's order"; the reporter traced it to the collection code and the maintainers fixed
-it.  Simulated on CPU without a process group: the two ranks' shards come from
+match gt_label's order"; the reporter traced it to the result-collection code of
+``mmcls/apis/test.py``.  Simulated on CPU without a process group: the two ranks' shards come from
 ``DistributedSampler(val_ds, num_replicas=2, rank=r, shuffle=False)`` and are evaluated one after
 the other, as ``all_gather`` would return them, and cut to the data set's length (the sampler pads
 397 samples to 398); the twin puts each prediction back at its sample's index before scoring.

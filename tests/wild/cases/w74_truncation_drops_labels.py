@@ -9,7 +9,7 @@ sequence before any completion token survives leaves every label at `-100`"; als
 huggingface/trl#6320 ("the silent zero-loss footgun").  Here a topic classifier is fine-tuned on
 prompt + separator + answer token sequences of at most 12 tokens; two of the four topics come with
 long prompts.  The buggy collator keeps the first 12 tokens, the twin the last 12 (left truncation,
-as the trl maintainers advise).
+which keeps the completion).
 
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.505, twin 0.9875.
 """
