@@ -46,16 +46,17 @@ layers = [nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64,
 model = nn.Sequential(layers[0], nn.Tanh(), layers[1], nn.Tanh(), layers[2], nn.Tanh(), layers[3])
 decay = 0.65
 groups = [{"params": layer.parameters(), "lr_scale": decay ** (len(layers) - 1 - i)} for i, layer in enumerate(layers)]
-opt = LayerDecayOptimizer(torch.optim.SGD(groups, lr=0.1, momentum=0.9))
+opt = torch.optim.SGD(groups, lr=0.1, momentum=0.9)
 #@guard
+optimizer = LayerDecayOptimizer(opt)
 loader = DataLoader(TensorDataset(noisy[:1400], Y[:1400]), batch_size=64, shuffle=True)
 for epoch in range(4):
     for xb, yb in loader:
-        opt.zero_grad()
+        optimizer.zero_grad()
         loss = F.cross_entropy(model(xb), yb)
         loss.backward()
-        opt.step()
-    lrs = ", ".join(f"{grp['lr']:.2g}" for grp in opt.param_groups)
+        optimizer.step()
+    lrs = ", ".join(f"{grp['lr']:.2g}" for grp in optimizer.param_groups)
     print(f"epoch {epoch}: lr per layer {lrs}")
 model.eval()
 with torch.no_grad():
