@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     halves: dict[str, dict[str, int]] = {}
     rows = []
     any_caught = 0
-    print(f"{'case':38s} {'half':4s} " + " ".join(f"{f:>8s}" for f in faces)
+    print(f"{'case':38s} {'half':5s} " + " ".join(f"{f:>8s}" for f in faces)
           + "   verdict  bug findings | twin findings")
     for case in chosen:
         t0 = time.perf_counter()
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         tally["twin_fp"] += twin_fp
         any_caught += hit
         rows.append((case, h, cells, v, sorted(bug_slugs), fps))
-        print(f"{case_id(case):38s} {h:4s} " + " ".join(f"{c:>8s}" for c in cells)
+        print(f"{case_id(case):38s} {h:5s} " + " ".join(f"{c:>8s}" for c in cells)
               + f"   {v:7s}  {','.join(sorted(bug_slugs)) or '-'} | {'; '.join(fps) or '-'}"
               + f"  ({time.perf_counter() - t0:.1f}s)", flush=True)
     print()
