@@ -9,7 +9,8 @@ zero ... Small gradients ... silently vanish. There is no error, no NaN, no warn
 just flattens".  Simulated on CPU with ``torch.autocast("cpu", dtype=torch.float16)``: the
 classification loss of an MLP on digits carries a weight of 1e-5, as one term of a multi-task
 objective whose other terms are left out, so its logit gradients are about 1e-7.  The twin scales
-the loss with ``torch.amp.GradScaler`` (``scaler.step`` unscales before the optimizer step); both use Adam, which does not care about the gradients' scale.
+the loss with ``torch.amp.GradScaler`` (``scaler.step`` unscales before the optimizer step); both
+use Adam, which does not care about the gradients' scale.
 
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.194, twin 0.8665.
 """
