@@ -223,3 +223,19 @@ def fit(model, opt, loader, epochs, loss_fn=F.cross_entropy):
             loss_fn(model(xb), yb).backward()
             opt.step()
 '''
+
+
+#: the round-two cases' closing lines on digits: the trained ``model``'s validation accuracy, printed as the METRIC
+VAL_ACCURACY = '''
+model.eval()
+with torch.no_grad():
+    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
+print(f"METRIC {acc:.4f}")
+'''
+
+#: a teacher for the distillation cases (w56, w57): an MLP trained on the digits' training split
+TEACHER = '''
+teacher = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+fit(teacher, torch.optim.Adam(teacher.parameters(), lr=1e-2), DataLoader(train_ds, batch_size=64, shuffle=True), 5)
+teacher.eval()
+'''

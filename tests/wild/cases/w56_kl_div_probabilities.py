@@ -11,18 +11,14 @@ passes ``F.log_softmax`` of the student.
 Metric: the student's validation accuracy (plain ``python``, CPU, seed 0): bug 0.6146, twin 0.8161.
 """
 
-from tests.wild.cases.common import FIT, PRELUDE
+from tests.wild.cases.common import FIT, PRELUDE, TEACHER, VAL_ACCURACY
 
 REPORT = "N30"
 MECHANISM = "probabilities-into-kl-div"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.6146, 0.8161)
 
-_SCRIPT = PRELUDE + FIT + '''
-teacher = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-fit(teacher, torch.optim.Adam(teacher.parameters(), lr=1e-2), DataLoader(train_ds, batch_size=64, shuffle=True), 5)
-teacher.eval()
-
+_SCRIPT = PRELUDE + FIT + TEACHER + '''
 T = 4.0
 model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -37,11 +33,7 @@ for epoch in range(4):
         opt.zero_grad()
         loss.backward()
         opt.step()
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 
 def script(bug: bool) -> str:

@@ -12,18 +12,14 @@ twin takes the soft loss on the student's logits.
 Metric: the student's validation accuracy (plain ``python``, CPU, seed 0): bug 0.7204, twin 0.8766.
 """
 
-from tests.wild.cases.common import FIT, PRELUDE
+from tests.wild.cases.common import FIT, PRELUDE, TEACHER, VAL_ACCURACY
 
 REPORT = "N31"
 MECHANISM = "distillation-target-from-teacher"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.7204, 0.8766)
 
-_SCRIPT = PRELUDE + FIT + '''
-teacher = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-fit(teacher, torch.optim.Adam(teacher.parameters(), lr=1e-2), DataLoader(train_ds, batch_size=64, shuffle=True), 5)
-teacher.eval()
-
+_SCRIPT = PRELUDE + FIT + TEACHER + '''
 T = 4.0
 labelled_x, labelled_y = X[:60], Y[:60]
 model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
@@ -42,11 +38,7 @@ for epoch in range(4):
         opt.zero_grad()
         loss.backward()
         opt.step()
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 
 def script(bug: bool) -> str:

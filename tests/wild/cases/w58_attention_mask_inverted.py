@@ -11,14 +11,14 @@ the buggy script passes the padding mask itself, the twin its negation.
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.25, twin 1.0.
 """
 
-from tests.wild.cases.common import TEXT
+from tests.wild.cases.common import FIT, TEXT
 
 REPORT = "N32"
 MECHANISM = "attention-mask-inverted"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.25, 1.0)
 
-_SCRIPT = TEXT + '''
+_SCRIPT = TEXT + FIT + '''
 PAD, LENGTH = 0, 12
 INDEX = {w: i + 1 for i, w in enumerate(WORDS)}
 
@@ -60,13 +60,7 @@ val_x, val_y = varied(400, seed=2)
 model = AttentionPool()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 #@guard
-loader = DataLoader(TensorDataset(encode(train_x), train_y), batch_size=32, shuffle=True)
-for epoch in range(4):
-    for xb, yb in loader:
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xb), yb)
-        loss.backward()
-        opt.step()
+fit(model, opt, DataLoader(TensorDataset(encode(train_x), train_y), batch_size=32, shuffle=True), 4)
 model.eval()
 with torch.no_grad():
     acc = (model(encode(val_x)).argmax(1) == val_y).float().mean().item()

@@ -12,7 +12,7 @@ Metric: validation accuracy after the resumed epoch (plain ``python``, CPU, seed
 twin 0.8892.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import PRELUDE, VAL_ACCURACY
 
 REPORT = "N35"
 MECHANISM = "init-after-load"
@@ -67,11 +67,7 @@ __RESTORE__
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 #@guard
 train(model, opt, 1)
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 
 def script(bug: bool) -> str:

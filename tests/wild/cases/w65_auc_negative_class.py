@@ -10,6 +10,8 @@ Here a two-class MLP on scikit-learn's breast-cancer data (bundled) is scored wi
 Metric: the reported test ROC AUC (plain ``python``, CPU, seed 0): bug 0.0036, twin 0.9964.
 """
 
+from tests.wild.cases.common import FIT
+
 REPORT = "N39"
 MECHANISM = "metric-wrong-class-score"
 SLUGS = ()
@@ -24,6 +26,7 @@ from sklearn.metrics import roc_auc_score
 from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
+''' + FIT + '''
 data = load_breast_cancer()
 perm = torch.randperm(len(data.target), generator=torch.Generator().manual_seed(0))
 X = torch.tensor(data.data, dtype=torch.float32)[perm]
@@ -32,13 +35,7 @@ X = (X - X[:400].mean(0)) / X[:400].std(0)
 model = nn.Sequential(nn.Linear(30, 32), nn.ReLU(), nn.Linear(32, 2))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 #@guard
-loader = DataLoader(TensorDataset(X[:400], y[:400]), batch_size=32, shuffle=True)
-for epoch in range(10):
-    for xb, yb in loader:
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xb), yb)
-        loss.backward()
-        opt.step()
+fit(model, opt, DataLoader(TensorDataset(X[:400], y[:400]), batch_size=32, shuffle=True), 10)
 model.eval()
 with torch.no_grad():
     prob = F.softmax(model(X[400:]), dim=1).numpy()

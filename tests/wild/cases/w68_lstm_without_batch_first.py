@@ -12,14 +12,14 @@ sequence of its 8 pixel rows and an LSTM classifies it from its last output; the
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.466, twin 0.8388.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import FIT, PRELUDE
 
 REPORT = "N42"
 MECHANISM = "batch-mixed"
 SLUGS = ()
 METRIC = ("val_accuracy", 0.466, 0.8388)
 
-_SCRIPT = PRELUDE + '''
+_SCRIPT = PRELUDE + FIT + '''
 class RowLSTM(nn.Module):
     def __init__(self):
         super().__init__()
@@ -34,13 +34,7 @@ class RowLSTM(nn.Module):
 model = RowLSTM()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 #@guard
-loader = DataLoader(train_ds, batch_size=64, shuffle=True)
-for epoch in range(4):
-    for xb, yb in loader:
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xb), yb)
-        loss.backward()
-        opt.step()
+fit(model, opt, DataLoader(train_ds, batch_size=64, shuffle=True), 4)
 model.eval()
 correct = 0
 with torch.no_grad():

@@ -11,7 +11,7 @@ calls ``zero_grad()`` before every micro-batch's backward, the twin after each o
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.3501, twin 0.801.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import PRELUDE, VAL_ACCURACY
 
 REPORT = "N44"
 MECHANISM = "accumulated-gradients-reset"
@@ -26,11 +26,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.2)
 loader = DataLoader(train_ds, batch_size=8, shuffle=True)
 for epoch in range(3):
 __LOOP__
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 _BUG = '''    for i, (xb, yb) in enumerate(loader):
         opt.zero_grad()                                           # every micro-batch

@@ -12,7 +12,7 @@ after every batch.
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.6826, twin 0.8715.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import PRELUDE, VAL_ACCURACY
 
 REPORT = "N45"
 MECHANISM = "scheduler-cadence"
@@ -36,11 +36,7 @@ for epoch in range(EPOCHS):
 __BATCH_STEP__
 __EPOCH_STEP__
     print(f"epoch {epoch}: lr {scheduler.get_last_lr()[0]:.4f}")
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 
 def script(bug: bool) -> str:

@@ -11,14 +11,14 @@ of a digit drawn in one of six colours.  The twin converts BGR to RGB before the
 Metric: accuracy on the inference images (plain ``python``, CPU, seed 0): bug 0.3451, twin 1.0.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import FIT, PRELUDE
 
 REPORT = "N46"
 MECHANISM = "eval-input-skew"
 SLUGS = ()
 METRIC = ("test_accuracy", 0.3451, 1.0)
 
-_SCRIPT = PRELUDE + '''
+_SCRIPT = PRELUDE + FIT + '''
 COLOURS = torch.tensor([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1], [1, 0, 1]], dtype=torch.float32)
 g = torch.Generator().manual_seed(1)
 colour = torch.randint(len(COLOURS), (len(X),), generator=g)
@@ -35,13 +35,7 @@ def imread_bgr(i):
 model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 64, 64), nn.ReLU(), nn.Linear(64, len(COLOURS)))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 #@guard
-loader = DataLoader(TensorDataset(rgb[:1400], colour[:1400]), batch_size=64, shuffle=True)
-for epoch in range(3):
-    for xb, yb in loader:
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xb), yb)
-        loss.backward()
-        opt.step()
+fit(model, opt, DataLoader(TensorDataset(rgb[:1400], colour[:1400]), batch_size=64, shuffle=True), 3)
 
 model.eval()
 images = torch.stack([imread_bgr(i) for i in range(1400, len(X))])

@@ -15,7 +15,7 @@ shared gradients).  The twin multiplies each rank's loss by the world size, as t
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.3149, twin 0.7179.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import PRELUDE, VAL_ACCURACY
 
 REPORT = "N49"
 MECHANISM = "gradient-scaled-by-world-size"
@@ -46,11 +46,7 @@ for epoch in range(4):
         opt.zero_grad()
         ddp_backward(rank_losses)
         opt.step()
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 
 def script(bug: bool) -> str:

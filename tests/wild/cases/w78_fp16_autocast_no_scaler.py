@@ -15,7 +15,7 @@ use Adam, which does not care about the gradients' scale.
 Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.194, twin 0.8665.
 """
 
-from tests.wild.cases.common import PRELUDE
+from tests.wild.cases.common import PRELUDE, VAL_ACCURACY
 
 REPORT = "N52"
 MECHANISM = "fp16-gradient-underflow"
@@ -35,11 +35,7 @@ for epoch in range(3):
             loss = WEIGHT * F.cross_entropy(model(xb), yb)
         opt.zero_grad()
 __STEP__
-model.eval()
-with torch.no_grad():
-    acc = (model(X[1400:]).argmax(1) == Y[1400:]).float().mean().item()
-print(f"METRIC {acc:.4f}")
-'''
+''' + VAL_ACCURACY
 
 _BUG_STEP = '''        loss.backward()
         opt.step()'''
