@@ -148,9 +148,51 @@ def _misplaced(ix: FileIndex, evs: list[Event], cyclic: bool) -> Iterator[tuple[
                 break
 
 
+def _unconditional(ix: FileIndex, node: ast.AST, loop: ast.AST) -> bool:
+    """Does ``node`` run in every iteration of ``loop`` (no branch, inner loop, try or with between)?"""
+    for anc in ix.ancestors(node):
+        if anc is loop:
+            return True
+        if isinstance(anc, (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match,
+                            ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.BoolOp)):
+            return False
+    return False
+
+
+def _innermost_loop(ix: FileIndex, node: ast.AST) -> ast.AST | None:
+    return next((a for a in ix.ancestors(node) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))), None)
+
+
+def _window_resets(ix: FileIndex, loop: ast.AST) -> Iterator[Event]:
+    """Resets that discard an accumulation window: the step runs only under a ``%`` window test while the
+    reset runs in every iteration (and so after the backward of every micro-batch whose step is skipped)."""
+    evs = [e for e in events(ix, loop, depth=0) if _innermost_loop(ix, e.node) is loop]
+    steps = [e for e in evs if e.kind == "step" and _under_mod_if(ix, e.node, loop)]
+    if not steps:
+        return
+    backs = [e for e in evs if e.kind == "backward" and _unconditional(ix, e.node, loop)]
+    if not backs:
+        return
+    for r in evs:
+        if r.kind != "reset" or r.info.get("unknown") or not _unconditional(ix, r.node, loop) \
+                or _on_exit_path(ix, r.node, steps[0].node):
+            continue
+        if r.target == steps[0].target or (len({s.target for s in steps}) == 1 and not ix.is_optimizer(r.target)):
+            yield r
+
+
 @rule("zero-grad-misplaced")
 def zero_grad_misplaced(ix: FileIndex) -> Iterator[Hit]:
     seen: set[int] = set()
+    for loop in loop_units(ix):
+        for reset in _window_resets(ix, loop):
+            if id(reset.site) not in seen:
+                seen.add(id(reset.site))
+                yield Hit("zero-grad-misplaced", reset.site,
+                          "the gradients are reset in every iteration but step() runs only once per accumulation "
+                          "window (the `%` test), so each reset throws away the micro-batches accumulated since the "
+                          "last step and every step uses only the last one",
+                          fix="reset the gradients right after step(), inside the same window test")
     units = [(lp, events(ix, lp), True) for lp in loop_units(ix)]
     units += [(f, function_events(ix, f), False) for f in function_units(ix)]
     for _, evs, cyclic in units:
