@@ -12,7 +12,10 @@ an embedding whose ``padding_idx`` is the pad value) the shortest half of the ba
 with only the padding its own longest sequence needs.  Otherwise, once per model, on an eligible
 evaluation forward (eval mode, a batch of at least :data:`MIN_BATCH` samples along dimension 0 of
 every tensor argument and of an output), the first half of the batch is run again on its own and
-compared with the first half of the batch's outputs.  When they differ, the whole batch is run
+compared with the first half of the batch's outputs; where dimension 0 is known to be the loader's
+batch (the size of the DataLoader pass under way), the last half too, since an operation that runs
+along dimension 0 in order (a recurrent layer without ``batch_first``, a cumulative sum) leaves the
+first samples unchanged.  When they differ, the whole batch is run
 once more with the random generator where the first extra forward left it, to rule out randomness
 (which other checks name); then each submodule's inputs and outputs in the
 two runs locate the cause: the first layer whose output differs while its input did not (a layer
@@ -89,21 +92,22 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _slice(value: Any, batch: int, k: int) -> Any:
+def _slice(value: Any, batch: int, k: int, start: int = 0) -> Any:
+    """``value`` with every tensor batched along dimension 0 cut to samples ``start`` .. ``start + k``."""
     if isinstance(value, torch.Tensor):
-        return value[:k] if value.dim() and value.shape[0] == batch else value
+        return value[start:start + k] if value.dim() and value.shape[0] == batch else value
     if isinstance(value, tuple):
-        return tuple(_slice(v, batch, k) for v in value)
+        return tuple(_slice(v, batch, k, start) for v in value)
     if isinstance(value, list):
-        return [_slice(v, batch, k) for v in value]
+        return [_slice(v, batch, k, start) for v in value]
     if isinstance(value, dict):
-        return {key: _slice(v, batch, k) for key, v in value.items()}
+        return {key: _slice(v, batch, k, start) for key, v in value.items()}
     return value
 
 
-def _batch_slice(full: torch.Tensor, part: torch.Tensor, batch: int, k: int) -> torch.Tensor | None:
-    """The part of ``full`` (a tensor of the whole batch's run) that belongs to the first ``k``
-    samples, when the batch sits in the one dimension where the two runs' shapes differ."""
+def _batch_slice(full: torch.Tensor, part: torch.Tensor, batch: int, k: int, start: int = 0) -> torch.Tensor | None:
+    """The part of ``full`` (a tensor of the whole batch's run) that belongs to samples ``start`` ..
+    ``start + k``, when the batch sits in the one dimension where the two runs' shapes differ."""
     if full.dim() != part.dim():
         return None
     dims = [d for d in range(full.dim()) if full.shape[d] != part.shape[d]]
@@ -111,7 +115,7 @@ def _batch_slice(full: torch.Tensor, part: torch.Tensor, batch: int, k: int) -> 
         return full if full.dim() == 0 or batch == k else None
     if len(dims) != 1 or full.shape[dims[0]] != batch or part.shape[dims[0]] != k:
         return None
-    return full.narrow(dims[0], 0, k)
+    return full.narrow(dims[0], start, k)
 
 
 class _Recorder:
@@ -228,16 +232,24 @@ class IndependenceChecks(Check):
         finally:
             saved.restore()
             saved.restore_rng()
+        # the first half, then (where dimension 0 is known to be the loader's batch) the last half: a
+        # recurrence or cumulative operation run along the batch leaves the first samples unchanged
+        starts = (0, batch - k) if self.s.loader_batch_size == batch else (0,)
         self.running = True
         try:
             with torch.no_grad():
-                try:
-                    part = module.forward(*_slice(args, batch, k), **_slice(kwargs, batch, k))
-                except Exception:  # noqa: BLE001  a forward that cannot take half a batch: nothing to compare
-                    return
                 full = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
-                mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
-                if len(mine) != len(full) or all(_close(a, b[:k]) for a, b in zip(mine, full)):
+                for start in starts:
+                    try:
+                        part = module.forward(*_slice(args, batch, k, start), **_slice(kwargs, batch, k, start))
+                    except Exception:  # noqa: BLE001  a forward that cannot take half a batch: nothing to compare
+                        return
+                    mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
+                    if len(mine) != len(full):
+                        return
+                    if not all(_close(a, b[start:start + k]) for a, b in zip(mine, full)):
+                        break
+                else:
                     return
                 # the outputs differ: rule out randomness (the whole batch again, with the random
                 # generator where the first extra forward left it), then locate the cause
@@ -251,22 +263,23 @@ class IndependenceChecks(Check):
                     return  # not deterministic: dropout-always-on or a random layer, named elsewhere
                 rec_part = _Recorder(module)
                 try:
-                    module.forward(*_slice(args, batch, k), **_slice(kwargs, batch, k))
+                    module.forward(*_slice(args, batch, k, start), **_slice(kwargs, batch, k, start))
                 finally:
                     rec_part.remove()
         finally:
             self.running = False
             saved.restore()
             saved.restore_rng()
-        where, cause = self._cause(info, rec_full.calls, rec_part.calls, batch, k)
+        where, cause = self._cause(info, rec_full.calls, rec_part.calls, batch, k, start)
         self.s.report(
             "batch-dependent-eval",
-            f"in eval mode, the outputs of {info.name} for the first {k} samples of a batch of {batch} change when "
+            f"in eval mode, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} samples of a "
+            f"batch of {batch} change when "
             f"those samples are run on their own: {cause}. A prediction then depends on which other samples share "
             "its batch (and on the batch size), so evaluation metrics and predictions are wrong.",
             fix="keep every operation per sample: softmax/normalise over the feature dimension (dim=-1), "
             "permute with transpose/permute rather than view/reshape, BatchNorm with its running statistics "
-            "(track_running_stats=True).",
+            "(track_running_stats=True), recurrent layers with batch_first=True for (batch, time, ...) inputs.",
             where=where, key=info.name,
         )
 
@@ -337,7 +350,8 @@ class IndependenceChecks(Check):
         )
         return True
 
-    def _cause(self, info: ModelInfo, full: list, part: list, batch: int, k: int) -> tuple[str, str]:
+    def _cause(self, info: ModelInfo, full: list, part: list, batch: int, k: int,
+               start: int = 0) -> tuple[str, str]:
         if len(full) != len(part):
             return f"{info.name} forward", "the two runs took different paths through the model"
         for (m, fin, fout), (m2, pin, pout) in zip(full, part):
@@ -345,7 +359,7 @@ class IndependenceChecks(Check):
                 break
             same_in = True
             if fin is not None and pin is not None:
-                f = _batch_slice(fin, pin, batch, k)
+                f = _batch_slice(fin, pin, batch, k, start)
                 same_in = f is not None and _close(pin, f)
             label = info.label(m)
             if not same_in:
@@ -355,13 +369,16 @@ class IndependenceChecks(Check):
                         f"before it moves values across the batch (a view/reshape that folds the batch with "
                         f"another dimension, or an operation over dimension 0)")
             if fout is not None and pout is not None:
-                f = _batch_slice(fout, pout, batch, k)
+                f = _batch_slice(fout, pout, batch, k, start)
                 if f is None or not _close(pout, f):
                     source = getattr(sys.modules.get(type(m).__module__), "__file__", None) or "<"
                     loc = class_location(m) if is_user_file(source) else None
                     detail = ""
                     if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
                         detail = " (track_running_stats=False: it normalises with the batch's own statistics)"
+                    elif isinstance(m, nn.RNNBase) and not m.batch_first:
+                        detail = (" (batch_first=False: it reads dimension 0 as time, so its recurrence runs across "
+                                  "the samples of the batch; pass batch_first=True for (batch, time, features) inputs)")
                     elif isinstance(m, (nn.Softmax, nn.LogSoftmax, nn.Softmin)) and m.dim in (0, None):
                         detail = f" (dim={m.dim}: it normalises over the batch)"
                     return (f"{label}" + (f" ({type(m).__name__} at {loc})" if loc else ""),

@@ -39,6 +39,19 @@ class Rows(nn.Module):
         return torch.log_softmax(self.fc(out[-1]), dim=1)
 
 
+class BatchFirst(nn.Module):
+    """digits as 8 rows of 8 pixels, (batch, time, features), through a GRU built with or without
+    ``batch_first``: without it the recurrence runs over the batch (the first samples are unaffected)."""
+
+    def __init__(self, batch_first: bool):
+        super().__init__()
+        self.rnn, self.fc = nn.GRU(8, 16, batch_first=batch_first), nn.Linear(16, 10)
+
+    def forward(self, x):
+        out, _ = self.rnn(x.reshape(len(x), 8, 8))
+        return torch.log_softmax(self.fc(out[:, -1]), dim=1)
+
+
 class Norm(nn.Module):
     def __init__(self, track: bool):
         super().__init__()
@@ -78,7 +91,9 @@ def _run(model: nn.Module, epochs: int = 2):
     (lambda: Rows(True), lambda: Rows(False), "the input of Rows.rnn (GRU) already mixes samples"),
     (lambda: Norm(False), lambda: Norm(True), "Norm.bn (BatchNorm1d) mixes the samples of its batch "
                                               "(track_running_stats=False"),
-], ids=["log-softmax-over-batch", "view-folds-batch-and-time", "batchnorm-batch-statistics"])
+    (lambda: BatchFirst(False), lambda: BatchFirst(True), "BatchFirst.rnn (GRU) mixes the samples of its batch "
+                                                          "(batch_first=False"),
+], ids=["log-softmax-over-batch", "view-folds-batch-and-time", "batchnorm-batch-statistics", "rnn-not-batch-first"])
 def test_a_batch_mixing_model_is_named_and_its_twin_is_silent(bug, twin, cause):
     findings, text, _ = _run(bug())
     assert "batch-dependent-eval" in slugs(findings), text
