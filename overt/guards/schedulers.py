@@ -11,6 +11,13 @@ stepping over an epoch in which its optimizer never stepped, while another optim
 (:data:`MIN_STEPS` steps or more): the optimizer was re-created (after unfreezing, a reload, model
 surgery) and the scheduler still holds the old one, so the optimizer that trains keeps its
 initial learning rate for the whole run.
+
+A hand-written decay (no scheduler object) at the wrong cadence, e.g. a layer-wise decay factor
+multiplied into ``group["lr"]`` at every step instead of once: at DataLoader epoch boundaries, a
+parameter group whose learning rate was already below :data:`VANISHED` of its peak at the start of
+an epoch of at least :data:`MIN_STEPS` optimizer steps, and still shrank (by half or more) during
+it, while no scheduler drives that optimizer, is reported (``scheduler-cadence``).  A learning rate
+set to exactly zero (a deliberate freeze) and a schedule that ends at zero are left alone.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
 PER_BATCH = tuple(c for c in (getattr(L, "OneCycleLR", None), getattr(L, "CyclicLR", None)) if c)
 PER_EPOCH = tuple(c for c in (L.StepLR, L.MultiStepLR, L.ExponentialLR, L.CosineAnnealingLR) if c)
 MIN_STEPS = 4  # steps of another optimizer during an epoch in which the scheduler's own did none
+VANISHED = 1e-6  # a learning rate below this fraction of its group's peak no longer trains anything
 
 
 def horizon(s: Any) -> int | None:
@@ -54,6 +62,7 @@ class SchedulerChecks(Check):
         self.ids: set[int] = set()
         self.any_sched: list[list[Any]] = []  # [scheduler, its optimizer, sched_count, other_steps] of every scheduler
         self.any_ids: set[int] = set()
+        self.lrs: dict[int, tuple[int, list[float], list[float]]] = {}  # id(OptInfo) -> (steps, lrs, peaks)
 
     def add(self, scheduler: Any) -> None:
         """Watch ``scheduler`` (given explicitly, or seen stepping through the patched ``LRScheduler.step``)."""
@@ -114,9 +123,41 @@ class SchedulerChecks(Check):
                 where=f"{name} on {idle_name}", key=f"idle:{id(sc)}",
             )
 
+    def _vanishing_lrs(self) -> None:
+        """Parameter groups whose learning rate keeps shrinking, epoch after epoch, far below its peak,
+        on an optimizer no scheduler drives: a hand-written decay applied at every step."""
+        for oi in list(self.s.optimizers.values()):
+            lrs = [g.get("lr") for g in oi.opt.param_groups]
+            if not all(isinstance(v, (int, float)) for v in lrs):
+                continue  # a tensor learning rate: reading it could synchronise
+            lrs = [float(v) for v in lrs]
+            prev = self.lrs.get(id(oi))
+            if prev is None or len(prev[1]) != len(lrs):
+                self.lrs[id(oi)] = (oi.steps, lrs, list(lrs))
+                continue
+            steps0, lrs0, peaks = prev
+            peaks = [max(p, v) for p, v in zip(peaks, lrs)]
+            self.lrs[id(oi)] = (oi.steps, lrs, peaks)
+            if oi.steps - steps0 < MIN_STEPS or any(entry[1] is oi.opt for entry in self.any_sched):
+                continue
+            for i, (lr, lr0, peak) in enumerate(zip(lrs, lrs0, peaks)):
+                if 0 < lr <= 0.5 * lr0 and lr0 < VANISHED * peak:
+                    self.s.report(
+                        "scheduler-cadence",
+                        f"the learning rate of parameter group {i} of {oi.name} fell from {peak:.3g} to "
+                        f"{lr0:.3g} and kept shrinking (to {lr:.3g}) over the last {oi.steps - steps0} optimizer "
+                        "steps, with no learning-rate scheduler: a decay meant to be applied once (a layer-wise "
+                        "factor) or once per epoch is applied at every step, so those parameters stop learning.",
+                        fix="apply the factor once, when the parameter groups are built (or set group['lr'] = "
+                        "base_lr * factor ** k from the epoch k instead of multiplying it in place every step).",
+                        where=f"{oi.name} param_groups[{i}]['lr']", key=f"lr:{oi.name}",
+                    )
+                    break
+
     def epoch_boundary(self) -> None:
         if self.any_sched:
             self._idle_optimizers()
+        self._vanishing_lrs()
         if not self.watched:
             return
         for entry in self.watched:

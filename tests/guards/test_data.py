@@ -120,3 +120,41 @@ def test_one_cycle_stepped_every_epoch():
 def test_schedulers_at_their_cadence_are_quiet():
     assert _sched_run("step", per_batch=False, epochs=3) == []
     assert _sched_run("onecycle", per_batch=True, epochs=3) == []
+
+
+def _decay_run(every_step: bool, freeze_at: int | None = None, epochs: int = 3):
+    """Two parameter groups; the lower layer's learning rate multiplied by 0.3 (a layer-wise decay)
+    once, or (the bug) at every step; ``freeze_at``: its learning rate set to 0 from that epoch on."""
+    torch.manual_seed(0)
+    model = mlp()
+    layers = [m for m in model if isinstance(m, torch.nn.Linear)]
+    opt = torch.optim.SGD([{"params": layers[0].parameters(), "scale": 0.3},
+                           {"params": [p for m in layers[1:] for p in m.parameters()], "scale": 1.0}], lr=0.1)
+    if not every_step:
+        for group in opt.param_groups:
+            group["lr"] *= group["scale"]
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:640], y[:640]), batch_size=32, shuffle=True)
+    g = guarded(model, opt, check_every=5, ignore=TIMING)
+    for epoch in range(epochs):
+        if freeze_at is not None and epoch >= freeze_at:
+            opt.param_groups[0]["lr"] = 0.0
+        for xb, yb in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            if every_step:
+                for group in opt.param_groups:
+                    group["lr"] *= group["scale"]
+            opt.step()
+    return g.report()
+
+
+def test_a_hand_written_decay_applied_every_step_is_named():
+    findings = _decay_run(every_step=True)
+    assert slugs(findings) == ["scheduler-cadence"]
+    assert "param_groups[0]" in findings[0].where
+
+
+def test_a_decay_applied_once_or_a_frozen_group_is_quiet():
+    assert _decay_run(every_step=False) == []
+    assert _decay_run(every_step=False, freeze_at=1) == []
