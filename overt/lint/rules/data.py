@@ -181,6 +181,38 @@ def _collections(ix: FileIndex, loader: str, scope: ast.AST | None) -> Iterator[
                     and any(isinstance(c, ast.Call) for c in ast.walk(comp.elt)):
                 yield node, {node.targets[0].id}
                 break
+    # ``gathered.append(torch.cat([model(x).argmax(1) for x, _ in loader]))``, in a loop over ranks or shards:
+    # the list appended to, read after the outermost loop around the append
+    for node in ast.walk(ix.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "extend") and node.args) or ix.enclosing_function(node) is not scope:
+            continue
+        name = dotted(node.func.value)
+        if name and any(isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and any(
+                _iterates(g.iter, loader) for g in comp.generators) for comp in ast.walk(node.args[0])):
+            loops = [a for a in ix.ancestors(node) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))
+                     and ix.enclosing_function(a) is scope]
+            yield (loops[-1] if loops else ix.statement_of(node)), {name}
+
+
+_REORDERS = frozenset({"argsort", "sort", "scatter", "scatter_", "index_copy", "index_copy_", "index_select",
+                       "index_put", "index_put_", "sorted"})
+
+
+def _realigned(after: list[ast.AST], names: set[str]) -> bool:
+    """Are the collected outputs put back in the data set's order after the loop (``ordered[index] = preds``,
+    ``preds[order]``, a sort or scatter by index)?  Then nothing is proven."""
+    def uses(node: ast.AST) -> bool:
+        return any(isinstance(m, ast.Name) and m.id in names for m in ast.walk(node))
+    for n in after:
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets) and uses(n.value):
+            return True
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in names \
+                and not isinstance(n.slice, (ast.Slice, ast.Constant)):
+            return True
+        if isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _REORDERS and uses(n):
+            return True
+    return False
 
 
 def _compared_in_file_order(ix: FileIndex, loader: str, call: ast.Call) -> ast.AST | None:
@@ -200,6 +232,8 @@ def _compared_in_file_order(ix: FileIndex, loader: str, call: ast.Call) -> ast.A
         label_names = {n.targets[0].id for n in ix.scope_nodes(scope)
                        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
                        and n.targets[0].id not in names and any(_label_read(m, names) for m in ast.walk(n.value))}
+        if _realigned(after, names):
+            continue
         for n in after:
             if not isinstance(n, (ast.Compare, ast.Call, ast.BinOp)):
                 continue
@@ -225,19 +259,58 @@ def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
                       "set's order", fix="use shuffle=False")
 
 
+def _sampler_call(ix: FileIndex, loader: ast.Call) -> ast.Call | None:
+    """The call that made the loader's ``sampler=`` (inline, or a name assigned once in the same scope)."""
+    value = kwarg(loader, "sampler")
+    if isinstance(value, ast.Call):
+        return value
+    if not isinstance(value, ast.Name):
+        return None
+    scope = ix.enclosing_function(loader) or ix.tree
+    made = [n.value for n in ix.scope_nodes(scope) if isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name) and n.targets[0].id == value.id]
+    return made[0] if len(made) == 1 and isinstance(made[0], ast.Call) else None
+
+
+def _out_of_order(ix: FileIndex, call: ast.Call) -> str | None:
+    """Why ``call`` (a DataLoader) yields its samples in another order than the data set's, or None where that
+    is not proven: it shuffles, or its sampler is random or a DistributedSampler's shard (every
+    ``num_replicas``-th sample, so the ranks' outputs gathered one after the other are interleaved)."""
+    if is_const(_shuffle(call), True):
+        return "this DataLoader shuffles"
+    sampler = _sampler_call(ix, call)
+    if sampler is None or has_star_kwargs(sampler):
+        return None
+    if ix.call_is(sampler, "RandomSampler", "SubsetRandomSampler"):
+        return f"this DataLoader's {ix.qualname(sampler.func).rsplit('.', 1)[-1]} draws the samples in random order"
+    if ix.call_is(sampler, "DistributedSampler"):
+        replicas = kwarg(sampler, "num_replicas")
+        if replicas is None or is_const(replicas, 1):
+            return None  # the world size comes from the process group: one process keeps the file order
+        return ("this DataLoader's DistributedSampler gives each rank every num_replicas-th sample (rank 0 gets "
+                "0, W, 2W, ...), so the ranks' outputs gathered one rank after the other are interleaved")
+    return None
+
+
 @rule("eval-order-mismatch")
 def eval_order_mismatch(ix: FileIndex) -> Iterator[Hit]:
-    """Outputs collected batch by batch from a shuffled loader, then compared with the data set's labels read
-    in file order: each prediction is scored against another sample's label (issue 33, skorch#499)."""
+    """Outputs collected batch by batch from a loader whose order is not the data set's (it shuffles, a random
+    or distributed sampler), then compared with the data set's labels read in file order: each prediction is
+    scored against another sample's label (issue 33, skorch#499, mmpretrain#173)."""
     for call in ix.calls:
-        if not (ix.call_is(call, "DataLoader") and is_const(_shuffle(call), True)):
+        if not ix.call_is(call, "DataLoader"):
+            continue
+        why = _out_of_order(ix, call)
+        if why is None:
             continue
         name = _loader_name(ix, call)
         where = _compared_in_file_order(ix, name, call) if name else None
         if where is not None:
             yield Hit("eval-order-mismatch", call,
-                      f"this DataLoader shuffles, and line {where.lineno} compares the outputs collected from it "
+                      f"{why}, and line {where.lineno} compares the outputs collected from it "
                       f"batch by batch with the data set's labels read in file order: the two orders differ, so "
                       f"the metric pairs each prediction with another sample's label",
                       fix="use shuffle=False for evaluation (or collect the labels from the same batches as the "
-                      "outputs)")
+                      "outputs)" if why.endswith("shuffles") else "collect the labels from the same batches as the "
+                      "outputs, or put each output back at its sample's index (the sampler's indices gathered with "
+                      "them: ordered[index] = preds) before comparing")
