@@ -182,7 +182,7 @@ ENTRIES: tuple[Entry, ...] = (
           "inputs paired with the wrong labels (two file listings in different orders, one array shuffled on its "
           "own) leave the model nothing to learn but the label frequencies: the loss stays at their entropy while "
           "training looks normal",
-          _W, False, True),
+          _W, True, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

@@ -5,6 +5,7 @@ from overt.lint.rules import dropout  # noqa: F401  (issue 24: functional dropou
 from overt.lint.rules import resume  # noqa: F401  (issue 30: a resume that leaves the optimizer behind)
 from overt.lint.rules import generators, plateau  # noqa: F401  (issue 33: one-shot parameters, plateau mode)
 from overt.lint.rules import listings, refit  # noqa: F401  (issue 33: listings paired unsorted, preprocessing refit)
+from overt.lint.rules import augsync  # noqa: F401  (issue 33: input and target augmented with separate draws)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
