@@ -30,6 +30,21 @@ if TYPE_CHECKING:
     from overt.guards.watched import OptInfo
 
 
+#: Optimizers whose update is the gradient times a learning rate (plus momentum): a gradient norm far
+#: above its running range makes an update as far above its range.  Adaptive optimizers (Adam,
+#: AdamW, RMSprop, Adagrad, Adadelta, ...) divide by a running scale of the gradient, so one
+#: element's update stays near the learning rate whatever the gradient's norm; a policy-gradient
+#: loss summed over an episode that got 10x longer, or a policy leaving saturation, raises the
+#: norm 100x with no blow-up.  There ``exploding-gradients`` cannot prove its premise and stays
+#: silent (a gradient that overflows is still stopped as ``non-finite``).
+_UPDATE_FOLLOWS_GRADIENT = (torch.optim.SGD, torch.optim.ASGD)
+
+
+def update_follows_gradient(opt: Any) -> bool:
+    """Whether ``opt``'s step is proportional to the gradient (see :data:`_UPDATE_FOLLOWS_GRADIENT`)."""
+    return isinstance(opt, _UPDATE_FOLLOWS_GRADIENT)
+
+
 def _clear_empty_hook_dicts(params: list[torch.Tensor]) -> None:
     """Removing a tensor hook leaves an empty hook dict that autograd still calls into (taking
     the GIL) on every backward; dropping the empty dict removes that per-parameter cost."""
@@ -338,11 +353,12 @@ class GradChecks(Check):
 
     def _dynamics(self, oi: OptInfo, names: list[str], dims: list[int], vals: list[float], step: int) -> None:
         s = self.s
+        judge_growth = update_follows_gradient(oi.opt)
         for name, v in zip(names, vals):
             if step < s.options.warmup_steps < s.options.check_every:
                 continue  # gradients at initialisation are no baseline for those check_every steps later
             hist = self.history.setdefault(name, [])
-            if len(hist) >= 3:
+            if judge_growth and len(hist) >= 3:
                 med = _median(hist[-20:])
                 if v > 50.0 * med and v > 1e-3:
                     s.report(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .helpers import guarded, mlp, slugs, train
+from .helpers import batches, guarded, mlp, slugs, train
 
 
 def _deep(act: type[nn.Module], depth: int = 12, width: int = 32) -> nn.Sequential:
@@ -46,6 +46,34 @@ def test_exploding_gradients():
     assert "exploding-gradients" in slugs(findings)
     first = findings[0]
     assert first.slug == "exploding-gradients"  # reported before the gradients overflow
+
+
+def _growing_loss_scale(opt_cls, lr: float) -> list:
+    """A loss whose scale jumps 400x after eight steps, as a policy-gradient loss summed over
+    episodes that suddenly last far longer does (public pytorch/examples actor_critic.py: the
+    policy's gradient norm rose 166x when CartPole episodes went from 9 to 76 steps)."""
+    model = mlp()
+    opt = opt_cls(model.parameters(), lr=lr)
+    g = guarded(model, opt, check_every=1, stop_on_error=False)
+    ce = nn.CrossEntropyLoss()
+    model.train()
+    for i, (xb, yb) in enumerate(batches(32, 16)):
+        opt.zero_grad()
+        loss = (1.0 if i < 8 else 400.0) * ce(model(xb), yb)
+        loss.backward()
+        opt.step()
+    assert torch.isfinite(loss)
+    return g.report()
+
+
+def test_a_gradient_jump_under_an_adaptive_optimizer_is_not_exploding():
+    # Adam's update per element stays near lr whatever the gradient norm: nothing blows up
+    assert "exploding-gradients" not in slugs(_growing_loss_scale(torch.optim.Adam, 1e-3))
+
+
+def test_the_same_jump_under_sgd_is_exploding():
+    # SGD's update is lr x gradient: 400x the gradient is 400x the update
+    assert "exploding-gradients" in slugs(_growing_loss_scale(torch.optim.SGD, 0.01))
 
 
 def test_dead_activations():
