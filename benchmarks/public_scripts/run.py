@@ -1,0 +1,305 @@
+"""Public training scripts run unmodified under ``overt run``: which findings the guards give on
+code they were not built from (issue 33, "no new finding on the public scripts"), and whether the
+findings stay the same on a busy machine.
+
+    python benchmarks/public_scripts/run.py --setup            # once: torchvision + gymnasium, see below
+    python benchmarks/public_scripts/run.py [--only NAME,...] [--load] [--out results.json]
+
+Only manifest.json and patches/ are kept here: no code from the projects.  For each entry of
+``manifest.json`` the script's project is exported at its pinned commit from the local mirror
+(``/work/.mirror/OWNER+NAME/repo``, a bare git directory made by the session tool ``fetch``;
+``--mirrors`` to point elsewhere) into a temporary directory, its patch (data loading and step caps
+only) is applied, its data is laid out from ``../shared/data``, and the script is run twice, each
+time in a fresh export: plainly (``python script args``: the reference: does it run here at all?)
+and under ``python -m overt run --report``.  With ``--load`` the guarded run is repeated while two
+CPU-burning processes run, and the two sets of findings are compared (slug, step, where, message;
+temporary paths masked): they must be identical, since which steps the guards check depends on the
+step count alone (``overt/guards/clock.py``).
+
+Every run is ``nice -n 5`` with ``OMP_NUM_THREADS=1`` and a subprocess timeout.
+
+Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``)
+go into a separate directory (``--site``, default ``$TMPDIR/overt-public-scripts-site``) put on
+the scripts' ``PYTHONPATH``, never into the environment overt is tested in.  ``--setup`` installs
+them with pip (``--no-deps``); torchvision's PyPI wheel is built against CUDA, so its compiled ops
+(``_C.so``, ``image.so``: nms, roi_align, image decoding) cannot load against the CPU build of
+torch: setup removes them and makes the two fake-kernel registrations that need them conditional,
+as the others already are.  Nothing the scripts use needs those ops (datasets, transforms,
+models, save_image).  A script whose package is missing is reported as skipped.
+
+Prints one line per script and a Markdown table; ``--out`` writes everything as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DATA = REPO.parent / "shared" / "data"
+MIRRORS = Path("/work/.mirror")
+SITE = Path(tempfile.gettempdir()) / "overt-public-scripts-site"
+SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle", "farama-notifications"]
+MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
+
+
+# ---------------------------------------------------------------- setup
+
+def setup(site: Path) -> None:
+    """Install the scripts' extra packages into ``site`` (see the module docstring)."""
+    site.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--upgrade", "--target", str(site),
+                    *SITE_PACKAGES], check=True, timeout=900)
+    tv = site / "torchvision"
+    for so in ("_C.so", "image.so"):
+        (tv / so).unlink(missing_ok=True)
+    meta = tv / "_meta_registrations.py"
+    text = meta.read_text()
+    for op in ("nms", "qnms"):
+        text = text.replace(f'@torch.library.register_fake("torchvision::{op}")',
+                            f'@(torch.library.register_fake("torchvision::{op}") '
+                            'if torchvision.extension._has_ops() else (lambda f: f))')
+    meta.write_text(text)
+    out = subprocess.run([sys.executable, "-c", "import torchvision, gymnasium; print(torchvision.__version__)"],
+                         env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=120)
+    print(f"setup: {site}: torchvision {out.stdout.strip() or out.stderr.strip()[-300:]}")
+
+
+def available(module: str, site: Path) -> bool:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    r = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True, timeout=120)
+    return r.returncode == 0
+
+
+# ---------------------------------------------------------------- data
+
+def _idx(path: Path) -> bytes:
+    with gzip.open(path) as f:
+        return f.read()
+
+
+def _write_idx(path: Path, magic: int, dims: tuple[int, ...], payload: bytes) -> None:
+    path.write_bytes(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload)
+
+
+def mnist_idx(dest: Path, train: int = MNIST_TRAIN) -> None:
+    """torchvision's MNIST layout (``dest/MNIST/raw``, uncompressed IDX) from the shared t10k split:
+    its first ``train`` digits as the training split, its last 2,000 as the test split."""
+    src = DATA / "mnist-t10k"
+    images, labels = _idx(src / "t10k-images-idx3-ubyte.gz"), _idx(src / "t10k-labels-idx1-ubyte.gz")
+    px = images[16:]
+    lab = labels[8:]
+    raw = dest / "MNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for name, sl in (("train", slice(0, train)), ("t10k", slice(MNIST_TRAIN, len(lab)))):
+        n = sl.stop - sl.start
+        _write_idx(raw / f"{name}-images-idx3-ubyte", 0x803, (n, 28, 28), px[sl.start * 784:sl.stop * 784])
+        _write_idx(raw / f"{name}-labels-idx1-ubyte", 0x801, (n,), lab[sl])
+
+
+def lay_data(spec: dict[str, Any], root: Path) -> None:
+    kind, dest = spec["kind"], root / spec["dest"]
+    if kind == "mnist-idx":
+        mnist_idx(dest, spec.get("train", MNIST_TRAIN))
+    elif kind == "copy":
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(DATA / spec["src"], dest)
+    elif kind == "lines":  # lines [start, stop) of a shared data file
+        lines = (DATA / spec["src"]).read_text(encoding="utf-8").splitlines(keepends=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text("".join(lines[spec.get("start", 0):spec["stop"]]), encoding="utf-8")
+    elif kind == "tiny-lm":  # a local tiny model + data set for the Hugging Face entries (tiny_lm.py)
+        subprocess.run([sys.executable, str(HERE / "tiny_lm.py"), str(DATA / spec["src"]), str(dest / "model"),
+                        str(dest / "data")], check=True, capture_output=True, timeout=600,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    else:
+        raise ValueError(f"unknown data kind {kind!r}")
+
+
+def data_present(entry: dict[str, Any]) -> bool:
+    for spec in entry.get("data", []):
+        if spec["kind"] == "mnist-idx" and not (DATA / "mnist-t10k").is_dir():
+            return False
+        if spec["kind"] in ("copy", "lines", "tiny-lm") and not (DATA / spec["src"]).exists():
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- export and run
+
+def mirror_of(repo: str, mirrors: Path) -> Path:
+    return mirrors / repo.replace("/", "+") / "repo"
+
+
+def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: Path) -> None:
+    """The project's files at the pinned commit (only the entry's ``paths``), patched, with data."""
+    git_dir = mirror_of(source["repo"], mirrors)
+    if not git_dir.is_dir():
+        raise RuntimeError(f"no mirror of {source['repo']} at {git_dir} (fetch github:{source['repo']})")
+    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", source["commit"],
+                              *entry.get("paths", [])], capture_output=True, timeout=300)
+    if archive.returncode:
+        raise RuntimeError(f"git archive {source['repo']}@{source['commit'][:8]}: "
+                           f"{archive.stderr.decode(errors='replace').strip()[-300:]}")
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True, timeout=300)
+    if entry.get("patch"):
+        subprocess.run(["git", "apply", str(HERE / "patches" / entry["patch"])],
+                       cwd=root, check=True, capture_output=True, timeout=60)
+    for spec in entry.get("data", []):
+        lay_data(spec, root)
+
+
+def _env(entry: dict[str, Any], root: Path, site: Path) -> dict[str, str]:
+    paths = [str(REPO), str(site)] + [str(root / p) for p in entry.get("pythonpath", [])]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OVERT_", "WANDB"))}
+    env.update(PYTHONPATH=os.pathsep.join(paths), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONHASHSEED="0", MPLBACKEND="Agg", WANDB_MODE="disabled", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(entry.get("env", {}))
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | str, float, str]:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(["nice", "-n", "5", *cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        rc: int | str = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        rc = "timeout"
+    return rc, round(time.monotonic() - t0, 1), out.decode(errors="replace")
+
+
+def _mask(text: str, root: Path) -> str:
+    text = text.replace(str(root.resolve()), "<export>").replace(str(root), "<export>")
+    return re.sub(r"/tmp/[^\s'\":]*", "<tmp>", text)
+
+
+def one_run(entry: dict[str, Any], source: dict[str, Any], args: argparse.Namespace, guarded: bool) -> dict[str, Any]:
+    """Export, lay out data, run the entry's `pre` commands and its script; the findings if guarded."""
+    with tempfile.TemporaryDirectory(prefix="overt-public-") as tmp:
+        root = Path(tmp)
+        export(entry, source, args.mirrors, root)
+        cwd = root / entry.get("cwd", ".")
+        env = _env(entry, root, args.site)
+        for pre in entry.get("pre", []):
+            rc, _, out = _run([sys.executable, *pre], cwd, env, args.timeout)
+            if rc != 0:
+                return {"rc": f"pre failed ({rc})", "seconds": 0, "tail": _mask(out[-1500:], root)}
+        report = root / "overt-findings.json"
+        cmd = [sys.executable, *(["-m", "overt", "run", "--report", str(report)] if guarded else []),
+               entry["script"], *entry.get("args", [])]
+        rc, seconds, out = _run(cmd, cwd, env, entry.get("timeout", args.timeout))
+        result: dict[str, Any] = {"rc": rc, "seconds": seconds, "tail": _mask(out[-1500:], root)}
+        if guarded:
+            found = json.loads(report.read_text())["findings"] if report.exists() else None
+            result["findings"] = None if found is None else [
+                {k: (_mask(v, root) if isinstance(v, str) else v) for k, v in f.items()
+                 if k in ("slug", "severity", "step", "where", "message")} for f in found]
+        return result
+
+
+def key(findings: list[dict[str, Any]] | None) -> list[tuple[Any, ...]] | None:
+    if findings is None:
+        return None
+    return sorted((f["slug"], f.get("step"), f.get("where", ""), f["message"]) for f in findings)
+
+
+class Load:
+    """Two CPU-burning processes for the duration of a ``with`` block (started and ended by pid)."""
+
+    def __enter__(self) -> "Load":
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma-separated entry names")
+    parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
+    parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
+    parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")
+    parser.add_argument("--site", type=Path, default=SITE, help=f"extra packages for the scripts (default {SITE})")
+    parser.add_argument("--mirrors", type=Path, default=MIRRORS,
+                        help=f"bare mirrors OWNER+NAME/repo (default {MIRRORS})")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per run (an entry may set its own)")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+    if args.setup:
+        setup(args.site)
+        return 0
+    manifest = json.loads((HERE / "manifest.json").read_text())
+    only = {n for n in args.only.split(",") if n}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True, timeout=60).stdout.strip()
+    results: list[dict[str, Any]] = []
+    for entry in manifest["scripts"]:
+        if only and entry["name"] not in only:
+            continue
+        source = manifest["sources"][entry["source"]]
+        res: dict[str, Any] = {"name": entry["name"], "repo": source["repo"], "commit": source["commit"],
+                               "script": entry["script"], "args": entry.get("args", [])}
+        missing = [m for m in entry.get("needs", []) if not available(m, args.site)]
+        if missing or not data_present(entry) or not mirror_of(source["repo"], args.mirrors).is_dir():
+            res["skipped"] = (f"missing {', '.join(missing)} (run --setup)" if missing else
+                              "no mirror" if data_present(entry) else "no data")
+            print(f"{entry['name']}: skipped: {res['skipped']}", flush=True)
+            results.append(res)
+            continue
+        if not args.no_plain:
+            res["plain"] = one_run(entry, source, args, guarded=False)
+        res["guarded"] = one_run(entry, source, args, guarded=True)
+        if args.load:
+            with Load():
+                res["loaded"] = one_run(entry, source, args, guarded=True)
+            res["identical"] = key(res["guarded"]["findings"]) == key(res["loaded"]["findings"])
+        found = res["guarded"]["findings"]
+        slugs = ", ".join(sorted({f["slug"] for f in found})) if found else ("-" if found == [] else "no report")
+        print(f"{entry['name']}: plain rc {res.get('plain', {}).get('rc', '-')} "
+              f"({res.get('plain', {}).get('seconds', '-')} s), guarded rc {res['guarded']['rc']} "
+              f"({res['guarded']['seconds']} s): {len(found or [])} findings: {slugs}"
+              + (f"; under load {'identical' if res['identical'] else 'DIFFERENT'} "
+                 f"({res['loaded']['seconds']} s)" if args.load else ""), flush=True)
+        for f in found or []:
+            print(f"    [{f['slug']}] step {f.get('step')} {f.get('where', '')}: {f['message'][:400]}", flush=True)
+        results.append(res)
+    print(f"\n| script | plain | overt run | findings |{' load |' if args.load else ''}")
+    print(f"|---|---|---|---|{'---|' if args.load else ''}")
+    for r in results:
+        if "skipped" in r:
+            print(f"| {r['name']} | skipped: {r['skipped']} | | |{' |' if args.load else ''}")
+            continue
+        found = r["guarded"]["findings"]
+        cell = ", ".join(f["slug"] for f in found) if found else ("none" if found == [] else "no report")
+        load = f" {'identical' if r['identical'] else 'DIFFERENT'} |" if args.load else ""
+        print(f"| {r['name']} | {r.get('plain', {}).get('rc', '-')} | {r['guarded']['rc']} | {cell} |{load}")
+    if args.out:
+        args.out.write_text(json.dumps({"overt_commit": commit, "results": results}, indent=1))
+    bad = [r["name"] for r in results
+           if "skipped" not in r and (r["guarded"]["findings"] is None or (args.load and not r["identical"]))]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
