@@ -14,11 +14,13 @@ time in a fresh export: plainly (``python script args``: the reference: does it 
 and under ``python -m overt run --report``.  With ``--load`` the guarded run is repeated while two
 CPU-burning processes run, and the two sets of findings are compared (slug, step, where, message;
 temporary paths masked): they must be identical, since which steps the guards check depends on the
-step count alone (``overt/guards/clock.py``).
+step count alone (``overt/guards/clock.py``).  Timing findings (``dataloader-starvation``: a
+loader that cannot keep up with the steps) measure the machine and are left out of the comparison.
 
 Every run is ``nice -n 5`` with ``OMP_NUM_THREADS=1`` and a subprocess timeout.
 
-Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``)
+Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``,
+``jsonargparse`` for LightningCLI)
 go into a separate directory (``--site``, default ``$TMPDIR/overt-public-scripts-site``) put on
 the scripts' ``PYTHONPATH``, never into the environment overt is tested in.  ``--setup`` installs
 them with pip (``--no-deps``); torchvision's PyPI wheel is built against CUDA, so its compiled ops
@@ -27,7 +29,10 @@ torch: setup removes them and makes the two fake-kernel registrations that need 
 as the others already are.  Nothing the scripts use needs those ops (datasets, transforms,
 models, save_image).  A script whose package is missing is reported as skipped.
 
-Prints one line per script and a Markdown table; ``--out`` writes everything as JSON.
+Prints one line per script and a Markdown table; ``--out`` writes everything as JSON.  A finding
+whose slug is not among the entry's ``known`` verdicts (verdicts.md) is marked NEW, and the exit
+status is 1 when there is one, when a guarded run wrote no report, or when ``--load`` changed the
+findings: each of those needs judging.
 """
 
 from __future__ import annotations
@@ -52,7 +57,11 @@ REPO = HERE.parents[1]
 DATA = REPO.parent / "shared" / "data"
 MIRRORS = Path("/work/.mirror")
 SITE = Path(tempfile.gettempdir()) / "overt-public-scripts-site"
-SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle", "farama-notifications"]
+SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3", "farama-notifications==0.0.6",
+                 "jsonargparse==4.53.0", "docstring-parser==0.18.0", "typeshed-client==2.15.0"]
+#: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
+#: about the machine's load, so they are shown but left out of the --load comparison
+TIMING = frozenset({"dataloader-starvation"})
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -162,8 +171,8 @@ def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: P
         lay_data(spec, root)
 
 
-def _env(entry: dict[str, Any], root: Path, site: Path) -> dict[str, str]:
-    paths = [str(REPO), str(site)] + [str(root / p) for p in entry.get("pythonpath", [])]
+def _env(entry: dict[str, Any], root: Path, site: Path, overt: Path) -> dict[str, str]:
+    paths = [str(overt), str(site)] + [str(root / p) for p in entry.get("pythonpath", [])]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OVERT_", "WANDB"))}
     env.update(PYTHONPATH=os.pathsep.join(paths), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHONHASHSEED="0", MPLBACKEND="Agg", WANDB_MODE="disabled", HF_HUB_OFFLINE="1",
@@ -197,7 +206,7 @@ def one_run(entry: dict[str, Any], source: dict[str, Any], args: argparse.Namesp
         root = Path(tmp)
         export(entry, source, args.mirrors, root)
         cwd = root / entry.get("cwd", ".")
-        env = _env(entry, root, args.site)
+        env = _env(entry, root, args.site, args.overt)
         for pre in entry.get("pre", []):
             rc, _, out = _run([sys.executable, *pre], cwd, env, args.timeout)
             if rc != 0:
@@ -218,7 +227,8 @@ def one_run(entry: dict[str, Any], source: dict[str, Any], args: argparse.Namesp
 def key(findings: list[dict[str, Any]] | None) -> list[tuple[Any, ...]] | None:
     if findings is None:
         return None
-    return sorted((f["slug"], f.get("step"), f.get("where", ""), f["message"]) for f in findings)
+    return sorted((f["slug"], f.get("step"), f.get("where", ""), f["message"]) for f in findings
+                  if f["slug"] not in TIMING)
 
 
 class Load:
@@ -243,6 +253,8 @@ def main() -> int:
     parser.add_argument("--site", type=Path, default=SITE, help=f"extra packages for the scripts (default {SITE})")
     parser.add_argument("--mirrors", type=Path, default=MIRRORS,
                         help=f"bare mirrors OWNER+NAME/repo (default {MIRRORS})")
+    parser.add_argument("--overt", type=Path, default=REPO,
+                        help="the checkout whose overt is measured (default: this one)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run (an entry may set its own)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
@@ -251,8 +263,8 @@ def main() -> int:
         return 0
     manifest = json.loads((HERE / "manifest.json").read_text())
     only = {n for n in args.only.split(",") if n}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True, timeout=60).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.overt, capture_output=True,
+                            text=True, timeout=60).stdout.strip() or str(args.overt)
     results: list[dict[str, Any]] = []
     for entry in manifest["scripts"]:
         if only and entry["name"] not in only:
@@ -281,8 +293,11 @@ def main() -> int:
               f"({res['guarded']['seconds']} s): {len(found or [])} findings: {slugs}"
               + (f"; under load {'identical' if res['identical'] else 'DIFFERENT'} "
                  f"({res['loaded']['seconds']} s)" if args.load else ""), flush=True)
+        known = entry.get("known", {})
+        res["new"] = sorted({f["slug"] for f in found or []} - set(known))
         for f in found or []:
-            print(f"    [{f['slug']}] step {f.get('step')} {f.get('where', '')}: {f['message'][:400]}", flush=True)
+            tag = "NEW " if f["slug"] not in known else f"known ({known[f['slug']].split(':')[0]}) "
+            print(f"    {tag}[{f['slug']}] step {f.get('step')} {f.get('where', '')}: {f['message'][:400]}", flush=True)
         results.append(res)
     print(f"\n| script | plain | overt run | findings |{' load |' if args.load else ''}")
     print(f"|---|---|---|---|{'---|' if args.load else ''}")
@@ -296,8 +311,11 @@ def main() -> int:
         print(f"| {r['name']} | {r.get('plain', {}).get('rc', '-')} | {r['guarded']['rc']} | {cell} |{load}")
     if args.out:
         args.out.write_text(json.dumps({"overt_commit": commit, "results": results}, indent=1))
-    bad = [r["name"] for r in results
-           if "skipped" not in r and (r["guarded"]["findings"] is None or (args.load and not r["identical"]))]
+    bad = [r["name"] for r in results if "skipped" not in r and (
+        r["guarded"]["findings"] is None or r["new"] or (args.load and not r["identical"]))]
+    if bad:
+        print(f"\nto judge (a finding not in the entry's 'known' verdicts, no report, or different under load): "
+              f"{', '.join(bad)}")
     return 1 if bad else 0
 
 
