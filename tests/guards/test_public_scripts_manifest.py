@@ -1,0 +1,66 @@
+"""benchmarks/public_scripts (issue 33): the manifest the lead re-runs is well formed, without the
+mirrors or the scripts (those are a benchmark, not a test): every entry names a pinned source, its
+patch exists and touches only the entry's exported paths, its data kinds are ones run.py lays out,
+and every known finding carries a verdict."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = REPO / "benchmarks" / "public_scripts"
+VERDICTS = ("true", "false", "debatable", "timing")
+
+
+def _run_module():
+    spec = importlib.util.spec_from_file_location("public_scripts_run", HERE / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_manifest_is_well_formed():
+    manifest = json.loads((HERE / "manifest.json").read_text())
+    assert len(manifest["scripts"]) >= 8
+    for source in manifest["sources"].values():
+        assert re.fullmatch(r"[0-9a-f]{40}", source["commit"]), source
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", source["repo"]), source
+    names = [e["name"] for e in manifest["scripts"]]
+    assert len(names) == len(set(names))
+    for e in manifest["scripts"]:
+        assert e["source"] in manifest["sources"], e["name"]
+        assert e["paths"] and e["script"], e["name"]
+        for spec in e.get("data", []):
+            assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm"), (e["name"], spec)
+        for slug, verdict in e.get("known", {}).items():
+            assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
+        if e.get("patch"):
+            text = (HERE / "patches" / e["patch"]).read_text()
+            touched = re.findall(r"^\+\+\+ b/(\S+)", text, flags=re.M)
+            assert touched, e["patch"]
+            for path in touched:  # a patch changes only files the entry exports
+                assert any(path == p or path.startswith(p.rstrip("/") + "/") for p in e["paths"]), (e["name"], path)
+    used = {e["patch"] for e in manifest["scripts"] if e.get("patch")}
+    assert used == {p.name for p in (HERE / "patches").glob("*.patch")}
+
+
+def test_mnist_layout_reads_back(tmp_path):
+    data = REPO.parent / "shared" / "data" / "mnist-t10k"
+    if not data.is_dir():
+        pytest.skip("../shared/data/mnist-t10k is absent")
+    run = _run_module()
+    run.mnist_idx(tmp_path, train=100)
+    raw = tmp_path / "MNIST" / "raw"
+    magic, n, rows, cols = struct.unpack(">IIII", (raw / "train-images-idx3-ubyte").read_bytes()[:16])
+    assert (magic, n, rows, cols) == (0x803, 100, 28, 28)
+    labels = (raw / "t10k-labels-idx1-ubyte").read_bytes()
+    assert struct.unpack(">II", labels[:8]) == (0x801, 2000)
+    with gzip.open(data / "t10k-labels-idx1-ubyte.gz") as f:
+        assert labels[8:] == f.read()[8 + 8000:]  # the test split is t10k's last 2,000 digits
