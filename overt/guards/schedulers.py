@@ -104,7 +104,10 @@ class SchedulerChecks(Check):
             if n_sched < 1 or n_others < MIN_STEPS:
                 continue
             name = type(sc).__name__
+            groups = {id(g) for g in getattr(opt, "param_groups", ())}
             stepping = [oi for oi in self.s.optimizers.values() if oi.opt is not opt and oi.steps]
+            if any(id(g) in groups for oi in stepping for g in oi.opt.param_groups):
+                continue  # a wrapper sharing the groups (accelerate's AcceleratedOptimizer): the schedule trains
             if not stepping:
                 continue
             idle = self.s.optimizers.get(id(opt))

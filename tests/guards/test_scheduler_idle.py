@@ -51,3 +51,28 @@ def test_a_scheduler_left_on_a_replaced_optimizer_is_named():
 
 def test_a_scheduler_made_again_with_the_optimizer_is_quiet():
     assert _unfreeze_after_one_epoch(recreate_scheduler=True) == []
+
+
+def test_a_scheduler_on_a_wrapper_that_shares_the_groups_is_quiet():
+    """accelerate's AcceleratedOptimizer (what the Hugging Face Trainer steps) wraps the optimizer
+    and shares its param_groups: a scheduler made on the wrapper sets the learning rate the inner
+    optimizer trains with, though only the inner one's step() runs (TRL's SFT script, issue 33)."""
+    from accelerate import Accelerator
+
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:640], y[:640]), batch_size=64, shuffle=True)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        model = mlp()
+        model, opt = Accelerator(cpu=True).prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 - s / 100)
+        for epoch in range(3):
+            for xb, yb in loader:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+                schedule.step()
+    finally:
+        findings = session.close()
+    assert opt.optimizer.param_groups[0]["lr"] < 1e-2  # the schedule reached the optimizer that steps
+    assert findings == []
