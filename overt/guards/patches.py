@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -222,11 +223,22 @@ def _sched_step_wrapper(orig: Any) -> Any:
     return step
 
 
+#: how deep the running thread is in nested ``Module.train`` calls: ``model.eval()`` switches every
+#: submodule through the same patched method, children first, and only the module the user (or
+#: the framework) called is a model; its layers are not models of their own
+_TRAIN_CALLS = threading.local()
+
+
 def _train_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def train(self: Any, mode: bool = True) -> Any:
         was = self.training
-        out = orig(self, mode)
+        depth = getattr(_TRAIN_CALLS, "depth", 0)
+        _TRAIN_CALLS.depth = depth + 1
+        try:
+            out = orig(self, mode)
+        finally:
+            _TRAIN_CALLS.depth = depth
         if ACTIVE and was != self.training:  # model.train()/eval() switched: a phase begins
             for s in ACTIVE:
                 if id(self) in s.models:
@@ -234,7 +246,7 @@ def _train_wrapper(orig: Any) -> Any:
                     check = getattr(s, "softmax_dim", None)
                     if check is not None and not self.training:
                         safely(check.eval_started)  # softmax calls on its outputs, from the first
-                elif s.auto and not self.training:  # a model only evaluated: found when it is switched
+                elif s.auto and not self.training and depth == 0:  # a model only evaluated: found when switched
                     s.discover_evaluated(self)
         return out
 

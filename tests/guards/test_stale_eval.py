@@ -62,3 +62,44 @@ def test_evaluating_a_copy_made_before_training_is_named():
 def test_evaluating_the_model_an_updated_ema_or_beside_a_teacher_is_quiet():
     for evaluate in ("model", "ema", "teacher"):
         assert _run(evaluate) == [], evaluate
+
+
+class _AutoEncoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3))
+        self.decoder = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(x))
+
+
+def test_a_model_switched_to_eval_is_watched_but_its_layers_are_not_models():
+    # model.eval() switches every submodule through the same Module.train, children first: a
+    # sanity evaluation before training (as Lightning runs one) registered each Linear and
+    # Sequential as a model of its own, whose hidden inputs train-serve-skew then compared
+    # between early training and the end (4 false findings on Lightning's autoencoder example)
+    x, _ = digits()
+    train = DataLoader(TensorDataset(x[:640]), batch_size=64, shuffle=True)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        model = _AutoEncoder()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        model.eval()
+        with torch.no_grad():
+            model(x[1500:1564])
+        for epoch in range(3):
+            model.train()
+            for (xb,) in train:
+                opt.zero_grad()
+                nn.functional.mse_loss(model(xb), xb).backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for start in range(1500, 1790, 64):
+                    model(x[start:start + 64])
+        names = sorted(info.name for info in session.models.values())
+    finally:
+        findings = session.close()
+    assert names == ["_AutoEncoder"]
+    assert findings == []
