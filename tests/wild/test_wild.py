@@ -134,16 +134,8 @@ def test_new_bug_changes_its_metric(cid: str):
     assert (twin - bug) * gap > 0 and abs(twin - bug) >= abs(gap) / 2, (cid, bug, twin, case.METRIC)
 
 
-#: twins on which today's guards report a finding in some runs (which steps are checked follows
-#: measured step times, issue 33): w36's gets exploding-gradients, w38's zero-grad-misplaced.  The
-#: invariants branch (issue 33) fixes both; drop these marks once it is merged.
-LOAD_DEPENDENT_TWINS = {("w36_view_mixes_batch_and_time", "run"), ("w38_td_target_no_done_mask", "run")}
-
-
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
-    if (cid, face) in LOAD_DEPENDENT_TWINS:
-        marks.append(pytest.mark.xfail(reason="today's guards: a finding on this twin in some runs", strict=False))
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
 
 
