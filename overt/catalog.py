@@ -183,6 +183,21 @@ ENTRIES: tuple[Entry, ...] = (
           "own) leave the model nothing to learn but the label frequencies: the loss stays at their entropy while "
           "training looks normal",
           _W, True, True),
+    Entry("labels-all-ignored", "OVT324", "training examples whose every target is the loss's ignore_index",
+          "an example whose labels were all masked (a completion cut off by right truncation, a prompt-only "
+          "sample, labels built before the sequence was shortened) adds nothing to the loss: it trains nothing, "
+          "while the loss, averaged over the other examples, looks normal",
+          _W, False, True),
+    Entry("loss-compares-itself", "OVT325", "a loss term whose two arguments are the same quantity",
+          "a distillation or consistency loss between a tensor and itself (the teacher's logits on both sides, "
+          "log_softmax(t) against softmax(t)) is constant: it gives the model no gradient, so the term trains "
+          "nothing while the total loss looks normal",
+          _E, True, True),
+    Entry("returns-from-past-rewards", "OVT326", "discounted returns accumulated forward in time",
+          "G = r[t] + gamma * G iterated from the first step to the last gives each step the discounted sum of "
+          "the rewards before it, not after it: actions are credited for what already happened, and the policy "
+          "learns from the wrong signal while training looks normal",
+          _E, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -218,6 +233,17 @@ ENTRIES: tuple[Entry, ...] = (
           "the tensor shares the array's memory, so it changes too: data that looks random or corrupted",
           _W, True, False),
     # -- data pipeline -----------------------------------------------------------
+    Entry("causal-mask-missing", "OVT411", "a next-token model whose outputs see the tokens they are scored against",
+          "without a causal mask (or with a bidirectional layer) the prediction at position t reads token t+1, its "
+          "own target: the training loss falls to almost nothing while the model cannot predict a token it has not "
+          "seen, and generation from a prefix fails",
+          _E, False, True),
+    Entry("attention-mask-inverted", "OVT412", "an attention mask that attends to the padding and ignores the tokens",
+          "mask conventions differ (a boolean attn_mask of scaled_dot_product_attention is True where attention is "
+          "allowed, key_padding_mask of nn.MultiheadAttention is True where it is not): a padding mask passed with "
+          "the other convention sends all attention to the padding, so the output no longer depends on the input's "
+          "words and the model learns little or nothing",
+          _E, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader",
           "the accelerator sits idle while batches are prepared",
           _W, False, True),
@@ -296,6 +322,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
           "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
           _W, True, False),
+    Entry("init-after-load", "OVT609", "weights initialised again after load_state_dict, before training",
+          "an init call (reset_parameters(), apply(init_fn), nn.init.*) run after the checkpoint was loaded "
+          "overwrites the loaded weights with fresh random ones: the resumed or fine-tuned run starts from scratch "
+          "while it looks like it resumed",
+          _E, True, True),
     Entry("partial-resume", "OVT608", "a resume that restores the weights and the epoch but not the optimizer",
           "the optimizer restarts without its momentum and the schedule from its start, so the resumed run silently "
           "computes something other than an uninterrupted one",

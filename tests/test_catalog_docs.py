@@ -37,7 +37,10 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "preprocessing-refit-on-eval", "listings-paired-unsorted",
          # issue 33, model state, gradient bookkeeping, evaluation state
          "eval-state-carried", "dropout-drops-most", "eval-order-mismatch",
-         "scheduler-optimizer-idle", "eval-model-stale"}
+         "scheduler-optimizer-idle", "eval-model-stale",
+         # issue 33, sequence models, masks, targets and state (branch seqmodel)
+         "causal-mask-missing", "attention-mask-inverted", "labels-all-ignored", "loss-compares-itself",
+         "returns-from-past-rewards", "init-after-load"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

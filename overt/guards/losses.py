@@ -81,7 +81,7 @@ class LossChecks(Check):
             self._logit_loss(name, inp)
         if torch.is_grad_enabled():
             self.s._each("on_checked_loss", name, inp, target, args, kwargs)
-            return True
+            return name != "kl_div"  # a divergence term: its value is no training loss's trend
         return False
 
     def _logit_loss(self, name: str, inp: torch.Tensor) -> None:

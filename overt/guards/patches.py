@@ -47,7 +47,7 @@ ARMED = False  # some active session is in a checked step: loss wrappers look at
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
 _ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the forward checks
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-          "binary_cross_entropy_with_logits")
+          "binary_cross_entropy_with_logits", "kl_div")
 
 
 def safely(fn: Any, *args: Any) -> Any:

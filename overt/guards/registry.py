@@ -20,6 +20,7 @@ from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.grads import GradChecks
+from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.graphs import GraphChecks
@@ -27,6 +28,7 @@ from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
+from overt.guards.selfloss import SelfLossChecks
 from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
@@ -46,6 +48,8 @@ CHECKS: tuple[type[Check], ...] = (
     LossChecks,
     ClassWeightChecks,
     SequenceTargetChecks,
+    IgnoredLabelChecks,
+    SelfLossChecks,
     LabelSignalChecks,
     SoftmaxDimChecks,
     GraphChecks,

@@ -40,6 +40,7 @@ from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
 from overt.guards.independence import _Saved, module_forward
 from overt.guards.oneshot import OneShotHook
+from overt.guards.positions import Trace, compare, culprit
 from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
 
@@ -89,7 +90,7 @@ class SequenceTargetChecks(Check):
         self.current: _Forward | None = None  # the forward in progress
         self.last: _Forward | None = None  # the latest finished one
         self.tries: dict[int, int] = {}
-        self.probes: dict[int, torch.Tensor | None] = {}  # id(ModelInfo) -> the probe's result
+        self.probes: dict[int, tuple[torch.Tensor, Trace | None] | None] = {}  # id(ModelInfo) -> the probe's result
         self.staged: list[tuple[_Forward, str, str, torch.Tensor, int, int]] = []  # waiting for the probe
         self.hook = OneShotHook()
         self.running = False
@@ -155,12 +156,15 @@ class SequenceTargetChecks(Check):
             fwd.call = None
             probe = self.probes.get(key)
             if probe is not None:
-                self.s.defer(torch.cat((value, probe.to(value.device))), self._judge(fwd, name, loc, offsets, step))
+                values, trace = probe
+                self.s.defer(torch.cat((value, values.to(value.device))),
+                             self._judge(fwd, name, loc, offsets, step, trace))
 
-    def _probe(self, fwd: _Forward, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    def _probe(self, fwd: _Forward, args: tuple, kwargs: dict) -> tuple[torch.Tensor, Trace | None] | None:
         """Which output positions move when the input token at the middle position changes (eval
         mode, ``no_grad``, a few sequences, the model put back): a device tensor of per-position
-        differences followed by the output's scale, or None."""
+        differences, the output's scale, the position changed and the submodule calls' flags of
+        :func:`overt.guards.positions.compare` (with the trace that names them), or None."""
         info, ids = fwd.info, fwd.ids
         rows = min(PROBE_ROWS, ids.shape[0])
         n, t = ids.shape
@@ -183,9 +187,12 @@ class SequenceTargetChecks(Check):
             kw = {k: cut(v) for k, v in kwargs.items()}
             with torch.no_grad():
                 forward = module_forward(info)
-                a = _logits(forward(ids[:rows], *rest, **kw), rows, t)
+                with Trace(module, rows, t, locate=False) as trace_a:
+                    a = _logits(forward(ids[:rows], *rest, **kw), rows, t)
                 saved.restore_rng()
-                b = _logits(forward(changed, *rest, **kw), rows, t)
+                with Trace(module, rows, t, locate=True) as trace_b:
+                    b = _logits(forward(changed, *rest, **kw), rows, t)
+                flags = compare(trace_a, trace_b, p)
         except Exception:  # noqa: BLE001  a model the probe cannot run: nothing proven
             return None
         finally:
@@ -197,7 +204,10 @@ class SequenceTargetChecks(Check):
         if a is None or b is None:
             return None
         moved = (a.float() - b.float()).abs().amax(dim=(0, 2))
-        return torch.cat((moved, a.float().abs().amax()[None], torch.tensor([float(p)], device=moved.device)))
+        head = torch.cat((moved, a.float().abs().amax()[None], torch.tensor([float(p)], device=moved.device)))
+        if flags is None:
+            return head, None
+        return torch.cat((head, flags.to(head.device).float())), trace_b
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if self.running or name not in ("cross_entropy", "nll_loss") or not inp.is_floating_point():
@@ -246,7 +256,7 @@ class SequenceTargetChecks(Check):
                              for o in range(t - length + 1)])
         self.staged.append((fwd, name, loc, torch.cat((stats.to(diffs.device), diffs)), t - length + 1, step))
 
-    def _judge(self, fwd: _Forward, name: str, loc: str, offsets: int, step: int):
+    def _judge(self, fwd: _Forward, name: str, loc: str, offsets: int, step: int, trace: Trace | None):
         def callback(vals: list[float]) -> None:
             if loc in self.done:
                 return
@@ -256,15 +266,21 @@ class SequenceTargetChecks(Check):
             matched = [s for s, f in enumerate(fracs) if f >= MATCH]
             if len(matched) != 1 or any(f >= OTHERS for s, f in enumerate(fracs) if s != matched[0]):
                 return
-            exact = [o for o, d in enumerate(diffs) if d <= 1e-6 * max(1.0, probe[-2])]
+            exact = [o for o, d in enumerate(diffs) if d <= 1e-6 * max(1.0, probe[fwd.ids.shape[1]])]
             if len(exact) != 1:
                 return
             self.done.add(loc)
             k = matched[0] - exact[0]
-            moved, scale, p = probe[:-2], probe[-2], int(probe[-1])
+            t = fwd.ids.shape[1]
+            moved, scale, p, flags = probe[:t], probe[t], int(probe[t + 1]), probe[t + 2:]
             tol = 1e-4 * scale + 1e-6
             changed = [d > tol for d in moved]
             causal = changed[p] and not any(changed[:p])
+            if k >= 1 and changed[p - k] and trace is not None:
+                leak = culprit(flags, trace)
+                if leak is not None:  # not through a summary of the sequence (an autoencoder's bottleneck)
+                    self._report_future(fwd, name, loc, k, step, *leak)
+                return
             if not causal:
                 return  # an encoder-decoder or bidirectional model: what an output sees is not proven
             if k <= 0 and changed[p - k]:
@@ -294,6 +310,29 @@ class SequenceTargetChecks(Check):
                    "causal LMs do), or shift them yourself and score logits[:, t] against ids[:, t+1].")
         self.s.report("sequence-targets-misaligned", msg, where=f"F.{name} call at {loc}", fix=fix,
                       key=info.name, step=step)
+
+    def _report_future(self, fwd: _Forward, name: str, loc: str, k: int, step: int, module: str,
+                       site: str | None) -> None:
+        info = fwd.info
+        call = f" (called at {fwd.site})" if fwd.site else ""
+        target = "the next token" if k == 1 else f"token t+{k}"
+        if module:
+            sub = info.module.get_submodule(module)
+            source = f"{info.name}.{module} ({type(sub).__name__}" + (f", called at {site})" if site else ")")
+            where = f"{info.name}.{module}" + (f" call at {site}" if site else "")
+        else:
+            source = f"the forward of {info.name} (its own code between layers)"
+            where = f"forward of {info.name}" + (f" called at {fwd.site}" if fwd.site else "")
+        msg = (f"the output of {info.name}{call} at position t is scored by F.{name} at {loc} against {target} of "
+               f"its input, and it changes when that token changes: {source} lets each position see later ones. "
+               "The model reads the answer instead of predicting it: the training loss falls while the model "
+               "cannot predict a token it has not seen (generation, where only the prefix exists, fails).")
+        fix = ("make every position see only itself and earlier positions: a causal mask "
+               "(nn.TransformerEncoder(x, mask=nn.Transformer.generate_square_subsequent_mask(T), is_causal=True), "
+               "F.scaled_dot_product_attention(q, k, v, is_causal=True), attn_mask=torch.triu(..., 1) for "
+               "nn.MultiheadAttention), a unidirectional RNN (bidirectional=False), or left-only padding in "
+               "convolutions.")
+        self.s.report("causal-mask-missing", msg, where=where, fix=fix, key=info.name, step=step)
 
     def remove_hooks(self) -> None:
         self.hook.remove()

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
+from overt.guards.oneshot import OneShotHook
 from overt.guards.where import user_location
 from overt.text import first_names
 
@@ -95,8 +96,92 @@ def _prefix(missing: list[str], unexpected: list[str]) -> str | None:
     return None
 
 
+_SAMPLES = 32  # elements of each loaded parameter remembered, for init-after-load
+_REINIT = 0.5  # share of the loaded parameters' elements changed before the first forward
+
+
+class _Loaded:
+    """What a ``load_state_dict`` put in the model's parameters: a few elements of each (device
+    tensors), to compare with the parameters at the model's first forward after it."""
+
+    def __init__(self, module: nn.Module, where: str):
+        self.name = type(module).__name__
+        self.where = where
+        self.params: list[tuple[Any, torch.Tensor, torch.Tensor, int]] = []
+        with torch.no_grad():
+            for p in module.parameters():
+                if p.is_floating_point() and p.numel() and p.device.type != "meta":
+                    idx = torch.linspace(0, p.numel() - 1, min(p.numel(), _SAMPLES), device=p.device).long()
+                    self.params.append((weakref.ref(p), idx, p.detach().reshape(-1)[idx].float().clone(), p.numel()))
+
+    def changed(self) -> tuple[torch.Tensor, list[int]] | None:
+        """Per parameter still alive with its shape: whether any remembered element moved (a device
+        tensor), and the parameters' sizes; None when none is left."""
+        flags, sizes = [], []
+        with torch.no_grad():
+            for ref, idx, before, n in self.params:
+                p = ref()
+                if p is None or p.numel() != n or p.device != before.device:
+                    continue
+                now = p.detach().reshape(-1)[idx].float()
+                flags.append(((now - before).abs() > 1e-2 * before.abs().amax() + 1e-6).any())
+                sizes.append(n)
+        return (torch.stack(flags), sizes) if flags else None
+
+
 class StateChecks(Check):
     name = "states"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.hooks: dict[int, OneShotHook] = {}  # id(module) -> the hook on its first forward after a load
+
+    def _watch_load(self, module: nn.Module, where: str) -> None:
+        """Compare the parameters with what was loaded at the module's first forward after the load
+        (the weights are then what training, or evaluation, starts from)."""
+        key = id(module)
+        hook = self.hooks.get(key)
+        if hook is None:
+            if len(self.hooks) >= 8:
+                return
+            hook = self.hooks[key] = OneShotHook()
+        load = _Loaded(module, where)
+
+        def first_forward(mod: Any, args: tuple, output: Any) -> None:
+            if not hook.fired():
+                return
+            found = load.changed()
+            if found is not None:
+                flags, sizes = found
+                self.s.defer(flags.float(), self._judge_reinit(load, sizes))
+
+        hook.remove()
+        hook.place(module, first_forward)
+
+    def remove_hooks(self) -> None:
+        for hook in self.hooks.values():
+            hook.remove()
+
+    def _judge_reinit(self, load: _Loaded, sizes: list[int]):
+        def callback(vals: list[float]) -> None:
+            moved = sum(n for v, n in zip(vals, sizes) if v)
+            total = sum(sizes)
+            if not total or moved < _REINIT * total:
+                return  # a new head initialised after loading a backbone changes a small part
+            tensors = sum(1 for v in vals if v)
+            at = f"load_state_dict at {load.where}" if load.where else "load_state_dict"
+            self.s.report(
+                "init-after-load",
+                f"{load.name}.load_state_dict() at {load.where or '?'} loaded the model, and at its first forward "
+                f"after that {tensors} of its {len(vals)} parameters ({moved} of {total} elements, "
+                f"{100 * moved / total:.0f}%) no longer hold the loaded values: something between the load and "
+                "training (an init call, reset_parameters(), apply(init_fn)) overwrote the checkpoint, and the run "
+                "starts from fresh random weights while it looks resumed.",
+                fix="initialise the parameters before load_state_dict (or not at all when a checkpoint is loaded), "
+                "and re-initialise only the layers that are new (a replaced head) after it.",
+                where=at, key=f"reinit:{load.where}")
+
+        return callback
 
     def after_load(self, module: nn.Module, state: Any, strict: bool, assign: bool, result: Any,
                    where: str) -> None:
@@ -107,6 +192,8 @@ class StateChecks(Check):
         own = len(module.state_dict())
         loaded = own - len(missing)
         at = f"load_state_dict at {where}" if where else "load_state_dict"
+        if own and loaded * 2 >= own:
+            self._watch_load(module, where)
         if not strict and own and loaded * 2 < own and (unexpected or loaded == 0):
             prefix = _prefix(missing, unexpected)
             if prefix is None:

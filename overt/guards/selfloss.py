@@ -1,0 +1,86 @@
+"""Guard on a loss that compares a quantity with itself (slug ``loss-compares-itself``; issue 33).
+
+An invariant of training: a loss term measures a distance between two *different* quantities (a
+prediction and its target, a student and its teacher).  When both arguments are the same quantity
+-- the teacher's logits on both sides of a distillation loss, ``kl_div(log_softmax(t), softmax(t))``,
+``mse_loss(x, x.detach())`` -- the term is constant (zero), gives the model no gradient and trains
+nothing, while the total loss, summed with other terms, looks normal.
+
+Seen on checked steps, for ``F.kl_div`` (``KLDivLoss``) and the regression losses: on the device,
+the largest difference between the two sides (``exp(input)`` against the target for ``kl_div``
+without ``log_target``) relative to their scale.  Reported, once per call site, when the two sides
+agree on every checked call of ``SAME_CALLS`` or more, over at least ``SPAN`` optimizer steps (all
+optimizers counted) (a mean teacher
+or an EMA copy equals its student at the first step, then moves apart; a term that stays equal does
+not).  One checked call whose sides differ silences the site for good.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+
+SAME_CALLS = 3
+SPAN = 8
+TOL = 1e-6
+LOSSES = ("kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+
+
+class SelfLossChecks(Check):
+    name = "selfloss"
+
+    def __init__(self, session: GuardSession):
+        super().__init__(session)
+        self.same: dict[str, list[int]] = {}  # call site -> the steps whose checked call compared equal sides
+        self.done: set[str] = set()
+
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name not in LOSSES or not inp.is_floating_point() or not target.is_floating_point():
+            return
+        if inp.shape != target.shape or not inp.numel() or inp.device != target.device:
+            return
+        loc = user_location(5) or f"F.{name}"
+        if loc in self.done:
+            return
+        a, b = inp.detach().float(), target.detach().float()
+        if name == "kl_div" and not kwargs.get("log_target", args[5] if len(args) > 5 else False):
+            a = a.exp()
+        diff = (a - b).abs().amax()
+        scale = torch.maximum(a.abs().amax(), b.abs().amax())
+        grads = torch.tensor([float(inp.requires_grad), float(target.requires_grad)], device=diff.device)
+        clock = sum(oi.steps for oi in self.s.optimizers.values())  # moves with any optimizer's steps
+        self.s.defer(torch.cat((torch.stack((diff, scale)), grads)), self._judge(name, loc, clock))
+
+    def _judge(self, name: str, loc: str, clock: int):
+        def callback(vals: list[float]) -> None:
+            if loc in self.done:
+                return
+            diff, scale, inp_grad, target_grad = vals
+            if not diff <= TOL * max(scale, 1.0):
+                self.done.add(loc)  # the sides differ: a real distance
+                return
+            steps = self.same.setdefault(loc, [])
+            steps.append(clock)
+            if len(steps) >= SAME_CALLS and steps[-1] - steps[0] >= SPAN:
+                self.done.add(loc)
+                self._report(name, loc, len(steps), bool(inp_grad or target_grad))
+
+        return callback
+
+    def _report(self, name: str, loc: str, n: int, grad: bool) -> None:
+        side = "exp(input) equals the target" if name == "kl_div" else "the input equals the target"
+        graph = ("" if grad else " Neither argument has a gradient path to a trainable parameter (both were computed "
+                 "under no_grad or detached).")
+        msg = (f"F.{name} at {loc} compares a quantity with itself: on each of {n} checked calls {side}, so the term is constant at its minimum and gives the model no gradient: it "
+               f"trains nothing while the total loss looks normal.{graph} A distillation loss that takes the teacher's "
+               "output on both sides does this.")
+        fix = ("pass the model's own output as the input: e.g. F.kl_div(F.log_softmax(student_logits / T, dim=1), "
+               "F.softmax(teacher_logits / T, dim=1)), with the teacher's output only as the target.")
+        self.s.report("loss-compares-itself", msg, where=f"F.{name} call at {loc}", fix=fix, key=loc)
