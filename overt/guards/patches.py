@@ -337,6 +337,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import clipping  # clip_grad_norm_, clip_grad_value_ (checked steps)
 
         clipping.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import attnmask  # F.scaled_dot_product_attention (checked steps)
+
+        attnmask.install(_patch, ACTIVE, lambda: ARMED)
     ACTIVE.append(session)
     refresh()
 

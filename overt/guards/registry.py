@@ -10,6 +10,7 @@ are worth reporting), the data pipeline after them, the cross-rank collective la
 from __future__ import annotations
 
 from overt.guards.activations import ActivationChecks
+from overt.guards.attnmask import AttentionMaskChecks
 from overt.guards.carried import CarriedStateChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
@@ -50,6 +51,7 @@ CHECKS: tuple[type[Check], ...] = (
     SequenceTargetChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
+    AttentionMaskChecks,
     LabelSignalChecks,
     SoftmaxDimChecks,
     GraphChecks,
