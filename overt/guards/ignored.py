@@ -76,8 +76,11 @@ class IgnoredLabelChecks(Check):
             return
         ii = ignore_index_of(args, kwargs)
         t = target.detach()
-        ignored = (t == ii).reshape(len(t), -1).all(1) if t.dim() >= 2 else t == ii
         ids = self.ids
+        if t.dim() == 1 and ids is not None and len(t) != len(ids) and len(t) % len(ids) == 0 \
+                and 1 < len(t) // len(ids) <= ids.shape[1]:
+            t = t.reshape(len(ids), -1)  # token targets flattened for the loss: one row per sequence
+        ignored = (t == ii).reshape(len(t), -1).all(1) if t.dim() >= 2 else t == ii
         per_example = t.dim() >= 2
         if ids is not None and ids.shape[0] == len(t) and ids.device == t.device:
             padded = _padded(ids)
