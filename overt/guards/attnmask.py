@@ -60,7 +60,8 @@ class AttentionMaskChecks(Check):
         super().__init__(session)
         self.ids: torch.Tensor | None = None  # the token ids of the checked forward in progress
         self.info: ModelInfo | None = None
-        self.sums: dict[str, list[float]] = {}  # call site -> [rows with padding and tokens, rows attending the padding]
+        # call site -> [rows holding padding and tokens, rows attending exactly their padding]
+        self.sums: dict[str, list[float]] = {}
         self.done: set[str] = set()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:

@@ -78,7 +78,8 @@ class SelfLossChecks(Check):
         side = "exp(input) equals the target" if name == "kl_div" else "the input equals the target"
         graph = ("" if grad else " Neither argument has a gradient path to a trainable parameter (both were computed "
                  "under no_grad or detached).")
-        msg = (f"F.{name} at {loc} compares a quantity with itself: on each of {n} checked calls {side}, so the term is constant at its minimum and gives the model no gradient: it "
+        msg = (f"F.{name} at {loc} compares a quantity with itself: on each of {n} checked calls {side}, so the "
+               "term is constant at its minimum and gives the model no gradient: it "
                f"trains nothing while the total loss looks normal.{graph} A distillation loss that takes the teacher's "
                "output on both sides does this.")
         fix = ("pass the model's own output as the input: e.g. F.kl_div(F.log_softmax(student_logits / T, dim=1), "

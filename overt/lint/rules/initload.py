@@ -89,8 +89,8 @@ def init_after_load(ix: FileIndex) -> Iterator[Hit]:
             if init is not None:
                 yield Hit("init-after-load", init,
                           f"`{ix.segment(init)}` initialises `{model}` after `{model}.load_state_dict(...)` at line "
-                          f"{call.lineno}: the loaded weights are overwritten with fresh random ones, and the run starts "
-                          "from scratch while it looks resumed",
+                          f"{call.lineno}: the loaded weights are overwritten with fresh random ones, and the run "
+                          "starts from scratch while it looks resumed",
                           fix="initialise before load_state_dict (or skip the init when a checkpoint is loaded); "
                           "re-initialise only the layers the checkpoint does not hold")
                 break

@@ -41,8 +41,9 @@ def _forward(loop: ast.For) -> tuple[set[str], set[str]] | None:
         seq = it.args[0]
         if _reversed(seq) or not _rewardish(seq):
             return None
-        if isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts):
-            return {target.elts[0].id}, {target.elts[1].id}
+        elts = target.elts if isinstance(target, ast.Tuple) else []
+        if len(elts) == 2 and all(isinstance(e, ast.Name) for e in elts):
+            return {elts[0].id}, {elts[1].id}
         return None
     if _reversed(it) or not _rewardish(it) or not isinstance(target, ast.Name):
         return None
@@ -80,9 +81,8 @@ def _is_discount(node: ast.AST) -> bool:
 def _reward_term(node: ast.AST, index: set[str], items: set[str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in items
-    if isinstance(node, ast.Subscript):
-        used = {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)}
-        return _rewardish(node.value) and bool(used & index)
+    if isinstance(node, ast.Subscript):  # rewards[t]; rewards[T - 1 - t] walks backward
+        return _rewardish(node.value) and isinstance(node.slice, ast.Name) and node.slice.id in index
     return False
 
 
@@ -107,7 +107,7 @@ def _stored(loop: ast.For, g: str, index: set[str]) -> bool:
     for sub in ast.walk(loop):
         if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name) and sub.value.id == g:
             for t in sub.targets:
-                if isinstance(t, ast.Subscript) and {n.id for n in ast.walk(t.slice) if isinstance(n, ast.Name)} & index:
+                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name) and t.slice.id in index:
                     return True
         if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "append" \
                 and len(sub.args) == 1 and isinstance(sub.args[0], ast.Name) and sub.args[0].id == g:
@@ -128,9 +128,9 @@ def returns_from_past_rewards(ix: FileIndex) -> Iterator[Hit]:
             g = _recursion(stmt, index, items)
             if g is not None and _stored(loop, g, index):
                 yield Hit("returns-from-past-rewards", stmt,
-                          f"`{ix.segment(stmt)}` accumulates the discounted return while the loop at line {loop.lineno} "
-                          "runs forward in time: each step's stored return is the discounted sum of the rewards "
-                          "before it, not after it, so actions are credited for what already happened",
+                          f"`{ix.segment(stmt)}` accumulates the discounted return while the loop at line "
+                          f"{loop.lineno} runs forward in time: each step's stored return is the discounted sum of "
+                          "the rewards before it, not after it, so actions are credited for what already happened",
                           fix="run the recursion from the last step to the first (for t in reversed(range(T)): "
                           "G = r[t] + gamma * G; returns[t] = G), or reverse the list it builds")
                 break

@@ -53,7 +53,8 @@ def _canon(ix: FileIndex, expr: ast.AST, strip: frozenset[str], depth: int = 0) 
         if isinstance(value, ast.AST):
             parts.append(f"{field}={_canon(ix, value, strip, depth)}")
         elif isinstance(value, list):
-            parts.append(f"{field}=[{','.join(_canon(ix, v, strip, depth) if isinstance(v, ast.AST) else repr(v) for v in value)}]")
+            items = (_canon(ix, v, strip, depth) if isinstance(v, ast.AST) else repr(v) for v in value)
+            parts.append(f"{field}=[{','.join(items)}]")
         else:
             parts.append(f"{field}={value!r}")
     return "(" + " ".join(parts) + ")"
