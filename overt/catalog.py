@@ -198,6 +198,11 @@ ENTRIES: tuple[Entry, ...] = (
           "the rewards before it, not after it: actions are credited for what already happened, and the policy "
           "learns from the wrong signal while training looks normal",
           _E, True, False),
+    Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
+          "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "
+          "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "
+          "and the gradient of the real tokens, while the loss looks better than the model is",
+          _W, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from overt.guards.check import Check
+from overt.guards.padding import padding
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -37,20 +38,6 @@ if TYPE_CHECKING:
 MIN_ROWS = 8
 SHARE = 0.9
 ADDITIVE_MASKED = -1e4  # an additive mask's entries at or below this mask the key out
-
-
-def padding(ids: torch.Tensor) -> torch.Tensor:
-    """Per position, whether it holds padding: the id most rows end with (right padding) or start with
-    (left padding), in a contiguous run at that end; all False when neither end shows one."""
-    best = torch.zeros_like(ids, dtype=torch.bool)
-    for end in (-1, 0):
-        pad = ids[:, end].mode().values
-        is_pad = ids == pad
-        run = is_pad.flip(1).cummin(1).values.flip(1) if end == -1 else is_pad.cummin(1).values
-        # the padding is a run at that end: every padded position of a row lies in it
-        ok = (is_pad == run).all() & (run[:, end].sum() * 2 >= len(ids))
-        best = torch.where(ok & ~best.any(), run, best)
-    return best
 
 
 class AttentionMaskChecks(Check):
@@ -100,7 +87,7 @@ class AttentionMaskChecks(Check):
         loc = where or "attention call"
         if ids is None or loc in self.done or attended.device != ids.device:
             return
-        pad = padding(ids)
+        pad, _ = padding(ids)
         mixed = pad.any(1) & (~pad).any(1)
         inverted = mixed & (attended == pad).all(1)
         self.s.defer(torch.stack((mixed.sum(), inverted.sum())), self._judge(loc, self.info))

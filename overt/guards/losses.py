@@ -137,11 +137,19 @@ class LossChecks(Check):
             else:
                 t_lo, t_hi = torch.aminmax(t)
                 s.defer(torch.stack((t_lo, t_hi)), self._labels_cb(name, t, num_classes, ignore_index))
-            if 0 <= ignore_index < num_classes and t.dim() == 1 and not s.reporter.has("ignore-index-is-class"):
+            if 0 <= ignore_index < num_classes and t.dim() == 1 and not s.reporter.has("ignore-index-is-class") \
+                    and not self._token_targets(t):
                 # one label per sample (classification, not tokens): an ignore_index that is a class index
                 # the model has an output for drops that class's labelled samples from the loss
                 s.defer(torch.stack(((t == ignore_index).sum(), torch.tensor(t.numel(), device=t.device))),
                         self._ignored_cb(name, where, step, ignore_index, num_classes))
+
+    def _token_targets(self, t: torch.Tensor) -> bool:
+        """Targets that are tokens of the checked forward's 2-D ids (several per sequence, flattened):
+        there an ignored id that is a vocabulary entry (the padding's) is the usual, correct choice."""
+        padloss = getattr(self.s, "padloss", None)
+        ids = getattr(padloss, "ids", None)
+        return ids is not None and t.numel() != len(ids) and t.numel() % len(ids) == 0
 
     def _labels_cb(self, name: str, t: torch.Tensor, num_classes: int, ignore_index: int):
         def callback(vals: list[float]) -> None:

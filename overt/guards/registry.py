@@ -27,6 +27,7 @@ from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
+from overt.guards.padloss import PaddingLossChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.selfloss import SelfLossChecks
@@ -52,6 +53,7 @@ CHECKS: tuple[type[Check], ...] = (
     IgnoredLabelChecks,
     SelfLossChecks,
     AttentionMaskChecks,
+    PaddingLossChecks,
     LabelSignalChecks,
     SoftmaxDimChecks,
     GraphChecks,

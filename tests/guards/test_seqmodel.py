@@ -282,3 +282,33 @@ def test_weights_initialised_after_loading_are_named(after):
     assert slugs(findings) == (["init-after-load"] if after == "apply-init" else []), text
     if after == "apply-init":
         assert "test_seqmodel.py:" in text and "4 of its 4 parameters" in text
+
+
+# -- loss-over-padding --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labels", ["pad-id", "ignored", "pad-ignored"])
+def test_a_loss_over_the_padding_is_named(labels):
+    """A GRU language model on sentences of 6-23 tokens padded with 0 (token ids 1-7): the targets keep
+    the pad id and the loss counts them, or the padding is -100, or ignore_index is the pad id."""
+    torch.manual_seed(0)
+    data = _chain(320, 1) % 7 + 1
+    lengths = torch.randint(6, T, (len(data),), generator=torch.Generator().manual_seed(2))
+    data[torch.arange(T)[None] >= lengths[:, None]] = PAD
+    model = _GRU(bidirectional=False)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(8):
+        ids = data[40 * i:40 * (i + 1)]
+        x, y = ids[:, :-1], ids[:, 1:].clone()
+        if labels == "ignored":
+            y[y == PAD] = -100
+        ii = PAD if labels == "pad-ignored" else -100
+        loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1), ignore_index=ii)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    assert slugs(findings) == (["loss-over-padding"] if labels == "pad-id" else []), text
+    if labels == "pad-id":
+        assert "padding id 0" in text and "test_seqmodel.py:" in text
