@@ -6,13 +6,15 @@ prediction and its target, a student and its teacher).  When both arguments are 
 ``mse_loss(x, x.detach())`` -- the term is constant (zero), gives the model no gradient and trains
 nothing, while the total loss, summed with other terms, looks normal.
 
-Seen on checked steps, for ``F.kl_div`` (``KLDivLoss``) and the regression losses: on the device,
-the largest difference between the two sides (``exp(input)`` against the target for ``kl_div``
-without ``log_target``) relative to their scale.  Reported, once per call site, when the two sides
-agree on every checked call of ``SAME_CALLS`` or more, over at least ``SPAN`` optimizer steps (all
-optimizers counted) (a mean teacher
-or an EMA copy equals its student at the first step, then moves apart; a term that stays equal does
-not).  One checked call whose sides differ silences the site for good.
+Seen on checked steps, for ``F.kl_div`` (``KLDivLoss``) and the regression losses whose two sides are
+provably one quantity's -- they share storage (``x`` and ``x.detach()``), or neither has a gradient
+path to a trainable parameter (both computed under ``no_grad`` or detached: the term can train
+nothing whatever its value); a prediction that equals its target while it carries gradients is a
+perfect fit, not a bug, and is not looked at.  On the device: the largest difference between the two
+sides (``exp(input)`` against the target for ``kl_div`` without ``log_target``) relative to their
+scale.  Reported, once per call site, when the two sides agree on every checked call of
+``SAME_CALLS`` or more, over at least ``SPAN`` optimizer steps (all optimizers counted): a term that
+stays equal, not one equal by chance at a step.  One checked call whose sides differ silences the site for good.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class SelfLossChecks(Check):
             return
         if inp.shape != target.shape or not inp.numel() or inp.device != target.device:
             return
+        shared = inp.untyped_storage().data_ptr() == target.untyped_storage().data_ptr()
+        if not shared and (inp.requires_grad or target.requires_grad):
+            return  # a prediction equal to its target is a perfect fit, not the same quantity
         loc = user_location(5) or f"F.{name}"
         if loc in self.done:
             return

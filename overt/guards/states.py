@@ -115,8 +115,8 @@ class _Loaded:
                     self.params.append((weakref.ref(p), idx, p.detach().reshape(-1)[idx].float().clone(), p.numel()))
 
     def changed(self) -> tuple[torch.Tensor, list[int]] | None:
-        """Per parameter still alive with its shape: whether any remembered element moved (a device
-        tensor), and the parameters' sizes; None when none is left."""
+        """Per parameter still alive with its shape: whether its remembered elements were replaced (a
+        device tensor), and the parameters' sizes; None when none is left."""
         flags, sizes = [], []
         with torch.no_grad():
             for ref, idx, before, n in self.params:
@@ -124,7 +124,9 @@ class _Loaded:
                 if p is None or p.numel() != n or p.device != before.device:
                     continue
                 now = p.detach().reshape(-1)[idx].float()
-                flags.append(((now - before).abs() > 1e-2 * before.abs().amax() + 1e-6).any())
+                # re-initialised: the values are another draw (an independent one differs by about 1.4
+                # times their size, zeros by 1), not the loaded ones moved (an EMA update, a dtype cast)
+                flags.append((now - before).norm() > 0.8 * before.norm() + 1e-6)
                 sizes.append(n)
         return (torch.stack(flags), sizes) if flags else None
 

@@ -312,3 +312,26 @@ def test_a_loss_over_the_padding_is_named(labels):
     assert slugs(findings) == (["loss-over-padding"] if labels == "pad-id" else []), text
     if labels == "pad-id":
         assert "padding id 0" in text and "test_seqmodel.py:" in text
+
+
+def test_an_ema_copy_loaded_once_and_updated_before_its_first_forward_is_left_alone():
+    """ema.load_state_dict(model.state_dict()) at the start, updated after every step, evaluated at the
+    end: its weights moved before its first forward, but they were never replaced."""
+    torch.manual_seed(0)
+    x, y = digits()
+    model, ema = mlp(), mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    g = guarded(model, opt, ignore=TIMING)
+    ema.load_state_dict(model.state_dict())
+    for i in range(20):
+        loss = F.cross_entropy(model(x[64 * i:64 * (i + 1)]), y[64 * i:64 * (i + 1)])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            for pe, pm in zip(ema.parameters(), model.parameters()):
+                pe.mul_(0.9).add_(pm, alpha=0.1)
+    ema.eval()
+    with torch.no_grad():
+        ema(x[1500:])
+    assert "init-after-load" not in slugs(g.report()), g.session.options.stream.getvalue()
