@@ -15,7 +15,9 @@ summed on the device and read with the checked step's other values.  Reported, o
 site, after at least ``MIN_EXAMPLES`` examples, when ``SHARE`` of them or more were entirely ignored
 and
 
-- the targets hold several per example (tokens): such an example trains nothing, whatever the cause;
+- the targets hold several per example (tokens) and at most ``SHORT`` of the ignored examples are
+  padded (they are full-length: a masked LM's random masking leaves short examples unlabelled now
+  and then, and masks them again next epoch);
 - one target per example (a sample left unlabelled can be deliberate, as in semi-supervised
   training): only when the ignored examples are the full-length ones -- none of them padded while
   most kept examples are --, which is what truncation leaves.
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 SHARE = 0.2  # share of the examples entirely ignored
 MIN_EXAMPLES = 96  # examples seen before judging
 KEPT_PADDED = 0.5  # one target per example: share of kept examples that are padded
+SHORT = 0.1  # token targets: share of the entirely ignored examples that may be padded
 
 
 def _padded(ids: torch.Tensor) -> torch.Tensor:
@@ -108,6 +111,8 @@ class IgnoredLabelChecks(Check):
             truncated = ignored_padded == 0 and kept_padded >= KEPT_PADDED * (total - ignored)
             if not per_example and not truncated:
                 return
+            if per_example and ignored_padded > SHORT * ignored:
+                return  # mostly short (padded) examples: random masking (a masked LM) leaves some unlabelled
             self._report(name, loc, int(total), int(ignored), ii, truncated, step)
 
         return callback

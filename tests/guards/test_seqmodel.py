@@ -335,3 +335,25 @@ def test_an_ema_copy_loaded_once_and_updated_before_its_first_forward_is_left_al
     with torch.no_grad():
         ema(x[1500:])
     assert "init-after-load" not in slugs(g.report()), g.session.options.stream.getvalue()
+
+
+def test_short_examples_left_unlabelled_by_random_masking_are_left_alone():
+    """A masked LM: 15% of the real tokens are targets; half the sequences are 2-4 tokens long, so many of
+    those draw no target at all in a batch (and others next epoch)."""
+    torch.manual_seed(0)
+    g0 = torch.Generator().manual_seed(3)
+    ids = torch.randint(1, V, (320, T), generator=g0)
+    lengths = torch.where(torch.arange(320) % 2 == 0, torch.randint(2, 5, (320,), generator=g0), torch.tensor(T))
+    ids[torch.arange(T)[None] >= lengths[:, None]] = PAD
+    labels = torch.where((torch.rand(ids.shape, generator=g0) < 0.15) & (ids != PAD), ids, torch.tensor(-100))
+    model = _GRU(bidirectional=True)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(8):
+        xb, yb = ids[40 * i:40 * (i + 1)], labels[40 * i:40 * (i + 1)]
+        loss = F.cross_entropy(model(xb).reshape(-1, V), yb.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert (labels == -100).all(1).float().mean() > 0.2
+    assert "labels-all-ignored" not in slugs(g.report()), g.session.options.stream.getvalue()
