@@ -29,6 +29,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.padding import padding
+from overt.guards.positions import TRACING
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -123,7 +124,14 @@ def _wrapper(active: list, is_armed: Callable[[], bool], orig: Callable) -> Call
     @functools.wraps(orig)
     def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                                      *args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling() or attn_mask is None or not active or not is_armed():
+        if torch.compiler.is_compiling():  # traced by torch.compile: PyTorch's own call, no graph break
+            return orig(query, key, value, attn_mask, *args, **kwargs)
+        if TRACING:  # a probe's forward (causal-mask-missing): where positions mix
+            out = orig(query, key, value, attn_mask, *args, **kwargs)
+            for trace in TRACING:
+                trace.attention((query, key, value), out)
+            return out
+        if attn_mask is None or not active or not is_armed():
             return orig(query, key, value, attn_mask, *args, **kwargs)
         for s in active:
             if s.armed:

@@ -45,11 +45,19 @@ def _fingerprint(x: torch.Tensor, rows: int, t: int) -> tuple[str, torch.Tensor]
         if x.shape[0] == t and x.shape[1] == rows:
             per = x.reshape(t, -1)
             return "pos", torch.stack((per.sum(1), per.abs().sum(1)), 1)
+        if x.dim() == 4 and x.shape[0] == rows and x.shape[2] == t:  # attention's (batch, heads, time, dim)
+            per = x.transpose(0, 2).reshape(t, -1)
+            return "pos", torch.stack((per.sum(1), per.abs().sum(1)), 1)
     return "sum", torch.stack((x.sum(), x.abs().sum()))[None]
 
 
+#: the traces being recorded (a probe's forward): the attention wrappers add their calls to them
+TRACING: list[Trace] = []
+ATTENTION = -1  # the "module" id of an ``F.scaled_dot_product_attention`` call
+
+
 class Trace:
-    """One probe forward's submodule calls, in the order they finish."""
+    """One probe forward's submodule calls (and functional attention calls), in the order they finish."""
 
     def __init__(self, root: torch.nn.Module, rows: int, t: int, locate: bool):
         self.rows, self.t, self.locate = rows, t, locate
@@ -69,10 +77,23 @@ class Trace:
                 self.where.append(user_location(2))
 
         self._handle = _module.register_module_forward_hook(hook, with_kwargs=True)
+        TRACING.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._handle.remove()
+        if self in TRACING:
+            TRACING.remove(self)
+
+    def attention(self, args: tuple, output: Any) -> None:
+        """An ``F.scaled_dot_product_attention(q, k, v, ...)`` call made during the traced forward."""
+        if len(self.calls) >= _MAX_CALLS:
+            return
+        ins = [_fingerprint(x, self.rows, self.t) for x in _tensors(args[:3])]
+        outs = [_fingerprint(x, self.rows, self.t) for x in _tensors(output)]
+        self.calls.append((ATTENTION, ins, outs))
+        if self.locate:
+            self.where.append(user_location(3))
 
 
 def _changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -118,6 +139,8 @@ def culprit(flags: list[float], trace: Trace) -> tuple[str, str | None] | None:
                 return "", None
             module_id = trace.calls[i][0]
             where = trace.where[i] if i < len(trace.where) else None
+            if module_id == ATTENTION:
+                return "F.scaled_dot_product_attention", where
             return trace.names.get(module_id, ""), where
         digest = digest or bool(summary_out)
     return None if digest else ("", None)

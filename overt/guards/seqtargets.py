@@ -316,7 +316,10 @@ class SequenceTargetChecks(Check):
         info = fwd.info
         call = f" (called at {fwd.site})" if fwd.site else ""
         target = "the next token" if k == 1 else f"token t+{k}"
-        if module:
+        if module == "F.scaled_dot_product_attention":
+            source = "F.scaled_dot_product_attention" + (f" at {site}" if site else "") + f" in {info.name}"
+            where = "F.scaled_dot_product_attention" + (f" call at {site}" if site else "")
+        elif module:
             sub = info.module.get_submodule(module)
             source = f"{info.name}.{module} ({type(sub).__name__}" + (f", called at {site})" if site else ")")
             where = f"{info.name}.{module}" + (f" call at {site}" if site else "")
