@@ -4,7 +4,8 @@ A distance loss between two expressions that are the same quantity is constant a
 trains nothing: ``F.kl_div(F.log_softmax(t / T), F.softmax(t / T))`` (a distillation loss that takes
 the teacher on both sides), ``F.mse_loss(x, x.detach())``.  The rule follows each argument of a
 ``kl_div``/``KLDivLoss`` or regression loss back through local names that have one definition
-(``soft = F.softmax(t / T)``), drops what does not change the quantity (``detach``, ``clone``,
+(``soft = F.softmax(t / T)``; a call is one value: the call reached twice through names is the
+same, two calls written alike are not), drops what does not change the quantity (``detach``, ``clone``,
 dtype and device moves; for ``kl_div`` also the ``softmax``/``log_softmax``/``exp``/``log`` that put
 a distribution in the form each side expects) and compares what is left.  Identical expressions
 over the same definitions: a hit.  Any difference -- another tensor, another slice (``z[:n]`` against
@@ -46,6 +47,9 @@ def _canon(ix: FileIndex, expr: ast.AST, strip: frozenset[str], depth: int = 0) 
                 return _canon(ix, expr.func.value, strip, depth)  # x.detach(), t.softmax(1)
             if expr.args:
                 return _canon(ix, expr.args[0], strip, depth)  # F.softmax(x, 1), torch.exp(x)
+        # any other call is one evaluation: two calls, even written alike, are two values (two draws of
+        # torch.randn, two forwards through dropout: R-Drop's consistency loss)
+        return f"call#{id(expr)}"
     parts = [type(expr).__name__]
     for field, value in ast.iter_fields(expr):
         if field in ("ctx", "lineno", "col_offset", "end_lineno", "end_col_offset"):
