@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from overt.guards.check import Check
-from overt.guards.padding import padding
+from overt.guards.padding import padding, token_ids
 from overt.guards.positions import TRACING
 from overt.guards.where import user_location
 
@@ -53,9 +53,9 @@ class AttentionMaskChecks(Check):
         self.done: set[str] = set()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if x is not None and x.dim() == 2 and x.shape[1] >= 4 and not x.is_floating_point() and x.dtype != torch.bool:
-            self.ids, self.info = x.detach(), info
+        ids = token_ids(args)
+        if ids is not None:
+            self.ids, self.info = ids, info
         elif self.info is None:
             self.ids = None
 

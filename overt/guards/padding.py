@@ -6,6 +6,15 @@ from __future__ import annotations
 import torch
 
 
+def token_ids(args: tuple) -> torch.Tensor | None:
+    """A forward's first argument when it is a batch of token id sequences: a 2-D integer tensor
+    ``(N, T)`` with ``T >= 4`` (detached), else None."""
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if x is None or x.dim() != 2 or x.is_floating_point() or x.dtype == torch.bool or x.shape[1] < 4:
+        return None
+    return x.detach()
+
+
 def padding(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(mask, pad_id)`` for 2-D ids ``(N, T)``: per position, whether it holds padding -- the id most
     rows end with (right padding) or start with (left padding), when every occurrence of it lies in a

@@ -26,7 +26,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
-from overt.guards.padding import padding
+from overt.guards.padding import padding, token_ids
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -47,9 +47,7 @@ class PaddingLossChecks(Check):
         self.done: set[str] = set()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        ok = x is not None and x.dim() == 2 and x.shape[1] >= 4 and not x.is_floating_point() and x.dtype != torch.bool
-        self.ids = x.detach() if ok else None
+        self.ids = token_ids(args)
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         ids = self.ids

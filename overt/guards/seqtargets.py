@@ -40,6 +40,7 @@ from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
 from overt.guards.independence import _Saved, module_forward
 from overt.guards.oneshot import OneShotHook
+from overt.guards.padding import token_ids
 from overt.guards.positions import Trace, compare, culprit
 from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
@@ -54,13 +55,6 @@ OTHERS = 0.9  # every other offset stays below this
 MIN_TARGETS = 32
 PROBE_ROWS = 4  # sequences run again by the probe
 TRIES = 8  # checked forwards looked at per model
-
-
-def _ids(args: tuple) -> torch.Tensor | None:
-    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
-    if x is None or x.dim() != 2 or x.is_floating_point() or x.dtype == torch.bool or x.shape[1] < 4:
-        return None
-    return x.detach()
 
 
 def _logits(output: Any, n: int, t: int) -> torch.Tensor | None:
@@ -99,7 +93,7 @@ class SequenceTargetChecks(Check):
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         if self.running or self.hook.pending:
             return
-        ids = _ids(args)
+        ids = token_ids(args)
         n = self.tries.get(id(info), 0)
         if ids is None or n >= TRIES or self.s.reporter.has("sequence-targets-misaligned", info.name):
             return

@@ -21,6 +21,18 @@ def _digits() -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
+def markov_tokens(n: int, seed: int, vocab: int = 8, length: int = 24) -> torch.Tensor:
+    """``(n, length)`` token sequences of a Markov chain (next = 3 * token + 1 mod vocab, 10% noise):
+    next-token prediction is learnable in a few steps."""
+    g = torch.Generator().manual_seed(seed)
+    seq = torch.zeros(n, length, dtype=torch.long)
+    seq[:, 0] = torch.randint(vocab, (n,), generator=g)
+    for t in range(1, length):
+        noise = torch.rand(n, generator=g) < 0.1
+        seq[:, t] = torch.where(noise, torch.randint(vocab, (n,), generator=g), (seq[:, t - 1] * 3 + 1) % vocab)
+    return seq
+
+
 def digits() -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs (1797, 64) float32 in [0, 1], labels (1797,) long)."""
     x, y = _digits()

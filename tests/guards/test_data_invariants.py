@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tests.conftest import TIMING
-from tests.guards.helpers import digits, guarded, slugs
+from tests.guards.helpers import digits, guarded, markov_tokens, slugs
 
 # -- class-weights-inverted -----------------------------------------------------------------
 
@@ -71,17 +71,7 @@ def test_an_inverted_pos_weight_is_named(pos_weight):
 # -- sequence-targets-misaligned ------------------------------------------------------------
 
 V, T = 8, 24
-
-
-def _chain(n: int, seed: int) -> torch.Tensor:
-    """Token sequences of a Markov chain (next = 3 * token + 1 mod 8, 10% noise)."""
-    g = torch.Generator().manual_seed(seed)
-    seq = torch.zeros(n, T, dtype=torch.long)
-    seq[:, 0] = torch.randint(V, (n,), generator=g)
-    for t in range(1, T):
-        noise = torch.rand(n, generator=g) < 0.1
-        seq[:, t] = torch.where(noise, torch.randint(V, (n,), generator=g), (seq[:, t - 1] * 3 + 1) % V)
-    return seq
+_chain = markov_tokens
 
 
 class _LM(nn.Module):

@@ -12,20 +12,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.conftest import TIMING
-from tests.guards.helpers import digits, guarded, mlp, slugs
+from tests.guards.helpers import digits, guarded, markov_tokens, mlp, slugs
 
 V, T = 8, 24
-
-
-def _chain(n: int, seed: int) -> torch.Tensor:
-    """Token sequences of a Markov chain (next = 3 * token + 1 mod 8, 10% noise)."""
-    g = torch.Generator().manual_seed(seed)
-    seq = torch.zeros(n, T, dtype=torch.long)
-    seq[:, 0] = torch.randint(V, (n,), generator=g)
-    for t in range(1, T):
-        noise = torch.rand(n, generator=g) < 0.1
-        seq[:, t] = torch.where(noise, torch.randint(V, (n,), generator=g), (seq[:, t - 1] * 3 + 1) % V)
-    return seq
+_chain = markov_tokens
 
 
 def _fit_lm(model: nn.Module, steps: int = 8, **kw):
