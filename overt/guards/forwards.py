@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from overt.guards import clock, patches
+from overt.guards import clock, compiled, patches
 from overt.guards.never_break import compiler_disable, never_break
 from overt.guards.unwrap import unwrap_model
 
@@ -29,9 +29,11 @@ class ForwardHooks:
     def _set_global_pre(self, on: bool) -> None:
         if on and self._global_pre is None:
             self._global_pre = nn.modules.module.register_module_forward_pre_hook(self._discover)
+            compiled.discovering(self, True)
         elif not on and self._global_pre is not None:
             self._global_pre.remove()
             self._global_pre = None
+            compiled.discovering(self, False)
 
     @never_break
     def _discover(self, module: nn.Module, args: tuple) -> None:

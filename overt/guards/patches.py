@@ -36,6 +36,7 @@ from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
 from overt.guards.report import GuardError
+from overt.guards.unwrap import unwrap_model
 from overt.guards.where import from_torch, is_user_file, user_location
 from overt.guards.workers import check_worker_rngs
 
@@ -232,21 +233,24 @@ _TRAIN_CALLS = threading.local()
 def _train_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def train(self: Any, mode: bool = True) -> Any:
-        was = self.training
+        # torch.compile's OptimizedModule sets ``training`` on the module it wraps: by the time that
+        # module's own train() runs its mode has already changed, so the switch is seen here
+        inner = unwrap_model(self) if ACTIVE else self
+        was = inner.training
         depth = getattr(_TRAIN_CALLS, "depth", 0)
         _TRAIN_CALLS.depth = depth + 1
         try:
             out = orig(self, mode)
         finally:
             _TRAIN_CALLS.depth = depth
-        if ACTIVE and was != self.training:  # model.train()/eval() switched: a phase begins
+        if ACTIVE and was != inner.training:  # model.train()/eval() switched: a phase begins
             for s in ACTIVE:
-                if id(self) in s.models:
+                if id(inner) in s.models:
                     s.arm_forwards(3)
                     check = getattr(s, "softmax_dim", None)
-                    if check is not None and not self.training:
+                    if check is not None and not inner.training:
                         safely(check.eval_started)  # softmax calls on its outputs, from the first
-                elif s.auto and not self.training and depth == 0:  # a model only evaluated: found when switched
+                elif s.auto and not inner.training and depth == 0:  # a model only evaluated: found when switched
                     s.discover_evaluated(self)
         return out
 
@@ -340,6 +344,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import attnmask  # F.scaled_dot_product_attention (checked steps)
 
         attnmask.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import compiled  # torch.compile, Module.compile, OptimizedModule.__call__
+
+        compiled.install(_patch)
     ACTIVE.append(session)
     refresh()
 
@@ -374,4 +381,7 @@ def deactivate(session: GuardSession) -> None:
         for (owner, name), orig in list(_ORIGINALS.items()):
             setattr(owner, name, orig)
         _ORIGINALS.clear()
+        from overt.guards import compiled
+
+        compiled.uninstalled()
     refresh()

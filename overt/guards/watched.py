@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from overt.guards import compiled
 from overt.guards.clock import StepClock
 
 _DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
@@ -34,8 +35,22 @@ class ModelInfo:
         self.param_device = p.device if p is not None else None
         self.forwards = 0  # forwards seen by the pre-hook
         self.post_handle: Any = None
-        self.pre_handle: Any = None
+        self._pre_handle: Any = None
         self.fwd_left = 0  # forwards still to look at outside checked steps
+
+    @property
+    def pre_handle(self) -> Any:
+        """The handle of the session's forward pre-hook on the model while its forwards are looked
+        at (None otherwise).  Setting it tells :mod:`overt.guards.compiled`: a compiled module
+        around the model runs it eagerly while the hook is there, so that the hooks fire."""
+        return self._pre_handle
+
+    @pre_handle.setter
+    def pre_handle(self, handle: Any) -> None:
+        was = self._pre_handle is not None
+        self._pre_handle = handle
+        if was != (handle is not None):
+            compiled.looking(self, handle is not None)
 
     def label(self, m: nn.Module) -> str:
         return self.sub_names.get(id(m), type(m).__name__)

@@ -1,0 +1,215 @@
+"""The forward checks under ``torch.compile`` (overt/guards/compiled.py): dynamo does not guard on
+module hooks, so a hook the guards place after the first compiled call never fired; a watched
+compiled model now runs eagerly while its forwards are looked at.  Each planted bug of
+tests/guards/compiled_cases.py is named through ``torch.compile(model)`` and through
+``model.compile()``, and its clean twin is silent (the eager backend ``aot_eager``: dynamo's hook
+behaviour is the backend's, and it needs no C++ compiler); the compiled steps stay compiled, with
+no recompilation, and the numbers stay the model's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from overt.guards import compiled as compiled_mod
+from tests.conftest import TIMING
+from tests.guards import compiled_cases as cases
+from tests.guards.helpers import batches, guarded, mlp, slugs
+
+pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is not available")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _findings(case, wrap, planted):
+    g = case(wrap, planted)
+    return g.report(), g.session.options.stream.getvalue()
+
+
+@pytest.mark.parametrize("slug", list(cases.CASES))
+def test_a_planted_bug_in_a_compiled_model_is_named_and_its_twin_is_silent(slug):
+    findings, text = _findings(cases.CASES[slug], cases.compiled(), True)
+    assert slugs(findings) == [slug], text
+    findings, text = _findings(cases.CASES[slug], cases.compiled(), False)
+    assert findings == [], text
+
+
+@pytest.mark.parametrize("slug", ["train-mode-in-eval", "dead-activations", "batch-dependent-eval"])
+def test_a_model_compiled_in_place_is_checked_too(slug):
+    findings, text = _findings(cases.CASES[slug], cases.compiled_in_place(), True)
+    assert slugs(findings) == [slug], text
+    findings, text = _findings(cases.CASES[slug], cases.compiled_in_place(), False)
+    assert findings == [], text
+
+
+def test_the_softmax_finding_names_the_evaluation_not_the_training_outputs():
+    """Before, the compiled evaluation forwards were never seen: softmax-over-batch was matched by
+    shape against the last *training* output and said "training outputs"."""
+    findings, text = _findings(cases.softmax_over_batch, cases.compiled(), True)
+    assert "compiled_cases.py:" in findings[0].where, text
+    assert "training outputs" not in findings[0].message, text
+
+
+class _Net(nn.Module):  # a model class of its own: its root hooks run outside dynamo, its layers' do not
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.relu, self.fc2 = nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc2(self.relu(self.fc1(x)))
+
+
+def _train(call, model, opt, steps):
+    for xb, yb in batches(32, steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(call(xb), yb).backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("make", [mlp, _Net], ids=["sequential", "own-class"])
+def test_checked_steps_run_eagerly_and_the_others_stay_compiled_without_recompiling(make):
+    """20 steps checked every 4th: one graph compiled, as without the guards; the compiled frame
+    runs on the unchecked steps only; the weights match an unguarded compiled run to rounding."""
+    from torch._dynamo.utils import counters
+
+    def run(guard: bool):
+        torch._dynamo.reset()
+        counters.clear()
+        model = make()
+        call = torch.compile(model, backend="aot_eager")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = guarded(model, opt, check_every=4, warmup_steps=2, ignore=TIMING) if guard else None
+        _train(call, model, opt, 20)
+        if g is not None:
+            assert g.report() == [], g.session.options.stream.getvalue()
+        return [p.detach().clone() for p in model.parameters()], dict(counters["stats"]), dict(counters["frames"])
+
+    plain, plain_stats, _ = run(False)
+    checked, stats, frames = run(True)
+    assert stats.get("unique_graphs") == plain_stats.get("unique_graphs") == 1
+    assert frames.get("total", 0) <= 2  # the forward frame (and, for a Sequential, its inlined wrapper)
+    for a, b in zip(plain, checked):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_unchecked_steps_run_the_compiled_forward():
+    """Between checked steps nothing is looked at: the OptimizedModule runs its compiled code."""
+    model = _Net()
+    call = torch.compile(model, backend="aot_eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=50, warmup_steps=2, ignore=TIMING)
+    _train(call, model, opt, 6)
+    assert not compiled_mod.LOOKING and not compiled_mod.looked_at(model)
+    entered = []
+    inner = model.forward
+
+    def spy(*args):  # runs eagerly only when the eager path is taken (dynamo inlines it otherwise)
+        entered.append(torch.compiler.is_compiling())
+        return inner(*args)
+
+    model.forward = spy
+    try:
+        _train(call, model, opt, 2)
+    finally:
+        del model.forward
+    assert entered == [] or all(entered)
+    assert g.report() == []
+
+
+def test_the_last_session_gives_back_the_compiled_call():
+    model = _Net()
+    model.compile(backend="aot_eager")
+    impl = model._compiled_call_impl
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, ignore=TIMING)
+    _train(model, model, opt, 2)  # checked steps: set aside
+    assert model._compiled_call_impl is None
+    g.report()
+    assert model._compiled_call_impl is impl
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    assert OptimizedModule.__call__.__module__ == "torch._dynamo.eval_frame"
+    assert torch.compile.__module__ == "torch"
+
+
+def test_a_second_compiled_model_of_the_same_class_has_no_graph_leak():
+    """A notebook re-run or an in-process sweep: a second model of the same class, compiled, in the
+    same process, reuses dynamo's cache; its checked outputs must not read as kept alive."""
+    for _ in range(2):
+        findings, text = _findings(cases.graph_leak, cases.compiled(), False)
+        assert findings == [], text
+
+
+def test_discovery_under_overt_run_sees_a_compiled_model(tmp_path, capsys):
+    """``overt run``: the model is found through the global forward hook, called through
+    ``torch.compile``; a dropout model evaluated without ``eval()`` is named."""
+    import sys
+
+    from overt.guards import run_cli
+    from overt.guards.patches import ACTIVE
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom sklearn.datasets import load_digits\nfrom torch import nn\n"
+        "d = load_digits()\nx = torch.tensor(d.data, dtype=torch.float32) / 16\ny = torch.tensor(d.target)\n"
+        "torch.manual_seed(0)\n"
+        "model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10))\n"
+        "compiled = torch.compile(model, backend='aot_eager')\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for epoch in range(2):\n"
+        "    compiled.train()\n"
+        "    for i in range(0, 640, 32):\n"
+        "        opt.zero_grad()\n"
+        "        nn.functional.cross_entropy(compiled(x[i:i + 32]), y[i:i + 32]).backward()\n"
+        "        opt.step()\n"
+        "    with torch.no_grad():\n"
+        "        for i in range(1500, 1797, 64):\n"
+        "            compiled(x[i:i + 64])\n")
+    saved = sys.argv[:], sys.path[0], sys.modules["__main__"]
+    try:
+        code = run_cli.main(["--ignore", "dataloader-starvation", str(script)])
+    finally:
+        sys.argv, sys.path[0], sys.modules["__main__"] = saved
+    assert not ACTIVE
+    err = capsys.readouterr().err
+    assert "train-mode-in-eval" in err, err
+    assert code == 0 or "error-level" in err
+
+
+def _engine_fit(monkeypatch, planted: bool):
+    """overt's engine with ``compile=True`` (torch.compile with the eager backend here: the
+    engine's hook behaviour is dynamo's, whatever the backend) on digits; planted: dead ReLUs."""
+    from torch.utils.data import TensorDataset
+
+    from overt.compose import Trainer
+    from overt.guards.engine import GuardCallback
+    from tests.guards.helpers import digits
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real(model, backend="aot_eager"))
+    model = mlp(hidden=64)
+    if planted:
+        with torch.no_grad():
+            model[0].bias.fill_(-20.0)
+    x, y = digits()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    trainer = Trainer(model, opt, nn.CrossEntropyLoss(), TensorDataset(x[:480], y[:480]),
+                      TensorDataset(x[1500:1600], y[1500:1600]), callbacks=[GuardCallback(check_every=2)],
+                      epochs=2, batch_size=32, progress="off", compile=True)
+    summary = trainer.fit()
+    return [f for f in summary["findings"] if f["slug"] not in TIMING | {"loss-not-decreasing", "no-gradient",
+                                                                            "val-metric-collapse"}]
+
+
+@pytest.mark.slow  # ~20 s each on two busy cores
+@pytest.mark.parametrize("planted", [True, False])
+def test_the_engine_with_compile_names_dead_activations_and_its_twin_is_silent(monkeypatch, planted):
+    findings = _engine_fit(monkeypatch, planted)
+    assert [f["slug"] for f in findings] == (["dead-activations"] if planted else []), findings
