@@ -1,6 +1,6 @@
 """Steps per second: overt's engine vs a hand-written canonical loop, same process.
 
-    python benchmarks/engine_overhead.py [--repeats 11] [--epochs 20] [--guards]
+    python benchmarks/engine_overhead.py [--repeats 11] [--epochs 20] [--guards] [--compile BACKEND]
 
 Both loops train the same model (fresh, same seed) on the same data (the
 digits training split, batch 64) for the same number of steps on CPU.  The
@@ -10,7 +10,9 @@ loss for logging with ``loss.item()`` as such loops do.  Repetitions alternate
 between the loops; the ratio of the fastest repetitions (the VM's noise only
 adds time) and the ratio of the medians are printed.  Ratio = overt / hand
 (1.00 = no overhead).  ``--guards`` also measures the engine with its default runtime
-guards on (when the guards package is present).
+guards on (when the guards package is present).  ``--compile BACKEND`` runs every loop on
+``torch.compile(model, backend=BACKEND)`` (the engine's ``compile=True``): with the guards on, the
+checked steps run the model eagerly (overt/guards/compiled.py).
 """
 
 from __future__ import annotations
@@ -37,11 +39,16 @@ MODELS = {
 }
 
 
+BACKEND: str | None = None  # --compile
+
+
 def hand_loop(make, data, epochs: int) -> tuple[float, int]:
     torch.manual_seed(0)
     device = torch.device("cpu")
     model = make().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if BACKEND:
+        model = torch.compile(model, backend=BACKEND)
     loss_fn = nn.CrossEntropyLoss()
     loader = DataLoader(data, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0))
     steps, running = 0, 0.0
@@ -64,7 +71,7 @@ def overt_loop(make, data, epochs: int, guards: bool) -> tuple[float, int]:
     model = make()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     trainer = overt.Trainer(model, optimizer, nn.CrossEntropyLoss(), data, epochs=epochs, batch_size=64,
-                            device="cpu", progress="off", guards=guards)
+                            device="cpu", progress="off", guards=guards, compile=bool(BACKEND))
     start = time.perf_counter()
     summary = trainer.fit()
     return time.perf_counter() - start, summary["steps"]
@@ -103,13 +110,21 @@ def main() -> None:
     parser.add_argument("--split", action="store_true",
                         help="split the tiny MLP's overhead into a per-step and a per-fit() part "
                              "(fastest of 15 runs of 1 and of 10 epochs)")
+    parser.add_argument("--compile", metavar="BACKEND", default=None,
+                        help="torch.compile every model with this backend (aot_eager, inductor)")
     args = parser.parse_args()
+    if args.compile:
+        global BACKEND
+        BACKEND = args.compile
+        real = torch.compile
+        torch.compile = lambda model, **kw: real(model, **{"backend": BACKEND, **kw})  # the engine's too
     torch.set_num_threads(1)
     data, _ = load_digits_split(0.2, 0)
     if args.split:
         split_costs(data)
         return
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, digits train split "
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, compile {args.compile or 'off'}, "
+          "digits train split "
           f"({len(data)} samples), batch 64, {args.epochs} epochs per run, {args.repeats} repeats")
     for name, make in MODELS.items():
         variants = {"hand": lambda: hand_loop(make, data, args.epochs),

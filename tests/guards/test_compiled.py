@@ -204,8 +204,8 @@ def _engine_fit(monkeypatch, planted: bool):
                       TensorDataset(x[1500:1600], y[1500:1600]), callbacks=[GuardCallback(check_every=2)],
                       epochs=2, batch_size=32, progress="off", compile=True)
     summary = trainer.fit()
-    return [f for f in summary["findings"] if f["slug"] not in TIMING | {"loss-not-decreasing", "no-gradient",
-                                                                            "val-metric-collapse"}]
+    quiet = TIMING | {"loss-not-decreasing", "no-gradient", "val-metric-collapse"}
+    return [f for f in summary["findings"] if f["slug"] not in quiet]
 
 
 @pytest.mark.slow  # ~20 s each on two busy cores
