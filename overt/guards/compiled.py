@@ -29,6 +29,8 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+import torch
+
 from overt.guards.unwrap import unwrap_model
 
 if TYPE_CHECKING:
@@ -56,10 +58,25 @@ def _optimized_call(orig: Any) -> Any:
     @functools.wraps(orig)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         if (LOOKING or DISCOVERING) and looked_at(self._orig_mod):
-            return self._orig_mod(*args, **kwargs)  # eager: the guards' hooks fire
+            return _eager(self, args, kwargs)
         return orig(self, *args, **kwargs)
 
     return __call__
+
+
+def _eager(opt_module: Any, args: tuple, kwargs: dict) -> Any:
+    """``opt_module``'s call with the module it wraps run eagerly (the guards' hooks fire)."""
+    if not (opt_module._forward_pre_hooks or opt_module._forward_hooks or opt_module._backward_hooks
+            or opt_module._backward_pre_hooks):
+        return opt_module._orig_mod(*args, **kwargs)
+    # hooks of the user's on the compiled wrapper itself: its own call, with the eager module as forward
+    own = opt_module.__dict__
+    compiled_forward = own["forward"]
+    own["forward"] = opt_module._orig_mod.__call__
+    try:
+        return torch.nn.Module.__call__(opt_module, *args, **kwargs)
+    finally:
+        own["forward"] = compiled_forward
 
 
 def _compile_wrapper(orig: Any) -> Any:

@@ -149,7 +149,9 @@ def test_a_second_compiled_model_of_the_same_class_has_no_graph_leak():
 
 def test_discovery_under_overt_run_sees_a_compiled_model(tmp_path, capsys):
     """``overt run``: the model is found through the global forward hook, called through
-    ``torch.compile``; a dropout model evaluated without ``eval()`` is named."""
+    ``torch.compile``; dead ReLUs and a dropout model evaluated without ``eval()`` are named, and
+    PyTorch's warning about global hooks on a compiled module (printed at each discovering call
+    before) is not: the discovering calls run the module eagerly."""
     import sys
 
     from overt.guards import run_cli
@@ -161,6 +163,7 @@ def test_discovery_under_overt_run_sees_a_compiled_model(tmp_path, capsys):
         "d = load_digits()\nx = torch.tensor(d.data, dtype=torch.float32) / 16\ny = torch.tensor(d.target)\n"
         "torch.manual_seed(0)\n"
         "model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10))\n"
+        "with torch.no_grad():\n    model[0].bias.fill_(-20.0)\n"
         "compiled = torch.compile(model, backend='aot_eager')\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for epoch in range(2):\n"
@@ -179,8 +182,9 @@ def test_discovery_under_overt_run_sees_a_compiled_model(tmp_path, capsys):
         sys.argv, sys.path[0], sys.modules["__main__"] = saved
     assert not ACTIVE
     err = capsys.readouterr().err
-    assert "train-mode-in-eval" in err, err
-    assert code == 0 or "error-level" in err
+    assert "OVT201 train-mode-in-eval" in err and "OVT703 dead-activations" in err, err
+    assert "global hooks" not in err, err
+    assert code == 1
 
 
 def _engine_fit(monkeypatch, planted: bool):
@@ -213,3 +217,48 @@ def _engine_fit(monkeypatch, planted: bool):
 def test_the_engine_with_compile_names_dead_activations_and_its_twin_is_silent(monkeypatch, planted):
     findings = _engine_fit(monkeypatch, planted)
     assert [f["slug"] for f in findings] == (["dead-activations"] if planted else []), findings
+
+
+def test_hooks_of_the_users_on_the_compiled_wrapper_still_fire_on_checked_steps():
+    model = _Net()
+    call = torch.compile(model, backend="aot_eager")
+    seen = []
+    call.register_forward_hook(lambda m, a, out: seen.append(out.shape[0]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=4, warmup_steps=2, ignore=TIMING)
+    _train(call, model, opt, 8)
+    assert seen == [32] * 8
+    assert g.report() == []
+
+
+@pytest.mark.parametrize("order", ["ddp-of-compiled", "compiled-ddp"])
+def test_ddp_around_a_compiled_model_and_a_compiled_ddp_are_checked(tmp_path, order):
+    """One gloo process: DDP(torch.compile(model)) and torch.compile(DDP(model)), the guard given
+    what the loop calls (it unwraps both to the model); an evaluation without eval() is named."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        for planted in (True, False):
+            torch._dynamo.reset()
+            model = mlp(dropout=0.3)
+            call = (DDP(torch.compile(model, backend="aot_eager")) if order == "ddp-of-compiled"
+                    else torch.compile(DDP(model), backend="aot_eager"))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            g = guarded(call, opt, ignore=TIMING)
+            for epoch in range(2):
+                call.train()
+                _train(call, model, opt, 8)
+                if not planted:
+                    call.eval()
+                with torch.no_grad():
+                    for xb, _ in cases.val_batches(64):
+                        call(xb)
+            findings = g.report()
+            assert slugs(findings) == (["train-mode-in-eval"] if planted else []), \
+                g.session.options.stream.getvalue()
+    finally:
+        dist.destroy_process_group()
