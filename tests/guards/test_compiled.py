@@ -262,3 +262,17 @@ def test_ddp_around_a_compiled_model_and_a_compiled_ddp_are_checked(tmp_path, or
                 g.session.options.stream.getvalue()
     finally:
         dist.destroy_process_group()
+
+
+def test_a_compiled_layer_inside_a_watched_model_is_checked():
+    """``model.body = torch.compile(model.body)``: the ReLU the dead-activations check hooks is
+    inside the compiled part; the model itself is eager."""
+    torch.manual_seed(0)
+    body = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
+    with torch.no_grad():
+        body[0].bias.fill_(-20.0)
+    model = nn.Sequential(torch.compile(body, backend="aot_eager"), nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = guarded(model, opt, check_every=2, ignore=["loss-not-decreasing", "no-gradient", *TIMING])
+    _train(model, model, opt, 8)
+    assert slugs(g.report()) == ["dead-activations"], g.session.options.stream.getvalue()
