@@ -84,9 +84,41 @@ def _compile_wrapper(orig: Any) -> Any:
     def compile(*args: Any, **kwargs: Any) -> Any:
         out = orig(*args, **kwargs)
         _patch_optimized()
+        target = args[0] if args else kwargs.get("model")
+        owner = getattr(target, "__self__", None)
+        if isinstance(owner, torch.nn.Module):
+            _say_method_compiled(owner, getattr(target, "__name__", "forward"))
         return out
 
     return compile
+
+
+#: the forward checks a compiled method of a watched model keeps from running
+BLIND_UNDER_METHOD = ("train-mode-in-eval", "graph-in-eval", "batch-dependent-eval", "dead-activations",
+                      "softmax-over-batch", "train-serve-skew", "eval-inputs-augmented", "graph-leak",
+                      "non-finite (model inputs)")
+_SAID: set[int] = set()
+
+
+def _say_method_compiled(owner: Any, name: str) -> None:
+    """``torch.compile(model.forward)`` on a watched model: a compiled function, not a module, so
+    it cannot be run eagerly while the guards look; said once per model, at the compile."""
+    from overt.guards.patches import ACTIVE
+    from overt.guards.report import PREFIX
+
+    for s in ACTIVE:
+        info = next((i for i in s.models.values() if id(owner) in i.sub_names), None)
+        if info is None or id(info) in _SAID:
+            continue
+        _SAID.add(id(info))
+        try:
+            print(f"{PREFIX}torch.compile({info.label(owner)}.{name}) compiles a method, not the module: the guards "
+                  "cannot run it eagerly, so the checks that watch its forwards "
+                  f"({', '.join(BLIND_UNDER_METHOD)}) see only what dynamo traced on its first call. "
+                  "Compile the module instead: torch.compile(model) or model.compile().",
+                  file=s.options.out(), flush=True)
+        except (OSError, ValueError):  # a closed stream
+            pass
 
 
 def _module_compile_wrapper(orig: Any) -> Any:

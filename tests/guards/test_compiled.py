@@ -276,3 +276,21 @@ def test_a_compiled_layer_inside_a_watched_model_is_checked():
     g = guarded(model, opt, check_every=2, ignore=["loss-not-decreasing", "no-gradient", *TIMING])
     _train(model, model, opt, 8)
     assert slugs(g.report()) == ["dead-activations"], g.session.options.stream.getvalue()
+
+
+def test_compiling_a_watched_models_forward_method_is_said_once():
+    """``torch.compile(model.forward)`` is a function, not a module: it cannot be run eagerly, so
+    the forward checks it hides are named once, when it is compiled."""
+    model = _Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, ignore=TIMING)
+    fwd = torch.compile(model.forward, backend="aot_eager")
+    torch.compile(model.fc1.forward, backend="aot_eager")  # the same model: not said again
+    for xb, yb in batches(32, 2):
+        opt.zero_grad()
+        nn.functional.cross_entropy(fwd(xb), yb).backward()
+        opt.step()
+    g.report()
+    text = g.session.options.stream.getvalue()
+    assert text.count("compiles a method, not the module") == 1, text
+    assert "torch.compile(_Net.forward)" in text and "dead-activations" in text
