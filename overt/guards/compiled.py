@@ -1,10 +1,10 @@
 """Compiled models run eagerly while the guards look at their forwards.
 
 TorchDynamo does not guard on module hooks (``torch._dynamo.config.skip_nnmodule_hook_guards``):
-a compiled forward keeps running the hooks that were there when it was traced and never runs a
-hook registered later -- on a submodule (a ReLU, a softmax layer), or on the model itself when it
-is a ``torch.nn`` container such as ``nn.Sequential`` -- and a hook traced into the graph is
-replayed with the values of its first call.  The guards place their forward hooks lazily (on
+a compiled forward never runs a hook registered after it was traced -- on a submodule (a ReLU, a
+softmax layer), or on the model itself when it is a ``torch.nn`` container such as
+``nn.Sequential`` -- and keeps running the hooks that were there when it was traced (traced into
+the graph, or called at a graph break), even once they are removed.  The guards place their forward hooks lazily (on
 checked steps, at ``eval()`` switches, while discovering models), so under ``torch.compile``
 most forward checks saw nothing after the first compiled call, or saw stale values.
 
@@ -146,8 +146,6 @@ def install(patch: Callable[..., None]) -> None:
     """Wrap ``torch.compile`` and ``nn.Module.compile``, and ``OptimizedModule.__call__`` when
     ``torch._dynamo`` is imported (``patch`` is :func:`overt.guards.patches._patch`: the first
     session installs, the last one's end restores)."""
-    import torch
-
     global _patcher, _patched_optimized
     _patcher = patch
     _patched_optimized = False

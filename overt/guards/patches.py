@@ -235,7 +235,7 @@ def _train_wrapper(orig: Any) -> Any:
     def train(self: Any, mode: bool = True) -> Any:
         # torch.compile's OptimizedModule sets ``training`` on the module it wraps: by the time that
         # module's own train() runs its mode has already changed, so the switch is seen here
-        inner = unwrap_model(self) if ACTIVE else self
+        inner = unwrap_model(self) if ACTIVE and type(self).__name__ == "OptimizedModule" else self
         was = inner.training
         depth = getattr(_TRAIN_CALLS, "depth", 0)
         _TRAIN_CALLS.depth = depth + 1

@@ -294,3 +294,36 @@ def test_compiling_a_watched_models_forward_method_is_said_once():
     text = g.session.options.stream.getvalue()
     assert text.count("compiles a method, not the module") == 1, text
     assert "torch.compile(_Net.forward)" in text and "dead-activations" in text
+
+
+class _Holder(nn.Module):
+    """A framework's module around the user's compiled model (a LightningModule's ``self.model``)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = torch.compile(net, backend="aot_eager")
+
+    def forward(self, x):
+        return self.net(x)
+
+
+@pytest.mark.parametrize("planted", [True, False])
+def test_eval_on_a_module_holding_a_compiled_model_arms_its_checks(planted):
+    """``holder.eval()`` switches the compiled model inside it: OptimizedModule sets its module's
+    mode itself, and the switch must still start the evaluation checks (batch-dependent-eval
+    needs an evaluation forward of a model without Dropout/BatchNorm: armed by eval() only)."""
+    net = cases.Head(0 if planted else 1)
+    holder = _Holder(net)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    g = guarded(net, opt, ignore=[*TIMING, "softmax-over-batch"])
+    for _ in range(2):
+        holder.train()
+        for xb, yb in batches(64, 10):
+            opt.zero_grad()
+            nn.functional.nll_loss(holder(xb), yb).backward()
+            opt.step()
+        holder.eval()
+        with torch.no_grad():
+            for xb, _ in cases.val_batches(64):
+                holder(xb)
+    assert slugs(g.report()) == (["batch-dependent-eval"] if planted else []), g.session.options.stream.getvalue()
