@@ -10,10 +10,11 @@ from typing import Callable
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset, random_split
+from torch.utils.data import DataLoader, Subset, TensorDataset, random_split
 
 from tests.conftest import TIMING
 from tests.guards.helpers import batches, digits, guarded, mlp, val_batches
+from tests.guards.test_evaldata import Digits, noise
 
 Wrap = Callable[[nn.Module], nn.Module]
 
@@ -59,26 +60,24 @@ def _digits_loaders(train_x=None, val_x=None):
             DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128))
 
 
-def train_mode_in_eval(wrap: Wrap, planted: bool):
-    """Evaluation without ``model.eval()`` (the planted bug) or with it."""
+def _dropout_bn_evaluated(wrap: Wrap, *, call_eval: bool, no_grad: bool):
     torch.manual_seed(0)
     model = mlp(dropout=0.3, bn=True)
     call = wrap(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = guarded(model, opt, ignore=TIMING)
-    _loop(model, call, opt, *_digits_loaders(), call_eval=not planted)
+    _loop(model, call, opt, *_digits_loaders(), call_eval=call_eval, no_grad=no_grad)
     return g
+
+
+def train_mode_in_eval(wrap: Wrap, planted: bool):
+    """Evaluation without ``model.eval()`` (the planted bug) or with it."""
+    return _dropout_bn_evaluated(wrap, call_eval=not planted, no_grad=True)
 
 
 def graph_in_eval(wrap: Wrap, planted: bool):
     """Evaluation in eval mode but without ``torch.no_grad()`` (planted) or with it."""
-    torch.manual_seed(0)
-    model = mlp(dropout=0.3, bn=True)
-    call = wrap(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = guarded(model, opt, ignore=TIMING)
-    _loop(model, call, opt, *_digits_loaders(), no_grad=not planted)
-    return g
+    return _dropout_bn_evaluated(wrap, call_eval=True, no_grad=not planted)
 
 
 class Head(nn.Module):
@@ -150,32 +149,15 @@ def softmax_over_batch(wrap: Wrap, planted: bool):
     return g
 
 
-class _Digits(Dataset):
-    def __init__(self, transform=None):
-        self.x, self.y = digits()
-        self.transform = transform
-
-    def __len__(self):
-        return len(self.x)
-
-    def __getitem__(self, i):
-        x = self.x[i]
-        return (self.transform(x) if self.transform else x), self.y[i]
-
-
-def _noise(x):
-    return x + 0.3 * torch.randn_like(x)
-
-
 def eval_inputs_augmented(wrap: Wrap, planted: bool):
     """A random transform reaches the evaluation subset through the dataset both subsets share."""
     torch.manual_seed(0)
-    full = _Digits()
+    full = Digits()
     train_set, val_set = random_split(full, [1400, len(full) - 1400], generator=torch.Generator().manual_seed(0))
     if planted:
-        full.transform = _noise
+        full.transform = noise
     else:
-        train_set = Subset(_Digits(transform=_noise), train_set.indices)
+        train_set = Subset(Digits(transform=noise), train_set.indices)
     model = mlp()
     call = wrap(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
