@@ -8,18 +8,23 @@ import torch.nn.functional as F
 from .helpers import batches, guarded, mlp, slugs
 
 
-def test_graph_leak_losses_appended():
+def _train_keeping(keep) -> list:
+    """Ten guarded steps; ``keep(loss)`` after each; the findings."""
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = guarded(model, opt)
-    history = []
     for xb, yb in batches(32, 10):
         opt.zero_grad()
         loss = F.cross_entropy(model(xb), yb)
         loss.backward()
         opt.step()
-        history.append(loss)  # keeps every graph alive
-    findings = g.report()
+        keep(loss)
+    return g.report()
+
+
+def test_graph_leak_losses_appended():
+    history = []
+    findings = _train_keeping(history.append)  # keeps every graph alive
     assert slugs(findings) == ["graph-leak"]
     assert "test_memory.py" in findings[0].where
 
@@ -116,21 +121,14 @@ def test_a_graph_held_only_by_garbage_in_a_reference_cycle_is_not_a_leak():
         pass
 
     def run(keep: bool):
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        g = guarded(model, opt)
         history = []
-        for xb, yb in batches(32, 10):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
+
+        def boxed(loss):
             box = Box()
             box.me, box.loss = box, loss  # a cycle: freed only by gc
             if keep:
                 history.append(box)
-            del box
-        return slugs(g.report())
+        return slugs(_train_keeping(boxed))
 
     was = gc.isenabled()
     gc.disable()
