@@ -131,12 +131,14 @@ def test_the_last_session_gives_back_the_compiled_call():
     g = guarded(model, opt, ignore=TIMING)
     _train(model, model, opt, 2)  # checked steps: set aside
     assert model._compiled_call_impl is None
-    g.report()
-    assert model._compiled_call_impl is impl
     from torch._dynamo.eval_frame import OptimizedModule
 
-    assert OptimizedModule.__call__.__module__ == "torch._dynamo.eval_frame"
-    assert torch.compile.__module__ == "torch"
+    assert hasattr(OptimizedModule.__call__, "__wrapped__")  # the session's wrapper
+    g.report()
+    assert model._compiled_call_impl is impl
+
+    for fn in (OptimizedModule.__call__, torch.compile, nn.Module.compile):  # PyTorch's own again
+        assert not hasattr(fn, "__wrapped__"), fn
 
 
 def test_a_second_compiled_model_of_the_same_class_has_no_graph_leak():
