@@ -181,7 +181,7 @@ def test_discovery_under_overt_run_sees_a_compiled_model(tmp_path, capsys):
     assert code == 1
 
 
-def _engine_fit(monkeypatch, planted: bool):
+def _engine_fit(monkeypatch, planted: bool, guards: bool = True):
     """overt's engine with ``compile=True`` (torch.compile with the eager backend here: the
     engine's hook behaviour is dynamo's, whatever the backend) on digits; planted: dead ReLUs."""
     from torch.utils.data import TensorDataset
@@ -199,11 +199,12 @@ def _engine_fit(monkeypatch, planted: bool):
     x, y = digits()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     trainer = Trainer(model, opt, nn.CrossEntropyLoss(), TensorDataset(x[:480], y[:480]),
-                      TensorDataset(x[1500:1600], y[1500:1600]), callbacks=[GuardCallback(check_every=2)],
-                      epochs=2, batch_size=32, progress="off", compile=True)
+                      TensorDataset(x[1500:1600], y[1500:1600]),
+                      callbacks=[GuardCallback(check_every=2)] if guards else [],
+                      epochs=2, batch_size=32, progress="off", compile=True, guards=guards)
     summary = trainer.fit()
     quiet = TIMING | {"loss-not-decreasing", "no-gradient", "val-metric-collapse"}
-    return [f for f in summary["findings"] if f["slug"] not in quiet]
+    return [f for f in summary.get("findings", []) if f["slug"] not in quiet]
 
 
 @pytest.mark.slow  # ~20 s each on two busy cores
@@ -321,3 +322,18 @@ def test_eval_on_a_module_holding_a_compiled_model_arms_its_checks(planted):
             for xb, _ in cases.val_batches(64):
                 holder(xb)
     assert slugs(g.report()) == (["batch-dependent-eval"] if planted else []), g.session.options.stream.getvalue()
+
+
+@pytest.mark.slow  # two engine runs, ~30 s on two busy cores
+def test_the_engine_with_compile_compiles_no_more_with_the_guards(monkeypatch):
+    """Training and validation, checked every 2nd step: no graph and no frame compiled that the
+    same run without the guards does not compile (the looked-at forwards run eagerly)."""
+    from torch._dynamo.utils import counters
+
+    seen = {}
+    for guards in (False, True):
+        torch._dynamo.reset()
+        counters.clear()
+        _engine_fit(monkeypatch, planted=False, guards=guards)
+        seen[guards] = (counters["stats"].get("unique_graphs", 0), counters["frames"].get("total", 0))
+    assert seen[True][0] <= seen[False][0] and seen[True][1] <= seen[False][1], seen
