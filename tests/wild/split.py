@@ -14,6 +14,10 @@ The checks built for issue 33 were built against w01-w54 only, so both round-two
 fresh; ``test2`` is measured once, by the lead, after merging.  The round-one keys are written
 exactly as before, so they stay reproducible.
 
+Round three: the reports N53-N76 (docs/wild.md, "Issue 33, round three"), gathered after round
+two's test half was measured, are shuffled with ``random.Random(SEED3)`` into ``dev3`` and
+``test3`` (12 and 12).  Rounds one and two's keys are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -33,10 +37,14 @@ SEED2 = 3302
 #: the round-two reports, in the order they were gathered (docs/wild.md, "Issue 33, round two")
 NEW2 = [f"N{i:02d}" for i in range(29, 53)]
 
+SEED3 = 3303
+#: the round-three reports, in the order they were gathered (docs/wild.md, "Issue 33, round three")
+NEW3 = [f"N{i:02d}" for i in range(53, 77)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
-HALVES = ("dev", "test", "dev2", "test2")
+HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -46,12 +54,15 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
     return sorted(order[:half]), sorted(order[half:])
 
 
-def draw(seed: int = SEED, seed2: int = SEED2) -> dict:
-    """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half) and round
-    two ({"dev2", "test2"}: the halves of N29-N52)."""
+def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3) -> dict:
+    """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
+    two ({"dev2", "test2"}: the halves of N29-N52) and round three ({"dev3", "test3"}: the halves of
+    N53-N76)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
-    return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2}
+    dev3, test3 = _halve(NEW3, seed3)
+    return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
+            "seed3": seed3, "dev3": dev3, "test3": test3}
 
 
 def load() -> dict:

@@ -3,12 +3,13 @@ in ``EXPECTED`` and its correct twin gives no finding (timing findings aside, se
 ``harness.TIMING``).  ``python -m tests.wild.runner`` runs every face on every case.
 
 The cases added for issue 33 are split into development and test halves (``tests/wild/split.json``):
-round one (w27-w54: ``dev``/``test``) and round two (w55-w78: ``dev2``/``test2``, drawn after the
-round-one measurement).  Only development-half twins are checked here for silence (lint in the
+round one (w27-w54: ``dev``/``test``), round two (w55-w78: ``dev2``/``test2``, drawn after the
+round-one measurement) and round three (w79-w102: ``dev3``/``test3``, drawn after round two's test
+half was measured).  Only development-half twins are checked here for silence (lint in the
 default suite, ``overt run`` marked slow): the test halves are held out, each measured once by the
-lead (``python -m tests.wild.runner --faces run,lint --half test2`` for round two); for them the
+lead (``python -m tests.wild.runner --faces run,lint --half test3`` for round three); for them the
 suite checks only the cases' structure and, marked slow, that each bug still changes its metric.
-No test asserts that a round-two bug is detected."""
+No test asserts that a round-two or round-three bug is detected."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def _one_thread(one_thread):
 
 
 NEW = {cid: c for cid, c in CASES.items() if hasattr(c, "REPORT")}
-DEV_NEW = sorted(cid for cid, c in NEW.items() if half(c) in ("dev", "dev2"))
+DEV_NEW = sorted(cid for cid, c in NEW.items() if half(c) in ("dev", "dev2", "dev3"))
 
 
 def test_every_case_cites_its_source_and_has_a_twin():
@@ -148,7 +149,7 @@ def _dev_param(cid: str, face: str):
 
 @pytest.mark.parametrize(("cid", "face"), [_dev_param(c, f) for c in DEV_NEW for f in ("lint", "run")])
 def test_dev_twin_quiet(cid: str, face: str):
-    """The development halves' correct twins (round one's and round two's) give no finding under ``overt lint`` /
+    """The development halves' correct twins (rounds one, two and three) give no finding under ``overt lint`` /
     ``overt run``; the test halves' twins are measured once, by the lead."""
     twin = harness.RUNNERS[face](NEW[cid], False)
     assert not twin.judged and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
