@@ -47,7 +47,7 @@ if SELF_LOOPS:
     edges = torch.cat([edges, torch.arange(N).repeat(2, 1)], dim=1)
 deg = torch.bincount(edges[0], minlength=N).float()
 norm = deg[edges[0]].rsqrt() * deg[edges[1]].rsqrt()
-A_hat = torch.sparse_coo_tensor(edges, norm, (N, N)).coalesce()
+A_hat = torch.sparse_coo_tensor(edges, norm, (N, N), check_invariants=True).coalesce()
 
 
 class GCN(nn.Module):
