@@ -8,12 +8,11 @@ bug), "Weight decay bug in textual_inversion.py": "the word embeddings of all th
 newly added token are supposed to be frozen. The way the script does this is by zeroing out the
 gradients for everything except the last token. However, this still subjects the pre-trained word
 embeddings to weight decay. This means that these 'frozen' embeddings are still changing, and with
-enough training will decay to 0."  (The script was later changed to copy the original rows back after
-each step.)  Here a text classifier (embedding bag and MLP over the synthetic topic sentences) is
+enough training will decay to 0."  Here a text classifier (embedding bag and MLP over the synthetic topic sentences) is
 pretrained and frozen, a new token is added and its embedding learnt so that sentences with it read as
 topic 3, zeroing the other rows' gradients, with ``AdamW(lr=1e-2, weight_decay=0.5)`` for 1000 steps
 ("enough training" in seconds: lr x decay x steps = 5); the twin copies the original rows back after
-each step, as the script does now.
+each step.
 
 Metric: accuracy of the fine-tuned model on the original topic task (plain ``python``, CPU, seed 0): bug 0.295, twin 1.
 """

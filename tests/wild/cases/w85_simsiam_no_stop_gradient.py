@@ -16,7 +16,8 @@ the two here: 0.91 against 0.92 on the encoder's features, 0.84 against 0.85 on 
 8x8 digits even raw pixels make a good nearest-neighbour classifier, and a near-collapsed projection
 keeps the order of its tiny differences.)
 
-Metric: spread of the normalised projections, validation digits (plain ``python``, CPU, seed 0): bug 0.0167, twin 0.1073.
+Metric: spread of the normalised projections, validation digits (plain ``python``, CPU, seed 0):
+bug 0.0167, twin 0.1073.
 """
 
 from tests.wild.cases.common import PRELUDE

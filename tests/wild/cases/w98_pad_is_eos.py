@@ -6,7 +6,7 @@ Source: wenet-e2e/wesr#5 (https://github.com/wenet-e2e/wesr/pull/5, merged), "Fi
 the same token for padding and eos": "Models trained with the original code cannot stop the
 generation in the decoding, leading to a high CER. The original code uses eos_token as the pad_token.
 Then in the SpeechDataset iteration, tokens with the pad_token id are ignored in the loss calculation.
-Thus the model didn't learn how to generate EOS in the training"; maintainer: "Good Catch! Thanks".
+Thus the model didn't learn how to generate EOS in the training"; reply: "Good Catch! Thanks".
 Also NVIDIA-NeMo/Automodel#1336 and mlabonne/llm-course#33.  Here a small GRU language model is
 fine-tuned on sequences that count up from a random start to 20 and then end (``s, s+1, ..., 20,
 EOS``), batched with right padding; labels equal to the pad id are set to -100.  The buggy
