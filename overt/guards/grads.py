@@ -241,9 +241,9 @@ class GradChecks(Check):
             return True
         if not params or not s.models:
             return False
-        own = {id(p) for info in s.models.values() for p in info.module.parameters()}
-        if any(id(p) in own for p in params):
-            return False
+        held_here = {id(p) for p in params}
+        if any(id(p) in held_here for info in s.models.values() for p in info.module.parameters()):
+            return False  # (stops at the first of the models' parameters it holds: the model's first, as a rule)
         held = {id(p) for o in s.optimizers.values() for p in o.params}
         orphans = [f"{info.name}.{n}" for info in s.models.values() for n, p in info.module.named_parameters()
                    if p.grad is not None and id(p) not in held]

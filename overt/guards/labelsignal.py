@@ -8,7 +8,9 @@ frequencies and nothing else, while training looks normal (the loss falls to the
 the label frequencies and stays there).
 
 Two independent signs are required, both from checked-step values computed once at the end
-(references to the last batches and copies of a few samples are kept; nothing is synchronised):
+(references to the last batches and copies of a few samples are kept; nothing is synchronised
+during training; at the end the loss is read first, and the neighbour test, an n x n distance
+matrix that costs milliseconds, runs only when the loss is still at the label entropy):
 
 - the training loss stays near the entropy of the labels seen (the loss of predicting the label
   frequencies; those of the labels kept below): the mean cross-entropy of the last :data:`LAST`
@@ -64,10 +66,10 @@ class LabelSignalChecks(Check):
         super().__init__(session)
         self.x: tuple[torch.Tensor, int] | None = None  # the latest checked forward's input, flattened
         self.xs: list[torch.Tensor] = []  # training inputs kept (copies), flattened
-        self.ys: list[torch.Tensor] = []  # their labels (-1: ignored)
+        self.ys: list[tuple[torch.Tensor, int]] = []  # their labels, with the loss's ignore_index
         self.kept = 0
-        # the latest checked classification batches: (step, logits or log-probabilities, labels (-1: ignored), name)
-        self.recent: list[tuple[int, torch.Tensor, torch.Tensor, str]] = []
+        # the latest checked classification batches: (step, logits or log-probabilities, (labels, ignore_index), name)
+        self.recent: list[tuple[int, torch.Tensor, tuple[torch.Tensor, int], str]] = []
         self.first: int | None = None  # the step of the first classification batch
         self.classes = 0
         self.loc = ""
@@ -98,18 +100,23 @@ class LabelSignalChecks(Check):
         step = self.s.step
         if self.first is None:
             self.first, self.loc = step, user_location(5) or f"F.{name}"
-        t = target.detach()
+        # a copy of the labels, masked at the end (-1: ignored): one copy here instead of a mask per step
+        t = target.detach().clone()
         ii = ignore_index_of(args, kwargs)
-        labels = t.masked_fill((t < 0) | (t >= classes) | (t == ii), -1)
-        self.recent.append((step, inp.detach(), labels, name))
+        self.recent.append((step, inp.detach(), (t, ii), name))
         del self.recent[:-LAST]
         x = self.x
         if x is not None and x[1] == step and x[0].shape[0] == t.shape[0] and x[0].device == t.device \
                 and self.kept < SAMPLES:
             take = min(SAMPLES - self.kept, t.shape[0])
             self.xs.append(x[0][:take].clone())
-            self.ys.append(labels[:take])
+            self.ys.append((t[:take], ii))
             self.kept += take
+
+    def _labels(self, kept: tuple[torch.Tensor, int]) -> torch.Tensor:
+        """Labels kept with their ignore_index, those the loss ignores (or out of range) as -1."""
+        t, ii = kept
+        return t.masked_fill((t < 0) | (t >= self.classes) | (t == ii), -1)
 
     def end_of_run(self) -> None:
         s = self.s
@@ -119,28 +126,38 @@ class LabelSignalChecks(Check):
             return
         if max(s.loader_passes.values(), default=0) < MIN_PASSES:
             return
+        y = torch.cat([self._labels(kept) for kept in self.ys])
+        labelled = y >= 0
+        counts = torch.zeros(self.classes, device=y.device).index_add_(0, y.clamp_min(0), labelled.float())
+        nll = torch.zeros((), device=y.device)
+        n = torch.zeros((), device=y.device)
+        for _, out, kept, name in self.recent:
+            labels = self._labels(kept)
+            logp = out.float().log_softmax(1) if name == "cross_entropy" else out.float()
+            valid = labels >= 0
+            nll = nll + -(logp.gather(1, labels.clamp_min(0)[:, None])[:, 0] * valid).sum().to(nll.device)
+            n = n + valid.sum().to(n.device)
+        # the loss first: the neighbour test (an n x n distance matrix, milliseconds) runs only for a
+        # loss still at the label entropy, i.e. almost never on a model that learns
+        s.defer(torch.cat((nll[None], n.float()[None], counts)), self._judge(y))
+
+    def _agreement(self, y: torch.Tensor) -> float:
+        """How often a kept sample's nearest neighbour in input space (exact copies aside) has its
+        label: read at the end of the run, once, and only when the loss already looks suspect."""
         x = torch.cat([a.float() for a in self.xs])
-        y = torch.cat(self.ys)
         x = (x - x.mean(0)) / x.std(0).clamp_min(1e-6)
         d = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")  # exact zeros for copies
         d[d <= 1e-6] = float("inf")  # itself, and copies of it kept on two checked steps
         d[:, y < 0] = float("inf")  # unlabelled samples (ignore_index) are nobody's neighbour
         labelled = y >= 0
         agree = ((y[d.argmin(1)] == y) & labelled).float().sum() / labelled.float().sum().clamp_min(1)
-        counts = torch.zeros(self.classes, device=y.device).index_add_(0, y.clamp_min(0), labelled.float())
-        nll = torch.zeros((), device=y.device)
-        n = torch.zeros((), device=y.device)
-        for _, out, labels, name in self.recent:
-            logp = out.float().log_softmax(1) if name == "cross_entropy" else out.float()
-            valid = labels >= 0
-            nll = nll + -(logp.gather(1, labels.clamp_min(0)[:, None])[:, 0] * valid).sum().to(nll.device)
-            n = n + valid.sum().to(n.device)
-        value = torch.cat((agree[None], nll[None], n.float()[None], counts))
-        s.defer(value, self._judge(x.shape[0]))
+        return float(agree.item())
 
-    def _judge(self, samples: int):
+    def _judge(self, y: torch.Tensor):
+        samples = y.shape[0]
+
         def callback(vals: list[float]) -> None:
-            agree, nll, n, counts = vals[0], vals[1], vals[2], vals[3:]
+            nll, n, counts = vals[0], vals[1], vals[2:]
             total = sum(counts)
             if not n or not total:
                 return
@@ -148,7 +165,10 @@ class LabelSignalChecks(Check):
             entropy = -sum(f * math.log(f) for f in freqs)
             chance = sum(f * f for f in freqs)
             loss = nll / n
-            if entropy < MIN_ENTROPY or loss < AT_PRIOR * entropy or agree > chance + MARGIN * (1 - chance):
+            if entropy < MIN_ENTROPY or loss < AT_PRIOR * entropy:
+                return
+            agree = self._agreement(y)
+            if agree > chance + MARGIN * (1 - chance):
                 return
             self.s.report(
                 "labels-unrelated-to-inputs",
