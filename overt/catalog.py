@@ -249,7 +249,8 @@ ENTRIES: tuple[Entry, ...] = (
           "the other convention sends all attention to the padding, so the output no longer depends on the input's "
           "words and the model learns little or nothing",
           _E, False, True),
-    Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader",
+    Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
+          "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",
           _W, False, True),
     Entry("batchnorm-tiny-batch", "OVT502", "a tiny training batch reaches BatchNorm in train mode",

@@ -38,6 +38,18 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def run_queue_wait() -> float | None:
+    """Seconds the calling thread has spent runnable but waiting for a CPU since it started (the
+    second field of Linux's ``/proc/thread-self/schedstat``), or None where the system does not
+    say.  On an oversubscribed machine it grows with the time other processes hold the cores;
+    a thread that sleeps or waits for I/O or a queue does not add to it."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def load_average() -> float | None:
     """The 1-minute load average, where the system has one."""
     try:

@@ -141,8 +141,7 @@ def _next_wrapper(orig: Any) -> Any:
             if index:  # the first batch of a pass includes starting the workers: not counted
                 d = s.data
                 if not d.batches:
-                    d.start = t0
-                    d.workers = self._num_workers
+                    d.window_start(t0, self._num_workers)
                 d.wait += waited
                 d.batches += 1
         last = getattr(self, "_overt_last", None)

@@ -39,6 +39,8 @@ class Reporter:
         self.findings: list[Finding] = []
         self._keys: set[tuple[str, str]] = set()
         self._failed: set[str] = set()  # the guards whose own failure was reported
+        self.notes: list[str] = []  # info lines said instead of findings (:meth:`note`)
+        self._noted: set[str] = set()
         self._pid = os.getpid()
 
     def has(self, slug: str, key: str = "") -> bool:
@@ -63,6 +65,22 @@ class Reporter:
         except (OSError, ValueError):  # closed stream: keep the finding anyway
             pass
         return finding
+
+    def note(self, slug: str, key: str, text: str) -> None:
+        """An info line instead of a finding (once per ``key``; not printed when ``slug`` is
+        silenced, nor under ``OVERT_BUSY_NOTE=0``, the test suite's setting): what a check saw
+        but could not blame on the program, e.g. a wait caused by a busy machine.  Kept in
+        :attr:`notes`; exit codes and reports do not change."""
+        if os.getpid() != self._pid or slug in self.options.ignore or key in self._noted:
+            return
+        self._noted.add(key)
+        self.notes.append(text)
+        if os.environ.get("OVERT_BUSY_NOTE", "1") == "0":
+            return
+        try:
+            print(f"overt: info: {text}", file=self.options.out(), flush=True)
+        except (OSError, ValueError):  # closed stream
+            pass
 
     def internal_error(self, name: str, exc: BaseException) -> None:
         """Say once per guard ``name`` that it failed (it is skipped; training goes on)."""

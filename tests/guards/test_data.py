@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, TensorDataset
@@ -48,6 +51,50 @@ def test_dataloader_starvation():
     findings = g.report()
     assert slugs(findings) == ["dataloader-starvation"]
     assert "num_workers=0" in findings[0].message
+
+
+_BURN = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
+
+
+@pytest.fixture
+def two_cpu_burners():
+    """Two processes that spin on a CPU each (they stop by themselves after a minute)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=30)
+
+
+def test_dataloader_starvation_on_a_busy_machine(two_cpu_burners):
+    # the planted loader sleeps: time waiting for a CPU is left out of its wait, the sleep is not
+    test_dataloader_starvation()
+
+
+def test_a_wait_for_the_cpu_is_the_machine_not_the_loader(monkeypatch):
+    # as on an oversubscribed machine: the thread waited for a CPU for all of the time that passed
+    # (run_queue_wait reads /proc/thread-self/schedstat; here it follows the clock)
+    from overt.guards import data
+
+    monkeypatch.setattr(data, "run_queue_wait", time.perf_counter)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(_SlowDigits(delay=0.002), batch_size=8, shuffle=True)
+    g = guarded(model, opt, check_every=10)
+    _epoch(loader, model, opt, max_batches=30)
+    assert g.report() == []
+    notes = g.session.reporter.notes
+    assert len(notes) == 1 and notes[0].startswith("this machine is busy")
+    assert "waiting for a CPU that other processes held" in notes[0]
+
+
+def test_without_schedstat_the_wait_is_judged_as_measured(monkeypatch):
+    from overt.guards import data
+
+    monkeypatch.setattr(data, "run_queue_wait", lambda: None)  # macOS, Windows: the system does not say
+    test_dataloader_starvation()
 
 
 def test_fast_loader_is_quiet():
