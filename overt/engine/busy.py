@@ -14,6 +14,7 @@ so that no test depends on how busy the machine is).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -38,16 +39,47 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+class _Schedstat:
+    """This thread's ``/proc/thread-self/schedstat``, kept open (a read is then one system call);
+    closed when the thread ends (its thread-local storage goes away)."""
+
+    __slots__ = ("fd", "pid")
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        try:
+            self.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:  # not Linux, or /proc not mounted
+            self.fd = -1
+
+    def read(self) -> float | None:
+        if self.fd < 0:
+            return None
+        try:
+            return int(os.pread(self.fd, 128, 0).split()[1]) / 1e9
+        except (OSError, ValueError, IndexError, AttributeError):
+            return None
+
+    def __del__(self) -> None:
+        if self.fd >= 0 and self.pid == os.getpid():
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+_THREAD = threading.local()
+
+
 def run_queue_wait() -> float | None:
     """Seconds the calling thread has spent runnable but waiting for a CPU since it started (the
     second field of Linux's ``/proc/thread-self/schedstat``), or None where the system does not
     say.  On an oversubscribed machine it grows with the time other processes hold the cores;
     a thread that sleeps or waits for I/O or a queue does not add to it."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
+    st = getattr(_THREAD, "schedstat", None)
+    if st is None or st.pid != os.getpid():  # (a forked child has threads of its own)
+        st = _THREAD.schedstat = _Schedstat()
+    return st.read()
 
 
 def load_average() -> float | None:
