@@ -48,10 +48,8 @@ class DataChecks(Check):
         self.cpus = available_cpus()
         self.cpu_wait0: tuple[int, float] | None = None  # (thread, its run-queue wait) when the window began
 
-    def window_start(self, t0: float, workers: int) -> None:
-        """The first batch counted since the last evaluation was asked for at ``t0``."""
-        self.start = t0
-        self.workers = workers
+    def mark_cpu_wait(self) -> None:
+        """The next batch opens the window: note how long this thread has waited for a CPU."""
         w = run_queue_wait()
         self.cpu_wait0 = (threading.get_ident(), w) if w is not None else None
 

@@ -130,6 +130,10 @@ def _next_wrapper(orig: Any) -> Any:
         index = self._num_yielded  # of the batch about to be returned
         if not index:
             _loader_start(self)
+        else:
+            for s in ACTIVE:
+                if not s.data.batches:  # this batch opens DataChecks' window: how long it waited for a CPU so far
+                    s.data.mark_cpu_wait()
         t0 = clock()
         batch = orig(self)
         waited = clock() - t0
@@ -141,7 +145,8 @@ def _next_wrapper(orig: Any) -> Any:
             if index:  # the first batch of a pass includes starting the workers: not counted
                 d = s.data
                 if not d.batches:
-                    d.window_start(t0, self._num_workers)
+                    d.start = t0
+                    d.workers = self._num_workers
                 d.wait += waited
                 d.batches += 1
         last = getattr(self, "_overt_last", None)
