@@ -54,7 +54,7 @@ class DataChecks(Check):
         self.cpu_wait0 = (threading.get_ident(), w) if w is not None else None
 
     def _cpu_wait(self) -> float:
-        """Seconds this thread waited for a CPU since :meth:`window_start` (0 when unknown)."""
+        """Seconds this thread waited for a CPU since :meth:`mark_cpu_wait` (0 when unknown)."""
         w0, w = self.cpu_wait0, None
         if w0 is not None and w0[0] == threading.get_ident():
             w = run_queue_wait()
