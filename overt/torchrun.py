@@ -90,8 +90,14 @@ class Topology:
     def of_group(cls) -> Topology:
         """The initialised process group's rank and size (a single process without one): what a
         collective spans."""
-        rank, size = _group() or (0, 1)
+        group = _group()
+        if group is None and cls is Topology:
+            return _SINGLE  # (immutable: one instance serves every caller; the guards ask per checked step)
+        rank, size = group or (0, 1)
         return cls(rank=rank, world_size=size)
+
+
+_SINGLE = Topology()
 
 
 def _group() -> tuple[int, int] | None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 ACTIVE: list[GuardSession] = []
 ARMED = False  # some active session is in a checked step: loss wrappers look at their arguments
+_LOSSES_WRAPPED: bool | None = None  # what refresh() last made of the loss functions (None: not known)
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
 _ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the forward checks
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -325,6 +326,8 @@ def _patch(owner: Any, name: str, make: Any) -> None:
 
 def activate(session: GuardSession) -> None:
     """Register ``session``; install the wrappers for the first one."""
+    global _LOSSES_WRAPPED
+    _LOSSES_WRAPPED = None
     if not ACTIVE:
         for name in LOSSES:
             if hasattr(F, name):
@@ -360,11 +363,14 @@ def refresh() -> None:
     checked steps the loss wrappers only explain a loss that raises; when no active session
     wants that (the engine explains such errors itself), the original loss functions are put
     back until the next checked step: a wrapper costs a call with ``*args, **kwargs`` per loss."""
-    global ARMED
+    global ARMED, _LOSSES_WRAPPED
     ARMED = any(s.armed for s in ACTIVE)
     if not ACTIVE:
         return
     wrap = ARMED or any(s.explain_loss_errors for s in ACTIVE)
+    if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
+        return
+    _LOSSES_WRAPPED = wrap
     for name in LOSSES:
         orig = _ORIGINALS.get((F, name))
         cached = _WRAPPERS.get((F, name))
@@ -379,6 +385,8 @@ def refresh() -> None:
 
 def deactivate(session: GuardSession) -> None:
     """Unregister ``session``; restore PyTorch when it was the last one."""
+    global _LOSSES_WRAPPED
+    _LOSSES_WRAPPED = None
     if session in ACTIVE:
         ACTIVE.remove(session)
     if not ACTIVE:
