@@ -13,8 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset, TensorDataset, random_split
 
 from tests.conftest import TIMING
-from tests.guards.helpers import batches, digits, guarded, mlp, val_batches
-from tests.guards.test_evaldata import Digits, noise
+from tests.guards.helpers import Digits, batches, digits, guarded, mlp, noise, val_batches
 
 Wrap = Callable[[nn.Module], nn.Module]
 

@@ -100,3 +100,23 @@ def evaluate(model):
             correct += int((model(xb).argmax(1) == yb).sum())
     model.train()
     return correct
+
+
+class Digits(torch.utils.data.Dataset):
+    """Digits as a map-style data set with an optional per-sample transform."""
+
+    def __init__(self, transform=None):
+        self.x, self.y = digits()
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        return (self.transform(x) if self.transform else x), self.y[i]
+
+
+def noise(x):
+    """A random augmentation: Gaussian noise, a fresh draw per call."""
+    return x + 0.3 * torch.randn_like(x)

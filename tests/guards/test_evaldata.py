@@ -6,27 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset, random_split
+from torch.utils.data import DataLoader, Subset, random_split
 
 from tests.conftest import TIMING
-from tests.guards.helpers import digits, guarded, mlp, slugs
-
-
-class Digits(Dataset):
-    def __init__(self, transform=None):
-        self.x, self.y = digits()
-        self.transform = transform
-
-    def __len__(self):
-        return len(self.x)
-
-    def __getitem__(self, i):
-        x = self.x[i]
-        return (self.transform(x) if self.transform else x), self.y[i]
-
-
-def noise(x):
-    return x + 0.3 * torch.randn_like(x)
+from tests.guards.helpers import Digits, guarded, mlp, noise, slugs
 
 
 @pytest.mark.parametrize("shared", [True, False])
