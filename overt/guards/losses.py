@@ -1,6 +1,7 @@
 """Guards at the loss call.
 
-Slugs: ``softmax-before-cross-entropy``, ``wrong-loss-for-task``,
+Slugs: ``softmax-before-cross-entropy`` (every loss's input domain: logits, log-probabilities,
+probabilities), ``wrong-loss-for-task``,
 ``label-out-of-range``, ``non-finite`` (loss), ``loss-not-decreasing``,
 ``device-mismatch`` (logits vs targets).
 
@@ -34,6 +35,13 @@ def ignore_index_of(args: tuple, kwargs: dict) -> int:
     if "ignore_index" in kwargs:
         return int(kwargs["ignore_index"])
     return int(args[4]) if len(args) > 4 and isinstance(args[4], int) else -100
+
+
+def _log_target(args: tuple, kwargs: dict) -> bool:
+    # signature: (input, target, size_average, reduce, reduction, log_target)
+    if "log_target" in kwargs:
+        return bool(kwargs["log_target"])
+    return bool(args[5]) if len(args) > 5 else False
 
 
 class LossChecks(Check):
@@ -79,6 +87,9 @@ class LossChecks(Check):
             self._regression_loss(name, inp, target)
         elif name == "binary_cross_entropy_with_logits":
             self._logit_loss(name, inp)
+        elif name == "kl_div":
+            self._kl_div(name, inp, target, _log_target(args, kwargs))
+            return False  # only its input domain is judged here (its value joins no loss history)
         if torch.is_grad_enabled():
             self.s._each("on_checked_loss", name, inp, target, args, kwargs)
             return name != "kl_div"  # a divergence term: its value is no training loss's trend
@@ -110,6 +121,70 @@ class LossChecks(Check):
                 where=where, key=name, step=step)
 
         s.defer(torch.stack((lo, hi)), callback)
+
+    def _kl_div(self, name: str, inp: torch.Tensor, target: torch.Tensor, log_target: bool) -> None:
+        """``F.kl_div``/``KLDivLoss``: the input must be log-probabilities, the target probabilities (or
+        log-probabilities with ``log_target=True``).  Judged along the dimension over which one of the two
+        is a distribution (dimension 1 and the last one are tried): rows of the input in [0, 1] summing to 1
+        are probabilities (the log was forgotten); rows of the target in [0, 1] summing to 1 under
+        ``log_target=True``, or a target <= 0 whose rows' exponentials sum to 1 without it, are the target in
+        the other domain; positive inputs beside a target of probability rows are raw logits."""
+        if not inp.is_floating_point() or not target.is_floating_point() or inp.shape != target.shape \
+                or inp.dim() < 2 or inp.numel() < 16 or "meta" in (inp.device.type, target.device.type):
+            return
+        dims = sorted({1, inp.dim() - 1})
+        dims = [d for d in dims if inp.shape[d] >= 2]
+        if not dims:
+            return
+        x, t = inp.detach().float(), target.detach().float()
+        parts = [torch.stack(torch.aminmax(x)), torch.stack(torch.aminmax(t))]
+        for d in dims:
+            parts += [torch.stack(torch.aminmax(x.sum(d))), torch.stack(torch.aminmax(t.sum(d))),
+                      torch.stack(torch.aminmax(t.exp().sum(d)))]
+        where, step = self._where(name), self.s.step
+        self.s.defer(torch.cat(parts), self._kl_cb(name, where, step, dims, log_target))
+
+    def _kl_cb(self, name: str, where: str, step: int, dims: list[int], log_target: bool):
+        s = self.s
+
+        def one(lo: float, hi: float) -> bool:
+            return abs(lo - 1) < 1e-3 and abs(hi - 1) < 1e-3
+
+        def callback(vals: list[float]) -> None:
+            x_lo, x_hi, t_lo, t_hi = vals[:4]
+            x_unit, t_unit = x_lo >= 0 and x_hi <= 1, t_lo >= 0 and t_hi <= 1
+            msg = fix = None
+            for i, d in enumerate(dims):
+                xs, ts, es = vals[4 + 6 * i:6 + 6 * i], vals[6 + 6 * i:8 + 6 * i], vals[8 + 6 * i:10 + 6 * i]
+                t_probs = t_unit and one(*ts)
+                if x_unit and one(*xs):
+                    msg = (f"every row of the input to F.kl_div (KLDivLoss) is in [0, 1] and sums to 1 over dimension "
+                           f"{d}: it received probabilities, but its input must be log-probabilities (it computes "
+                           "target * (log(target) - input)), so the loss is no longer a divergence and its minimum is "
+                           "not the target distribution.")
+                    fix = ("pass F.log_softmax(logits, dim=...) as the input (not softmax); the target stays "
+                           "probabilities (or log-probabilities with log_target=True).")
+                elif log_target and t_probs:
+                    msg = (f"F.kl_div (KLDivLoss) has log_target=True but every row of its target is in [0, 1] and "
+                           f"sums to 1 over dimension {d}: the target holds probabilities, read as log-probabilities, "
+                           "so the model is fitted to exp(p), not to p.")
+                    fix = "pass log_softmax of the target's logits, or drop log_target=True for a target of probabilities."
+                elif not log_target and t_hi <= 0 and t_lo < 0 and one(*es):
+                    msg = (f"every value of the target of F.kl_div (KLDivLoss) is <= 0 and its exponentials sum to 1 over "
+                           f"dimension {d}: the target holds log-probabilities, but log_target is False, so it is "
+                           "read as probabilities (negative ones: the loss is NaN or meaningless).")
+                    fix = "pass log_target=True, or give the target as probabilities (softmax, not log_softmax)."
+                elif t_probs and x_hi > 1e-6:
+                    msg = (f"the input to F.kl_div (KLDivLoss) has positive values (max {x_hi:.3g}) beside a target of "
+                           f"probability rows over dimension {d}: log-probabilities are <= 0, so these are raw logits "
+                           "and the loss is not a divergence.")
+                    fix = "apply F.log_softmax(logits, dim=...) to the input first."
+                if msg:
+                    break
+            if msg:
+                s.report("softmax-before-cross-entropy", msg, where, key=name, step=step, fix=fix)
+
+        return callback
 
     def _class_loss(self, name: str, inp: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:
         s = self.s

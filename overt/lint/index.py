@@ -325,7 +325,7 @@ class FileIndex:
         q = self.qualname(call.func) or ""
         last = q.rsplit(".", 1)[-1]
         if "." in q and self.is_torchish(q) and (last.endswith("_loss") or last in (
-                "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss")):
+                "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss", "kl_div")):
             return last
         bare = (text or "").replace("self.", "")
         if bare in ("criterion", "loss_fn", "lossfn", "loss_func", "loss_function", "crit", "loss_module") \

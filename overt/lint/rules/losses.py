@@ -13,6 +13,7 @@ from overt.lint.rules.base import Hit, rule
 LOGIT_LOSSES = {"CrossEntropyLoss", "cross_entropy"}
 LOGPROB_LOSSES = {"NLLLoss", "nll_loss"}
 SIGMOID_LOSSES = {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"}
+KL_LOSSES = {"KLDivLoss", "kl_div"}  # input: log-probabilities; target: probabilities (log-probabilities with log_target)
 REGRESSION_LOSSES = {"MSELoss", "mse_loss", "L1Loss", "l1_loss", "SmoothL1Loss", "smooth_l1_loss", "HuberLoss"}
 
 
@@ -29,7 +30,7 @@ def loss_kind(ix: FileIndex, call: ast.Call) -> str | None:
     return kind
 
 
-_CHECKED = LOGIT_LOSSES | LOGPROB_LOSSES | SIGMOID_LOSSES
+_CHECKED = LOGIT_LOSSES | LOGPROB_LOSSES | SIGMOID_LOSSES | KL_LOSSES
 _WHAT = {"probs": "softmax probabilities", "sigmoid": "sigmoid outputs", "logits": "raw logits"}
 
 
@@ -37,8 +38,15 @@ _WHAT = {"probs": "softmax probabilities", "sigmoid": "sigmoid outputs", "logits
 _MISMATCHES = [
     ("probs", LOGIT_LOSSES, "{kind} applies log-softmax itself, so feeding it softmax probabilities applies softmax "
      "twice and shrinks the gradients", "pass the raw logits (apply softmax only for predictions)"),
+    ("sigmoid", LOGIT_LOSSES, "{kind} applies log-softmax itself, so feeding it sigmoid outputs squashes every logit "
+     "into [0, 1]: the softmax over them is nearly uniform and the gradients shrink", "pass the raw logits"),
     ("probs", LOGPROB_LOSSES, "{kind} expects log-probabilities but gets softmax probabilities",
      "use log_softmax (or CrossEntropyLoss on the raw logits)"),
+    ("probs", KL_LOSSES, "{kind} expects log-probabilities as its input but gets softmax probabilities (it computes "
+     "target * (log(target) - input)), so the loss is no longer a divergence and its minimum is not the target",
+     "pass log_softmax of the logits as the input (the target stays probabilities)"),
+    ("logits", KL_LOSSES, "{kind} expects log-probabilities as its input but gets raw logits (the output of a "
+     "linear layer)", "apply log_softmax to the input first"),
     ("sigmoid", SIGMOID_LOSSES, "{kind} applies the sigmoid itself, so feeding it sigmoid outputs applies it twice",
      "pass the raw logits (or use BCELoss on the probabilities)"),
     ("logits", LOGPROB_LOSSES, "{kind} expects log-probabilities but gets raw logits (the output of a linear layer)",
@@ -64,11 +72,14 @@ def _may_make_probabilities(ix: FileIndex) -> bool:
 @rule("softmax-before-cross-entropy")
 def softmax_before_cross_entropy(ix: FileIndex) -> Iterator[Hit]:
     vals = values_for(ix)
-    checked = _CHECKED if _may_make_probabilities(ix) else LOGPROB_LOSSES  # raw logits fed to NLL: always
+    # raw logits fed to NLL or KL: always
+    checked = _CHECKED if _may_make_probabilities(ix) else LOGPROB_LOSSES | KL_LOSSES
     for call in ix.calls:
         kind = loss_kind(ix, call)
         if kind not in checked:
             continue
+        if kind == "kl_div":
+            yield from _kl_target(ix, call)
         arg = call.args[0] if call.args else kwarg(call, "input")
         if arg is None:
             continue
@@ -80,6 +91,27 @@ def softmax_before_cross_entropy(ix: FileIndex) -> Iterator[Hit]:
         direct = isinstance(arg, ast.Call) and v.origin == f"line {arg.lineno}"
         src = "" if direct else f"its input holds {_WHAT[v.head]} (made at {v.origin}): "
         yield Hit("softmax-before-cross-entropy", call, f"{src}{why}", fix=fix)
+
+
+def _kl_target(ix: FileIndex, call: ast.Call) -> Iterator[Hit]:
+    """``F.kl_div``'s target in the other domain than ``log_target`` says: softmax probabilities under
+    ``log_target=True`` (read as log-probabilities: silent), log-probabilities without it."""
+    target = call.args[1] if len(call.args) > 1 else kwarg(call, "target")
+    flag = call.args[5] if len(call.args) > 5 else kwarg(call, "log_target")
+    if target is None or (flag is not None and not isinstance(flag, ast.Constant)):
+        return
+    log_target = bool(flag.value) if isinstance(flag, ast.Constant) else False
+    v = values_for(ix).of(target)
+    if log_target and v.head == "probs":
+        yield Hit("softmax-before-cross-entropy", call,
+                  f"kl_div has log_target=True but its target holds softmax probabilities (made at {v.origin}): they "
+                  "are read as log-probabilities, so the model is fitted to exp(p), not to p",
+                  fix="pass log_softmax of the target's logits, or drop log_target=True")
+    elif not log_target and v.head == "logprobs":
+        yield Hit("softmax-before-cross-entropy", call,
+                  f"kl_div's target holds log-probabilities (made at {v.origin}) but log_target is False: they are "
+                  "read as (negative) probabilities",
+                  fix="pass log_target=True, or give the target as softmax probabilities")
 
 
 def _base_name(expr: ast.AST | None) -> str | None:

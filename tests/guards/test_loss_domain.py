@@ -1,0 +1,56 @@
+"""Every loss's input domain (``softmax-before-cross-entropy``): KL divergence's input must be
+log-probabilities and its target probabilities (log-probabilities with ``log_target=True``)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .helpers import batches, guarded, mlp, slugs
+
+
+def _distill(student_out, target_of, loss_fn, steps: int = 8):
+    """A student learning digits from a fixed teacher's soft labels (temperature 2)."""
+    torch.manual_seed(1)
+    teacher = mlp(hidden=48)
+    student = mlp()
+    opt = torch.optim.Adam(student.parameters(), lr=1e-2)
+    g = guarded(student, opt, check_every=1)
+    for xb, _ in batches(32, steps):
+        with torch.no_grad():
+            t_logits = teacher(xb) / 2.0
+        loss = loss_fn(student_out(student(xb) / 2.0), target_of(t_logits))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return g.report()
+
+
+def test_kl_div_module_fed_probabilities():
+    findings = _distill(lambda s: s.softmax(-1), lambda t: t.softmax(-1), nn.KLDivLoss(reduction="batchmean"))
+    assert slugs(findings) == ["softmax-before-cross-entropy"]
+    assert "log-probabilities" in findings[0].message and "kl_div" in findings[0].where
+    assert "test_loss_domain.py" in findings[0].where
+
+
+def test_kl_div_fed_raw_logits():
+    findings = _distill(lambda s: s, lambda t: F.softmax(t, 1), lambda a, b: F.kl_div(a, b, reduction="batchmean"))
+    assert slugs(findings) == ["softmax-before-cross-entropy"]
+    assert "raw logits" in findings[0].message
+
+
+def test_kl_div_log_target_given_probabilities():
+    findings = _distill(lambda s: F.log_softmax(s, 1), lambda t: F.softmax(t, 1),
+                        lambda a, b: F.kl_div(a, b, reduction="batchmean", log_target=True))
+    assert slugs(findings) == ["softmax-before-cross-entropy"]
+    assert "log_target=True" in findings[0].message
+
+
+def test_kl_div_in_its_domain_is_quiet():
+    kl = nn.KLDivLoss(reduction="batchmean", log_target=True)
+    for student_out, target_of, loss_fn in (
+            (lambda s: F.log_softmax(s, 1), lambda t: F.softmax(t, 1),
+             lambda a, b: F.kl_div(a, b, reduction="batchmean")),
+            (lambda s: s.log_softmax(-1), lambda t: t.log_softmax(-1), kl)):
+        assert _distill(student_out, target_of, loss_fn) == []
