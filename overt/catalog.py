@@ -97,6 +97,11 @@ ENTRIES: tuple[Entry, ...] = (
           "an exhausted generator (model.parameters() already consumed) or parameters without gradients (the "
           "clip placed before backward) make clip_grad_norm_ a silent no-op: the run trains unclipped",
           _W, True, True),
+    Entry("fp16-without-scaler", "OVT118", "a backward through float16 autocast without a GradScaler",
+          "float16 gradients below about 6e-8 flush to zero (and lose precision below 6e-5): the small gradients "
+          "vanish in the backward pass and the weights they should move never move, with no error, no NaN and no "
+          "warning; bfloat16 autocast needs no scaler",
+          _E, True, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

@@ -28,6 +28,7 @@ from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.padloss import PaddingLossChecks
+from overt.guards.precision import PrecisionChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.selfloss import SelfLossChecks
@@ -63,6 +64,7 @@ CHECKS: tuple[type[Check], ...] = (
     SkewChecks,
     SamplerChecks,
     ScalerChecks,
+    PrecisionChecks,
     SchedulerChecks,
     StateChecks,
     DistributedChecks,

@@ -1,0 +1,248 @@
+"""Guards on the precision of the training step.
+
+Slugs: ``fp16-without-scaler`` (a backward through float16 autocast with no GradScaler),
+``params-not-updating`` (its low-precision form: updates rounded away in bfloat16/float16
+parameters that a built-in optimizer steps without float32 master weights).
+
+Both are judged on checked steps only:
+
+- a checked training forward of a watched model notes whether float16 autocast is on for the
+  model's device type (``torch.is_autocast_enabled``/``get_autocast_dtype``: host state, no
+  device read); the optimizer step of that step reports when no enabled ``GradScaler`` exists
+  (``GradScaler.__init__`` is wrapped to keep weak references to the scalers made).  bfloat16
+  autocast has float32's exponent range and is never judged;
+- before a checked step of a ``torch.optim`` optimizer holding bfloat16/float16 parameters, a
+  strided sample of those parameters and of where their gradients are non-zero is copied; after
+  the step, the share of the sampled elements with a non-zero gradient whose value did not change
+  is read at the next flush.  Half or more on two checked steps in a row: the updates are smaller
+  than half the spacing between representable values and round away.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.watched import ModelInfo, OptInfo
+
+LOW = (torch.bfloat16, torch.float16)
+_PER_PARAM = 256  # sampled elements per parameter
+_MAX_PARAMS = 64
+_MIN_ELEMENTS = 100  # sampled elements with a non-zero gradient needed to judge
+_SHARE = 0.5  # of them unchanged by the step
+_SCALERS: weakref.WeakSet = weakref.WeakSet()  # every GradScaler made while a session was active
+#: frameworks that scale float16 losses with their own scaler, not torch's GradScaler
+_OWN_SCALERS = ("deepspeed", "apex.amp")
+
+
+def _autocast_fp16(device_type: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(device_type)) and torch.get_autocast_dtype(device_type) == torch.float16
+    except (TypeError, RuntimeError, AttributeError):  # an older torch, or a device type autocast does not know
+        return False
+
+
+def _device_type(module: torch.nn.Module) -> str | None:
+    for p in module.parameters():
+        return p.device.type
+    return None
+
+
+def _scalers(seen: list) -> list:
+    """The GradScalers that exist: those made while a session was active, those seen scaling a loss,
+    or (looked for once, when about to report) any other live instance."""
+    scalers = list(_SCALERS) + [ref() for ref in seen if ref() is not None]
+    if not scalers:
+        import gc
+
+        from torch.amp.grad_scaler import GradScaler
+
+        scalers = [o for o in gc.get_objects() if issubclass(type(o), GradScaler)]
+        for o in scalers:
+            _SCALERS.add(o)
+    return scalers
+
+
+def _enabled(scaler: Any) -> bool:
+    try:
+        return bool(scaler.is_enabled())
+    except Exception:
+        return True  # a scaler we cannot read: assume it scales
+
+
+def _autocast_line(loc: str) -> str | None:
+    """``file:line`` of the ``with ...autocast(...)`` that encloses the forward at ``loc`` (the nearest line
+    above it, less indented, that names autocast), or None."""
+    import linecache
+
+    path, _, line = loc.rpartition(":")
+    if not path or not line.isdigit():
+        return None
+    no = int(line)
+    text = linecache.getline(path, no)
+    indent = len(text) - len(text.lstrip())
+    for i in range(no - 1, max(0, no - 40), -1):
+        above = linecache.getline(path, i)
+        if not above.strip():
+            continue
+        ind = len(above) - len(above.lstrip())
+        if ind < indent:
+            if "autocast" in above and above.lstrip().startswith(("with ", "async with ")):
+                return f"{path}:{i}"
+            indent = ind
+    return None
+
+
+def _sample(p: torch.Tensor) -> torch.Tensor:
+    flat = p.detach().reshape(-1)
+    n = flat.numel()
+    if n > _PER_PARAM:
+        stride = n // _PER_PARAM
+        flat = flat[:_PER_PARAM * stride:stride]
+    return flat
+
+
+class PrecisionChecks(Check):
+    name = "precision"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.fp16: tuple[int, str, str] | None = None  # (step, model name, forward's location) under fp16 autocast
+        self.pending: dict[int, tuple[int, list[torch.Tensor], torch.Tensor, torch.Tensor]] = {}
+        self.strikes: dict[int, int] = {}
+
+    # -- float16 autocast without a scaler ----------------------------------------------
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if self.s.reporter.has("fp16-without-scaler"):
+            return
+        device_type = _device_type(info.module)
+        if device_type is not None and _autocast_fp16(device_type):
+            self.fp16 = (self.s.step, info.name, user_location(5) or "")
+
+    def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        self._fp16_step(oi)
+        self._snapshot(oi, closure)
+
+    def _fp16_step(self, oi: OptInfo) -> None:
+        s = self.s
+        if self.fp16 is None or self.fp16[0] != s.step or s.reporter.has("fp16-without-scaler"):
+            return
+        if any(m in sys.modules for m in _OWN_SCALERS):
+            return
+        scalers = _scalers(s.scalers.scalers)
+        if any(_enabled(x) for x in scalers):
+            return
+        if not any(p.grad is not None for p in oi.params):
+            return
+        _, model, loc = self.fp16
+        ctx = _autocast_line(loc)
+        disabled = " (a GradScaler exists but is disabled: enabled=False)" if scalers else ""
+        s.report(
+            "fp16-without-scaler",
+            f"{model}'s forward ran under float16 autocast and {oi.name} steps on its gradients without a "
+            f"GradScaler{disabled}: float16 gradients below about 6e-8 flush to zero (and lose precision below "
+            "6e-5) in the backward pass, so the small gradients vanish and the weights they should move stay "
+            "where they are, with no error and no NaN.",
+            fix="scale the loss: scaler = torch.amp.GradScaler(); scaler.scale(loss).backward(); "
+            "scaler.step(optimizer); scaler.update() -- or autocast to torch.bfloat16, which needs no scaler.",
+            where=(f"autocast at {ctx}, " if ctx else "") + (f"{model} forward at {loc}" if loc else f"{model} forward"),
+            key=oi.name,
+        )
+
+    # -- updates rounded away in low-precision parameters --------------------------------
+    def _judged(self, oi: OptInfo) -> list[torch.Tensor]:
+        """The low-precision parameters with a gradient whose update this optimizer applies in their own
+        dtype (``torch.optim``'s optimizers keep no float32 master copy), at a learning rate above 0."""
+        opt = oi.opt
+        if not type(opt).__module__.startswith("torch.optim") or getattr(opt, "_step_supports_amp_scaling", False):
+            return []
+        for g in opt.param_groups:
+            lr = g.get("lr", 0.0)
+            lr = float(lr) if not isinstance(lr, torch.Tensor) or lr.numel() == 1 else 1.0
+            if not lr > 0:
+                return []
+        out = [p for p in oi.params if p.dtype in LOW and p.requires_grad and p.grad is not None
+               and not p.grad.is_sparse and p.numel()]
+        return out[:_MAX_PARAMS]
+
+    def _snapshot(self, oi: OptInfo, closure: bool) -> None:
+        if closure or self.s.reporter.has("params-not-updating", f"{oi.name}:rounding"):
+            return
+        params = self._judged(oi)
+        if not params:
+            self.pending.pop(id(oi.opt), None)
+            return
+        values = torch.cat([_sample(p).float() for p in params])  # a copy
+        moving = torch.cat([_sample(p.grad).ne(0) & _sample(p.grad).isfinite() for p in params])
+        self.pending[id(oi.opt)] = (self.s.step, params, values, moving)
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        got = self.pending.pop(id(oi.opt), None)
+        if got is None:
+            return
+        step, params, before, moving = got
+        after = torch.cat([_sample(p).float() for p in params])
+        if after.shape != before.shape:
+            return
+        stuck = (after == before) & moving
+        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in params})
+        self.s.defer(torch.stack((stuck.sum(), moving.sum())), self._on_rounding(oi, step, dtypes))
+
+    def _on_rounding(self, oi: OptInfo, step: int, dtypes: list[str]):
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            stuck, moving = int(vals[0]), int(vals[1])
+            key = id(oi.opt)
+            if moving < _MIN_ELEMENTS or stuck < _SHARE * moving:
+                self.strikes[key] = 0
+                return
+            self.strikes[key] = self.strikes.get(key, 0) + 1
+            if self.strikes[key] < 2:
+                return
+            lrs = sorted({float(g.get("lr", 0.0)) for g in oi.opt.param_groups})
+            lr = ", ".join(f"{x:g}" for x in lrs)
+            kind = " and ".join(dtypes)
+            s.report(
+                "params-not-updating",
+                f"{oi.name} stepped {kind} parameters, and {stuck} of the {moving} sampled elements with a non-zero "
+                f"gradient ({stuck / moving:.0%}) kept exactly their value (lr = {lr}; two checked steps in a row): "
+                f"each update is smaller than half the spacing between neighbouring {kind} values at that weight "
+                f"({kind} keeps {8 if 'bfloat16' in dtypes else 11} significant bits) and rounds away. The model was "
+                "cast to low precision (model.to(torch.bfloat16), .bfloat16(), .half()) and the optimizer has no "
+                "float32 master copy of the weights.",
+                fix="keep the parameters in float32 and run the forward under torch.autocast(device_type, "
+                "dtype=torch.bfloat16) (mixed precision), or use an optimizer that keeps float32 master weights or "
+                "rounds stochastically.",
+                where=f"{oi.name}, step {s.run_step(step)}", key=f"{oi.name}:rounding", step=step,
+            )
+
+        return callback
+
+
+def _init_wrapper(orig: Callable) -> Callable:
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        try:
+            _SCALERS.add(self)
+        except TypeError:
+            pass
+
+    return __init__
+
+
+def install(patch: Callable) -> None:
+    """Install the ``GradScaler.__init__`` wrapper with ``patch(owner, name, make)``
+    (:func:`overt.guards.patches._patch`)."""
+    from torch.amp.grad_scaler import GradScaler
+
+    patch(GradScaler, "__init__", _init_wrapper)
