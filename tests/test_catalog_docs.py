@@ -40,7 +40,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "scheduler-optimizer-idle", "eval-model-stale",
          # issue 33, sequence models, masks, targets and state (branch seqmodel)
          "causal-mask-missing", "attention-mask-inverted", "labels-all-ignored", "loss-compares-itself",
-         "returns-from-past-rewards", "init-after-load", "loss-over-padding"}
+         "returns-from-past-rewards", "init-after-load", "loss-over-padding",
+         # issue 33, numeric invariants (branch numerics)
+         "fp16-without-scaler"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

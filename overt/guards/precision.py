@@ -101,6 +101,44 @@ def _autocast_line(loc: str) -> str | None:
     return None
 
 
+_CASTS = ("bfloat16", "float16", "half")
+
+
+def _cast_lines(models: list[torch.nn.Module]) -> str:
+    """``file:line`` of the casts of a watched model to low precision in the user's code on the stack
+    (``model.to(torch.bfloat16)``, ``model.bfloat16()``, ``model.half()`` on a global name of the calling
+    file bound to the model), or ""."""
+    import ast
+
+    from overt.guards.where import is_user_file, short_location
+
+    frame = sys._getframe(1)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    # the module's globals only: reading a function frame's f_locals would keep its tensors alive (3.11)
+    names = {k for k, v in list(frame.f_globals.items()) if any(v is m for m in models)}
+    path = frame.f_code.co_filename
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        recv = node.func.value
+        if not (isinstance(recv, ast.Name) and recv.id in names):
+            continue
+        attr = node.func.attr
+        args = [ast.unparse(a) for a in node.args] + [ast.unparse(k.value) for k in node.keywords]
+        if attr in ("bfloat16", "half") or (attr == "to" and any(a.rsplit(".", 1)[-1] in _CASTS for a in args)):
+            found.append(short_location(path, node.lineno))
+    return ", ".join(f"at {f}" for f in found[:3])
+
+
 def _sample(p: torch.Tensor) -> torch.Tensor:
     flat = p.detach().reshape(-1)
     n = flat.numel()
@@ -118,6 +156,7 @@ class PrecisionChecks(Check):
         self.fp16: tuple[int, str, str] | None = None  # (step, model name, forward's location) under fp16 autocast
         self.pending: dict[int, tuple[int, list[torch.Tensor], torch.Tensor, torch.Tensor]] = {}
         self.strikes: dict[int, int] = {}
+        self.lrs: dict[int, float] = {}  # the highest learning rate of each optimizer's last judged step
 
     # -- float16 autocast without a scaler ----------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -202,7 +241,10 @@ class PrecisionChecks(Check):
         def callback(vals: list[float]) -> None:
             stuck, moving = int(vals[0]), int(vals[1])
             key = id(oi.opt)
-            if moving < _MIN_ELEMENTS or stuck < _SHARE * moving:
+            top = max(float(g.get("lr", 0.0)) for g in oi.opt.param_groups)
+            rising = top > self.lrs.get(key, top) * 1.0001  # a warm-up: the updates are meant to be small yet
+            self.lrs[key] = top
+            if moving < _MIN_ELEMENTS or stuck < _SHARE * moving or rising:
                 self.strikes[key] = 0
                 return
             self.strikes[key] = self.strikes.get(key, 0) + 1
@@ -211,14 +253,15 @@ class PrecisionChecks(Check):
             lrs = sorted({float(g.get("lr", 0.0)) for g in oi.opt.param_groups})
             lr = ", ".join(f"{x:g}" for x in lrs)
             kind = " and ".join(dtypes)
+            cast = _cast_lines([info.module for info in s.models.values()])
             s.report(
                 "params-not-updating",
                 f"{oi.name} stepped {kind} parameters, and {stuck} of the {moving} sampled elements with a non-zero "
                 f"gradient ({stuck / moving:.0%}) kept exactly their value (lr = {lr}; two checked steps in a row): "
                 f"each update is smaller than half the spacing between neighbouring {kind} values at that weight "
                 f"({kind} keeps {8 if 'bfloat16' in dtypes else 11} significant bits) and rounds away. The model was "
-                "cast to low precision (model.to(torch.bfloat16), .bfloat16(), .half()) and the optimizer has no "
-                "float32 master copy of the weights.",
+                f"cast to low precision ({cast or 'model.to(torch.bfloat16), .bfloat16(), .half()'}) and the "
+                "optimizer has no float32 master copy of the weights.",
                 fix="keep the parameters in float32 and run the forward under torch.autocast(device_type, "
                 "dtype=torch.bfloat16) (mixed precision), or use an optimizer that keeps float32 master weights or "
                 "rounds stochastically.",

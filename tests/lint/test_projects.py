@@ -34,7 +34,7 @@ def _marked(project: Path) -> set[tuple[str, int, str]]:
     out = set()
     for path in sorted(project.rglob("*.py")):
         for no, line in enumerate(path.read_text().splitlines(), start=1):
-            m = re.search(r"# BAD: ([a-z-]+)", line)
+            m = re.search(r"# BAD: ([a-z0-9-]+)", line)
             if m:
                 out.add((path.relative_to(project).as_posix(), no, m.group(1)))
     return out

@@ -7,6 +7,7 @@ from overt.lint.rules import generators, plateau  # noqa: F401  (issue 33: one-s
 from overt.lint.rules import listings, refit  # noqa: F401  (issue 33: listings paired unsorted, preprocessing refit)
 from overt.lint.rules import augsync  # noqa: F401  (issue 33: input and target augmented with separate draws)
 from overt.lint.rules import initload, returns, selfloss  # noqa: F401  (issue 33: sequence models and state)
+from overt.lint.rules import precision  # noqa: F401  (issue 33: float16 autocast without a GradScaler)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
