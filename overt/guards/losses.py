@@ -168,10 +168,11 @@ class LossChecks(Check):
                     msg = (f"F.kl_div (KLDivLoss) has log_target=True but every row of its target is in [0, 1] and "
                            f"sums to 1 over dimension {d}: the target holds probabilities, read as log-probabilities, "
                            "so the model is fitted to exp(p), not to p.")
-                    fix = "pass log_softmax of the target's logits, or drop log_target=True for a target of probabilities."
+                    fix = ("pass log_softmax of the target's logits, or drop log_target=True for a target of "
+                           "probabilities.")
                 elif not log_target and t_hi <= 0 and t_lo < 0 and one(*es):
-                    msg = (f"every value of the target of F.kl_div (KLDivLoss) is <= 0 and its exponentials sum to 1 over "
-                           f"dimension {d}: the target holds log-probabilities, but log_target is False, so it is "
+                    msg = (f"every value of the target of F.kl_div (KLDivLoss) is <= 0 and its exponentials sum to 1 "
+                           f"over dimension {d}: the target holds log-probabilities, but log_target is False, so it is "
                            "read as probabilities (negative ones: the loss is NaN or meaningless).")
                     fix = "pass log_target=True, or give the target as probabilities (softmax, not log_softmax)."
                 elif t_probs and x_hi > 1e-6:

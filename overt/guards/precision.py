@@ -192,7 +192,7 @@ class PrecisionChecks(Check):
             "where they are, with no error and no NaN.",
             fix="scale the loss: scaler = torch.amp.GradScaler(); scaler.scale(loss).backward(); "
             "scaler.step(optimizer); scaler.update() -- or autocast to torch.bfloat16, which needs no scaler.",
-            where=(f"autocast at {ctx}, " if ctx else "") + (f"{model} forward at {loc}" if loc else f"{model} forward"),
+            where=(f"autocast at {ctx}, " if ctx else "") + f"{model} forward" + (f" at {loc}" if loc else ""),
             key=oi.name,
         )
 

@@ -13,7 +13,7 @@ from overt.lint.rules.base import Hit, rule
 LOGIT_LOSSES = {"CrossEntropyLoss", "cross_entropy"}
 LOGPROB_LOSSES = {"NLLLoss", "nll_loss"}
 SIGMOID_LOSSES = {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"}
-KL_LOSSES = {"KLDivLoss", "kl_div"}  # input: log-probabilities; target: probabilities (log-probabilities with log_target)
+KL_LOSSES = {"KLDivLoss", "kl_div"}  # input: log-probabilities; target: probabilities (log-probs with log_target)
 REGRESSION_LOSSES = {"MSELoss", "mse_loss", "L1Loss", "l1_loss", "SmoothL1Loss", "smooth_l1_loss", "HuberLoss"}
 
 
