@@ -102,6 +102,11 @@ ENTRIES: tuple[Entry, ...] = (
           "vanish in the backward pass and the weights they should move never move, with no error, no NaN and no "
           "warning; bfloat16 autocast needs no scaler",
           _E, True, True),
+    Entry("optimizer-eps-underflow", "OVT119", "an optimizer epsilon that is zero in the parameters' precision",
+          "Adam-style updates divide by sqrt(v) + eps computed in the parameters' dtype: eps=1e-8 is 0 in float16 "
+          "(whose smallest value is 6e-8), so wherever a gradient is zero or its square underflows the step divides "
+          "by 0 and the weights turn NaN or inf at the first step",
+          _E, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

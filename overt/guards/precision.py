@@ -2,7 +2,9 @@
 
 Slugs: ``fp16-without-scaler`` (a backward through float16 autocast with no GradScaler),
 ``params-not-updating`` (its low-precision form: updates rounded away in bfloat16/float16
-parameters that a built-in optimizer steps without float32 master weights).
+parameters that a built-in optimizer steps without float32 master weights),
+``optimizer-eps-underflow`` (an epsilon that is 0 in the parameters' dtype, and the step turned
+finite weights NaN or inf).
 
 Both are judged on checked steps only:
 
@@ -15,7 +17,11 @@ Both are judged on checked steps only:
   strided sample of those parameters and of where their gradients are non-zero is copied; after
   the step, the share of the sampled elements with a non-zero gradient whose value did not change
   is read at the next flush.  Half or more on two checked steps in a row: the updates are smaller
-  than half the spacing between representable values and round away.
+  than half the spacing between representable values and round away;
+- before a checked step of a ``torch.optim`` optimizer (not ``fused``) whose ``eps`` rounds to 0
+  in the dtype of parameters it steps, whether their gradients are all finite; after it, whether
+  the parameters still are.  Finite gradients in, non-finite weights out: the step divided by
+  ``sqrt(v) + eps`` = 0.
 """
 
 from __future__ import annotations
@@ -139,6 +145,12 @@ def _cast_lines(models: list[torch.nn.Module]) -> str:
     return ", ".join(f"at {f}" for f in found[:3])
 
 
+@functools.lru_cache(maxsize=64)
+def _vanishes(eps: float, dtype: torch.dtype) -> bool:
+    """Whether ``eps`` rounds to 0 in ``dtype`` (a host tensor: no device involved)."""
+    return torch.tensor(eps, dtype=dtype).item() == 0.0
+
+
 def _sample(p: torch.Tensor) -> torch.Tensor:
     flat = p.detach().reshape(-1)
     n = flat.numel()
@@ -157,6 +169,7 @@ class PrecisionChecks(Check):
         self.pending: dict[int, tuple[int, list[torch.Tensor], torch.Tensor, torch.Tensor]] = {}
         self.strikes: dict[int, int] = {}
         self.lrs: dict[int, float] = {}  # the highest learning rate of each optimizer's last judged step
+        self.eps: dict[int, tuple[int, list[torch.Tensor], float, str, torch.Tensor]] = {}
 
     # -- float16 autocast without a scaler ----------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -169,6 +182,7 @@ class PrecisionChecks(Check):
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
         self._fp16_step(oi)
         self._snapshot(oi, closure)
+        self._eps_before(oi, closure)
 
     def _fp16_step(self, oi: OptInfo) -> None:
         s = self.s
@@ -223,7 +237,55 @@ class PrecisionChecks(Check):
         moving = torch.cat([_sample(p.grad).ne(0) & _sample(p.grad).isfinite() for p in params])
         self.pending[id(oi.opt)] = (self.s.step, params, values, moving)
 
+    # -- an epsilon that is zero in the parameters' dtype -----------------------------------
+    def _eps_before(self, oi: OptInfo, closure: bool) -> None:
+        opt = oi.opt
+        if closure or self.s.reporter.has("optimizer-eps-underflow", oi.name) \
+                or not type(opt).__module__.startswith("torch.optim"):
+            return
+        for g in opt.param_groups:
+            eps = g.get("eps")
+            if not isinstance(eps, float) or eps <= 0 or g.get("fused"):
+                continue
+            params = [p for p in g["params"] if p.dtype in LOW and p.grad is not None and not p.grad.is_sparse]
+            params = [p for p in params if _vanishes(eps, p.dtype)][:_MAX_PARAMS]
+            if params:
+                finite = torch.stack([p.grad.detach().isfinite().all() for p in params]).all()
+                dtype = str(params[0].dtype).replace("torch.", "")
+                self.eps[id(opt)] = (self.s.step, params, eps, dtype, finite)
+                return
+
+    def _eps_after(self, oi: OptInfo) -> None:
+        got = self.eps.pop(id(oi.opt), None)
+        if got is None:
+            return
+        step, params, eps, dtype, finite = got
+        broken = torch.stack([p.detach().isfinite().all() for p in params]).logical_not().sum()
+        names = [self.s.name_of(p) for p in params]
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            grads_finite, n_broken = bool(vals[0]), int(vals[1])
+            if not grads_finite or not n_broken:
+                return
+            from overt.text import first_names
+
+            bad = [n for n, p in zip(names, params) if not bool(p.detach().isfinite().all())] or names
+            s.report(
+                "optimizer-eps-underflow",
+                f"{oi.name} has eps={eps:g}, which is 0 in {dtype}, the dtype of the parameters it steps; its step "
+                f"{s.run_step(step)} took finite gradients and left {n_broken} of {len(params)} parameters with "
+                f"NaN or inf values ({first_names(bad)}): the update divides by sqrt(v) + eps computed in {dtype}, "
+                "and where a gradient is zero (or its square underflows) that denominator is 0.",
+                fix="keep float32 parameters and use torch.autocast with a GradScaler (mixed precision), or give "
+                "the optimizer an eps that float16 can hold (1e-4 or more; its smallest value is 6e-8).",
+                where=f"{oi.name}, step {s.run_step(step)}", key=oi.name, step=step,
+            )
+
+        s.defer(torch.stack((finite.float(), broken.float())), callback)
+
     def after_checked_step(self, oi: OptInfo) -> None:
+        self._eps_after(oi)
         got = self.pending.pop(id(oi.opt), None)
         if got is None:
             return

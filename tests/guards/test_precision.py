@@ -72,3 +72,27 @@ def test_bf16_parameters_lose_their_updates():
 def test_bf16_parameters_whose_updates_survive_and_fp32_with_autocast_are_quiet():
     assert _low_precision_loop(lambda m: m.bfloat16(), lambda p: torch.optim.Adam(p, lr=1e-2)) == []
     assert _low_precision_loop(lambda m: m, lambda p: torch.optim.SGD(p, lr=0.01), autocast=True) == []
+
+
+def _half_adam(eps: float, steps: int = 4):
+    model = mlp(hidden=64).half()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=eps)
+    g = guarded(model, opt, check_every=1)
+    for xb, yb in batches(32, steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb.half()).float(), yb).backward()
+        opt.step()
+    return g, model
+
+
+def test_adam_eps_that_float16_cannot_hold():
+    g, _ = _half_adam(1e-8, steps=1)  # one step: the run is not stopped by the NaN loss that follows
+    findings = g.report()
+    assert slugs(findings) == ["optimizer-eps-underflow"]
+    assert "eps=1e-08" in findings[0].message and "float16" in findings[0].message
+
+
+def test_adam_eps_that_float16_holds_is_quiet():
+    g, model = _half_adam(1e-4)
+    assert all(bool(p.isfinite().all()) for p in model.parameters())
+    assert "optimizer-eps-underflow" not in slugs(g.report())
