@@ -201,7 +201,7 @@ class LossChecks(Check):
         # input, and min and max of its row sums
         lo, hi = torch.aminmax(x)
         s_lo, s_hi = torch.aminmax(x.sum(dim))
-        s.defer(torch.stack((lo, hi, s_lo, s_hi)), self._softmax_cb(name, where, step))
+        s.defer(torch.stack((lo, hi, s_lo, s_hi)), self._softmax_cb(name, where, step, x.numel()))
         if not target.is_floating_point() and target.dtype != torch.bool and target.numel():
             num_classes = x.shape[dim]
             t = target.detach()
@@ -256,11 +256,28 @@ class LossChecks(Check):
 
         return callback
 
-    def _softmax_cb(self, name: str, where: str, step: int):
+    squash_strikes = 0  # checked steps in a row whose cross_entropy inputs were all strictly inside (0, 1]
+
+    squash_step = -1
+
+    def _squashed(self, n: int, step: int) -> bool:
+        """Counts a checked step whose cross-entropy inputs (``n`` values) all lie in (0, 1]; True on the second
+        in a row (16 values or more: raw logits are negative about half the time; a ReLU's exact zeros are not
+        sigmoid scores)."""
+        if n < 16:
+            return False
+        if step != self.squash_step:  # one count per checked step, however many cross-entropy calls it makes
+            self.squash_step = step
+            self.squash_strikes += 1
+        return self.squash_strikes >= 2
+
+    def _softmax_cb(self, name: str, where: str, step: int, n: int = 0):
         s = self.s
 
         def callback(vals: list[float]) -> None:
             lo, hi, s_lo, s_hi = vals[:4]
+            if name == "cross_entropy" and not (lo > 0 and hi <= 1):
+                self.squash_strikes = 0
             if lo >= 0 and hi <= 1 and abs(s_lo - 1) < 1e-3 and abs(s_hi - 1) < 1e-3:
                 if name == "cross_entropy":
                     msg = ("every input row to F.cross_entropy is in [0, 1] and sums to 1: the model outputs "
@@ -272,6 +289,12 @@ class LossChecks(Check):
                     msg = ("every input row to F.nll_loss is in [0, 1] and sums to 1: it received "
                            "probabilities, not log-probabilities.")
                     fix = "use F.log_softmax instead of softmax, or CrossEntropyLoss on raw logits."
+            elif name == "cross_entropy" and lo > 0 and hi <= 1 and self._squashed(n, step):
+                msg = ("every input to F.cross_entropy is strictly between 0 and 1 on two checked steps in a row "
+                       f"({n} values), though no row sums to 1: the model outputs sigmoid scores, and "
+                       "CrossEntropyLoss's softmax over values squeezed into (0, 1) is nearly uniform, so the "
+                       "gradients shrink and learning stalls.")
+                fix = "return raw logits from forward (drop the final sigmoid); CrossEntropyLoss applies log_softmax."
             elif name == "nll_loss" and hi > 1e-6:
                 msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
                        "(<= 0), so these are raw logits and the loss is meaningless.")
