@@ -87,6 +87,8 @@ class LossChecks(Check):
             self._regression_loss(name, inp, target)
         elif name == "binary_cross_entropy_with_logits":
             self._logit_loss(name, inp)
+        elif name == "binary_cross_entropy":
+            self._probability_loss(name, inp)
         elif name == "kl_div":
             self._kl_div(name, inp, target, _log_target(args, kwargs))
             return False  # only its input domain is judged here (its value joins no loss history)
@@ -121,6 +123,25 @@ class LossChecks(Check):
                 where=where, key=name, step=step)
 
         s.defer(torch.stack((lo, hi)), callback)
+
+    def _probability_loss(self, name: str, inp: torch.Tensor) -> None:
+        """``BCELoss`` takes probabilities.  Raw logits (values outside [0, 1]) make it raise on the CPU
+        (explained by :meth:`on_error`) and trip an asynchronous device-side assert on an accelerator, far
+        from the cause: there the first calls are checked now (one device read each)."""
+        if inp.device.type in ("cpu", "meta") or self.calls > _FIRST_CALLS or not inp.is_floating_point():
+            return
+        x = inp.detach()
+        if bool(((x < 0) | (x > 1)).any()):
+            self._report_bce_logits(name, x, stop=True)
+
+    def _report_bce_logits(self, name: str, x: torch.Tensor, stop: bool = False) -> None:
+        lo, hi = (float(v) for v in torch.aminmax(x.float()))
+        msg = (f"F.{name} (BCELoss) got values in [{lo:.3g}, {hi:.3g}]: it takes probabilities in [0, 1], so these "
+               "are raw logits (no sigmoid was applied). PyTorch raises on the CPU and trips a device-side assert "
+               "on an accelerator.")
+        fix = "use BCEWithLogitsLoss on the logits (it applies the sigmoid itself, stably); BCELoss only after sigmoid."
+        report = self.s.stop if stop else self.s.report
+        report("softmax-before-cross-entropy", msg, self._where(name), key=name, fix=fix)
 
     def _kl_div(self, name: str, inp: torch.Tensor, target: torch.Tensor, log_target: bool) -> None:
         """``F.kl_div``/``KLDivLoss``: the input must be log-probabilities, the target probabilities (or
@@ -404,6 +425,11 @@ class LossChecks(Check):
                 fix="move the targets with `y = y.to(device)` (assign the result) together with the inputs.",
                 where=self._where(name), key=name,
             )
+            return
+        if name == "binary_cross_entropy" and inp.is_floating_point() and inp.numel():
+            x = inp.detach()
+            if bool(((x < 0) | (x > 1)).any()):  # the loss has raised already: a read costs nothing now
+                self._report_bce_logits(name, x)
             return
         if name in CLASS_LOSSES and inp.is_floating_point() and inp.dim() >= 1:
             if target.is_floating_point() and target.shape != inp.shape:

@@ -3,6 +3,7 @@ log-probabilities and its target probabilities (log-probabilities with ``log_tar
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -78,3 +79,26 @@ def test_relu_outputs_into_cross_entropy_are_not_called_sigmoid():
         nn.CrossEntropyLoss()(model(xb), yb).backward()
         opt.step()
     assert "softmax-before-cross-entropy" not in slugs(g.report())
+
+
+def test_bce_loss_fed_raw_logits_is_explained():
+    model = mlp(out=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=1)
+    xb, yb = next(batches(32, 1))
+    with pytest.raises(RuntimeError, match="between 0 and 1"):  # PyTorch's own error stays the user's
+        nn.BCELoss()(model(xb).squeeze(1), (yb % 2).float())
+    findings = g.report()
+    assert slugs(findings) == ["softmax-before-cross-entropy"]
+    assert "BCEWithLogitsLoss" in findings[0].fix
+
+
+def test_bce_loss_on_sigmoid_outputs_is_quiet():
+    model = nn.Sequential(mlp(out=1), nn.Sigmoid())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=1)
+    for xb, yb in batches(32, 4):
+        opt.zero_grad()
+        nn.BCELoss()(model(xb).squeeze(1), (yb % 2).float()).backward()
+        opt.step()
+    assert g.report() == []
