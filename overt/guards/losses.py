@@ -89,6 +89,7 @@ class LossChecks(Check):
             self._logit_loss(name, inp)
         elif name == "binary_cross_entropy":
             self._probability_loss(name, inp)
+            return False  # only its input domain is judged here (GANs' BCE losses join no loss history)
         elif name == "kl_div":
             self._kl_div(name, inp, target, _log_target(args, kwargs))
             return False  # only its input domain is judged here (its value joins no loss history)
