@@ -87,8 +87,10 @@ class LossChecks(Check):
             self._regression_loss(name, inp, target)
         elif name == "binary_cross_entropy_with_logits":
             self._logit_loss(name, inp)
+            self._binary_targets(name, target)
         elif name == "binary_cross_entropy":
             self._probability_loss(name, inp)
+            self._binary_targets(name, target)
             return False  # only its input domain is judged here (GANs' BCE losses join no loss history)
         elif name == "kl_div":
             self._kl_div(name, inp, target, _log_target(args, kwargs))
@@ -124,6 +126,33 @@ class LossChecks(Check):
                 where=where, key=name, step=step)
 
         s.defer(torch.stack((lo, hi)), callback)
+
+    def _binary_targets(self, name: str, target: torch.Tensor) -> None:
+        """Binary cross-entropy's targets are probabilities in [0, 1] (PyTorch's documented domain; it does not
+        check them).  Outside it the loss is unbounded below and pushes the logits to infinity: masks read as
+        0/255 images, labels in {-1, 1}, augmented masks.  Two values read at the next flush."""
+        if not target.is_floating_point() or not target.numel() or target.device.type == "meta" \
+                or self.s.reporter.has("wrong-loss-for-task", name + ":targets"):
+            return
+        where, step = self._where(name), self.s.step
+        s = self.s
+
+        def callback(vals: list[float]) -> None:
+            lo, hi = vals
+            if lo >= 0 and hi <= 1:
+                return
+            hint = (" (a mask or label image read as 0..255?)" if hi > 1 and lo >= 0 else
+                    " (labels in {-1, 1}?)" if lo < 0 else "")
+            s.report(
+                "wrong-loss-for-task",
+                f"the targets of F.{name} range over [{lo:.4g}, {hi:.4g}]{hint}: binary cross-entropy takes "
+                "targets in [0, 1] (probabilities of the positive class). Outside that range the loss is unbounded "
+                "below (it goes negative) and drives the logits to infinity instead of fitting the labels.",
+                fix="map the targets into [0, 1] (mask / 255, (y + 1) / 2, y.clamp(0, 1) for binary masks) where "
+                "they are loaded.",
+                where=where, key=name + ":targets", step=step)
+
+        s.defer(torch.stack(torch.aminmax(target.detach().float())), callback)
 
     def _probability_loss(self, name: str, inp: torch.Tensor) -> None:
         """``BCELoss`` takes probabilities.  Raw logits (values outside [0, 1]) make it raise on the CPU

@@ -102,3 +102,27 @@ def test_bce_loss_on_sigmoid_outputs_is_quiet():
         nn.BCELoss()(model(xb).squeeze(1), (yb % 2).float()).backward()
         opt.step()
     assert g.report() == []
+
+
+def _segment(targets_of, steps: int = 4):
+    """A per-pixel binary 'mask' task on digits: each of the 64 pixels is on (>= 8 of 16) or off."""
+    model = mlp(out=64)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, check_every=1)
+    for xb, _ in batches(32, steps):
+        mask = (xb >= 0.5).float()
+        opt.zero_grad()
+        F.binary_cross_entropy_with_logits(model(xb), targets_of(mask)).backward()
+        opt.step()
+    return g.report()
+
+
+def test_binary_targets_read_as_0_255():
+    findings = _segment(lambda m: m * 255)
+    assert slugs(findings) == ["wrong-loss-for-task"]
+    assert "[0, 255]" in findings[0].message and "/ 255" in findings[0].fix
+
+
+def test_binary_targets_in_their_domain_are_quiet():
+    assert _segment(lambda m: m) == []
+    assert _segment(lambda m: m * 0.9 + 0.05) == []  # label smoothing stays in [0, 1]
