@@ -252,7 +252,16 @@ class LossChecks(Check):
         # input, and min and max of its row sums
         lo, hi = torch.aminmax(x)
         s_lo, s_hi = torch.aminmax(x.sum(dim))
-        s.defer(torch.stack((lo, hi, s_lo, s_hi)), self._softmax_cb(name, where, step, x.numel()))
+        parts = [lo, hi, s_lo, s_hi]
+        if name == "nll_loss" and x.dim() >= 2 and x.shape[dim] >= 2:
+            # log-probabilities are normalised over the class dimension: logsumexp 0 there (and, for a
+            # (batch, classes) input, whether they are normalised over the batch instead)
+            # (on the first rows only: logsumexp makes a temporary of its input's size)
+            rows = x[:4096] if x.dim() == 2 else x[:64]
+            parts += list(torch.aminmax(torch.logsumexp(rows.float(), dim)))
+            if x.dim() == 2 and 2 <= x.shape[0] <= 4096:
+                parts += list(torch.aminmax(torch.logsumexp(x.float(), 0)))
+        s.defer(torch.stack(parts), self._softmax_cb(name, where, step, x.numel(), tuple(x.shape)))
         if not target.is_floating_point() and target.dtype != torch.bool and target.numel():
             num_classes = x.shape[dim]
             t = target.detach()
@@ -322,11 +331,12 @@ class LossChecks(Check):
             self.squash_strikes += 1
         return self.squash_strikes >= 2
 
-    def _softmax_cb(self, name: str, where: str, step: int, n: int = 0):
+    def _softmax_cb(self, name: str, where: str, step: int, n: int = 0, shape: tuple = ()):
         s = self.s
 
         def callback(vals: list[float]) -> None:
             lo, hi, s_lo, s_hi = vals[:4]
+            slug = "softmax-before-cross-entropy"
             if name == "cross_entropy" and not (lo > 0 and hi <= 1):
                 self.squash_strikes = 0
             if lo >= 0 and hi <= 1 and abs(s_lo - 1) < 1e-3 and abs(s_hi - 1) < 1e-3:
@@ -350,9 +360,26 @@ class LossChecks(Check):
                 msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
                        "(<= 0), so these are raw logits and the loss is meaningless.")
                 fix = "apply F.log_softmax(logits, dim=1) before NLLLoss, or use CrossEntropyLoss on the logits."
+            elif name == "nll_loss" and len(vals) >= 6 and max(abs(vals[4]), abs(vals[5])) > 0.1:
+                mass = f"[{math.exp(vals[4]):.3g}, {math.exp(vals[5]):.3g}]"
+                if len(vals) >= 8 and max(abs(vals[6]), abs(vals[7])) < 1e-3:
+                    slug = "softmax-over-batch"
+                    msg = (f"the input to F.nll_loss, {shape}, is normalised over dimension 0, the batch of "
+                           f"{shape[0]} samples (log_softmax(..., dim=0)): each class is normalised over the samples, "
+                           f"and a sample's probabilities over its {shape[1]} classes sum to {mass}, not 1, so its "
+                           "loss depends on the rest of the batch.")
+                    fix = "log_softmax over the class dimension: F.log_softmax(x, dim=1) (or dim=-1)."
+                else:
+                    msg = (f"the input to F.nll_loss, {shape}, is <= 0 but its exponentials sum to {mass} over the "
+                           "class dimension (1), not 1: these are not log-probabilities of the classes (log_softmax "
+                           "over another dimension, e.g. the time steps of a (batch, time, classes) output, or "
+                           "scores never normalised), so the loss does not measure the targets' probability.")
+                    fix = ("log_softmax over the class dimension (dim=-1 for (batch, time, classes), then move the "
+                           "classes to dimension 1 or flatten to (batch*time, classes)), or CrossEntropyLoss on "
+                           "the raw logits.")
             else:
                 return
-            s.report("softmax-before-cross-entropy", msg, where, key=name, step=step, fix=fix)
+            s.report(slug, msg, where, key=name, step=step, fix=fix)
 
         return callback
 

@@ -126,3 +126,56 @@ def test_binary_targets_read_as_0_255():
 def test_binary_targets_in_their_domain_are_quiet():
     assert _segment(lambda m: m) == []
     assert _segment(lambda m: m * 0.9 + 0.05) == []  # label smoothing stays in [0, 1]
+
+
+class _LogSoftmaxOver(nn.Module):
+    """An MLP ending in ``log_softmax(dim=...)`` (pointnet.pytorch#27's ``F.log_softmax(x, dim=0)``)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.net, self.dim = mlp(), dim
+
+    def forward(self, x):
+        return F.log_softmax(self.net(x), dim=self.dim)
+
+
+def _nll_run(model, steps: int = 4):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=1)
+    for xb, yb in batches(32, steps):
+        opt.zero_grad()
+        F.nll_loss(model(xb), yb).backward()
+        opt.step()
+    return g.report()
+
+
+def test_log_softmax_over_the_batch_into_nll():
+    findings = _nll_run(_LogSoftmaxOver(0))
+    assert "softmax-over-batch" in slugs(findings)
+    found = next(f for f in findings if f.slug == "softmax-over-batch")
+    assert "dimension 0" in found.message and "nll_loss" in found.where
+
+
+def test_log_softmax_over_time_into_nll():
+    """A (batch, time, classes) output normalised over time, flattened for NLLLoss."""
+    torch.manual_seed(0)
+    rnn, head = nn.GRU(8, 16, batch_first=True), nn.Linear(16, 10)
+    opt = torch.optim.Adam([*rnn.parameters(), *head.parameters()], lr=1e-2)
+    model = nn.ModuleDict({"rnn": rnn, "head": head})
+    g = guarded(model, opt, check_every=1)
+    for xb, yb in batches(32, 4):
+        seq = xb.view(32, 8, 8)  # eight rows of eight pixels, read as a sequence
+        out = head(rnn(seq)[0])  # (32, 8, 10)
+        logp = F.log_softmax(out, dim=1)  # over time
+        loss = F.nll_loss(logp.reshape(-1, 10), yb.repeat_interleave(8))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    findings = g.report()
+    assert slugs(findings) == ["softmax-before-cross-entropy"]
+    assert "class dimension" in findings[0].message
+
+
+def test_log_softmax_over_classes_into_nll_is_quiet():
+    assert _nll_run(_LogSoftmaxOver(1)) == []
+    assert _nll_run(_LogSoftmaxOver(-1)) == []
