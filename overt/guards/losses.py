@@ -130,19 +130,28 @@ class LossChecks(Check):
     def _binary_targets(self, name: str, target: torch.Tensor) -> None:
         """Binary cross-entropy's targets are probabilities in [0, 1] (PyTorch's documented domain; it does not
         check them).  Outside it the loss is unbounded below and pushes the logits to infinity: masks read as
-        0/255 images, labels in {-1, 1}, augmented masks.  Two values read at the next flush."""
+        0/255 images, labels in {-1, 1}, augmented masks.  A single out-of-range code beside both 0 and 1 is an
+        "ignore" marker that the caller masks out of a ``reduction='none'`` loss (-1 for a missing label, 255
+        for a void region): left alone.  Six values read at the next flush."""
         if not target.is_floating_point() or not target.numel() or target.device.type == "meta" \
                 or self.s.reporter.has("wrong-loss-for-task", name + ":targets"):
             return
+        t = target.detach().float()
+        out = (t < 0) | (t > 1)
+        inf = torch.tensor(float("inf"), device=t.device)
+        vals = torch.stack((t.min(), t.max(), torch.where(out, t, inf).min(), torch.where(out, t, -inf).max(),
+                            (t == 0).sum().float(), (t == 1).sum().float()))
         where, step = self._where(name), self.s.step
         s = self.s
 
-        def callback(vals: list[float]) -> None:
-            lo, hi = vals
+        def callback(v: list[float]) -> None:
+            lo, hi, out_lo, out_hi, zeros, ones = v
             if lo >= 0 and hi <= 1:
                 return
+            if out_lo == out_hi and zeros and ones:
+                return  # one marker value beside both classes: an ignore code, masked by the caller
             hint = (" (a mask or label image read as 0..255?)" if hi > 1 and lo >= 0 else
-                    " (labels in {-1, 1}?)" if lo < 0 else "")
+                    " (labels in {-1, 1}?)" if lo < 0 and hi <= 1 else "")
             s.report(
                 "wrong-loss-for-task",
                 f"the targets of F.{name} range over [{lo:.4g}, {hi:.4g}]{hint}: binary cross-entropy takes "
@@ -152,7 +161,7 @@ class LossChecks(Check):
                 "they are loaded.",
                 where=where, key=name + ":targets", step=step)
 
-        s.defer(torch.stack(torch.aminmax(target.detach().float())), callback)
+        s.defer(vals, callback)
 
     def _probability_loss(self, name: str, inp: torch.Tensor) -> None:
         """``BCELoss`` takes probabilities.  Raw logits (values outside [0, 1]) make it raise on the CPU
@@ -352,10 +361,11 @@ class LossChecks(Check):
                     fix = "use F.log_softmax instead of softmax, or CrossEntropyLoss on raw logits."
             elif name == "cross_entropy" and lo > 0 and hi <= 1 and self._squashed(n, step):
                 msg = ("every input to F.cross_entropy is strictly between 0 and 1 on two checked steps in a row "
-                       f"({n} values), though no row sums to 1: the model outputs sigmoid scores, and "
-                       "CrossEntropyLoss's softmax over values squeezed into (0, 1) is nearly uniform, so the "
-                       "gradients shrink and learning stalls.")
-                fix = "return raw logits from forward (drop the final sigmoid); CrossEntropyLoss applies log_softmax."
+                       f"({n} values), though no row sums to 1: the logits are squeezed into (0, 1] (a final sigmoid, "
+                       "or bounded similarity scores with no temperature), and CrossEntropyLoss's softmax over them "
+                       "is nearly uniform, so the gradients shrink and learning stalls.")
+                fix = ("return raw logits from forward (drop the final sigmoid; divide similarity scores by a "
+                       "temperature); CrossEntropyLoss applies log_softmax.")
             elif name == "nll_loss" and hi > 1e-6:
                 msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
                        "(<= 0), so these are raw logits and the loss is meaningless.")

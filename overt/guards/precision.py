@@ -178,6 +178,8 @@ class PrecisionChecks(Check):
         device_type = _device_type(info.module)
         if device_type is not None and _autocast_fp16(device_type):
             self.fp16 = (self.s.step, info.name, user_location(5) or "")
+        elif self.fp16 is not None and self.fp16[1] == info.name:
+            self.fp16 = None  # the model's latest training forward ran outside float16 autocast
 
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
         self._fp16_step(oi)

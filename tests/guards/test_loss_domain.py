@@ -128,6 +128,28 @@ def test_binary_targets_in_their_domain_are_quiet():
     assert _segment(lambda m: m * 0.9 + 0.05) == []  # label smoothing stays in [0, 1]
 
 
+def test_binary_targets_in_minus_one_one():
+    findings = _segment(lambda m: m * 2 - 1)
+    assert slugs(findings) == ["wrong-loss-for-task"]
+    assert "{-1, 1}" in findings[0].message
+
+
+def test_an_ignore_code_beside_both_classes_is_quiet():
+    """-1 marks a missing label, masked out of a reduction='none' loss (multi-label data with gaps)."""
+    model = mlp(out=64)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, check_every=1)
+    for xb, _ in batches(32, 4):
+        y = (xb >= 0.5).float()
+        y[:, :8] = -1.0  # unknown
+        loss = F.binary_cross_entropy_with_logits(model(xb), y, reduction="none")
+        loss = loss[y >= 0].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert g.report() == []
+
+
 class _LogSoftmaxOver(nn.Module):
     """An MLP ending in ``log_softmax(dim=...)`` (pointnet.pytorch#27's ``F.log_softmax(x, dim=0)``)."""
 
