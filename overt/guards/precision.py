@@ -6,7 +6,7 @@ parameters that a built-in optimizer steps without float32 master weights),
 ``optimizer-eps-underflow`` (an epsilon that is 0 in the parameters' dtype, and the step turned
 finite weights NaN or inf).
 
-Both are judged on checked steps only:
+All three are judged on checked steps only:
 
 - a checked training forward of a watched model notes whether float16 autocast is on for the
   model's device type (``torch.is_autocast_enabled``/``get_autocast_dtype``: host state, no
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 LOW = (torch.bfloat16, torch.float16)
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 _PER_PARAM = 256  # sampled elements per parameter
 _MAX_PARAMS = 64
 _MIN_ELEMENTS = 100  # sampled elements with a non-zero gradient needed to judge
@@ -173,8 +174,8 @@ class PrecisionChecks(Check):
 
     # -- float16 autocast without a scaler ----------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        if self.s.reporter.has("fp16-without-scaler"):
-            return
+        if self.s.reporter.has("fp16-without-scaler") or _compiling():
+            return  # (while dynamo traces a compiled forward its hooks run symbolically: nothing to read)
         device_type = _device_type(info.module)
         if device_type is not None and _autocast_fp16(device_type):
             self.fp16 = (self.s.step, info.name, user_location(5) or "")
