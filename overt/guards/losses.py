@@ -91,13 +91,12 @@ class LossChecks(Check):
         elif name == "binary_cross_entropy":
             self._probability_loss(name, inp)
             self._binary_targets(name, target)
-            return False  # only its input domain is judged here (GANs' BCE losses join no loss history)
         elif name == "kl_div":
             self._kl_div(name, inp, target, _log_target(args, kwargs))
-            return False  # only its input domain is judged here (its value joins no loss history)
         if torch.is_grad_enabled():
             self.s._each("on_checked_loss", name, inp, target, args, kwargs)
-            return name != "kl_div"  # a divergence term: its value is no training loss's trend
+            # a divergence term is no training loss's trend, nor are a GAN's BCE losses meant to fall
+            return name not in ("kl_div", "binary_cross_entropy")
         return False
 
     def _logit_loss(self, name: str, inp: torch.Tensor) -> None:
@@ -325,29 +324,12 @@ class LossChecks(Check):
 
         return callback
 
-    squash_strikes = 0  # checked steps in a row whose cross_entropy inputs were all strictly inside (0, 1]
-
-    squash_step = -1
-
-    def _squashed(self, n: int, step: int) -> bool:
-        """Counts a checked step whose cross-entropy inputs (``n`` values) all lie in (0, 1]; True on the second
-        in a row (16 values or more: raw logits are negative about half the time; a ReLU's exact zeros are not
-        sigmoid scores)."""
-        if n < 16:
-            return False
-        if step != self.squash_step:  # one count per checked step, however many cross-entropy calls it makes
-            self.squash_step = step
-            self.squash_strikes += 1
-        return self.squash_strikes >= 2
-
     def _softmax_cb(self, name: str, where: str, step: int, n: int = 0, shape: tuple = ()):
         s = self.s
 
         def callback(vals: list[float]) -> None:
             lo, hi, s_lo, s_hi = vals[:4]
             slug = "softmax-before-cross-entropy"
-            if name == "cross_entropy" and not (lo > 0 and hi <= 1):
-                self.squash_strikes = 0
             if lo >= 0 and hi <= 1 and abs(s_lo - 1) < 1e-3 and abs(s_hi - 1) < 1e-3:
                 if name == "cross_entropy":
                     msg = ("every input row to F.cross_entropy is in [0, 1] and sums to 1: the model outputs "
@@ -359,13 +341,6 @@ class LossChecks(Check):
                     msg = ("every input row to F.nll_loss is in [0, 1] and sums to 1: it received "
                            "probabilities, not log-probabilities.")
                     fix = "use F.log_softmax instead of softmax, or CrossEntropyLoss on raw logits."
-            elif name == "cross_entropy" and lo > 0 and hi <= 1 and self._squashed(n, step):
-                msg = ("every input to F.cross_entropy is strictly between 0 and 1 on two checked steps in a row "
-                       f"({n} values), though no row sums to 1: the logits are squeezed into (0, 1] (a final sigmoid, "
-                       "or bounded similarity scores with no temperature), and CrossEntropyLoss's softmax over them "
-                       "is nearly uniform, so the gradients shrink and learning stalls.")
-                fix = ("return raw logits from forward (drop the final sigmoid; divide similarity scores by a "
-                       "temperature); CrossEntropyLoss applies log_softmax.")
             elif name == "nll_loss" and hi > 1e-6:
                 msg = (f"F.{name} (NLLLoss) received positive values: it expects log-probabilities "
                        "(<= 0), so these are raw logits and the loss is meaningless.")
