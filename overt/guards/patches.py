@@ -345,9 +345,6 @@ def activate(session: GuardSession) -> None:
         from overt.guards import scaler  # GradScaler.scale, update
 
         scaler.install(_patch, ACTIVE)
-        from overt.guards import precision  # GradScaler.__init__
-
-        precision.install(_patch)
         from overt.guards import clipping  # clip_grad_norm_, clip_grad_value_ (checked steps)
 
         clipping.install(_patch, ACTIVE, lambda: ARMED)

@@ -10,9 +10,10 @@ All three are judged on checked steps only:
 
 - a checked training forward of a watched model notes whether float16 autocast is on for the
   model's device type (``torch.is_autocast_enabled``/``get_autocast_dtype``: host state, no
-  device read); the optimizer step of that step reports when no enabled ``GradScaler`` exists
-  (``GradScaler.__init__`` is wrapped to keep weak references to the scalers made).  bfloat16
-  autocast has float32's exponent range and is never judged;
+  device read); the optimizer step of that step reports when no enabled ``GradScaler`` scaled a
+  loss in the session (``GradScaler.scale`` is wrapped, :mod:`overt.guards.scaler`) and none of a
+  class whose ``scale`` the wrapper cannot see is alive.  bfloat16 autocast has float32's exponent
+  range and is never judged;
 - before a checked step of a ``torch.optim`` optimizer holding bfloat16/float16 parameters, a
   strided sample of those parameters and of where their gradients are non-zero is copied; after
   the step, the share of the sampled elements with a non-zero gradient whose value did not change
@@ -29,7 +30,7 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,7 +46,6 @@ _PER_PARAM = 256  # sampled elements per parameter
 _MAX_PARAMS = 64
 _MIN_ELEMENTS = 100  # sampled elements with a non-zero gradient needed to judge
 _SHARE = 0.5  # of them unchanged by the step
-_SCALERS: weakref.WeakSet = weakref.WeakSet()  # every GradScaler made while a session was active
 #: frameworks that scale float16 losses with their own scaler, not torch's GradScaler
 _OWN_SCALERS = ("deepspeed", "apex.amp")
 
@@ -63,19 +63,16 @@ def _device_type(module: torch.nn.Module) -> str | None:
     return None
 
 
-def _scalers(seen: list) -> list:
-    """The GradScalers that exist: those made while a session was active, those seen scaling a loss,
-    or (looked for once, when about to report) any other live instance."""
-    scalers = list(_SCALERS) + [ref() for ref in seen if ref() is not None]
-    if not scalers:
-        import gc
+def _unseen_scalers() -> list:
+    """Live GradScalers whose class overrides ``scale`` (FSDP's ``ShardedGradScaler``): the wrapper of
+    ``GradScaler.scale`` (:mod:`overt.guards.scaler`) never sees them scale a loss.  Looked for once per
+    session, when about to report."""
+    import gc
 
-        from torch.amp.grad_scaler import GradScaler
+    from torch.amp.grad_scaler import GradScaler
 
-        scalers = [o for o in gc.get_objects() if issubclass(type(o), GradScaler)]
-        for o in scalers:
-            _SCALERS.add(o)
-    return scalers
+    return [weakref.ref(o) for o in gc.get_objects()
+            if issubclass(type(o), GradScaler) and type(o).scale is not GradScaler.scale]
 
 
 def _enabled(scaler: Any) -> bool:
@@ -167,6 +164,7 @@ class PrecisionChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.fp16: tuple[int, str, str] | None = None  # (step, model name, forward's location) under fp16 autocast
+        self.unseen: list | None = None  # weak references to scalers whose scale() the wrapper cannot see
         self.pending: dict[int, tuple[int, list[torch.Tensor], torch.Tensor, torch.Tensor]] = {}
         self.strikes: dict[int, int] = {}
         self.lrs: dict[int, float] = {}  # the highest learning rate of each optimizer's last judged step
@@ -193,7 +191,11 @@ class PrecisionChecks(Check):
             return
         if any(m in sys.modules for m in _OWN_SCALERS):
             return
-        scalers = _scalers(s.scalers.scalers)
+        # the scalers that scaled a loss in this session (GradScaler.scale is wrapped), and those whose scale()
+        # the wrapper cannot see
+        if self.unseen is None:
+            self.unseen = _unseen_scalers()
+        scalers = [x for x in (ref() for ref in [*s.scalers.scalers, *self.unseen]) if x is not None]
         if any(_enabled(x) for x in scalers):
             return
         if not any(p.grad is not None for p in oi.params):
@@ -334,23 +336,3 @@ class PrecisionChecks(Check):
             )
 
         return callback
-
-
-def _init_wrapper(orig: Callable) -> Callable:
-    @functools.wraps(orig)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        orig(self, *args, **kwargs)
-        try:
-            _SCALERS.add(self)
-        except TypeError:
-            pass
-
-    return __init__
-
-
-def install(patch: Callable) -> None:
-    """Install the ``GradScaler.__init__`` wrapper with ``patch(owner, name, make)``
-    (:func:`overt.guards.patches._patch`)."""
-    from torch.amp.grad_scaler import GradScaler
-
-    patch(GradScaler, "__init__", _init_wrapper)
