@@ -25,6 +25,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.nn.functional as F
 
 from overt.catalog import Severity
@@ -119,6 +120,8 @@ class DropoutChecks(Check):
         self._start(info, training=False)
 
     def _start(self, info: ModelInfo, training: bool) -> None:
+        if self.saved:  # a look whose forward never ended (an exception before its hook): never wrap twice
+            self._restore()
         while self.stale:
             self.stale.pop().remove()
         self.current, self.calls, self.training_look = info, [], training
@@ -132,6 +135,8 @@ class DropoutChecks(Check):
     def _recorder(self, orig: Any) -> Any:
         @functools.wraps(orig)
         def dropout(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():  # traced by torch.compile: PyTorch's own call, no graph break
+                return orig(*args, **kwargs)
             try:
                 p, training = _training_arg(args, kwargs)
                 if training and p > 0 and not from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here

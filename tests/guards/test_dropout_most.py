@@ -54,3 +54,19 @@ def test_a_functional_dropout_dropping_most_is_a_warning_at_its_call():
 def test_the_drop_probability_is_quiet():
     assert _run(Head(1.0, as_p=False)) == []
     assert _run(Head(0.8, as_p=False, functional=True)) == []
+
+
+def test_a_compiled_functional_dropout_is_named_and_the_function_put_back():
+    """A compiled model's functional dropout is still named (its looks run eagerly), and
+    F.dropout is PyTorch's own again once training ends."""
+    original = F.dropout
+    model = Head(0.8, as_p=True, functional=True)
+    compiled = torch.compile(model, backend="aot_eager")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    train(compiled, opt, steps=8)
+    evaluate(compiled)
+    train(compiled, opt, steps=2)
+    torch._dynamo.reset()
+    assert slugs(g.report()) == ["dropout-drops-most"]
+    assert F.dropout is original
