@@ -7,7 +7,7 @@ from ``shared/catalog.md``; a slug never changes meaning once released.
 
 Code ranges: 1xx gradients and the optimizer step, 2xx train/eval/no_grad
 modes, 3xx losses and labels, 4xx modules and tensors, 5xx data pipeline,
-6xx saving/loading/scaling, 7xx training dynamics.
+6xx saving/loading/scaling, 7xx training dynamics, 8xx evaluation metrics.
 """
 
 from __future__ import annotations
@@ -370,6 +370,27 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("val-metric-collapse", "OVT706", "a validation metric collapsed far below its best",
           "training destabilised (learning rate, bad batch, numerical trouble) and the current weights are worse",
           _W, False, True),
+    # -- evaluation metrics ---------------------------------------------------------
+    Entry("prediction-shape-mismatch", "OVT801", "predictions compared with labels of another shape",
+          "argmax() without dim over a batch is one flat index into the whole batch, and a (N, 1) prediction "
+          "compared with (N,) labels broadcasts to an N x N table: the comparison scores every sample against "
+          "something other than its own prediction, and the metric is wrong while nothing fails",
+          _E, True, False),
+    Entry("metric-wrong-denominator", "OVT802", "a metric divided by the wrong count: samples by batches, or "
+          "per-batch means by samples",
+          "correct predictions summed over the samples and divided by len(loader) give hits per batch (up to the "
+          "batch size, 'accuracy 13.8'), and per-batch means divided by len(dataset) are the batch size too small: "
+          "the number reported is not the metric and moves with the batch size",
+          _W, True, False),
+    Entry("metric-wrong-class-score", "OVT803", "a binary ranking metric given the negative class's score",
+          "roc_auc_score, average precision and ROC/PR curves take label 1 as the positive class; fed column 0 of "
+          "a two-class probability matrix they rank the samples backwards and report one minus the model's score",
+          _E, True, False),
+    Entry("predictions-not-denormalised", "OVT804", "predictions in normalised units scored against raw targets",
+          "a model trained on standardised targets predicts in standard deviations around zero: scored against "
+          "the targets in their own units without the inverse transform, every error metric measures the "
+          "normalisation, not the model",
+          _E, True, False),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}
