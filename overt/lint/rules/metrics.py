@@ -207,6 +207,28 @@ def _denominator_kind(ix: FileIndex, den: ast.AST, loop: ast.For, loader: str, i
     return None
 
 
+def _looks_like_loader(ix: FileIndex, name: str) -> bool:
+    return name in ix.loaders or any(t in ("loader", "dataloader", "dl") for t in tokens(name))
+
+
+def _other_loader(ix: FileIndex, den: ast.AST, loader: str) -> str | None:
+    """The loader whose batches ``den`` counts (``len(other_loader)``) when it is not ``loader``, the one the
+    sum ran over, nor made from it (``active = skip_first_batches(train_loader)``), else None."""
+    den = _single_value(ix, _strip(den))
+    if not (isinstance(den, ast.Call) and isinstance(den.func, ast.Name) and den.func.id == "len"
+            and len(den.args) == 1):
+        return None
+    other = dotted(den.args[0])
+    if not other or other == loader or not _looks_like_loader(ix, other) or not _looks_like_loader(ix, loader):
+        return None
+    tail = lambda text: text.rsplit(".", 1)[-1]  # noqa: E731
+    for a, b in ((loader, other), (other, loader)):
+        if any(tail(b) in {tail(dotted(n) or "") for n in ast.walk(v) if isinstance(n, (ast.Name, ast.Attribute))}
+               for v in ix.assigns.get(a, [])):
+            return None
+    return other
+
+
 def _numerator(node: ast.AST) -> ast.Name | None:
     """The accumulator a ratio divides: ``acc``, ``acc.item()``, ``float(acc)``, ``100 * acc``."""
     node = _strip(node)
@@ -265,10 +287,6 @@ def metric_wrong_denominator(ix: FileIndex) -> Iterator[Hit]:
         adds = _accumulations(ix, scope, num.id, node)
         if not adds:
             continue
-        kinds = {_sum_kind(ix, a.value) for a in adds}
-        if len(kinds) != 1 or None in kinds:
-            continue
-        kind = kinds.pop()
         loops = {id(lp): lp for a in adds for lp in ix.enclosing_loops(a)[:1]}
         if len(loops) != 1:
             continue
@@ -279,6 +297,18 @@ def metric_wrong_denominator(ix: FileIndex) -> Iterator[Hit]:
         loader, index = _loop_loader(ix, loop)
         if loader is None:
             continue
+        other = _other_loader(ix, den, loader)
+        if other is not None:
+            yield Hit("metric-wrong-denominator", at,
+                      f"'{num.id}' is summed over the batches of '{loader}' (line {adds[0].lineno}) but divided by "
+                      f"the number of batches of '{other}', another loader: the result is not the mean over "
+                      f"'{loader}'",
+                      fix=f"divide by len({loader})")
+            continue
+        kinds = {_sum_kind(ix, a.value) for a in adds}
+        if len(kinds) != 1 or None in kinds:
+            continue
+        kind = kinds.pop()
         counts = _denominator_kind(ix, den, loop, loader, index)
         if kind == "count" and counts == "batches":
             yield Hit("metric-wrong-denominator", at,
