@@ -375,7 +375,7 @@ ENTRIES: tuple[Entry, ...] = (
           "argmax() without dim over a batch is one flat index into the whole batch, and a (N, 1) prediction "
           "compared with (N,) labels broadcasts to an N x N table: the comparison scores every sample against "
           "something other than its own prediction, and the metric is wrong while nothing fails",
-          _E, True, False),
+          _E, True, True),
     Entry("metric-wrong-denominator", "OVT802", "a metric divided by the wrong count: samples by batches, or "
           "per-batch means by samples",
           "correct predictions summed over the samples and divided by len(loader) give hits per batch (up to the "

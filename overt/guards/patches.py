@@ -252,9 +252,10 @@ def _train_wrapper(orig: Any) -> Any:
             for s in ACTIVE:
                 if id(inner) in s.models:
                     s.arm_forwards(3)
-                    check = getattr(s, "softmax_dim", None)
-                    if check is not None and not inner.training:
-                        safely(check.eval_started)  # softmax calls on its outputs, from the first
+                    for name in ("softmax_dim", "pred_shape"):  # calls on its outputs, from the first
+                        check = getattr(s, name, None)
+                        if check is not None and not inner.training:
+                            safely(check.eval_started)
                 elif s.auto and not inner.training and depth == 0:  # a model only evaluated: found when switched
                     s.discover_evaluated(self)
         return out

@@ -24,6 +24,7 @@ from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
+from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
@@ -57,6 +58,7 @@ CHECKS: tuple[type[Check], ...] = (
     PaddingLossChecks,
     LabelSignalChecks,
     SoftmaxDimChecks,
+    PredictionShapeChecks,
     GraphChecks,
     ActivationChecks,
     DataChecks,

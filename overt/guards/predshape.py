@@ -1,0 +1,255 @@
+"""Guard on predictions compared with labels of another shape (slug ``prediction-shape-mismatch``).
+
+A prediction compared with its labels has the labels' shape.  Two ways to lose it leave no error:
+``argmax()`` with no ``dim`` over a batch of outputs is one index into the flattened batch (compared with
+the batch's labels, every sample is scored against the same number), and a ``(B,)`` prediction compared
+with ``(B, 1)`` labels (or the reverse) broadcasts to a ``B x B`` table of every prediction against every
+label, whose mean is no accuracy.
+
+From a watched model's ``eval()`` (and for its first :data:`OUT_LOOKS` evaluation forwards) the outputs of
+its evaluation forwards are remembered by identity; ``argmax``/``argmin``/``max`` (torch's functions and the
+tensor methods) called on such an output (or on a tensor of its very shape: ``softmax(out, 1)``) remember
+their result as a prediction, and ``==``/``!=``/``eq``/``ne`` with a remembered prediction on one side is
+judged: a flat index against more than one label, or two tensors that both start with the forward's batch
+and broadcast to more elements than either.  Host metadata only (shapes, identities): no device read.
+Unchecked training steps run unwrapped.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.oneshot import OneShotHook
+from overt.guards.watched import storage_ptr
+from overt.guards.where import from_torch, user_location
+
+if TYPE_CHECKING:
+    from overt.guards.watched import ModelInfo
+
+OUT_LOOKS = 8  # evaluation forwards per model whose outputs are remembered
+_PRODUCERS = ((torch, "argmax"), (torch, "argmin"), (torch, "max"),
+              (torch.Tensor, "argmax"), (torch.Tensor, "argmin"), (torch.Tensor, "max"))
+_COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tensor, "eq"), (torch.Tensor, "ne"),
+                (torch, "eq"), (torch, "ne"))
+
+
+class PredictionShapeChecks(Check):
+    name = "pred_shape"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
+        self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (ref, storage, shape, model)
+        # predictions made from them: (ref, storage, flat, batch, the output's shape, model, what made it)
+        self.preds: list[tuple[Any, int | None, bool, int, tuple[int, ...], ModelInfo, str]] = []
+        self.out_hook = OneShotHook()
+
+    # -- remembering evaluation outputs ----------------------------------------------------------
+    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
+        self._eval(info)
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        self._eval(info)
+
+    def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
+        if self in _LISTENING:  # training resumed: the evaluation is over
+            self._unwrap()
+
+    def eval_started(self) -> None:
+        """A watched model was switched to eval mode (from the patched ``Module.train``)."""
+        if any(self.out_looks.get(id(m), 0) < OUT_LOOKS for m in self.s.models.values()):
+            self._wrap()
+
+    def _eval(self, info: ModelInfo) -> None:
+        self.out_hook.clear_stale()
+        if info.module.training or self.out_hook.pending:
+            return
+        n = self.out_looks.get(id(info), 0)
+        if n >= OUT_LOOKS:
+            return
+        self.out_looks[id(info)] = n + 1
+        self.out_hook.place(info.module, self._remember(info))
+
+    def _remember(self, info: ModelInfo):
+        def hook(module: Any, args: tuple, output: Any) -> None:
+            if not self.out_hook.fired():
+                return
+            try:
+                x = next((a for a in args if isinstance(a, torch.Tensor) and a.dim()), None)
+                outs = [output] if isinstance(output, torch.Tensor) else \
+                    [t for t in output[:4] if isinstance(t, torch.Tensor)] if isinstance(output, (tuple, list)) else []
+                for t in outs:
+                    if x is None or t.dim() < 2 or t.shape[0] != x.shape[0] or t.shape[0] < 2:
+                        continue
+                    self.outputs = self.outputs[-3:] + [(weakref.ref(t), storage_ptr(t), tuple(t.shape), info)]
+                    self._wrap()
+            except Exception as exc:  # a guard never breaks the user's forward
+                self.s.check_failed(self, exc)
+
+        return hook
+
+    def _output(self, x: torch.Tensor) -> tuple[tuple[int, ...], ModelInfo] | None:
+        """(shape, model) of the remembered output ``x`` is (itself, a view of it, or, for the latest one, a
+        floating tensor of its very shape: ``softmax(out, 1)``), else None."""
+        storage, latest = storage_ptr(x), len(self.outputs) - 1
+        for i, (ref, out_storage, shape, info) in enumerate(self.outputs):
+            t = ref()
+            if (t is not None and (t is x or (storage and storage == out_storage and tuple(x.shape) == shape))) \
+                    or (i == latest and tuple(x.shape) == shape and x.is_floating_point()):
+                return shape, info
+        return None
+
+    # -- the wrapped calls -------------------------------------------------------------------------
+    def produced(self, name: str, args: tuple, kwargs: dict, result: Any) -> None:
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not self.outputs:
+            return
+        found = self._output(x)
+        if found is None:
+            return
+        shape, info = found
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if dim is None and name == "max":
+            return  # the largest value, not a prediction
+        index = result if isinstance(result, torch.Tensor) else getattr(result, "indices", None)
+        if not isinstance(index, torch.Tensor):
+            return
+        what = f"{name}()" if dim is None else f"{name}(dim={dim})"
+        self.preds = self.preds[-7:] + [(weakref.ref(index), storage_ptr(index), dim is None, shape[0], shape,
+                                         info, what)]
+
+    def _pred(self, t: Any) -> tuple[bool, int, tuple[int, ...], ModelInfo, str] | None:
+        if not isinstance(t, torch.Tensor):
+            return None
+        storage = storage_ptr(t)
+        for ref, p_storage, flat, batch, shape, info, what in reversed(self.preds):
+            p = ref()
+            if p is not None and (p is t or (storage and storage == p_storage)):
+                return flat, batch, shape, info, what
+        return None
+
+    def compared(self, name: str, a: Any, b: Any) -> None:
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or not self.preds:
+            return
+        for pred, other in ((a, b), (b, a)):
+            found = self._pred(pred)
+            if found is None or self._pred(other) is not None:
+                continue
+            flat, batch, shape, info, what = found
+            loc = user_location(3) or ""
+            where = f"{name} at {loc}" if loc else f"a comparison with {info.name}'s predictions"
+            if flat and other.numel() > 1:
+                self.s.report(
+                    "prediction-shape-mismatch",
+                    f"{what} with no dim over the {shape} evaluation outputs of {info.name} is one index into the "
+                    f"flattened batch of {batch} samples, compared here with a {tuple(other.shape)} tensor: every "
+                    "sample is scored against the same number, not against its own prediction, and the metric "
+                    "is wrong while nothing fails.",
+                    fix=f"{what[:-2] if what.endswith('()') else what}(dim=1) (or dim=-1): one prediction per "
+                        "sample, over the classes.",
+                    where=where, key=f"flat:{loc}")
+                return
+            if flat or pred.dim() == 0 or other.dim() == 0 or pred.shape[0] != batch or other.shape[0] != batch:
+                continue
+            try:
+                wide = math.prod(torch.broadcast_shapes(pred.shape, other.shape))
+            except RuntimeError:
+                return  # not broadcastable: PyTorch raises on its own
+            if wide > max(pred.numel(), other.numel()) and storage_ptr(pred) != storage_ptr(other):
+                self.s.report(
+                    "prediction-shape-mismatch",
+                    f"the {tuple(pred.shape)} predictions ({what} of {info.name}'s {shape} evaluation outputs) are "
+                    f"compared with a {tuple(other.shape)} tensor: broadcasting turns the comparison into a "
+                    f"{tuple(torch.broadcast_shapes(pred.shape, other.shape))} table of every prediction against "
+                    "every label, so a count or mean of it is not the metric, and nothing fails.",
+                    fix="give both sides the same shape before comparing (labels.view(-1) or pred.view_as(labels), "
+                        "or squeeze the trailing dimension of size 1).",
+                    where=where, key=f"broadcast:{loc}")
+                return
+
+    # -- wrappers ------------------------------------------------------------------------------------
+    def _wrap(self) -> None:
+        if self not in _LISTENING:
+            _LISTENING.append(self)
+            _install()
+
+    def _unwrap(self) -> None:
+        self.outputs, self.preds = [], []
+        if self in _LISTENING:
+            _LISTENING.remove(self)
+            if not _LISTENING:
+                _uninstall()
+
+    def remove_hooks(self) -> None:
+        self._unwrap()
+        self.out_hook.remove()
+
+
+# the functions wrapped while some session's evaluation outputs are remembered: one set of wrappers for
+# the process, put back when the last listening check lets go
+_LISTENING: list[PredictionShapeChecks] = []
+_SAVED: dict[tuple[Any, str], Any] = {}  # (owner, name) -> the original (None: inherited, deleted again)
+
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def _install() -> None:
+    if _SAVED:
+        return
+    for owner, name in _PRODUCERS + _COMPARISONS:
+        orig = getattr(owner, name, None)
+        if orig is not None:
+            _SAVED[(owner, name)] = orig if name in vars(owner) else None
+            setattr(owner, name, (_producer if (owner, name) in _PRODUCERS else _comparison)(orig, name))
+
+
+def _uninstall() -> None:
+    for (owner, name), orig in _SAVED.items():
+        if orig is None:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, orig)
+    _SAVED.clear()
+
+
+def _listening(frame: Any) -> bool:
+    return bool(_LISTENING) and not _compiling() and not from_torch(frame)
+
+
+def _producer(orig: Any, name: str) -> Any:
+    @functools.wraps(orig)
+    def produce(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if args and _listening(sys._getframe(1)):
+            for check in _LISTENING:
+                try:
+                    check.produced(name, args, kwargs, out)
+                except Exception as exc:  # noqa: BLE001  never break the user's call over a check
+                    check.s.check_failed(check, exc)
+        return out
+
+    return produce
+
+
+def _comparison(orig: Any, name: str) -> Any:
+    shown = {"__eq__": "==", "__ne__": "!="}.get(name, name)
+
+    @functools.wraps(orig)
+    def compare(*args: Any, **kwargs: Any) -> Any:
+        if len(args) >= 2 and _listening(sys._getframe(1)):
+            for check in _LISTENING:
+                if check.preds:
+                    try:
+                        check.compared(shown, args[0], args[1])
+                    except Exception as exc:  # noqa: BLE001
+                        check.s.check_failed(check, exc)
+        return orig(*args, **kwargs)
+
+    return compare
