@@ -45,7 +45,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "fp16-without-scaler", "optimizer-eps-underflow",
          # issue 33, evaluation code that computes the wrong number (branch metrics)
          "prediction-shape-mismatch", "metric-wrong-denominator", "metric-wrong-class-score",
-         "predictions-not-denormalised"}
+         "predictions-not-denormalised", "metric-not-reset"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

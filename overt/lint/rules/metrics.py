@@ -1,6 +1,6 @@
 """Evaluation code that computes the wrong number (OVT8xx, issue 33).
 
-Four properties every correct metric computation has, checked where the code shows them:
+Five properties every correct metric computation has, checked where the code shows them:
 
 - ``prediction-shape-mismatch``: a prediction compared with labels has the labels' shape.  Lint sees the
   commonest way to lose it: ``argmax()`` with no ``dim`` over a batch of outputs is one flat index into the
@@ -13,6 +13,8 @@ Four properties every correct metric computation has, checked where the code sho
 - ``predictions-not-denormalised``: predictions are scored against targets in the units the model was
   trained on (a model trained on standardised targets is scored against raw ones only after the inverse
   transform).
+- ``metric-not-reset``: a metric object accumulated over a pass is reset before the next pass (a torchmetrics
+  metric computed every epoch without ``reset()`` reports all epochs so far).
 
 Each rule concludes only from what it can prove in the file; where a fact is not visible (the batch size
 of a loader passed in as a parameter, what a helper returns), it stays silent.
@@ -687,4 +689,101 @@ def predictions_not_denormalised(ix: FileIndex) -> Iterator[Hit]:
                       f"two units",
                       fix="undo the normalisation on the predictions before scoring them (pred * std + mean, "
                           "or the scaler's inverse_transform), or score against the normalised targets")
+            break
+
+
+# -- metric-not-reset ----------------------------------------------------------------------------------------
+
+#: Lightning hooks that run once per epoch
+_EPOCH_HOOKS = frozenset({"on_validation_epoch_end", "validation_epoch_end", "on_train_epoch_end",
+                          "training_epoch_end", "on_test_epoch_end", "test_epoch_end"})
+
+
+def _metric_objects(ix: FileIndex) -> dict[str, ast.AST]:
+    """Names (``acc``, ``self.val_acc``) assigned a torchmetrics metric (``Accuracy(...)``, ``.to(device)``
+    of one), in every assignment of the file -> the first assignment's value."""
+    out: dict[str, ast.AST] = {}
+    for name, values in ix.assigns.items():
+        ok = bool(values)
+        for v in values:
+            call = v
+            while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in (
+                    "to", "cuda", "cpu"):
+                call = call.func.value
+            if not (isinstance(call, ast.Call) and (ix.qualname(call.func) or "").startswith("torchmetrics.")
+                    and (ix.qualname(call.func) or "").rsplit(".", 1)[-1][:1].isupper()):
+                ok = False
+        if ok:
+            out[name] = values[0]
+    return out
+
+
+def _calls_on(ix: FileIndex, name: str, methods: tuple[str, ...]) -> list[ast.Call]:
+    out = []
+    for call in ix.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr in methods and dotted(f.value) == name:
+            out.append(call)
+        elif "__call__" in methods and dotted(f) == name:
+            out.append(call)
+    return out
+
+
+def _made_in(ix: FileIndex, name: str, region: ast.AST) -> bool:
+    """Is ``name`` (re)assigned inside ``region`` (a fresh metric each time it runs)?"""
+    return any(isinstance(n, (ast.Assign, ast.AnnAssign)) and any(
+        dotted(t) == name for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+        for n in ast.walk(region))
+
+
+def _repeated_pass(ix: FileIndex, name: str, compute: ast.Call, updates: list[ast.Call]) -> str | None:
+    """Why ``compute`` runs once per pass over the data, again and again, over updates that accumulate
+    across the passes, or None."""
+    func = ix.enclosing_function(compute)
+    if func is not None and func.name in _EPOCH_HOOKS:
+        return f"in {func.name}, which Lightning calls at the end of every epoch"
+    for outer in ix.enclosing_loops(compute):
+        if _made_in(ix, name, outer):
+            return None
+        if any(any(lp is not outer and any(a is outer for a in ix.ancestors(lp)) for lp in ix.enclosing_loops(u))
+               for u in updates):
+            return f"in the loop at line {outer.lineno}, once per pass of the loop over batches inside it"
+    if func is None or _made_in(ix, name, func) or ix.enclosing_loops(compute):
+        return None
+    inside = [u for u in updates if any(a is func for a in ix.ancestors(u)) and ix.enclosing_loops(u)]
+    looped = [c for c in ix.call_sites(func) if ix.enclosing_loops(c)]
+    if inside and looped:
+        return f"in {func.name}(), called in a loop (line {looped[0].lineno})"
+    return None
+
+
+@rule("metric-not-reset")
+def metric_not_reset(ix: FileIndex) -> Iterator[Hit]:
+    """A torchmetrics metric updated batch by batch and computed once per pass, never reset: each compute()
+    covers every pass so far (issue 33, JetBrains-Research/code2seq#112, MichiganCOG/ViP#34)."""
+    metrics = _metric_objects(ix)
+    if not metrics or any(isinstance(c.func, ast.Attribute) and c.func.attr in ("reset", "reset_metrics")
+                          for c in ix.calls):
+        return  # something is reset somewhere: which objects it reaches is not followed
+    logged = set()  # metric objects given to Lightning's log/log_dict themselves (not their compute())
+    for c in ix.calls:
+        if (dotted(c.func) or "").rsplit(".", 1)[-1] in ("log", "log_dict"):
+            for a in list(c.args) + [k.value for k in c.keywords]:
+                logged.update(dotted(v) for v in (a.values if isinstance(a, ast.Dict) else [a]))
+    for name in metrics:
+        if name in logged:
+            continue  # Lightning resets a metric object it is given to log
+        updates = _calls_on(ix, name, ("update", "forward", "__call__"))
+        if not updates:
+            continue
+        for compute in _calls_on(ix, name, ("compute",)):
+            why = _repeated_pass(ix, name, compute, updates)
+            if why is None:
+                continue
+            yield Hit("metric-not-reset", compute,
+                      f"'{name}' (a torchmetrics metric, line {metrics[name].lineno}) is updated batch by batch "
+                      f"(line {updates[0].lineno}) and computed {why}, but never reset: its state keeps every "
+                      f"batch since the first pass, so each compute() reports the metric over all passes so far, "
+                      f"not this one's (a curve that lags, early stopping and model selection on stale numbers)",
+                      fix=f"call {name}.reset() after each compute() (or before each pass)")
             break
