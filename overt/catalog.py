@@ -390,7 +390,7 @@ ENTRIES: tuple[Entry, ...] = (
           "a model trained on standardised targets predicts in standard deviations around zero: scored against "
           "the targets in their own units without the inverse transform, every error metric measures the "
           "normalisation, not the model",
-          _E, True, False),
+          _E, True, True),
     Entry("metric-not-reset", "OVT805", "a torchmetrics metric computed once per pass and never reset",
           "a metric object keeps the state of every update until reset(): computed each epoch without a reset, it "
           "reports the metric over all epochs so far, not the last one's, so curves lag and early stopping or model "

@@ -13,6 +13,14 @@ their result as a prediction, and ``==``/``!=``/``eq``/``ne`` with a remembered 
 judged: a flat index against more than one label, or two tensors that both start with the forward's batch
 and broadcast to more elements than either.  Host metadata only (shapes, identities): no device read.
 Unchecked training steps run unwrapped.
+
+The same window sees the units predictions are scored in (slug ``predictions-not-denormalised``): the
+targets of the regression losses (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``) of checked
+training steps give the training targets' mean and spread (a deferred read); in evaluation, a remembered
+output (or a view of it: ``out.squeeze(1)``) subtracted from a tensor of as many values is judged, once or
+twice per run with one read of four numbers: predictions in the training targets' units scored against
+values far outside them (another mean, another spread) mean the inverse of the targets' normalisation is
+missing.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ _PRODUCERS = ((torch, "argmax"), (torch, "argmin"), (torch, "max"),
               (torch.Tensor, "argmax"), (torch.Tensor, "argmin"), (torch.Tensor, "max"))
 _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tensor, "eq"), (torch.Tensor, "ne"),
                 (torch, "eq"), (torch, "ne"))
+#: (the functional losses are not wrapped here: overt/guards/patches.py swaps them in and out on its own)
+_DIFFERENCES = ((torch.Tensor, "__sub__"), (torch.Tensor, "__rsub__"), (torch, "sub"))
+_REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
+UNITS_LOOKS = 2  # evaluation differences judged per run (one read of four numbers each)
+FAR = 5.0  # "far outside the training targets": a mean or a spread this many of their spreads away
 
 
 class PredictionShapeChecks(Check):
@@ -50,6 +63,22 @@ class PredictionShapeChecks(Check):
         # predictions made from them: (ref, storage, flat, batch, the output's shape, model, what made it)
         self.preds: list[tuple[Any, int | None, bool, int, tuple[int, ...], ModelInfo, str]] = []
         self.out_hook = OneShotHook()
+        self.targets: list[tuple[float, float]] = []  # (mean, std) of checked regression losses' targets
+        self.units_looks = 0
+
+    # -- the units of the training targets ---------------------------------------------------------
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name not in _REGRESSION or len(self.targets) >= 8 or not isinstance(target, torch.Tensor):
+            return
+        if not target.is_floating_point() or target.numel() < 8 or target.numel() != inp.numel():
+            return
+        t = target.detach().float()
+        self.s.defer(torch.stack([t.mean(), t.std()]), self._target_stats)
+
+    def _target_stats(self, values: list[float]) -> None:
+        mean, std = values
+        if math.isfinite(mean) and math.isfinite(std) and std > 0:
+            self.targets.append((mean, std))
 
     # -- remembering evaluation outputs ----------------------------------------------------------
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
@@ -105,6 +134,50 @@ class PredictionShapeChecks(Check):
                     or (i == latest and tuple(x.shape) == shape and x.is_floating_point()):
                 return shape, info
         return None
+
+    def _output_view(self, x: Any) -> tuple[tuple[int, ...], ModelInfo] | None:
+        """(shape, model) of the remembered output ``x`` shares its memory with, values for values."""
+        if not isinstance(x, torch.Tensor):
+            return None
+        storage = storage_ptr(x)
+        for ref, out_storage, shape, info in reversed(self.outputs):
+            t = ref()
+            if t is not None and (t is x or (storage and storage == out_storage and x.numel() == math.prod(shape))):
+                return shape, info
+        return None
+
+    def subtracted(self, a: Any, b: Any) -> None:
+        if not self.targets or self.units_looks >= UNITS_LOOKS:
+            return
+        for pred, other in ((a, b), (b, a)):
+            if not (isinstance(pred, torch.Tensor) and isinstance(other, torch.Tensor)):
+                return
+            found = self._output_view(pred)
+            if found is None or self._output_view(other) is not None or other.numel() != pred.numel() \
+                    or other.numel() < 8 or not (pred.is_floating_point() and other.is_floating_point()):
+                continue
+            self.units_looks += 1
+            shape, info = found
+            pm, ps, om, os_ = torch.stack([pred.detach().float().mean(), pred.detach().float().std(),
+                                           other.detach().float().mean(), other.detach().float().std()]).tolist()
+            tm = sorted(m for m, _ in self.targets)[len(self.targets) // 2]
+            ts = sorted(s for _, s in self.targets)[len(self.targets) // 2]
+            inside = abs(pm - tm) <= 2 * ts and ps <= 3 * ts
+            outside = abs(om - tm) > FAR * ts or os_ > FAR * ts or (os_ < ts / FAR and abs(om - tm) > ts)
+            if not (inside and outside):
+                return
+            loc = user_location(3) or ""
+            self.s.report(
+                "predictions-not-denormalised",
+                f"the evaluation outputs of {info.name} (mean {pm:.3g}, std {ps:.3g}) are in the units of its "
+                f"training targets (mean {tm:.3g}, std {ts:.3g}, from the checked steps' losses), but here they "
+                f"are scored against values of mean {om:.3g}, std {os_:.3g}: predictions and targets are in "
+                "different units, so the error measures the targets' normalisation, not the model.",
+                fix="undo the training targets' normalisation on the predictions before scoring them "
+                    "(pred * std + mean, or the scaler's inverse_transform), or score against targets normalised "
+                    "the same way.",
+                where=f"the error at {loc}" if loc else f"{info.name}'s outputs", key=f"units:{loc}")
+            return
 
     # -- the wrapped calls -------------------------------------------------------------------------
     def produced(self, name: str, args: tuple, kwargs: dict, result: Any) -> None:
@@ -203,11 +276,13 @@ _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: F
 def _install() -> None:
     if _SAVED:
         return
-    for owner, name in _PRODUCERS + _COMPARISONS:
+    for owner, name in _PRODUCERS + _COMPARISONS + _DIFFERENCES:
         orig = getattr(owner, name, None)
         if orig is not None:
             _SAVED[(owner, name)] = orig if name in vars(owner) else None
-            setattr(owner, name, (_producer if (owner, name) in _PRODUCERS else _comparison)(orig, name))
+            wrap = _producer if (owner, name) in _PRODUCERS else _comparison if (owner, name) in _COMPARISONS \
+                else _difference
+            setattr(owner, name, wrap(orig, name))
 
 
 def _uninstall() -> None:
@@ -253,3 +328,18 @@ def _comparison(orig: Any, name: str) -> Any:
         return orig(*args, **kwargs)
 
     return compare
+
+
+def _difference(orig: Any, name: str) -> Any:
+    @functools.wraps(orig)
+    def difference(*args: Any, **kwargs: Any) -> Any:
+        if len(args) >= 2 and _listening(sys._getframe(1)):
+            for check in _LISTENING:
+                if check.outputs and check.targets:
+                    try:
+                        check.subtracted(args[0], args[1])
+                    except Exception as exc:  # noqa: BLE001
+                        check.s.check_failed(check, exc)
+        return orig(*args, **kwargs)
+
+    return difference
