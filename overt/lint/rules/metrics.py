@@ -140,6 +140,18 @@ def _loader_batches(ix: FileIndex, name: str) -> bool:
     return True
 
 
+def _counts_batches(ix: FileIndex, name: str) -> bool:
+    """Does ``len(name)`` count batches of several samples?  Yes for a DataLoader of the file that batches
+    (:func:`_loader_batches`); also for a loader made elsewhere (a parameter, a helper's result), unless the
+    file shows it built with ``batch_size=1`` (or none, or a ``batch_sampler``), where batches are samples."""
+    if _loader_batches(ix, name):
+        return True
+    made = ix.assigns.get(name, [])
+    if any(isinstance(m, ast.Call) and ix.call_is(m, "DataLoader") for m in made):
+        return False
+    return _looks_like_loader(ix, name)
+
+
 def _loop_loader(ix: FileIndex, loop: ast.For) -> tuple[str | None, str | None]:
     """(the loader a ``for`` iterates, the name of its ``enumerate`` index) for ``for b in loader``,
     ``for i, b in enumerate(loader)``, ``for b in tqdm(loader)``."""
@@ -187,7 +199,7 @@ def _denominator_kind(ix: FileIndex, den: ast.AST, loop: ast.For, loader: str, i
     den = _strip(den)
     if isinstance(den, ast.Name) and den.id not in (index,):
         counted = _per_batch_counter(ix, loop, den.id)
-        if counted == "samples" or (counted == "batches" and _loader_batches(ix, loader)):
+        if counted == "samples" or (counted == "batches" and _counts_batches(ix, loader)):
             return counted
         if counted:
             return None
@@ -195,7 +207,7 @@ def _denominator_kind(ix: FileIndex, den: ast.AST, loop: ast.For, loader: str, i
     if isinstance(den, ast.Call) and isinstance(den.func, ast.Name) and den.func.id == "len" and len(den.args) == 1:
         arg = dotted(den.args[0])
         if arg == loader:
-            return "batches" if _loader_batches(ix, loader) else None
+            return "batches" if _counts_batches(ix, loader) else None
         if arg == f"{loader}.dataset" or arg == f"{loader}.sampler":
             return "samples"
         made = ix.assigns.get(loader, [])
@@ -205,7 +217,7 @@ def _denominator_kind(ix: FileIndex, den: ast.AST, loop: ast.For, loader: str, i
     if index is not None and isinstance(den, ast.BinOp) and isinstance(den.op, ast.Add) \
             and isinstance(den.left, ast.Name) and den.left.id == index \
             and isinstance(den.right, ast.Constant) and den.right.value == 1:
-        return "batches" if _loader_batches(ix, loader) else None
+        return "batches" if _counts_batches(ix, loader) else None
     return None
 
 
