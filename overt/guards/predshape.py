@@ -35,6 +35,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import from_torch, user_location
 
@@ -88,7 +89,7 @@ class PredictionShapeChecks(Check):
         self._eval(info)
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
-        if self in _LISTENING:  # training resumed: the evaluation is over
+        if self in _WRAPPERS.listening:  # training resumed: the evaluation is over
             self._unwrap()
 
     def eval_started(self) -> None:
@@ -249,53 +250,19 @@ class PredictionShapeChecks(Check):
 
     # -- wrappers ------------------------------------------------------------------------------------
     def _wrap(self) -> None:
-        if self not in _LISTENING:
-            _LISTENING.append(self)
-            _install()
+        _WRAPPERS.listen(self)
 
     def _unwrap(self) -> None:
         self.outputs, self.preds = [], []
-        if self in _LISTENING:
-            _LISTENING.remove(self)
-            if not _LISTENING:
-                _uninstall()
+        _WRAPPERS.stop(self)
 
     def remove_hooks(self) -> None:
         self._unwrap()
         self.out_hook.remove()
 
 
-# the functions wrapped while some session's evaluation outputs are remembered: one set of wrappers for
-# the process, put back when the last listening check lets go
-_LISTENING: list[PredictionShapeChecks] = []
-_SAVED: dict[tuple[Any, str], Any] = {}  # (owner, name) -> the original (None: inherited, deleted again)
-
-_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-def _install() -> None:
-    if _SAVED:
-        return
-    for owner, name in _PRODUCERS + _COMPARISONS + _DIFFERENCES:
-        orig = getattr(owner, name, None)
-        if orig is not None:
-            _SAVED[(owner, name)] = orig if name in vars(owner) else None
-            wrap = _producer if (owner, name) in _PRODUCERS else _comparison if (owner, name) in _COMPARISONS \
-                else _difference
-            setattr(owner, name, wrap(orig, name))
-
-
-def _uninstall() -> None:
-    for (owner, name), orig in _SAVED.items():
-        if orig is None:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, orig)
-    _SAVED.clear()
-
-
 def _listening(frame: Any) -> bool:
-    return bool(_LISTENING) and not _compiling() and not from_torch(frame)
+    return bool(_WRAPPERS.listening) and not compiling() and not from_torch(frame)
 
 
 def _producer(orig: Any, name: str) -> Any:
@@ -303,7 +270,7 @@ def _producer(orig: Any, name: str) -> Any:
     def produce(*args: Any, **kwargs: Any) -> Any:
         out = orig(*args, **kwargs)
         if args and _listening(sys._getframe(1)):
-            for check in _LISTENING:
+            for check in _WRAPPERS.listening:
                 try:
                     check.produced(name, args, kwargs, out)
                 except Exception as exc:  # noqa: BLE001  never break the user's call over a check
@@ -319,7 +286,7 @@ def _comparison(orig: Any, name: str) -> Any:
     @functools.wraps(orig)
     def compare(*args: Any, **kwargs: Any) -> Any:
         if len(args) >= 2 and _listening(sys._getframe(1)):
-            for check in _LISTENING:
+            for check in _WRAPPERS.listening:
                 if check.preds:
                     try:
                         check.compared(shown, args[0], args[1])
@@ -334,7 +301,7 @@ def _difference(orig: Any, name: str) -> Any:
     @functools.wraps(orig)
     def difference(*args: Any, **kwargs: Any) -> Any:
         if len(args) >= 2 and _listening(sys._getframe(1)):
-            for check in _LISTENING:
+            for check in _WRAPPERS.listening:
                 if check.outputs and check.targets:
                     try:
                         check.subtracted(args[0], args[1])
@@ -343,3 +310,13 @@ def _difference(orig: Any, name: str) -> Any:
         return orig(*args, **kwargs)
 
     return difference
+
+
+def _make(orig: Any, owner: Any, name: str) -> Any:
+    if (owner, name) in _PRODUCERS:
+        return _producer(orig, name)
+    return _comparison(orig, name) if (owner, name) in _COMPARISONS else _difference(orig, name)
+
+
+# the functions wrapped while some session's evaluation outputs are remembered
+_WRAPPERS = Swapped(_PRODUCERS + _COMPARISONS + _DIFFERENCES, _make)

@@ -32,6 +32,7 @@ from torch import nn
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import from_torch, user_location
 
@@ -91,7 +92,7 @@ class SoftmaxDimChecks(Check):
         self._eval(info)
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
-        if self in _LISTENING and not self.s.armed:  # training resumed on an unchecked step
+        if self in _WRAPPERS.listening and not self.s.armed:  # training resumed on an unchecked step
             self._unwrap()
 
     def on_arming(self, oi: Any) -> None:
@@ -99,7 +100,7 @@ class SoftmaxDimChecks(Check):
         ``log_softmax(model(x), 0)`` is looked up before the forward runs), and gone otherwise."""
         if self.s.armed and any(self.train_looks.get(id(m), 0) < OUT_LOOKS for m in self.s.models.values()):
             self._wrap()
-        elif self in _LISTENING:
+        elif self in _WRAPPERS.listening:
             self._unwrap()
 
     def eval_started(self) -> None:
@@ -115,7 +116,7 @@ class SoftmaxDimChecks(Check):
         n = self.out_looks.get(id(info), 0)
         if n >= OUT_LOOKS:
             done = all(self.out_looks.get(id(m), 0) >= OUT_LOOKS for m in self.s.models.values())
-            if self in _LISTENING and done:
+            if self in _WRAPPERS.listening and done:
                 self._unwrap()  # every model's first evaluation outputs were looked at
             return
         self.out_looks[id(info)] = n + 1
@@ -143,16 +144,11 @@ class SoftmaxDimChecks(Check):
         return hook
 
     def _wrap(self) -> None:
-        if self not in _LISTENING:
-            _LISTENING.append(self)
-            _install()
+        _WRAPPERS.listen(self)
 
     def _unwrap(self) -> None:
         self.outputs = []
-        if self in _LISTENING:
-            _LISTENING.remove(self)
-            if not _LISTENING:
-                _uninstall()
+        _WRAPPERS.stop(self)
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> None:
         x = args[0]
@@ -231,42 +227,13 @@ class SoftmaxDimChecks(Check):
         self.handles.clear()
 
 
-# the softmax functions wrapped while some session's evaluation outputs are remembered: one set of
-# wrappers for the process, put back when the last listening check lets go
-_LISTENING: list[SoftmaxDimChecks] = []
-_SAVED: dict[tuple[Any, str], Any] = {}  # (owner, name) -> the original (None: inherited, deleted again)
-
-
-_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-def _install() -> None:
-    if _SAVED:
-        return
-    for owner, name in _FUNCTIONS:
-        orig = getattr(owner, name, None)
-        if orig is not None:
-            # an inherited method (torch.Tensor's come from its C base) is deleted again, not set
-            _SAVED[(owner, name)] = orig if name in vars(owner) else None
-            setattr(owner, name, _wrapper(orig))
-
-
-def _uninstall() -> None:
-    for (owner, name), orig in _SAVED.items():
-        if orig is None:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, orig)
-    _SAVED.clear()
-
-
 def _wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def softmax(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():  # traced by torch.compile: PyTorch's own call, no graph break
+        if compiling():  # traced by torch.compile: PyTorch's own call, no graph break
             return orig(*args, **kwargs)
         if args and not from_torch(sys._getframe(1)):
-            for check in _LISTENING:
+            for check in _WRAPPERS.listening:
                 if check.outputs:
                     try:
                         check._call(orig.__name__, args, kwargs)
@@ -275,3 +242,7 @@ def _wrapper(orig: Any) -> Any:
         return orig(*args, **kwargs)
 
     return softmax
+
+
+# the softmax functions, wrapped while some session's evaluation outputs are remembered
+_WRAPPERS = Swapped(_FUNCTIONS, lambda orig, owner, name: _wrapper(orig))
