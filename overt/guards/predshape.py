@@ -7,7 +7,7 @@ with ``(B, 1)`` labels (or the reverse) broadcasts to a ``B x B`` table of every
 label, whose mean is no accuracy.
 
 From a watched model's ``eval()`` (and for its first :data:`OUT_LOOKS` evaluation forwards) the outputs of
-its evaluation forwards are remembered by identity; ``argmax``/``argmin``/``max`` (torch's functions and the
+its evaluation forwards are remembered by identity; ``argmax``/``argmin``/``max``/``topk`` (torch's functions and the
 tensor methods) called on such an output (or on a tensor of its very shape: ``softmax(out, 1)``) remember
 their result as a prediction, and ``==``/``!=``/``eq``/``ne`` with a remembered prediction on one side is
 judged: a flat index against more than one label, or two tensors that both start with the forward's batch
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
 
 OUT_LOOKS = 8  # evaluation forwards per model whose outputs are remembered
-_PRODUCERS = ((torch, "argmax"), (torch, "argmin"), (torch, "max"),
-              (torch.Tensor, "argmax"), (torch.Tensor, "argmin"), (torch.Tensor, "max"))
+_PRODUCERS = ((torch, "argmax"), (torch, "argmin"), (torch, "max"), (torch, "topk"),
+              (torch.Tensor, "argmax"), (torch.Tensor, "argmin"), (torch.Tensor, "max"), (torch.Tensor, "topk"))
 _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tensor, "eq"), (torch.Tensor, "ne"),
                 (torch, "eq"), (torch, "ne"))
 #: (the functional losses are not wrapped here: overt/guards/patches.py swaps them in and out on its own)
@@ -189,13 +189,17 @@ class PredictionShapeChecks(Check):
         if found is None:
             return
         shape, info = found
-        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if name == "topk":  # (values, indices) of the k best: never flat; k=1 keeps a dimension of 1
+            k = kwargs.get("k", args[1] if len(args) > 1 else None)
+            dim = kwargs.get("dim", args[2] if len(args) > 2 else -1)
+        else:
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         if dim is None and name == "max":
             return  # the largest value, not a prediction
         index = result if isinstance(result, torch.Tensor) else getattr(result, "indices", None)
         if not isinstance(index, torch.Tensor):
             return
-        what = f"{name}()" if dim is None else f"{name}(dim={dim})"
+        what = f"{name}()" if dim is None else f"topk({k}, dim={dim})" if name == "topk" else f"{name}(dim={dim})"
         self.preds = self.preds[-7:] + [(weakref.ref(index), storage_ptr(index), dim is None, shape[0], shape,
                                          info, what)]
 

@@ -81,3 +81,18 @@ def test_a_training_accuracy_on_unchecked_steps_costs_nothing_and_is_not_judged(
         opt.step()
         assert (torch.argmax, vars(torch.Tensor).get("__eq__")) == originals  # no eval: nothing wrapped
     assert g.report() == []
+
+
+def test_a_top_1_class_against_the_labels_broadcasts_and_is_named():
+    # udacity/deep-learning-v2-pytorch#220: top_class from ps.topk(1, dim=1) is (B, 1), the labels (B,)
+    def score(out, y):
+        ps = torch.exp(torch.log_softmax(out, dim=1))
+        top_p, top_class = ps.topk(1, dim=1)
+        return (top_class == y).float().sum() / len(y)
+
+    findings, text, acc = _run(score)
+    assert slugs(findings) == ["prediction-shape-mismatch"], text
+    assert "topk(1, dim=1)" in findings[0].message
+    findings, text, acc = _run(lambda out, y: (out.topk(1, dim=1).indices == y.view(-1, 1)).sum())
+    assert findings == [], text
+    assert acc > 0.7
