@@ -107,6 +107,10 @@ ENTRIES: tuple[Entry, ...] = (
           "(whose smallest value is 6e-8), so wherever a gradient is zero or its square underflows the step divides "
           "by 0 and the weights turn NaN or inf at the first step",
           _E, False, True),
+    Entry("clip-after-step", "OVT121", "gradients clipped after optimizer.step() instead of before it",
+          "the step has already applied the unclipped gradients and the clipping rescales gradients that the next "
+          "reset throws away: the run trains as if there were no clipping, outliers and spikes included",
+          _W, True, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
@@ -213,6 +217,15 @@ ENTRIES: tuple[Entry, ...] = (
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "
           "and the gradient of the real tokens, while the loss looks better than the model is",
           _W, False, True),
+    Entry("loss-arguments-swapped", "OVT328", "a cross-entropy given the data as its input and the model's output as "
+          "its target",
+          "cross-entropy is linear in its target: with the arguments swapped the loss falls without bound as the "
+          "model's outputs grow to +-inf, the run looks like it trains, and the model learns nothing of the data",
+          _E, False, True),
+    Entry("probability-loss-on-logits", "OVT329", "raw logits given to a loss written for probabilities",
+          "a Dice, IoU or Tversky term computes overlaps from scores in [0, 1]: on logits of either sign its sums "
+          "cancel or change sign, the term explodes or flips, and its gradient swamps the rest of the loss",
+          _E, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -298,6 +311,15 @@ ENTRIES: tuple[Entry, ...] = (
           "images with masks) by position get another sample's label: the model trains on shuffled labels and "
           "nothing fails",
           _E, True, False),
+    Entry("dataset-length-wrong", "OVT523", "a Dataset whose __len__ counts its fields, not its samples",
+          "__len__ returns the length of the list that holds the arrays ([images, labels]: 2), so every epoch "
+          "of a DataLoader yields the first few samples and the rest of the data set is never seen",
+          _E, True, False),
+    Entry("sampler-weights-short", "OVT524", "a WeightedRandomSampler with fewer weights than the data set has "
+          "samples",
+          "it draws only the indices below len(weights) (one weight per class given where one per sample was "
+          "meant): the samples past them are never seen and each epoch repeats the first few",
+          _E, False, True),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
@@ -370,6 +392,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("val-metric-collapse", "OVT706", "a validation metric collapsed far below its best",
           "training destabilised (learning rate, bad batch, numerical trouble) and the current weights are worse",
           _W, False, True),
+    Entry("patience-never-reset", "OVT707", "an early-stopping patience counter that an improvement never resets",
+          "the counter adds up every evaluation without improvement since the start instead of the consecutive "
+          "ones, so a run that is still improving is stopped early, after a few noisy evaluations in all",
+          _W, True, False),
     # -- evaluation metrics ---------------------------------------------------------
     Entry("prediction-shape-mismatch", "OVT801", "predictions compared with labels of another shape",
           "argmax() without dim over a batch is one flat index into the whole batch, and a (N, 1) prediction "

@@ -13,17 +13,83 @@ stepped, or the watched models have gradients), is reported.
 ``update()``, and its record of the optimizer holding these parameters says ``unscale_`` was not
 called): the threshold is compared with gradients multiplied by the loss scale (65536 at first),
 so the clip cuts every update to a tiny fraction, or does nothing where it was meant to.
+
+``clip-after-step`` (issue 33, round three): the same calls, on checked steps, given gradients that
+an optimizer's last checked ``step()`` already applied: every parameter of the clip that the
+step's record holds still has the very gradient tensor it had before that step, at the same
+version (no ``backward()``, reset or accumulation since). The step used them unclipped, and what
+the clip rescales is thrown away by the next reset. :class:`ClipOrderChecks` keeps that record
+(up to 8 parameters per optimizer, autograd metadata only, no device work).
 Between checked steps the wrappers pass the call straight through.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+import math
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from overt.guards.check import Check
 from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.watched import OptInfo
+
+_RECORDED = 8  # parameters per optimizer whose gradient is recorded before a checked step
+
+
+class ClipOrderChecks(Check):
+    """The gradients each optimizer's latest checked step consumed: ``(steps before it, [(param, grad,
+    grad version)])``, for :func:`_judge_after_step`."""
+
+    name = "cliporder"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.consumed: dict[int, tuple[OptInfo, int, list[tuple[torch.Tensor, torch.Tensor, int]]]] = {}
+
+    def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        rec = []
+        for p in oi.params:
+            g = p.grad
+            if g is not None:
+                rec.append((p, g, g._version))
+                if len(rec) >= _RECORDED:
+                    break
+        self.consumed[id(oi.opt)] = (oi, oi.steps, rec)
+
+    def remove_hooks(self) -> None:
+        self.consumed.clear()
+
+
+def _judge_after_step(sessions: list, name: str, params: list, where: str) -> None:
+    with_grad = [p for p in params[:64] if getattr(p, "grad", None) is not None]
+    if not with_grad:
+        return
+    for s in sessions:
+        check = getattr(s, "cliporder", None)
+        if check is None:
+            continue
+        for oi, steps, rec in list(check.consumed.values()):
+            if oi.steps <= steps:
+                continue  # that step has not run yet
+            held = {id(p): (g, v) for p, g, v in rec}
+            seen = [p for p in with_grad if id(p) in held]
+            if not seen or any(p.grad is not held[id(p)][0] or p.grad._version != held[id(p)][1] for p in seen):
+                continue
+            s.report(
+                "clip-after-step",
+                f"torch.nn.utils.{name} clips gradients that {oi.name}.step() already applied: the {len(seen)} "
+                "parameter(s) of the clip that the step held still have the very gradient tensors the step read, "
+                "unchanged (no backward() since), so the step used them unclipped and the clipped values are "
+                "thrown away by the next zero_grad(): the run trains as if it did not clip.",
+                fix="clip between loss.backward() and optimizer.step(): loss.backward(); "
+                "clip_grad_norm_(model.parameters(), max_norm); optimizer.step().",
+                where=f"{name} at {where}" if where else name, key=f"after-step:{where or name}",
+            )
+            return
 
 
 def _judge(sessions: list, name: str, params: list, where: str) -> None:
@@ -107,6 +173,9 @@ def _wrapper(name: str, active: list, is_armed: Callable[[], bool], orig: Callab
             where = user_location(2) or ""
             _judge(armed, name, params, where)
             _judge_scaled(armed, name, params, where)
+            limit = args[0] if args else kwargs.get("max_norm", kwargs.get("clip_value"))
+            if not (isinstance(limit, (int, float)) and math.isinf(limit)):  # an inf norm measures, clips nothing
+                _judge_after_step(armed, name, params, where)
         except Exception as exc:  # never break the user's call over a check
             for s in active:
                 s.check_failed("check clip-without-gradients", exc)

@@ -1,7 +1,8 @@
 """Guards at the loss call.
 
 Slugs: ``softmax-before-cross-entropy`` (every loss's input domain: logits, log-probabilities,
-probabilities), ``wrong-loss-for-task``,
+probabilities), ``loss-arguments-swapped``,
+``wrong-loss-for-task``,
 ``label-out-of-range``, ``non-finite`` (loss), ``loss-not-decreasing``,
 ``device-mismatch`` (logits vs targets).
 
@@ -14,6 +15,7 @@ calls :meth:`LossChecks.before`, :meth:`after` and, when the loss raises,
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from overt.guards.session import GuardSession
 
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
+#: losses linear in their target, whose gradient must reach the model through the input
+CROSS_ENTROPY_LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits")
 REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 _FIRST_CALLS = 3
 _WINDOW = 3
@@ -81,6 +85,8 @@ class LossChecks(Check):
         if not isinstance(inp, torch.Tensor) or not isinstance(target, torch.Tensor):
             return False
         self._loc(name)
+        if name in CROSS_ENTROPY_LOSSES and torch.is_grad_enabled() and self._swapped(name, inp, target):
+            return False  # the arguments are swapped: the input's domain says nothing about the model
         if name in CLASS_LOSSES:
             self._class_loss(name, inp, target, ignore_index_of(args, kwargs))
         elif name in REGRESSION_LOSSES:
@@ -99,6 +105,25 @@ class LossChecks(Check):
             return name not in ("kl_div", "binary_cross_entropy")
         return False
 
+    def _swapped(self, name: str, inp: torch.Tensor, target: torch.Tensor) -> bool:
+        """A cross-entropy whose target carries the gradient and whose input does not: the arguments are
+        swapped.  Cross-entropy is linear in its target, so training through the target alone only drives
+        the model's outputs to +-inf wherever the (data) input's logit has a sign: no correct objective is
+        that.  Read from autograd's metadata on the host (no device work)."""
+        if not (target.is_floating_point() and target.requires_grad) or inp.requires_grad:
+            return False
+        s = self.s
+        s.report(
+            "loss-arguments-swapped",
+            f"F.{name} is given a target that carries the gradient (computed by the model, "
+            f"{_made_by(target)}) and an input that does not ({_made_by(inp)}): the input and the target "
+            "are swapped. Cross-entropy is linear in its target, so this loss falls without bound as the "
+            "model's outputs grow, the run looks like it trains, and the model learns nothing of the data.",
+            fix=f"pass the model's output first and the data second: F.{name}(model_output, target) "
+            "(BCEWithLogitsLoss()(logits, target))",
+            where=self._where(name), key=name, step=s.step)
+        return True
+
     def _logit_loss(self, name: str, inp: torch.Tensor) -> None:
         """BCEWithLogitsLoss given probabilities (a sigmoid already applied): every input in [0, 1]
         on two checked steps (16 values or more; raw logits are negative about half the time)."""
@@ -107,6 +132,19 @@ class LossChecks(Check):
         lo, hi = torch.aminmax(inp.detach())
         where, step = self._where(name), self.s.step
         s = self.s
+        made = type(inp.grad_fn).__name__ if inp.grad_fn is not None else ""
+        if "Sigmoid" in made:
+            msg = ("every input to F.binary_cross_entropy_with_logits (BCEWithLogitsLoss) is in [0, 1] on two "
+                   "checked steps: the model outputs probabilities (a sigmoid), and the loss applies the sigmoid "
+                   "again, so its predictions are squashed into [0.5, 0.73] and the gradients shrink.")
+        else:  # no sigmoid made it: say what is seen, not a cause that is not there
+            origin = f"its last operation is {_op(made)}, not a sigmoid" if made else \
+                "it has no autograd history"
+            msg = ("every input to F.binary_cross_entropy_with_logits (BCEWithLogitsLoss) is in [0, 1] on two "
+                   f"checked steps ({origin}): the loss reads them as logits, so every prediction is in "
+                   "[0.5, 0.73] and none is ever below 0.5. Probabilities computed by hand (1 / (1 + exp(-x)), a "
+                   "clamp) give this, and so does another term of the loss that holds these logits in [0, 1] "
+                   "(a loss meant for probabilities, such as a Dice or IoU term, given the raw logits).")
 
         def callback(vals: list[float]) -> None:
             if not (vals[0] >= 0 and vals[1] <= 1):
@@ -116,12 +154,9 @@ class LossChecks(Check):
             if self.prob_strikes < 2:
                 return
             s.report(
-                "softmax-before-cross-entropy",
-                "every input to F.binary_cross_entropy_with_logits (BCEWithLogitsLoss) is in [0, 1] on two "
-                "checked steps: the model outputs probabilities (a sigmoid), and the loss applies the sigmoid "
-                "again, so its predictions are squashed into [0.5, 0.73] and the gradients shrink.",
-                fix="return raw logits from forward (drop the final sigmoid) and apply torch.sigmoid only for "
-                "predictions.",
+                "softmax-before-cross-entropy", msg,
+                fix="give BCEWithLogitsLoss raw logits (drop a final sigmoid) and every loss meant for "
+                "probabilities torch.sigmoid(logits); apply torch.sigmoid only for predictions.",
                 where=where, key=name, step=step)
 
         s.defer(torch.stack((lo, hi)), callback)
@@ -495,3 +530,16 @@ class LossChecks(Check):
 
     def end_of_run(self) -> None:
         self.check_decreasing(final=True)
+
+
+def _made_by(t: torch.Tensor) -> str:
+    """What produced ``t``, in words: its autograd node, or that it is a leaf (data)."""
+    fn = t.grad_fn
+    if fn is None:
+        return "a trained parameter" if t.requires_grad else "data, no autograd history"
+    return f"last by {_op(type(fn).__name__)}"
+
+
+def _op(node_name: str) -> str:
+    """``Addmm`` of autograd's ``AddmmBackward0``."""
+    return re.sub(r"Backward\d*$", "", node_name)

@@ -26,6 +26,7 @@ from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
+from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.padloss import PaddingLossChecks
@@ -65,6 +66,7 @@ CHECKS: tuple[type[Check], ...] = (
     EvalDataChecks,
     SkewChecks,
     SamplerChecks,
+    ClipOrderChecks,
     ScalerChecks,
     PrecisionChecks,
     SchedulerChecks,

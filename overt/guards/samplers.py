@@ -1,4 +1,5 @@
-"""Guards on how the data is split across ranks (slugs ``unsharded-sampler``, ``unset-epoch``).
+"""Guards on how the data is drawn and split across ranks (slugs ``unsharded-sampler``, ``unset-epoch``,
+``sampler-weights-short``).
 
 Both look once per DataLoader pass (when its first batch is taken), never per batch:
 
@@ -12,13 +13,16 @@ Both look once per DataLoader pass (when its first batch is taken), never per ba
   A data set that is already split per rank (a ``Subset``, an ``IterableDataset``), or batches
   split per rank by the batch sampler (Accelerate's ``BatchSamplerShard``, so the Hugging Face
   ``Trainer``'s loaders), is not flagged.
+- ``sampler-weights-short``: a ``WeightedRandomSampler`` with fewer weights than its loader's data set
+  has samples: it draws indices below ``len(weights)`` only (one weight per class given where one per
+  sample was meant), so the samples past them are never drawn.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from torch.utils.data import IterableDataset, RandomSampler, SequentialSampler, Subset
+from torch.utils.data import IterableDataset, RandomSampler, SequentialSampler, Subset, WeightedRandomSampler
 
 from overt.guards.check import Check
 
@@ -48,6 +52,34 @@ class SamplerChecks(Check):
             return
         self._epoch(sampler)
         self.current = self._unsharded(it, sampler)
+        if isinstance(sampler, WeightedRandomSampler):
+            self._weights(it, sampler)
+
+    def _weights(self, it: Any, sampler: WeightedRandomSampler) -> None:
+        """Read from the sizes alone (host metadata): the weights' length against the data set's."""
+        dataset = getattr(it, "_dataset", None)
+        if dataset is None or isinstance(dataset, IterableDataset):
+            return
+        try:
+            n, w = len(dataset), len(sampler.weights)
+        except TypeError:
+            return
+        if w >= n or w == 0:
+            return
+        from overt.guards.where import user_location
+
+        loop = user_location(2)
+        self.s.report(
+            "sampler-weights-short",
+            f"the WeightedRandomSampler of this DataLoader holds {w} weights for a {type(dataset).__name__} of "
+            f"{n} samples: it draws indices 0..{w - 1} only, so {n - w} of the {n} samples ({(n - w) / n:.0%}) "
+            f"are never drawn and every epoch of {sampler.num_samples} draws repeats the first {w}"
+            + (" (one weight per class given where one per sample is meant)" if w <= 1000 else "") + ".",
+            fix="give the sampler one weight per sample, the weight of its class: "
+            "WeightedRandomSampler(class_weights[labels], num_samples=len(dataset))",
+            where=self._where("WeightedRandomSampler" + (f" iterated at {loop}" if loop else "")),
+            key=str(id(sampler)),
+        )
 
     def _epoch(self, sampler: Any) -> None:
         if not (getattr(sampler, "shuffle", False) and hasattr(sampler, "set_epoch") and hasattr(sampler, "epoch")):

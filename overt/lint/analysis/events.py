@@ -316,3 +316,41 @@ def exclusive(ix: FileIndex, a: ast.AST, others: list[ast.AST]) -> bool:
 
 def function_events(ix: FileIndex, func: FuncNode) -> list[Event]:
     return events(ix, func.body, _seen=frozenset({id(func)}))
+
+
+def module_constants(ix: FileIndex) -> dict[str, object]:
+    """Names bound once in the whole file, at module level, to a literal (``SAVE_OPTIMIZER = False``), and
+    never rebound (no other assignment, augmented assignment, ``global`` or loop target names them)."""
+    key = ("module-constants",)
+    if key in ix.cache:
+        return ix.cache[key]
+    out: dict[str, object] = {}
+    for stmt in ix.tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, ast.Constant) and len(ix.assigns.get(stmt.targets[0].id, [])) == 1:
+            out[stmt.targets[0].id] = stmt.value.value
+    for node in ast.walk(ix.tree):
+        if isinstance(node, ast.Global):
+            for n in node.names:
+                out.pop(n, None)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and not isinstance(ix.parents.get(node), ast.Assign):
+            out.pop(node.id, None)  # a loop target, `with ... as`, augmented assignment, walrus
+    ix.cache[key] = out
+    return out
+
+
+def never_runs(ix: FileIndex, node: ast.AST) -> bool:
+    """Is ``node`` in a branch that a module constant rules out (``if SAVE_OPTIMIZER:`` with
+    ``SAVE_OPTIMIZER = False``)?"""
+    consts = module_constants(ix)
+    if not consts:
+        return False
+    cur = node
+    for anc in ix.ancestors(node):
+        if isinstance(anc, ast.If):
+            truth = _truth(anc.test, consts)
+            if truth is not None and cur is not anc.test and any(cur is s for s in anc.body) != truth:
+                return True
+        cur = anc
+    return False

@@ -435,3 +435,53 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
                 yield Hit("scheduler-cadence", ev.node,
                           f"{kind} is a per-batch schedule but {ev.target}.step() runs once per epoch, so the "
                           f"learning rate barely moves", fix="call it after every optimizer.step() in the batch loop")
+
+
+# --------------------------------------------------------------------------- clip-after-step
+
+
+def _measures(call: ast.AST) -> bool:
+    """``clip_grad_norm_(params, float("inf"))``: the gradient norm read for logging, nothing clipped."""
+    if not isinstance(call, ast.Call):
+        return False
+    limit = call.args[1] if len(call.args) > 1 else kwarg(call, "max_norm") or kwarg(call, "clip_value")
+    return isinstance(limit, ast.Call) and isinstance(limit.func, ast.Name) and limit.func.id == "float" \
+        and bool(limit.args) and isinstance(limit.args[0], ast.Constant) and str(limit.args[0].value).lower() in (
+            "inf", "+inf", "infinity") or (isinstance(limit, ast.Attribute) and limit.attr == "inf")
+
+
+def _clips_after_step(evs: list[Event]) -> Iterator[tuple[Event, Event]]:
+    """(clip, step) pairs of one pass through ``evs`` (an iteration of a loop or one call of a step function)
+    ordered backward(), step(), clip with no backward() between the step and the clip and no clip between the
+    backward and the step: the step consumed the gradients unclipped, and the clip rescales gradients no step
+    reads (the next reset discards them, or the next backward adds to them)."""
+    seq = [e for e in evs if e.kind in ("backward", "step") or (e.kind == "clip" and not _measures(e.node))]
+    for j, c in enumerate(seq):
+        if c.kind != "clip":
+            continue
+        before = seq[:j]
+        last_back = max((i for i, e in enumerate(before) if e.kind == "backward"), default=None)
+        if last_back is None:
+            continue
+        after_back = before[last_back + 1:]
+        steps = [e for e in after_back if e.kind == "step"]
+        if steps and not any(e.kind == "clip" for e in after_back):
+            yield c, steps[-1]
+
+
+@rule("clip-after-step")
+def clip_after_step(ix: FileIndex) -> Iterator[Hit]:
+    seen: set[int] = set()
+    units = [events(ix, lp) for lp in loop_units(ix)] + [function_events(ix, f) for f in function_units(ix)]
+    for evs in units:
+        for clip, step in _clips_after_step(evs):
+            if id(clip.site) in seen:
+                continue
+            seen.add(id(clip.site))
+            what = ix.segment(step.site) or "step()"
+            yield Hit("clip-after-step", clip.site,
+                      f"the gradients are clipped after `{what}` (line {step.site.lineno}) already applied them "
+                      "unclipped: the step never sees the clipped gradients, the clipping only rescales gradients "
+                      "that the next reset throws away, and the run trains as if there were no clipping",
+                      fix="clip between backward() and step(): loss.backward(); clip_grad_norm_(...); "
+                          "optimizer.step()")

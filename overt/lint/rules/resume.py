@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.events import never_runs
 from overt.lint.analysis.units import function_units, loop_units
 from overt.lint.index import FileIndex, dotted, kwarg
 from overt.lint.rules.base import Hit, rule
@@ -60,19 +61,29 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
         return
     restored = set()
     for call in ix.calls:
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict":
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict" \
+                and not never_runs(ix, call):  # `if SAVE_OPTIMIZER:` with SAVE_OPTIMIZER = False restores nothing
             restored.add(dotted(call.func.value) or "")
-    # any load_state_dict of an optimizer or scheduler, or a helper handed one: the author restores them
-    if any(ix.is_optimizer(r) or ix.is_scheduler(r) or "optim" in r.lower() or "sched" in r.lower()
-           for r in restored):
+    # any load_state_dict of an optimizer, or a helper handed one: the author restores it
+    if any(ix.is_optimizer(r) or "optim" in r.lower() for r in restored):
         return
+    stateful = [s for s in stateful if s not in restored]
+    if not any(not ix.is_scheduler(s) for s in stateful):
+        return  # only schedulers left: their restore alone is not known to be missing here
     for ckpt, load in _checkpoints(ix).items():
         scope = ix.enclosing_function(load) or ix.tree
-        uses = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == ckpt
-                and isinstance(n.ctx, ast.Load)]
+        names = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == ckpt]
+        at = (load.lineno, load.col_offset)
+        # the reads of this binding: after the load, before the name is bound again (to the dict saved next)
+        rebound = min(((n.lineno, n.col_offset) for n in names if isinstance(n.ctx, ast.Store)
+                       and (n.lineno, n.col_offset) > at and n.lineno > load.end_lineno), default=None)
+        uses = [n for n in names if isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) > at
+                and (rebound is None or (n.lineno, n.col_offset) < rebound)]
         weights, progress = None, None
         for use in uses:
             holder = ix.parents.get(use)
+            if isinstance(holder, ast.Subscript) and not isinstance(holder.ctx, ast.Load):
+                continue  # `state["optimizer"] = ...`: written, not read
             if not isinstance(holder, ast.Subscript):
                 if isinstance(holder, ast.Call) and use in holder.args and not (
                         isinstance(holder.func, ast.Attribute) and holder.func.attr == "load_state_dict"):
@@ -83,7 +94,10 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
             call = ix.parents.get(holder)
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                     call.func.attr == "load_state_dict" and call.args and call.args[0] is holder:
-                weights = weights or call
+                if ix.is_scheduler(dotted(call.func.value)):
+                    progress = progress or holder  # the schedule's state is the run's progress (its last_epoch)
+                else:
+                    weights = weights or call
             elif any(w in key.lower() for w in _PROGRESS_WORDS):
                 progress = progress or holder
             elif "optim" in key.lower() or "sched" in key.lower():
@@ -92,10 +106,12 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
         if weights is None or progress is None:
             continue
         missing = " and ".join(f"`{s}`" for s in stateful)
+        restarts = "the optimizer restarts without its momentum/moments"
+        if any(ix.is_scheduler(s) for s in stateful):
+            restarts += " and the schedule from its first value"
         yield Hit("partial-resume", weights,
                   f"this resume restores the model's weights and the progress (`{ix.segment(progress)}`, line "
-                  f"{progress.lineno}) from `{ckpt}` but not the state of {missing}, and training goes on: the "
-                  f"optimizer restarts without its momentum/moments and the schedule from its first value, so the "
-                  f"resumed run computes something other than an uninterrupted one",
+                  f"{progress.lineno}) from `{ckpt}` but not the state of {missing}, and training goes on: "
+                  f"{restarts}, so the resumed run computes something other than an uninterrupted one",
                   fix="save optimizer.state_dict() (and scheduler.state_dict()) in the checkpoint and load them "
                       "back with load_state_dict when resuming")

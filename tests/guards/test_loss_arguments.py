@@ -1,0 +1,74 @@
+"""loss-arguments-swapped (issue 33, round three's w90): a cross-entropy trained through its target,
+and the honest message of BCEWithLogitsLoss given values in [0, 1] that no sigmoid made.  Planted bugs
+and their clean twins on digits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.conftest import TIMING
+from tests.guards.helpers import batches, guarded, slugs
+
+
+def _autoencoder(swapped: bool):
+    """A digits autoencoder whose reconstruction term is F.binary_cross_entropy_with_logits."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 64))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = guarded(model, opt, ignore=TIMING)
+    for xb, _ in batches(32, 8):
+        logits = model(xb)
+        loss = F.binary_cross_entropy_with_logits(xb, logits) if swapped else \
+            F.binary_cross_entropy_with_logits(logits, xb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return g.report(), g.session.options.stream.getvalue()
+
+
+def test_bce_with_logits_given_the_data_as_input_is_named_and_its_twin_is_silent():
+    findings, text = _autoencoder(True)
+    assert slugs(findings) == ["loss-arguments-swapped"], text
+    assert "test_loss_arguments.py:" in text and "data, no autograd history" in text
+    assert "a sigmoid" not in text  # the data in [0, 1] is not called the model's probabilities
+    findings, text = _autoencoder(False)
+    assert findings == [], text
+
+
+@pytest.mark.parametrize("swapped", [True, False])
+def test_soft_label_cross_entropy_module_with_the_model_in_the_target(swapped):
+    """Another form: nn.CrossEntropyLoss with probability targets (distillation from fixed soft labels)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = guarded(model, opt, ignore=TIMING)
+    loss_fn = nn.CrossEntropyLoss()
+    for xb, yb in batches(32, 8):
+        soft = F.one_hot(yb, 10).float() * 0.9 + 0.01
+        out = model(xb)
+        loss = loss_fn(soft, out.softmax(1)) if swapped else loss_fn(out, soft)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    assert slugs(findings) == (["loss-arguments-swapped"] if swapped else []), text
+
+
+def test_logits_held_in_unit_range_are_not_called_a_sigmoid():
+    """Raw logits clamped into [0, 1] before BCEWithLogitsLoss: the finding says what it sees (no
+    sigmoid made them, every prediction is in [0.5, 0.73]), not a double sigmoid."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for xb, yb in batches(32, 8):
+        attrs = torch.stack([yb % 2 == 0, yb > 4, yb == 0, yb == 7], 1).float()
+        opt.zero_grad()
+        F.binary_cross_entropy_with_logits(model(xb).clamp(0, 1), attrs).backward()
+        opt.step()
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    assert slugs(findings) == ["softmax-before-cross-entropy"], text
+    assert "not a sigmoid" in text and "the model outputs probabilities (a sigmoid)" not in text
