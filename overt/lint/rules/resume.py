@@ -67,9 +67,9 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
     # any load_state_dict of an optimizer, or a helper handed one: the author restores it
     if any(ix.is_optimizer(r) or "optim" in r.lower() for r in restored):
         return
-    stateful = [s for s in stateful if s not in restored]
-    if not any(not ix.is_scheduler(s) for s in stateful):
-        return  # only schedulers left: their restore alone is not known to be missing here
+    stateful = [s for s in stateful if s not in restored]  # a restored scheduler is no longer missing
+    if not stateful:
+        return
     for ckpt, load in _checkpoints(ix).items():
         scope = ix.enclosing_function(load) or ix.tree
         names = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == ckpt]
@@ -106,9 +106,11 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
         if weights is None or progress is None:
             continue
         missing = " and ".join(f"`{s}`" for s in stateful)
+        cold = any(not ix.is_scheduler(s) for s in stateful)  # an optimizer's state is missing
         restarts = "the optimizer restarts without its momentum/moments"
         if any(ix.is_scheduler(s) for s in stateful):
-            restarts += " and the schedule from its first value"
+            restarts = f"{restarts} and the schedule from its first value" if cold else \
+                "the schedule restarts from its first value"
         yield Hit("partial-resume", weights,
                   f"this resume restores the model's weights and the progress (`{ix.segment(progress)}`, line "
                   f"{progress.lineno}) from `{ckpt}` but not the state of {missing}, and training goes on: "
