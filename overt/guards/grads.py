@@ -87,7 +87,7 @@ class GradChecks(Check):
         # optimizer's warm-up (fine-tuning after pre-training, a second stage) get their own judgement
         self.judged: set[int] = set()
         self.reported_missing: set[str] = set()
-        self.snapshots: dict[int, tuple[int, torch.Tensor]] = {}
+        self.snapshots: dict[int, tuple[int, torch.Tensor, torch.Tensor]] = {}
         self.history: dict[str, list[float]] = {}
         self.vanish_strikes = 0
         self.untracked_reset: set[int] = set()
@@ -419,11 +419,15 @@ class GradChecks(Check):
         if dtype is None:
             parts = [q.float().to(device) for q in parts]
         current = torch.cat(parts)  # a copy: the snapshot
+        # and each whole tensor's sum in float64: the sampled values alone cannot show that nothing
+        # moved (a step that moves one row of an embedding, the rest put back by the user, misses them)
+        sums = torch.stack([p.detach().sum(dtype=torch.float64).to(device) for p in params])
         prev = self.snapshots.get(id(oi.opt))
-        self.snapshots[id(oi.opt)] = (oi.steps, current)
-        if prev is not None and prev[1].shape == current.shape:
+        self.snapshots[id(oi.opt)] = (oi.steps, current, sums)
+        if prev is not None and prev[1].shape == current.shape and prev[2].shape == sums.shape:
             first_step = prev[0]
-            s.defer((current - prev[1]).abs().amax(), self._on_update(oi, first_step, oi.steps))
+            moved = torch.stack([(current - prev[1]).abs().amax().double(), (sums - prev[2]).abs().amax()])
+            s.defer(moved, self._on_update(oi, first_step, oi.steps))
         if id(oi.opt) not in self.judged and oi.steps >= s.options.warmup_steps:
             self.end_of_warmup(oi)
 
@@ -431,15 +435,16 @@ class GradChecks(Check):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            if vals[0] == 0.0 and oi.name not in self.flat and not s.reporter.has("zero-grad-misplaced", oi.name) \
+            if vals[0] == 0.0 and vals[1] == 0.0 and oi.name not in self.flat \
+                    and not s.reporter.has("zero-grad-misplaced", oi.name) \
                     and not s.reporter.has("optimizer-not-on-model", oi.name):
                 lrs = sorted({g.get("lr", float("nan")) for g in oi.opt.param_groups})
                 lr = ", ".join(f"{x:g}" if not isinstance(x, torch.Tensor) else f"{float(x):g}" for x in lrs)
                 s.report(
                     "params-not-updating",
                     f"{oi.name} stepped {b - a} time(s) between steps {a} and {b} but none of its "
-                    f"parameters moved (sampled values identical; lr = {lr}). Causes: learning rate 0, "
-                    "all gradients zero, a GradScaler skipping every step, or a frozen model.",
+                    f"parameters moved (sampled values and each tensor's sum identical; lr = {lr}). Causes: "
+                    "learning rate 0, all gradients zero, a GradScaler skipping every step, or a frozen model.",
                     fix="check the learning rate and that the loss depends on these parameters.",
                     where=f"{oi.name}, steps {a}-{b}", key=oi.name, step=b,
                 )

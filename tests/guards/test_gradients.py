@@ -169,6 +169,32 @@ def test_params_updating_is_quiet():
     assert g.report() == []
 
 
+def test_a_step_that_moves_one_row_between_rows_put_back_is_quiet():
+    """Textual inversion's pattern: an embedding of which the user keeps every row but one fixed by
+    putting the rows back after each step; the strided sample of the weights sees only the rows put
+    back, the tensor's sum sees the one that moved (wild case w100's twin)."""
+    torch.manual_seed(0)
+    embed = nn.EmbeddingBag(300, 16)
+    head = nn.Linear(16, 10)
+    model = nn.Sequential(embed, head)
+    head.requires_grad_(False)
+    opt = torch.optim.AdamW(embed.parameters(), lr=1e-2, weight_decay=0.5)
+    keep = torch.ones(300, dtype=torch.bool)
+    keep[299] = False
+    orig = embed.weight.detach().clone()
+    g = guarded(model, opt, check_every=5)
+    tokens = torch.randint(300, (64, 6))
+    tokens[:, 0] = 299
+    for _ in range(12):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(tokens), torch.full((64,), 3)).backward()
+        embed.weight.grad[keep] = 0  # "freeze" the other rows (their weight decay is undone below)
+        opt.step()
+        with torch.no_grad():
+            embed.weight[keep] = orig[keep]
+    assert g.report() == []
+
+
 def test_non_finite_gradient_stops_before_the_step():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
