@@ -226,6 +226,11 @@ ENTRIES: tuple[Entry, ...] = (
           "a Dice, IoU or Tversky term computes overlaps from scores in [0, 1]: on logits of either sign its sums "
           "cancel or change sign, the term explodes or flips, and its gradient swamps the rest of the loss",
           _E, True, False),
+    Entry("entropy-bonus-sign", "OVT330", "an entropy bonus added to a loss that is minimised",
+          "a policy-gradient loss rewards exploration by subtracting beta * entropy; added with a plus sign, the "
+          "optimizer lowers the policy's entropy, so it turns deterministic on what it preferred early and stops "
+          "exploring while the loss still falls",
+          _E, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -422,6 +427,11 @@ ENTRIES: tuple[Entry, ...] = (
           "reports the metric over all epochs so far, not the last one's, so curves lag and early stopping or model "
           "selection read stale numbers",
           _W, True, False),
+    Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",
+          "precision, recall, F-scores, balanced accuracy, the confusion matrix and the classification report take "
+          "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "
+          "predictions and the confusion matrix is transposed, while the symmetric F1 hides it",
+          _E, True, False),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}

@@ -48,7 +48,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "predictions-not-denormalised", "metric-not-reset",
          # issue 33, round three's development half (branch dev3fix)
          "clip-after-step", "loss-arguments-swapped", "dataset-length-wrong",
-         "patience-never-reset", "sampler-weights-short", "probability-loss-on-logits"}
+         "patience-never-reset", "sampler-weights-short", "probability-loss-on-logits",
+         # issue 33, late rules (branch late2)
+         "entropy-bonus-sign", "metric-arguments-swapped"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -10,6 +10,7 @@ from overt.lint.rules import initload, returns, selfloss  # noqa: F401  (issue 3
 from overt.lint.rules import precision  # noqa: F401  (issue 33: float16 autocast without a GradScaler)
 from overt.lint.rules import metrics  # noqa: F401  (issue 33: evaluation code that computes the wrong number)
 from overt.lint.rules import datasets, earlystop, probloss  # noqa: F401  (issue 33 round three)
+from overt.lint.rules import entropy, metricargs  # noqa: F401  (issue 33: entropy bonus sign, metric order)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
