@@ -39,6 +39,7 @@ _EFFECT = {
 }
 _PRED_WORDS = frozenset({"pred", "preds", "prediction", "predictions", "predicted", "hat", "yhat", "ypred"})
 _LABEL_WORDS = frozenset({"label", "labels", "target", "targets", "true", "truth", "gt", "ytrue", "groundtruth"})
+_SCORE_WORDS = frozenset({"prob", "probs", "score", "scores", "logit", "logits", "out", "output", "outputs"})
 _LABEL_NAMES = frozenset({"y", "ys", "y_test", "y_val", "y_valid", "y_eval", "y_train", "y_dev", "y_batch"})
 _KEEP = frozenset({"numpy", "cpu", "tolist", "detach", "int", "long", "float", "flatten", "ravel", "squeeze",
                    "view", "reshape", "astype", "to", "cuda"})
@@ -72,6 +73,12 @@ def _named(node: ast.AST) -> str | None:
     return None
 
 
+def _labelish(node: ast.AST) -> bool:
+    """A name that may hold one-hot labels (``y_onehot``, ``Y_test``, ``targets``) and says nothing of scores."""
+    words = set(_words(node))
+    return bool(words & (_LABEL_WORDS | {"y", "onehot"})) and not words & (_PRED_WORDS | _SCORE_WORDS)
+
+
 def _bound(ix: FileIndex, node: ast.Name) -> ast.AST | None:
     scope = ix.enclosing_function(node) or ix.tree
     found = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Assign) and len(n.targets) == 1
@@ -84,6 +91,10 @@ def _computed_prediction(node: ast.AST) -> str | None:
     node = _strip(node)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("argmax",
                                                                                                   "predict"):
+        operand = node.args[0] if node.func.attr == "argmax" and dotted(node.func.value) in (
+            "np", "numpy", "torch") and node.args else node.func.value
+        if node.func.attr == "argmax" and _labelish(_strip(operand)):
+            return None  # one-hot labels made class indices: labels, not predictions
         return f"{node.func.attr}(...)"
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 1:
         inner = node.value
