@@ -145,6 +145,45 @@ def _entropies(ix: FileIndex, scope: ast.AST, node: ast.AST, sign: int, depth: i
         value = _bound(ix, scope, node.id)
         if value is not None:
             _entropies(ix, scope, value, sign, depth + 1, out)
+            return
+        returned = _returned_entropy(ix, scope, node.id)
+        if returned is not None:
+            out.append((node, sign, returned))
+
+
+def _returned_entropy(ix: FileIndex, scope: ast.AST, name: str) -> str | None:
+    """``'probs of get_action_and_value'`` when ``name`` is unpacked once in ``scope`` from a call of a
+    function defined once in the file whose every tuple return has, at that position, ``d.entropy()`` of a
+    torch.distributions object it builds and samples or scores (cleanrl's ``_, newlogprob, entropy, v =
+    agent.get_action_and_value(...)``)."""
+    found = [n for n in ix.scope_nodes(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+             and name in {t.id for t in ast.walk(n.targets[0] if isinstance(n, ast.Assign) else n.target)
+                          if isinstance(t, ast.Name)}]
+    if len(found) != 1 or not isinstance(found[0], ast.Assign) or len(found[0].targets) != 1:
+        return None
+    target, value = found[0].targets[0], found[0].value
+    if not isinstance(target, ast.Tuple) or not isinstance(value, ast.Call):
+        return None
+    index = next((i for i, t in enumerate(target.elts) if isinstance(t, ast.Name) and t.id == name), None)
+    f = value.func
+    fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    defs = ix.functions.get(fname or "", [])
+    if index is None or len(defs) != 1 or any(isinstance(t, ast.Starred) for t in target.elts):
+        return None
+    returns = [n for n in ix.scope_nodes(defs[0]) if isinstance(n, ast.Return) and n.value is not None]
+    dists = set()
+    for r in returns:
+        if not isinstance(r.value, ast.Tuple) or len(r.value.elts) != len(target.elts):
+            return None
+        term = r.value.elts[index]
+        if not (isinstance(term, ast.Call) and isinstance(term.func, ast.Attribute) and term.func.attr == "entropy"
+                and not term.args):
+            return None
+        d = _distribution(ix, defs[0], term.func.value)
+        if d is None or not _policy(ix, defs[0], d):
+            return None
+        dists.add(d)
+    return f"{dists.pop()} of {fname}" if len(dists) == 1 else None
 
 
 def _policy(ix: FileIndex, scope: ast.AST, dist: str) -> bool:
@@ -165,7 +204,7 @@ def entropy_bonus_sign(ix: FileIndex) -> Iterator[Hit]:
         found: list[tuple[ast.AST, int, str]] = []
         _entropies(ix, scope, target, 1, 0, found)
         for term, sign, dist in found:
-            if sign > 0 and _policy(ix, scope, dist):
+            if sign > 0 and (" of " in dist or _policy(ix, scope, dist)):
                 what = f"the entropy of {dist}" if dist else (
                     "an entropy written out" if isinstance(term, ast.UnaryOp) else "the negative entropy, subtracted")
                 yield Hit("entropy-bonus-sign", term,
