@@ -111,6 +111,10 @@ ENTRIES: tuple[Entry, ...] = (
           "the step has already applied the unclipped gradients and the clipping rescales gradients that the next "
           "reset throws away: the run trains as if there were no clipping, outliers and spikes included",
           _W, True, True),
+    Entry("lr-lambda-returns-rate", "OVT122", "a LambdaLR function that returns the learning rate instead of a factor",
+          "LambdaLR multiplies the optimizer's rate by the function's value, so a function that already includes "
+          "the rate applies it twice: training runs at lr x lr (1e-2 becomes 1e-4) and barely moves",
+          _W, True, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

@@ -50,7 +50,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "clip-after-step", "loss-arguments-swapped", "dataset-length-wrong",
          "patience-never-reset", "sampler-weights-short", "probability-loss-on-logits",
          # issue 33, late rules (branch late2)
-         "entropy-bonus-sign", "metric-arguments-swapped"}
+         "entropy-bonus-sign", "metric-arguments-swapped",
+         # issue 33, round three test half follow-up (branch late1)
+         "lr-lambda-returns-rate"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

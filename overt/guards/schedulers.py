@@ -18,6 +18,14 @@ parameter group whose learning rate was already below :data:`VANISHED` of its pe
 an epoch of at least :data:`MIN_STEPS` optimizer steps, and still shrank (by half or more) during
 it, while no scheduler drives that optimizer, is reported (``scheduler-cadence``).  A learning rate
 set to exactly zero (a deliberate freeze) and a schedule that ends at zero are left alone.
+
+``lr-lambda-returns-rate`` (issue 33, round three's w79): a ``LambdaLR`` or ``MultiplicativeLR``
+whose function returns the learning rate itself instead of a factor.  Once per scheduler, when it is
+first seen (its own first ``step()``, inside its constructor), the function is called at steps 0-3
+(plain Python on numbers, no tensor): the premise is proven when its value at step 0 equals the
+group's ``initial_lr`` (relative :data:`SAME`), that rate is below 0.5, the values never rise over
+the first steps (a warm-up that happens to start at the rate rises), and for ``MultiplicativeLR``
+they are not constant (a constant factor equal to the rate may be a deliberate decay).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from torch.optim import lr_scheduler as L
 
 from overt.guards.check import Check
+from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
 PER_BATCH = tuple(c for c in (getattr(L, "OneCycleLR", None), getattr(L, "CyclicLR", None)) if c)
 PER_EPOCH = tuple(c for c in (L.StepLR, L.MultiStepLR, L.ExponentialLR, L.CosineAnnealingLR) if c)
 MIN_STEPS = 4  # steps of another optimizer during an epoch in which the scheduler's own did none
+SAME = 1e-6  # relative tolerance of "the lambda's value at step 0 is the group's initial rate"
 VANISHED = 1e-6  # a learning rate below this fraction of its group's peak no longer trains anything
 
 
@@ -71,6 +81,7 @@ class SchedulerChecks(Check):
             self.any_ids.add(id(scheduler))
             self.any_sched.append([scheduler, opt, getattr(scheduler, "last_epoch", 0), self._steps(opt),
                                    self._others()])
+            self._rate_lambda(scheduler)
         if scheduler is None or not isinstance(scheduler, PER_BATCH + PER_EPOCH) or id(scheduler) in self.ids:
             return
         opt = getattr(scheduler, "optimizer", None)
@@ -82,6 +93,43 @@ class SchedulerChecks(Check):
                 return
         self.ids.add(id(scheduler))
         self.watched.append([scheduler, oi, scheduler.last_epoch, oi.steps])
+
+    def _rate_lambda(self, sc: Any) -> None:
+        """``lr-lambda-returns-rate``: a LambdaLR/MultiplicativeLR function whose value is the rate itself."""
+        multiplicative = isinstance(sc, L.MultiplicativeLR)
+        if not isinstance(sc, (L.LambdaLR, L.MultiplicativeLR)):
+            return
+        groups = getattr(sc.optimizer, "param_groups", ())
+        for i, (fn, group) in enumerate(zip(getattr(sc, "lr_lambdas", ()), groups)):
+            base = group.get("initial_lr")
+            if not isinstance(base, float) or not 0 < base < 0.5:
+                continue
+            try:
+                values = [fn(k) for k in range(4)]
+            except Exception:  # noqa: BLE001 - the user's function: whatever it does, nothing is proven
+                continue
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                continue  # a tensor (reading it could synchronise) or anything else: nothing proven
+            v0 = float(values[0])
+            if abs(v0 - base) > SAME * base or any(b > a for a, b in zip(values, values[1:])):
+                continue
+            if multiplicative and len(set(values)) == 1:
+                continue
+            name = type(sc).__name__
+            site = user_location(2)
+            effect = (f"every step multiplies the rate by it again, so it falls as {base:.3g} x {v0:.3g}^n and "
+                      "is gone after a few steps" if multiplicative else
+                      f"the rate is applied twice and training runs at {base:.3g} x {v0:.3g} = {base * v0:.3g}")
+            self.s.report(
+                "lr-lambda-returns-rate",
+                f"the function given to {name} returns {v0:.3g} at step 0, which is the learning rate of "
+                f"parameter group {i} itself: {name} multiplies the optimizer's rate by the value the function "
+                f"returns (a factor), so {effect}.",
+                fix="return the factor alone, e.g. lambda it: (1 - it / max_iter) ** 0.9 instead of "
+                "lambda it: base_lr * (1 - it / max_iter) ** 0.9",
+                where=site or f"{name} on {type(sc.optimizer).__name__}", key=f"lambda:{id(sc)}",
+            )
+            return
 
     def _steps(self, opt: Any) -> int:
         oi = self.s.optimizers.get(id(opt))

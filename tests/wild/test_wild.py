@@ -97,6 +97,8 @@ EXPECTED = {
     # round three's test half, measured once and development since (branch late2)
     "w86_entropy_bonus_sign": ("lint",),
     "w96_precision_recall_swapped": ("lint",),
+    # round three's test half, measured once (before this): a LambdaLR function that returns the rate (branch late1)
+    "w79_lambdalr_returns_lr": ("lint", "run"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
