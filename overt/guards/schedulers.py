@@ -22,10 +22,12 @@ set to exactly zero (a deliberate freeze) and a schedule that ends at zero are l
 ``lr-lambda-returns-rate`` (issue 33, round three's w79): a ``LambdaLR`` or ``MultiplicativeLR``
 whose function returns the learning rate itself instead of a factor.  Once per scheduler, when it is
 first seen (its own first ``step()``, inside its constructor), the function is called at steps 0-3
-(plain Python on numbers, no tensor): the premise is proven when its value at step 0 equals the
-group's ``initial_lr`` (relative :data:`SAME`), that rate is below 0.5, the values never rise over
-the first steps (a warm-up that happens to start at the rate rises), and for ``MultiplicativeLR``
-they are not constant (a constant factor equal to the rate may be a deliberate decay).
+(plain Python on numbers, no tensor): the premise is proven when, in every parameter group, its
+value at step 0 equals the group's ``initial_lr`` (relative :data:`SAME`), that rate is below 0.5,
+the values never rise over the first steps (a warm-up that happens to start at the rate rises), and
+for ``MultiplicativeLR`` they are not constant (a constant factor equal to the rate may be a
+deliberate decay).  Groups that carry their own rates (0.1 and 1.0, with a function that returns
+the rate on purpose) match in one group at most: silent.
 """
 
 from __future__ import annotations
@@ -95,41 +97,45 @@ class SchedulerChecks(Check):
         self.watched.append([scheduler, oi, scheduler.last_epoch, oi.steps])
 
     def _rate_lambda(self, sc: Any) -> None:
-        """``lr-lambda-returns-rate``: a LambdaLR/MultiplicativeLR function whose value is the rate itself."""
+        """``lr-lambda-returns-rate``: a LambdaLR/MultiplicativeLR function whose value is the rate itself,
+        in every parameter group (groups that carry their own rates, 0.1 and 1.0 with a function that
+        returns the rate on purpose, match in one group at most)."""
         multiplicative = isinstance(sc, L.MultiplicativeLR)
         if not isinstance(sc, (L.LambdaLR, L.MultiplicativeLR)):
             return
-        groups = getattr(sc.optimizer, "param_groups", ())
-        for i, (fn, group) in enumerate(zip(getattr(sc, "lr_lambdas", ()), groups)):
+        groups = list(getattr(sc.optimizer, "param_groups", ()))
+        fns = list(getattr(sc, "lr_lambdas", ()))
+        if not groups or len(fns) != len(groups):
+            return
+        for fn, group in zip(fns, groups):
             base = group.get("initial_lr")
             if not isinstance(base, float) or not 0 < base < 0.5:
-                continue
+                return
             try:
                 values = [fn(k) for k in range(4)]
             except Exception:  # noqa: BLE001 - the user's function: whatever it does, nothing is proven
-                continue
+                return
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-                continue  # a tensor (reading it could synchronise) or anything else: nothing proven
-            v0 = float(values[0])
-            if abs(v0 - base) > SAME * base or any(b > a for a, b in zip(values, values[1:])):
-                continue
+                return  # a tensor (reading it could synchronise) or anything else: nothing proven
+            if abs(float(values[0]) - base) > SAME * base or any(b > a for a, b in zip(values, values[1:])):
+                return
             if multiplicative and len(set(values)) == 1:
-                continue
-            name = type(sc).__name__
-            site = user_location(2)
-            effect = (f"every step multiplies the rate by it again, so it falls as {base:.3g} x {v0:.3g}^n and "
-                      "is gone after a few steps" if multiplicative else
-                      f"the rate is applied twice and training runs at {base:.3g} x {v0:.3g} = {base * v0:.3g}")
-            self.s.report(
-                "lr-lambda-returns-rate",
-                f"the function given to {name} returns {v0:.3g} at step 0, which is the learning rate of "
-                f"parameter group {i} itself: {name} multiplies the optimizer's rate by the value the function "
-                f"returns (a factor), so {effect}.",
-                fix="return the factor alone, e.g. lambda it: (1 - it / max_iter) ** 0.9 instead of "
-                "lambda it: base_lr * (1 - it / max_iter) ** 0.9",
-                where=site or f"{name} on {type(sc.optimizer).__name__}", key=f"lambda:{id(sc)}",
-            )
-            return
+                return
+        base = float(groups[0]["initial_lr"])
+        name = type(sc).__name__
+        site = user_location(2)
+        effect = (f"every step multiplies the rate by it again, so it falls as {base:.3g} x {base:.3g}^n and "
+                  "is gone after a few steps" if multiplicative else
+                  f"the rate is applied twice and training runs at {base:.3g} x {base:.3g} = {base * base:.3g}")
+        which = "the learning rate itself" if len(groups) == 1 else f"each of the {len(groups)} groups' own rate"
+        self.s.report(
+            "lr-lambda-returns-rate",
+            f"the function given to {name} returns {base:.3g} at step 0, which is {which}: {name} multiplies "
+            f"the optimizer's rate by the value the function returns (a factor), so {effect}.",
+            fix="return the factor alone, e.g. lambda it: (1 - it / max_iter) ** 0.9 instead of "
+            "lambda it: base_lr * (1 - it / max_iter) ** 0.9",
+            where=site or f"{name} on {type(sc.optimizer).__name__}", key=f"lambda:{id(sc)}",
+        )
 
     def _steps(self, opt: Any) -> int:
         oi = self.s.optimizers.get(id(opt))

@@ -72,3 +72,24 @@ def test_a_function_returning_the_rate_is_named_and_its_twin_is_silent(form):
 def test_a_warmup_starting_at_the_rate_is_silent():
     findings, text = _train("warmup", bug=False)
     assert findings == [], text
+
+
+def test_groups_with_their_own_rates_and_a_function_returning_the_rate_are_silent():
+    """The Transfer-Learning-Library's form: groups at 0.1 and 1.0 (get_parameters(base_lr=1.0)) and
+    ``LambdaLR(opt, lambda x: args.lr * decay(x))``: the function's value is the rate on purpose,
+    and with args.lr = 0.1 it equals the first group's rate by coincidence."""
+    torch.manual_seed(0)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        model = mlp()
+        opt = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
+                               {"params": model[2].parameters(), "lr": 1.0}], lr=0.1, momentum=0.9)
+        sched = L.LambdaLR(opt, lambda x: 0.1 * (1 + 0.001 * x) ** -0.75)
+        for xb, yb in batches(32, 6):
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            sched.step()
+    finally:
+        findings = session.close()
+    assert "lr-lambda-returns-rate" not in slugs(findings), session.options.stream.getvalue()

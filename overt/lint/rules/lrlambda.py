@@ -7,7 +7,10 @@ file passed by name) is a product one of whose factors is the very expression gi
 the optimizer the scheduler is built on (the same name, attribute chain or number, found in the
 same file): the rate is then applied twice.  Silent when a name is assigned more than once in
 the file or is a parameter of the function itself, when the optimizer or the function is not found,
-and when the optimizer is a parameter of the enclosing function.
+when the optimizer is a parameter of the enclosing function, and when its parameters are not provably
+plain tensors or groups without their own ``"lr"`` (the Transfer-Learning-Library's
+``SGD(model.get_parameters(), args.lr)`` gives groups rates of 0.1 and 1.0, so there ``args.lr *``
+in the function is the rate and correct).
 """
 
 from __future__ import annotations
@@ -44,9 +47,25 @@ def _returned(ix: FileIndex, fn: ast.expr) -> tuple[list[ast.expr], set[str]] | 
     return None
 
 
+def _scoped_values(ix: FileIndex, at: ast.AST, name: str) -> list[ast.expr]:
+    """The values assigned to ``name`` in the function around ``at`` (or at module level, outside any
+    function or class)."""
+    scope: ast.AST = ix.enclosing_function(at) or ix.tree
+    out: list[ast.expr] = []
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets):
+            out.append(node.value)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _optimizer_lr(ix: FileIndex, opt: ast.expr) -> ast.expr | None:
-    """The ``lr=`` given to the optimizer ``opt`` names (every assignment of it agrees), else None."""
-    calls: list[ast.expr] = [opt] if isinstance(opt, ast.Call) else list(ix.assigns.get(dotted(opt) or "", []))
+    """The ``lr=`` given to the optimizer ``opt`` names (every assignment of it in its scope agrees), else None."""
+    calls: list[ast.expr] = [opt] if isinstance(opt, ast.Call) else _scoped_values(ix, opt, dotted(opt) or "")
     lrs = []
     for call in calls:
         if not isinstance(call, ast.Call):
@@ -54,6 +73,8 @@ def _optimizer_lr(ix: FileIndex, opt: ast.expr) -> ast.expr | None:
         q = ix.qualname(call.func) or ""
         if ".optim." not in f".{q}." or not ix.is_torchish(q):
             return None
+        if not call.args or not _plain_params(ix, call.args[0], 0):
+            return None  # groups that may carry their own "lr": the optimizer's lr= is only their default
         lr = kwarg(call, "lr")
         if lr is None and len(call.args) >= 2:
             lr = call.args[1]
@@ -63,6 +84,29 @@ def _optimizer_lr(ix: FileIndex, opt: ast.expr) -> ast.expr | None:
     if not lrs or len({ast.dump(v) for v in lrs}) != 1:
         return None
     return lrs[0]
+
+
+def _plain_params(ix: FileIndex, expr: ast.expr, depth: int) -> bool:
+    """Whether ``expr`` provably gives the optimizer tensors (``model.parameters()``, a filter or list of
+    them) or groups without an ``"lr"`` key, so that every group trains at the optimizer's ``lr=``."""
+    if depth > 3:
+        return False
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr == "parameters":
+            return True
+        name = dotted(expr.func) or ""
+        return name in ("filter", "list", "itertools.chain", "chain") and any(
+            _plain_params(ix, a, depth + 1) for a in expr.args)
+    if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
+        return not isinstance(expr.elt, ast.Dict) and all(_plain_params(ix, g.iter, depth + 1)
+                                                          for g in expr.generators)
+    if isinstance(expr, (ast.List, ast.Tuple)) and expr.elts:
+        return all(isinstance(d, ast.Dict) and None not in d.keys
+                   and all(isinstance(k, ast.Constant) and k.value != "lr" for k in d.keys) for d in expr.elts)
+    if isinstance(expr, ast.Name):
+        values = _scoped_values(ix, expr, expr.id)
+        return len(values) == 1 and _plain_params(ix, values[0], depth + 1)
+    return False
 
 
 def _same_rate(ix: FileIndex, lr: ast.expr, factor: ast.expr, params: set[str]) -> bool:
