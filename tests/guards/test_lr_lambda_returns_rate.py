@@ -40,14 +40,15 @@ SCHEDULES = {
 }
 
 
-def _train(form: str, bug: bool):
+def _run(make_opt, make_sched, steps: int = 12):
+    """A guarded SGD loop on digits with the optimizer and scheduler the callables build."""
     torch.manual_seed(0)
     session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
     try:
         model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
-        sched = SCHEDULES[form][0 if bug else 1](opt)
-        for xb, yb in batches(32, 12):
+        opt = make_opt(model)
+        sched = make_sched(opt)
+        for xb, yb in batches(32, steps):
             opt.zero_grad()
             F.cross_entropy(model(xb), yb).backward()
             opt.step()
@@ -55,6 +56,11 @@ def _train(form: str, bug: bool):
     finally:
         findings = session.close()
     return findings, session.options.stream.getvalue()
+
+
+def _train(form: str, bug: bool):
+    return _run(lambda model: torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9),
+                SCHEDULES[form][0 if bug else 1])
 
 
 @pytest.mark.parametrize("form", ["lambda", "def", "multiplicative"])
@@ -78,18 +84,9 @@ def test_groups_with_their_own_rates_and_a_function_returning_the_rate_are_silen
     """The Transfer-Learning-Library's form: groups at 0.1 and 1.0 (get_parameters(base_lr=1.0)) and
     ``LambdaLR(opt, lambda x: args.lr * decay(x))``: the function's value is the rate on purpose,
     and with args.lr = 0.1 it equals the first group's rate by coincidence."""
-    torch.manual_seed(0)
-    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
-    try:
-        model = mlp()
-        opt = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
-                               {"params": model[2].parameters(), "lr": 1.0}], lr=0.1, momentum=0.9)
-        sched = L.LambdaLR(opt, lambda x: 0.1 * (1 + 0.001 * x) ** -0.75)
-        for xb, yb in batches(32, 6):
-            opt.zero_grad()
-            F.cross_entropy(model(xb), yb).backward()
-            opt.step()
-            sched.step()
-    finally:
-        findings = session.close()
-    assert "lr-lambda-returns-rate" not in slugs(findings), session.options.stream.getvalue()
+    def groups(model):
+        return torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
+                                {"params": model[2].parameters(), "lr": 1.0}], lr=0.1, momentum=0.9)
+
+    findings, text = _run(groups, lambda opt: L.LambdaLR(opt, lambda x: 0.1 * (1 + 0.001 * x) ** -0.75), steps=6)
+    assert "lr-lambda-returns-rate" not in slugs(findings), text
