@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
+from overt.guards.swapped import compiling
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 LOW = (torch.bfloat16, torch.float16)
-_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 _PER_PARAM = 256  # sampled elements per parameter
 _MAX_PARAMS = 64
 _MIN_ELEMENTS = 100  # sampled elements with a non-zero gradient needed to judge
@@ -172,7 +172,7 @@ class PrecisionChecks(Check):
 
     # -- float16 autocast without a scaler ----------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        if self.s.reporter.has("fp16-without-scaler") or _compiling():
+        if self.s.reporter.has("fp16-without-scaler") or compiling():
             return  # (while dynamo traces a compiled forward its hooks run symbolically: nothing to read)
         device_type = _device_type(info.module)
         if device_type is not None and _autocast_fp16(device_type):

@@ -35,7 +35,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.swapped import Swapped, compiling
+from overt.guards.swapped import EvalOutputLooks, Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import from_torch, user_location
 
@@ -54,8 +54,9 @@ UNITS_LOOKS = 2  # evaluation differences judged per run (one read of four numbe
 FAR = 5.0  # "far outside the training targets": a mean or a spread this many of their spreads away
 
 
-class PredictionShapeChecks(Check):
+class PredictionShapeChecks(EvalOutputLooks, Check):
     name = "pred_shape"
+    OUT_LOOKS = OUT_LOOKS
 
     def __init__(self, session: Any):
         super().__init__(session)
@@ -81,31 +82,10 @@ class PredictionShapeChecks(Check):
         if math.isfinite(mean) and math.isfinite(std) and std > 0:
             self.targets.append((mean, std))
 
-    # -- remembering evaluation outputs ----------------------------------------------------------
-    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
-        self._eval(info)
-
-    def on_no_grad_forward(self, info: ModelInfo) -> None:
-        self._eval(info)
-
+    # -- remembering evaluation outputs (EvalOutputLooks) -----------------------------------------
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
         if self in _WRAPPERS.listening:  # training resumed: the evaluation is over
             self._unwrap()
-
-    def eval_started(self) -> None:
-        """A watched model was switched to eval mode (from the patched ``Module.train``)."""
-        if any(self.out_looks.get(id(m), 0) < OUT_LOOKS for m in self.s.models.values()):
-            self._wrap()
-
-    def _eval(self, info: ModelInfo) -> None:
-        self.out_hook.clear_stale()
-        if info.module.training or self.out_hook.pending:
-            return
-        n = self.out_looks.get(id(info), 0)
-        if n >= OUT_LOOKS:
-            return
-        self.out_looks[id(info)] = n + 1
-        self.out_hook.place(info.module, self._remember(info))
 
     def _remember(self, info: ModelInfo):
         def hook(module: Any, args: tuple, output: Any) -> None:

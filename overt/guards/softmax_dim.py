@@ -32,7 +32,7 @@ from torch import nn
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.swapped import Swapped, compiling
+from overt.guards.swapped import EvalOutputLooks, Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import from_torch, user_location
 
@@ -53,8 +53,9 @@ def _resolved_dim(m: nn.Module, ndim: int) -> int | None:
     return dim + ndim if dim < 0 else dim
 
 
-class SoftmaxDimChecks(Check):
+class SoftmaxDimChecks(EvalOutputLooks, Check):
     name = "softmax_dim"
+    OUT_LOOKS = OUT_LOOKS
 
     def __init__(self, session: Any):
         super().__init__(session)
@@ -84,13 +85,7 @@ class SoftmaxDimChecks(Check):
             if isinstance(m, _SOFTMAX) and m.dim in (0, None, -3, -2) and id(m) not in self.handles:
                 self.handles[id(m)] = m.register_forward_pre_hook(self._pre(info))
 
-    # -- softmax over dimension 0 of a model's evaluation outputs ------------------------------
-    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
-        self._eval(info)
-
-    def on_no_grad_forward(self, info: ModelInfo) -> None:
-        self._eval(info)
-
+    # -- softmax over dimension 0 of a model's evaluation outputs (EvalOutputLooks) -----------
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
         if self in _WRAPPERS.listening and not self.s.armed:  # training resumed on an unchecked step
             self._unwrap()
@@ -103,24 +98,10 @@ class SoftmaxDimChecks(Check):
         elif self in _WRAPPERS.listening:
             self._unwrap()
 
-    def eval_started(self) -> None:
-        """A watched model was switched to eval mode (from the patched ``Module.train``): an
-        evaluation begins, wrapped from its first call."""
-        if any(self.out_looks.get(id(m), 0) < OUT_LOOKS for m in self.s.models.values()):
-            self._wrap()
-
-    def _eval(self, info: ModelInfo) -> None:
-        self.out_hook.clear_stale()
-        if info.module.training or self.out_hook.pending:
-            return
-        n = self.out_looks.get(id(info), 0)
-        if n >= OUT_LOOKS:
-            done = all(self.out_looks.get(id(m), 0) >= OUT_LOOKS for m in self.s.models.values())
-            if self in _WRAPPERS.listening and done:
-                self._unwrap()  # every model's first evaluation outputs were looked at
-            return
-        self.out_looks[id(info)] = n + 1
-        self.out_hook.place(info.module, self._remember(info))
+    def _looked_enough(self) -> None:
+        done = all(self.out_looks.get(id(m), 0) >= OUT_LOOKS for m in self.s.models.values())
+        if self in _WRAPPERS.listening and done:
+            self._unwrap()  # every model's first evaluation outputs were looked at
 
     def _remember(self, info: ModelInfo):
         def hook(module: nn.Module, args: tuple, output: Any) -> None:

@@ -53,3 +53,42 @@ class Swapped:
             else:
                 setattr(owner, name, orig)
         self.saved.clear()
+
+
+class EvalOutputLooks:
+    """What both checks of this kind share: each watched model's first ``OUT_LOOKS`` evaluation
+    forwards get a one-shot hook that remembers their outputs (the check's ``_remember(info)``), and a
+    model switched to eval mode puts the check's wrappers in place while some model has looks left.
+    A class using it sets ``OUT_LOOKS`` and has ``s``, ``out_looks``, ``out_hook``, ``_wrap`` and
+    ``_remember``."""
+
+    OUT_LOOKS: int
+    s: Any
+    out_looks: dict[int, int]  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
+    out_hook: Any  # a OneShotHook
+
+    def on_eval_forward(self, info: Any, args: tuple) -> None:
+        self._eval(info)
+
+    def on_no_grad_forward(self, info: Any) -> None:
+        self._eval(info)
+
+    def eval_started(self) -> None:
+        """A watched model was switched to eval mode (from the patched ``Module.train``): an
+        evaluation begins, wrapped from its first call."""
+        if any(self.out_looks.get(id(m), 0) < self.OUT_LOOKS for m in self.s.models.values()):
+            self._wrap()  # type: ignore[attr-defined]
+
+    def _eval(self, info: Any) -> None:
+        self.out_hook.clear_stale()
+        if info.module.training or self.out_hook.pending:
+            return
+        n = self.out_looks.get(id(info), 0)
+        if n >= self.OUT_LOOKS:
+            self._looked_enough()
+            return
+        self.out_looks[id(info)] = n + 1
+        self.out_hook.place(info.module, self._remember(info))  # type: ignore[attr-defined]
+
+    def _looked_enough(self) -> None:
+        """An evaluation forward of a model whose looks are all spent."""
