@@ -37,7 +37,7 @@ from torch.utils.data import dataloader as _dl
 
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
-from overt.guards.where import from_torch, is_user_file, user_location
+from overt.guards.where import from_torch, from_torch_file, is_user_file, user_location
 from overt.guards.workers import check_worker_rngs
 
 if TYPE_CHECKING:
@@ -267,24 +267,33 @@ def _enter_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def __enter__(self: Any) -> Any:
         out = orig(self)
-        for s in ACTIVE:
-            s.arm_forwards(2, only_dropbn_training=True)  # an evaluation without eval()?
-            skew = getattr(s, "skew", None)
-            if skew is not None and skew.wants_no_grad:  # an evaluation without eval() of any model?
-                safely(skew.no_grad_entered, _user_block())
+        if ACTIVE:
+            code = _block_code()
+            if code is None or not from_torch_file(code.co_filename):
+                # torch's own blocks (clip_grad_norm_, nn.init, ...) run no model: arming the
+                # forward hook there would keep it installed on every step of a model with
+                # Dropout/BatchNorm that clips, and a compiled model would run eagerly throughout
+                for s in ACTIVE:
+                    s.arm_forwards(2, only_dropbn_training=True)  # an evaluation without eval()?
+            user = None
+            for s in ACTIVE:
+                skew = getattr(s, "skew", None)
+                if skew is not None and skew.wants_no_grad:  # an evaluation without eval() of any model?
+                    if user is None:
+                        user = code is not None and is_user_file(code.co_filename)
+                    safely(skew.no_grad_entered, user)
         return out
 
     return __enter__
 
 
-def _user_block() -> bool:
-    """Whether the ``no_grad``/``inference_mode`` block being entered is the user's own: a ``with``
-    in the user's code, or a user function under the decorator (not torch's own, e.g. clipping)."""
-    frame = sys._getframe(2)  # _user_block <- __enter__ wrapper <- its caller
+def _block_code() -> Any:
+    """The code that owns the ``no_grad``/``inference_mode`` block being entered: the function with
+    the ``with``, or the function under the ``@torch.no_grad()`` decorator (None if unknown)."""
+    frame = sys._getframe(2)  # _block_code <- __enter__ wrapper <- its caller
     if frame.f_code.co_filename.endswith("_contextlib.py"):  # @torch.no_grad(): the decorated function
-        code = getattr(frame.f_locals.get("func"), "__code__", None)
-        return code is not None and is_user_file(code.co_filename)
-    return is_user_file(frame.f_code.co_filename)
+        return getattr(frame.f_locals.get("func"), "__code__", None)
+    return frame.f_code
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")

@@ -87,6 +87,11 @@ def from_torch(frame: object) -> bool:
     return code is not None and code.co_filename.startswith(_torch_dir())
 
 
+def from_torch_file(filename: str) -> bool:
+    """Whether ``filename`` is one of torch's own source files."""
+    return filename.startswith(_torch_dir())
+
+
 _TORCH_DIR = ""
 
 

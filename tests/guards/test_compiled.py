@@ -115,6 +115,55 @@ def test_unchecked_steps_run_the_compiled_forward(monkeypatch):
     assert not compiled_mod.LOOKING
 
 
+class _DropNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.drop, self.fc2 = nn.Linear(64, 32), nn.Dropout(0.1), nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+@pytest.mark.parametrize("clip", ["clip_grad_norm_", "clip_grad_value_"])
+def test_a_dropout_model_that_clips_still_runs_compiled_on_unchecked_steps(monkeypatch, clip):
+    """torch's own no_grad blocks (the clipping functions) are not evaluations: they used to
+    re-arm the forward hook of a model with Dropout on every step, so under torch.compile every
+    forward ran eagerly (the GPU benchmark: guarded bf16 + compile as slow as no compile)."""
+    model = _DropNet()
+    call = torch.compile(model, backend="aot_eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=4, warmup_steps=2, ignore=TIMING)
+    eager = []
+    real = compiled_mod._eager
+    monkeypatch.setattr(compiled_mod, "_eager", lambda *a: eager.append(g.session.step) or real(*a))
+    clipper = getattr(nn.utils, clip)
+    for xb, yb in batches(32, 12):
+        opt.zero_grad()
+        nn.functional.cross_entropy(call(xb), yb).backward()
+        clipper(model.parameters(), 1.0)
+        opt.step()
+    assert g.report() == []
+    # a model with Dropout has its first three unchecked training forwards looked at too (2, 3, 5);
+    # after them only the checked steps run eagerly
+    assert eager == [0, 1, 2, 3, 4, 5, 8]
+
+
+def test_an_evaluation_without_eval_under_no_grad_still_arms_the_dropout_check():
+    """The user's own no_grad block (a with, or a @torch.no_grad() function) still arms it."""
+    model = _DropNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=4, warmup_steps=2, ignore=TIMING)
+    _train(model, model, opt, 7)
+
+    @torch.no_grad()
+    def evaluate():
+        return model(torch.randn(32, 64))
+
+    evaluate()
+    assert "train-mode-in-eval" in slugs(g.report())
+
+
 def test_the_last_session_gives_back_the_compiled_call():
     from torch._dynamo.eval_frame import OptimizedModule
 
