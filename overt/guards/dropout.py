@@ -80,6 +80,58 @@ def _built_at(info: ModelInfo, layer: Any) -> str | None:
     return None
 
 
+#: the checks with a look under way (every session's DropoutChecks shares one recorder per function)
+_RECORDING: list[DropoutChecks] = []
+#: function name -> (PyTorch's own function, the recorder put in its place), while any look is under way
+_SWAPPED: dict[str, tuple[Any, Any]] = {}
+
+
+def _recorder(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def dropout(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # traced by torch.compile: PyTorch's own call, no graph break
+            return orig(*args, **kwargs)
+        try:
+            p, training = _training_arg(args, kwargs)
+            if training and p > 0 and not from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here
+                loc = user_location(2) or ""
+                for check in _RECORDING:
+                    check.calls.append((p, loc))
+        except Exception:  # noqa: BLE001  never break the user's forward over a check
+            pass
+        return orig(*args, **kwargs)
+
+    return dropout
+
+
+def _record(check: DropoutChecks) -> None:
+    """``check`` looks at a forward: the functional dropouts are swapped for one recorder each,
+    shared by every session's look (two sessions at once -- the engine's default guards and a
+    user's GuardCallback -- used to wrap each other's wrappers and restore them out of order,
+    leaving a wrapper behind on every run)."""
+    if not _RECORDING:
+        for name in FUNCTIONS:
+            orig = getattr(F, name, None)
+            if orig is not None:
+                _SWAPPED[name] = (orig, _recorder(orig))
+                setattr(F, name, _SWAPPED[name][1])
+    if check not in _RECORDING:
+        _RECORDING.append(check)
+
+
+def _unrecord(check: DropoutChecks) -> None:
+    """``check``'s look ended: PyTorch's functions are put back once no look is under way (a
+    function someone else replaced meanwhile is left as they set it)."""
+    if check in _RECORDING:
+        _RECORDING.remove(check)
+    if _RECORDING:
+        return
+    for name, (orig, ours) in _SWAPPED.items():
+        if getattr(F, name, None) is ours:
+            setattr(F, name, orig)
+    _SWAPPED.clear()
+
+
 class DropoutChecks(Check):
     name = "dropout"
 
@@ -88,7 +140,7 @@ class DropoutChecks(Check):
         self.looks: dict[int, int] = {}  # id(ModelInfo) -> eval forwards looked at
         self.train_looks: dict[int, int] = {}  # id(ModelInfo) -> checked training forwards looked at
         self.training_look = False  # the look under way is of a training forward
-        self.saved: dict[str, Any] = {}  # function name -> PyTorch's own, while a look is under way
+        self.recording = False  # a look is under way (the functional dropouts are recorded)
         self.calls: list[tuple[float, str]] = []  # (p, where) of dropout calls with training=True
         self.current: ModelInfo | None = None
         self.handle: Any = None
@@ -120,37 +172,19 @@ class DropoutChecks(Check):
         self._start(info, training=False)
 
     def _start(self, info: ModelInfo, training: bool) -> None:
-        if self.saved:  # a look whose forward never ended (an exception before its hook): never wrap twice
+        if self.recording:  # a look whose forward never ended (an exception before its hook)
             self._restore()
         while self.stale:
             self.stale.pop().remove()
         self.current, self.calls, self.training_look = info, [], training
-        for name in FUNCTIONS:
-            orig = getattr(F, name, None)
-            if orig is not None:
-                self.saved[name] = orig
-                setattr(F, name, self._recorder(orig))
+        _record(self)
+        self.recording = True
         self.handle = info.module.register_forward_hook(self._done, always_call=True)
 
-    def _recorder(self, orig: Any) -> Any:
-        @functools.wraps(orig)
-        def dropout(*args: Any, **kwargs: Any) -> Any:
-            if torch.compiler.is_compiling():  # traced by torch.compile: PyTorch's own call, no graph break
-                return orig(*args, **kwargs)
-            try:
-                p, training = _training_arg(args, kwargs)
-                if training and p > 0 and not from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here
-                    self.calls.append((p, user_location(2) or ""))
-            except Exception:  # noqa: BLE001  never break the user's forward over a check
-                pass
-            return orig(*args, **kwargs)
-
-        return dropout
-
     def _restore(self) -> None:
-        for name, orig in self.saved.items():
-            setattr(F, name, orig)
-        self.saved = {}
+        if self.recording:
+            _unrecord(self)
+            self.recording = False
         if self.handle is not None:
             if sys.exc_info()[1] is not None:
                 # a forward that raised: PyTorch iterates the live hook dict, so removing a hook

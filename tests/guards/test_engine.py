@@ -111,3 +111,16 @@ def test_engine_catches_a_nan_loss_between_sampled_checks_at_the_next_log_point(
         trainer.fit()
     assert info.value.finding.slug == "non-finite"
     assert poisoned_step <= trainer.state.global_step < poisoned_step + 5  # caught by the next log point
+
+
+def test_two_sessions_at_once_leave_pytorchs_functions_as_they_were():
+    """The default guards and a GuardCallback of the user's, together: each look swapped
+    torch.nn.functional's dropouts for a recorder and restored them out of order, leaving a wrapper
+    on F.dropout after every run (dozens after a test session; then torch.compile of a model with
+    dropout hit dynamo's recursion limit)."""
+    import torch.nn.functional as F
+
+    before = {name: getattr(F, name) for name in ("dropout", "dropout1d", "dropout2d", "alpha_dropout")}
+    _fit(_model(), accumulate=2)
+    _fit(_model())
+    assert {name: getattr(F, name) for name in before} == before
