@@ -25,11 +25,11 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-import torch
 import torch.nn.functional as F
 
 from overt.catalog import Severity
 from overt.guards.check import Check
+from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import _BN
 from overt.guards.where import class_location, from_torch, is_user_file, short_location, user_location
 
@@ -80,22 +80,16 @@ def _built_at(info: ModelInfo, layer: Any) -> str | None:
     return None
 
 
-#: the checks with a look under way (every session's DropoutChecks shares one recorder per function)
-_RECORDING: list[DropoutChecks] = []
-#: function name -> (PyTorch's own function, the recorder put in its place), while any look is under way
-_SWAPPED: dict[str, tuple[Any, Any]] = {}
-
-
-def _recorder(orig: Any) -> Any:
+def _recorder(orig: Any, owner: Any = None, name: str = "") -> Any:
     @functools.wraps(orig)
     def dropout(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # traced by torch.compile: PyTorch's own call, no graph break
+        if compiling():  # traced by torch.compile: PyTorch's own call, no graph break
             return orig(*args, **kwargs)
         try:
             p, training = _training_arg(args, kwargs)
             if training and p > 0 and not from_torch(sys._getframe(1)):  # nn.Dropout's own call: not here
                 loc = user_location(2) or ""
-                for check in _RECORDING:
+                for check in RECORDER.listening:
                     check.calls.append((p, loc))
         except Exception:  # noqa: BLE001  never break the user's forward over a check
             pass
@@ -104,32 +98,10 @@ def _recorder(orig: Any) -> Any:
     return dropout
 
 
-def _record(check: DropoutChecks) -> None:
-    """``check`` looks at a forward: the functional dropouts are swapped for one recorder each,
-    shared by every session's look (two sessions at once -- the engine's default guards and a
-    user's GuardCallback -- used to wrap each other's wrappers and restore them out of order,
-    leaving a wrapper behind on every run)."""
-    if not _RECORDING:
-        for name in FUNCTIONS:
-            orig = getattr(F, name, None)
-            if orig is not None:
-                _SWAPPED[name] = (orig, _recorder(orig))
-                setattr(F, name, _SWAPPED[name][1])
-    if check not in _RECORDING:
-        _RECORDING.append(check)
-
-
-def _unrecord(check: DropoutChecks) -> None:
-    """``check``'s look ended: PyTorch's functions are put back once no look is under way (a
-    function someone else replaced meanwhile is left as they set it)."""
-    if check in _RECORDING:
-        _RECORDING.remove(check)
-    if _RECORDING:
-        return
-    for name, (orig, ours) in _SWAPPED.items():
-        if getattr(F, name, None) is ours:
-            setattr(F, name, orig)
-    _SWAPPED.clear()
+#: the functional dropouts swapped for one recorder each while any session's look is under way (two
+#: sessions at once -- the engine's default guards and a user's GuardCallback -- used to wrap each
+#: other's wrappers and restore them out of order, leaving wrappers behind on every run)
+RECORDER = Swapped([(F, name) for name in FUNCTIONS], _recorder)
 
 
 class DropoutChecks(Check):
@@ -177,13 +149,13 @@ class DropoutChecks(Check):
         while self.stale:
             self.stale.pop().remove()
         self.current, self.calls, self.training_look = info, [], training
-        _record(self)
+        RECORDER.listen(self)
         self.recording = True
         self.handle = info.module.register_forward_hook(self._done, always_call=True)
 
     def _restore(self) -> None:
         if self.recording:
-            _unrecord(self)
+            RECORDER.stop(self)
             self.recording = False
         if self.handle is not None:
             if sys.exc_info()[1] is not None:
