@@ -7,6 +7,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half dev --markdown out.md
     python -m tests.wild.runner --faces run,lint --half dev2      # round two's development half
     python -m tests.wild.runner --faces run,lint --half dev3      # round three's development half
+    python -m tests.wild.runner --faces run,lint --half dev4      # round four's development half
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -39,9 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.wild.runner")
     ap.add_argument("cases", nargs="*", help="case id prefixes (default: all)")
     ap.add_argument("--faces", default=",".join(FACES))
-    ap.add_argument("--half", choices=("dev", "test", "dev2", "test2", "dev3", "test3", "all"), default="all",
+    ap.add_argument("--half", choices=("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "all"),
+                    default="all",
                     help="the half of the held-out split to run (tests/wild/split.json): dev/test for round "
-                         "one (w01-w54), dev2/test2 for round two, dev3/test3 for round three")
+                         "one (w01-w54), dev2/test2 for round two, dev3/test3 for round three, dev4/test4 for "
+                         "round four")
     ap.add_argument("--markdown", help="also write the per-case and per-half tables to this file")
     args = ap.parse_args(argv)
     faces = tuple(f for f in args.faces.split(",") if f)

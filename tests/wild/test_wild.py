@@ -10,7 +10,12 @@ default suite, ``overt run`` marked slow): the test halves are held out, each me
 lead (``python -m tests.wild.runner --faces run,lint --half test3`` for round three); for them the
 suite checks only the cases' structure and, marked slow, that each bug still changes its metric.
 No test asserts that a round-three bug is detected. Round two's test half was measured once (docs/wild.md) and is
-development since: ``EXPECTED`` lists the cases of it that later checks were built on."""
+development since: ``EXPECTED`` lists the cases of it that later checks were built on.
+
+Round four (w103-w126: ``dev4``/``test4``, drawn after round three's test half was measured) is held out
+whole until the lead measures it: no test here runs an overt face on any of its cases (its development
+twins join ``DEV_NEW`` only after that measurement); the suite checks their structure and, marked slow,
+that each bug still changes its metric."""
 
 from __future__ import annotations
 
@@ -119,6 +124,7 @@ def _one_thread(one_thread):
 
 
 NEW = {cid: c for cid, c in CASES.items() if hasattr(c, "REPORT")}
+#: round four's halves (dev4, test4) are left out until the lead has run its faces once (docs/wild.md)
 DEV_NEW = sorted(cid for cid, c in NEW.items() if half(c) in ("dev", "dev2", "dev3"))
 
 
@@ -132,7 +138,7 @@ def test_every_case_cites_its_source_and_has_a_twin():
 
 
 def test_split_json_is_the_seeded_draw():
-    """split.json is what ``python -m tests.wild.split`` draws: both rounds reproducible from their seeds."""
+    """split.json is what ``python -m tests.wild.split`` draws: every round reproducible from its seed."""
     assert load_split() == draw()
 
 
