@@ -34,14 +34,14 @@ def data(n):
     return centres[torch.randint(4, (n,))] + 0.2 * torch.randn(n, 2)
 
 
-gen = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2))
+model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2))
 disc = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
-opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3, betas=(0.5, 0.999))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.5, 0.999))          # the generator's
 opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3, betas=(0.5, 0.999))
 #@guard
 for step in range(2000):
     real = data(128)
-    fake = gen(torch.randn(128, 4))
+    fake = model(torch.randn(128, 4))
     d_loss = F.mse_loss(disc(real), torch.ones(128, 1)) + F.mse_loss(disc(fake.detach()), torch.zeros(128, 1))
     opt_d.zero_grad()
     d_loss.backward()
@@ -49,13 +49,13 @@ for step in range(2000):
 
     d_fake2 = disc(__FAKE__)
     g_loss = F.mse_loss(d_fake2, torch.ones(128, 1))
-    opt_g.zero_grad()
+    opt.zero_grad()
     g_loss.backward()
-    opt_g.step()
+    opt.step()
 
-gen.eval()
+model.eval()
 with torch.no_grad():
-    samples = gen(torch.randn(1000, 4))
+    samples = model(torch.randn(1000, 4))
 print(f"METRIC {torch.cdist(samples, centres).min(1).values.mean().item():.4f}")
 '''
 

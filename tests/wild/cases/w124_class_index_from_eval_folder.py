@@ -23,6 +23,7 @@ METRIC = ("test_accuracy", 0.3045, 0.919)
 
 _SCRIPT = PRELUDE + FIT + '''
 import os
+import shutil
 import tempfile
 
 root = tempfile.mkdtemp()
@@ -53,6 +54,7 @@ def image_folder(directory, class_to_idx):
 train_classes = find_classes(os.path.join(root, "train"))
 train_folder = image_folder(os.path.join(root, "train"), train_classes)
 test_folder = image_folder(os.path.join(root, "test"), __TEST_MAP__)
+shutil.rmtree(root)
 
 model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
