@@ -9,7 +9,7 @@ graph (five communities, links mostly inside a community) are learned from the t
 dot-product decoder; held-out links and as many non-links are scored.  The buggy script passes
 ``(prob > 0.5)`` to ``roc_auc_score``, the twin the probabilities.
 
-Metric: validation ROC AUC (plain ``python``, CPU, seed 0): bug 0.75, twin 0.8202
+Metric: validation ROC AUC (plain ``python``, CPU, seed 0): bug 0.75, twin 0.8202.
 """
 
 REPORT = "N78"

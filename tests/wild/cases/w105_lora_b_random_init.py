@@ -7,11 +7,12 @@ Source: hao-ai-lab/FastVideo#781 (https://github.com/hao-ai-lab/FastVideo/pull/7
 a=math.sqrt(5))``; review: "This line incorrectly re-initialized `lora_B` with random values. For
 LoRA training to be effective, the `B` matrix should be initialized to zeros so that the initial LoRA
 update `ΔW = BA` is zero"; author: "Thanks for the bug fix".  Here an MLP pretrained on clean digits
-is adapted with rank-8 LoRA (alpha 32) on both layers to noisy digits (a shifted domain), 5 Adam steps; the
-buggy adapter draws B as ``kaiming_uniform_`` like the removed line, the twin leaves it at zero.
+is adapted with rank-8 LoRA (alpha 32) on both layers to noisy digits (a shifted domain), 5 Adam
+steps; the buggy adapter draws B as ``kaiming_uniform_`` like the removed line, the twin leaves it
+at zero.
 
 Metric: validation accuracy on the noisy digits after adaptation (plain ``python``, CPU, seed 0):
-bug 0.7254, twin 0.8262
+bug 0.7254, twin 0.8262.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE

@@ -12,7 +12,7 @@ then scores the validation digits with the evidence lower bound of the posterior
 from (standard deviation given by its own ``std(logvar)``, KL computed from that standard deviation).
 
 Metric: validation negative ELBO per digit, in nats (plain ``python``, CPU, seed 0; lower is
-better): bug 26.023, twin 24.7803
+better): bug 26.023, twin 24.7803.
 """
 
 from tests.wild.cases.common import PRELUDE

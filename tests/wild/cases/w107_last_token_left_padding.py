@@ -10,7 +10,7 @@ sequence-classification loss trains against a padding position" (fixed in #3629)
 token sequences of length 3-12, left padded, and the class is given by the last token; the buggy
 pooling indexes ``mask.sum(1) - 1``, the twin the rightmost non-padding position.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.33, twin 1.0
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.33, twin 1.0.
 """
 
 REPORT = "N81"

@@ -12,7 +12,7 @@ with a random horizontal flip of image and box; the buggy flip keeps the coordin
 twin swaps them.
 
 Metric: mean IoU of the predicted boxes on unflipped validation images (plain ``python``, CPU,
-seed 0): bug 0.2532, twin 0.769
+seed 0): bug 0.2532, twin 0.769.
 """
 
 REPORT = "N82"

@@ -10,7 +10,7 @@ contain a pair going both ways").  Here a two-layer mean-aggregation network cla
 a synthetic graph whose own features are noisy and whose neighbours carry the class; the edge list
 holds each pair once (``u < v``); the twin adds the reverse of every edge before training.
 
-Metric: test node accuracy (plain ``python``, CPU, seed 0): bug 0.7961, twin 0.932
+Metric: test node accuracy (plain ``python``, CPU, seed 0): bug 0.7961, twin 0.932.
 """
 
 REPORT = "N83"

@@ -11,7 +11,7 @@ Fixed now".  Here a DDPM (50 steps, linear betas) with an MLP noise predictor le
 epsilon-parameterised reverse step.
 
 Metric: mean distance of 1000 samples to the nearest mixture centre (plain ``python``, CPU, seed 0;
-lower is better): bug 2.3316, twin 0.2561
+lower is better): bug 2.3316, twin 0.2561.
 """
 
 REPORT = "N84"

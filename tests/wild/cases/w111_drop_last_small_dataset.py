@@ -11,7 +11,7 @@ issue."  Here an MLP is trained for 60 epochs on the 142 training rows of scikit
 (standardised) with the library-style default ``batch_size=1024``; the twin's loader keeps the last
 batch.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.4167, twin 0.9444
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.4167, twin 0.9444.
 """
 
 REPORT = "N85"

@@ -14,7 +14,7 @@ odd states: action 1; the other action ends the episode with reward 0.3; leaving
 picked at ``obs`` in the buggy script and at ``next_obs`` in the twin.
 
 Metric: undiscounted return of the greedy policy from the first state (plain ``python``, CPU, seed
-0): bug 0.3, twin 1.0
+0): bug 0.3, twin 1.0.
 """
 
 REPORT = "N86"

@@ -12,7 +12,7 @@ background and one or two of the three object classes; the mean IoU is computed 
 four classes and averaged; the buggy metric counts a class absent from both masks as 0, the twin
 leaves it out of that image's mean.
 
-Metric: the reported validation mean IoU (plain ``python``, CPU, seed 0): bug 0.5409, twin 0.6553
+Metric: the reported validation mean IoU (plain ``python``, CPU, seed 0): bug 0.5409, twin 0.6553.
 """
 
 REPORT = "N87"

@@ -6,11 +6,11 @@ Source: IntelLabs/distiller#122 (https://github.com/IntelLabs/distiller/issues/1
 distillation loss": "Why there was no T*T posed on the soft loss in the final distillation loss ?
 Actually, in [Hinton, 2015], it is important to utilize T**2 to balance the tradeoff"; maintainer:
 "@kuanzi you're correct. Not sure how I neglected it during the implementation. Will fix."  Here a
-teacher trained on clean digits distils into a student whose hard labels come from a cheap labeller
-that confuses digit d with d + 5 (mod 10) 60% of the time, loss ``0.7 * soft + 0.3 * hard`` at T = 8; the buggy soft term has no T², the
-twin multiplies it by T².
+teacher trained on clean digits distils into a student whose hard labels come from a cheap
+labeller that confuses digit d with d + 5 (mod 10) 60% of the time, loss ``0.7 * soft + 0.3 *
+hard`` at T = 8; the buggy soft term has no T², the twin multiplies it by T².
 
-Metric: student validation accuracy (plain ``python``, CPU, seed 0): bug 0.3526, twin 0.8866
+Metric: student validation accuracy (plain ``python``, CPU, seed 0): bug 0.3526, twin 0.8866.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE, TEACHER

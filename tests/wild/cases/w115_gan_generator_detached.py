@@ -13,7 +13,7 @@ has only the adversarial term, so the cut path is the whole generator signal.  T
 step scores the detached samples, the twin the samples themselves.
 
 Metric: mean distance of 1000 generated samples to the nearest mixture centre (plain ``python``, CPU,
-seed 0; lower is better): bug 2.6336, twin 0.2958
+seed 0; lower is better): bug 2.6336, twin 0.2958.
 """
 
 REPORT = "N89"

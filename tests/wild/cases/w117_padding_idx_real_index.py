@@ -11,7 +11,7 @@ graph of 40 entities in 5 groups and 3 relations (relation r links group g to gr
 buggy relation table has ``padding_idx=0``, the twin none.
 
 Metric: validation hits@1 counted as the predicted tail being in the right group (plain ``python``,
-CPU, seed 0): bug 0.45, twin 0.6167
+CPU, seed 0): bug 0.45, twin 0.6167.
 """
 
 REPORT = "N91"

@@ -11,10 +11,10 @@ https://github.com/jiwoon-ahn/psa, and it seems like a small bug which invalidat
 Here the same poly-decay optimizer trains an MLP on digits for 3 epochs at lr 0.01; the twin passes
 ``momentum=momentum, weight_decay=weight_decay`` by name.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.1889, twin 0.7406
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.1889, twin 0.7406.
 """
 
-from tests.wild.cases.common import FIT, PRELUDE, VAL_ACCURACY
+from tests.wild.cases.common import PRELUDE, VAL_ACCURACY
 
 REPORT = "N92"
 MECHANISM = "optimizer-argument-misplaced"

@@ -11,7 +11,7 @@ vocabulary is built lower-case, as an uncased model's is; the sentences of four 
 each word with probability 0.6 (titles, names, sentence starts); a bag-of-embeddings classifier is
 trained and evaluated; the buggy tokenizer looks words up as written, the twin lower-cases first.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.7533, twin 1.0
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.7533, twin 1.0.
 """
 
 from tests.wild.cases.common import TEXT

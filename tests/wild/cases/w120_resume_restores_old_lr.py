@@ -10,7 +10,7 @@ with SGD at lr 0.8 and saves model and optimizer; a second stage resumes with ``
 the weights; the twin sets every group's ``lr`` to the requested rate after loading the state.
 
 Metric: validation loss after the second stage (plain ``python``, CPU, seed 0; lower is better):
-bug 0.6624, twin 0.51
+bug 0.6624, twin 0.51.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE
@@ -49,5 +49,5 @@ print(f"METRIC {loss:.4f}")
 
 def script(bug: bool) -> str:
     reset = "# the checkpoint's lr stays in force" if bug else \
-        "for group in opt.param_groups:\n    group[\"lr\"] = ARGS_LR                                     # the requested rate"
+        "for group in opt.param_groups:\n    group[\"lr\"] = ARGS_LR                          # the requested rate"
     return _SCRIPT.replace("__RESET__", reset)

@@ -9,11 +9,11 @@ coarsely buckets the (0, 1) probability range, so distinct query-document releva
 into spurious ties. Reranking then depends on arbitrary tie-breaking"; reviewer: "the diagnosis is
 right ... Once sigmoid has run in bfloat16, the saturation damage is unrecoverable".  Here a pairwise
 scorer of digits (query and candidate of the same class are relevant) is trained with binary
-cross-entropy; each validation query ranks 20 candidates (one relevant, several near-duplicates of
-other classes); the buggy scorer applies the sigmoid to ``logits.to(torch.bfloat16)``, the twin to
+cross-entropy; each validation query ranks 20 candidates (one relevant digit of its class and 19
+random digits of other classes); the buggy scorer applies the sigmoid to ``logits.to(torch.bfloat16)``, the twin to
 float32 logits; the top candidate is ``argmax`` (first of any tie).
 
-Metric: validation precision@1 (plain ``python``, CPU, seed 0): bug 0.7229, twin 0.869
+Metric: validation precision@1 (plain ``python``, CPU, seed 0): bug 0.7229, twin 0.869.
 """
 
 from tests.wild.cases.common import PRELUDE

@@ -13,8 +13,8 @@ up to two pixels and adds noise; the buggy pipeline draws the augmentation once 
 both views, the twin draws it for each view; the frozen encoder is then probed with 1-nearest
 neighbour from clean training digits to shifted validation digits.
 
-Metric: probe accuracy on shifted validation digits (plain ``python``, CPU, seed 0): bug BUGV,
-twin TWINV.
+Metric: probe accuracy on shifted validation digits (plain ``python``, CPU, seed 0): bug 0.1537,
+twin 0.3678.
 """
 
 from tests.wild.cases.common import PRELUDE

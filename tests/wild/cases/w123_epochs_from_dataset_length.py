@@ -13,7 +13,7 @@ Here an MLP is trained on digits for ``max_train_steps = 600`` at batch 64 with 
 over 600 steps; the buggy epoch count divides by ``len(train_dataset)``, the twin by
 ``len(train_loader)``.
 
-Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.2771, twin 0.8514
+Metric: validation accuracy (plain ``python``, CPU, seed 0): bug 0.2771, twin 0.8514.
 """
 
 from tests.wild.cases.common import PRELUDE, VAL_ACCURACY

@@ -11,7 +11,7 @@ are laid out as one folder per class name ("0" ... "9") for a training and a tes
 split happens to hold no "3"; the buggy loader builds ``class_to_idx`` from each split's own folders,
 the twin reuses the training split's mapping.
 
-Metric: test accuracy (plain ``python``, CPU, seed 0): bug 0.3045, twin 0.919
+Metric: test accuracy (plain ``python``, CPU, seed 0): bug 0.3045, twin 0.919.
 """
 
 from tests.wild.cases.common import FIT, PRELUDE

@@ -11,8 +11,8 @@ frame classifier is trained with ``nn.CTCLoss`` on synthetic utterances (noisy p
 3-5 symbols, each held 2-3 frames, blanks between, one or two trailing blank frames); the buggy
 decoder has the report's final-pair branch, the twin checks the final frame against the blank.
 
-Metric: share of validation utterances decoded exactly (plain ``python``, CPU, seed 0): bug BUGV,
-twin TWINV.
+Metric: share of validation utterances decoded exactly (plain ``python``, CPU, seed 0): bug 0.445,
+twin 0.995.
 """
 
 REPORT = "N100"
