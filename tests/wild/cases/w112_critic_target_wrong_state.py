@@ -40,26 +40,26 @@ obs, action, reward, next_obs, done = map(torch.tensor, zip(*rows))
 reward, done = reward.float(), done.float()
 one_hot = lambda s: F.one_hot(s, N).float()
 
-critic = nn.Sequential(nn.Linear(N, 32), nn.ReLU(), nn.Linear(32, 2))
-critic_target = copy.deepcopy(critic)
-opt = torch.optim.Adam(critic.parameters(), lr=1e-2)
+model = nn.Sequential(nn.Linear(N, 32), nn.ReLU(), nn.Linear(32, 2))          # the critic
+critic_target = copy.deepcopy(model)
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 #@guard
 for step in range(1500):
     with torch.no_grad():
-        next_action = critic(one_hot(__ACT_AT__)).argmax(1)             # the actor: greedy on the critic
+        next_action = model(one_hot(__ACT_AT__)).argmax(1)             # the actor: greedy on the critic
         target_q = critic_target(one_hot(next_obs)).gather(1, next_action[:, None]).squeeze(1)
         target = reward + GAMMA * (1 - done) * target_q
-    q = critic(one_hot(obs)).gather(1, action[:, None]).squeeze(1)
+    q = model(one_hot(obs)).gather(1, action[:, None]).squeeze(1)
     opt.zero_grad()
     F.mse_loss(q, target).backward()
     opt.step()
     if step % 20 == 0:
-        critic_target.load_state_dict(critic.state_dict())
+        critic_target.load_state_dict(model.state_dict())
 
 s, total = 0, 0.0
 with torch.no_grad():
     for _ in range(N):
-        a = critic(one_hot(torch.tensor([s]))).argmax(1).item()
+        a = model(one_hot(torch.tensor([s]))).argmax(1).item()
         if a != s % 2:
             total += QUIT
             break

@@ -24,13 +24,13 @@ _SCRIPT = PRELUDE + FIT + TEACHER + '''
 T, ALPHA = 8.0, 0.7
 g = torch.Generator().manual_seed(1)
 noisy = torch.where(torch.rand(1400, generator=g) < 0.6, (Y[:1400] + 5) % 10, Y[:1400])   # a confused labeller
-student = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
-opt = torch.optim.Adam(student.parameters(), lr=3e-3)
+model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))          # the student
+opt = torch.optim.Adam(model.parameters(), lr=3e-3)
 #@guard
 loader = DataLoader(TensorDataset(X[:1400], noisy), batch_size=64, shuffle=True)
 for epoch in range(15):
     for xb, yb in loader:
-        logits = student(xb)
+        logits = model(xb)
         with torch.no_grad():
             soft_targets = F.softmax(teacher(xb) / T, dim=1)
         soft = F.kl_div(F.log_softmax(logits / T, dim=1), soft_targets, reduction="batchmean")
@@ -39,7 +39,6 @@ for epoch in range(15):
         loss.backward()
         opt.step()
 
-model = student
 ''' + '''
 model.eval()
 with torch.no_grad():
