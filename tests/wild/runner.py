@@ -36,6 +36,11 @@ def _commit() -> str:
         return "?"
 
 
+#: halves not measured yet: left out of the default selection (``--half all``), so nobody building
+#: checks sees them by running the whole corpus; run only with ``--half`` naming them (the lead, once)
+UNMEASURED = ("dev4", "test4")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.wild.runner")
     ap.add_argument("cases", nargs="*", help="case id prefixes (default: all)")
@@ -49,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     faces = tuple(f for f in args.faces.split(",") if f)
     chosen = [c for c in cases() if (not args.cases or any(case_id(c).startswith(p) for p in args.cases))
-              and args.half in ("all", half(c))]
+              and (args.half == half(c) or (args.half == "all" and half(c) not in UNMEASURED))]
     stats = {f: {"caught": 0, "applies": 0, "fp": 0, "twins": 0} for f in faces}
     halves: dict[str, dict[str, int]] = {}
     rows = []
