@@ -133,6 +133,11 @@ class CarriedStateChecks(Check):
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         self._eval(info)
 
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        st = self.seen.get(id(info))
+        return st is not None and st.looks < LOOKS and st.train_pairs >= MIN_TRAIN_PAIRS \
+            and not self.s.reporter.has("eval-state-carried", info.name)
+
     def _eval(self, info: ModelInfo) -> None:
         st = self._of(info)
         if st.looks >= LOOKS or st.train_pairs < MIN_TRAIN_PAIRS or self.s.reporter.has("eval-state-carried",

@@ -18,7 +18,8 @@ What a check may use of the session (``self.s``): ``report``/``stop`` (findings)
 
 Forward hooks run only while the session's forward pre-hook is installed
 (checked steps, and a few forwards after a phase change); nothing here runs
-on an unchecked training step.
+on an unchecked training step.  Through an evaluation phase the hook stays on, except on a
+compiled model once no check's ``eval_looks_left`` wants more.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 HOOKS = ("on_train_forward", "on_checked_forward", "on_eval_forward", "on_no_grad_forward", "on_forward_end",
          "on_checked_loss", "before_checked_step", "on_step", "after_checked_step", "on_arming", "end_of_run",
-         "on_crash", "remove_hooks")
+         "on_crash", "remove_hooks", "eval_looks_left")
 
 
 class Check:
@@ -60,6 +61,15 @@ class Check:
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         """The end of a checked, eval-mode or discovered forward (``failed``: it raised;
         ``output`` is then None)."""
+
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        """Asked after an evaluation forward of ``info`` (eval mode, or under ``no_grad``) that this
+        check was shown: whether it wants to see more of them.  A check that listens to
+        ``on_eval_forward``/``on_no_grad_forward`` answers from its own bound (its first N looks per
+        model, one per evaluation pass, ...).  A compiled model runs eagerly while its forwards are
+        looked at (:mod:`overt.guards.compiled`): once no check wants more, the rest of its evaluation
+        phase runs compiled."""
+        return False
 
     # -- loss calls ------------------------------------------------------------------------
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:

@@ -66,6 +66,10 @@ def _optimized_call(orig: Any) -> Any:
 
 def _eager(opt_module: Any, args: tuple, kwargs: dict) -> Any:
     """``opt_module``'s call with the module it wraps run eagerly (the guards' hooks fire)."""
+    key = id(unwrap_model(opt_module._orig_mod))
+    for info in LOOKING.values():  # these models are compiled: their evaluation looks are bounded
+        if key in info.sub_names:
+            info.compiled = True
     if not (opt_module._forward_pre_hooks or opt_module._forward_hooks or opt_module._backward_hooks
             or opt_module._backward_pre_hooks):
         return opt_module._orig_mod(*args, **kwargs)
@@ -167,11 +171,13 @@ def uninstalled() -> None:
     DISCOVERING.clear()
 
 
-def _set_aside(module: Any) -> None:
+def _set_aside(module: Any) -> bool:
     impl = getattr(module, "_compiled_call_impl", None)
     if impl is not None:
         _SET_ASIDE[id(module)] = (module, impl)
         module._compiled_call_impl = None
+        return True
+    return False
 
 
 def _restore(module: Any, impl: Any) -> None:
@@ -186,7 +192,8 @@ def looking(info: ModelInfo, on: bool) -> None:
         _patch_optimized()
         if "torch._dynamo" in sys.modules:  # nothing can be compiled in place before
             for m in info.module.modules():
-                _set_aside(m)
+                if _set_aside(m) or id(m) in _SET_ASIDE:
+                    info.compiled = True
     elif LOOKING.pop(id(info), None) is not None and _SET_ASIDE:
         for m in info.module.modules():
             entry = _SET_ASIDE.pop(id(m), None)

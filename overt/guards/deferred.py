@@ -51,6 +51,10 @@ class DeferredReads:
                 t = t.to_local()
             flats.append(t if t.dim() == 1 else t.reshape(-1))
         device = flats[0].device
+        if device.type == "cpu" and all(f.device.type == "cpu" for f in flats):
+            # host memory: nothing to synchronise, so each value is read as it is (no concatenation)
+            self._run(pending, [f.tolist() for f in flats], can_stop)
+            return
         if all(f.device == device for f in flats):
             groups = [list(range(len(flats)))]
         else:
@@ -67,6 +71,9 @@ class DeferredReads:
                 n = flats[i].numel()
                 values[i] = flat[pos:pos + n]
                 pos += n
+        self._run(pending, values, can_stop)
+
+    def _run(self, pending: list[tuple[torch.Tensor, Callback]], values: list[list[float]], can_stop: bool) -> None:
         self.can_stop = can_stop
         for (_, cb), vals in zip(pending, values):
             try:

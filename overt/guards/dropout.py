@@ -124,6 +124,10 @@ class DropoutChecks(Check):
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         self._look(info)
 
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        return bool(info.dropbn) and self.looks.get(id(info), 0) < LOOKS \
+            and not self.s.reporter.has("dropout-always-on", info.name)
+
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         n = self.train_looks.get(id(info), 0)
         if n >= TRAIN_LOOKS or self.current is not None:

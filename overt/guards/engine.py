@@ -47,6 +47,7 @@ class GuardCallback(Callback):
             options = dataclasses.replace(options, stream=io.StringIO())
         self.session = GuardSession(options)
         self.session.explain_loss_errors = False  # the engine explains a failing loss itself
+        self.session.engine_loop = True  # the engine's loop resets gradients and evaluates correctly itself
         self.session.watch_model(trainer.model)
         self.session.watch_optimizer(trainer.optimizer)
         self.session.scheds.add(trainer.scheduler)

@@ -57,6 +57,8 @@ class EvalLoopChecks(Check):
         self.stale: list[Any] = []  # hooks of forwards that raised, removed at the next event
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
+        if self.s.engine_loop:  # the engine evaluates under eval() and inference_mode itself
+            return
         self._drop_stale()
         key = id(info)
         if key in self.pending or self.s.reporter.has(self._slug(info), info.name):

@@ -134,11 +134,28 @@ class ForwardHooks:
         if not self.armed:
             if _grad_enabled() and module.training:
                 info.fwd_left -= 1
+            elif info.compiled and not self._eval_wanted(info):
+                # a compiled model runs eagerly while looked at: once no check wants more of its
+                # evaluation forwards, the rest of the phase runs compiled (a training forward left in
+                # eval mode is then seen at the next checked step, or the next pass's first forwards)
+                info.fwd_left = 0
             elif info.fwd_left < 1:
                 info.fwd_left = 1  # an evaluation phase: keep looking until training resumes
             if info.fwd_left <= 0 and info.pre_handle is not None:
                 info.pre_handle.remove()
                 info.pre_handle = None
+
+    def _eval_wanted(self, info: Any) -> bool:
+        """Whether some check wants to see more of ``info``'s evaluation forwards (a check that
+        fails to say counts as wanting them)."""
+        for check, fn in self._hooks["eval_looks_left"]:
+            try:
+                if fn(info):
+                    return True
+            except Exception as exc:  # never break the user's forward
+                self.check_failed(check, exc)
+                return True
+        return False
 
     def _idle_without_optimizer(self) -> None:
         """Training forwards go on and no optimizer has stepped (a hand-written update, as in

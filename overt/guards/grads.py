@@ -114,6 +114,8 @@ class GradChecks(Check):
                     h.remove()
                 _clear_empty_hook_dicts(oi.params)
             return
+        if self.s.engine_loop:  # the engine resets the gradients after every step itself: nothing to track
+            return
         handles = self.hooks.get(id(oi.opt))
         install = handles is None
         if install:
@@ -227,7 +229,9 @@ class GradChecks(Check):
                 meta = self.norm_meta[key] = ([s.name_of(p) for p in plist], [p.dim() for p in plist])
             # an all-zero step is a misplaced zero_grad() only when a gradient was reset after backward
             # (or no backward was seen); under a closure the gradients are not made yet
-            reset = None if closure else self._reset_after_backward([self.tracks.get(id(p)) for p in plist], plist)
+            # (the engine's loop never resets them between its backward and its step)
+            reset = None if closure else False if s.engine_loop else \
+                self._reset_after_backward([self.tracks.get(id(p)) for p in plist], plist)
             # (before the first step nothing was watched: its zeros are judged at the next steps)
             judge = not closure and (reset is True or (reset is None and oi.steps > 0))
             s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step, judge_zero=judge))

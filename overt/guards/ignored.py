@@ -73,12 +73,14 @@ class IgnoredLabelChecks(Check):
             return
         if not target.numel() or target.dim() > 3:
             return
+        ids = self.ids
+        if target.dim() < 2 and (ids is None or ids.shape[0] == 0):
+            return  # one label per example and no lengths to judge by: unlabelled samples may be deliberate
         loc = user_location(5) or f"F.{name}"
         if loc in self.done:
             return
         ii = ignore_index_of(args, kwargs)
         t = target.detach()
-        ids = self.ids
         if t.dim() == 1 and ids is not None and len(t) != len(ids) and len(t) % len(ids) == 0 \
                 and 1 < len(t) // len(ids) <= ids.shape[1]:
             t = t.reshape(len(ids), -1)  # token targets flattened for the loss: one row per sequence

@@ -180,6 +180,9 @@ class IndependenceChecks(Check):
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         self._arm(info)
 
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        return self.tries.get(id(info), 0) < TRIES and not self.s.reporter.has("batch-dependent-eval", info.name)
+
     def _arm(self, info: ModelInfo) -> None:
         self.hook.clear_stale()
         if self.running or self.hook.pending or info.module.training:

@@ -105,6 +105,11 @@ class ModeChecks(Check):
         if info.dropbn:
             self.no_grad_forward(info)
 
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        if info.module.training:  # under no_grad: train-mode-in-eval is two such forwards in a row
+            return bool(info.dropbn) and not self.s.reporter.has("train-mode-in-eval", info.name)
+        return torch.is_grad_enabled()  # eval mode with gradients on: graph-in-eval, eval-mode-in-train
+
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         st = self.per_model.get(id(info))
         if st is None:

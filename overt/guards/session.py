@@ -58,6 +58,17 @@ if TYPE_CHECKING:
 _grad_enabled = torch.is_grad_enabled
 
 
+_OVERRIDDEN: dict[type, frozenset[str]] = {}
+
+
+def _overridden(cls: type[Check]) -> frozenset[str]:
+    """The hooks ``cls`` overrides (looked up once per class, not once per session)."""
+    hooks = _OVERRIDDEN.get(cls)
+    if hooks is None:
+        hooks = _OVERRIDDEN[cls] = frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Check, h))
+    return hooks
+
+
 class GuardSession(ForwardHooks):
     """All guards of one run.  Use :meth:`watch_model`, :meth:`watch_optimizer`
     (or ``auto=True`` to discover both through PyTorch's global hooks), then
@@ -100,6 +111,10 @@ class GuardSession(ForwardHooks):
         # explain a loss that raises on unchecked steps too (the engine's callback turns this off:
         # the engine names the batch and the likely fix itself)
         self.explain_loss_errors = True
+        # the training loop is overt's engine (set by its callback): its own loop resets the gradients
+        # after every step and evaluates under eval() and inference_mode, so the checks of a hand-written
+        # loop's structure (stale-gradient hooks, evaluation loops without eval()/no_grad) have nothing to find
+        self.engine_loop = False
         self.loader_batch_size: int | None = None  # of the DataLoader pass started last, when known
         self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
         self.step_watchers: list[Check] = []  # checks that see every step (see watch_steps)
@@ -117,8 +132,7 @@ class GuardSession(ForwardHooks):
                 setattr(self, check.name, check)
         # hook -> (check, bound method) for the checks that override it, in registration order
         self._hooks: dict[str, list[tuple[Check, Callable[..., Any]]]] = {
-            hook: [(c, getattr(c, hook)) for c in self.checks if getattr(type(c), hook) is not getattr(Check, hook)]
-            for hook in HOOKS
+            hook: [(c, getattr(c, hook)) for c in self.checks if hook in _overridden(type(c))] for hook in HOOKS
         }
         patches.activate(self)
         if auto:

@@ -45,6 +45,7 @@ KEEP = 512  # training rows kept for the range comparison
 NOVEL = 0.8  # share of evaluation samples beyond the training rows' 99th percentile
 MIN_NOVEL = 32  # evaluation samples needed for the range comparison
 NO_GRAD_ARMS = 20  # user no_grad blocks that arm a training-mode model without an evaluation following
+TRIES = 20  # evaluation forwards offered per model (too small a batch, other inputs) before giving up
 
 
 def _features(args: tuple) -> torch.Tensor | None:
@@ -62,6 +63,7 @@ class SkewChecks(Check):
         self.stats: dict[int, list[Any]] = {}  # id(ModelInfo) -> [forwards, n, sum, sum of squares]
         self.rows: dict[int, list[torch.Tensor]] = {}  # id(ModelInfo) -> training rows kept (copies)
         self.looks: dict[int, int] = {}
+        self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
         self.hook = OneShotHook()
         self.wants_no_grad = False  # some training-mode model has statistics and looks left
@@ -107,6 +109,11 @@ class SkewChecks(Check):
                 info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre)
         self.wants_no_grad = wanted
 
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        st = self.stats.get(id(info))
+        return st is not None and st[0] >= MIN_TRAIN and self.looks.get(id(info), 0) < LOOKS \
+            and self.tries.get(id(info), 0) < TRIES and not self.s.reporter.has("train-serve-skew", info.name)
+
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         self.arms[id(info)] = 0  # an evaluation came: the arming was not in vain
         self._arm(info, no_grad=True)
@@ -135,6 +142,7 @@ class SkewChecks(Check):
         return hook
 
     def _compare(self, info: ModelInfo, args: tuple, site: str | None = None) -> None:
+        self.tries[id(info)] = self.tries.get(id(info), 0) + 1
         x = _features(args)
         st = self.stats.get(id(info))
         if x is None or st is None or x.shape[0] < MIN_EVAL or st[2].shape != x.shape[1:] or st[2].device != x.device:

@@ -60,6 +60,15 @@ class StaleEvalChecks(Check):
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         self._forward(info)
 
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        """The first ``PASS_FORWARDS`` forwards of every evaluation pass (they make it a pass)."""
+        if self.s.reporter.has("eval-model-stale", info.name):
+            return False
+        st = self.evals.get(id(info))
+        if st is None:
+            return len(self.evals) < 8
+        return st.step != self.s.step or st.run < PASS_FORWARDS
+
     def _forward(self, info: ModelInfo) -> None:
         if info.module.training or self.s.reporter.has("eval-model-stale", info.name):
             return

@@ -73,6 +73,9 @@ class EvalOutputLooks:
     def on_no_grad_forward(self, info: Any) -> None:
         self._eval(info)
 
+    def eval_looks_left(self, info: Any) -> bool:
+        return self.out_looks.get(id(info), 0) < self.OUT_LOOKS
+
     def eval_started(self) -> None:
         """A watched model was switched to eval mode (from the patched ``Module.train``): an
         evaluation begins, wrapped from its first call."""

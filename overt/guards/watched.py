@@ -37,6 +37,7 @@ class ModelInfo:
         self.post_handle: Any = None
         self._pre_handle: Any = None
         self.fwd_left = 0  # forwards still to look at outside checked steps
+        self.compiled = False  # a compiled module around it (or compiled in place) was run eagerly for the guards
 
     @property
     def pre_handle(self) -> Any:

@@ -386,3 +386,39 @@ def test_the_engine_with_compile_compiles_no_more_with_the_guards(monkeypatch):
         _engine_fit(monkeypatch, planted=False, guards=guards)
         seen[guards] = (counters["stats"].get("unique_graphs", 0), counters["frames"].get("total", 0))
     assert seen[True][0] <= seen[False][0] and seen[True][1] <= seen[False][1], seen
+
+
+@pytest.mark.slow  # an engine run with compile, ~15 s on two busy cores
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_validation_of_a_compiled_model_runs_compiled_once_the_checks_have_seen_enough(monkeypatch, dropout):
+    """Before, every validation forward of a compiled model ran eagerly while the guards were on
+    (the evaluation phase kept the forward hook on: 30 of 30 here). Now each evaluation check says
+    when it has seen enough (its first looks per model, the first forwards of each pass): the first
+    pass runs its first 8 batches eagerly (the outputs remembered for the softmax and
+    prediction-shape checks), each later pass its first 3 (what makes it a pass for
+    ``eval-model-stale``), and every pass its last batch (the last batch of a loader arms the
+    forwards: it may be a tiny one); the rest runs compiled."""
+    from torch.utils.data import TensorDataset
+
+    from overt.compose import Trainer
+    from tests.guards.helpers import digits
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real(model, backend="aot_eager"))
+    eager: list[bool] = []  # the training flag of each eagerly run forward
+    real_eager = compiled_mod._eager
+    monkeypatch.setattr(compiled_mod, "_eager", lambda m, *a: eager.append(m._orig_mod.training) or real_eager(m, *a))
+    model = mlp(hidden=64, dropout=dropout)
+    x, y = digits()
+    epochs = 4
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.05), nn.CrossEntropyLoss(),
+                      TensorDataset(x[:480], y[:480]), TensorDataset(x[1000:1640], y[1000:1640]),
+                      epochs=epochs, batch_size=32, val_batch_size=32, progress="off", compile=True)
+    summary = trainer.fit()
+    quiet = TIMING | {"loss-not-decreasing", "val-metric-collapse"}
+    assert [f["slug"] for f in summary["findings"] if f["slug"] not in quiet] == []
+    per_pass = len(trainer.val_loader)  # 20 batches
+    evaluated = eager.count(False)
+    assert evaluated <= (8 + 1) + (3 + 1) * (epochs - 1), (evaluated, epochs * per_pass)
+    if not dropout:  # (a model with Dropout also has the first training forwards of each epoch looked at)
+        assert eager.count(True) == 4  # the checked training steps (3 warm-up, step 50), as before
