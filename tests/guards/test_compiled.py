@@ -422,3 +422,24 @@ def test_validation_of_a_compiled_model_runs_compiled_once_the_checks_have_seen_
     assert evaluated <= (8 + 1) + (3 + 1) * (epochs - 1), (evaluated, epochs * per_pass)
     if not dropout:  # (a model with Dropout also has the first training forwards of each epoch looked at)
         assert eager.count(True) == 4  # the checked training steps (3 warm-up, step 50), as before
+
+
+@pytest.mark.slow  # an engine run with compile, ~10 s on two busy cores
+def test_an_evaluation_bug_of_a_compiled_model_is_still_found_in_the_engine(monkeypatch):
+    """The evaluation checks' looks are bounded under compile, not skipped: validation inputs
+    prepared unlike the training inputs (raw pixel values 0..16 against 0..1) are still named in
+    the first pass (``train-serve-skew``), through the engine's ``compile=True``."""
+    from torch.utils.data import TensorDataset
+
+    from overt.compose import Trainer
+    from tests.guards.helpers import digits
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real(model, backend="aot_eager"))
+    model = mlp(hidden=64)
+    x, y = digits()
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.05), nn.CrossEntropyLoss(),
+                      TensorDataset(x[:480], y[:480]), TensorDataset(x[1000:1640] * 16, y[1000:1640]),
+                      epochs=2, batch_size=32, val_batch_size=32, progress="off", compile=True)
+    summary = trainer.fit()
+    assert "train-serve-skew" in [f["slug"] for f in summary["findings"]], summary["findings"]
