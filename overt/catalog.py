@@ -115,6 +115,12 @@ ENTRIES: tuple[Entry, ...] = (
           "LambdaLR multiplies the optimizer's rate by the function's value, so a function that already includes "
           "the rate applies it twice: training runs at lr x lr (1e-2 becomes 1e-4) and barely moves",
           _W, True, True),
+    Entry("frozen-params-moved", "OVT126", "parameters meant to stay frozen that the optimizer step still moves",
+          "a zero gradient does not stop weight decay or momentum: rows whose gradient is zeroed after backward, or "
+          "parameters set to requires_grad=False that keep a gradient tensor, are still decayed (AdamW) or pushed "
+          "by moments of earlier steps, so the 'frozen' weights drift towards zero over training while the run "
+          "looks normal",
+          _W, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

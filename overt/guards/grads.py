@@ -56,7 +56,7 @@ def _clear_empty_hook_dicts(params: list[torch.Tensor]) -> None:
 
 
 class _Track:
-    __slots__ = ("ref", "ver", "seen", "carried", "probe", "acc")
+    __slots__ = ("ref", "ver", "seen", "carried", "probe", "acc", "want", "bwd")
 
     def __init__(self) -> None:
         self.ref: Any = None
@@ -65,6 +65,10 @@ class _Track:
         self.carried = False
         self.probe: torch.Tensor | None = None
         self.acc: tuple[Any, int] | None = None  # the gradient and its version right after backward
+        # what frozen-params-moved asks of the end of backward (frozenmoves.py): 0 nothing, 1 the
+        # gradient's count of non-zero elements, 2 where it is zero; ``bwd`` holds it
+        self.want = 0
+        self.bwd: torch.Tensor | None = None
 
 
 def _median(values: list[float]) -> float:
@@ -133,6 +137,7 @@ class GradChecks(Check):
             tr.carried = False
             tr.probe = None
             tr.acc = None
+            tr.bwd = None
             if install:
                 handles.append(p.register_hook(self._make_hook(p, tr)))
                 handles.append(p.register_post_accumulate_grad_hook(self._make_acc_hook(tr)))
@@ -160,6 +165,9 @@ class GradChecks(Check):
         def hook(param: torch.Tensor) -> None:
             g = param.grad
             tr.acc = (weakref.ref(g), g._version) if g is not None else None
+            if tr.want and g is not None and not g.is_sparse:
+                with torch.no_grad():
+                    tr.bwd = g.count_nonzero() if tr.want == 1 else g.eq(0)
 
         return hook
 

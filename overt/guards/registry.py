@@ -20,6 +20,7 @@ from overt.guards.dropout import DropoutChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
+from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
@@ -43,6 +44,7 @@ from overt.guards.states import StateChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
+    FrozenMoveChecks,
     ModeChecks,
     DropoutChecks,
     IndependenceChecks,

@@ -104,6 +104,8 @@ EXPECTED = {
     "w96_precision_recall_swapped": ("lint",),
     # round three's test half, measured once (before this): a LambdaLR function that returns the rate (branch late1)
     "w79_lambdalr_returns_lr": ("lint", "run"),
+    # round three's test half, development since: parameters meant to stay frozen (branch optparams)
+    "w100_frozen_embeddings_decay": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
