@@ -121,6 +121,11 @@ ENTRIES: tuple[Entry, ...] = (
           "by moments of earlier steps, so the 'frozen' weights drift towards zero over training while the run "
           "looks normal",
           _W, False, True),
+    Entry("freeze-not-applied", "OVT127", "requires_grad set as an attribute of a module instead of on its parameters",
+          "module.requires_grad = False only adds a Python attribute that PyTorch never reads: the module's parameters "
+          "keep requires_grad=True, receive gradients and are trained, so the layer meant to stay frozen is "
+          "fine-tuned with the rest (and = True meant to unfreeze leaves it frozen)",
+          _W, True, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

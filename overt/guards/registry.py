@@ -19,6 +19,7 @@ from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
+from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.grads import GradChecks
@@ -52,6 +53,7 @@ CHECKS: tuple[type[Check], ...] = (
     StaleEvalChecks,
     EvalLoopChecks,
     FrozenChecks,
+    FreezeAttrChecks,
     LossChecks,
     ClassWeightChecks,
     SequenceTargetChecks,
