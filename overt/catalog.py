@@ -126,6 +126,12 @@ ENTRIES: tuple[Entry, ...] = (
           "keep requires_grad=True, receive gradients and are trained, so the layer meant to stay frozen is "
           "fine-tuned with the rest (and = True meant to unfreeze leaves it frozen)",
           _W, True, True),
+    Entry("lr-overwritten-by-scheduler", "OVT128",
+          "a learning rate set by hand that the scheduler's next step replaces",
+          "LambdaLR (every Hugging Face warm-up schedule), OneCycleLR and CyclicLR compute the rate from their own "
+          "base rates: a rate written into param_groups after the scheduler was built (a new rate on resume, a "
+          "manual decay) holds for one scheduler step, then the run silently goes back to the old schedule",
+          _W, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

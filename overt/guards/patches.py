@@ -224,7 +224,11 @@ def _sched_step_wrapper(orig: Any) -> Any:
         for s in ACTIVE:
             if id(self) not in s.scheds.any_ids:
                 s.scheds.add(self)
-        return orig(self, *args, **kwargs)
+            safely(s.scheds.writes.before, self)  # a rate written by hand since its last step
+        out = orig(self, *args, **kwargs)
+        for s in ACTIVE:
+            safely(s.scheds.writes.after, self)
+        return out
 
     return step
 

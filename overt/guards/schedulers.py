@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from torch.optim import lr_scheduler as L
 
 from overt.guards.check import Check
+from overt.guards.lroverride import LrWrites
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class SchedulerChecks(Check):
         self.any_sched: list[list[Any]] = []  # [scheduler, its optimizer, sched_count, other_steps] of every scheduler
         self.any_ids: set[int] = set()
         self.lrs: dict[int, tuple[int, list[float], list[float]]] = {}  # id(OptInfo) -> (steps, lrs, peaks)
+        self.writes = LrWrites(session)  # lr-overwritten-by-scheduler (lroverride.py)
 
     def add(self, scheduler: Any) -> None:
         """Watch ``scheduler`` (given explicitly, or seen stepping through the patched ``LRScheduler.step``)."""
