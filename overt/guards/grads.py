@@ -97,6 +97,10 @@ class GradChecks(Check):
         self.untracked_reset: set[int] = set()
         self.norm_meta: dict[tuple[int, ...], tuple[list[str], list[int]]] = {}  # names, dims per group
         self.flat: set[str] = set()  # optimizers whose last checked step had backward's own all-zero gradients
+        # LBFGS: its iteration count before a checked step, and the optimizers whose last checked step
+        # returned at once because the gradient was already below tolerance_grad (a converged fit)
+        self.lbfgs_iters: dict[int, int] = {}
+        self.converged: set[str] = set()
 
     # -- the hooks -------------------------------------------------------------------
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
@@ -197,6 +201,8 @@ class GradChecks(Check):
     # -- at a checked step, before the optimizer changes the weights ---------------
     def step_pre(self, oi: OptInfo, closure: bool) -> None:
         s = self.s
+        if isinstance(oi.opt, torch.optim.LBFGS):
+            self.lbfgs_iters[id(oi.opt)] = _lbfgs_iter(oi.opt)
         # a rank's empty FSDP1 shard (use_orig_params=True) never has a gradient: nothing to check
         params = [p for p in oi.params if p.requires_grad and not _empty_shard(p)]
         self._stale(oi, params)
@@ -407,6 +413,12 @@ class GradChecks(Check):
     # -- after a checked step --------------------------------------------------------
     def step_post_checked(self, oi: OptInfo) -> None:
         s = self.s
+        if isinstance(oi.opt, torch.optim.LBFGS):  # no iteration: the fit had converged, nothing to move
+            before = self.lbfgs_iters.pop(id(oi.opt), None)
+            if before is not None and _lbfgs_iter(oi.opt) == before:
+                self.converged.add(oi.name)
+            else:
+                self.converged.discard(oi.name)
         if id(oi.opt) not in self.judged:  # a closure (Lightning, LBFGS) computes the gradients inside
             # step(): they exist only now, so no-gradient is judged on what the step used, not on the pre-hook's view
             self.seen_grad.update(id(p) for p in oi.params if p.grad is not None)
@@ -447,7 +459,7 @@ class GradChecks(Check):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            if vals[0] == 0.0 and vals[1] == 0.0 and oi.name not in self.flat \
+            if vals[0] == 0.0 and vals[1] == 0.0 and oi.name not in self.flat and oi.name not in self.converged \
                     and not s.reporter.has("zero-grad-misplaced", oi.name) \
                     and not s.reporter.has("optimizer-not-on-model", oi.name):
                 lrs = sorted({g.get("lr", float("nan")) for g in oi.opt.param_groups})
@@ -519,6 +531,13 @@ class GradChecks(Check):
         for oi in list(self.s.optimizers.values()):
             if id(oi.opt) not in self.judged and oi.steps >= 1:
                 self.end_of_warmup(oi)
+
+
+def _lbfgs_iter(opt: Any) -> int:
+    """LBFGS's count of iterations so far (it keeps its state under its first parameter)."""
+    params = getattr(opt, "_params", None)
+    state = opt.state.get(params[0], {}) if params else {}
+    return int(state.get("n_iter", 0))
 
 
 def _empty_shard(p: torch.Tensor) -> bool:
