@@ -8,7 +8,9 @@ still move it in both:
   ``p.grad.zero_()``).  ``torch.optim`` skips only parameters whose ``grad`` is ``None``: with a
   zero-filled gradient the step still applies weight decay, momentum and the Adam moments of the
   earlier steps.  Judged on one checked step: the parameter's float64 sum and sum of squares
-  before and after ``step()``.
+  before and after ``step()``, when its gradient is all zero (a non-zero gradient on a parameter
+  without ``requires_grad`` was put there by hand -- evolution strategies, manually computed
+  gradients -- and is stepped on purpose).
 * **gradient elements set to zero after backward** (``emb.weight.grad[keep] = 0``,
   ``p.grad.mul_(mask)``: textual inversion, pruning masks, partial freezing).  A zero gradient does
   not stop decoupled weight decay (AdamW) nor momentum built before the masking.  Proven in
@@ -208,8 +210,11 @@ class FrozenMoveChecks(Check):
         step = s.step
 
         def callback(vals: list[float]) -> None:
+            # a non-zero gradient on a parameter without requires_grad was put there by hand (evolution
+            # strategies, zeroth-order or manually computed gradients, stepped on purpose): only a zero
+            # gradient -- the tensor zero_grad(set_to_none=False) leaves -- proves a frozen parameter
             moved = [(p, vals[3 * i + 1], vals[3 * i + 2]) for i, p in enumerate(params)
-                     if 3 * i + 2 < len(vals) and vals[3 * i]]
+                     if 3 * i + 2 < len(vals) and vals[3 * i] and not vals[3 * i + 2]]
             if not moved:
                 return
             names = [s.name_of(p) for p, _, _ in moved]

@@ -502,7 +502,9 @@ class GradChecks(Check):
                 "optimizer.add_param_group); freeze on purpose with requires_grad_(False).",
                 where=first_names(missing, 3), key="missing" if len(self.judged) == 1 else f"missing:{oi.name}",
             )
-        if oi.params and not any(p.requires_grad for p in oi.params):
+        # (gradients written by hand on parameters without autograd -- evolution strategies, zeroth-order
+        # estimates -- are stepped on purpose: those parameters do learn)
+        if oi.params and not any(p.requires_grad for p in oi.params) and all(p.grad is None for p in oi.params):
             s.report(
                 "params-not-optimized",
                 f"every one of the {len(oi.params)} parameters of {oi.name} has requires_grad=False: "

@@ -131,3 +131,28 @@ def test_rows_backward_leaves_at_zero_are_not_a_freeze():
     finally:
         findings = session.close()
     assert findings == []
+
+
+def test_gradients_set_by_hand_on_parameters_without_autograd_are_quiet():
+    """Evolution strategies: the parameters need no autograd (requires_grad=False) and the gradient
+    estimate is written into .grad by hand for the optimizer to apply, on purpose."""
+    x, y = digits()
+    session = _session()
+    try:
+        model = mlp()
+        model.requires_grad_(False)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+        g = torch.Generator().manual_seed(0)
+        for _ in range(12):
+            base = nn.functional.cross_entropy(model(x[:256]), y[:256])
+            for p in model.parameters():
+                noise = torch.randn(p.shape, generator=g)
+                with torch.no_grad():
+                    p.add_(noise, alpha=1e-2)
+                    gain = nn.functional.cross_entropy(model(x[:256]), y[:256]) - base
+                    p.sub_(noise, alpha=1e-2)
+                p.grad = noise * gain / 1e-2  # the estimate, set by hand
+            opt.step()
+    finally:
+        findings = session.close()
+    assert findings == []
