@@ -132,6 +132,12 @@ ENTRIES: tuple[Entry, ...] = (
           "base rates: a rate written into param_groups after the scheduler was built (a new rate on resume, a "
           "manual decay) holds for one scheduler step, then the run silently goes back to the old schedule",
           _W, False, True),
+    Entry("accumulation-window-broken", "OVT129",
+          "gradient accumulation whose optimizer step does not wait for the window",
+          "a window test written `if i % k:` is true on every micro-batch but the one that fills the window, and a "
+          "loss divided by the accumulation count with a step after every backward accumulates nothing: each update "
+          "uses about one micro-batch, with a learning rate k times smaller than configured",
+          _W, True, False),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
