@@ -138,6 +138,12 @@ ENTRIES: tuple[Entry, ...] = (
           "loss divided by the accumulation count with a step after every backward accumulates nothing: each update "
           "uses about one micro-batch, with a learning rate k times smaller than configured",
           _W, True, False),
+    Entry("lr-schedule-skips-groups", "OVT130",
+          "a learning-rate schedule written by hand that updates only some parameter groups",
+          "param_groups[0]['lr'] = lr, or the assignment left after the loop over param_groups, moves one group's "
+          "rate while the others (the no-decay group, a second model) keep the constructor's rate: they train "
+          "with no warm-up and no decay, while the logged rate looks right",
+          _W, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),

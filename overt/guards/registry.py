@@ -30,6 +30,7 @@ from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
+from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.modes import ModeChecks
 from overt.guards.padloss import PaddingLossChecks
 from overt.guards.precision import PrecisionChecks
@@ -74,6 +75,7 @@ CHECKS: tuple[type[Check], ...] = (
     ScalerChecks,
     PrecisionChecks,
     SchedulerChecks,
+    GroupsLeftBehind,
     StateChecks,
     DistributedChecks,
 )
