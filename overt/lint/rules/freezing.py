@@ -26,6 +26,7 @@ from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, dotted, kwarg
 from overt.lint.rules.base import Hit, rule
 
+_TENSOR_CLASSES = frozenset({"Parameter", "UninitializedParameter", "Buffer", "UninitializedBuffer"})
 _MODULE_ITERS = {"children": None, "modules": None, "named_children": 1, "named_modules": 1}
 
 
@@ -90,8 +91,8 @@ def _kind(ix: FileIndex, obj: ast.expr, at: ast.AST) -> str | None:
         value = values_for(ix).of(obj)
     except RecursionError:
         return None
-    if not value.is_module:
-        return None
+    if not value.is_module or value.layer in _TENSOR_CLASSES:
+        return None  # (nn.Parameter and nn.Buffer are tensors: requires_grad is theirs)
     if value.cls is not None and _manages_flag(value.cls.node):
         return None
     return "module"
