@@ -122,7 +122,7 @@ class FrozenMoveChecks(Check):
             bwd, tr.bwd = tr.bwd, None
             if st.stage == 1 and bwd is not None and bwd.dtype != torch.bool:
                 self.s.defer((bwd - g.count_nonzero()).reshape(1), self._on_count(st, tr))
-            elif st.stage == 2 and bwd is not None and bwd.dtype == torch.bool:
+            elif st.stage == 2 and bwd is not None and bwd.dtype == torch.bool and bwd.shape == g.shape:
                 zero = g.eq(0)
                 self._compare(oi, p, st, zero)
                 st.zeroed = zero & ~bwd
@@ -145,7 +145,8 @@ class FrozenMoveChecks(Check):
     def _compare(self, oi: OptInfo, p: torch.Tensor, st: _Masked, zero: torch.Tensor) -> None:
         """The elements zeroed after backward at the last recorded step: still zero-gradient now,
         moved by that step, and not back where they were?"""
-        if st.zeroed is None or st.before is None or st.moved is None:
+        if st.zeroed is None or st.before is None or st.moved is None or st.zeroed.shape != zero.shape \
+                or st.zeroed.device != zero.device:
             return
         kept = (st.zeroed & ~zero).logical_not().all().double()
         now = _sums(p, st.zeroed)
