@@ -169,9 +169,9 @@ class GradChecks(Check):
         def hook(param: torch.Tensor) -> None:
             g = param.grad
             tr.acc = (weakref.ref(g), g._version) if g is not None else None
-            if tr.want and g is not None and not g.is_sparse:
-                with torch.no_grad():
-                    tr.bwd = g.count_nonzero() if tr.want == 1 else g.eq(0)
+            if tr.want and g is not None and not g.is_sparse:  # (no torch.no_grad(): entering it arms forwards)
+                g = g.detach()
+                tr.bwd = g.count_nonzero() if tr.want == 1 else g.eq(0)
 
         return hook
 

@@ -11,7 +11,9 @@ Seen before checked steps (host floats, no device work), on optimizers no schedu
 with two or more groups: a group whose rate moved since the previous checked step (a schedule at
 work; a rate set to 0 is a freeze and is left out) while another group's rate is still exactly the
 optimizer's constructor rate (``defaults["lr"]``), as it has been at every checked step so far.  Two
-checked steps with a move are needed.
+checked steps with a move are needed.  Groups that carry keys of their own (``"scale"``, ``"lr_mult"``:
+a per-group factor the hand-written loop applies, 1.0 for a group meant to keep its rate) are left
+alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from overt.guards.check import Check
 if TYPE_CHECKING:
     from overt.guards.watched import OptInfo
 
+_STANDARD = frozenset({"params", "initial_lr", "name", "param_names"})  # keys any group may carry
 STRIKES = 2  # checked steps with a moving group while a group stays at the constructor's rate
 
 
@@ -42,6 +45,9 @@ class GroupsLeftBehind(Check):
         base = oi.opt.defaults.get("lr") if isinstance(getattr(oi.opt, "defaults", None), dict) else None
         if len(groups) < 2 or type(base) is not float or base <= 0:
             return
+        standard = set(oi.opt.defaults) | _STANDARD
+        if any(set(g) - standard for g in groups):
+            return  # groups with keys of their own (a per-group factor): the loop may treat them apart
         lrs = [g.get("lr") for g in groups]
         if not all(type(v) is float for v in lrs):
             return  # a tensor rate: reading it could synchronise
