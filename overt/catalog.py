@@ -120,7 +120,7 @@ ENTRIES: tuple[Entry, ...] = (
           "parameters set to requires_grad=False that keep a gradient tensor, are still decayed (AdamW) or pushed "
           "by moments of earlier steps, so the 'frozen' weights drift towards zero over training while the run "
           "looks normal",
-          _W, False, True),
+          _W, True, True),
     Entry("freeze-not-applied", "OVT127", "requires_grad set as an attribute of a module instead of on its parameters",
           "module.requires_grad = False only adds a Python attribute that PyTorch never reads: the module's parameters "
           "keep requires_grad=True, receive gradients and are trained, so the layer meant to stay frozen is "

@@ -105,7 +105,7 @@ EXPECTED = {
     # round three's test half, measured once (before this): a LambdaLR function that returns the rate (branch late1)
     "w79_lambdalr_returns_lr": ("lint", "run"),
     # round three's test half, development since: parameters meant to stay frozen (branch optparams)
-    "w100_frozen_embeddings_decay": ("run",),
+    "w100_frozen_embeddings_decay": ("lint", "run"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
