@@ -37,7 +37,7 @@ from torch.utils.data import dataloader as _dl
 
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
-from overt.guards.where import from_torch, from_torch_file, is_user_file, user_location
+from overt.guards.where import from_torch, from_torch_or_overt_file, is_user_file, user_location
 from overt.guards.workers import check_worker_rngs
 
 if TYPE_CHECKING:
@@ -273,10 +273,12 @@ def _enter_wrapper(orig: Any) -> Any:
         out = orig(self)
         if ACTIVE:
             code = _block_code()
-            if code is None or not from_torch_file(code.co_filename):
-                # torch's own blocks (clip_grad_norm_, nn.init, ...) run no model: arming the
-                # forward hook there would keep it installed on every step of a model with
-                # Dropout/BatchNorm that clips, and a compiled model would run eagerly throughout
+            if code is None or not from_torch_or_overt_file(code.co_filename):
+                # torch's and overt's own blocks (clip_grad_norm_, nn.init, the engine's gradient
+                # norms at log points, the checks' probes) are no evaluation of the user's: arming
+                # the forward hook there kept it installed on every step of a model with
+                # Dropout/BatchNorm that clips (or on the steps after each log point), and a
+                # compiled model ran eagerly on those steps
                 for s in ACTIVE:
                     s.arm_forwards(2, only_dropbn_training=True)  # an evaluation without eval()?
             user = None

@@ -87,9 +87,19 @@ def from_torch(frame: object) -> bool:
     return code is not None and code.co_filename.startswith(_torch_dir())
 
 
-def from_torch_file(filename: str) -> bool:
-    """Whether ``filename`` is one of torch's own source files."""
-    return filename.startswith(_torch_dir())
+def from_torch_or_overt_file(filename: str) -> bool:
+    """Whether ``filename`` is one of torch's or overt's own source files."""
+    return filename.startswith(_torch_dir()) or filename.startswith(_overt_dir())
+
+
+_OVERT_DIR = ""
+
+
+def _overt_dir() -> str:
+    global _OVERT_DIR
+    if not _OVERT_DIR:
+        _OVERT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return _OVERT_DIR
 
 
 _TORCH_DIR = ""

@@ -443,3 +443,34 @@ def test_an_evaluation_bug_of_a_compiled_model_is_still_found_in_the_engine(monk
                       epochs=2, batch_size=32, val_batch_size=32, progress="off", compile=True)
     summary = trainer.fit()
     assert "train-serve-skew" in [f["slug"] for f in summary["findings"]], summary["findings"]
+
+
+@pytest.mark.parametrize("clip", [None, 1.0])
+def test_the_engines_log_points_run_no_forward_of_a_compiled_model_eagerly(monkeypatch, clip):
+    """The engine reads its gradient norms at log points under ``@torch.no_grad()``: overt's own
+    block, no evaluation of the user's, so it arms no forward check. It used to arm two forwards
+    of a model with Dropout after every log point, which then ran eagerly (the GPU profile of the
+    gpt recipe: 2 eager steps in 20). The eager training forwards are the same whether the engine
+    logs every 3 steps or never."""
+    from torch.utils.data import TensorDataset
+
+    from overt.compose import Trainer
+    from tests.guards.helpers import digits
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real(model, backend="aot_eager"))
+    x, y = digits()
+
+    def eager_training_forwards(log_every: int) -> int:
+        torch._dynamo.reset()
+        eager: list[bool] = []
+        real_eager = compiled_mod._eager
+        monkeypatch.setattr(compiled_mod, "_eager",
+                            lambda m, *a: eager.append(m._orig_mod.training) or real_eager(m, *a))
+        model = mlp(hidden=64, dropout=0.2)
+        Trainer(model, torch.optim.SGD(model.parameters(), lr=0.05), nn.CrossEntropyLoss(),
+                TensorDataset(x[:640], y[:640]), None, epochs=1, batch_size=32, progress="off", compile=True,
+                log_every=log_every, clip_grad_norm=clip, checkpoint=False).fit()
+        return eager.count(True)
+
+    assert eager_training_forwards(3) == eager_training_forwards(1000)
