@@ -235,6 +235,11 @@ ENTRIES: tuple[Entry, ...] = (
           "optimizer lowers the policy's entropy, so it turns deterministic on what it preferred early and stops "
           "exploring while the loss still falls",
           _E, True, False),
+    Entry("stop-gradient-missing", "OVT331", "a positive-pair loss without negatives that trains both of its sides",
+          "SimSiam- and BYOL-style losses pull a prediction towards a target that must carry no gradient (a "
+          "stop-gradient, or a momentum network no optimizer holds): trained through both sides, mapping every "
+          "input to the same vector minimises the loss, so the representation collapses while the loss falls",
+          _E, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

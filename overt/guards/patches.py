@@ -361,6 +361,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import attnmask  # F.scaled_dot_product_attention (checked steps)
 
         attnmask.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import stopgrad  # F.cosine_similarity (checked steps)
+
+        stopgrad.install(_patch, ACTIVE, lambda: ARMED)
         from overt.guards import compiled  # torch.compile, Module.compile, OptimizedModule.__call__
 
         compiled.install(_patch)

@@ -40,6 +40,7 @@ from overt.guards.skew import SkewChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
+from overt.guards.stopgrad import StopGradientChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -55,6 +56,7 @@ CHECKS: tuple[type[Check], ...] = (
     SequenceTargetChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
+    StopGradientChecks,
     AttentionMaskChecks,
     PaddingLossChecks,
     LabelSignalChecks,
