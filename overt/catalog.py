@@ -275,6 +275,11 @@ ENTRIES: tuple[Entry, ...] = (
           "the tensor shares the array's memory, so it changes too: data that looks random or corrupted",
           _W, True, False),
     # -- data pipeline -----------------------------------------------------------
+    Entry("frozen-model-in-train-mode", "OVT413", "a model kept fixed (a teacher, a frozen encoder) run in training mode",
+          "requires_grad_(False) and no_grad do not switch Dropout and BatchNorm off: a pretrained teacher or frozen "
+          "feature extractor left in train() gives random soft targets or features and overwrites its BatchNorm "
+          "running statistics with the new data's, so the fixed model changes under the run",
+          _W, False, True),
     Entry("causal-mask-missing", "OVT411", "a next-token model whose outputs see the tokens they are scored against",
           "without a causal mask (or with a bidirectional layer) the prediction at position t reads token t+1, its "
           "own target: the training loss falls to almost nothing while the model cannot predict a token it has not "

@@ -20,6 +20,7 @@ from overt.guards.dropout import DropoutChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
+from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
@@ -45,6 +46,7 @@ from overt.guards.stopgrad import StopGradientChecks
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
     ModeChecks,
+    FrozenModeChecks,
     DropoutChecks,
     IndependenceChecks,
     CarriedStateChecks,
