@@ -76,6 +76,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("scheduler-cadence", "OVT109", "learning-rate scheduler stepped at the wrong cadence",
           "the learning rate follows a schedule far faster or slower than configured",
           _W, True, True),
+    Entry("ema-decay-swapped", "OVT124",
+          "a moving average of the model that moves almost all the way to it at each update",
+          "an EMA update ema = d * ema + (1 - d) * model written with d and 1 - d swapped (or tau and 1 - tau in a "
+          "soft target update) makes the average the trained model of one step ago: no smoothing for evaluation, no slowly "
+          "moving target for a mean teacher, a momentum encoder or an RL target network",
+          _W, False, True),
     Entry("plateau-mode-mismatch", "OVT114", "ReduceLROnPlateau whose mode contradicts the quantity it is stepped with",
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
           "learning rate is cut while the model improves and kept while it gets worse",
@@ -235,7 +241,8 @@ ENTRIES: tuple[Entry, ...] = (
           "optimizer lowers the policy's entropy, so it turns deterministic on what it preferred early and stops "
           "exploring while the loss still falls",
           _E, True, False),
-    Entry("stop-gradient-missing", "OVT331", "a positive-pair loss without negatives that trains both of its sides",
+    Entry("stop-gradient-missing", "OVT331",
+          "a positive-pair loss without negatives that trains both of its sides",
           "SimSiam- and BYOL-style losses pull a prediction towards a target that must carry no gradient (a "
           "stop-gradient, or a momentum network no optimizer holds): trained through both sides, mapping every "
           "input to the same vector minimises the loss, so the representation collapses while the loss falls",
@@ -275,7 +282,8 @@ ENTRIES: tuple[Entry, ...] = (
           "the tensor shares the array's memory, so it changes too: data that looks random or corrupted",
           _W, True, False),
     # -- data pipeline -----------------------------------------------------------
-    Entry("frozen-model-in-train-mode", "OVT413", "a model kept fixed (a teacher, a frozen encoder) run in training mode",
+    Entry("frozen-model-in-train-mode", "OVT413",
+          "a model kept fixed (a teacher, a frozen encoder) run in training mode",
           "requires_grad_(False) and no_grad do not switch Dropout and BatchNorm off: a pretrained teacher or frozen "
           "feature extractor left in train() gives random soft targets or features and overwrites its BatchNorm "
           "running statistics with the new data's, so the fixed model changes under the run",

@@ -17,6 +17,7 @@ from overt.guards.classweights import ClassWeightChecks
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
+from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.frozen import FrozenChecks
@@ -51,6 +52,7 @@ CHECKS: tuple[type[Check], ...] = (
     IndependenceChecks,
     CarriedStateChecks,
     StaleEvalChecks,
+    EmaDecayChecks,
     EvalLoopChecks,
     FrozenChecks,
     LossChecks,
