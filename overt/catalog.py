@@ -79,8 +79,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("ema-decay-swapped", "OVT124",
           "a moving average of the model that moves almost all the way to it at each update",
           "an EMA update ema = d * ema + (1 - d) * model written with d and 1 - d swapped (or tau and 1 - tau in a "
-          "soft target update) makes the average the trained model of one step ago: no smoothing for evaluation, no slowly "
-          "moving target for a mean teacher, a momentum encoder or an RL target network",
+          "soft target update) makes the average the trained model of one step ago: no smoothing for evaluation, no "
+          "slowly moving target for a mean teacher, a momentum encoder or an RL target network",
           _W, False, True),
     Entry("plateau-mode-mismatch", "OVT114", "ReduceLROnPlateau whose mode contradicts the quantity it is stepped with",
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
