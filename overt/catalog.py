@@ -247,6 +247,11 @@ ENTRIES: tuple[Entry, ...] = (
           "stop-gradient, or a momentum network no optimizer holds): trained through both sides, mapping every "
           "input to the same vector minimises the loss, so the representation collapses while the loss falls",
           _E, False, True),
+    Entry("kl-divergence-maximised", "OVT332", "a KL divergence term that enters a minimised loss with a minus sign",
+          "a VAE minimises reconstruction + KL(q(z|x) || p(z)); the KL written out is -0.5 * sum(1 + logvar - mu**2 - "
+          "exp(logvar)), and with the sign lost the optimizer raises the divergence instead: the latent variances "
+          "blow up or collapse and the means run away while the reconstruction loss alone falls",
+          _E, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

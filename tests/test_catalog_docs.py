@@ -54,7 +54,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, round three test half follow-up (branch late1)
          "lr-lambda-returns-rate",
          # issue 33, representation learning and fine-tuning (branch repr)
-         "stop-gradient-missing", "frozen-model-in-train-mode", "ema-decay-swapped"}
+         "stop-gradient-missing", "frozen-model-in-train-mode", "ema-decay-swapped",
+         "kl-divergence-maximised"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
