@@ -252,6 +252,12 @@ ENTRIES: tuple[Entry, ...] = (
           "exp(logvar)), and with the sign lost the optimizer raises the divergence instead: the latent variances "
           "blow up or collapse and the means run away while the reconstruction loss alone falls",
           _E, True, False),
+    Entry("soft-targets-misaligned", "OVT333",
+          "distillation soft targets that belong to other samples than the batch's",
+          "teacher outputs computed once and replayed in another order (precomputed over a shuffled loader and "
+          "looked up by batch index) pair each sample with another sample's soft targets: they agree with the labels "
+          "at chance level and the student is distilled towards noise while the loss looks normal",
+          _W, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

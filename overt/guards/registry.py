@@ -39,6 +39,7 @@ from overt.guards.selfloss import SelfLossChecks
 from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
+from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
@@ -60,6 +61,7 @@ CHECKS: tuple[type[Check], ...] = (
     SequenceTargetChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
+    SoftTargetChecks,
     StopGradientChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

@@ -105,6 +105,7 @@ EXPECTED = {
     # round three's test half, measured once (before this): a LambdaLR function that returns the rate (branch late1)
     "w79_lambdalr_returns_lr": ("lint", "run"),
     "w85_simsiam_no_stop_gradient": ("run",),
+    "w94_teacher_outputs_replayed": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
