@@ -65,8 +65,10 @@ class FrozenModeChecks(Check):
         active = [m for m in info.dropbn if m.training]
         if not active:
             return None
+        if forward and torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
+            return None  # a forward that makes gradients for it: trained, not kept fixed
         params = [p for p in module.parameters() if p.is_floating_point()]
-        if not params or (forward and torch.is_grad_enabled() and any(p.requires_grad for p in params)):
+        if not params:
             return None
         return params  # a model an optimizer trains (a GAN's generator under no_grad for D's step) moves
 
