@@ -81,7 +81,7 @@ ENTRIES: tuple[Entry, ...] = (
           "an EMA update ema = d * ema + (1 - d) * model written with d and 1 - d swapped (or tau and 1 - tau in a "
           "soft target update) makes the average the trained model of one step ago: no smoothing for evaluation, no "
           "slowly moving target for a mean teacher, a momentum encoder or an RL target network",
-          _W, False, True),
+          _W, True, True),
     Entry("plateau-mode-mismatch", "OVT114", "ReduceLROnPlateau whose mode contradicts the quantity it is stepped with",
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
           "learning rate is cut while the model improves and kept while it gets worse",

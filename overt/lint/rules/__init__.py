@@ -12,7 +12,7 @@ from overt.lint.rules import metrics  # noqa: F401  (issue 33: evaluation code t
 from overt.lint.rules import datasets, earlystop, probloss  # noqa: F401  (issue 33 round three)
 from overt.lint.rules import entropy, metricargs  # noqa: F401  (issue 33: entropy bonus sign, metric order)
 from overt.lint.rules import lrlambda  # noqa: F401  (issue 33: a LambdaLR function that returns the rate)
-from overt.lint.rules import klsign  # noqa: F401  (issue 33: a KL divergence the loss maximises)
+from overt.lint.rules import emaswap, klsign  # noqa: F401  (issue 33: EMA decay swapped, KL maximised)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
