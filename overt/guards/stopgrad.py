@@ -7,7 +7,7 @@ a network that only an exponential moving average moves.  When both sides train 
 parameters, the cheapest way to make two views agree is to map every input to the same vector: the
 representation collapses while the loss falls to its minimum.
 
-Seen on checked steps, for ``F.cosine_similarity`` (``nn.CosineSimilarity``) of two ``(N, D)`` tensors
+Seen on checked steps, for ``F.cosine_similarity`` (``nn.CosineSimilarity``, ``torch.cosine_similarity``) of two ``(N, D)`` tensors
 of the same shape (paired rows, not a similarity matrix), and for ``F.mse_loss`` of two such tensors
 whose rows are unit vectors (BYOL's ``2 - 2 cos``), with ``N >= MIN_BATCH`` and ``D >= 2``.  The
 mechanism is read from autograd's graph on the host: both arguments require grad and each reaches a
@@ -126,7 +126,7 @@ class StopGradientChecks(Check):
 def _wrapper(active: list, is_armed: Callable[[], bool], orig: Callable) -> Callable:
     @functools.wraps(orig)
     def cosine_similarity(x1: Any, x2: Any, *args: Any, **kwargs: Any) -> Any:
-        if not active or not is_armed() or torch.compiler.is_compiling() or not torch.is_grad_enabled():
+        if torch.compiler.is_compiling() or not active or not is_armed() or not torch.is_grad_enabled():
             return orig(x1, x2, *args, **kwargs)
         dim = kwargs.get("dim", args[0] if args else 1)
         if dim in (-1, 1):
@@ -142,7 +142,10 @@ def _wrapper(active: list, is_armed: Callable[[], bool], orig: Callable) -> Call
 
 
 def install(patch: Callable, active: list, is_armed: Callable[[], bool]) -> None:
-    """Wrap ``F.cosine_similarity`` (what ``nn.CosineSimilarity`` calls) with ``patch(owner, name, make)``."""
+    """Wrap ``F.cosine_similarity`` (what ``nn.CosineSimilarity`` calls) and ``torch.cosine_similarity`` (the
+    same function) with ``patch(owner, name, make)``.  A name imported before the session started
+    (``from torch.nn.functional import cosine_similarity``) keeps the original: those calls are not seen."""
     import torch.nn.functional as F
 
     patch(F, "cosine_similarity", functools.partial(_wrapper, active, is_armed))
+    patch(torch, "cosine_similarity", functools.partial(_wrapper, active, is_armed))

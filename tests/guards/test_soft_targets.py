@@ -127,3 +127,32 @@ def test_mutual_learning_from_scratch_is_silent():
     finally:
         findings = session.close()
     assert findings == [], session.options.stream.getvalue()
+
+
+def test_soft_cross_entropy_targets_replayed_are_named_and_the_twin_is_silent():
+    """The soft-target form of distillation: F.cross_entropy with the teacher's probabilities."""
+    teacher = _teacher()
+    x, y = digits()
+    loader = DataLoader(TensorDataset(x[:1400], y[:1400]), batch_size=64, shuffle=True)
+    for bug in (True, False):
+        with torch.no_grad():
+            replay = [F.softmax(teacher(xb) / T, 1) for xb, _ in loader]
+        session = _session()
+        try:
+            student = mlp(hidden=32)
+            opt = torch.optim.Adam(student.parameters(), lr=1e-2)
+            for _ in range(2):
+                for i, (xb, yb) in enumerate(loader):
+                    with torch.no_grad():
+                        soft = replay[i] if bug else F.softmax(teacher(xb) / T, 1)
+                    out = student(xb)
+                    loss = F.cross_entropy(out / T, soft) + F.cross_entropy(out, yb)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        finally:
+            findings = session.close()
+        text = session.options.stream.getvalue()
+        assert slugs(findings) == (["soft-targets-misaligned"] if bug else []), text
+        if bug:
+            assert "given to F.cross_entropy" in text

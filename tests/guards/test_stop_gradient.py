@@ -123,3 +123,21 @@ def test_a_consistency_term_beside_a_supervised_loss_is_silent():
     finally:
         findings = session.close()
     assert findings == [], session.options.stream.getvalue()
+
+
+def test_torch_cosine_similarity_without_stop_gradient_is_named():
+    """torch.cosine_similarity is the same function under another name."""
+    torch.manual_seed(0)
+    session = _session()
+    try:
+        model = SimSiam()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        for xb, _ in batches(128, 80):
+            (p1, z1), (p2, z2) = model(_view(xb)), model(_view(xb))
+            loss = -(torch.cosine_similarity(p1, z2, dim=-1).mean() + torch.cosine_similarity(p2, z1, dim=-1).mean())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        findings = session.close()
+    assert slugs(findings) == ["stop-gradient-missing"], session.options.stream.getvalue()
