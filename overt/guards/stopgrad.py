@@ -7,9 +7,10 @@ a network that only an exponential moving average moves.  When both sides train 
 parameters, the cheapest way to make two views agree is to map every input to the same vector: the
 representation collapses while the loss falls to its minimum.
 
-Seen on checked steps, for ``F.cosine_similarity`` (``nn.CosineSimilarity``, ``torch.cosine_similarity``) of two ``(N, D)`` tensors
-of the same shape (paired rows, not a similarity matrix), and for ``F.mse_loss`` of two such tensors
-whose rows are unit vectors (BYOL's ``2 - 2 cos``), with ``N >= MIN_BATCH`` and ``D >= 2``.  The
+Seen on checked steps, for ``F.cosine_similarity`` (``nn.CosineSimilarity``, ``torch.cosine_similarity``)
+of two ``(N, D)`` tensors of the same shape (paired rows, not a similarity matrix), and for
+``F.mse_loss`` of two such tensors whose rows are unit vectors (BYOL's ``2 - 2 cos``), with
+``N >= MIN_BATCH`` and ``D >= 2``.  The
 mechanism is read from autograd's graph on the host: both arguments require grad and each reaches a
 parameter that a watched optimizer holds.  The effect on the device: the spread of the rows once
 l2-normalised (the per-coordinate standard deviation over the batch times sqrt(D): about 1 when the
