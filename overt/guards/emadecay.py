@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
+from overt.guards.samples import weight_sample
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -34,18 +35,6 @@ if TYPE_CHECKING:
 MAX_PARAMS = 64
 MAX_RATIO = 0.05  # the copy moved at least 95% of the way to the trained model
 MIN_SEEN = 2
-
-
-def _sample(params: list[torch.Tensor]) -> torch.Tensor:
-    parts = []
-    for p in params:
-        flat = p.detach().reshape(-1)
-        n = flat.numel()
-        if n > 32:
-            stride = n // 32
-            flat = flat[:32 * stride:stride]
-        parts.append(flat.double())
-    return torch.cat(parts)
 
 
 class EmaDecayChecks(Check):
@@ -79,7 +68,7 @@ class EmaDecayChecks(Check):
         pairs = self._pairs(oi)
         if not pairs:
             return
-        before = [(e, t, ep, tp, _sample(tp)) for e, t, ep, tp in pairs]
+        before = [(e, t, ep, tp, weight_sample(tp)) for e, t, ep, tp in pairs]
         handle: list[Any] = []
         at = oi.steps
 
@@ -89,8 +78,8 @@ class EmaDecayChecks(Check):
             handle.pop().remove()
             try:
                 for e, t, ep, tp, old in before:
-                    now = _sample(tp)
-                    vals = torch.stack(((_sample(ep) - now).norm(), (now - old).norm()))
+                    now = weight_sample(tp)
+                    vals = torch.stack(((weight_sample(ep) - now).norm(), (now - old).norm()))
                     self.s.defer(vals, self._judge(e, t))
             except Exception as exc:  # never break the user's step over a check
                 self.s.check_failed(self, exc)

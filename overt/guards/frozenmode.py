@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from overt.guards.check import Check
+from overt.guards.samples import weight_sample
 from overt.guards.where import user_location
 from overt.text import first_names
 
@@ -32,19 +33,6 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 SPAN = 8  # optimizer steps between the two samples of the weights
-
-
-def _sample(params: list[torch.Tensor]) -> torch.Tensor:
-    parts = []
-    for p in params:
-        flat = p.detach().reshape(-1)
-        n = flat.numel()
-        if n > 32:
-            stride = n // 32
-            flat = flat[:32 * stride:stride]
-        parts.append(flat.double())
-        parts.append(p.detach().sum(dtype=torch.float64).reshape(1))
-    return torch.cat(parts)
 
 
 class FrozenModeChecks(Check):
@@ -94,7 +82,7 @@ class FrozenModeChecks(Check):
             params = self._candidate(info)
             if params is None:
                 continue
-            sample = _sample(params)
+            sample = weight_sample(params, sums=True)
             first = self.first.get(key)
             if first is None or first[1].shape != sample.shape:
                 self.first[key] = (clock, sample)

@@ -7,23 +7,19 @@ silent: a target network hard-synced every 10 steps (exact copies) and an EMA wh
 from __future__ import annotations
 
 import copy
-import io
 
 import torch
 import torch.nn.functional as F
 
-from overt.guards.options import GuardOptions
-from overt.guards.session import GuardSession
-from tests.conftest import TIMING
-from tests.guards.helpers import batches, mlp, slugs
+from tests.guards.helpers import guarded_run, batches, mlp, slugs
 
 
 def _run(update, steps: int = 60):
     """Train an MLP on digits; after each step ``update(step, model, copy)``; the copy is evaluated
     under no_grad every step (as a mean teacher's or a target network's output is)."""
     torch.manual_seed(0)
-    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
-    try:
+
+    def train():
         model = mlp(hidden=32)
         avg = copy.deepcopy(model).requires_grad_(False)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -35,9 +31,7 @@ def _run(update, steps: int = 60):
             loss.backward()
             opt.step()
             update(step, model, avg)
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def ema(decay: float, swapped: bool):

@@ -8,16 +8,12 @@ training mode, which the run moves on purpose."""
 from __future__ import annotations
 
 import copy
-import io
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from overt.guards.options import GuardOptions
-from overt.guards.session import GuardSession
-from tests.conftest import TIMING
-from tests.guards.helpers import batches, slugs
+from tests.guards.helpers import guarded_run, batches, slugs
 
 
 def _net(hidden: int = 64, out: int = 10) -> nn.Sequential:
@@ -37,16 +33,12 @@ def _pretrained() -> nn.Sequential:
     return net
 
 
-def _session():
-    return GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
-
-
 def _distill(bug: bool, steps: int = 40):
     teacher = _pretrained().requires_grad_(False)
     if not bug:
         teacher.eval()
-    session = _session()
-    try:
+
+    def train():
         student = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
         opt = torch.optim.SGD(student.parameters(), lr=0.1)
         for xb, _ in batches(64, steps):
@@ -55,17 +47,15 @@ def _distill(bug: bool, steps: int = 40):
             opt.zero_grad()
             loss.backward()
             opt.step()
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def _frozen_encoder(bug: bool, steps: int = 40):
     encoder = _pretrained()[:3]
     if not bug:
         encoder.eval()
-    session = _session()
-    try:
+
+    def train():
         head = nn.Linear(64, 10)
         opt = torch.optim.Adam(head.parameters(), lr=1e-2)
         for xb, yb in batches(32, steps):
@@ -74,9 +64,7 @@ def _frozen_encoder(bug: bool, steps: int = 40):
             opt.zero_grad()
             F.cross_entropy(head(feats), yb).backward()
             opt.step()
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def test_a_teacher_frozen_by_requires_grad_in_train_mode_is_named_and_its_eval_twin_is_silent():
@@ -96,8 +84,8 @@ def test_a_frozen_encoder_under_no_grad_in_train_mode_is_named_and_its_eval_twin
 
 def test_an_ema_target_network_in_train_mode_is_silent():
     torch.manual_seed(0)
-    session = _session()
-    try:
+
+    def train():
         online = _net(out=32)
         target = copy.deepcopy(online).requires_grad_(False)
         opt = torch.optim.Adam(online.parameters(), lr=1e-3)
@@ -111,6 +99,5 @@ def test_an_ema_target_network_in_train_mode_is_silent():
             with torch.no_grad():
                 for pt, po in zip(target.parameters(), online.parameters()):
                     pt.mul_(0.99).add_(po, alpha=0.01)
-    finally:
-        findings = session.close()
-    assert findings == [], session.options.stream.getvalue()
+    findings, text = guarded_run(train)
+    assert findings == [], text

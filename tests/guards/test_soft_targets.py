@@ -6,17 +6,13 @@ the teacher run on the batch), and two-peer mutual learning from scratch, whose 
 
 from __future__ import annotations
 
-import io
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from overt.guards.options import GuardOptions
-from overt.guards.session import GuardSession
-from tests.conftest import TIMING
-from tests.guards.helpers import digits, mlp, slugs
+from tests.guards.helpers import guarded_run, digits, mlp, slugs
 
 T = 4.0
 
@@ -36,18 +32,14 @@ def _teacher() -> nn.Module:
     return teacher
 
 
-def _session():
-    return GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
-
-
 def _cached(bug: bool, epochs: int = 2):
     teacher = _teacher()
     x, y = digits()
     ds = TensorDataset(x[:1400], y[:1400], torch.arange(1400))
     with torch.no_grad():
         cache = teacher(x[:1400])  # in dataset order
-    session = _session()
-    try:
+
+    def train():
         student = mlp(hidden=32)
         opt = torch.optim.Adam(student.parameters(), lr=1e-2)
         kd, ce = nn.KLDivLoss(reduction="batchmean"), nn.CrossEntropyLoss()
@@ -59,9 +51,7 @@ def _cached(bug: bool, epochs: int = 2):
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def _replayed_log_targets(bug: bool, epochs: int = 2):
@@ -70,8 +60,8 @@ def _replayed_log_targets(bug: bool, epochs: int = 2):
     loader = DataLoader(TensorDataset(x[:1400], y[:1400]), batch_size=64, shuffle=True)
     with torch.no_grad():
         replay = [F.log_softmax(teacher(xb) / T, 1) for xb, _ in loader]
-    session = _session()
-    try:
+
+    def train():
         student = mlp(hidden=32)
         opt = torch.optim.SGD(student.parameters(), lr=0.1)
         for _ in range(epochs):
@@ -87,9 +77,7 @@ def _replayed_log_targets(bug: bool, epochs: int = 2):
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def test_a_cache_sliced_by_batch_position_is_named_and_the_indexed_twin_is_silent():
@@ -110,8 +98,8 @@ def test_replayed_log_targets_are_named_and_the_teacher_on_the_batch_is_silent()
 def test_mutual_learning_from_scratch_is_silent():
     torch.manual_seed(0)
     x, y = digits()
-    session = _session()
-    try:
+
+    def train():
         a, b = mlp(hidden=32), mlp(hidden=32)
         opt = torch.optim.Adam(list(a.parameters()) + list(b.parameters()), lr=1e-2)
         for _ in range(2):
@@ -124,9 +112,8 @@ def test_mutual_learning_from_scratch_is_silent():
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-    finally:
-        findings = session.close()
-    assert findings == [], session.options.stream.getvalue()
+    findings, text = guarded_run(train)
+    assert findings == [], text
 
 
 def test_soft_cross_entropy_targets_replayed_are_named_and_the_twin_is_silent():
@@ -137,8 +124,8 @@ def test_soft_cross_entropy_targets_replayed_are_named_and_the_twin_is_silent():
     for bug in (True, False):
         with torch.no_grad():
             replay = [F.softmax(teacher(xb) / T, 1) for xb, _ in loader]
-        session = _session()
-        try:
+
+        def train():
             student = mlp(hidden=32)
             opt = torch.optim.Adam(student.parameters(), lr=1e-2)
             for _ in range(2):
@@ -150,9 +137,8 @@ def test_soft_cross_entropy_targets_replayed_are_named_and_the_twin_is_silent():
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-        finally:
-            findings = session.close()
-        text = session.options.stream.getvalue()
+        findings, text = guarded_run(train)
+        text = text
         assert slugs(findings) == (["soft-targets-misaligned"] if bug else []), text
         if bug:
             assert "given to F.cross_entropy" in text

@@ -7,16 +7,12 @@ normalised vectors), their clean twins (a detached target; an EMA target network
 from __future__ import annotations
 
 import copy
-import io
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from overt.guards.options import GuardOptions
-from overt.guards.session import GuardSession
-from tests.conftest import TIMING
-from tests.guards.helpers import batches, slugs
+from tests.guards.helpers import guarded_run, batches, slugs
 
 
 def _view(x: torch.Tensor) -> torch.Tensor:
@@ -39,14 +35,10 @@ class SimSiam(nn.Module):
         return self.predictor(z), z
 
 
-def _session():
-    return GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
-
-
 def _simsiam(bug: bool, steps: int = 80):
     torch.manual_seed(0)
-    session = _session()
-    try:
+
+    def train():
         model = SimSiam()
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         cos = nn.CosineSimilarity(dim=1)
@@ -58,15 +50,13 @@ def _simsiam(bug: bool, steps: int = 80):
             opt.zero_grad()
             loss.backward()
             opt.step()
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def _byol(bug: bool, steps: int = 80):
     torch.manual_seed(0)
-    session = _session()
-    try:
+
+    def train():
         online = _mlp(64, 128, 32)
         predictor = _mlp(32, 64, 32)
         target = copy.deepcopy(online).requires_grad_(False)
@@ -86,9 +76,7 @@ def _byol(bug: bool, steps: int = 80):
             with torch.no_grad():
                 for pt, po in zip(target.parameters(), online.parameters()):
                     pt.mul_(0.99).add_(po, alpha=0.01)
-    finally:
-        findings = session.close()
-    return findings, session.options.stream.getvalue()
+    return guarded_run(train)
 
 
 def test_simsiam_without_stop_gradient_is_named_and_its_twin_is_silent():
@@ -110,8 +98,8 @@ def test_byol_target_from_the_online_network_is_named_and_the_ema_twin_is_silent
 def test_a_consistency_term_beside_a_supervised_loss_is_silent():
     """Both sides of the cosine train the same network, but the labels keep the outputs apart."""
     torch.manual_seed(0)
-    session = _session()
-    try:
+
+    def train():
         model = nn.Sequential(_mlp(64, 64, 32), nn.ReLU(), nn.Linear(32, 10))
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         for xb, yb in batches(64, 80):
@@ -120,16 +108,15 @@ def test_a_consistency_term_beside_a_supervised_loss_is_silent():
             opt.zero_grad()
             loss.backward()
             opt.step()
-    finally:
-        findings = session.close()
-    assert findings == [], session.options.stream.getvalue()
+    findings, text = guarded_run(train)
+    assert findings == [], text
 
 
 def test_torch_cosine_similarity_without_stop_gradient_is_named():
     """torch.cosine_similarity is the same function under another name."""
     torch.manual_seed(0)
-    session = _session()
-    try:
+
+    def train():
         model = SimSiam()
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         for xb, _ in batches(128, 80):
@@ -138,6 +125,5 @@ def test_torch_cosine_similarity_without_stop_gradient_is_named():
             opt.zero_grad()
             loss.backward()
             opt.step()
-    finally:
-        findings = session.close()
-    assert slugs(findings) == ["stop-gradient-missing"], session.options.stream.getvalue()
+    findings, text = guarded_run(train)
+    assert slugs(findings) == ["stop-gradient-missing"], text
