@@ -79,7 +79,7 @@ class EmaDecayChecks(Check):
             try:
                 for e, t, ep, tp, old in before:
                     now = weight_sample(tp)
-                    vals = torch.stack(((weight_sample(ep) - now).norm(), (now - old).norm()))
+                    vals = torch.stack(((weight_sample(ep).to(now.device) - now).norm(), (now - old).norm()))
                     self.s.defer(vals, self._judge(e, t))
             except Exception as exc:  # never break the user's step over a check
                 self.s.check_failed(self, exc)

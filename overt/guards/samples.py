@@ -14,15 +14,17 @@ PER_TENSOR = 32
 
 
 def weight_sample(params: list[torch.Tensor], sums: bool = False) -> torch.Tensor:
-    """One float64 vector: ``PER_TENSOR`` strided values of each tensor (and its sum with ``sums``)."""
+    """One float64 vector on the first tensor's device: ``PER_TENSOR`` strided values of each tensor (and
+    its sum with ``sums``)."""
     parts = []
+    device = params[0].device if params else None
     for p in params:
         flat = p.detach().reshape(-1)
         n = flat.numel()
         if n > PER_TENSOR:
             stride = n // PER_TENSOR
             flat = flat[:PER_TENSOR * stride:stride]
-        parts.append(flat.double())
+        parts.append(flat.double().to(device))  # one device: a model split over several, or an average kept on the CPU
         if sums:
-            parts.append(p.detach().sum(dtype=torch.float64).reshape(1))
+            parts.append(p.detach().sum(dtype=torch.float64).reshape(1).to(device))
     return torch.cat(parts)

@@ -93,9 +93,9 @@ class StopGradientChecks(Check):
         wanted = {id(p) for oi in self.s.optimizers.values() for p in oi.params}
         if not wanted or not reaches(a, wanted) or not reaches(b, wanted):
             return
-        vals = [torch.maximum(_spread(a), _spread(b))]
+        vals = [torch.maximum(_spread(a), _spread(b).to(a.device))]
         if unit:
-            norms = torch.cat((a.detach().float().norm(dim=-1), b.detach().float().norm(dim=-1)))
+            norms = torch.cat((a.detach().float().norm(dim=-1), b.detach().float().norm(dim=-1).to(a.device)))
             vals.append((norms - 1).abs().amax())
         after_warmup = self.s.step >= self.s.options.warmup_steps
         self.s.defer(torch.stack(vals), self._judge(what, loc, a.shape[1], unit, after_warmup))
