@@ -76,6 +76,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("scheduler-cadence", "OVT109", "learning-rate scheduler stepped at the wrong cadence",
           "the learning rate follows a schedule far faster or slower than configured",
           _W, True, True),
+    Entry("ema-decay-swapped", "OVT124",
+          "a moving average of the model that moves almost all the way to it at each update",
+          "an EMA update ema = d * ema + (1 - d) * model written with d and 1 - d swapped (or tau and 1 - tau in a "
+          "soft target update) makes the average the trained model of one step ago: no smoothing for evaluation, no "
+          "slowly moving target for a mean teacher, a momentum encoder or an RL target network",
+          _W, True, True),
     Entry("plateau-mode-mismatch", "OVT114", "ReduceLROnPlateau whose mode contradicts the quantity it is stepped with",
           "mode='min' stepped with an accuracy (or 'max' with a loss) takes every improvement for a plateau: the "
           "learning rate is cut while the model improves and kept while it gets worse",
@@ -264,6 +270,23 @@ ENTRIES: tuple[Entry, ...] = (
           "optimizer lowers the policy's entropy, so it turns deterministic on what it preferred early and stops "
           "exploring while the loss still falls",
           _E, True, False),
+    Entry("stop-gradient-missing", "OVT331",
+          "a positive-pair loss without negatives that trains both of its sides",
+          "SimSiam- and BYOL-style losses pull a prediction towards a target that must carry no gradient (a "
+          "stop-gradient, or a momentum network no optimizer holds): trained through both sides, mapping every "
+          "input to the same vector minimises the loss, so the representation collapses while the loss falls",
+          _E, False, True),
+    Entry("kl-divergence-maximised", "OVT332", "a KL divergence term that enters a minimised loss with a minus sign",
+          "a VAE minimises reconstruction + KL(q(z|x) || p(z)); the KL written out is -0.5 * sum(1 + logvar - mu**2 - "
+          "exp(logvar)), and with the sign lost the optimizer raises the divergence instead: the latent variances "
+          "blow up or collapse and the means run away while the reconstruction loss alone falls",
+          _E, True, False),
+    Entry("soft-targets-misaligned", "OVT333",
+          "distillation soft targets that belong to other samples than the batch's",
+          "teacher outputs computed once and replayed in another order (precomputed over a shuffled loader and "
+          "looked up by batch index) pair each sample with another sample's soft targets: they agree with the labels "
+          "at chance level and the student is distilled towards noise while the loss looks normal",
+          _W, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -299,6 +322,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the tensor shares the array's memory, so it changes too: data that looks random or corrupted",
           _W, True, False),
     # -- data pipeline -----------------------------------------------------------
+    Entry("frozen-model-in-train-mode", "OVT413",
+          "a model kept fixed (a teacher, a frozen encoder) run in training mode",
+          "requires_grad_(False) and no_grad do not switch Dropout and BatchNorm off: a pretrained teacher or frozen "
+          "feature extractor left in train() gives random soft targets or features and overwrites its BatchNorm "
+          "running statistics with the new data's, so the fixed model changes under the run",
+          _W, False, True),
     Entry("causal-mask-missing", "OVT411", "a next-token model whose outputs see the tokens they are scored against",
           "without a causal mask (or with a bidirectional layer) the prediction at position t reads token t+1, its "
           "own target: the training loss falls to almost nothing while the model cannot predict a token it has not "

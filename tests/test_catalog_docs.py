@@ -55,7 +55,10 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "lr-lambda-returns-rate",
          # issue 33, optimizers, parameters and their state (branch optparams)
          "frozen-params-moved", "freeze-not-applied", "lr-overwritten-by-scheduler",
-         "accumulation-window-broken", "lr-schedule-skips-groups"}
+         "accumulation-window-broken", "lr-schedule-skips-groups",
+         # issue 33, representation learning and fine-tuning (branch repr)
+         "stop-gradient-missing", "frozen-model-in-train-mode", "ema-decay-swapped",
+         "kl-divergence-maximised", "soft-targets-misaligned"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -8,7 +8,7 @@
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
 - ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`), ``clip_grad_norm_``/``clip_grad_value_``
-  (:mod:`overt.guards.clipping`);
+  (:mod:`overt.guards.clipping`), ``F.cosine_similarity`` (:mod:`overt.guards.stopgrad`, checked steps);
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -367,6 +367,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import attnmask  # F.scaled_dot_product_attention (checked steps)
 
         attnmask.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import stopgrad  # F.cosine_similarity (checked steps)
+
+        stopgrad.install(_patch, ACTIVE, lambda: ARMED)
         from overt.guards import compiled  # torch.compile, Module.compile, OptimizedModule.__call__
 
         compiled.install(_patch)

@@ -17,11 +17,13 @@ from overt.guards.classweights import ClassWeightChecks
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
+from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.frozenmoves import FrozenMoveChecks
+from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
@@ -40,18 +42,22 @@ from overt.guards.selfloss import SelfLossChecks
 from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
+from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
+from overt.guards.stopgrad import StopGradientChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
     FrozenMoveChecks,
     ModeChecks,
+    FrozenModeChecks,
     DropoutChecks,
     IndependenceChecks,
     CarriedStateChecks,
     StaleEvalChecks,
+    EmaDecayChecks,
     EvalLoopChecks,
     FrozenChecks,
     FreezeAttrChecks,
@@ -60,6 +66,8 @@ CHECKS: tuple[type[Check], ...] = (
     SequenceTargetChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
+    SoftTargetChecks,
+    StopGradientChecks,
     AttentionMaskChecks,
     PaddingLossChecks,
     LabelSignalChecks,

@@ -120,3 +120,18 @@ class Digits(torch.utils.data.Dataset):
 def noise(x):
     """A random augmentation: Gaussian noise, a fresh draw per call."""
     return x + 0.3 * torch.randn_like(x)
+
+
+def guarded_run(train, check_every: int = 10) -> tuple[list, str]:
+    """Run ``train()`` under a guard session that finds models and optimizers itself (``overt run``'s
+    way), checking every ``check_every``-th step after the warm-up: (findings, printed text)."""
+    from overt.guards.options import GuardOptions
+    from overt.guards.session import GuardSession
+    from tests.conftest import TIMING
+
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=check_every), auto=True)
+    try:
+        train()
+    finally:
+        findings = session.close()
+    return findings, session.options.stream.getvalue()

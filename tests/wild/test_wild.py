@@ -106,6 +106,8 @@ EXPECTED = {
     "w79_lambdalr_returns_lr": ("lint", "run"),
     # round three's test half, development since: parameters meant to stay frozen (branch optparams)
     "w100_frozen_embeddings_decay": ("lint", "run"),
+    "w85_simsiam_no_stop_gradient": ("run",),
+    "w94_teacher_outputs_replayed": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
