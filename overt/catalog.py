@@ -465,6 +465,11 @@ ENTRIES: tuple[Entry, ...] = (
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "
           "predictions and the confusion matrix is transposed, while the symmetric F1 hides it",
           _E, True, False),
+    Entry("accumulator-not-reset", "OVT807", "a per-pass sum or count set to zero once, before the loop over passes",
+          "running_loss += ..., correct += ... or losses.append(...) never set back inside the epoch loop (or "
+          "between the training and the validation loop): each pass's reported number also counts every earlier "
+          "pass, so the curve lags the model and early stopping and model selection read stale values",
+          _W, True, False),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}
