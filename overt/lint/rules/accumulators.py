@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import LOOP_TYPES, SCOPE_TYPES, FileIndex, dotted, names_in
+from overt.lint.index import LOOP_TYPES, FileIndex, dotted, names_in
 from overt.lint.rules.base import Hit, rule
 
 #: calls whose single argument, an accumulated list, is reduced to the pass's number
@@ -217,8 +217,8 @@ def _hits_across_passes(ix: FileIndex, sc: _Scope) -> Iterator[Hit]:
                     break
                 seen.add((name, outer.lineno))
                 yield Hit("accumulator-not-reset", read,
-                          f"'{name}' is set once (line {init.lineno}), before the loop at line {outer.lineno}, added to "
-                          f"batch by batch in the loop at line {inner.lineno} and read once per pass here, but never "
+                          f"'{name}' is set once (line {init.lineno}), before the loop at line {outer.lineno}, "
+                          f"added to batch by batch in the loop at line {inner.lineno} and read once per pass here, but never "
                           f"set back inside the loop at line {outer.lineno}: every pass's value also counts all the "
                           f"earlier passes, so the number reported lags the model (and early stopping or model "
                           f"selection read it)",
