@@ -218,8 +218,8 @@ def _hits_across_passes(ix: FileIndex, sc: _Scope) -> Iterator[Hit]:
                 seen.add((name, outer.lineno))
                 yield Hit("accumulator-not-reset", read,
                           f"'{name}' is set once (line {init.lineno}), before the loop at line {outer.lineno}, "
-                          f"added to batch by batch in the loop at line {inner.lineno} and read once per pass here, but never "
-                          f"set back inside the loop at line {outer.lineno}: every pass's value also counts all the "
+                          f"added to batch by batch in the loop at line {inner.lineno} and read once per pass here, "
+                          f"but never set back inside the loop at line {outer.lineno}: every pass's value also counts all the "
                           f"earlier passes, so the number reported lags the model (and early stopping or model "
                           f"selection read it)",
                           fix=f"set {name} back to its start value at the top of each pass (inside the loop at line "
