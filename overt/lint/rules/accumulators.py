@@ -219,9 +219,9 @@ def _hits_across_passes(ix: FileIndex, sc: _Scope) -> Iterator[Hit]:
                 yield Hit("accumulator-not-reset", read,
                           f"'{name}' is set once (line {init.lineno}), before the loop at line {outer.lineno}, "
                           f"added to batch by batch in the loop at line {inner.lineno} and read once per pass here, "
-                          f"but never set back inside the loop at line {outer.lineno}: every pass's value also counts all the "
-                          f"earlier passes, so the number reported lags the model (and early stopping or model "
-                          f"selection read it)",
+                          f"but never set back inside the loop at line {outer.lineno}: every pass's value also "
+                          f"counts all the earlier passes, so the number reported lags the model (and early stopping "
+                          f"or model selection read it)",
                           fix=f"set {name} back to its start value at the top of each pass (inside the loop at line "
                               f"{outer.lineno}, before line {inner.lineno})")
                 break
