@@ -264,6 +264,11 @@ ENTRIES: tuple[Entry, ...] = (
           "optimizer lowers the policy's entropy, so it turns deterministic on what it preferred early and stops "
           "exploring while the loss still falls",
           _E, True, False),
+    Entry("targets-one-class", "OVT335", "classification targets that are one class for the whole run",
+          "the targets lost their values between the data set and the loss (ToTensor or Normalize on a mask of "
+          "class ids divides them by 255 and .long() makes them 0; float labels in [0, 1) cast with .long()): the "
+          "model is trained to predict that one class everywhere while the loss falls",
+          _W, False, True),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),

@@ -26,6 +26,7 @@ from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
+from overt.guards.onetarget import OneTargetChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.clipping import ClipOrderChecks
@@ -63,6 +64,7 @@ CHECKS: tuple[type[Check], ...] = (
     AttentionMaskChecks,
     PaddingLossChecks,
     LabelSignalChecks,
+    OneTargetChecks,
     SoftmaxDimChecks,
     PredictionShapeChecks,
     GraphChecks,
