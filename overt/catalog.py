@@ -269,6 +269,11 @@ ENTRIES: tuple[Entry, ...] = (
           "class ids divides them by 255 and .long() makes them 0; float labels in [0, 1) cast with .long()): the "
           "model is trained to predict that one class everywhere while the loss falls",
           _W, False, True),
+    Entry("eos-masked-as-padding", "OVT336", "labels masked by the pad id when the pad id is the EOS id",
+          "with pad = EOS (tokenizer.pad_token = tokenizer.eos_token), masking labels equal to the pad id (or "
+          "DataCollatorForLanguageModeling, which does) masks every real EOS too: the model is never trained to "
+          "emit EOS and does not stop when it generates",
+          _W, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
