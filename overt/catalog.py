@@ -368,6 +368,10 @@ ENTRIES: tuple[Entry, ...] = (
           "it draws only the indices below len(weights) (one weight per class given where one per sample was "
           "meant): the samples past them are never seen and each epoch repeats the first few",
           _E, False, True),
+    Entry("eval-drops-samples", "OVT525", "an evaluation DataLoader with drop_last=True and a partial last batch",
+          "the last len(dataset) % batch_size samples are never scored: the metric covers a subset that depends "
+          "on the batch size (drop_last copied from the training loader)",
+          _W, True, True),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",

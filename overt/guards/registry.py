@@ -18,6 +18,7 @@ from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.evaldata import EvalDataChecks
+from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
@@ -71,6 +72,7 @@ CHECKS: tuple[type[Check], ...] = (
     ActivationChecks,
     DataChecks,
     EvalDataChecks,
+    EvalDropChecks,
     SkewChecks,
     SamplerChecks,
     ClipOrderChecks,

@@ -259,6 +259,28 @@ def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
                       "set's order", fix="use shuffle=False")
 
 
+_EVAL_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader"})
+
+
+@rule("eval-drops-samples")
+def eval_drops_samples(ix: FileIndex) -> Iterator[Hit]:
+    """An evaluation DataLoader built with ``drop_last=True`` (issue 33, evaluation on a subset by accident)."""
+    for call in ix.calls:
+        if not (ix.call_is(call, "DataLoader") and is_const(kwarg(call, "drop_last"), True)):
+            continue
+        func = ix.enclosing_function(call)
+        hook = func is not None and func.name in _EVAL_HOOKS
+        if not hook and _role(ix, call) != "eval":
+            continue
+        where = f"the DataLoader returned by {func.name}()" if hook and func is not None else "an evaluation DataLoader"
+        yield Hit("eval-drops-samples", kwarg(call, "drop_last") or call,
+                  f"{where} is built with drop_last=True: the last len(dataset) % batch_size samples are left out of "
+                  f"every evaluation pass, so the metric is computed on a subset that changes with the batch size",
+                  fix="drop drop_last=True from evaluation loaders (keep it for training, where a ragged last batch "
+                      "is a choice)",
+                  severity="info")  # whether a sample is dropped depends on sizes lint cannot see: the guard proves it
+
+
 def _sampler_call(ix: FileIndex, loader: ast.Call) -> ast.Call | None:
     """The call that made the loader's ``sampler=`` (inline, or a name assigned once in the same scope)."""
     value = kwarg(loader, "sampler")
