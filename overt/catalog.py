@@ -372,6 +372,10 @@ ENTRIES: tuple[Entry, ...] = (
           "the last len(dataset) % batch_size samples are never scored: the metric covers a subset that depends "
           "on the batch size (drop_last copied from the training loader)",
           _W, True, True),
+    Entry("target-in-inputs", "OVT526", "a target that is one of the model's own input values",
+          "a forecasting window that includes the value it forecasts, or a label column left among the features, "
+          "hands the model the answer: it learns to copy it and every score measures the copy, not the task",
+          _E, False, True),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",

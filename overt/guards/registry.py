@@ -27,6 +27,7 @@ from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
+from overt.guards.leak import TargetLeakChecks
 from overt.guards.onetarget import OneTargetChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
@@ -66,6 +67,7 @@ CHECKS: tuple[type[Check], ...] = (
     PaddingLossChecks,
     LabelSignalChecks,
     OneTargetChecks,
+    TargetLeakChecks,
     SoftmaxDimChecks,
     PredictionShapeChecks,
     GraphChecks,
