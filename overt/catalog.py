@@ -376,6 +376,12 @@ ENTRIES: tuple[Entry, ...] = (
           "a forecasting window that includes the value it forecasts, or a label column left among the features, "
           "hands the model the answer: it learns to copy it and every score measures the copy, not the task",
           _E, False, True),
+    Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
+          "its horizon",
+          "a target index at or before the window's last index hands the model the answer; a window that ends one "
+          "step early for its horizon leaves out the latest observation and trains a forecaster for another "
+          "horizon",
+          _W, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
