@@ -84,10 +84,10 @@ def _range_bounds(node: ast.AST) -> tuple[Linear, Linear] | None:
 def _appends(body: list[ast.stmt]) -> list[ast.Call]:
     out = []
     for stmt in body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func,
-                                                                                             ast.Attribute) \
-                and stmt.value.func.attr == "append" and len(stmt.value.args) == 1:
-            out.append(stmt.value)
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append" \
+                and len(call.args) == 1:
+            out.append(call)
     return out
 
 
@@ -103,7 +103,7 @@ def _loop_pairs(ix: FileIndex) -> Iterator[tuple[ast.AST, Linear, Linear, Linear
         targets = [(c, _linear(c.args[0])) for c in appends if _range_bounds(c.args[0]) is None]
         targets = [(c, t) for c, t in targets if t is not None and var in t]
         if len(windows) == 1 and len(targets) == 1:
-            (wc, (lo, hi)), (tc, t) = windows[0], targets[0]
+            (wc, (lo, hi)), (_, t) = windows[0], targets[0]
             if var in lo and var in hi:
                 yield wc, lo, hi, t
 
