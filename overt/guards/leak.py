@@ -54,7 +54,7 @@ class TargetLeakChecks(Check):
             self.x = None
             return
         width = x[0].numel()
-        self.x = (x, self.s.step, info.name) if 2 <= width <= MAX_FEATURES else None
+        self.x = (x.detach(), self.s.step, info.name) if 2 <= width <= MAX_FEATURES else None  # no graph kept
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         kept = self.x
