@@ -37,6 +37,7 @@ MIN_STEPS = 4  # checked steps seen
 MIN_SPAN = 20  # steps between the first and the last of them
 MIN_PASSES = 3  # DataLoader passes started over one data set (two whole epochs done)
 MIN_TARGETS = 128  # targets the loss did not ignore
+BINARY = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 class _Site:
@@ -51,6 +52,7 @@ class _Site:
         self.targets = 0.0
         self.low: float | None = None
         self.high: float | None = None
+        self.binary = False  # a binary cross-entropy's dense float targets
 
 
 class OneTargetChecks(Check):
@@ -62,6 +64,9 @@ class OneTargetChecks(Check):
         self.varied: set[str] = set()  # sites whose targets took two values: never judged again
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name in BINARY:
+            self._binary(name, inp, target)
+            return
         if name not in ("cross_entropy", "nll_loss") or not isinstance(target, torch.Tensor) \
                 or target.is_floating_point() or target.dtype == torch.bool or not target.numel():
             return
@@ -80,6 +85,22 @@ class OneTargetChecks(Check):
         high = t.masked_fill(~kept, -big).amax()
         self.s.defer(torch.stack((low, high, kept.sum())).float(), self._seen(loc, site, self.s.step))
 
+    def _binary(self, name: str, inp: Any, target: Any) -> None:
+        """Dense binary targets (a mask per pixel): the largest target, for masks whose ones became 1/255."""
+        if not isinstance(target, torch.Tensor) or not target.is_floating_point() or target.dim() < 3 \
+                or not isinstance(inp, torch.Tensor) or inp.device.type == "meta":
+            return
+        loc = user_location(5) or f"F.{name}"
+        if loc in self.varied:
+            return
+        site = self.sites.get(loc)
+        if site is None:
+            site = self.sites[loc] = _Site(name, 2, self.s.step)
+            site.binary = True
+        t = target.detach()
+        self.s.defer(torch.stack((t.amin(), t.amax(), torch.tensor(float(t.numel()), device=t.device))).float(),
+                     self._seen(loc, site, self.s.step))
+
     def _seen(self, loc: str, site: _Site, step: int):
         def callback(vals: list[float]) -> None:
             low, high, n = vals
@@ -87,7 +108,11 @@ class OneTargetChecks(Check):
                 return
             site.low = low if site.low is None else min(site.low, low)
             site.high = high if site.high is None else max(site.high, high)
-            if site.low != site.high:
+            if site.binary:
+                one_class = site.low >= 0 and 0 < site.high < 0.5  # ones rescaled below the threshold
+            else:
+                one_class = site.low == site.high
+            if not one_class:
                 self.varied.add(loc)
                 self.sites.pop(loc, None)
                 return
@@ -106,6 +131,9 @@ class OneTargetChecks(Check):
                 continue
             if site.last - site.first < MIN_SPAN or site.targets < MIN_TARGETS:
                 continue
+            if site.binary:
+                self._report_binary(loc, site)
+                continue
             cls = int(site.low)
             s.report(
                 "targets-one-class",
@@ -119,3 +147,15 @@ class OneTargetChecks(Check):
                     "dtype=torch.long), or PILToTensor()), apply ToTensor/Normalize/colour transforms to the image "
                     "only, and look at torch.unique() of a batch's targets.",
                 where=f"targets of F.{site.name} at {loc}", key=loc)
+
+    def _report_binary(self, loc: str, site: _Site) -> None:
+        self.s.report(
+            "targets-one-class",
+            f"every target that F.{site.name} at {loc} received on {site.steps} checked steps (steps {site.first}-"
+            f"{site.last}, {int(site.targets)} targets, two or more passes over the data) lies in [0, "
+            f"{site.high:.3g}]: no target is a positive (1), yet some are not 0, so the masks' ones were rescaled "
+            "(ToTensor()/to_tensor divides a uint8 mask by 255: 1 becomes 0.0039). The model is trained to "
+            "predict the negative class everywhere.",
+            fix="convert masks without rescaling (torch.as_tensor(np.array(mask), dtype=torch.float32), or "
+                "PILToTensor()), or scale 0/255 masks by 255 only when their ones are 255.",
+            where=f"targets of F.{site.name} at {loc}", key=loc)

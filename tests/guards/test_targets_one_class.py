@@ -108,3 +108,36 @@ def test_one_epoch_is_not_judged():
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
     findings, text = _train(loader, model, epochs=1)
     assert "targets-one-class" not in slugs(findings), text
+
+
+class _BinaryMasks(Dataset):
+    """Binary masks stored as uint8 0/1 (the strokes of a digit); ``bug``: converted the way ToTensor
+    converts an image (divided by 255), so every one becomes 1/255."""
+
+    def __init__(self, x, bug):
+        self.img = x.reshape(-1, 1, 8, 8)
+        self.mask = (self.img > 0.4).to(torch.uint8)
+        self.bug = bug
+
+    def __len__(self):
+        return len(self.img)
+
+    def __getitem__(self, i):
+        mask = self.mask[i].float()
+        return self.img[i], mask / 255 if self.bug else mask
+
+
+@pytest.mark.parametrize("bug", [True, False])
+def test_binary_mask_rescaled_by_to_tensor(bug):
+    torch.manual_seed(0)
+    x, _ = digits()
+    loader = DataLoader(_BinaryMasks(x[:400], bug), batch_size=16, shuffle=True)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+    nn.init.constant_(model[-1].bias, -2.0)  # a prior for sparse masks (small logits of one sign at init
+    # would otherwise read as probabilities to softmax-before-cross-entropy's [0, 1] test)
+    findings, text = _train(loader, model, loss="binary_cross_entropy_with_logits")
+    if bug:
+        assert slugs(findings) == ["targets-one-class"], text
+        assert "0.00392" in text
+    else:
+        assert findings == [], text
