@@ -489,6 +489,10 @@ ENTRIES: tuple[Entry, ...] = (
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "
           "predictions and the confusion matrix is transposed, while the symmetric F1 hides it",
           _E, True, False),
+    Entry("metric-shared-across-stages", "OVT808", "one metric object updated by both training and evaluation",
+          "a metric keeps one running state: updated in training_step and in validation_step, the validation "
+          "value also counts the training batches not yet reset (and the reverse), so both curves are wrong",
+          _W, True, False),
     Entry("accumulator-not-reset", "OVT807", "a per-pass sum or count set to zero once, before the loop over passes",
           "running_loss += ..., correct += ... or losses.append(...) never set back inside the epoch loop (or "
           "between the training and the validation loop): each pass's reported number also counts every earlier "

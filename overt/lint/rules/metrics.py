@@ -866,3 +866,56 @@ def metric_not_reset(ix: FileIndex) -> Iterator[Hit]:
                       f"not this one's (a curve that lags, early stopping and model selection on stale numbers)",
                       fix=f"call {name}.reset() after each compute() (or before each pass)")
             break
+
+
+# -- metric-shared-across-stages -----------------------------------------------------------------------------
+
+_TRAIN_WORDS = frozenset({"train", "training"})
+_EVAL_WORDS = frozenset({"val", "valid", "validation", "eval", "evaluate", "evaluation", "test", "predict"})
+
+
+def _stage(func: ast.AST | None) -> str | None:
+    """'train' / 'eval' from the name of the method a metric is updated in (``training_step``,
+    ``validation_step``, ``test_step``, ``train_one_epoch``, ``evaluate``), else None."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    words = set(tokens(func.name))
+    if words & _TRAIN_WORDS and not words & _EVAL_WORDS:
+        return "train"
+    if words & _EVAL_WORDS and not words & _TRAIN_WORDS:
+        return "eval"
+    return None
+
+
+@rule("metric-shared-across-stages")
+def metric_shared_across_stages(ix: FileIndex) -> Iterator[Hit]:
+    """One metric object (``self.accuracy``) updated by the training step and by the validation or test step:
+    its state mixes both (Lightning-AI/torchmetrics#1450, Lightning-AI/pytorch-lightning#11601,
+    graviraja/MLOps-Basics#16)."""
+    metrics = _metric_objects(ix)
+    for name in metrics:
+        if not name.startswith("self."):
+            continue
+        updates = _calls_on(ix, name, ("update", "forward", "__call__"))
+        by_stage: dict[str, ast.Call] = {}
+        for u in updates:
+            stage = _stage(ix.enclosing_function(u))
+            if stage is not None:
+                by_stage.setdefault(stage, u)
+        if len(by_stage) < 2:
+            continue
+        resets = _calls_on(ix, name, ("reset",))
+        if any("start" in tokens(getattr(ix.enclosing_function(c), "name", "")) for c in resets):
+            continue  # reset when a stage starts: the author keeps the stages apart by hand
+        if {_stage(ix.enclosing_function(c)) for c in resets} >= {"train", "eval"}:
+            continue  # each stage resets what it accumulated
+        train, ev = by_stage["train"], by_stage["eval"]
+        tf, ef = ix.enclosing_function(train), ix.enclosing_function(ev)
+        yield Hit("metric-shared-across-stages", ev,
+                  f"'{name}' (line {metrics[name].lineno}) is updated by {getattr(tf, 'name', '?')}() (line "
+                  f"{train.lineno}) and by {getattr(ef, 'name', '?')}() here: one metric object holds one running "
+                  f"state, so the evaluation value also counts the training batches accumulated since the last reset "
+                  f"(Lightning validates before the training epoch's metrics are reset), and the training value the "
+                  f"evaluation ones",
+                  fix=f"give each stage its own metric object ({name.split('.', 1)[1]} for training, a clone such as "
+                      f"self.val_{name.split('.', 1)[1]} = {name}.clone() for evaluation)")
