@@ -376,6 +376,10 @@ ENTRIES: tuple[Entry, ...] = (
           "a forecasting window that includes the value it forecasts, or a label column left among the features, "
           "hands the model the answer: it learns to copy it and every score measures the copy, not the task",
           _E, False, True),
+    Entry("eval-loop-stops-early", "OVT528", "an evaluation loop that breaks after a fixed number of batches",
+          "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
+          "evaluation data, chosen by its order",
+          _W, True, False),
     Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
           "its horizon",
           "a target index at or before the window's last index hands the model the answer; a window that ends one "
