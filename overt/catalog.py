@@ -497,6 +497,11 @@ ENTRIES: tuple[Entry, ...] = (
           "a metric keeps one running state: updated in training_step and in validation_step, the validation "
           "value also counts the training batches not yet reset (and the reverse), so both curves are wrong",
           _W, True, False),
+    Entry("metric-reduced-twice", "OVT809", "a value summed over the ranks twice",
+          "an all-reduce with SUM applied to a value that already holds the sum over the ranks (a metric that "
+          "syncs itself, reduced again at epoch end): every rank holds world_size times the sum, and the metric "
+          "reported is world_size times too large",
+          _E, True, False),
     Entry("accumulator-not-reset", "OVT807", "a per-pass sum or count set to zero once, before the loop over passes",
           "running_loss += ..., correct += ... or losses.append(...) never set back inside the epoch loop (or "
           "between the training and the validation loop): each pass's reported number also counts every earlier "
