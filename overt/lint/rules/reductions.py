@@ -13,7 +13,8 @@ the reduction is ``dist.all_reduce`` / ``accelerator.reduce(..., "sum")`` or a f
 whose name says it all-reduces with a sum (``all_reduce_sum``, ``reduce_sum``).  Quiet for averaging
 reductions (an average of equal values is the value: ``ReduceOp.AVG``, ``reduce_mean``), an operation
 given by a variable, reductions over a given process group (a sum over the tensor-parallel group then
-over the data-parallel one is right), a reduction in a loop (one per item), and across functions (which call reaches which is not followed).
+over the data-parallel one is right), a reduction in a loop (one per item), and across functions
+(which call reaches which is not followed).
 """
 
 from __future__ import annotations
