@@ -142,7 +142,8 @@ class OneTargetChecks(Check):
                 f"the model scores {site.classes} classes: the model is trained to predict class {cls} everywhere. "
                 "The targets lost their values between the data set and the loss: ToTensor()/to_tensor (or "
                 "Normalize) applied to a mask of class ids divides them by 255, so .long() makes every id 0; float "
-                "labels in [0, 1) cast with .long(); a label read from a constant column.",
+                "labels in [0, 1) cast with .long(); a label read from a constant column; a sampler that draws from "
+                "a few samples only.",
                 fix="convert masks and class labels without rescaling (torch.as_tensor(np.array(mask), "
                     "dtype=torch.long), or PILToTensor()), apply ToTensor/Normalize/colour transforms to the image "
                     "only, and look at torch.unique() of a batch's targets.",
