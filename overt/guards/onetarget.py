@@ -72,12 +72,10 @@ class OneTargetChecks(Check):
             return
         if not isinstance(inp, torch.Tensor) or inp.dim() < 2 or inp.shape[1] < 2 or inp.device.type == "meta":
             return
-        loc = user_location(5) or f"F.{name}"
-        if loc in self.varied:
+        found = self._site(name, int(inp.shape[1]))
+        if found is None:
             return
-        site = self.sites.get(loc)
-        if site is None:
-            site = self.sites[loc] = _Site(name, int(inp.shape[1]), self.s.step)
+        loc, site = found
         t = target.detach()
         kept = t != ignore_index_of(args, kwargs)
         big = torch.iinfo(t.dtype).max
@@ -90,16 +88,25 @@ class OneTargetChecks(Check):
         if not isinstance(target, torch.Tensor) or not target.is_floating_point() or target.dim() < 3 \
                 or not isinstance(inp, torch.Tensor) or inp.device.type == "meta":
             return
-        loc = user_location(5) or f"F.{name}"
-        if loc in self.varied:
+        found = self._site(name, 2, binary=True)
+        if found is None:
             return
-        site = self.sites.get(loc)
-        if site is None:
-            site = self.sites[loc] = _Site(name, 2, self.s.step)
-            site.binary = True
+        loc, site = found
         t = target.detach()
         self.s.defer(torch.stack((t.amin(), t.amax(), torch.tensor(float(t.numel()), device=t.device))).float(),
                      self._seen(loc, site, self.s.step))
+
+    def _site(self, name: str, classes: int, binary: bool = False) -> tuple[str, _Site] | None:
+        """The loss call site (the user's line) and what its checked targets showed so far; None for a site
+        whose targets already took two values."""
+        loc = user_location(5) or f"F.{name}"
+        if loc in self.varied:
+            return None
+        site = self.sites.get(loc)
+        if site is None:
+            site = self.sites[loc] = _Site(name, classes, self.s.step)
+            site.binary = binary
+        return loc, site
 
     def _seen(self, loc: str, site: _Site, step: int):
         def callback(vals: list[float]) -> None:

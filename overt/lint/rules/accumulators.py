@@ -26,6 +26,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import LOOP_TYPES, FileIndex, dotted, names_in
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.metrics import _strip as _plain  # x.item(), float(x), x.float() -> x
 
 #: calls whose single argument, an accumulated list, is reduced to the pass's number
 _REDUCERS = frozenset({"mean", "sum", "average", "median", "fmean", "nanmean"})
@@ -158,19 +159,6 @@ def _reads(ix: FileIndex, sc: _Scope, name: str, region: ast.AST) -> Iterator[tu
                 and n.args[0].id == name and (dotted(n.func) or "").rsplit(".", 1)[-1] in _REDUCERS \
                 and any(isinstance(e, ast.Call) for e, _ in sc.accs.get(name, [])):
             yield n, None
-
-
-def _plain(node: ast.AST) -> ast.AST:
-    """``float(x)``, ``x.item()``, ``x.float()`` -> ``x``."""
-    while True:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-                "item", "float", "double", "cpu", "numpy", "tolist") and not node.args:
-            node = node.func.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-                "float", "int") and len(node.args) == 1:
-            node = node.args[0]
-        else:
-            return node
 
 
 def _outer_names(loop: ast.AST) -> set[str]:
