@@ -380,6 +380,11 @@ ENTRIES: tuple[Entry, ...] = (
           "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
           "evaluation data, chosen by its order",
           _W, True, False),
+    Entry("windows-split-at-random", "OVT529", "overlapping windows of one series split at random into training "
+          "and evaluation",
+          "neighbouring windows share all but one time step: almost every evaluation window's values (and its "
+          "future) are in the training windows, so the evaluation measures memorisation, not forecasting",
+          _W, True, False),
     Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
           "its horizon",
           "a target index at or before the window's last index hands the model the answer; a window that ends one "

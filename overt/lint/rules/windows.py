@@ -174,3 +174,94 @@ def window_target_misaligned(ix: FileIndex) -> Iterator[Hit]:
                       f"left out and the model is trained to forecast {horizon} + 1 steps ahead",
                       fix=f"end the window at target - {horizon} (range(t - {horizon} - w + 1, t - {horizon} + 1), "
                           f"or s[t - {horizon} - w + 1:t - {horizon} + 1])")
+
+
+# -- windows-split-at-random -----------------------------------------------------------------------------------
+
+_RANDOM_SPLITS = frozenset({"random_split", "train_test_split"})
+
+
+def _window_classes(ix: FileIndex) -> set[str]:
+    """Data sets whose ``__getitem__(self, i)`` returns a slice ``s[i + a:i + b]`` of a series: one window per
+    index, consecutive indices overlapping."""
+    out = set()
+    for name, cls in ix.classes.items():
+        fn = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__getitem__"), None)
+        if fn is None or len(fn.args.args) < 2:
+            continue
+        index = fn.args.args[1].arg
+        returned = _returned_values(fn)
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Subscript) and id(n) in returned and isinstance(n.slice, ast.Slice) \
+                    and n.slice.step is None and _overlapping(n.slice, index):
+                out.add(name)
+    return out
+
+
+def _overlapping(s: ast.Slice, index: str) -> bool:
+    lo, hi = _linear(s.lower), _linear(s.upper)
+    if lo is None or hi is None or lo.get(index) != 1 or hi.get(index) != 1:
+        return False
+    width = _minus(hi, lo)
+    return bool(width) and (set(width) - {""} or width.get("", 0) > 1)
+
+
+def _window_builders(ix: FileIndex) -> set[str]:
+    """Functions of the file that collect overlapping windows in a loop: ``xs.append(s[i:i + w])`` over
+    ``for i in range(...)`` with a step of 1."""
+    out = set()
+    for name, fns in ix.functions.items():
+        for fn in fns:
+            for loop in ast.walk(fn):
+                if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                        and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range"
+                        and len(loop.iter.args) <= 2):
+                    continue
+                for call in _appends(loop.body):
+                    arg = call.args[0]
+                    if isinstance(arg, ast.Subscript) and isinstance(arg.slice, ast.Slice) \
+                            and arg.slice.step is None and _overlapping(arg.slice, loop.target.id):
+                        out.add(name)
+    return out
+
+
+def _windowed(ix: FileIndex, node: ast.AST, classes: set[str], builders: set[str]) -> str | None:
+    """Why ``node`` (a split's first argument) holds overlapping windows of one series, or None."""
+    if isinstance(node, ast.Name) and len(ix.assigns.get(node.id, [])) == 1:
+        node = ix.assigns[node.id][0]
+    while isinstance(node, ast.Subscript):
+        node = node.value  # make_windows(s)[0]
+    if isinstance(node, ast.Call):
+        callee = dotted(node.func) or ""
+        if callee in classes:
+            return f"{callee} returns overlapping windows (one per start index)"
+        if callee in builders:
+            return f"{callee}() collects overlapping windows (one per start index, step 1)"
+        if callee.rsplit(".", 1)[-1] in ("array", "asarray", "stack", "tensor", "from_numpy") and node.args:
+            return _windowed(ix, node.args[0], classes, builders)
+    return None
+
+
+@rule("windows-split-at-random")
+def windows_split_at_random(ix: FileIndex) -> Iterator[Hit]:
+    classes, builders = _window_classes(ix), _window_builders(ix)
+    if not classes and not builders:
+        return
+    for call in ix.calls:
+        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+        if last not in _RANDOM_SPLITS or not call.args:
+            continue
+        shuffle = next((k.value for k in call.keywords if k.arg == "shuffle"), None)
+        if last == "train_test_split" and isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        why = _windowed(ix, call.args[0], classes, builders)
+        if why is None:
+            continue
+        yield Hit("windows-split-at-random", call,
+                  f"{last}() draws the evaluation windows at random from windows of one series, and {why}: "
+                  f"neighbouring windows share all but one time step, so almost every evaluation window's values "
+                  f"are also in training windows (and its future is trained on): the evaluation measures "
+                  f"memorisation and looks far better than forecasting unseen time",
+                  fix="split the series by time first (the first part for training, the rest for evaluation, with "
+                      "a gap of one window), then cut windows from each part; or train_test_split(..., "
+                      "shuffle=False)")
