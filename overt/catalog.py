@@ -443,7 +443,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("train-serve-skew", "OVT610", "inputs at prediction time unlike the inputs the model was trained on",
           "the model answers confidently on inputs prepared differently (another scale, column order, blank rows), "
           "so the answers are wrong and nothing says so",
-          _W, False, True),
+          _W, True, True),
     # -- training dynamics ---------------------------------------------------------
     Entry("exploding-gradients", "OVT701", "gradient norm far above its running range",
           "updates blow up and training diverges a few steps later",
