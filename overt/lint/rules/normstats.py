@@ -96,8 +96,8 @@ def _judge(ix: FileIndex, pipes: list[tuple[str, str, ast.Call]]) -> Iterator[Hi
         if norm is None:
             yield Hit("train-serve-skew", compose,
                       f"the evaluation pipeline {name} has no Normalize, but the training pipeline {tname} normalises "
-                      f"(line {tcall.lineno}): the model is evaluated on inputs on another scale than it was trained on, "
-                      f"and the validation metric falls for no reason in the model",
+                      f"(line {tcall.lineno}): the model is evaluated on inputs on another scale than it was trained "
+                      f"on, and the validation metric falls for no reason in the model",
                       fix=f"give {name} the same Normalize(mean, std) as {tname} (the training data's statistics)")
             continue
         ecall, estats = norm
