@@ -12,7 +12,9 @@ resize with interpolation run on the mask with the image, float labels in [0, 1)
 Seen on checked steps of ``cross_entropy``/``nll_loss`` with class-index targets (one per sample,
 or a dense map: per pixel, per position) and scores over at least two classes: the smallest and
 the largest target the loss does not ignore, and how many there were, computed on the device and
-read with the checked step's other values.  Reported once per loss call site at the end of the run
+read with the checked step's other values; class-index targets only for three classes or more (a
+two-class loss called once with zeros and once with ones, as a domain classifier or a GAN is, is
+constant at each call site on purpose).  Reported once per loss call site at the end of the run
 when every checked step's targets were one and the same class, over at least :data:`MIN_STEPS`
 checked steps spanning at least :data:`MIN_SPAN` steps and :data:`MIN_PASSES` passes of a
 DataLoader (two whole epochs: a loader over a data set sorted by class does not look constant over
@@ -37,6 +39,9 @@ MIN_STEPS = 4  # checked steps seen
 MIN_SPAN = 20  # steps between the first and the last of them
 MIN_PASSES = 3  # DataLoader passes started over one data set (two whole epochs done)
 MIN_TARGETS = 128  # targets the loss did not ignore
+#: class-index targets are judged for three classes or more: a two-class loss fed one constant label per call
+#: site is often meant (a domain classifier's source and target batches, real and fake in a GAN)
+MIN_CLASSES = 3
 BINARY = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
@@ -70,7 +75,8 @@ class OneTargetChecks(Check):
         if name not in ("cross_entropy", "nll_loss") or not isinstance(target, torch.Tensor) \
                 or target.is_floating_point() or target.dtype == torch.bool or not target.numel():
             return
-        if not isinstance(inp, torch.Tensor) or inp.dim() < 2 or inp.shape[1] < 2 or inp.device.type == "meta":
+        if not isinstance(inp, torch.Tensor) or inp.dim() < 2 or inp.shape[1] < MIN_CLASSES \
+                or inp.device.type == "meta":
             return
         found = self._site(name, int(inp.shape[1]))
         if found is None:
