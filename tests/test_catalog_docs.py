@@ -55,7 +55,12 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "lr-lambda-returns-rate",
          # issue 33, optimizers, parameters and their state (branch optparams)
          "frozen-params-moved", "freeze-not-applied", "lr-overwritten-by-scheduler",
-         "accumulation-window-broken", "lr-schedule-skips-groups"}
+         "accumulation-window-broken", "lr-schedule-skips-groups",
+         # issue 33, data pipelines and evaluation code (branch datapipe)
+         "accumulator-not-reset", "targets-one-class", "eos-masked-as-padding",
+         "eval-drops-samples", "target-in-inputs", "window-target-misaligned",
+         "metric-shared-across-stages", "eval-loop-stops-early",
+         "metric-reduced-twice", "windows-split-at-random"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -106,6 +106,12 @@ EXPECTED = {
     "w79_lambdalr_returns_lr": ("lint", "run"),
     # round three's test half, development since: parameters meant to stay frozen (branch optparams)
     "w100_frozen_embeddings_decay": ("lint", "run"),
+    # data pipelines and evaluation code (branch datapipe)
+    "w87_metric_not_reset": ("lint",),
+    "w81_totensor_on_mask": ("run",),
+    "w98_pad_is_eos": ("lint",),
+    "w95_window_off_by_one": ("lint",),
+    "w91_accuracy_summed_twice": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
