@@ -287,6 +287,16 @@ ENTRIES: tuple[Entry, ...] = (
           "looked up by batch index) pair each sample with another sample's soft targets: they agree with the labels "
           "at chance level and the student is distilled towards noise while the loss looks normal",
           _W, False, True),
+    Entry("targets-one-class", "OVT335", "classification targets that are one class for the whole run",
+          "the targets lost their values between the data set and the loss (ToTensor or Normalize on a mask of "
+          "class ids divides them by 255 and .long() makes them 0; float labels in [0, 1) cast with .long()): the "
+          "model is trained to predict that one class everywhere while the loss falls",
+          _W, False, True),
+    Entry("eos-masked-as-padding", "OVT336", "labels masked by the pad id when the pad id is the EOS id",
+          "with pad = EOS (tokenizer.pad_token = tokenizer.eos_token), masking labels equal to the pad id (or "
+          "DataCollatorForLanguageModeling, which does) masks every real EOS too: the model is never trained to "
+          "emit EOS and does not stop when it generates",
+          _W, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -387,6 +397,29 @@ ENTRIES: tuple[Entry, ...] = (
           "it draws only the indices below len(weights) (one weight per class given where one per sample was "
           "meant): the samples past them are never seen and each epoch repeats the first few",
           _E, False, True),
+    Entry("eval-drops-samples", "OVT525", "an evaluation DataLoader with drop_last=True and a partial last batch",
+          "the last len(dataset) % batch_size samples are never scored: the metric covers a subset that depends "
+          "on the batch size (drop_last copied from the training loader)",
+          _W, True, True),
+    Entry("target-in-inputs", "OVT526", "a target that is one of the model's own input values",
+          "a forecasting window that includes the value it forecasts, or a label column left among the features, "
+          "hands the model the answer: it learns to copy it and every score measures the copy, not the task",
+          _E, False, True),
+    Entry("eval-loop-stops-early", "OVT528", "an evaluation loop that breaks after a fixed number of batches",
+          "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
+          "evaluation data, chosen by its order",
+          _W, True, False),
+    Entry("windows-split-at-random", "OVT529", "overlapping windows of one series split at random into training "
+          "and evaluation",
+          "neighbouring windows share all but one time step: almost every evaluation window's values (and its "
+          "future) are in the training windows, so the evaluation measures memorisation, not forecasting",
+          _W, True, False),
+    Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
+          "its horizon",
+          "a target index at or before the window's last index hands the model the answer; a window that ends one "
+          "step early for its horizon leaves out the latest observation and trains a forecaster for another "
+          "horizon",
+          _W, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
@@ -439,7 +472,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("train-serve-skew", "OVT610", "inputs at prediction time unlike the inputs the model was trained on",
           "the model answers confidently on inputs prepared differently (another scale, column order, blank rows), "
           "so the answers are wrong and nothing says so",
-          _W, False, True),
+          _W, True, True),
     # -- training dynamics ---------------------------------------------------------
     Entry("exploding-gradients", "OVT701", "gradient norm far above its running range",
           "updates blow up and training diverges a few steps later",
@@ -494,6 +527,20 @@ ENTRIES: tuple[Entry, ...] = (
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "
           "predictions and the confusion matrix is transposed, while the symmetric F1 hides it",
           _E, True, False),
+    Entry("metric-shared-across-stages", "OVT808", "one metric object updated by both training and evaluation",
+          "a metric keeps one running state: updated in training_step and in validation_step, the validation "
+          "value also counts the training batches not yet reset (and the reverse), so both curves are wrong",
+          _W, True, False),
+    Entry("metric-reduced-twice", "OVT809", "a value summed over the ranks twice",
+          "an all-reduce with SUM applied to a value that already holds the sum over the ranks (a metric that "
+          "syncs itself, reduced again at epoch end): every rank holds world_size times the sum, and the metric "
+          "reported is world_size times too large",
+          _E, True, False),
+    Entry("accumulator-not-reset", "OVT807", "a per-pass sum or count set to zero once, before the loop over passes",
+          "running_loss += ..., correct += ... or losses.append(...) never set back inside the epoch loop (or "
+          "between the training and the validation loop): each pass's reported number also counts every earlier "
+          "pass, so the curve lags the model and early stopping and model selection read stale values",
+          _W, True, False),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}

@@ -58,7 +58,12 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "accumulation-window-broken", "lr-schedule-skips-groups",
          # issue 33, representation learning and fine-tuning (branch repr)
          "stop-gradient-missing", "frozen-model-in-train-mode", "ema-decay-swapped",
-         "kl-divergence-maximised", "soft-targets-misaligned"}
+         "kl-divergence-maximised", "soft-targets-misaligned",
+         # issue 33, data pipelines and evaluation code (branch datapipe)
+         "accumulator-not-reset", "targets-one-class", "eos-masked-as-padding",
+         "eval-drops-samples", "target-in-inputs", "window-target-misaligned",
+         "metric-shared-across-stages", "eval-loop-stops-early",
+         "metric-reduced-twice", "windows-split-at-random"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -141,6 +141,7 @@ def _next_wrapper(orig: Any) -> Any:
         if not index:  # once per pass: evaluation inputs that change between passes
             for s in ACTIVE:
                 safely(s.evaldata.first_batch, self, batch)
+                safely(s.evaldrop.first_batch, self)
         for s in ACTIVE:  # the batch index and DataChecks' counters, inline: this runs on every batch
             s.batch_index = index
             if index:  # the first batch of a pass includes starting the workers: not counted

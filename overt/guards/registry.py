@@ -19,6 +19,7 @@ from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evaldata import EvalDataChecks
+from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
@@ -28,6 +29,8 @@ from overt.guards.grads import GradChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
+from overt.guards.leak import TargetLeakChecks
+from overt.guards.onetarget import OneTargetChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.clipping import ClipOrderChecks
@@ -71,12 +74,15 @@ CHECKS: tuple[type[Check], ...] = (
     AttentionMaskChecks,
     PaddingLossChecks,
     LabelSignalChecks,
+    OneTargetChecks,
+    TargetLeakChecks,
     SoftmaxDimChecks,
     PredictionShapeChecks,
     GraphChecks,
     ActivationChecks,
     DataChecks,
     EvalDataChecks,
+    EvalDropChecks,
     SkewChecks,
     SamplerChecks,
     ClipOrderChecks,

@@ -16,6 +16,7 @@ from overt.lint.rules import freezing  # noqa: F401  (issue 33: a freeze set whe
 from overt.lint.rules import accumwindow  # noqa: F401  (issue 33: an accumulation step that does not wait)
 from overt.lint.rules import frozenrows  # noqa: F401  (issue 33: gradient rows zeroed under weight decay)
 from overt.lint.rules import emaswap, klsign  # noqa: F401  (issue 33: EMA decay swapped, KL maximised)
+from overt.lint.rules import accumulators, normstats, padeos, reductions, windows  # noqa: F401  (issue 33: datapipe)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]

@@ -259,6 +259,74 @@ def shuffled_evaluation(ix: FileIndex) -> Iterator[Hit]:
                       "set's order", fix="use shuffle=False")
 
 
+_EVAL_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader"})
+
+
+@rule("eval-drops-samples")
+def eval_drops_samples(ix: FileIndex) -> Iterator[Hit]:
+    """An evaluation DataLoader built with ``drop_last=True`` (issue 33, evaluation on a subset by accident)."""
+    for call in ix.calls:
+        if not (ix.call_is(call, "DataLoader") and is_const(kwarg(call, "drop_last"), True)):
+            continue
+        func = ix.enclosing_function(call)
+        hook = func is not None and func.name in _EVAL_HOOKS
+        if not hook and _role(ix, call) != "eval":
+            continue
+        where = f"the DataLoader returned by {func.name}()" if hook and func is not None else "an evaluation DataLoader"
+        yield Hit("eval-drops-samples", kwarg(call, "drop_last") or call,
+                  f"{where} is built with drop_last=True: the last len(dataset) % batch_size samples are left out of "
+                  f"every evaluation pass, so the metric is computed on a subset that changes with the batch size",
+                  fix="drop drop_last=True from evaluation loaders (keep it for training, where a ragged last batch "
+                      "is a choice)",
+                  severity="info")  # whether a sample is dropped depends on sizes lint cannot see: the guard proves it
+
+
+def _constant_stop(test: ast.AST, counters: set[str]) -> int | None:
+    """N of ``i == N`` / ``i >= N`` / ``i > N - 1`` / ``N <= i`` where ``i`` is a batch counter, else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt, ast.LtE, ast.Lt))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(left, ast.Name) and left.id in counters and isinstance(right, ast.Constant)
+            and isinstance(right.value, int) and not isinstance(right.value, bool)):
+        return None
+    return right.value
+
+
+@rule("eval-loop-stops-early")
+def eval_loop_stops_early(ix: FileIndex) -> Iterator[Hit]:
+    """An evaluation loop over a DataLoader that breaks after a constant number of batches (issue 33, evaluation
+    on a subset by accident: a debugging limit left in)."""
+    for region, _, named in eval_regions(ix):
+        if not (named and isinstance(region, (ast.For, ast.AsyncFor))):
+            continue
+        counters: set[str] = set()
+        it = region.iter
+        if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and isinstance(region.target, ast.Tuple) \
+                and region.target.elts and isinstance(region.target.elts[0], ast.Name):
+            counters.add(region.target.elts[0].id)
+        counters |= {n.target.id for n in ix.stmts_nodes(region.body) if isinstance(n, ast.AugAssign)
+                     and isinstance(n.target, ast.Name) and isinstance(n.value, ast.Constant) and n.value.value == 1}
+        if not counters:
+            continue
+        for stmt in region.body:
+            if not (isinstance(stmt, ast.If) and any(isinstance(b, ast.Break) for b in stmt.body)):
+                continue
+            n = _constant_stop(stmt.test, counters)
+            if n is None:
+                continue
+            yield Hit("eval-loop-stops-early", stmt,
+                      f"this evaluation loop breaks after a fixed number of batches (the test at line "
+                      f"{stmt.lineno} against {n}): only those batches are scored, so the metric covers the first part "
+                      f"of the evaluation data (a debugging limit left in, or a quick check that became the "
+                      f"reported number)",
+                      fix="remove the break (evaluate every batch), or make the limit an explicit setting and say in "
+                          "the reported metric that it covers a subset")
+            break
+
+
 def _sampler_call(ix: FileIndex, loader: ast.Call) -> ast.Call | None:
     """The call that made the loader's ``sampler=`` (inline, or a name assigned once in the same scope)."""
     value = kwarg(loader, "sampler")

@@ -711,9 +711,46 @@ _EPOCH_HOOKS = frozenset({"on_validation_epoch_end", "validation_epoch_end", "on
                           "training_epoch_end", "on_test_epoch_end", "test_epoch_end"})
 
 
+#: the protocol of a running metric: what a class defines to be one (torchmetrics' own, an AverageMeter's)
+_METRIC_PROTOCOL = frozenset({"update", "reset"})
+
+
+def _metric_classes(ix: FileIndex) -> dict[str, ast.ClassDef]:
+    """Classes of the file that are running metrics by their protocol: ``update()`` adds a batch to a state that
+    ``reset()`` clears (torchmetrics' protocol written by hand, ``AverageMeter``), and ``compute()`` reads it."""
+    out = {}
+    for name, cls in ix.classes.items():
+        methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if _METRIC_PROTOCOL <= methods and name not in ix.module_classes and (
+                "compute" in methods or _state_attrs(cls)):
+            out[name] = cls
+    return out
+
+
+def _state_attrs(cls: ast.ClassDef) -> set[str]:
+    """The attributes a metric class's ``reset()`` sets on ``self`` (an AverageMeter's ``avg``, ``sum``,
+    ``count``): its state, read directly where the class has no ``compute()``."""
+    out: set[str] = set()
+    for fn in cls.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "reset":
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and dotted(n.value) == "self":
+                    out.add(n.attr)
+    return out
+
+
+def _reads_of_state(ix: FileIndex, name: str, cls: ast.ClassDef) -> list[ast.AST]:
+    """Reads ``name.avg`` of the state of an instance of a metric class without ``compute()``."""
+    attrs = _state_attrs(cls)
+    return [a for a in ix.attributes if isinstance(a.ctx, ast.Load) and a.attr in attrs and dotted(a.value) == name
+            and ix.enclosing_class(a) is not cls]
+
+
 def _metric_objects(ix: FileIndex) -> dict[str, ast.AST]:
     """Names (``acc``, ``self.val_acc``) assigned a torchmetrics metric (``Accuracy(...)``, ``.to(device)``
-    of one), in every assignment of the file -> the first assignment's value."""
+    of one) or an instance of a class of the file with the metric protocol (``update``/``compute``/``reset``),
+    in every assignment of the file -> the first assignment's value."""
+    own = _metric_classes(ix)
     out: dict[str, ast.AST] = {}
     for name, values in ix.assigns.items():
         ok = bool(values)
@@ -722,12 +759,26 @@ def _metric_objects(ix: FileIndex) -> dict[str, ast.AST]:
             while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in (
                     "to", "cuda", "cpu"):
                 call = call.func.value
-            if not (isinstance(call, ast.Call) and (ix.qualname(call.func) or "").startswith("torchmetrics.")
-                    and (ix.qualname(call.func) or "").rsplit(".", 1)[-1][:1].isupper()):
+            q = (ix.qualname(call.func) or "") if isinstance(call, ast.Call) else ""
+            if not ((q.startswith("torchmetrics.") and q.rsplit(".", 1)[-1][:1].isupper())
+                    or (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in own)):
                 ok = False
         if ok:
             out[name] = values[0]
     return out
+
+
+def _resets_elsewhere(ix: FileIndex) -> bool:
+    """Is a ``reset()`` called anywhere but inside a metric class of the file on itself (``self.reset()`` in its
+    ``__init__``)?  Which objects such a call reaches is not followed."""
+    own = set(_metric_classes(ix).values())
+    for c in ix.calls:
+        if not (isinstance(c.func, ast.Attribute) and c.func.attr in ("reset", "reset_metrics")):
+            continue
+        if dotted(c.func.value) == "self" and ix.enclosing_class(c) in own:
+            continue
+        return True
+    return False
 
 
 def _calls_on(ix: FileIndex, name: str, methods: tuple[str, ...]) -> list[ast.Call]:
@@ -774,28 +825,97 @@ def metric_not_reset(ix: FileIndex) -> Iterator[Hit]:
     """A torchmetrics metric updated batch by batch and computed once per pass, never reset: each compute()
     covers every pass so far (issue 33, JetBrains-Research/code2seq#112, MichiganCOG/ViP#34)."""
     metrics = _metric_objects(ix)
-    if not metrics or any(isinstance(c.func, ast.Attribute) and c.func.attr in ("reset", "reset_metrics")
-                          for c in ix.calls):
+    if not metrics or _resets_elsewhere(ix):
         return  # something is reset somewhere: which objects it reaches is not followed
     logged = set()  # metric objects given to Lightning's log/log_dict themselves (not their compute())
     for c in ix.calls:
         if (dotted(c.func) or "").rsplit(".", 1)[-1] in ("log", "log_dict"):
             for a in list(c.args) + [k.value for k in c.keywords]:
                 logged.update(dotted(v) for v in (a.values if isinstance(a, ast.Dict) else [a]))
+    own = _metric_classes(ix)
+
+    def kind(name: str) -> str:
+        v = metrics[name]
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute):
+            v = v.func.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in own:
+            return f"an instance of {v.func.id}, whose update() accumulates until reset()"
+        return "a torchmetrics metric"
+
     for name in metrics:
         if name in logged:
             continue  # Lightning resets a metric object it is given to log
         updates = _calls_on(ix, name, ("update", "forward", "__call__"))
         if not updates:
             continue
-        for compute in _calls_on(ix, name, ("compute",)):
+        made = metrics[name]
+        while isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute):
+            made = made.func.value
+        cls = own.get(made.func.id) if isinstance(made, ast.Call) and isinstance(made.func, ast.Name) else None
+        computes: list[ast.AST] = list(_calls_on(ix, name, ("compute",)))
+        if cls is not None and not any(isinstance(f, ast.FunctionDef) and f.name == "compute" for f in cls.body):
+            computes = _reads_of_state(ix, name, cls)
+        for compute in computes:
             why = _repeated_pass(ix, name, compute, updates)
             if why is None:
                 continue
             yield Hit("metric-not-reset", compute,
-                      f"'{name}' (a torchmetrics metric, line {metrics[name].lineno}) is updated batch by batch "
+                      f"'{name}' ({kind(name)}, line {metrics[name].lineno}) is updated batch by batch "
                       f"(line {updates[0].lineno}) and computed {why}, but never reset: its state keeps every "
                       f"batch since the first pass, so each compute() reports the metric over all passes so far, "
                       f"not this one's (a curve that lags, early stopping and model selection on stale numbers)",
                       fix=f"call {name}.reset() after each compute() (or before each pass)")
             break
+
+
+# -- metric-shared-across-stages -----------------------------------------------------------------------------
+
+_TRAIN_WORDS = frozenset({"train", "training"})
+_EVAL_WORDS = frozenset({"val", "valid", "validation", "eval", "evaluate", "evaluation", "test", "predict"})
+
+
+def _stage(func: ast.AST | None) -> str | None:
+    """'train' / 'eval' from the name of the method a metric is updated in (``training_step``,
+    ``validation_step``, ``test_step``, ``train_one_epoch``, ``evaluate``), else None."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    words = set(tokens(func.name))
+    if words & _TRAIN_WORDS and not words & _EVAL_WORDS:
+        return "train"
+    if words & _EVAL_WORDS and not words & _TRAIN_WORDS:
+        return "eval"
+    return None
+
+
+@rule("metric-shared-across-stages")
+def metric_shared_across_stages(ix: FileIndex) -> Iterator[Hit]:
+    """One metric object (``self.accuracy``) updated by the training step and by the validation or test step:
+    its state mixes both (Lightning-AI/torchmetrics#1450, Lightning-AI/pytorch-lightning#11601,
+    graviraja/MLOps-Basics#16)."""
+    metrics = _metric_objects(ix)
+    for name in metrics:
+        if not name.startswith("self."):
+            continue
+        updates = _calls_on(ix, name, ("update", "forward", "__call__"))
+        by_stage: dict[str, ast.Call] = {}
+        for u in updates:
+            stage = _stage(ix.enclosing_function(u))
+            if stage is not None:
+                by_stage.setdefault(stage, u)
+        if len(by_stage) < 2:
+            continue
+        resets = _calls_on(ix, name, ("reset",))
+        if any("start" in tokens(getattr(ix.enclosing_function(c), "name", "")) for c in resets):
+            continue  # reset when a stage starts: the author keeps the stages apart by hand
+        if {_stage(ix.enclosing_function(c)) for c in resets} >= {"train", "eval"}:
+            continue  # each stage resets what it accumulated
+        train, ev = by_stage["train"], by_stage["eval"]
+        tf, ef = ix.enclosing_function(train), ix.enclosing_function(ev)
+        yield Hit("metric-shared-across-stages", ev,
+                  f"'{name}' (line {metrics[name].lineno}) is updated by {getattr(tf, 'name', '?')}() (line "
+                  f"{train.lineno}) and by {getattr(ef, 'name', '?')}() here: one metric object holds one running "
+                  f"state, so the evaluation value also counts the training batches accumulated since the last reset "
+                  f"(Lightning validates before the training epoch's metrics are reset), and the training value the "
+                  f"evaluation ones",
+                  fix=f"give each stage its own metric object ({name.split('.', 1)[1]} for training, a clone such as "
+                      f"self.val_{name.split('.', 1)[1]} = {name}.clone() for evaluation)")
