@@ -115,6 +115,12 @@ ENTRIES: tuple[Entry, ...] = (
           "LambdaLR multiplies the optimizer's rate by the function's value, so a function that already includes "
           "the rate applies it twice: training runs at lr x lr (1e-2 becomes 1e-4) and barely moves",
           _W, True, True),
+    Entry("steps-counted-from-samples", "OVT133", "a number of optimizer steps counted from the number of samples",
+          "an epoch of a DataLoader is len(dataset) / batch_size steps: counted with len(dataset) it is batch_size "
+          "times too long, so epochs = max_steps / steps_per_epoch stops the run after a fraction of the steps asked "
+          "for, or a warm-up and decay are laid out over far more steps than the run takes, while training looks "
+          "normal",
+          _W, True, False),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
@@ -215,6 +221,12 @@ ENTRIES: tuple[Entry, ...] = (
           "G = r[t] + gamma * G iterated from the first step to the last gives each step the discounted sum of "
           "the rewards before it, not after it: actions are credited for what already happened, and the policy "
           "learns from the wrong signal while training looks normal",
+          _E, True, False),
+    Entry("bootstrap-action-wrong-state", "OVT344", "a bootstrap target that scores at the next state an action "
+          "chosen at the current one",
+          "r + gamma * Q_target(s', a') needs a' chosen at s': an action computed from s asks the critic what doing "
+          "at the next state what was right at this one is worth, so wherever the right action changes between "
+          "states the target is wrong, and the critic and the policy learn from it while the loss looks normal",
           _E, True, False),
     Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
           "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "

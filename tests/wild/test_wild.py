@@ -104,6 +104,9 @@ EXPECTED = {
     "w96_precision_recall_swapped": ("lint",),
     # round three's test half, measured once (before this): a LambdaLR function that returns the rate (branch late1)
     "w79_lambdalr_returns_lr": ("lint", "run"),
+    # round four's development half (branch dev4b)
+    "w112_critic_target_wrong_state": ("lint",),
+    "w123_epochs_from_dataset_length": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
