@@ -341,6 +341,12 @@ ENTRIES: tuple[Entry, ...] = (
           "it draws only the indices below len(weights) (one weight per class given where one per sample was "
           "meant): the samples past them are never seen and each epoch repeats the first few",
           _E, False, True),
+    Entry("windows-split-at-random", "OVT533", "overlapping sliding windows of a series split into training and "
+          "test sets at random",
+          "windows one step apart share all but one value: split at random, each test window has training windows "
+          "on both sides and its target among their inputs, so the test error measures interpolation of data the "
+          "model has seen, not prediction of a later period, and reads far better than the model forecasts",
+          _E, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",

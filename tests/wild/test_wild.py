@@ -106,6 +106,7 @@ EXPECTED = {
     "w79_lambdalr_returns_lr": ("lint", "run"),
     # round four's development half (branch dev4b)
     "w112_critic_target_wrong_state": ("lint",),
+    "w116_windows_shuffled_before_split": ("lint",),
     "w123_epochs_from_dataset_length": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
