@@ -454,6 +454,12 @@ ENTRIES: tuple[Entry, ...] = (
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "
           "predictions and the confusion matrix is transposed, while the symmetric F1 hides it",
           _E, True, False),
+    Entry("scores-squashed-in-low-precision", "OVT814", "a sigmoid or softmax computed in bfloat16/float16 and then "
+          "ranked or cast back up",
+          "just below 1 half precision keeps only a few values (bfloat16: 0.004 apart), so distinct confident "
+          "scores round to the same number: rankings, top-k, AUC and thresholds fall back on arbitrary "
+          "tie-breaking, and casting the result up afterwards recovers nothing",
+          _W, True, False),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}
