@@ -293,6 +293,11 @@ ENTRIES: tuple[Entry, ...] = (
           "the other convention sends all attention to the padding, so the output no longer depends on the input's "
           "words and the model learns little or nothing",
           _E, False, True),
+    Entry("padding-idx-real-index", "OVT419", "an embedding whose padding_idx is a real entry that the loss depends on",
+          "padding_idx pins its row at zero and drops its gradient: right for a padding token, but when the index "
+          "is a real entity, relation, user or item (ids that start at 0), every example about it is scored with "
+          "an embedding that never learns, while the rest of the table trains and the loss looks normal",
+          _W, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

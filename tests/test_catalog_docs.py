@@ -55,7 +55,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "lr-lambda-returns-rate",
          # issue 33, round four's development half (branch dev4b)
          "steps-counted-from-samples", "bootstrap-action-wrong-state", "windows-split-at-random",
-         "scores-squashed-in-low-precision"}
+         "scores-squashed-in-low-precision", "padding-idx-real-index"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

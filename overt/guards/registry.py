@@ -30,6 +30,7 @@ from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
 from overt.guards.modes import ModeChecks
 from overt.guards.padloss import PaddingLossChecks
+from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
@@ -57,6 +58,7 @@ CHECKS: tuple[type[Check], ...] = (
     SelfLossChecks,
     AttentionMaskChecks,
     PaddingLossChecks,
+    PaddingRowChecks,
     LabelSignalChecks,
     SoftmaxDimChecks,
     PredictionShapeChecks,

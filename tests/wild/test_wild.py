@@ -107,6 +107,7 @@ EXPECTED = {
     # round four's development half (branch dev4b)
     "w112_critic_target_wrong_state": ("lint",),
     "w116_windows_shuffled_before_split": ("lint",),
+    "w117_padding_idx_real_index": ("run",),
     "w121_low_precision_score_ties": ("lint",),
     "w123_epochs_from_dataset_length": ("lint",),
 }
