@@ -31,8 +31,8 @@ from overt.lint.rules.base import Hit, rule
 _NEXT = (re.compile(r"^next_?(?P<s>\w+)$", re.I), re.compile(r"^(?P<s>\w+?)_?next$", re.I),
          re.compile(r"^new_(?P<s>\w+)$", re.I), re.compile(r"^(?P<s>\w+?)_(tp1|prime)$", re.I),
          re.compile(r"^(?P<s>[a-z]\w*?)_$", re.I))
-_STATEISH = re.compile(r"^(s|x|o|obs|observations?|states?|st|ob|img|image|frame|feat|features|"
-                       r"inputs?|h|z|latent)s?$", re.I)
+_STATEISH = re.compile(r"^(s|o|obs|observations?|states?|st|ob)s?$", re.I)
+_ACTOR = re.compile(r"actor|policy|(^|_)(pi|mu)($|_)", re.I)
 
 
 def _last(node: ast.AST) -> str | None:
@@ -102,8 +102,9 @@ def _is_choice(call: ast.AST) -> bool:
                for sub in ast.walk(call))
 
 
-def _uses(node: ast.AST, actions: dict[str, ast.stmt], nxt: str, cur: str) -> tuple[str, ast.stmt] | None:
-    """(action name, where it was computed) when ``node`` scores an action of the current state at ``nxt``."""
+def _uses(node: ast.AST, actions: dict[str, ast.stmt], nxt: str, cur: str) -> tuple[str | None, ast.AST] | None:
+    """(action name, the statement that computed it) when ``node`` scores an action of the current state at
+    ``nxt``; (None, the call) for an action computed in place (``critic(next_obs, actor(obs))``)."""
     if not isinstance(node, ast.Call):
         return None
     func, kws = node.func, [k.value for k in node.keywords]
@@ -120,6 +121,8 @@ def _uses(node: ast.AST, actions: dict[str, ast.stmt], nxt: str, cur: str) -> tu
         hit = _action_arg(a, actions)
         if hit is not None:
             found = hit
+        elif isinstance(a, ast.Call) and _reads(a, cur) and (_ACTOR.search(dotted(a.func) or "") or _is_choice(a)):
+            found = (None, a)  # critic_target(next_obs, actor_target(obs))
         elif _reads(a, cur):
             return None  # the call reads the current state itself: a model of (s, a, s')
     return found
@@ -167,11 +170,15 @@ def bootstrap_action_wrong_state(ix: FileIndex) -> Iterator[Hit]:
                         continue
                     seen.add(id(node))
                     name, where = found
+                    made = ix.segment(where.value if isinstance(where, ast.Assign) else where)
+                    if name is None:
+                        what, chosen = f"`{made}`", f"is chosen at `{cur}`"
+                    else:
+                        what, chosen = f"`{name}`", f"was chosen at `{cur}` (line {where.lineno}: `{made}`)"
+                    better = re.sub(rf"\b{re.escape(cur)}\b", nxt, made)
                     yield Hit("bootstrap-action-wrong-state", node,
-                              f"`{ix.segment(node)}` scores the action `{name}` at `{nxt}`, but `{name}` was chosen "
-                              f"at `{cur}` (line {where.lineno}: `{ix.segment(where.value)}`): the bootstrap target "
-                              f"asks for the value of doing at the next state what the policy does at this one, so "
-                              "wherever the right action changes between states the target is wrong and the critic "
-                              "and the policy learn from it",
-                              fix=f"choose the bootstrap action at the next state: compute `{name}` from `{nxt}` "
-                              f"(e.g. `{ix.segment(where.value).replace(cur, nxt, 1)}`)")
+                              f"`{ix.segment(node)}` scores the action {what} at `{nxt}`, but that action {chosen}: "
+                              "the bootstrap target asks for the value of doing at the next state what the policy "
+                              "does at this one, so wherever the right action changes between states the target is "
+                              "wrong and the critic and the policy learn from it",
+                              fix=f"choose the bootstrap action at the next state (e.g. `{better}`)")
