@@ -346,6 +346,12 @@ ENTRIES: tuple[Entry, ...] = (
           "it draws only the indices below len(weights) (one weight per class given where one per sample was "
           "meant): the samples past them are never seen and each epoch repeats the first few",
           _E, False, True),
+    Entry("tokenizer-casing-mismatch", "OVT534", "a tokenizer told to case text against its checkpoint's vocabulary",
+          "an uncased checkpoint's vocabulary is lower-case: loaded with do_lower_case=False, every capitalised word "
+          "becomes [UNK] or unfamiliar pieces and the model reads a fraction of the text (a cased checkpoint told to "
+          "lower-case sees its names and sentence starts as other words), while training and evaluation run "
+          "normally with worse scores",
+          _W, True, False),
     Entry("windows-split-at-random", "OVT533", "overlapping sliding windows of a series split into training and "
           "test sets at random",
           "windows one step apart share all but one value: split at random, each test window has training windows "

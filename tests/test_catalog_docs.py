@@ -55,7 +55,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "lr-lambda-returns-rate",
          # issue 33, round four's development half (branch dev4b)
          "steps-counted-from-samples", "bootstrap-action-wrong-state", "windows-split-at-random",
-         "scores-squashed-in-low-precision", "padding-idx-real-index"}
+         "scores-squashed-in-low-precision", "padding-idx-real-index",
+         "tokenizer-casing-mismatch"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

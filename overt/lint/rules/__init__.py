@@ -12,7 +12,7 @@ from overt.lint.rules import metrics  # noqa: F401  (issue 33: evaluation code t
 from overt.lint.rules import datasets, earlystop, probloss  # noqa: F401  (issue 33 round three)
 from overt.lint.rules import entropy, metricargs  # noqa: F401  (issue 33: entropy bonus sign, metric order)
 from overt.lint.rules import lrlambda  # noqa: F401  (issue 33: a LambdaLR function that returns the rate)
-from overt.lint.rules import bootstrap, lowprec, trainlength, windows  # noqa: F401  (issue 33 round four: dev4b)
+from overt.lint.rules import bootstrap, casing, lowprec, trainlength, windows  # noqa: F401  (issue 33 round four)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
