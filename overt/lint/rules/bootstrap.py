@@ -170,7 +170,9 @@ def bootstrap_action_wrong_state(ix: FileIndex) -> Iterator[Hit]:
                         continue
                     seen.add(id(node))
                     name, where = found
-                    made = ix.segment(where.value if isinstance(where, ast.Assign) else where)
+                    made = " ".join(ix.segment(where.value if isinstance(where, ast.Assign) else where).split())
+                    if len(made) > 90:
+                        made = made[:87] + "..."
                     if name is None:
                         what, chosen = f"`{made}`", f"is chosen at `{cur}`"
                     else:
