@@ -150,6 +150,12 @@ ENTRIES: tuple[Entry, ...] = (
           "rate while the others (the no-decay group, a second model) keep the constructor's rate: they train "
           "with no warm-up and no decay, while the logged rate looks right",
           _W, False, True),
+    Entry("steps-counted-from-samples", "OVT133", "a number of optimizer steps counted from the number of samples",
+          "an epoch of a DataLoader is len(dataset) / batch_size steps: counted with len(dataset) it is batch_size "
+          "times too long, so epochs = max_steps / steps_per_epoch stops the run after a fraction of the steps asked "
+          "for, or a warm-up and decay are laid out over far more steps than the run takes, while training looks "
+          "normal",
+          _W, True, False),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
@@ -251,6 +257,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the rewards before it, not after it: actions are credited for what already happened, and the policy "
           "learns from the wrong signal while training looks normal",
           _E, True, False),
+    Entry("bootstrap-action-wrong-state", "OVT344", "a bootstrap target that scores at the next state an action "
+          "chosen at the current one",
+          "r + gamma * Q_target(s', a') needs a' chosen at s': an action computed from s asks the critic what doing "
+          "at the next state what was right at this one is worth, so wherever the right action changes between "
+          "states the target is wrong, and the critic and the policy learn from it while the loss looks normal",
+          _E, True, False),
     Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
           "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "
@@ -349,6 +361,11 @@ ENTRIES: tuple[Entry, ...] = (
           "the other convention sends all attention to the padding, so the output no longer depends on the input's "
           "words and the model learns little or nothing",
           _E, False, True),
+    Entry("padding-idx-real-index", "OVT419", "an embedding whose padding_idx is a real entry that the loss depends on",
+          "padding_idx pins its row at zero and drops its gradient: right for a padding token, but when the index "
+          "is a real entity, relation, user or item (ids that start at 0), every example about it is scored with "
+          "an embedding that never learns, while the rest of the table trains and the loss looks normal",
+          _W, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",
@@ -409,17 +426,24 @@ ENTRIES: tuple[Entry, ...] = (
           "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
           "evaluation data, chosen by its order",
           _W, True, False),
-    Entry("windows-split-at-random", "OVT529", "overlapping windows of one series split at random into training "
-          "and evaluation",
-          "neighbouring windows share all but one time step: almost every evaluation window's values (and its "
-          "future) are in the training windows, so the evaluation measures memorisation, not forecasting",
-          _W, True, False),
     Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
           "its horizon",
           "a target index at or before the window's last index hands the model the answer; a window that ends one "
           "step early for its horizon leaves out the latest observation and trains a forecaster for another "
           "horizon",
           _W, True, False),
+    Entry("tokenizer-casing-mismatch", "OVT534", "a tokenizer told to case text against its checkpoint's vocabulary",
+          "an uncased checkpoint's vocabulary is lower-case: loaded with do_lower_case=False, every capitalised word "
+          "becomes [UNK] or unfamiliar pieces and the model reads a fraction of the text (a cased checkpoint told to "
+          "lower-case sees its names and sentence starts as other words), while training and evaluation run "
+          "normally with worse scores",
+          _W, True, False),
+    Entry("windows-split-at-random", "OVT533", "overlapping sliding windows of a series split into training and "
+          "test sets at random",
+          "windows one step apart share all but one value: split at random, each test window has training windows "
+          "on both sides and its target among their inputs, so the test error measures interpolation of data the "
+          "model has seen, not prediction of a later period, and reads far better than the model forecasts",
+          _E, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
@@ -540,6 +564,12 @@ ENTRIES: tuple[Entry, ...] = (
           "running_loss += ..., correct += ... or losses.append(...) never set back inside the epoch loop (or "
           "between the training and the validation loop): each pass's reported number also counts every earlier "
           "pass, so the curve lags the model and early stopping and model selection read stale values",
+          _W, True, False),
+    Entry("scores-squashed-in-low-precision", "OVT814", "a sigmoid or softmax computed in bfloat16/float16 and then "
+          "ranked or cast back up",
+          "just below 1 half precision keeps only a few values (bfloat16: 0.004 apart), so distinct confident "
+          "scores round to the same number: rankings, top-k, AUC and thresholds fall back on arbitrary "
+          "tie-breaking, and casting the result up afterwards recovers nothing",
           _W, True, False),
 )
 

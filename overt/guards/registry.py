@@ -38,6 +38,7 @@ from overt.guards.losses import LossChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.modes import ModeChecks
 from overt.guards.padloss import PaddingLossChecks
+from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
@@ -73,6 +74,7 @@ CHECKS: tuple[type[Check], ...] = (
     StopGradientChecks,
     AttentionMaskChecks,
     PaddingLossChecks,
+    PaddingRowChecks,
     LabelSignalChecks,
     OneTargetChecks,
     TargetLeakChecks,

@@ -17,6 +17,7 @@ from overt.lint.rules import accumwindow  # noqa: F401  (issue 33: an accumulati
 from overt.lint.rules import frozenrows  # noqa: F401  (issue 33: gradient rows zeroed under weight decay)
 from overt.lint.rules import emaswap, klsign  # noqa: F401  (issue 33: EMA decay swapped, KL maximised)
 from overt.lint.rules import accumulators, normstats, padeos, reductions, windows  # noqa: F401  (issue 33: datapipe)
+from overt.lint.rules import bootstrap, casing, lowprec, trainlength, windowsplit  # noqa: F401  (issue 33 round 4)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
