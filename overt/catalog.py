@@ -309,6 +309,11 @@ ENTRIES: tuple[Entry, ...] = (
           "DataCollatorForLanguageModeling, which does) masks every real EOS too: the model is never trained to "
           "emit EOS and does not stop when it generates",
           _W, True, False),
+    Entry("variance-as-std", "OVT341", "exp(logvar), the variance, used as a standard deviation",
+          "a Gaussian encoder's logvar is the log of the variance: noise multiplied by exp(logvar) instead of "
+          "exp(0.5 * logvar) samples with the standard deviation squared, from another distribution than the one "
+          "the KL term prices, so the bound trained and every likelihood reported from it are wrong",
+          _E, True, False),
     Entry("label-out-of-range", "OVT303", "a class index outside [0, num_classes)",
           "on CUDA this surfaces as a cryptic device-side assert far from the cause",
           _E, False, True),
@@ -366,6 +371,16 @@ ENTRIES: tuple[Entry, ...] = (
           "is a real entity, relation, user or item (ids that start at 0), every example about it is scored with "
           "an embedding that never learns, while the rest of the table trains and the loss looks normal",
           _W, False, True),
+    Entry("last-token-left-padding", "OVT417", "last-token pooling at mask.sum(1) - 1 on left-padded batches",
+          "the sum of the attention mask minus one is the last real token only with right padding: with left "
+          "padding it points into the padding or the middle of every sequence shorter than the batch's longest, so "
+          "the classifier reads the wrong token and its output depends on the rest of the batch",
+          _E, True, False),
+    Entry("edges-one-direction", "OVT418", "an undirected graph given to message passing with each edge listed once",
+          "message passing follows edge_index from source to target: edges of a symmetric relation kept in one "
+          "orientation (u < v, the upper triangle) let each node hear only the neighbours on one side of the order, "
+          "so half of the graph's messages are never sent and the model learns from half a graph",
+          _W, True, False),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",
@@ -443,6 +458,11 @@ ENTRIES: tuple[Entry, ...] = (
           "windows one step apart share all but one value: split at random, each test window has training windows "
           "on both sides and its target among their inputs, so the test error measures interpolation of data the "
           "model has seen, not prediction of a later period, and reads far better than the model forecasts",
+          _E, True, False),
+    Entry("box-flip-corners-unswapped", "OVT531", "a box flipped without swapping its corners",
+          "mirroring reverses the order of the x (or y) coordinates: [W - x1, y1, W - x2, y2] gives every flipped "
+          "box x1 > x2, an impossible box of negative width, so the box loss, IoU and anchor matching train on "
+          "garbage for half of the augmented samples",
           _E, True, False),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
@@ -571,6 +591,11 @@ ENTRIES: tuple[Entry, ...] = (
           "scores round to the same number: rankings, top-k, AUC and thresholds fall back on arbitrary "
           "tie-breaking, and casting the result up afterwards recovers nothing",
           _W, True, False),
+    Entry("ranking-metric-on-labels", "OVT811", "a ranking metric (ROC AUC, average precision) given hard labels",
+          "roc_auc_score and average precision measure how the scores order the samples over every threshold: "
+          "given thresholded predictions (0 or 1, argmax) only one threshold is left, so the 'AUC' is a balanced "
+          "accuracy at 0.5 and no longer measures the ranking it is reported as",
+          _E, True, False),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}

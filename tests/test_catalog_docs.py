@@ -67,7 +67,10 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, round four's development half (branch dev4b)
          "steps-counted-from-samples", "bootstrap-action-wrong-state", "windows-split-at-random",
          "scores-squashed-in-low-precision", "padding-idx-real-index",
-         "tokenizer-casing-mismatch"}
+         "tokenizer-casing-mismatch",
+         # issue 33, round four's development half (branch dev4a)
+         "ranking-metric-on-labels", "variance-as-std", "box-flip-corners-unswapped", "last-token-left-padding",
+         "edges-one-direction"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
