@@ -208,7 +208,21 @@ class GradChecks(Check):
         self._stale(oi, params)
         present = [p for p in params if p.grad is not None and not p.grad.is_sparse]
         foreign = self._foreign(oi, params)
+        cut = None
         if params and not present and not closure and not any(p.grad is not None for p in params) and not foreign:
+            cut = _loss_without_path(s.losses.last, params, s.step)
+        if cut is not None:
+            s.report(
+                "no-gradient",
+                f"{oi.name}.step() was called while none of its {len(params)} trainable parameters had a "
+                f"gradient, and the loss last computed ({cut}) has no path back to any of them: a .detach() (or "
+                ".data, .item(), a numpy round trip) between these parameters and that loss cuts the graph, so "
+                "backward() never reaches them and they never learn (the step itself is in its place).",
+                fix="remove the .detach() on the way from these parameters to the loss (a generator's own step "
+                "scores its samples without detaching them; only the discriminator's step detaches them).",
+                where=f"{oi.name}.step() at {user_location(1) or '?'}; the loss at {cut}", key=oi.name,
+            )
+        elif params and not present and not closure and not any(p.grad is not None for p in params) and not foreign:
             s.report(
                 "zero-grad-misplaced",
                 f"{oi.name}.step() was called while none of its {len(params)} trainable parameters "
@@ -461,6 +475,7 @@ class GradChecks(Check):
         def callback(vals: list[float]) -> None:
             if vals[0] == 0.0 and vals[1] == 0.0 and oi.name not in self.flat and oi.name not in self.converged \
                     and not s.reporter.has("zero-grad-misplaced", oi.name) \
+                    and not s.reporter.has("no-gradient", oi.name) \
                     and not s.reporter.has("optimizer-not-on-model", oi.name):
                 lrs = sorted({g.get("lr", float("nan")) for g in oi.opt.param_groups})
                 lr = ", ".join(f"{x:g}" if not isinstance(x, torch.Tensor) else f"{float(x):g}" for x in lrs)
@@ -517,6 +532,7 @@ class GradChecks(Check):
         never = [s.name_of(p) for p in oi.params
                  if p.requires_grad and id(p) not in self.seen_grad and not _empty_shard(p)
                  and not s.reporter.has("zero-grad-misplaced", oi.name)
+                 and not s.reporter.has("no-gradient", oi.name)
                  and not s.reporter.has("optimizer-not-on-model", oi.name)]
         if never:
             s.report(
@@ -533,6 +549,18 @@ class GradChecks(Check):
         for oi in list(self.s.optimizers.values()):
             if id(oi.opt) not in self.judged and oi.steps >= 1:
                 self.end_of_warmup(oi)
+
+
+def _loss_without_path(last: tuple[int, frozenset[int] | None, str] | None, params: list[torch.Tensor],
+                       step: int) -> str | None:
+    """Where the last loss (of this step or the one before: another optimizer may have stepped since)
+    was computed, when its graph reaches none of ``params``; None when it reaches one, when no such
+    loss was seen, or when its graph was too large to walk (nothing proven)."""
+    if last is None or not 0 <= step - last[0] <= 1 or last[1] is None:
+        return None
+    if any(id(p) in last[1] for p in params):
+        return None
+    return last[2] or "a loss function call"
 
 
 def _lbfgs_iter(opt: Any) -> int:

@@ -48,6 +48,27 @@ def _log_target(args: tuple, kwargs: dict) -> bool:
     return bool(args[5]) if len(args) > 5 else False
 
 
+def graph_leaves(fn: Any, limit: int = 100_000) -> frozenset[int] | None:
+    """The ids of the leaf tensors (parameters) a graph reaches from ``fn`` (a ``grad_fn``), walked once
+    on a checked step; None when the graph is larger than ``limit`` nodes (nothing proven)."""
+    leaves: set[int] = set()
+    seen: set[int] = set()
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if len(seen) > limit:
+            return None
+        var = getattr(node, "variable", None)
+        if var is not None:
+            leaves.add(id(var))
+            continue
+        stack.extend(f for f, _ in getattr(node, "next_functions", ()))
+    return frozenset(leaves)
+
+
 class LossChecks(Check):
     """Called by the loss-function wrappers of :mod:`overt.guards.patches`
     (:meth:`before`, :meth:`after`, :meth:`on_error`)."""
@@ -60,6 +81,9 @@ class LossChecks(Check):
         self.locs: dict[str, str] = {}
         self.history: list[tuple[int, float]] = []
         self.not_decreasing_checked = False
+        #: (step, ids of the leaves its graph reaches, where) of the last loss of a checked step: an optimizer
+        #: step of the same step that finds no gradient asks whether that loss has a path to its parameters
+        self.last: tuple[int, frozenset[int] | None, str] | None = None
 
     def _loc(self, name: str) -> str:
         loc = self.locs.get(name)
@@ -446,6 +470,8 @@ class LossChecks(Check):
             return
         step = self.s.step
         where = self._where(name)
+        if out.grad_fn is not None:
+            self.last = (step, graph_leaves(out.grad_fn), where)
 
         def callback(vals: list[float]) -> None:
             v = vals[0]

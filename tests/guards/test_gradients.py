@@ -9,6 +9,8 @@ from torch import nn
 
 from overt.guards import GuardError
 
+from tests.conftest import TIMING
+
 from .helpers import batches, guarded, mlp, slugs, train
 
 
@@ -282,3 +284,67 @@ def test_a_clean_closure_optimizer_is_quiet_on_every_step():
     g = guarded(model, opt, check_every=1)
     _lbfgs_steps(model, opt, 10)
     assert g.report() == []
+
+
+def _two_optimizer_run(detach: bool, order: str) -> list:
+    """An encoder and a decoder with optimizers of their own, the decoder trained on the encoder's
+    codes; ``detach`` cuts the encoder off the loss (the GAN generator step of image2reverb#37, in
+    another form: a reconstruction whose encoder never learns)."""
+    torch.manual_seed(0)
+    enc, dec = nn.Sequential(nn.Linear(64, 16), nn.Tanh()), nn.Linear(16, 64)
+    opt_enc = torch.optim.Adam(enc.parameters(), lr=1e-3)
+    opt_dec = torch.optim.Adam(dec.parameters(), lr=1e-3)
+    g = guarded(nn.ModuleDict({"enc": enc, "dec": dec}), opt_enc)
+    g.session.watch_optimizer(opt_dec)
+    for xb, _ in batches(32, 12):
+        z = enc(xb)
+        loss = F.mse_loss(dec(z.detach() if detach else z), xb)
+        opt_enc.zero_grad()
+        opt_dec.zero_grad()
+        loss.backward()
+        for opt in ((opt_enc, opt_dec) if order == "enc-first" else (opt_dec, opt_enc)):
+            opt.step()
+    return g.report()
+
+
+@pytest.mark.parametrize("order", ["enc-first", "dec-first"])
+def test_a_loss_cut_off_from_an_optimizers_parameters_is_no_gradient_not_a_misplaced_zero_grad(order):
+    """The step is in its place; the loss has no path back to the encoder: the cause is the cut, named
+    with the loss line, not zero-grad-misplaced."""
+    findings = _two_optimizer_run(detach=True, order=order)
+    assert "no-gradient" in slugs(findings) and "zero-grad-misplaced" not in slugs(findings)
+    f = next(f for f in findings if f.slug == "no-gradient")
+    assert "has no path back" in f.message and "mse_loss" in f.where
+
+
+@pytest.mark.parametrize("order", ["enc-first", "dec-first"])
+def test_an_encoder_trained_through_the_decoder_is_quiet(order):
+    found = _two_optimizer_run(detach=False, order=order)
+    assert [f.slug for f in found if f.slug not in TIMING] == [], [f.format() for f in found]
+
+
+def test_a_gan_generator_step_on_detached_samples_names_the_cut():
+    """A non-saturating GAN (BCE with logits) whose generator step scores fake.detach()."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    disc = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4)
+    g = guarded(gen, opt_g)
+    g.session.watch_model(disc)
+    g.session.watch_optimizer(opt_d)
+    ones, zeros = torch.ones(64, 1), torch.zeros(64, 1)
+    for _ in range(12):
+        real = torch.randn(64, 2) + 2
+        fake = gen(torch.randn(64, 8))
+        d_loss = F.binary_cross_entropy_with_logits(disc(real), ones) + \
+            F.binary_cross_entropy_with_logits(disc(fake.detach()), zeros)
+        opt_d.zero_grad()
+        d_loss.backward()
+        opt_d.step()
+        g_loss = F.binary_cross_entropy_with_logits(disc(fake.detach()), ones)  # the bug
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+    found = g.report()
+    assert "no-gradient" in slugs(found) and "zero-grad-misplaced" not in slugs(found)
