@@ -31,6 +31,12 @@ CLASS_LOSSES = ("cross_entropy", "nll_loss")
 CROSS_ENTROPY_LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits")
 REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 _FIRST_CALLS = 3
+#: optimizer steps over which trained logit-loss inputs of no [0, 1]-bounded maker must stay in [0, 1]
+_PERSIST_STEPS = 20
+#: autograd nodes that only move or copy values: the maker of a tensor is found past them
+_SHAPE_OPS = ("View", "UnsafeView", "Reshape", "Squeeze", "Unsqueeze", "Permute", "Transpose", "T", "Expand",
+              "Select", "Slice", "Index", "Clone", "ToCopy", "Alias", "Flatten", "Narrow", "Unbind", "Split",
+              "SplitWithSizes", "Cat", "Stack")
 _WINDOW = 3
 
 
@@ -97,7 +103,8 @@ class LossChecks(Check):
             parts.append(self.s.batch_where())
         return ", ".join(parts)
 
-    prob_strikes = 0  # checked steps in a row whose logit-loss inputs were all in [0, 1]
+    prob_strikes = 0  # checked steps in a row whose logit-loss inputs, made in [0, 1], were all in [0, 1]
+    prob_since: int | None = None  # the first step of a run of trained logit-loss inputs all in [0, 1]
 
     def before(self, name: str, args: tuple, kwargs: dict) -> bool:
         """Checks before the loss runs; returns whether :meth:`after` should look at the result."""
@@ -116,7 +123,7 @@ class LossChecks(Check):
         elif name in REGRESSION_LOSSES:
             self._regression_loss(name, inp, target)
         elif name == "binary_cross_entropy_with_logits":
-            self._logit_loss(name, inp)
+            self._logit_loss(name, inp, target)
             self._binary_targets(name, target)
         elif name == "binary_cross_entropy":
             self._probability_loss(name, inp)
@@ -148,42 +155,65 @@ class LossChecks(Check):
             where=self._where(name), key=name, step=s.step)
         return True
 
-    def _logit_loss(self, name: str, inp: torch.Tensor) -> None:
-        """BCEWithLogitsLoss given probabilities (a sigmoid already applied): every input in [0, 1]
-        on two checked steps (16 values or more; raw logits are negative about half the time)."""
+    def _logit_loss(self, name: str, inp: torch.Tensor, target: torch.Tensor) -> None:
+        """BCEWithLogitsLoss given probabilities (a sigmoid already applied).  Values that happen to lie in
+        [0, 1] are no proof (an untrained network's small outputs do), so the check needs evidence: the input
+        is made by an operation whose outputs are in [0, 1] (a sigmoid or softmax, a clamp to [0, 1], a
+        hand-written ``1 / (1 + exp(-x))``; read from autograd's metadata on the host) and is in [0, 1] on two
+        checked steps in a row; or, whatever made it, it is still all in [0, 1] on a checked step
+        :data:`_PERSIST_STEPS` or more optimizer steps after the first, through training calls whose targets
+        include negatives (< 0.5), which the loss pushes below 0 when the input is a logit."""
         if not inp.is_floating_point() or inp.numel() < 16 or inp.device.type == "meta":
             return
-        lo, hi = torch.aminmax(inp.detach())
+        maker = unit_maker(inp.grad_fn)
+        trained = inp.requires_grad and torch.is_grad_enabled()
+        if maker is None and not (trained and target.is_floating_point() and target.numel()):
+            return  # nothing could prove the values are probabilities
+        x = inp.detach()
+        parts = [*torch.aminmax(x)]
+        if maker is None:
+            parts.append(target.detach().min().to(x.dtype))
         where, step = self._where(name), self.s.step
         s = self.s
         made = type(inp.grad_fn).__name__ if inp.grad_fn is not None else ""
-        if "Sigmoid" in made:
+        if maker == "sigmoid":
             msg = ("every input to F.binary_cross_entropy_with_logits (BCEWithLogitsLoss) is in [0, 1] on two "
                    "checked steps: the model outputs probabilities (a sigmoid), and the loss applies the sigmoid "
                    "again, so its predictions are squashed into [0.5, 0.73] and the gradients shrink.")
         else:  # no sigmoid made it: say what is seen, not a cause that is not there
-            origin = f"its last operation is {_op(made)}, not a sigmoid" if made else \
-                "it has no autograd history"
+            origin = (f"its last operation is {_op(made)}, not a sigmoid" if made else
+                      "it has no autograd history")
+            seen = (f"made by {maker}, " if maker else
+                    f"still after {_PERSIST_STEPS} or more optimizer steps of training on targets that include "
+                    "negatives, ")
             msg = ("every input to F.binary_cross_entropy_with_logits (BCEWithLogitsLoss) is in [0, 1] on two "
-                   f"checked steps ({origin}): the loss reads them as logits, so every prediction is in "
+                   f"checked steps ({seen}{origin}): the loss reads them as logits, so every prediction is in "
                    "[0.5, 0.73] and none is ever below 0.5. Probabilities computed by hand (1 / (1 + exp(-x)), a "
                    "clamp) give this, and so does another term of the loss that holds these logits in [0, 1] "
                    "(a loss meant for probabilities, such as a Dice or IoU term, given the raw logits).")
 
         def callback(vals: list[float]) -> None:
             if not (vals[0] >= 0 and vals[1] <= 1):
-                self.prob_strikes = 0
+                self.prob_strikes, self.prob_since = 0, None
                 return
-            self.prob_strikes += 1
-            if self.prob_strikes < 2:
-                return
+            if maker is not None:
+                self.prob_strikes += 1
+                if self.prob_strikes < 2:
+                    return
+            else:
+                if vals[2] >= 0.5:
+                    return  # no negative target: logits trained on these may well stay in [0, 1]
+                if self.prob_since is None:
+                    self.prob_since = step
+                if step - self.prob_since < _PERSIST_STEPS:
+                    return
             s.report(
                 "softmax-before-cross-entropy", msg,
                 fix="give BCEWithLogitsLoss raw logits (drop a final sigmoid) and every loss meant for "
                 "probabilities torch.sigmoid(logits); apply torch.sigmoid only for predictions.",
                 where=where, key=name, step=step)
 
-        s.defer(torch.stack((lo, hi)), callback)
+        s.defer(torch.stack(parts), callback)
 
     def _binary_targets(self, name: str, target: torch.Tensor) -> None:
         """Binary cross-entropy's targets are probabilities in [0, 1] (PyTorch's documented domain; it does not
@@ -556,6 +586,56 @@ class LossChecks(Check):
 
     def end_of_run(self) -> None:
         self.check_decreasing(final=True)
+
+
+def _node_op(node: Any) -> str:
+    return _op(type(node).__name__)
+
+
+def unit_maker(fn: Any) -> str | None:
+    """What made a tensor (its ``grad_fn``) with every value in [0, 1] by construction, in words: ``"sigmoid"``
+    (a sigmoid, hard sigmoid or softmax), ``"a clamp to [0, 1]"``, ``"a hand-written sigmoid"``
+    (``1 / (1 + exp(-x))``); None when its maker bounds nothing (or there is none).  Operations that only
+    move values (views, reshapes, indexing, concatenation of such tensors) are looked through.  Host metadata
+    only: no device work."""
+    node, seen = fn, 0
+    while node is not None and seen < 32:
+        seen += 1
+        op = _node_op(node)
+        if op.startswith(("Sigmoid", "Hardsigmoid", "Softmax")):
+            return "sigmoid"
+        if op.startswith(("Clamp", "Hardtanh")):
+            lo = getattr(node, "_saved_min", getattr(node, "_saved_min_val", None))
+            hi = getattr(node, "_saved_max", getattr(node, "_saved_max_val", None))
+            try:
+                bounded = lo is not None and hi is not None and float(lo) >= 0 and float(hi) <= 1
+            except (TypeError, RuntimeError, ValueError):  # a tensor bound: not read (no device work)
+                bounded = False
+            return "a clamp to [0, 1]" if bounded else None
+        if op in ("Reciprocal", "Div", "Mul") and _reaches(node, ("Add",), ("Exp",)):
+            return "a hand-written sigmoid"
+        if op.rstrip("0123456789") not in _SHAPE_OPS:
+            return None
+        nexts = [f for f, _ in getattr(node, "next_functions", ()) if f is not None]
+        makers = {unit_maker(f) for f in nexts} if len(nexts) > 1 else None
+        if makers is not None:  # a concatenation: bounded when every part is
+            return makers.pop() if len(makers) == 1 else None
+        node = nexts[0] if nexts else None
+    return None
+
+
+def _reaches(node: Any, *chain: tuple[str, ...]) -> bool:
+    """Whether ``node``'s inputs (within one Reciprocal/Div step) lead through ops named by ``chain`` in turn
+    (``1 / (1 + exp(-x))``: Reciprocal <- Add <- Exp)."""
+    frontier = [f for f, _ in getattr(node, "next_functions", ()) if f is not None]
+    frontier += [g for f in frontier if _node_op(f) == "Reciprocal"
+                 for g, _ in getattr(f, "next_functions", ()) if g is not None]
+    for names in chain:
+        frontier = [f for f in frontier if _node_op(f) in names]
+        if not frontier:
+            return False
+        frontier = [g for f in frontier for g, _ in getattr(f, "next_functions", ()) if g is not None]
+    return True
 
 
 def _made_by(t: torch.Tensor) -> str:

@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .helpers import batches, guarded, mlp, slugs
+from tests.conftest import TIMING
+
+from .helpers import batches, digits, guarded, mlp, slugs
 
 
 def _distill(student_out, target_of, loss_fn, steps: int = 8):
@@ -177,3 +179,62 @@ def test_log_softmax_over_time_into_nll():
 def test_log_softmax_over_classes_into_nll_is_quiet():
     assert _nll_run(_LogSoftmaxOver(1)) == []
     assert _nll_run(_LogSoftmaxOver(-1)) == []
+
+
+# -- BCEWithLogitsLoss: values in [0, 1] are evidence only with a maker that bounds them, or persisting --
+
+def _conv_segment(head, steps: int = 40, check_every: int = 1, lr: float = 3e-3):
+    """A small conv net segments the strokes of digits with BCEWithLogitsLoss on ``head(logits)``; its
+    untrained outputs (the default init, seed 0) all lie in [0, 1] for the first steps."""
+    torch.manual_seed(0)
+    x, _ = digits()
+    images = x[:steps * 16].reshape(-1, 1, 8, 8)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    g = guarded(model, opt, check_every=check_every, ignore=TIMING)
+    for i in range(steps):
+        xb = images[i * 16:(i + 1) * 16]
+        opt.zero_grad()
+        F.binary_cross_entropy_with_logits(head(model(xb)), (xb > 0.4).float()).backward()
+        opt.step()
+    return g.report(), g.session.options.stream.getvalue()
+
+
+def test_untrained_logits_that_happen_to_lie_in_unit_range_are_not_probabilities():
+    """The correct program: raw logits that start in [0, 1] (no sigmoid made them) and leave it as training
+    pushes the negative pixels' logits below 0.  Before, two checked steps in [0, 1] were reported."""
+    torch.manual_seed(0)
+    x, _ = digits()
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+    with torch.no_grad():  # the premise: the untrained outputs are in [0, 1] on the first batches
+        out = model(x[:32].reshape(-1, 1, 8, 8))
+    assert 0 <= float(out.min()) and float(out.max()) <= 1
+    findings, text = _conv_segment(lambda z: z)
+    assert findings == [], text
+
+
+def test_sigmoid_outputs_into_logit_loss_through_a_view_are_reported():
+    findings, text = _conv_segment(lambda z: torch.sigmoid(z).flatten(1).view_as(z), steps=6)
+    assert slugs(findings) == ["softmax-before-cross-entropy"], text
+    assert "the model outputs probabilities (a sigmoid)" in text
+
+
+def test_hand_written_sigmoid_into_logit_loss_is_reported():
+    findings, text = _conv_segment(lambda z: 1 / (1 + torch.exp(-z)), steps=6)
+    assert slugs(findings) == ["softmax-before-cross-entropy"], text
+    assert "made by a hand-written sigmoid" in text
+
+
+def test_logits_held_in_unit_range_by_training_are_reported():
+    """No op that the check knows bounds them (a sigmoid written with tanh), but they stay in [0, 1] over 20 or
+    more optimizer steps on targets with negatives, which the loss would have pushed below 0 were they logits."""
+    findings, text = _conv_segment(lambda z: 0.5 * (torch.tanh(z) + 1))
+    assert slugs(findings) == ["softmax-before-cross-entropy"], text
+    assert "still after 20 or more optimizer steps" in text and "its last operation is Mul" in text
+
+
+def test_logits_in_unit_range_under_a_sparse_check_clock_are_quiet():
+    """The correct program under the default clock (checked steps 0-4, then 50): the 20 steps are optimizer
+    steps, not checked ones, and by step 50 training has moved the logits out of [0, 1]."""
+    findings, text = _conv_segment(lambda z: z, steps=60, check_every=50)
+    assert findings == [], text

@@ -133,8 +133,6 @@ def test_binary_mask_rescaled_by_to_tensor(bug):
     x, _ = digits()
     loader = DataLoader(_BinaryMasks(x[:400], bug), batch_size=16, shuffle=True)
     model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
-    nn.init.constant_(model[-1].bias, -2.0)  # a prior for sparse masks (small logits of one sign at init
-    # would otherwise read as probabilities to softmax-before-cross-entropy's [0, 1] test)
     findings, text = _train(loader, model, loss="binary_cross_entropy_with_logits")
     if bug:
         assert slugs(findings) == ["targets-one-class"], text
