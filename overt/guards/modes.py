@@ -81,6 +81,7 @@ class ModeChecks(Check):
         super().__init__(session)
         self.per_model: dict[int, _Modes] = {}  # id(ModelInfo) -> this check's state for it
         self.eval_grad_models: list[ModelInfo] = []
+        self.twice: list[ModelInfo] = []  # run twice under no_grad in training mode this step, held by no optimizer
 
     def _of(self, info: ModelInfo) -> _Modes:
         st = self.per_model.get(id(info))
@@ -124,6 +125,7 @@ class ModeChecks(Check):
             self.watch_eval_output(info, output)
 
     def on_step(self, oi: OptInfo) -> None:
+        self.judge_twice()
         self.check_eval_mode_step(oi)
 
     def on_crash(self, error: BaseException) -> None:
@@ -138,7 +140,9 @@ class ModeChecks(Check):
     def no_grad_forward(self, info: ModelInfo) -> None:
         """Forward under no_grad/inference_mode: Dropout/BatchNorm should be in eval mode.
         One such forward followed by an optimizer step is a training-time use (a GAN's
-        generator, a teacher); two in a row with no step between is an evaluation."""
+        generator, a teacher); two in a row with no step between is an evaluation -- of a model an optimizer
+        holds.  Two of a model no optimizer holds, in a step an optimizer step ends, are a teacher's or a frozen
+        encoder's training-time use (:meth:`judge_twice`; frozen-model-in-train-mode's to name)."""
         st = self._of(info)
         active = [m for m in info.dropbn if m.training]
         if not active:
@@ -146,9 +150,32 @@ class ModeChecks(Check):
             return
         pending = st.nograd_pending
         if pending is not None and pending[0] == self.s.step:
-            self._report_train_mode(info, active, pending[1])
+            if self._trained(info):
+                self._report_train_mode(info, active, pending[1])
+            elif info not in self.twice:
+                # no known optimizer holds it (a teacher run on two views, or the optimizer is not known until
+                # its first step): judged at the next optimizer step (on_step), or at the end of the run
+                self.twice.append(info)
+                self.s.watch_steps(self, True)
         elif pending is None or pending[0] != self.s.step:
             st.nograd_pending = (self.s.step, user_location(3) or "")
+
+    def _trained(self, info: ModelInfo) -> bool:
+        """Whether a known optimizer holds one of ``info``'s parameters (host lookups only)."""
+        held = {id(p) for oi in self.s.optimizers.values() for p in oi.params}
+        return any(id(p) in held for p in info.module.parameters())
+
+    def judge_twice(self) -> None:
+        """At an optimizer step, the models run twice under no_grad in training mode during this step: one an
+        optimizer holds was evaluated in training mode (train-mode-in-eval); one no optimizer holds (a teacher,
+        a frozen encoder, an EMA target) fed the training, which is frozen-model-in-train-mode's to judge."""
+        twice, self.twice = self.twice, []
+        for info in twice:
+            st = self._of(info)
+            pending = st.nograd_pending
+            active = [m for m in info.dropbn if m.training]
+            if pending is not None and pending[0] == self.s.step and active and self._trained(info):
+                self._report_train_mode(info, active, pending[1])
 
     def _report_train_mode(self, info: ModelInfo, active: list[nn.Module], loc: str) -> None:
         names = first_names([f"{info.label(m)} ({type(m).__name__})" for m in active], 4)
@@ -236,7 +263,7 @@ class ModeChecks(Check):
             else:
                 keep.append(info)
         self.eval_grad_models = keep
-        if not keep:
+        if not keep and not self.twice:
             self.s.watch_steps(self, False)
 
     # -- batchnorm-tiny-batch ----------------------------------------------------

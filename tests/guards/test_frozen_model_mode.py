@@ -101,3 +101,54 @@ def test_an_ema_target_network_in_train_mode_is_silent():
                     pt.mul_(0.99).add_(po, alpha=0.01)
     findings, text = guarded_run(train)
     assert findings == [], text
+
+
+def _two_views(bug: bool, steps: int = 40):
+    """Distillation on two noisy views per batch: the teacher runs twice per step under no_grad."""
+    teacher = _pretrained()
+    if not bug:
+        teacher.eval()
+
+    def train():
+        torch.manual_seed(1)
+        student = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+        opt = torch.optim.SGD(student.parameters(), lr=0.1)
+        for xb, _ in batches(64, steps):
+            loss = 0
+            for view in (xb + 0.05 * torch.randn_like(xb), xb + 0.05 * torch.randn_like(xb)):
+                with torch.no_grad():
+                    soft = F.softmax(teacher(view) / 4, dim=1)
+                loss = loss + F.kl_div(F.log_softmax(student(view) / 4, dim=1), soft, reduction="batchmean") * 16
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return guarded_run(train)
+
+
+def test_a_teacher_run_twice_per_step_under_no_grad_is_named_once_by_its_cause():
+    """Two no_grad forwards of the teacher in one step, then the student's optimizer step: a training-time use
+    of a model no optimizer holds, not an evaluation, so train-mode-in-eval stays silent and
+    frozen-model-in-train-mode names the cause.  Before, both were reported."""
+    findings, text = _two_views(bug=True)
+    assert slugs(findings) == ["frozen-model-in-train-mode"], text
+    findings, text = _two_views(bug=False)
+    assert findings == [], text
+
+
+def test_a_model_no_optimizer_holds_evaluated_in_train_mode_at_the_end_is_still_named():
+    """The teacher evaluated in training mode after the student's training (no optimizer step follows its
+    forwards): an evaluation, train-mode-in-eval as before."""
+    teacher = _pretrained()
+
+    def train():
+        student = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+        opt = torch.optim.SGD(student.parameters(), lr=0.1)
+        for xb, yb in batches(64, 10):
+            opt.zero_grad()
+            F.cross_entropy(student(xb), yb).backward()
+            opt.step()
+        with torch.no_grad():
+            for xb, _ in batches(64, 3):
+                teacher(xb)
+    findings, text = guarded_run(train)
+    assert slugs(findings) == ["train-mode-in-eval"], text
