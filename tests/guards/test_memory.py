@@ -138,3 +138,25 @@ def test_a_graph_held_only_by_garbage_in_a_reference_cycle_is_not_a_leak():
     finally:
         if was:
             gc.enable()
+
+
+def test_the_last_output_held_by_a_variable_across_steps_is_not_a_leak():
+    """PPO (minimalRL's ppo.py): the rollout's last `prob` stays bound while the optimizer steps K
+    epochs over the batch, then the next rollout replaces it: one graph alive at a time, so memory
+    does not grow; quiet. The same loop that also keeps every rollout output is still a leak."""
+    for keep_all in (False, True):
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        g = guarded(model, opt)
+        data = list(batches(32, 24))
+        kept = []
+        for start in range(0, 24, 4):
+            for xb, _ in data[start:start + 4]:  # the rollout: forwards with gradients on
+                prob = model(xb).softmax(-1)
+                if keep_all:
+                    kept.append(prob)
+            for xb, yb in data[start:start + 4]:  # K optimizer steps over the batch; `prob` still bound
+                opt.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                opt.step()
+        assert ("graph-leak" in slugs(g.report())) == keep_all, keep_all
