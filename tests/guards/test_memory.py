@@ -144,7 +144,6 @@ def test_a_graph_held_only_by_garbage_in_a_reference_cycle_is_not_a_leak():
             gc.enable()
 
 
-
 _PPO_LIKE = """
 import torch
 import torch.nn as nn
