@@ -501,6 +501,8 @@ class GradChecks(Check):
         # trainable parameters that got a gradient but no optimizer holds
         missing = []
         for info in s.models.values():
+            if _copy_of_a_trained_model(info.module, s, optimized):
+                continue  # a target network or average: changed by copying, which this check cannot see
             for name, p in info.module.named_parameters():
                 label = f"{info.name}.{name}"
                 if p.requires_grad and id(p) in self.seen_grad and id(p) not in optimized \
@@ -579,3 +581,22 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     """This rank's part of ``t`` (an FSDP2 ``DTensor``'s local shard; other tensors as they are)."""
     to_local = getattr(t, "to_local", None)
     return to_local() if callable(to_local) else t
+
+
+def _copy_of_a_trained_model(module: torch.nn.Module, s: Any, optimized: set[int]) -> bool:
+    """Whether ``module`` has no parameter any optimizer holds while its parameters have, in order,
+    the shapes of another watched model's whose trainable parameters optimizers hold all of: a copy
+    of a trained model (a DQN's target network, an EMA or teacher copy) that the program refreshes
+    by copying (``load_state_dict``, ``copy_``), so that gradients reaching it prove nothing about
+    whether it changes."""
+    own = list(module.parameters())
+    if not own or any(id(p) in optimized for p in own):
+        return False
+    shapes = [tuple(p.shape) for p in own]
+    for info in s.models.values():
+        other = list(info.module.parameters())
+        trainable = [p for p in other if p.requires_grad]
+        if info.module is not module and trainable and all(id(p) in optimized for p in trainable) \
+                and [tuple(p.shape) for p in other] == shapes:
+            return True
+    return False

@@ -348,3 +348,30 @@ def test_a_gan_generator_step_on_detached_samples_names_the_cut():
         opt_g.step()
     found = g.report()
     assert "no-gradient" in slugs(found) and "zero-grad-misplaced" not in slugs(found)
+
+
+def test_a_target_network_that_gets_gradients_is_not_params_not_optimized():
+    """A DQN's target network (minimalRL's dqn.py): a copy of the trained network, refreshed with
+    load_state_dict, through which the loss's target is computed without detach, so its parameters
+    get gradients that no optimizer holds. It does change (by the copy), so "They never change"
+    would be false: quiet. The same loop with a head no optimizer holds is still reported."""
+    import copy
+
+    for planted in (False, True):
+        q = mlp()
+        if planted:
+            q.append(nn.Linear(10, 10))  # a head the optimizer below leaves out
+        q_target = copy.deepcopy(q)
+        trained = list(q.parameters())[:-2] if planted else list(q.parameters())
+        opt = torch.optim.Adam(trained, lr=1e-3)
+        g = guarded([q, q_target], opt)
+        for i, (xb, yb) in enumerate(batches(32, 12)):
+            target = 0.5 + 0.9 * q_target(xb).max(1).values  # no detach: gradients reach q_target
+            loss = F.smooth_l1_loss(q(xb).gather(1, yb[:, None]).squeeze(1), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i % 5 == 4:
+                q_target.load_state_dict(q.state_dict())
+        found = slugs(g.report())
+        assert ("params-not-optimized" in found) == planted, (planted, found)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -138,3 +142,53 @@ def test_a_graph_held_only_by_garbage_in_a_reference_cycle_is_not_a_leak():
     finally:
         if was:
             gc.enable()
+
+
+_PPO_LIKE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 32)
+        self.fc_pi = nn.Linear(32, 10)
+        self.optimizer = torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    def pi(self, x):
+        return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=-1)
+
+
+torch.manual_seed(0)
+x, y = load_digits(return_X_y=True)
+x, y = torch.tensor(x, dtype=torch.float32) / 16, torch.tensor(y)
+model = Net()
+kept = []
+for start in range(0, 1600, 80):
+    for t in range(20):  # the rollout: one sample at a time, gradients on
+        prob = model.pi(x[start + t])
+        a = prob.argmax().item()
+        KEEP
+    for k in range(3):  # K epochs over the batch while `prob` is still bound
+        loss = F.nll_loss(torch.log(model.pi(x[start:start + 80])), y[start:start + 80])
+        model.optimizer.zero_grad()
+        loss.backward()
+        model.optimizer.step()
+"""
+
+
+@pytest.mark.slow
+def test_the_last_output_held_by_a_variable_across_steps_is_not_a_leak(tmp_path):
+    """PPO (minimalRL's ppo.py) under ``overt run``: the rollout's last ``prob`` stays bound while
+    the optimizer steps K epochs over the batch, then the next rollout replaces it: one graph alive
+    at a time, memory does not grow: quiet (was an error, exit 1). Keeping every rollout output
+    in a list is still a leak."""
+    for keep_all in (False, True):
+        path = tmp_path / f"ppo_like_{keep_all}.py"
+        path.write_text(_PPO_LIKE.replace("KEEP", "kept.append(prob)" if keep_all else "pass"))
+        proc = subprocess.run([sys.executable, "-m", "overt", "run", str(path)], capture_output=True,
+                              text=True, timeout=240, cwd=tmp_path)
+        assert ("graph-leak" in proc.stderr) == keep_all, (keep_all, proc.stderr[-2000:])
