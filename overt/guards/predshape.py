@@ -35,7 +35,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.swapped import EvalOutputLooks, Swapped, compiling
+from overt.guards.swapped import EvalOutputLooks, Swapped, batched_outputs, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import from_torch, user_location
 
@@ -92,12 +92,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             if not self.out_hook.fired():
                 return
             try:
-                x = next((a for a in args if isinstance(a, torch.Tensor) and a.dim()), None)
-                outs = [output] if isinstance(output, torch.Tensor) else \
-                    [t for t in output[:4] if isinstance(t, torch.Tensor)] if isinstance(output, (tuple, list)) else []
-                for t in outs:
-                    if x is None or t.dim() < 2 or t.shape[0] != x.shape[0] or t.shape[0] < 2:
-                        continue
+                for t in batched_outputs(args, output):
                     self.outputs = self.outputs[-3:] + [(weakref.ref(t), storage_ptr(t), tuple(t.shape), info)]
                     self._wrap()
             except Exception as exc:  # a guard never breaks the user's forward

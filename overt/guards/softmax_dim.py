@@ -32,7 +32,7 @@ from torch import nn
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.swapped import EvalOutputLooks, Swapped, compiling
+from overt.guards.swapped import EvalOutputLooks, Swapped, batched_outputs, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import from_torch, user_location
 
@@ -108,12 +108,7 @@ class SoftmaxDimChecks(EvalOutputLooks, Check):
             if not self.out_hook.fired():
                 return
             try:
-                x = next((a for a in args if isinstance(a, torch.Tensor) and a.dim()), None)
-                outs = [output] if isinstance(output, torch.Tensor) else \
-                    [t for t in output[:4] if isinstance(t, torch.Tensor)] if isinstance(output, (tuple, list)) else []
-                for t in outs:
-                    if x is None or t.dim() < 2 or t.shape[0] != x.shape[0] or t.shape[0] < 2:
-                        continue
+                for t in batched_outputs(args, output):
                     if t[0].numel() < 2 or (t.dim() == 2 and t.shape[0] == t.shape[1]):
                         continue  # one score per sample (pooling over a set), or a square sample-by-sample matrix
                     self.outputs = self.outputs[-3:] + [(weakref.ref(t), storage_ptr(t), tuple(t.shape), info,

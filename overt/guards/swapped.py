@@ -55,6 +55,17 @@ class Swapped:
         self.saved.clear()
 
 
+def batched_outputs(args: tuple, output: Any) -> list[torch.Tensor]:
+    """The tensors among a forward's outputs (the output itself, or the first four of a tuple/list)
+    that are batched like its first input: at least 2-D, the same first dimension, 2 samples or more."""
+    x = next((a for a in args if isinstance(a, torch.Tensor) and a.dim()), None)
+    if x is None:
+        return []
+    outs = [output] if isinstance(output, torch.Tensor) else \
+        [t for t in output[:4] if isinstance(t, torch.Tensor)] if isinstance(output, (tuple, list)) else []
+    return [t for t in outs if t.dim() >= 2 and t.shape[0] == x.shape[0] and t.shape[0] >= 2]
+
+
 class EvalOutputLooks:
     """What both checks of this kind share: each watched model's first ``OUT_LOOKS`` evaluation
     forwards get a one-shot hook that remembers their outputs (the check's ``_remember(info)``), and a
