@@ -437,6 +437,13 @@ ENTRIES: tuple[Entry, ...] = (
           "a forecasting window that includes the value it forecasts, or a label column left among the features, "
           "hands the model the answer: it learns to copy it and every score measures the copy, not the task",
           _E, False, True),
+    Entry("eval-classes-renumbered", "OVT539", "evaluation predictions that match their labels only under another "
+          "numbering of the classes",
+          "the model predicts the classes it learned under their training indices; labels numbered by another "
+          "class-to-index map (a class list built per split, an encoder fitted again, 1-based labels), or inputs "
+          "transformed so that one class looks like another (colour channels reversed), score most correct "
+          "predictions as wrong while nothing fails",
+          _E, False, True),
     Entry("eval-loop-stops-early", "OVT528", "an evaluation loop that breaks after a fixed number of batches",
           "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
           "evaluation data, chosen by its order",

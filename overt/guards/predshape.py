@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
+from overt.guards.labelmap import reindexed
 from overt.guards.oneshot import OneShotHook
 from overt.guards.swapped import EvalOutputLooks, Swapped, batched_outputs, compiling
 from overt.guards.watched import storage_ptr
@@ -50,6 +51,7 @@ _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tenso
 #: (the functional losses are not wrapped here: overt/guards/patches.py swaps them in and out on its own)
 _DIFFERENCES = ((torch.Tensor, "__sub__"), (torch.Tensor, "__rsub__"), (torch, "sub"))
 _REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
+MAP_PAIRS = 4096  # evaluation (prediction, label) pairs kept per model for eval-classes-renumbered
 UNITS_LOOKS = 2  # evaluation differences judged per run (one read of four numbers each)
 FAR = 5.0  # "far outside the training targets": a mean or a spread this many of their spreads away
 
@@ -67,9 +69,16 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         self.out_hook = OneShotHook()
         self.targets: list[tuple[float, float]] = []  # (mean, std) of checked regression losses' targets
         self.units_looks = 0
+        # class-index training seen: the number of classes of checked cross_entropy/nll_loss calls
+        self.index_classes: set[int] = set()
+        # (prediction, label) pairs of evaluation comparisons, per model: judged at the end (labelmap.py)
+        self.pairs: dict[int, tuple[ModelInfo, str, list[tuple[torch.Tensor, torch.Tensor]]]] = {}
 
     # -- the units of the training targets ---------------------------------------------------------
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name in ("cross_entropy", "nll_loss") and isinstance(target, torch.Tensor) and inp.dim() >= 1 \
+                and not target.is_floating_point() and target.dtype != torch.bool and len(self.index_classes) < 4:
+            self.index_classes.add(int(inp.shape[1] if inp.dim() >= 2 else inp.shape[0]))
         if name not in _REGRESSION or len(self.targets) >= 8 or not isinstance(target, torch.Tensor):
             return
         if not target.is_floating_point() or target.numel() < 8 or target.numel() != inp.numel():
@@ -211,6 +220,8 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
                 return
             if flat or pred.dim() == 0 or other.dim() == 0 or pred.shape[0] != batch or other.shape[0] != batch:
                 continue
+            if pred.shape == other.shape and shape[-1] in self.index_classes:
+                self._pair(pred, other, info, user_location(3) or "")
             try:
                 wide = math.prod(torch.broadcast_shapes(pred.shape, other.shape))
             except RuntimeError:
@@ -226,6 +237,42 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
                         "or squeeze the trailing dimension of size 1).",
                     where=where, key=f"broadcast:{loc}")
                 return
+
+    # -- evaluation labels numbered like the training labels (labelmap.py) ---------------------------
+    def _pair(self, pred: torch.Tensor, labels: torch.Tensor, info: ModelInfo, loc: str) -> None:
+        """Keep an evaluation comparison of class predictions with integer labels (references only: read
+        once, at the end of the run)."""
+        if labels.is_floating_point() or labels.dtype == torch.bool or pred.is_floating_point():
+            return
+        _, _, kept = self.pairs.setdefault(id(info), (info, loc, []))
+        if sum(p.numel() for p, _ in kept) < MAP_PAIRS:
+            kept.append((pred.detach(), labels.detach()))
+
+    def end_of_run(self) -> None:
+        for info, loc, kept in self.pairs.values():
+            if not kept:
+                continue
+            found = reindexed(torch.cat([p.reshape(-1) for p, _ in kept]).cpu(),
+                              torch.cat([y.reshape(-1) for _, y in kept]).cpu())
+            if found is None:
+                continue
+            self.s.report(
+                "eval-classes-renumbered",
+                f"{info.name} was trained on class indices, and in evaluation its predictions match the labels they "
+                f"are compared with only under another numbering of the classes: {found.describe()}. Over "
+                f"{found.pairs} evaluated samples the accuracy is {found.as_given:.1%} on the labels as given and "
+                f"{found.relabelled:.1%} once the classes are renumbered. Either the evaluation labels were numbered "
+                "by another class-to-index map than the training labels (class folders listed per split when one "
+                "split lacks a class, a label encoder fitted again on the evaluation data, 1-based labels, a class "
+                "list in another order), or the evaluation inputs were prepared so that one class looks like another "
+                "(colour channels in another order, BGR for RGB; images flipped where orientation is the class); "
+                "either way the metric scores the numbering, not the model.",
+                fix="build the class-to-index map once, from the training data or a fixed list of class names, and "
+                    "use that same map for every split (a folder loader: pass the training split's class_to_idx; "
+                    "an encoder: fit it on the training labels and only transform the others); prepare evaluation "
+                    "inputs exactly as the training inputs (the same channel order and orientation).",
+                where=f"the comparison at {loc}" if loc else f"{info.name}'s evaluation", key=f"map:{loc}")
+        self.pairs = {}
 
     # -- wrappers ------------------------------------------------------------------------------------
     def _wrap(self) -> None:
