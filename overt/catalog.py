@@ -573,6 +573,12 @@ ENTRIES: tuple[Entry, ...] = (
           "reports the metric over all epochs so far, not the last one's, so curves lag and early stopping or model "
           "selection read stale numbers",
           _W, True, False),
+    Entry("metric-imperfect-on-truth", "OVT818", "a metric function that does not give a perfect prediction its "
+          "best score",
+          "a metric that scores the ground truth itself below its best value (a class absent from both sides scored "
+          "as a miss, a wrong denominator, a decoding step that leaves a token) misjudges every model it scores, "
+          "and the reported number is not the metric while nothing fails",
+          _E, False, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",
           "precision, recall, F-scores, balanced accuracy, the confusion matrix and the classification report take "
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "

@@ -62,7 +62,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, data pipelines and evaluation code (branch datapipe)
          "accumulator-not-reset", "targets-one-class", "eos-masked-as-padding",
          "eval-drops-samples", "target-in-inputs", "window-target-misaligned",
-         "metric-shared-across-stages", "eval-loop-stops-early", "eval-classes-renumbered",
+         "metric-shared-across-stages", "eval-loop-stops-early", "eval-classes-renumbered", "metric-imperfect-on-truth",
          "metric-reduced-twice", "windows-split-at-random",
          # issue 33, round four's development half (branch dev4b)
          "steps-counted-from-samples", "bootstrap-action-wrong-state", "windows-split-at-random",

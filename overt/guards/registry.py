@@ -35,6 +35,7 @@ from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
+from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.modes import ModeChecks
 from overt.guards.padloss import PaddingLossChecks
@@ -80,6 +81,7 @@ CHECKS: tuple[type[Check], ...] = (
     TargetLeakChecks,
     SoftmaxDimChecks,
     PredictionShapeChecks,
+    MetricProbeChecks,
     GraphChecks,
     ActivationChecks,
     DataChecks,

@@ -1,0 +1,301 @@
+"""Guard on metric functions that do not give a perfect prediction its perfect score
+(slug ``metric-imperfect-on-truth``; issue 33).
+
+An invariant of every metric: scored against itself, the ground truth gets the metric's best value:
+an IoU, Dice, accuracy, F1, precision, recall, AUC or correlation of 1 (or 100 in percent), an error
+(MSE, MAE, RMSE, WER, CER) of 0.  A metric written by hand that breaks it is biased for every model
+it scores: a class absent from both masks counted as IoU 0, a count divided by the wrong total, a
+smoothing term that dominates, a decoding step that leaves a token behind, an average over the wrong
+axis.  Nothing fails; the reported number is simply not the metric.
+
+What is checked: the metric functions of the running script (``__main__``: functions defined in its
+file, at module level, whose name is a metric's -- ``mean_iou``, ``dice_score``, ``compute_accuracy``,
+``f1``, ``rmse`` ... -- with one parameter named like a prediction (``pred``, ``outputs``, ``y_pred``,
+``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)).  When a
+watched model is first switched to eval mode those functions are wrapped in the module's namespace;
+the first call of each is recorded (its arguments by reference, its result) and passed through
+unchanged.  At the end of the run each recorded call is repeated once with the target given as the
+prediction (a copy of it, in the prediction's dtype), with output suppressed and gradients off; the
+result must be the best value.  Nothing is concluded when the premise is not met: prediction and
+target of different shapes or kinds (logits against class indices: the target is then no prediction
+of the function's kind), a target with a single value (precision or AUC are undefined there), a call
+that raises or returns something other than one number, a function that writes module globals.
+No host work on training steps: the wrappers exist from the first evaluation on and record once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import inspect
+import io
+import math
+import re
+import sys
+import types
+from typing import Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.where import short_location, user_location
+
+#: name words of metrics whose best value is their largest (1, or 100 in percent)
+HIGHER = frozenset({"iou", "miou", "jaccard", "dice", "accuracy", "acc", "f1", "fscore", "f1score", "precision",
+                    "recall", "auc", "auroc", "sensitivity", "specificity", "ssim", "r2", "pearson", "spearman",
+                    "corr", "correlation", "hitrate", "mrr", "ndcg", "exact", "em"})
+#: name words of metrics whose best value is 0
+LOWER = frozenset({"mse", "mae", "rmse", "mape", "smape", "wer", "cer", "error", "err"})
+#: words that make a name something else than a metric (a loss is not required to reach 0)
+NOT_METRIC = frozenset({"loss", "criterion", "objective", "plot", "print", "log", "show", "save", "load", "update",
+                        "reset", "train", "step", "backward", "map", "ap"})
+PRED = frozenset({"pred", "preds", "prediction", "predictions", "output", "outputs", "out", "y_pred", "ypred",
+                  "y_hat", "yhat", "logits", "probs", "probabilities", "hyp", "hyps", "hypothesis", "hypotheses",
+                  "pred_mask", "pred_masks", "seg", "segmentation", "estimate", "estimates", "pred_labels",
+                  "predicted", "y_pred_labels"})
+TARGET = frozenset({"target", "targets", "y", "y_true", "ytrue", "label", "labels", "gt", "gts", "ground_truth",
+                    "groundtruth", "truth", "true", "mask", "masks", "gt_mask", "gt_masks", "true_mask", "true_masks",
+                    "target_mask", "target_masks", "ref", "refs", "reference", "references", "actual", "true_labels",
+                    "gt_labels"})
+RELATIVE = 1e-3  # how close to the best value a perfect prediction must score
+
+
+def _words(name: str) -> set[str]:
+    name = re.sub(r"m?IoU", lambda m: "_" + m.group(0).lower() + "_", name)  # the acronyms written in mixed case
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    return {w for w in re.split(r"[_\W]+", spaced) if w}
+
+
+def metric_kind(fn: Any) -> str | None:
+    """"higher"/"lower" when ``fn``'s name is a metric's, else None."""
+    words = _words(getattr(fn, "__name__", ""))
+    if not words or words & NOT_METRIC:
+        return None
+    if words & HIGHER:
+        return "higher"
+    if words & LOWER:
+        return "lower"
+    return None
+
+
+def _roles(fn: Any) -> tuple[str, str] | None:
+    """(prediction parameter, target parameter) of ``fn``, each named unambiguously, else None."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return None
+    preds = [p for p in params if p.lower() in PRED]
+    targets = [p for p in params if p.lower() in TARGET]
+    if len(preds) != 1 or len(targets) != 1:
+        return None
+    return preds[0], targets[0]
+
+
+def _writes_globals(code: types.CodeType) -> bool:
+    import dis
+
+    if any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") for i in dis.get_instructions(code)):
+        return True
+    return any(isinstance(c, types.CodeType) and _writes_globals(c) for c in code.co_consts)
+
+
+def candidates(namespace: dict, filename: str) -> dict[str, tuple[Any, str, str, str]]:
+    """The metric functions of a script's namespace: name -> (function, kind, prediction param, target param)."""
+    found = {}
+    for name, fn in list(namespace.items()):
+        if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != filename \
+                or getattr(fn, "__wrapped__", None) is not None:
+            continue
+        kind = metric_kind(fn)
+        roles = _roles(fn) if kind else None
+        if kind and roles and not _writes_globals(fn.__code__):
+            found[name] = (fn, kind, *roles)
+    return found
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.detach().float().cpu().item())
+    item = getattr(value, "item", None)  # numpy scalars and one-element arrays
+    if callable(item) and getattr(value, "size", 1) == 1:
+        try:
+            out = item()
+        except (ValueError, TypeError):
+            return None
+        return float(out) if isinstance(out, (int, float)) and not isinstance(out, bool) else None
+    return None
+
+
+def _shape(x: Any) -> tuple | None:
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape))
+    shape = getattr(x, "shape", None)
+    if shape is not None and hasattr(x, "dtype"):  # numpy
+        return ("array", tuple(shape))
+    if isinstance(x, (list, tuple)):
+        return ("list", len(x))
+    return None
+
+
+def _varied(x: Any) -> bool:
+    """The target holds more than one value (metrics such as precision or AUC are undefined otherwise)."""
+    try:
+        if isinstance(x, torch.Tensor):
+            return x.numel() > 1 and bool((x.reshape(-1) != x.reshape(-1)[0]).any())
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            flat = x.reshape(-1)
+            return flat.size > 1 and bool((flat != flat[0]).any())
+        return len({repr(v) for v in x}) > 1
+    except Exception:  # noqa: BLE001  an object we do not know: no premise
+        return False
+
+
+def _as_prediction(target: Any, pred: Any) -> Any:
+    """A copy of ``target`` in the prediction's kind (dtype, device)."""
+    if isinstance(target, torch.Tensor) and isinstance(pred, torch.Tensor):
+        return target.detach().clone().to(device=pred.device, dtype=pred.dtype)
+    if hasattr(target, "astype") and hasattr(pred, "dtype"):
+        return target.astype(pred.dtype, copy=True)
+    return copy.deepcopy(target)
+
+
+class _Call:
+    __slots__ = ("fn", "kind", "pred", "target", "bound", "result", "loc")
+
+    def __init__(self, fn: Any, kind: str, pred: str, target: str, bound: inspect.BoundArguments, result: Any,
+                 loc: str | None):
+        self.fn, self.kind, self.pred, self.target = fn, kind, pred, target
+        self.bound, self.result, self.loc = bound, result, loc
+
+
+class MetricProbeChecks(Check):
+    name = "metric_probe"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.wrapped: dict[str, tuple[Any, Any]] = {}  # name -> (original, wrapper) in __main__
+        self.calls: dict[str, _Call] = {}
+        self.namespace: dict | None = None
+        self.seen = -1  # the namespace's size when last looked at
+
+    def eval_started(self) -> None:
+        """A watched model was switched to eval mode: wrap the script's metric functions defined by now.
+        Evaluation forwards the session shows this check look again when the script's namespace has grown
+        (a function defined after ``model.eval()``)."""
+        main = sys.modules.get("__main__")
+        filename = getattr(main, "__file__", None)
+        if main is None or not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
+            return
+        self.namespace = main.__dict__
+        self.seen = len(self.namespace)
+        for name, (fn, kind, pred, target) in candidates(self.namespace, filename).items():
+            if name in self.wrapped:
+                continue
+            wrapper = self._wrapper(name, fn, kind, pred, target)
+            self.wrapped[name] = (fn, wrapper)
+            self.namespace[name] = wrapper
+
+    def on_eval_forward(self, info: Any, args: tuple) -> None:
+        self._grown()
+
+    def on_no_grad_forward(self, info: Any) -> None:
+        self._grown()
+
+    def _grown(self) -> None:
+        main = sys.modules.get("__main__")
+        if main is not None and len(main.__dict__) != self.seen:
+            self.eval_started()
+
+    def _wrapper(self, name: str, fn: Any, kind: str, pred: str, target: str) -> Any:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def metric(*args: Any, **kwargs: Any) -> Any:
+            result = fn(*args, **kwargs)
+            if name not in self.calls:
+                try:
+                    bound = signature.bind(*args, **kwargs)
+                    bound.apply_defaults()
+                    self.calls[name] = _Call(fn, kind, pred, target, bound, result, user_location(2))
+                except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
+                    self.s.check_failed(self, exc)
+            return result
+
+        return metric
+
+    def end_of_run(self) -> None:
+        for name, call in self.calls.items():
+            found = self._probe(call)
+            if found is None:
+                continue
+            perfect, best = found
+            code = call.fn.__code__
+            defined = short_location(code.co_filename, code.co_firstlineno)
+            real = _number(call.result)
+            shown = f" (it returned {real:.4g} there)" if real is not None else ""
+            at = f"the call at {call.loc}" if call.loc else "its first call"
+            self.s.report(
+                "metric-imperfect-on-truth",
+                f"the metric function {name}() defined at {defined} scores a perfect prediction {perfect:.4g}, not "
+                f"{best}: {at}{shown} repeated with the target itself as {call.pred!r} does not get the best value. "
+                "A metric that misjudges the truth misjudges every model: something in it (a class absent from "
+                "both sides scored as a miss, a count divided by the wrong total, a smoothing term, a decoding "
+                "step, an average over the wrong axis) biases every number it reports, while nothing fails.",
+                fix=f"fix {name}() so that {name}(target, target) is {best}: trace it on one small example whose "
+                    "prediction equals its target (a class missing from both sides is usually left out of the "
+                    "average, not scored 0), or use a maintained implementation (torchmetrics, scikit-learn).",
+                where=f"{name}() at {defined}", key=f"metric:{defined}")
+        self.calls = {}
+
+    def _probe(self, call: _Call) -> tuple[float, str] | None:
+        """(the score of a perfect prediction, the best value) when they differ, else None."""
+        args = call.bound.arguments
+        pred, target = args.get(call.pred), args.get(call.target)
+        if pred is None or target is None or _shape(pred) is None or _shape(pred) != _shape(target):
+            return None
+        if isinstance(pred, torch.Tensor) and (pred.is_floating_point() != target.is_floating_point()) \
+                and pred.is_floating_point() and pred.dim() == target.dim() and not _binary(target):
+            return None  # float scores against integer labels that are not 0/1: not a prediction of its kind
+        if not _varied(target):
+            return None
+        perfect_args = dict(args)
+        perfect_args[call.pred] = _as_prediction(target, pred)
+        perfect_args[call.target] = _as_prediction(target, target)
+        bound = inspect.BoundArguments(call.bound.signature, perfect_args)  # type: ignore[arg-type]
+        sink = io.StringIO()
+        try:
+            with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                value = _number(call.fn(*bound.args, **bound.kwargs))
+        except Exception:  # noqa: BLE001  the user's function on other values: no premise
+            return None
+        if value is None or math.isnan(value):
+            return None
+        if call.kind == "lower":
+            real = _number(call.result)
+            scale = max(1.0, abs(real)) if real is not None and math.isfinite(real) else 1.0
+            return None if abs(value) <= 1e-6 * scale else (value, "0")
+        if math.isinf(value) and value > 0:
+            return None  # PSNR-like: a perfect prediction is infinitely good
+        if any(abs(value - top) <= RELATIVE * top for top in (1.0, 100.0)):
+            return None
+        return value, "1 (or 100)"
+
+    def remove_hooks(self) -> None:
+        if self.namespace is not None:
+            for name, (fn, wrapper) in self.wrapped.items():
+                if self.namespace.get(name) is wrapper:
+                    self.namespace[name] = fn
+        self.wrapped = {}
+
+
+def _binary(x: Any) -> bool:
+    try:
+        return bool(((x == 0) | (x == 1)).all())
+    except Exception:  # noqa: BLE001
+        return False
