@@ -12,14 +12,15 @@ What is checked: the metric functions of the running script (``__main__``: funct
 file, at module level, whose name is a metric's -- ``mean_iou``, ``dice_score``, ``compute_accuracy``,
 ``f1``, ``rmse`` ... -- with one parameter named like a prediction (``pred``, ``outputs``, ``y_pred``,
 ``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)).  When a
-watched model is first switched to eval mode those functions are wrapped in the module's namespace;
-the first call of each is recorded (its arguments by reference, its result) and passed through
-unchanged.  At the end of the run each recorded call is repeated once with the target given as the
-prediction (a copy of it, in the prediction's dtype), with output suppressed and gradients off; the
-result must be the best value.  Nothing is concluded when the premise is not met: prediction and
-target of different shapes or kinds (logits against class indices: the target is then no prediction
-of the function's kind), a target with a single value (precision or AUC are undefined there), a call
-that raises or returns something other than one number, a function that writes module globals.
+watched model is switched to eval mode those functions are wrapped in the module's namespace (and
+looked for again while the namespace grows); the first call of each is recorded (its arguments by
+reference, its result) and passed through unchanged.  At the end of the run each recorded call is
+repeated once with the target given as the prediction (a copy of it, in the prediction's shape and
+dtype), with output suppressed and gradients off; the result must be the best value.  Nothing is
+concluded when the premise is not met: prediction and target of different kinds or shapes (beyond
+dimensions of size 1; logits against class indices: the target is then no prediction of the
+function's kind), a target with a single value (precision or AUC are undefined there), a call that
+raises or returns something other than one number, a function that writes module globals.
 No host work on training steps: the wrappers exist from the first evaluation on and record once.
 """
 
@@ -156,12 +157,23 @@ def _varied(x: Any) -> bool:
         return False
 
 
+def _same_form(pred: Any, target: Any) -> bool:
+    """Prediction and target hold one value per element alike: the same kind and shape, or shapes that
+    differ only by dimensions of size 1 (``(N, 1)`` predictions of ``(N,)`` targets)."""
+    a, b = _shape(pred), _shape(target)
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    if a[0] == "list":
+        return a == b
+    return tuple(d for d in a[1] if d != 1) == tuple(d for d in b[1] if d != 1)
+
+
 def _as_prediction(target: Any, pred: Any) -> Any:
-    """A copy of ``target`` in the prediction's kind (dtype, device)."""
+    """A copy of ``target`` in the prediction's form (shape, dtype, device): a perfect prediction."""
     if isinstance(target, torch.Tensor) and isinstance(pred, torch.Tensor):
-        return target.detach().clone().to(device=pred.device, dtype=pred.dtype)
+        return target.detach().clone().to(device=pred.device, dtype=pred.dtype).reshape(pred.shape)
     if hasattr(target, "astype") and hasattr(pred, "dtype"):
-        return target.astype(pred.dtype, copy=True)
+        return target.astype(pred.dtype, copy=True).reshape(pred.shape)
     return copy.deepcopy(target)
 
 
@@ -257,7 +269,7 @@ class MetricProbeChecks(Check):
         """(the score of a perfect prediction, the best value) when they differ, else None."""
         args = call.bound.arguments
         pred, target = args.get(call.pred), args.get(call.target)
-        if pred is None or target is None or _shape(pred) is None or _shape(pred) != _shape(target):
+        if pred is None or target is None or _shape(pred) is None or not _same_form(pred, target):
             return None
         if isinstance(pred, torch.Tensor) and (pred.is_floating_point() != target.is_floating_point()) \
                 and pred.is_floating_point() and pred.dim() == target.dim() and not _binary(target):
@@ -266,7 +278,8 @@ class MetricProbeChecks(Check):
             return None
         perfect_args = dict(args)
         perfect_args[call.pred] = _as_prediction(target, pred)
-        perfect_args[call.target] = _as_prediction(target, target)
+        perfect_args[call.target] = copy.deepcopy(target) if not isinstance(target, torch.Tensor) \
+            else target.detach().clone()
         bound = inspect.BoundArguments(call.bound.signature, perfect_args)  # type: ignore[arg-type]
         sink = io.StringIO()
         try:

@@ -124,6 +124,25 @@ def test_a_numpy_dice_written_with_the_union_is_named_and_the_right_one_is_quiet
     assert _run(tmp_path, DICE.replace("{denominator}", "pred_mask.sum() + gt_mask.sum()")) == []
 
 
+RMSE = '''
+def rmse(outputs, targets):
+    return ((outputs{squeeze} - targets) ** 2).mean().sqrt().item()
+
+
+model.eval()
+with torch.no_grad():
+    col = model(x[1400:]).softmax(1)[:, :1]                # (N, 1) scores of class 0
+print("rmse", rmse(col, (y[1400:] == 0).float()))          # (N,) targets
+'''
+
+
+def test_a_column_of_predictions_broadcast_against_a_row_of_targets_is_named(tmp_path):
+    # the perfect prediction is given in the prediction's own shape (N, 1): the broadcast shows
+    findings = _run(tmp_path, RMSE.replace("{squeeze}", ""))
+    assert _slugs(findings) == ["metric-imperfect-on-truth"], findings
+    assert _run(tmp_path, RMSE.replace("{squeeze}", ".squeeze(1)")) == []
+
+
 def test_metrics_without_their_premise_are_quiet(tmp_path):
     body = '''
     COUNT = 0
