@@ -22,6 +22,10 @@ Round four: the reports N77-N100 (docs/wild.md, "Issue 33, round four"), gathere
 three's test half was measured, are shuffled with ``random.Random(SEED4)`` into ``dev4`` and
 ``test4`` (12 and 12).  The keys of rounds one to three are written exactly as before.
 
+Round five: the reports N101-N124 (docs/wild.md, "Issue 33, round five"), gathered after round
+four's test half was measured, are shuffled with ``random.Random(SEED5)`` into ``dev5`` and
+``test5`` (12 and 12).  The keys of rounds one to four are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -49,10 +53,14 @@ SEED4 = 3404
 #: the round-four reports, in the order they were gathered (docs/wild.md, "Issue 33, round four")
 NEW4 = [f"N{i:02d}" for i in range(77, 101)]
 
+SEED5 = 3505
+#: the round-five reports, in the order they were gathered (docs/wild.md, "Issue 33, round five")
+NEW5 = [f"N{i:02d}" for i in range(101, 125)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
-HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4")
+HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -62,16 +70,20 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
     return sorted(order[:half]), sorted(order[half:])
 
 
-def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4) -> dict:
+def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4,
+         seed5: int = SEED5) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
-    N53-N76) and round four ({"dev4", "test4"}: the halves of N77-N100)."""
+    N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100) and round five ({"dev5",
+    "test5"}: the halves of N101-N124)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
     dev4, test4 = _halve(NEW4, seed4)
+    dev5, test5 = _halve(NEW5, seed5)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
-            "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4}
+            "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
+            "seed5": seed5, "dev5": dev5, "test5": test5}
 
 
 def load() -> dict:

@@ -16,7 +16,12 @@ Round four (w103-w126: ``dev4``/``test4``, drawn after round three's test half w
 half is held out whole until the lead measures it, and no test here runs an overt face on it; of its
 development half, only the cases that checks were built on (``EXPECTED``) are run here (their
 development twins join ``DEV_NEW`` after the lead's measurement); the suite checks every case's
-structure and, marked slow, that each bug still changes its metric."""
+structure and, marked slow, that each bug still changes its metric.
+
+Round five (w127-w150: ``dev5``/``test5``, drawn after round four's test half was measured): both halves
+are held out until the lead measures them (``runner.UNMEASURED`` leaves them out of the default
+selection); no test here runs an overt face on either half, the suite checks only each case's structure
+and, marked slow with plain ``python``, that each bug still changes its metric."""
 
 from __future__ import annotations
 
@@ -203,6 +208,16 @@ def test_new_bug_changes_its_metric(cid: str):
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_five_is_held_out():
+    """Round five's halves stay out of every test that runs an overt face, and out of the runner's
+    default selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev5", "test5"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in UNMEASURED}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED)
 
 
 @pytest.mark.parametrize(("cid", "face"), [_dev_param(c, f) for c in DEV_NEW for f in ("lint", "run")])
