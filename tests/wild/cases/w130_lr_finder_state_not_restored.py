@@ -9,9 +9,9 @@ it afterwards appears to hurt the models learning ... Using LRFinder on a model,
 restoring the weights, appears to train the model optimally."  Here the README's recipe is followed
 on digits with SGD (momentum 0.9): a range test from 1e-5 to 100 over 100 batches that stops when
 the smoothed loss (the finder's smoothing, 0.05) exceeds five times its best, the rate at the lowest
-smoothed loss divided by ten is chosen, and the model is trained for 3 epochs at that rate.  The buggy script trains the model as the range test
-left it; the twin first restores the model's and the optimizer's state saved before the test (what
-``LRFinder.reset()`` does).
+smoothed loss divided by ten is chosen, and the model is trained for 3 epochs at that rate.  The
+buggy script trains the model as the range test left it; the twin first restores the model's and
+the optimizer's state saved before the test (what ``LRFinder.reset()`` does).
 
 Metric: validation accuracy after training (plain ``python``, CPU, seed 0): bug 0.199, twin 0.8539.
 """

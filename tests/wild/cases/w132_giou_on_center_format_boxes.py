@@ -35,7 +35,7 @@ def xyxy_to_cxcywh(b):
     return torch.stack([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1], -1)
 
 
-def iou_and_giou(b1, b2):  # matching rows of two sets of (x1, y1, x2, y2) boxes, as torchvision computes them (with its eps)
+def iou_and_giou(b1, b2):  # matching rows of two (x1, y1, x2, y2) box sets, as torchvision computes them
     area1 = (b1[:, 2] - b1[:, 0]) * (b1[:, 3] - b1[:, 1])
     area2 = (b2[:, 2] - b2[:, 0]) * (b2[:, 3] - b2[:, 1])
     wh = (torch.min(b1[:, 2:], b2[:, 2:]) - torch.max(b1[:, :2], b2[:, :2])).clamp(min=0)

@@ -9,11 +9,11 @@ without verifying that they were not liked by the user. While intuitively with e
 wouldn't think that this would significantly affect the output, it seems to have a large effect
 on the p@k scores" (MovieLens 100k: P@10 0.083 without verifying, 0.164 with, 18.45% of samples
 rejected).  Here 300 users and 200 items get implicit feedback from a low-rank preference model
-(about a quarter of the items liked per user, some items far more
-popular than others); 80% of each user's likes train a BPR model, 20% are
-held out.  Negatives are drawn as the report's sampler did, as the item of a random training
-interaction (so popular items are drawn often: benfred/implicit#255); the buggy sampler keeps
-every draw, the twin redraws any negative the user liked in training.
+(about a quarter of the items liked per user, some items far more popular than others); 80% of
+each user's likes train a BPR model, 20% are held out.  Negatives are drawn as the report's
+sampler did, as the item of a random training interaction (so popular items are drawn often:
+benfred/implicit#255); the buggy sampler keeps every draw, the twin redraws any negative the user
+liked in training.
 
 Metric: precision@10 on the held-out likes (training likes excluded from the ranking; plain
 ``python``, CPU, seed 0): bug 0.4457, twin 0.5507.

@@ -8,10 +8,9 @@ multi-head attention (multi_head_attention.py:73). After `scaled_dot_product`, `
 (batch, heads, seq_len, qkv_dim). Without `permute(0, 2, 1, 3)` first, PyTorch's row-major reshape
 mixes chunks from different sequence positions into the same token's output embedding, scrambling
 token representations."  Here a one-layer attention tagger (learned positions, 4 heads, a residual
-connection) labels each of 12 tokens (vocabulary 6) with the number of other tokens equal to it, which
-only the token's own attention can count; the buggy
-attention merges with ``values.reshape(B, T, D)``, the twin with
-``values.permute(0, 2, 1, 3).reshape(B, T, D)``.
+connection) labels each of 12 tokens (vocabulary 6) with the number of other tokens equal to it,
+which only the token's own attention can count; the buggy attention merges with
+``values.reshape(B, T, D)``, the twin with ``values.permute(0, 2, 1, 3).reshape(B, T, D)``.
 
 Metric: validation token accuracy (plain ``python``, CPU, seed 0): bug 0.9109, twin 0.989.
 """

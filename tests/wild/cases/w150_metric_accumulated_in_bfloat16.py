@@ -11,8 +11,9 @@ tensors at a given step, in bf16, that is definitely a meaningful value. but if 
 documentation it adds: "`torch.tensor(4096, dtype=torch.bfloat16) + torch.tensor(1,
 dtype=torch.bfloat16)` ... `tensor(4096., dtype=torch.bfloat16)`".  Here an MLP trained on digits
 is evaluated on 1397 digits (the first 400 training digits and the 997 held out) one example at a
-time, as a per-example evaluation does, and the running count of correct predictions is a tensor; the buggy loop keeps it in bfloat16 (as
-``XLA_USE_BF16=1`` or a model cast to bfloat16 makes it), the twin in float32.
+time, as a per-example evaluation does, and the running count of correct predictions is a tensor;
+the buggy loop keeps it in bfloat16 (as ``XLA_USE_BF16=1`` or a model cast to bfloat16 makes it),
+the twin in float32.
 
 Metric: reported accuracy (plain ``python``, CPU, seed 0): bug 0.1832, twin 0.9026 (the twin is the
 real accuracy).
