@@ -547,6 +547,23 @@ ENTRIES: tuple[Entry, ...] = (
           "the counter adds up every evaluation without improvement since the start instead of the consecutive "
           "ones, so a run that is still improving is stopped early, after a few noisy evaluations in all",
           _W, True, False),
+    Entry("selection-on-train-data", "OVT708", "the best model, the early stop or the plateau schedule decided on "
+          "the training data while held-out data is at hand",
+          "the training loss keeps falling while the model over-fits, so the 'best' checkpoint is the most "
+          "over-fitted one, early stopping comes late or never, and a plateau scheduler cuts the learning rate when "
+          "training stalls rather than when the model stops generalising",
+          _W, True, False),
+    Entry("selection-on-test-data", "OVT709", "the best model or the early stop chosen on the test set while a "
+          "validation set exists",
+          "the test set takes part in choosing the model, so the test score reported for it is optimistic: it is "
+          "the best of many tries on the very data that should judge the choice",
+          _W, True, False),
+    Entry("best-value-not-tracked", "OVT710", "a running best that the improvement test cannot track: started "
+          "on the wrong side, never updated, or updated before the test",
+          "started at +inf for a score (or -inf/0 for a loss) no evaluation ever beats it, and updated before the "
+          "test it is never strictly beaten: no best model is kept and early stopping fires after patience "
+          "evaluations; never updated, every evaluation beats it: the model kept is the last one, not the best",
+          _W, True, False),
     # -- evaluation metrics ---------------------------------------------------------
     Entry("prediction-shape-mismatch", "OVT801", "predictions compared with labels of another shape",
           "argmax() without dim over a batch is one flat index into the whole batch, and a (N, 1) prediction "

@@ -70,7 +70,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "tokenizer-casing-mismatch",
          # issue 33, round four's development half (branch dev4a)
          "ranking-metric-on-labels", "variance-as-std", "box-flip-corners-unswapped", "last-token-left-padding",
-         "edges-one-direction"}
+         "edges-one-direction",
+         # issue 33, model selection reads held-out data (branch selection)
+         "selection-on-train-data", "selection-on-test-data", "best-value-not-tracked"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -138,6 +138,8 @@ EXPECTED = {
     "w107_last_token_left_padding": ("lint",),
     "w108_bbox_flip_unswapped": ("lint",),
     "w109_undirected_edges_one_way": ("lint",),
+    # decisions that pick or stop a model read held-out quantities (branch selection)
+    "w125_early_stopping_on_train_loss": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

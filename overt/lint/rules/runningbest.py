@@ -1,0 +1,210 @@
+"""A running best that the improvement test cannot track (OVT710 ``best-value-not-tracked``, issue 33).
+
+The decisions of :mod:`overt.lint.rules.selection` (save the best model, reset the patience
+counter) are only as good as the running best they compare with.  Three ways it stops meaning
+"the best so far", each provable from the code alone:
+
+- initialised on the wrong side: ``best_acc = float("inf")`` with ``acc > best_acc`` (or a loss's
+  best at ``-inf`` or ``0`` with ``loss < best``), and only the improvement branch ever sets it:
+  the test is never true, nothing is saved, the patience counter grows every evaluation;
+- never updated: every assignment in the file is the constant it starts from, so every evaluation
+  that beats the start counts as an improvement: the last model is kept, the counter never grows;
+- updated just before the test: ``best = min(best, loss)`` (or ``best = loss``) and then
+  ``if loss < best:``: never true.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from overt.lint.index import FileIndex, dotted
+from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.plateau import direction
+from overt.lint.rules.selection import Improvement, improvement_tests
+
+
+def _number(node: ast.AST | None) -> float | None:
+    """The number a constant expression stands for: ``0``, ``-1e9``, ``float('inf')``, ``-np.inf``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _number(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str) and node.args[0].value.strip().lower() in (
+                "inf", "+inf", "-inf", "infinity", "-infinity"):
+        return float(node.args[0].value)
+    if isinstance(node, ast.Attribute) and node.attr == "inf" and dotted(node.value) in (
+            "np", "numpy", "math", "torch"):
+        return float("inf")
+    return None
+
+
+def _wants_above(t: Improvement) -> bool | None:
+    """Does the metric improve by rising above the best (``acc > best``), given which branch of the ``if``
+    keeps the new best?  None when that cannot be told."""
+    op = t.cmp.ops[0]
+    metric_left = t.cmp.left is t.metric
+    rises = isinstance(op, (ast.Gt, ast.GtE))
+    above = rises if metric_left else isinstance(op, (ast.Lt, ast.LtE))
+    if isinstance(t.node, ast.Assign):
+        return above
+    if t.node.test is not t.cmp:
+        return None  # part of a longer condition (`best is None or ...`)
+    if _sets(t.node.body, t.best_text):
+        return above
+    if _sets(t.node.orelse, t.best_text):
+        return not above
+    return None
+
+
+def _sets(stmts: list[ast.stmt], text: str) -> bool:
+    for node in (n for s in stmts for n in ast.walk(s)):
+        if isinstance(node, ast.Assign) and any(dotted(e) == text for t in node.targets
+                                                for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])):
+            return True
+    return False
+
+
+def _assignments(ix: FileIndex, text: str) -> list[ast.AST] | None:
+    """Every statement that gives ``text`` a value in the file, or None where it may be changed out of sight
+    (an augmented assignment, a ``for`` target, an attribute of a class with bases this file may not show)."""
+    out = []
+    for node in ast.walk(ix.tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for e in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                    if dotted(e) == text:
+                        out.append(node)
+        elif isinstance(node, ast.AugAssign) and dotted(node.target) == text:
+            return None
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.NamedExpr)):
+            if any(dotted(n) == text for n in ast.walk(getattr(node, "target", node)) if isinstance(n, (
+                    ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store)):
+                return None
+    return out
+
+
+def _value_of(stmt: ast.AST, text: str) -> ast.AST | None:
+    """The value ``stmt`` gives ``text`` (the element of a tuple assignment)."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            for i, e in enumerate(t.elts):
+                if dotted(e) == text:
+                    v = stmt.value
+                    return v.elts[i] if isinstance(v, (ast.Tuple, ast.List)) and i < len(v.elts) else None
+        elif dotted(t) == text:
+            return stmt.value
+    return None
+
+
+def _includes(value: ast.AST, metric: str) -> bool:
+    """Does ``value`` already take the metric in: the metric itself, ``min/max(..., metric)``, or a
+    conditional whose both branches do?"""
+    if ast.dump(value) == metric:
+        return True
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("min", "max"):
+        return any(ast.dump(a) == metric for a in value.args)
+    if isinstance(value, ast.IfExp):
+        return _includes(value.body, metric) and _includes(value.orelse, metric)
+    return False
+
+
+def _is_loss(text: str) -> bool:
+    return direction(text.rsplit(".", 1)[-1]) == "min"
+
+
+@rule("best-value-not-tracked")
+def best_value_not_tracked(ix: FileIndex) -> Iterator[Hit]:
+    seen: set[int] = set()
+    for t in improvement_tests(ix):
+        if id(t.node) in seen or not (dotted(t.best) == t.best_text):
+            continue  # `best - delta`, `best.item()`: only a plain name or attribute is followed
+        if t.best_text.startswith("self."):
+            func = ix.enclosing_function(t.node)
+            cls = ix.enclosing_class(func) if func is not None else None
+            if cls is None or any(dotted(b) not in ("object", "nn.Module", "torch.nn.Module", "Module")
+                                  for b in cls.bases):
+                continue
+        hit = _stuck(ix, t) or _never_updated(ix, t) or _updated_before(ix, t)
+        if hit is not None:
+            seen.add(id(t.node))
+            yield hit
+
+
+def _stuck(ix: FileIndex, t: Improvement) -> Hit | None:
+    """Initialised where the test can never beat it, and set only in the improvement branch."""
+    above = _wants_above(t)
+    assigns = _assignments(ix, t.best_text)
+    if above is None or not assigns or not isinstance(t.node, ast.If):
+        return None
+    better = t.node.body if _sets(t.node.body, t.best_text) else t.node.orelse
+    inside = {id(n) for s in better for n in ast.walk(s)}
+    inits = [a for a in assigns if id(a) not in inside]
+    values = [_number(_value_of(a, t.best_text)) for a in inits]
+    if not inits or any(v is None for v in values):
+        return None
+    metric = ix.segment(t.metric)
+    if above and all(v == float("inf") for v in values):
+        start, why = "+inf", f"no `{metric}` is ever greater than +inf"
+    elif not above and all(v == float("-inf") for v in values):
+        start, why = "-inf", f"no `{metric}` is ever below -inf"
+    elif not above and all(v == 0 for v in values) and (_is_loss(t.best_text) or _is_loss(metric)) \
+            and not isinstance(t.cmp.ops[0], ast.LtE) and not isinstance(t.cmp.ops[0], ast.GtE):
+        start, why = "0", f"a loss is never below 0, so `{metric}` never is"
+    else:
+        return None
+    fix = "float('-inf')" if above else "float('inf')"
+    return Hit("best-value-not-tracked", t.cmp,
+               f"`{t.best_text}` starts at {start} (line {inits[0].lineno}) and only the improvement branch of "
+               f"`{ix.segment(t.cmp)}` (line {t.cmp.lineno}) sets it, but {why}: the test is never true, so no best "
+               f"model is ever kept and every evaluation counts as one without improvement",
+               fix=f"start `{t.best_text}` at {fix} (the side every {'score' if above else 'loss'} beats)")
+
+
+def _never_updated(ix: FileIndex, t: Improvement) -> Hit | None:
+    """Every assignment of the best is a constant outside any loop: it never follows the metric."""
+    assigns = _assignments(ix, t.best_text)
+    if not assigns:
+        return None
+    for a in assigns:
+        if _number(_value_of(a, t.best_text)) is None or ix.enclosing_loops(a):
+            return None
+    return Hit("best-value-not-tracked", t.cmp,
+               f"`{ix.segment(t.cmp)}` (line {t.cmp.lineno}) compares with `{t.best_text}`, but nothing ever sets "
+               f"`{t.best_text}` after its start (line {assigns[0].lineno}): every evaluation that beats the starting "
+               f"value counts as an improvement, so the model kept is the last one, not the best, and a patience "
+               f"counter is reset every time",
+               fix=f"set `{t.best_text} = {ix.segment(t.metric)}` where the improvement is recorded")
+
+
+def _updated_before(ix: FileIndex, t: Improvement) -> Hit | None:
+    """``best = min(best, loss)`` (or ``best = loss``) just before ``if loss < best:``: never true."""
+    if not isinstance(t.node, ast.If) or not isinstance(t.cmp.ops[0], (ast.Lt, ast.Gt)):
+        return None
+    parent = ix.parents.get(t.node)
+    block = next((getattr(parent, f) for f in ("body", "orelse", "finalbody")
+                  if isinstance(getattr(parent, f, None), list) and t.node in getattr(parent, f)), None)
+    if block is None:
+        return None
+    before = block[:block.index(t.node)]
+    metric = ast.dump(t.metric)
+    for stmt in reversed(before):
+        if not isinstance(stmt, ast.Assign) or not any(dotted(x) == t.best_text for x in stmt.targets):
+            if isinstance(stmt, (ast.Assign, ast.AugAssign)) and any(
+                    dotted(n) in (t.best_text, dotted(t.metric)) for n in ast.walk(stmt)
+                    if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store)):
+                return None
+            continue
+        if not _includes(stmt.value, metric):
+            return None
+        return Hit("best-value-not-tracked", t.cmp,
+                   f"`{t.best_text}` is updated from `{ix.segment(t.metric)}` at line {stmt.lineno}, before "
+                   f"`{ix.segment(t.cmp)}` (line {t.cmp.lineno}) compares them: the metric can never be strictly "
+                   f"better than a best that already includes it, so the test is never true and no best model is kept",
+                   fix=f"compare first, then update `{t.best_text}` inside the improvement branch")
+    return None

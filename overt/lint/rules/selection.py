@@ -1,0 +1,405 @@
+"""Decisions that pick or stop a model must read held-out quantities (issue 33): a best checkpoint,
+an early stop or a plateau scheduler decided on the training data (OVT708 ``selection-on-train-data``)
+or on the test set while a validation set exists (OVT709 ``selection-on-test-data``).
+
+A *decision* is one of: an improvement test against a running best (``if loss < best_loss:``
+whose branches save or copy the model, reset a patience counter or stop; ``is_best = acc >
+best_acc``), an early-stopping object called with the quantity (``early_stopping(loss, model)``,
+``stopper.step(loss)``), ``ReduceLROnPlateau.step(x)``, and Lightning's ``EarlyStopping`` /
+``ModelCheckpoint`` / scheduler ``monitor`` key.  Where the quantity comes from is proven by
+:mod:`overt.lint.analysis.sources` (the loss ``backward()`` trains on, or data whose name says its
+split); a quantity whose source is not proven, a script without a validation set, a test set that
+is the only held-out data: the rule stays silent.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from overt.lint.analysis.sources import TEST, TRAIN, VAL, Origin, is_data_name, role, sources_for
+from overt.lint.index import MODEL_TOKENS, FileIndex, dotted, kwarg, tokens
+from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.plateau import direction
+
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_SAVES = ("save", "save_checkpoint", "save_model", "save_pretrained", "save_weights", "state_dict", "deepcopy",
+          "save_state", "save_state_dict", "checkpoint", "save_best", "save_best_model", "dump")
+_STATE_WORDS = frozenset({"model", "state", "states", "weights", "params", "ckpt", "checkpoint", "net", "wts",
+                          "dict"})
+_WHEN_WORDS = frozenset({"epoch", "iter", "step", "iteration"})
+_COUNTER_WORDS = frozenset({"patience", "wait", "counter", "count", "bad", "trigger", "triggers", "stale", "no",
+                            "since", "plateau", "strikes", "stop", "epochs", "steps"})
+_STOP_METHODS = ("step", "update", "check", "early_stop", "__call__", "should_stop", "is_stop", "stop")
+_TRAIN_HOOKS = ("training_step", "on_train_epoch_end", "training_epoch_end", "on_train_batch_end")
+_VAL_HOOKS = ("validation_step", "on_validation_epoch_end", "validation_epoch_end", "on_validation_batch_end")
+
+
+def _best_like(text: str | None) -> bool:
+    """A running best: ``best``, ``self.best_score``, ``min_val_loss`` (min/max/lowest/highest only with a
+    metric's name: ``max_epochs`` is a limit, not a best)."""
+    if not text:
+        return False
+    toks = tokens(text)
+    return "best" in toks or (any(t in ("lowest", "highest", "min", "max") for t in toks)
+                              and direction(text.rsplit(".", 1)[-1]) is not None)
+
+
+def _walk(nodes: list[ast.stmt]) -> Iterator[ast.AST]:
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                todo.append(child)
+
+
+def _stops_on(ix: FileIndex, text: str) -> bool:
+    """Is ``text`` read by the test of an ``if`` that breaks, returns or raises?"""
+    for node in ast.walk(ix.tree):
+        if isinstance(node, ast.If) and any(dotted(n) == text for n in ast.walk(node.test)) and any(
+                isinstance(n, (ast.Break, ast.Return, ast.Raise)) for s in node.body for n in ast.walk(s)):
+            return True
+    return False
+
+
+def _acts(ix: FileIndex, branch: list[ast.stmt], other: list[ast.stmt]) -> ast.AST | None:
+    """What in an improvement test's branches makes it a decision: a save or copy of the model, a
+    best state or epoch kept, a patience counter reset (incremented in the other branch), a stop."""
+    bumped = {dotted(n.target) for n in _walk(other) if isinstance(n, ast.AugAssign)}
+    for node in _walk(branch):
+        if isinstance(node, ast.Call):
+            f = node.func
+            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if last in _SAVES or last.startswith("save"):
+                return node
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                for e in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                    text = dotted(e) or ""
+                    toks = set(tokens(text))
+                    if "best" in toks and toks & _STATE_WORDS:
+                        return node
+                    if "best" in toks and toks & _WHEN_WORDS and _stops_on(ix, text):
+                        return node  # best_epoch = epoch, then `if epoch - best_epoch > patience: break`
+                    if text in bumped or (toks & _COUNTER_WORDS and "best" not in toks):
+                        return node
+    for node in _walk(other):
+        if isinstance(node, ast.AugAssign) and set(tokens(dotted(node.target) or "")) & _COUNTER_WORDS:
+            return node
+    return None
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """An improvement test that decides: ``node`` (the ``if`` or the ``is_best = ...`` assignment), the
+    comparison, its best side (``best``, its text) and its metric side."""
+
+    node: ast.stmt
+    cmp: ast.Compare
+    best: ast.expr
+    best_text: str
+    metric: ast.expr
+
+
+def improvement_tests(ix: FileIndex) -> list[Improvement]:
+    """Every comparison of a metric with a running best whose branches save, copy or stop the model
+    (cached per file)."""
+    found = ix.cache.get("improvement-tests")
+    if found is not None:
+        return found
+    found = ix.cache["improvement-tests"] = []
+    for node in ast.walk(ix.tree):
+        if isinstance(node, ast.If):
+            test, body, orelse = node.test, node.body, node.orelse
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Compare) and any(
+                set(tokens(dotted(t) or "")) & {"best", "improved", "improvement", "better"} for t in node.targets):
+            test, body, orelse = node.value, [node], []
+        else:
+            continue
+        for cmp in (n for n in ast.walk(test) if isinstance(n, ast.Compare) and len(n.ops) == 1
+                    and isinstance(n.ops[0], _ORDER)):
+            left, right = cmp.left, cmp.comparators[0]
+            for best, metric in ((right, left), (left, right)):
+                btext = _side_text(best)
+                if not btext or not _best_like(btext) or _best_like(_side_text(metric)):
+                    continue
+                act = node if isinstance(node, ast.Assign) else (_acts(ix, body, orelse) or _acts(ix, orelse, body))
+                if act is not None:
+                    found.append(Improvement(node, cmp, best, btext, metric))
+    return found
+
+
+def _improvement_sites(ix: FileIndex) -> Iterator[tuple[ast.AST, ast.expr, str]]:
+    """(site, quantity, what the decision is) for each comparison with a running best that decides."""
+    for t in improvement_tests(ix):
+        yield t.cmp, t.metric, (f"compared with the running best `{t.best_text}` to decide which model is kept or "
+                                f"when to stop")
+
+
+def _side_text(expr: ast.AST) -> str | None:
+    """The name on one side of a comparison: ``best``, ``self.best_loss``, ``best - delta``."""
+    if isinstance(expr, ast.BinOp):
+        return _side_text(expr.left) or _side_text(expr.right)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "item":
+        return _side_text(expr.func.value)
+    if isinstance(expr, ast.Subscript):
+        return _side_text(expr.value)
+    return dotted(expr)
+
+
+def _plateau_sites(ix: FileIndex) -> Iterator[tuple[ast.AST, ast.expr, str]]:
+    names = set()
+    for call in ix.calls:
+        q = ix.qualname(call.func) or ""
+        parent = ix.parents.get(call)
+        if q.endswith("ReduceLROnPlateau") and isinstance(parent, ast.Assign):
+            names.update(dotted(t) for t in parent.targets if dotted(t))
+    for call in ix.calls:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "step" and dotted(call.func.value) in names:
+            metric = kwarg(call, "metrics") or (call.args[0] if call.args else None)
+            if metric is not None:
+                yield call, metric, "given to ReduceLROnPlateau.step() to decide when to cut the learning rate"
+
+
+def _stopper_names(ix: FileIndex) -> dict[str, str]:
+    """Names holding an early-stopping object -> the class name they were made from."""
+    names = {}
+    for text, values in ix.assigns.items():
+        for v in values:
+            if isinstance(v, ast.Call):
+                ctor = (dotted(v.func) or "").rsplit(".", 1)[-1]
+                low = ctor.lower()
+                if ("earlystop" in low or "stopper" in low or "early_stop" in low) and not _lightning_callback(ix, v):
+                    names[text] = ctor
+    return names
+
+
+def _lightning_callback(ix: FileIndex, call: ast.Call) -> bool:
+    q = ix.qualname(call.func) or ""
+    return kwarg(call, "monitor") is not None or "lightning" in q or "keras" in q
+
+
+def _stopper_sites(ix: FileIndex) -> Iterator[tuple[ast.AST, ast.expr, str]]:
+    names = _stopper_names(ix)
+    if not names:
+        return
+    for call in ix.calls:
+        f = call.func
+        if dotted(f) in names:
+            obj, method = dotted(f), "__call__"
+        elif isinstance(f, ast.Attribute) and f.attr in _STOP_METHODS and dotted(f.value) in names:
+            obj, method = dotted(f.value), f.attr
+        else:
+            continue
+        metric = _stopper_metric(ix, call, names[obj], method)
+        if metric is not None:
+            yield call, metric, f"given to the early stopper `{ix.segment(f)}` to decide when to stop"
+
+
+def _stopper_metric(ix: FileIndex, call: ast.Call, cls_name: str, method: str) -> ast.expr | None:
+    """The argument of an early stopper's call that its improvement test compares: read from the class when
+    this file defines it, else the one argument that is not the model."""
+    cls = ix.classes.get(cls_name)
+    func = next((m for m in (cls.body if cls is not None else ()) if isinstance(m, ast.FunctionDef)
+                 and m.name == method), None)
+    if func is not None:
+        params = [a.arg for a in func.args.args][1:]
+        used = set()
+        for t in improvement_tests(ix):
+            if any(a is func for a in ix.ancestors(t.node)):
+                used |= _params_read(ix, t.metric, set(params))
+        if len(used) != 1:
+            return None
+        param = used.pop()
+        pos = params.index(param)
+        return call.args[pos] if pos < len(call.args) else kwarg(call, param)
+    quantities = [a for a in call.args if not ix.is_model(dotted(a)) and not any(
+        t in MODEL_TOKENS for t in tokens(dotted(a) or "_"))] + [kw.value for kw in call.keywords if kw.arg and any(
+            w in kw.arg for w in ("loss", "score", "metric", "acc", "val"))]
+    return quantities[0] if len(quantities) == 1 else None
+
+
+def _params_read(ix: FileIndex, expr: ast.AST, params: set[str], depth: int = 0) -> set[str]:
+    """The parameters ``expr`` is computed from, through the assignments of its function (a few hops)."""
+    out = set()
+    for n in ast.walk(expr):
+        if not isinstance(n, ast.Name):
+            continue
+        if n.id in params:
+            out.add(n.id)
+        elif depth < 3:
+            for v in ix.assigns.get(n.id, []):
+                if ix.enclosing_function(v) is ix.enclosing_function(expr):
+                    out |= _params_read(ix, v, params, depth + 1)
+    return out
+
+
+def _val_evidence(ix: FileIndex, site: ast.AST, origin: Origin) -> ast.AST | None:
+    """A validation quantity or validation data in the function (or module) the decision is made in."""
+    func = ix.enclosing_function(site)
+    loops = ix.enclosing_loops(site)
+    src = sources_for(ix)
+    for scope in [*loops[-1:], func if func is not None else ix.tree]:  # the epoch loop first
+        found = _val_in(ix, scope, src)
+        if found is not None:
+            return found
+    return None
+
+
+def _val_in(ix: FileIndex, scope: ast.AST, src) -> ast.AST | None:
+    for node in ix.scope_nodes(scope):
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            text = dotted(node) or ""
+            if role(text) != VAL:
+                continue
+            if is_data_name(text):
+                return node
+            if isinstance(node.ctx, ast.Store):  # val_loss = ...: a validation quantity computed here
+                parent = ix.parents.get(node)
+                value = getattr(parent, "value", None)
+                got = src.origin(value) if value is not None else None
+                if got is None or got.kind == VAL:
+                    return node
+    return None
+
+
+def _test_evidence(ix: FileIndex, site: ast.AST) -> ast.AST | None:
+    """Validation data in the function of the decision, else anywhere in the file: a loader, data set or
+    tensor whose name says validation."""
+    func = ix.enclosing_function(site)
+    for node in [*(ast.walk(func) if func is not None else ()), *ast.walk(ix.tree)]:
+        text = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if text and role(text) == VAL and is_data_name(text):
+            return node
+        if isinstance(node, ast.arg) and role(node.arg) == VAL and is_data_name(node.arg):
+            return node
+    return None
+
+
+def _held_out(ix: FileIndex, ev: ast.AST) -> str:
+    text = ix.segment(ev)
+    return f"a quantity computed from `{text}`" if is_data_name(text) else f"the validation quantity (`{text}`)"
+
+
+def _proof(ix: FileIndex, o: Origin) -> str:
+    if o.how == "backward":
+        return f"it is the loss that `{ix.segment(o.node)}` (line {o.node.lineno}) trains on"
+    if o.how == "step":
+        return f"it is computed in the training step, from what `{ix.segment(o.node)}` (line {o.node.lineno}) " \
+               f"backpropagates through"
+    return f"it is computed from `{o.text or ix.segment(o.node)}` (line {getattr(o.node, 'lineno', '?')})"
+
+
+@rule("selection-on-train-data")
+def selection_on_train_data(ix: FileIndex) -> Iterator[Hit]:
+    yield from _judge(ix, TRAIN)
+    yield from _lightning(ix)
+
+
+@rule("selection-on-test-data")
+def selection_on_test_data(ix: FileIndex) -> Iterator[Hit]:
+    yield from _judge(ix, TEST)
+
+
+def _sites(ix: FileIndex) -> list[tuple[ast.AST, ast.expr, str]]:
+    found = ix.cache.get("selection-sites")
+    if found is None:
+        found = ix.cache["selection-sites"] = [*_improvement_sites(ix), *_plateau_sites(ix), *_stopper_sites(ix)]
+    return found
+
+
+def _judge(ix: FileIndex, kind: str) -> Iterator[Hit]:
+    src = sources_for(ix)
+    seen: set[int] = set()
+    for site, metric, what in _sites(ix):
+        if id(site) in seen:
+            continue
+        o = src.origin(metric)
+        if o is None or o.kind != kind:
+            continue
+        quantity = ix.segment(metric)
+        if kind == TRAIN:
+            ev = _val_evidence(ix, site, o)
+            if ev is None:
+                continue
+            seen.add(id(site))
+            effect = ("the learning rate is cut when the training loss stalls, not when the model stops "
+                      "improving on unseen data" if "ReduceLROnPlateau" in what else
+                      "the training quantity keeps improving while the model over-fits, so the 'best' model is "
+                      "the most over-fitted one and early stopping comes late or never")
+            hit = Hit("selection-on-train-data", site,
+                      f"`{quantity}` is {what}, but it comes from the training data: {_proof(ix, o)}; this code "
+                      f"also has held-out data (`{ix.segment(ev)}`, line {ev.lineno}) that the decision does not "
+                      f"read: {effect}",
+                      fix=f"decide on {_held_out(ix, ev)} instead of `{quantity}`")
+            if "ReduceLROnPlateau" in what:  # a schedule that follows training progress can be a design
+                hit.severity = "info"
+                hit.message += " (a plateau schedule on the training loss can be a design: reported at info level)"
+            yield hit
+        else:
+            ev = _test_evidence(ix, site)
+            if ev is None:
+                continue
+            seen.add(id(site))
+            yield Hit("selection-on-test-data", site,
+                      f"`{quantity}` is {what}, but it comes from the test set: {_proof(ix, o)}, while this file "
+                      f"also has validation data (`{ix.segment(ev)}`, line {ev.lineno}): the test set takes part "
+                      f"in choosing the model, so the test score reported afterwards is optimistic",
+                      fix=f"decide on the validation data (`{ix.segment(ev)}`) and evaluate the test set once, "
+                          f"on the chosen model")
+
+
+# -- Lightning: a monitor key logged by training_step ------------------------------------------
+def _logged(ix: FileIndex) -> dict[str, set[str]]:
+    """Keys logged with ``self.log("key", ...)``/``self.log_dict({"key": ...})`` -> the hooks logging them."""
+    out: dict[str, set[str]] = {}
+    for call in ix.calls:
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and dotted(f.value) == "self" and f.attr in ("log", "log_dict")):
+            continue
+        func = ix.enclosing_function(call)
+        hook = func.name if func is not None else ""
+        keys: list[ast.AST] = []
+        if f.attr == "log" and call.args:
+            keys = [call.args[0]]
+        elif f.attr == "log_dict" and call.args and isinstance(call.args[0], ast.Dict):
+            keys = [k for k in call.args[0].keys if k is not None]
+        for k in keys:
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                out.setdefault(k.value, set()).add(hook)
+    return out
+
+
+def _lightning(ix: FileIndex) -> Iterator[Hit]:
+    logged = _logged(ix)
+    val_keys = sorted(k for k, hooks in logged.items() if hooks & set(_VAL_HOOKS))
+    if not val_keys:
+        return
+    for call in ix.calls:
+        last = (ix.qualname(call.func) or "").rsplit(".", 1)[-1]
+        monitor = kwarg(call, "monitor") if last in ("EarlyStopping", "ModelCheckpoint") else None
+        yield from _monitor(ix, monitor, logged, val_keys, f"{last}'s monitor")
+    for node in ast.walk(ix.tree):
+        if isinstance(node, ast.Dict):
+            keys = {k.value: v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)}
+            if "scheduler" in keys and "monitor" in keys:
+                for hit in _monitor(ix, keys["monitor"], logged, val_keys, "the plateau scheduler's monitor"):
+                    hit.severity = "info"  # a schedule on training progress can be a design (see _judge)
+                    yield hit
+
+
+def _monitor(ix: FileIndex, monitor: ast.AST | None, logged: dict[str, set[str]], val_keys: list[str],
+             what: str) -> Iterator[Hit]:
+    if not (isinstance(monitor, ast.Constant) and isinstance(monitor.value, str)):
+        return
+    hooks = logged.get(monitor.value, set())
+    if not hooks or not hooks <= set(_TRAIN_HOOKS) or role(monitor.value) == VAL:
+        return
+    yield Hit("selection-on-train-data", monitor,
+              f"{what} is {monitor.value!r}, which only {sorted(hooks)[0]} logs: the model is chosen or stopped on "
+              f"the training data while validation_step logs {val_keys[0]!r}: the training quantity keeps improving "
+              f"while the model over-fits, so the 'best' model is the most over-fitted one",
+              fix=f"monitor the validation key ({val_keys[0]!r}) instead of {monitor.value!r}")
