@@ -570,6 +570,11 @@ ENTRIES: tuple[Entry, ...] = (
           "compared with (N,) labels broadcasts to an N x N table: the comparison scores every sample against "
           "something other than its own prediction, and the metric is wrong while nothing fails",
           _E, True, True),
+    Entry("best-model-not-restored", "OVT815", "a copy of the best model kept during training and never used",
+          "the best weights are copied whenever the validation improves, but the model evaluated, saved or "
+          "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
+          "the over-trained model's",
+          _W, True, False),
     Entry("metric-wrong-denominator", "OVT802", "a metric divided by the wrong count: samples by batches, or "
           "per-batch means by samples",
           "correct predictions summed over the samples and divided by len(loader) give hits per batch (up to the "

@@ -72,7 +72,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "ranking-metric-on-labels", "variance-as-std", "box-flip-corners-unswapped", "last-token-left-padding",
          "edges-one-direction",
          # issue 33, model selection reads held-out data (branch selection)
-         "selection-on-train-data", "selection-on-test-data", "best-value-not-tracked"}
+         "selection-on-train-data", "selection-on-test-data", "best-value-not-tracked",
+         "best-model-not-restored"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

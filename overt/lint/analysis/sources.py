@@ -27,7 +27,7 @@ from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, FuncNode, dotted, tokens
 
 TRAIN, VAL, TEST = "train", "val", "test"
-_ROLE_WORDS = {TRAIN: ("train", "training", "trn"), VAL: ("val", "valid", "validation", "dev", "heldout"),
+_ROLE_WORDS = {TRAIN: ("train", "training", "trn"), VAL: ("val", "vali", "valid", "validation", "dev", "heldout"),
                TEST: ("test", "testing")}
 #: words that say a name holds data (a loader, a data set, inputs or labels), not a quantity
 _DATA_WORDS = frozenset({"loader", "loaders", "dl", "dataloader", "set", "ds", "dataset", "data", "x", "y", "iter",

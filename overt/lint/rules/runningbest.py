@@ -1,4 +1,5 @@
-"""A running best that the improvement test cannot track (OVT710 ``best-value-not-tracked``, issue 33).
+"""A running best that the improvement test cannot track (OVT710 ``best-value-not-tracked``), and a best
+model copied and never used (OVT815 ``best-model-not-restored``), issue 33.
 
 The decisions of :mod:`overt.lint.rules.selection` (save the best model, reset the patience
 counter) are only as good as the running best they compare with.  Three ways it stops meaning
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted
+from overt.lint.index import FileIndex, dotted, tokens
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.plateau import direction
 from overt.lint.rules.selection import Improvement, improvement_tests
@@ -208,3 +209,57 @@ def _updated_before(ix: FileIndex, t: Improvement) -> Hit | None:
                    f"better than a best that already includes it, so the test is never true and no best model is kept",
                    fix=f"compare first, then update `{t.best_text}` inside the improvement branch")
     return None
+
+
+# -- OVT815: the best snapshot is kept and never used --------------------------------------------------------
+_SNAPSHOT_WORDS = frozenset({"state", "states", "model", "weights", "params", "wts", "dict", "net", "ckpt",
+                             "checkpoint", "snapshot", "parameters"})
+
+
+def _is_copy(value: ast.AST) -> bool:
+    """``copy.deepcopy(...)``, ``{k: v.clone() ...}``, ``{k: v.cpu().clone() ...}``, ``x.state_dict()``."""
+    if isinstance(value, ast.Call):
+        last = value.func.attr if isinstance(value.func, ast.Attribute) else \
+            value.func.id if isinstance(value.func, ast.Name) else ""
+        return last in ("deepcopy", "state_dict", "clone")
+    if isinstance(value, ast.DictComp):
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+            "clone", "detach", "cpu", "copy") for n in ast.walk(value.value))
+    return False
+
+
+@rule("best-model-not-restored")
+def best_model_not_restored(ix: FileIndex) -> Iterator[Hit]:
+    loads = {dotted(n) for n in ast.walk(ix.tree) if isinstance(n, (ast.Name, ast.Attribute))
+             and isinstance(n.ctx, ast.Load) and dotted(n)}
+    if any(isinstance(n, ast.Global) for n in ast.walk(ix.tree)) or any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("locals", "globals", "vars",
+                                                                                        "eval", "exec")
+            for n in ast.walk(ix.tree)):
+        return
+    seen: set[str] = set()
+    for t in improvement_tests(ix):
+        if not isinstance(t.node, ast.If):
+            continue
+        for stmt in (n for s in [*t.node.body, *t.node.orelse] for n in ast.walk(s)):
+            if not isinstance(stmt, ast.Assign):
+                continue
+            for target in stmt.targets:
+                for i, e in enumerate(target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                    text = dotted(e)
+                    if not text or text in seen or text in loads:
+                        continue
+                    toks = set(tokens(text))
+                    value = _value_of(stmt, text)
+                    if "best" not in toks or not toks & _SNAPSHOT_WORDS or value is None or not _is_copy(value):
+                        continue
+                    if text.startswith("self.") and ix.enclosing_class(stmt) is not None and any(
+                            dotted(b) not in ("object", "nn.Module", "torch.nn.Module", "Module")
+                            for b in ix.enclosing_class(stmt).bases):
+                        continue  # a base class this file may not show may read it
+                    seen.add(text)
+                    yield Hit("best-model-not-restored", e,
+                              f"`{text}` keeps a copy of the best model each time `{ix.segment(t.cmp)}` holds (line "
+                              f"{t.cmp.lineno}), but nothing in this file ever reads it: the model evaluated, saved "
+                              f"or returned after training is the last one, not the best one that was selected",
+                              fix=f"restore it after training (`model.load_state_dict({text})`) or return it")

@@ -32,6 +32,8 @@ _WHEN_WORDS = frozenset({"epoch", "iter", "step", "iteration"})
 _COUNTER_WORDS = frozenset({"patience", "wait", "counter", "count", "bad", "trigger", "triggers", "stale", "no",
                             "since", "plateau", "strikes", "stop", "epochs", "steps"})
 _STOP_METHODS = ("step", "update", "check", "early_stop", "__call__", "should_stop", "is_stop", "stop")
+_SWITCH_WORDS = ("train_only", "without_val", "no_val", "use_val", "do_val", "has_val", "with_val", "skip_val",
+                 "validation", "validate", "vali")
 _TRAIN_HOOKS = ("training_step", "on_train_epoch_end", "training_epoch_end", "on_train_batch_end")
 _VAL_HOOKS = ("validation_step", "on_validation_epoch_end", "validation_epoch_end", "on_validation_batch_end")
 
@@ -243,21 +245,55 @@ def _val_evidence(ix: FileIndex, site: ast.AST, origin: Origin) -> ast.AST | Non
     loops = ix.enclosing_loops(site)
     src = sources_for(ix)
     for scope in [*loops[-1:], func if func is not None else ix.tree]:  # the epoch loop first
-        found = _val_in(ix, scope, src)
+        found = _val_in(ix, scope, src, site)
         if found is not None:
             return found
     return None
 
 
-def _val_in(ix: FileIndex, scope: ast.AST, src) -> ast.AST | None:
+def _apart(ix: FileIndex, a: ast.AST, b: ast.AST) -> bool:
+    """Are ``a`` and ``b`` in different branches of one ``if`` (``if use_val: stop(val_loss) else:
+    stop(train_loss)``)?"""
+    chain_a = [a, *ix.ancestors(a)]
+    index = {id(n): i for i, n in enumerate(chain_a)}
+    prev = b
+    for anc in ix.ancestors(b):
+        if id(anc) in index:
+            if isinstance(anc, ast.If):
+                below_a = chain_a[index[id(anc)] - 1] if index[id(anc)] > 0 else a
+                return (below_a in anc.body) != (prev in anc.body)
+            return False
+        prev = anc
+    return False
+
+
+def _validation_switch(ix: FileIndex, site: ast.AST) -> ast.AST | None:
+    """An ``if`` around the decision that asks about validation (``if not args.train_only``, ``if
+    vali_loader is None``, ``if args.val``): the author chose the training quantity for a run without one."""
+    for anc in ix.ancestors(site):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return None
+        if isinstance(anc, ast.If):
+            for n in ast.walk(anc.test):
+                text = (dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None) or ""
+                low = text.lower()
+                if role(text) == VAL or VAL in tokens(text) or any(w in low for w in _SWITCH_WORDS):
+                    return anc
+    return None
+
+
+def _val_in(ix: FileIndex, scope: ast.AST, src, site: ast.AST) -> ast.AST | None:
     for node in ix.scope_nodes(scope):
+        if _apart(ix, node, site):
+            continue
         if isinstance(node, (ast.Name, ast.Attribute)):
             text = dotted(node) or ""
             if role(text) != VAL:
                 continue
             if is_data_name(text):
                 return node
-            if isinstance(node.ctx, ast.Store):  # val_loss = ...: a validation quantity computed here
+            if isinstance(node.ctx, ast.Store) and direction(text.rsplit(".", 1)[-1]) is not None:
+                # val_loss = ..., valid_acc = ...: a validation quantity computed here
                 parent = ix.parents.get(node)
                 value = getattr(parent, "value", None)
                 got = src.origin(value) if value is not None else None
@@ -318,7 +354,7 @@ def _judge(ix: FileIndex, kind: str) -> Iterator[Hit]:
         if id(site) in seen:
             continue
         o = src.origin(metric)
-        if o is None or o.kind != kind:
+        if o is None or o.kind != kind or _validation_switch(ix, site) is not None:
             continue
         quantity = ix.segment(metric)
         if kind == TRAIN:
