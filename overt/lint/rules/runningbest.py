@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted, tokens
+from overt.lint.index import FileIndex, dotted, kwarg, tokens
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.plateau import direction
 from overt.lint.rules.selection import Improvement, improvement_tests
@@ -69,11 +69,26 @@ def _sets(stmts: list[ast.stmt], text: str) -> bool:
     return False
 
 
-def _assignments(ix: FileIndex, text: str) -> list[ast.AST] | None:
-    """Every statement that gives ``text`` a value in the file, or None where it may be changed out of sight
-    (an augmented assignment, a ``for`` target, an attribute of a class with bases this file may not show)."""
+def _scope_of(ix: FileIndex, t: Improvement) -> ast.AST:
+    """Where the best is bound: its function for a plain name (the module at top level), its class for
+    ``self.x``, the file for anything else."""
+    if "." not in t.best_text:
+        return ix.enclosing_function(t.node) or ix.tree
+    if t.best_text.startswith("self."):
+        return ix.enclosing_class(t.node) or ix.tree
+    return ix.tree
+
+
+def _assignments(ix: FileIndex, t: Improvement) -> list[ast.AST] | None:
+    """Every statement that gives the best a value in its scope, or None where it may be changed out of sight
+    (an augmented assignment, a ``for``/``with`` target, a ``global``/``nonlocal`` declaration)."""
     out = []
-    for node in ast.walk(ix.tree):
+    text = t.best_text
+    scope = _scope_of(ix, t)
+    if scope is not ix.tree and any(isinstance(n, (ast.Global, ast.Nonlocal)) and text in n.names
+                                    for n in ast.walk(scope)):
+        return None
+    for node in ast.walk(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -115,6 +130,26 @@ def _includes(value: ast.AST, metric: str) -> bool:
     return False
 
 
+def _param_default(ix: FileIndex, t: Improvement) -> ast.expr | None:
+    """The default value of the best when it is a parameter of the function the test is in."""
+    func = ix.enclosing_function(t.node)
+    if func is None or "." in t.best_text:
+        return None
+    a = func.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + [
+        (k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    default = next((d for arg, d in pairs if arg.arg == t.best_text), None)
+    if default is None:
+        return None
+    index = next((i for i, arg in enumerate(positional) if arg.arg == t.best_text), None)
+    for call in ix.call_sites(func):  # a caller that passes its own starting value
+        if kwarg(call, t.best_text) is not None or (index is not None and len(call.args) > index) \
+                or any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+    return default
+
+
 def _is_loss(text: str) -> bool:
     return direction(text.rsplit(".", 1)[-1]) == "min"
 
@@ -140,13 +175,17 @@ def best_value_not_tracked(ix: FileIndex) -> Iterator[Hit]:
 def _stuck(ix: FileIndex, t: Improvement) -> Hit | None:
     """Initialised where the test can never beat it, and set only in the improvement branch."""
     above = _wants_above(t)
-    assigns = _assignments(ix, t.best_text)
+    assigns = _assignments(ix, t)
     if above is None or not assigns or not isinstance(t.node, ast.If):
         return None
     better = t.node.body if _sets(t.node.body, t.best_text) else t.node.orelse
     inside = {id(n) for s in better for n in ast.walk(s)}
     inits = [a for a in assigns if id(a) not in inside]
     values = [_number(_value_of(a, t.best_text)) for a in inits]
+    default = _param_default(ix, t)
+    if default is not None:  # def train_model(..., best_acc=float('inf'))
+        inits.append(default)
+        values.append(_number(default))
     if not inits or any(v is None for v in values):
         return None
     metric = ix.segment(t.metric)
@@ -169,7 +208,7 @@ def _stuck(ix: FileIndex, t: Improvement) -> Hit | None:
 
 def _never_updated(ix: FileIndex, t: Improvement) -> Hit | None:
     """Every assignment of the best is a constant outside any loop: it never follows the metric."""
-    assigns = _assignments(ix, t.best_text)
+    assigns = _assignments(ix, t)
     if not assigns:
         return None
     for a in assigns:
@@ -232,11 +271,11 @@ def _is_copy(value: ast.AST) -> bool:
 def best_model_not_restored(ix: FileIndex) -> Iterator[Hit]:
     loads = {dotted(n) for n in ast.walk(ix.tree) if isinstance(n, (ast.Name, ast.Attribute))
              and isinstance(n.ctx, ast.Load) and dotted(n)}
-    if any(isinstance(n, ast.Global) for n in ast.walk(ix.tree)) or any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("locals", "globals", "vars",
-                                                                                        "eval", "exec")
-            for n in ast.walk(ix.tree)):
-        return
+    dynamic = ("locals", "globals", "vars", "eval", "exec")
+    for n in ast.walk(ix.tree):
+        if isinstance(n, ast.Global) or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                                         and n.func.id in dynamic):
+            return  # names read out of sight
     seen: set[str] = set()
     for t in improvement_tests(ix):
         if not isinstance(t.node, ast.If):
