@@ -353,6 +353,11 @@ def _judge(ix: FileIndex, kind: str) -> Iterator[Hit]:
     for site, metric, what in _sites(ix):
         if id(site) in seen:
             continue
+        phase = _phase_loop(ix, site) if kind == TRAIN else None
+        if phase is not None:  # the decision runs in every phase of `for phase in ["train", "val"]`
+            seen.add(id(site))
+            yield _phase_hit(ix, site, metric, what, *phase)
+            continue
         o = src.origin(metric)
         if o is None or o.kind != kind or _validation_switch(ix, site) is not None:
             continue
@@ -439,3 +444,68 @@ def _monitor(ix: FileIndex, monitor: ast.AST | None, logged: dict[str, set[str]]
               f"the training data while validation_step logs {val_keys[0]!r}: the training quantity keeps improving "
               f"while the model over-fits, so the 'best' model is the most over-fitted one",
               fix=f"monitor the validation key ({val_keys[0]!r}) instead of {monitor.value!r}")
+
+
+# -- a decision inside `for phase in ["train", "val"]` that the training phase reaches too -----------------------
+def _phase_loop(ix: FileIndex, site: ast.AST) -> tuple[ast.For, str] | None:
+    """The ``for phase in ['train', 'val']:`` loop around a decision that no test of ``phase`` keeps out of the
+    training phase (or that one lets in only there), with the training phase's name."""
+    func = ix.enclosing_function(site)
+    for loop in ix.enclosing_loops(site):
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                and isinstance(loop.iter, (ast.List, ast.Tuple))):
+            continue
+        names = [e.value for e in loop.iter.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(names) != len(loop.iter.elts):
+            continue
+        train = [n for n in names if role(n) == TRAIN]
+        if len(train) != 1 or not any(role(n) == VAL for n in names):
+            continue
+        var = loop.target.id
+        if ix.enclosing_function(loop) is not func or _phase_gated(ix, site, loop, var, train[0]):
+            return None
+        return loop, train[0]
+    return None
+
+
+def _phase_gated(ix: FileIndex, site: ast.AST, loop: ast.For, var: str, train: str) -> bool:
+    """Does a test of the phase between the loop and the decision keep the training phase out?  (``if phase ==
+    'val'``, ``if phase != 'train'``, an ``else`` of ``if phase == 'train'``, a ``continue`` on the training
+    phase.)  A gate that lets only the training phase in is no gate."""
+    child = site
+    for anc in ix.ancestors(site):
+        if anc is loop:
+            break
+        if isinstance(anc, (ast.If, ast.While)) and any(isinstance(n, ast.Name) and n.id == var
+                                                        for n in ast.walk(anc.test)):
+            only_train = _admits_only(anc.test, var, train)
+            in_body = child in anc.body
+            if not (only_train is True and in_body):
+                return True
+        child = anc
+    for node in ast.walk(loop):  # `if phase == 'train': ...; continue` before the decision
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(node.test)) \
+                and any(isinstance(n, (ast.Continue, ast.Break)) for s in node.body for n in ast.walk(s)):
+            return True
+    return False
+
+
+def _admits_only(test: ast.AST, var: str, train: str) -> bool | None:
+    """True for ``phase == 'train'`` (or ``'train' == phase``), None for any other test."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        sides = [test.left, test.comparators[0]]
+        if any(isinstance(x, ast.Name) and x.id == var for x in sides) and any(
+                isinstance(x, ast.Constant) and x.value == train for x in sides):
+            return True
+    return None
+
+
+def _phase_hit(ix: FileIndex, site: ast.AST, metric: ast.expr, what: str, loop: ast.For, train: str) -> Hit:
+    var = loop.target.id
+    quantity = ix.segment(metric)
+    return Hit("selection-on-train-data", site,
+               f"`{quantity}` is {what}, inside `for {var} in {ix.segment(loop.iter)}` (line {loop.lineno}) with no "
+               f"test of `{var}` that keeps the {train!r} phase out: the decision is also made on the training "
+               f"pass's numbers, so the 'best' model is whichever phase scored best, and the training one keeps "
+               f"improving as the model over-fits",
+               fix=f"make the decision only in the validation phase (`if {var} != {train!r} and ...`)")
