@@ -333,6 +333,7 @@ def _proof(ix: FileIndex, o: Origin) -> str:
 def selection_on_train_data(ix: FileIndex) -> Iterator[Hit]:
     yield from _judge(ix, TRAIN)
     yield from _lightning(ix)
+    yield from _skorch(ix)
 
 
 @rule("selection-on-test-data")
@@ -509,3 +510,29 @@ def _phase_hit(ix: FileIndex, site: ast.AST, metric: ast.expr, what: str, loop: 
                f"pass's numbers, so the 'best' model is whichever phase scored best, and the training one keeps "
                f"improving as the model over-fits",
                fix=f"make the decision only in the validation phase (`if {var} != {train!r} and ...`)")
+
+
+# -- skorch: callbacks that monitor the training loss of a net that holds out a validation split -----------------
+def _skorch(ix: FileIndex) -> Iterator[Hit]:
+    nets = [c for c in ix.calls if (ix.qualname(c.func) or "").startswith("skorch.")
+            and (ix.qualname(c.func) or "").rsplit(".", 1)[-1].startswith("NeuralNet")]
+    if not nets or any(kwarg(c, "train_split") is not None or any(kw.arg is None for kw in c.keywords)
+                       for c in nets):
+        return  # no net here, or one whose validation split is set explicitly (None: no validation)
+    for call in ix.calls:
+        q = ix.qualname(call.func) or ""
+        last = q.rsplit(".", 1)[-1]
+        if not q.startswith("skorch.") or last not in ("EarlyStopping", "Checkpoint", "LRScheduler"):
+            continue
+        monitor = kwarg(call, "monitor")
+        if not (isinstance(monitor, ast.Constant) and isinstance(monitor.value, str)
+                and monitor.value.startswith("train_")):
+            continue
+        hit = Hit("selection-on-train-data", monitor,
+                  f"skorch's {last} monitors {monitor.value!r}, but the net (line {nets[0].lineno}) holds out a "
+                  f"validation split (skorch's default train_split) and logs 'valid_loss': the model is chosen or "
+                  f"stopped on the training data, which keeps improving while the model over-fits",
+                  fix=f"monitor the validation key ({monitor.value.replace('train_', 'valid_', 1)!r})")
+        if last == "LRScheduler":
+            hit.severity = "info"
+        yield hit
