@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from overt.lint.analysis.sources import TEST, TRAIN, VAL, Origin, is_data_name, role, sources_for
 from overt.lint.index import MODEL_TOKENS, FileIndex, dotted, kwarg, tokens
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.earlystop import _walk
 from overt.lint.rules.plateau import direction
 
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -46,16 +47,6 @@ def _best_like(text: str | None) -> bool:
     toks = tokens(text)
     return "best" in toks or (any(t in ("lowest", "highest", "min", "max") for t in toks)
                               and direction(text.rsplit(".", 1)[-1]) is not None)
-
-
-def _walk(nodes: list[ast.stmt]) -> Iterator[ast.AST]:
-    todo = list(nodes)
-    while todo:
-        node = todo.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                todo.append(child)
 
 
 def _stops_on(ix: FileIndex, text: str) -> bool:
