@@ -170,6 +170,10 @@ class Sources:
             kind = role(text) if is_data_name(text) else None
             return Origin(kind, expr, "data", text) if kind else None
         if isinstance(expr, ast.Subscript):
+            key = expr.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and role(key.value) \
+                    and is_data_name(dotted(expr.value) or "data"):
+                return Origin(role(key.value), expr, "data", f"{dotted(expr.value)}[{key.value!r}]")  # ds["test"]
             return self.of(expr.value, env, depth + 1)
         if isinstance(expr, ast.BinOp):
             if isinstance(expr.op, (ast.Div, ast.FloorDiv)):

@@ -294,15 +294,19 @@ def _val_in(ix: FileIndex, scope: ast.AST, src, site: ast.AST) -> ast.AST | None
 
 
 def _test_evidence(ix: FileIndex, site: ast.AST) -> ast.AST | None:
-    """Validation data in the function of the decision, else anywhere in the file: a loader, data set or
-    tensor whose name says validation."""
+    """Validation data in the function of the decision (the module, for top-level code): a loader, data set
+    or tensor whose name says validation, or a split taken by its name (``ds["validation"]``)."""
     func = ix.enclosing_function(site)
-    for node in [*(ast.walk(func) if func is not None else ()), *ast.walk(ix.tree)]:
+    for node in ast.walk(func if func is not None else ix.tree):
         text = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if text and role(text) == VAL and is_data_name(text):
             return node
         if isinstance(node, ast.arg) and role(node.arg) == VAL and is_data_name(node.arg):
             return node
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str) and role(node.slice.value) == VAL \
+                and is_data_name(dotted(node.value) or "data"):
+            return node  # dataset["validation"]
     return None
 
 
@@ -330,6 +334,58 @@ def selection_on_train_data(ix: FileIndex) -> Iterator[Hit]:
 @rule("selection-on-test-data")
 def selection_on_test_data(ix: FileIndex) -> Iterator[Hit]:
     yield from _judge(ix, TEST)
+    yield from _framework_eval_on_test(ix)
+
+
+_SELECTING_CALLBACKS = ("ModelCheckpoint", "EarlyStopping", "EarlyStoppingCallback")
+
+
+def _framework_eval_on_test(ix: FileIndex) -> Iterator[Hit]:
+    """Lightning's ``trainer.fit(model, train, val_dataloaders=test_loader)`` or the Hugging Face Trainer's
+    ``eval_dataset=ds["test"]``, where that evaluation chooses the model (a monitoring checkpoint or early
+    stopping callback, ``load_best_model_at_end=True``) and the file also has validation data."""
+    for scope in [*(f for fs in ix.functions.values() for f in fs), ix.tree]:
+        yield from _framework_scope(ix, scope)
+
+
+def _framework_scope(ix: FileIndex, scope: ast.AST) -> Iterator[Hit]:
+    calls = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Call)]
+    selects = None
+    for call in calls:
+        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+        if last in _SELECTING_CALLBACKS and (last != "ModelCheckpoint" or kwarg(call, "monitor") is not None):
+            selects = call
+            break
+        best = kwarg(call, "load_best_model_at_end")
+        if isinstance(best, ast.Constant) and best.value is True:
+            selects = call
+            break
+    if selects is None:
+        return
+    src = sources_for(ix)
+    for call in calls:
+        f = call.func
+        last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if last == "fit" and isinstance(f, ast.Attribute):
+            arg = kwarg(call, "val_dataloaders") or (call.args[2] if len(call.args) > 2 else None)
+            what = "Lightning's validation loop"
+        elif last.endswith("Trainer") and last[:1].isupper():
+            arg, what = kwarg(call, "eval_dataset"), "the Trainer's evaluation"
+        else:
+            continue
+        o = src.origin(arg) if arg is not None else None
+        if o is None or o.kind != TEST:
+            continue
+        ev = _test_evidence(ix, call)
+        if ev is None:
+            continue
+        yield Hit("selection-on-test-data", arg,
+                  f"`{ix.segment(arg)}`, the test set by its name, is given to {what}, which chooses the model here "
+                  f"(`{ix.segment(selects)}`, line {selects.lineno}), while this code also has validation data "
+                  f"(`{ix.segment(ev)}`, line {ev.lineno}): the test set takes part in choosing the model, so the "
+                  f"test score reported afterwards is optimistic",
+                  fix=f"evaluate on the validation data (`{ix.segment(ev)}`) during training and on the test set "
+                      f"once, at the end")
 
 
 def _sites(ix: FileIndex) -> list[tuple[ast.AST, ast.expr, str]]:
