@@ -269,14 +269,7 @@ def _is_copy(value: ast.AST) -> bool:
 
 @rule("best-model-not-restored")
 def best_model_not_restored(ix: FileIndex) -> Iterator[Hit]:
-    loads = {dotted(n) for n in ast.walk(ix.tree) if isinstance(n, (ast.Name, ast.Attribute))
-             and isinstance(n.ctx, ast.Load) and dotted(n)}
-    dynamic = ("locals", "globals", "vars", "eval", "exec")
-    for n in ast.walk(ix.tree):
-        if isinstance(n, ast.Global) or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                                         and n.func.id in dynamic):
-            return  # names read out of sight
-    seen: set[str] = set()
+    candidates = []  # (name node, its text, the improvement test)
     for t in improvement_tests(ix):
         if not isinstance(t.node, ast.If):
             continue
@@ -284,19 +277,28 @@ def best_model_not_restored(ix: FileIndex) -> Iterator[Hit]:
             if not isinstance(stmt, ast.Assign):
                 continue
             for target in stmt.targets:
-                for i, e in enumerate(target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                for e in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                     text = dotted(e)
-                    if not text or text in seen or text in loads:
-                        continue
+                    if not text or "." in text:
+                        continue  # an attribute (`self.best_state`) may be read by code this file does not show
                     toks = set(tokens(text))
                     value = _value_of(stmt, text)
-                    if "best" not in toks or not toks & _SNAPSHOT_WORDS or value is None or not _is_copy(value):
-                        continue
-                    if "." in text:
-                        continue  # an attribute (`self.best_state`) may be read by code this file does not show
-                    seen.add(text)
-                    yield Hit("best-model-not-restored", e,
-                              f"`{text}` keeps a copy of the best model each time `{ix.segment(t.cmp)}` holds (line "
-                              f"{t.cmp.lineno}), but nothing in this file ever reads it: the model evaluated, saved "
-                              f"or returned after training is the last one, not the best one that was selected",
-                              fix=f"restore it after training (`model.load_state_dict({text})`) or return it")
+                    if "best" in toks and toks & _SNAPSHOT_WORDS and value is not None and _is_copy(value):
+                        candidates.append((e, text, t))
+    if not candidates:
+        return
+    dynamic = ("locals", "globals", "vars", "eval", "exec")
+    if any(isinstance(c.func, ast.Name) and c.func.id in dynamic for c in ix.calls) or any(
+            isinstance(n, ast.Global) for n in ix.kids):
+        return  # names read out of sight
+    loads = {n.id for n in ix.kids if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    seen: set[str] = set()
+    for e, text, t in candidates:
+        if text in loads or text in seen:
+            continue
+        seen.add(text)
+        yield Hit("best-model-not-restored", e,
+                  f"`{text}` keeps a copy of the best model each time `{ix.segment(t.cmp)}` holds (line "
+                  f"{t.cmp.lineno}), but nothing in this file ever reads it: the model evaluated, saved "
+                  f"or returned after training is the last one, not the best one that was selected",
+                  fix=f"restore it after training (`model.load_state_dict({text})`) or return it")

@@ -104,7 +104,7 @@ def improvement_tests(ix: FileIndex) -> list[Improvement]:
     if found is not None:
         return found
     found = ix.cache["improvement-tests"] = []
-    for node in ast.walk(ix.tree):
+    for node in ix.kids:  # every node of the file, walked once by the index
         if isinstance(node, ast.If):
             test, body, orelse = node.test, node.body, node.orelse
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Compare) and any(
@@ -344,22 +344,24 @@ def _framework_eval_on_test(ix: FileIndex) -> Iterator[Hit]:
     """Lightning's ``trainer.fit(model, train, val_dataloaders=test_loader)`` or the Hugging Face Trainer's
     ``eval_dataset=ds["test"]``, where that evaluation chooses the model (a monitoring checkpoint or early
     stopping callback, ``load_best_model_at_end=True``) and the file also has validation data."""
+    if not any(_selects(ix, c) for c in ix.calls):
+        return  # nothing in the file picks a model from the framework's evaluation
     for scope in [*(f for fs in ix.functions.values() for f in fs), ix.tree]:
         yield from _framework_scope(ix, scope)
 
 
+def _selects(ix: FileIndex, call: ast.Call) -> bool:
+    """A monitoring checkpoint, an early-stopping callback or ``load_best_model_at_end=True``."""
+    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    if last in _SELECTING_CALLBACKS and (last != "ModelCheckpoint" or kwarg(call, "monitor") is not None):
+        return True
+    best = kwarg(call, "load_best_model_at_end")
+    return isinstance(best, ast.Constant) and best.value is True
+
+
 def _framework_scope(ix: FileIndex, scope: ast.AST) -> Iterator[Hit]:
     calls = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Call)]
-    selects = None
-    for call in calls:
-        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
-        if last in _SELECTING_CALLBACKS and (last != "ModelCheckpoint" or kwarg(call, "monitor") is not None):
-            selects = call
-            break
-        best = kwarg(call, "load_best_model_at_end")
-        if isinstance(best, ast.Constant) and best.value is True:
-            selects = call
-            break
+    selects = next((c for c in calls if _selects(ix, c)), None)
     if selects is None:
         return
     src = sources_for(ix)
