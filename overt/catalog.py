@@ -575,6 +575,11 @@ ENTRIES: tuple[Entry, ...] = (
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
           _W, True, False),
+    Entry("best-kept-in-wrong-direction", "OVT816", "a best model kept when its metric gets worse: a loss "
+          "kept when it rises, an accuracy when it falls, a checkpoint callback's mode against its monitor",
+          "the model kept as the best is the worst one seen and early stopping runs out of patience while the "
+          "model improves: the run delivers its worst checkpoint",
+          _W, True, False),
     Entry("metric-wrong-denominator", "OVT802", "a metric divided by the wrong count: samples by batches, or "
           "per-batch means by samples",
           "correct predictions summed over the samples and divided by len(loader) give hits per batch (up to the "
