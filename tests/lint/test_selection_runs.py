@@ -1,4 +1,4 @@
-"""Model selection on real small runs (OVT708-OVT710, OVT815): each planted script trains an MLP on digits and
+"""Model selection on real small runs (OVT708-OVT710, OVT815, OVT816): each planted script trains an MLP on digits and
 shows what its bug does (the model kept, the epoch chosen), lint names the cause on it and stays silent
 on its correct twin, which differs only in the bug."""
 
@@ -101,13 +101,26 @@ for epoch in range(60):
 __X__
 _, final_acc = evaluate(model, test_loader)
 ''', "", "model.load_state_dict(best_state)"),
+    "best-kept-in-wrong-direction": ('''
+best, best_epoch, best_state = float("__X__inf"), -1, None
+for epoch in range(60):
+    run_epoch(model, train_loader, opt)
+    val_loss, _ = evaluate(model, val_loader)
+    if val_loss __Y__ best:
+        best, best_epoch, best_state = val_loss, epoch, copy.deepcopy(model.state_dict())
+model.load_state_dict(best_state)
+_, final_acc = evaluate(model, test_loader)
+''', ("-", ">"), ("", "<")),
 }
 
 
 def _write(tmp_path: Path, slug: str, bug: bool) -> Path:
     body, bug_text, twin_text = _CASES[slug]
     path = tmp_path / f"{slug}-{'bug' if bug else 'twin'}.py"
-    path.write_text(_HEAD + body.replace("__X__", bug_text if bug else twin_text))
+    text = bug_text if bug else twin_text
+    for mark, value in zip(("__X__", "__Y__"), text if isinstance(text, tuple) else (text,)):
+        body = body.replace(mark, value)
+    path.write_text(_HEAD + body)
     return path
 
 
@@ -129,7 +142,8 @@ def test_the_planted_bugs_change_what_is_kept(tmp_path, monkeypatch, one_thread)
     """The behaviour each bug causes, on the real run: the training loss picks the last epoch while the
     validation loss (40% noisy labels) picks an earlier one; a loss's best started at 0 keeps nothing; the
     test score reported for a model chosen on the test set is higher than the honest one; the best copy
-    never restored leaves the over-fitted last model to be tested."""
+    never restored leaves the over-fitted last model to be tested; a loss kept when it rises keeps the
+    worst epoch."""
     bug = _run(_write(tmp_path, "selection-on-train-data", True), tmp_path, monkeypatch)
     twin = _run(_write(tmp_path, "selection-on-train-data", False), tmp_path, monkeypatch)
     print(bug["best_epoch"], twin["best_epoch"])
@@ -144,5 +158,9 @@ def test_the_planted_bugs_change_what_is_kept(tmp_path, monkeypatch, one_thread)
     restored = _run(_write(tmp_path, "best-model-not-restored", False), tmp_path, monkeypatch)
     print(last["final_acc"], restored["final_acc"])
     assert last["final_acc"] < restored["final_acc"]
+    worst = _run(_write(tmp_path, "best-kept-in-wrong-direction", True), tmp_path, monkeypatch)
+    lowest = _run(_write(tmp_path, "best-kept-in-wrong-direction", False), tmp_path, monkeypatch)
+    print(worst["best_epoch"], worst["final_acc"], lowest["best_epoch"], lowest["final_acc"])
+    assert worst["best"] > lowest["best"] and worst["final_acc"] < lowest["final_acc"]
     # the same training run either way: chosen on the test set, the test score reported is its maximum
     assert leak["best_epoch"] != clean["best_epoch"] and leak["reported"] > clean["reported"]
