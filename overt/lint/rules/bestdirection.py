@@ -78,6 +78,19 @@ def _flipped(ix: FileIndex, cmp: ast.Compare) -> str:
     return f"{ix.segment(cmp.left)} {swap[type(cmp.ops[0])]} {ix.segment(cmp.comparators[0])}"
 
 
+def _pre_auto_removal(ix: FileIndex) -> bool:
+    """Code written for pytorch_lightning before 1.3, whose callbacks' default ``mode="auto"`` followed the
+    monitor's name: Trainer arguments of that era (``early_stopping_callback=``, a callback object given as
+    ``checkpoint_callback=``)."""
+    for call in ix.calls:
+        if kwarg(call, "early_stopping_callback") is not None:
+            return True
+        old = kwarg(call, "checkpoint_callback")
+        if old is not None and not isinstance(old, ast.Constant):
+            return True
+    return False
+
+
 def _callbacks(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
         q = ix.qualname(call.func) or ""
@@ -91,6 +104,8 @@ def _callbacks(ix: FileIndex) -> Iterator[Hit]:
         lightning = "lightning" in q or q.startswith(("pl.", "L."))
         if last in ("ModelCheckpoint", "EarlyStopping") and lightning:
             mode = kwarg(call, "mode")
+            if mode is None and _pre_auto_removal(ix):
+                continue  # pytorch_lightning < 1.3 defaulted to mode="auto", which read the direction from the name
             if mode is None:
                 given, default = "min", " (the default)"
             elif isinstance(mode, ast.Constant) and mode.value in ("min", "max"):
