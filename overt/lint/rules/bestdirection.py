@@ -14,11 +14,24 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted, kwarg
+from overt.lint.index import FileIndex, dotted, kwarg, tokens
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.plateau import direction
 from overt.lint.rules.runningbest import _wants_above
 from overt.lint.rules.selection import improvement_tests
+
+
+#: names of quantities where lower is better that the generic words miss (``fid_score`` falls)
+_LOWER_BETTER = frozenset({"fid", "kid", "lpips", "distance", "dist", "divergence", "kl", "kld", "regret",
+                           "latency", "wer", "cer", "ter", "mape", "smape", "energy", "diff", "gap"})
+
+
+def _direction(name: str) -> str | None:
+    """``direction`` of a quantity's name, None where another word of it says the opposite."""
+    wants = direction(name)
+    if wants == "max" and any(t in _LOWER_BETTER for t in tokens(name)):
+        return None
+    return wants
 
 
 def _plain_name(expr: ast.AST) -> str | None:
@@ -43,8 +56,8 @@ def best_kept_in_wrong_direction(ix: FileIndex) -> Iterator[Hit]:
         if id(t.cmp) in seen or not isinstance(t.node, ast.If):
             continue
         name = _plain_name(t.metric)
-        wants = direction(name) if name else None
-        best_wants = direction(t.best_text.rsplit(".", 1)[-1])
+        wants = _direction(name) if name else None
+        best_wants = _direction(t.best_text.rsplit(".", 1)[-1])
         if wants is None or (best_wants is not None and best_wants != wants) or _negated(ix, t.metric):
             continue
         above = _wants_above(t)
@@ -98,7 +111,7 @@ def _callbacks(ix: FileIndex) -> Iterator[Hit]:
         monitor = kwarg(call, "monitor")
         if not (isinstance(monitor, ast.Constant) and isinstance(monitor.value, str)):
             continue
-        wants = direction(monitor.value)
+        wants = _direction(monitor.value)
         if wants is None:
             continue
         lightning = "lightning" in q or q.startswith(("pl.", "L."))
