@@ -104,8 +104,33 @@ def _pre_auto_removal(ix: FileIndex) -> bool:
     return False
 
 
+def _hf_best_metric(ix: FileIndex, call: ast.Call) -> Iterator[Hit]:
+    """``TrainingArguments(metric_for_best_model=..., greater_is_better=...)``: left out, greater_is_better is
+    True unless the metric's name ends with "loss" (so a WER or an error is kept at its highest)."""
+    metric = kwarg(call, "metric_for_best_model")
+    if not (isinstance(metric, ast.Constant) and isinstance(metric.value, str)):
+        return
+    name = metric.value[5:] if metric.value.startswith("eval_") else metric.value
+    wants = _direction(name)
+    given = kwarg(call, "greater_is_better")
+    if given is None:
+        greater, how = not metric.value.endswith("loss"), " (the default for a name that does not end in 'loss')"
+    elif isinstance(given, ast.Constant) and isinstance(given.value, bool):
+        greater, how = given.value, ""
+    else:
+        return
+    if wants is None or greater == (wants == "max"):
+        return
+    yield Hit("best-kept-in-wrong-direction", given if given is not None else metric,
+              f"metric_for_best_model={metric.value!r} with greater_is_better={greater}{how}, but {name!r} should "
+              f"{'rise' if wants == 'max' else 'fall'}: load_best_model_at_end keeps the worst checkpoint and early "
+              f"stopping counts every improvement as a miss",
+              fix=f"greater_is_better={wants == 'max'}")
+
+
 def _callbacks(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
+        yield from _hf_best_metric(ix, call)
         q = ix.qualname(call.func) or ""
         last = q.rsplit(".", 1)[-1]
         monitor = kwarg(call, "monitor")
