@@ -397,10 +397,29 @@ def _sites(ix: FileIndex) -> list[tuple[ast.AST, ast.expr, str]]:
     return found
 
 
+_RUNNING_MAX = "kept as the running best (the score reported for the run)"
+
+
+def _running_best_sites(ix: FileIndex) -> Iterator[tuple[ast.AST, ast.expr, str]]:
+    """``best_acc = max(best_acc, test_acc)``: the best score over the epochs, the number the run reports."""
+    for node in ix.kids:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id in ("max", "min")
+                and len(node.value.args) == 2):
+            continue
+        text = dotted(node.targets[0])
+        if not _best_like(text):
+            continue
+        others = [a for a in node.value.args if dotted(a) != text]
+        if len(others) == 1:
+            yield node.value, others[0], _RUNNING_MAX
+
+
 def _judge(ix: FileIndex, kind: str) -> Iterator[Hit]:
     src = sources_for(ix)
     seen: set[int] = set()
-    for site, metric, what in _sites(ix):
+    extra = list(_running_best_sites(ix)) if kind == TEST else []
+    for site, metric, what in [*_sites(ix), *extra]:
         if id(site) in seen:
             continue
         phase = _phase_loop(ix, site) if kind == TRAIN else None
