@@ -44,16 +44,36 @@ def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: 
     """'eval', 'train', 'unknown' (an opaque call takes the model) or None, for the last
     mode change in ``stmts``."""
     marks: list[tuple[tuple[int, int], str]] = []
+    trains: list[ast.AST] = []
+    evals: dict[tuple[int, int], ast.AST] = {}
     for ev in events(ix, stmts, depth=2):
         pos = (ev.site.lineno, ev.site.col_offset)
         if ev.kind == "eval" and (not strict or ev.target == model or (ev.nested and ix.is_model(ev.target))):
             marks.append((pos, "eval"))
+            evals[pos] = ev.site
         elif ev.kind == "train" and (ev.target == model or model is None
                                      or (ev.nested and ix.is_model(ev.target))):
             marks.append((pos, "train"))
+            trains.append(ev.site)
     for call in unknown_calls_with(ix, ix.stmts_nodes(stmts), model):
         marks.append(((call.lineno, call.col_offset), "unknown"))
-    return max(marks)[1] if marks else None
+    if not marks:
+        return None
+    pos, last = max(marks)
+    if last == "eval" and any(_other_branch(ix, evals[pos], t) for t in trains):
+        return "unknown"  # `if phase == "train": model.train() else: model.eval()`: either mode follows
+    return last
+
+
+def _other_branch(ix: FileIndex, a: ast.AST, b: ast.AST) -> bool:
+    """Are ``a`` and ``b`` in the two branches of one ``if`` (so that exactly one of them runs)?"""
+    for anc in ix.ancestors(a):
+        if isinstance(anc, ast.If):
+            in_body = any(a is n for s in anc.body for n in ast.walk(s))
+            other = anc.orelse if in_body else anc.body
+            if any(b is n for s in other for n in ast.walk(s)):
+                return True
+    return False
 
 
 def _constructed_in(ix: FileIndex, body: list[ast.stmt], model: str) -> bool:
