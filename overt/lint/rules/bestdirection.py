@@ -14,24 +14,16 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted, kwarg, tokens
+from overt.lint.index import FileIndex, dotted, kwarg
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.plateau import direction
 from overt.lint.rules.runningbest import _wants_above
 from overt.lint.rules.selection import improvement_tests
 
 
-#: names of quantities where lower is better that the generic words miss (``fid_score`` falls)
-_LOWER_BETTER = frozenset({"fid", "kid", "lpips", "distance", "dist", "divergence", "kl", "kld", "regret",
-                           "latency", "wer", "cer", "ter", "mape", "smape", "energy", "diff", "gap"})
-
-
 def _direction(name: str) -> str | None:
-    """``direction`` of a quantity's name, None where another word of it says the opposite."""
-    wants = direction(name)
-    if wants == "max" and any(t in _LOWER_BETTER for t in tokens(name)):
-        return None
-    return wants
+    """``direction`` of a quantity's name (None where words of both kinds say nothing: ``fid_score``)."""
+    return direction(name)
 
 
 def _plain_name(expr: ast.AST) -> str | None:

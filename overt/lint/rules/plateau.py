@@ -20,8 +20,9 @@ from overt.lint.rules.base import Hit, rule
 
 _RISES = re.compile(r"(^|[^a-z])(acc|accuracy|f1|auc|auroc|roc|score|precision|recall|iou|miou|map|bleu|dice|"
                     r"r2|top1|top5|correct|reward|return)s?($|[^a-z])")
-_FALLS = re.compile(r"(^|[^a-z])(loss|losses|err|error|errors|mse|mae|rmse|nll|perplexity|ppl|wer|cer|cost)"
-                    r"($|[^a-z])")
+_FALLS = re.compile(r"(^|[^a-z])(loss|losses|err|error|errors|mse|mae|rmse|nll|perplexity|ppl|wer|cer|cost|"
+                    r"fid|kid|lpips|distance|dist|divergence|kl|kld|regret|latency|ter|mape|smape|energy|diff|gap)"
+                    r"($|[^a-z])")  # a name with words of both kinds (fid_score) says nothing
 
 
 def _name(node: ast.AST | None) -> str | None:
