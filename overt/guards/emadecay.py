@@ -63,8 +63,8 @@ class EmaDecayChecks(Check):
         return out
 
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
-        if self.s.step < self.s.options.warmup_steps:
-            return
+        if self.s.step < self.s.options.warmup_steps or len(self.s.models) < 2:
+            return  # (a pair is two models: a copy no optimizer holds and the model it follows)
         pairs = self._pairs(oi)
         if not pairs:
             return

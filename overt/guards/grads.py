@@ -91,7 +91,7 @@ class GradChecks(Check):
         # optimizer's warm-up (fine-tuning after pre-training, a second stage) get their own judgement
         self.judged: set[int] = set()
         self.reported_missing: set[str] = set()
-        self.snapshots: dict[int, tuple[int, torch.Tensor, torch.Tensor]] = {}
+        self.snapshots: dict[int, tuple[int, torch.Tensor, int]] = {}
         self.history: dict[str, list[float]] = {}
         self.vanish_strikes = 0
         self.untracked_reset: set[int] = set()
@@ -441,31 +441,34 @@ class GradChecks(Check):
             return
         if 0 < s.step < s.options.warmup_steps - 1 and id(oi.opt) in self.snapshots:
             return  # the warm-up compares its first and last steps' parameters
-        dtype, device = params[0].dtype, params[0].device
-        parts = []
-        for p in params:
-            flat = p.detach().reshape(-1)
-            n = flat.numel()
-            if n > 32:  # 32 values spread over the tensor, in one slicing op
-                stride = n // 32
-                flat = flat[:32 * stride:stride]
-            part = flat
-            if part.dtype != dtype or part.device != device:
-                part = part.float().to(device)
-                dtype = None  # mixed: make every part float32 on one device
-            parts.append(part)
-        if dtype is None:
-            parts = [q.float().to(device) for q in parts]
-        current = torch.cat(parts)  # a copy: the snapshot
-        # and each whole tensor's sum in float64: the sampled values alone cannot show that nothing
-        # moved (a step that moves one row of an embedding, the rest put back by the user, misses them)
-        sums = torch.stack([p.detach().sum(dtype=torch.float64).to(device) for p in params])
-        prev = self.snapshots.get(id(oi.opt))
-        self.snapshots[id(oi.opt)] = (oi.steps, current, sums)
-        if prev is not None and prev[1].shape == current.shape and prev[2].shape == sums.shape:
-            first_step = prev[0]
-            moved = torch.stack([(current - prev[1]).abs().amax().double(), (sums - prev[2]).abs().amax()])
-            s.defer(moved, self._on_update(oi, first_step, oi.steps))
+        device = params[0].device
+        parts, sums = [], []
+        grad_was = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)  # views and sums of the parameters build no graph (no detach each)
+        try:
+            for p in params:
+                flat = p.reshape(-1)
+                # each whole tensor's sum in float64: the sampled values alone cannot show that nothing
+                # moved (a step that moves one row of an embedding, the rest put back by the user, misses them)
+                total = flat.sum(0, keepdim=True, dtype=torch.float64)
+                n = flat.numel()
+                if n > 32:  # 32 values spread over the tensor, in one slicing op
+                    stride = n // 32
+                    flat = flat[:32 * stride:stride]
+                if flat.device != device:
+                    flat, total = flat.to(device), total.to(device)
+                parts.append(flat)
+                sums.append(total)
+            # one float64 copy, the snapshot: the sampled values (exact in float64) and then the sums
+            current = torch.cat(parts + sums)
+            prev = self.snapshots.get(id(oi.opt))
+            self.snapshots[id(oi.opt)] = (oi.steps, current, len(sums))
+            if prev is not None and prev[1].shape == current.shape and prev[2] == len(sums):
+                # the largest change of any sampled value or sum: 0 when nothing moved (NaN when a value is
+                # NaN or infinite, as moved)
+                s.defer((current - prev[1]).abs().amax(), self._on_update(oi, prev[0], oi.steps))
+        finally:
+            torch._C._set_grad_enabled(grad_was)
         if id(oi.opt) not in self.judged and oi.steps >= s.options.warmup_steps:
             self.end_of_warmup(oi)
 
@@ -473,7 +476,7 @@ class GradChecks(Check):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            if vals[0] == 0.0 and vals[1] == 0.0 and oi.name not in self.flat and oi.name not in self.converged \
+            if vals[0] == 0.0 and oi.name not in self.flat and oi.name not in self.converged \
                     and not s.reporter.has("zero-grad-misplaced", oi.name) \
                     and not s.reporter.has("no-gradient", oi.name) \
                     and not s.reporter.has("optimizer-not-on-model", oi.name):

@@ -126,7 +126,11 @@ class LabelSignalChecks(Check):
             return
         if max(s.loader_passes.values(), default=0) < MIN_PASSES:
             return
-        y = torch.cat([self._labels(kept) for kept in self.ys])
+        iis = {ii for _, ii in self.ys}
+        if len(iis) == 1:  # one ignore_index (as a rule): the labels masked at once, not batch by batch
+            y = self._labels((torch.cat([t for t, _ in self.ys]), iis.pop()))
+        else:
+            y = torch.cat([self._labels(kept) for kept in self.ys])
         labelled = y >= 0
         counts = torch.zeros(self.classes, device=y.device).index_add_(0, y.clamp_min(0), labelled.float())
         nll = torch.zeros((), device=y.device)

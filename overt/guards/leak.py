@@ -69,17 +69,18 @@ class TargetLeakChecks(Check):
         loc = user_location(5) or f"F.{name}"
         if loc in self.done:
             return
-        flat = x.detach().reshape(x.shape[0], -1)
+        flat = x.reshape(x.shape[0], -1)  # (x was detached when kept)
         same = (flat == t.to(flat.dtype)[:, None]).all(0)
-        varied = t.amax() != t.amin()
-        self.s.defer(torch.cat((varied.float()[None], same.float())),
+        # the target's smallest and largest value (whether it varies), then which features equal it: one
+        # tensor, in the target's dtype (cat promotes the booleans)
+        self.s.defer(torch.cat((torch.stack(torch.aminmax(t)), same)),
                      self._judge(name, loc, step, model, flat.shape[1]))
 
     def _judge(self, name: str, loc: str, step: int, model: str, width: int):
         def callback(vals: list[float]) -> None:
-            if loc in self.done or not vals[0]:
+            if loc in self.done or vals[0] == vals[1]:  # a constant target equals any constant feature
                 return
-            equal = {i for i, v in enumerate(vals[1:]) if v}
+            equal = {i for i, v in enumerate(vals[2:]) if v}
             if not equal:
                 return
             seen = self.hits.setdefault(loc, [])

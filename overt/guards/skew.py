@@ -62,6 +62,7 @@ class SkewChecks(Check):
         super().__init__(session)
         self.stats: dict[int, list[Any]] = {}  # id(ModelInfo) -> [forwards, n, sum, sum of squares]
         self.rows: dict[int, list[torch.Tensor]] = {}  # id(ModelInfo) -> training rows kept (copies)
+        self.kept: dict[int, int] = {}  # id(ModelInfo) -> how many rows ``rows`` holds
         self.looks: dict[int, int] = {}
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
@@ -80,10 +81,11 @@ class SkewChecks(Check):
         st[1] += x.shape[0]
         st[2] += x.sum(0)
         st[3] += (x * x).sum(0)
-        rows = self.rows.setdefault(id(info), [])
-        kept = sum(len(r) for r in rows)
+        kept = self.kept.get(id(info), 0)
         if kept < KEEP:
-            rows.append(x[:KEEP - kept].clone())
+            row = x[:KEEP - kept].clone()
+            self.rows.setdefault(id(info), []).append(row)
+            self.kept[id(info)] = kept + row.shape[0]
         if st[0] >= MIN_TRAIN and not info.dropbn:
             self.wants_no_grad = True
 
