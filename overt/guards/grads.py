@@ -459,6 +459,8 @@ class GradChecks(Check):
                     flat, total = flat.to(device), total.to(device)
                 parts.append(flat)
                 sums.append(total)
+            if not any(part.numel() for part in parts):
+                return  # none of these parameters has an element on this rank (FSDP's empty shards): nothing to see
             # one float64 copy, the snapshot: the sampled values (exact in float64) and then the sums
             current = torch.cat(parts + sums)
             prev = self.snapshots.get(id(oi.opt))
