@@ -2,6 +2,7 @@
 
     python benchmarks/engine_overhead.py [--repeats 11] [--epochs 20] [--guards] [--compile BACKEND] [--cpu-time]
     python benchmarks/engine_overhead.py --step-minima [--repeats 7] [--epochs 20]   # on a loaded machine
+    python benchmarks/engine_overhead.py --work [--epochs 20]   # the guards' work counted, not timed
 
 Both loops train the same model (fresh, same seed) on the same data (the
 digits training split, batch 64) for the same number of steps on CPU.  The
@@ -171,6 +172,70 @@ def per_step_minima(data, epochs: int, repeats: int) -> None:
           + ", ".join(f"{k} steps {v:+.2f} ms" for k, v in kinds.items()))
 
 
+def work_counts(data, epochs: int) -> None:
+    """What the default guards add to each kind of step of the tiny MLP, counted instead of timed (the same
+    on a busy machine and a quiet one): PyTorch operators dispatched (a ``TorchDispatchMode``) and Python
+    calls (``sys.setprofile``: functions and builtins), guards on minus guards off, per step index (a global
+    optimizer post-hook ends each step), then summed by kind of step as ``--step-minima`` splits them."""
+    import torch.optim.optimizer as optim_mod
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from overt.guards import clock
+    from overt.guards.engine import GuardCallback
+
+    defaults = GuardCallback.__init__.__kwdefaults__
+    step = [0]
+    ops: dict[int, int] = {}
+    calls: dict[int, int] = {}
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops[step[0]] = ops.get(step[0], 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            calls[step[0]] = calls.get(step[0], 0) + 1
+
+    handle = optim_mod.register_optimizer_step_post_hook(lambda *_: step.__setitem__(0, step[0] + 1))
+
+    def one(guards: bool) -> tuple[dict[int, int], dict[int, int]]:
+        torch.manual_seed(0)
+        model = MODELS["tiny"]()
+        trainer = overt.Trainer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), data,
+                                epochs=epochs, batch_size=64, device="cpu", progress="off", guards=guards)
+        step[0] = 0
+        ops.clear()
+        calls.clear()
+        with Count():
+            sys.setprofile(profile)
+            try:
+                trainer.fit()
+            finally:
+                sys.setprofile(None)
+        return dict(ops), dict(calls)
+
+    one(True)  # warm-up: first-call caches
+    on, off = one(True), one(False)
+    handle.remove()
+    n = step[0]
+    per_epoch = -(-len(data) // 64)
+    checked = set(clock.checked_steps(n, check_every=defaults["check_every"], warmup_steps=defaults["warmup_steps"]))
+    kinds: dict[str, list[int]] = {}
+    for index in range(n + 1):  # index n: after the last step (the end of fit())
+        kind = ("end of fit()" if index == n else "checked" if index in checked
+                else "after a checked one" if index - 1 in checked
+                else "first of an epoch" if index % per_epoch == 0 else "other")
+        row = kinds.setdefault(kind, [0, 0, 0])
+        row[0] += 1
+        row[1] += on[0].get(index, 0) - off[0].get(index, 0)
+        row[2] += on[1].get(index, 0) - off[1].get(index, 0)
+    print(f"tiny MLP, {n} steps ({len(checked)} checked; the first includes fit()'s start), guards on minus off:")
+    for kind, (count, extra_ops, extra_calls) in kinds.items():
+        print(f"  {kind:>20}: {count:4d} step(s), {extra_ops / count:7.1f} operators and {extra_calls / count:8.1f} "
+              f"Python calls more per step ({extra_ops} and {extra_calls} in all)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=11)
@@ -186,6 +251,9 @@ def main() -> None:
     parser.add_argument("--step-minima", action="store_true",
                         help="the default guards' cost on the tiny MLP from the fastest of --repeats repetitions "
                              "of each step (robust to a loaded machine; --epochs per run)")
+    parser.add_argument("--work", action="store_true",
+                        help="count the default guards' work on the tiny MLP (PyTorch operators and Python calls "
+                             "per kind of step, guards on minus off): no timing, so the same on any machine")
     args = parser.parse_args()
     if args.cpu_time:
         global CLOCK
@@ -204,6 +272,9 @@ def main() -> None:
         return
     if args.step_minima:
         per_step_minima(data, args.epochs, args.repeats)
+        return
+    if args.work:
+        work_counts(data, args.epochs)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, compile {args.compile or 'off'}, "
           "digits train split "

@@ -25,6 +25,9 @@ class Swapped:
         self.make = make
         self.listening: list[Any] = []  # the checks the wrappers call, in the order they started listening
         self.saved: dict[tuple[Any, str], Any] = {}  # (owner, name) -> the original (None: inherited)
+        # (owner, name) -> (original, its wrapper): made once and reused while the original is the same
+        # object (a window opens at every checked step: no functools.wraps each time)
+        self.made: dict[tuple[Any, str], tuple[Any, Any]] = {}
 
     def listen(self, check: Any) -> None:
         if check not in self.listening:
@@ -44,7 +47,10 @@ class Swapped:
             orig = getattr(owner, name, None)
             if orig is not None:
                 self.saved[(owner, name)] = orig if name in vars(owner) else None
-                setattr(owner, name, self.make(orig, owner, name))
+                made = self.made.get((owner, name))
+                if made is None or made[0] is not orig:
+                    made = self.made[(owner, name)] = (orig, self.make(orig, owner, name))
+                setattr(owner, name, made[1])
 
     def _uninstall(self) -> None:
         for (owner, name), orig in self.saved.items():
