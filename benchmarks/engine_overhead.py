@@ -3,6 +3,7 @@
     python benchmarks/engine_overhead.py [--repeats 11] [--epochs 20] [--guards] [--compile BACKEND] [--cpu-time]
     python benchmarks/engine_overhead.py --step-minima [--repeats 7] [--epochs 20]   # on a loaded machine
     python benchmarks/engine_overhead.py --work [--epochs 20]   # the guards' work counted, not timed
+    python benchmarks/engine_overhead.py --every-step-checked [--repeats 5] [--epochs 8]   # one checked step's cost
 
 Both loops train the same model (fresh, same seed) on the same data (the
 digits training split, batch 64) for the same number of steps on CPU.  The
@@ -172,6 +173,46 @@ def per_step_minima(data, epochs: int, repeats: int) -> None:
           + ", ".join(f"{k} steps {v:+.2f} ms" for k, v in kinds.items()))
 
 
+def every_step_checked(data, epochs: int, repeats: int) -> None:
+    """What one checked step costs on the tiny MLP, robust to a loaded machine: every step after the
+    warm-up is checked (the clock's interval set to 1, a probe, not a schedule anyone runs), every optimizer
+    step is timed, the fastest of ``repeats`` repetitions of each step index is kept, and the median over
+    the step indices of (guards on - guards off) is printed, with its quartiles."""
+    import torch.optim.optimizer as optim_mod
+
+    from overt.guards import clock
+
+    stamps: list[int] = []
+    handle = optim_mod.register_optimizer_step_post_hook(lambda *_: stamps.append(time.perf_counter_ns()))
+    interval = clock.interval
+    clock.interval = lambda index, check_every: 1
+
+    def one(guards: bool) -> list[int]:
+        torch.manual_seed(0)
+        model = MODELS["tiny"]()
+        trainer = overt.Trainer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), data,
+                                epochs=epochs, batch_size=64, device="cpu", progress="off", guards=guards)
+        stamps.clear()
+        trainer.fit()
+        return [b - a for a, b in zip(stamps, stamps[1:])]
+
+    try:
+        one(True), one(False)  # warm-up
+        runs: dict[bool, list[list[int]]] = {True: [], False: []}
+        for _ in range(repeats):
+            for guards in (False, True):
+                runs[guards].append(one(guards))
+    finally:
+        clock.interval = interval
+        handle.remove()
+    best = {g: [min(r[i] for r in rs) for i in range(len(rs[0]))] for g, rs in runs.items()}
+    extra = [(on - off) / 1e3 for on, off in zip(best[True][5:], best[False][5:])]  # past the warm-up
+    q1, _, q3 = statistics.quantiles(extra, n=4)
+    print(f"tiny MLP, every step checked, {len(extra)} steps, fastest of {repeats} repeats per step: a checked step "
+          f"costs {statistics.median(extra):.0f} us more (quartiles {q1:.0f}-{q3:.0f}) than a plain step of "
+          f"{statistics.median(best[False]) / 1e3:.0f} us")
+
+
 def work_counts(data, epochs: int) -> None:
     """What the default guards add to each kind of step of the tiny MLP, counted instead of timed (the same
     on a busy machine and a quiet one): PyTorch operators dispatched (a ``TorchDispatchMode``) and Python
@@ -254,6 +295,9 @@ def main() -> None:
     parser.add_argument("--work", action="store_true",
                         help="count the default guards' work on the tiny MLP (PyTorch operators and Python calls "
                              "per kind of step, guards on minus off): no timing, so the same on any machine")
+    parser.add_argument("--every-step-checked", action="store_true",
+                        help="what one checked step costs on the tiny MLP: every step checked, per-step minima "
+                             "of --repeats repetitions (--epochs per run)")
     args = parser.parse_args()
     if args.cpu_time:
         global CLOCK
@@ -275,6 +319,9 @@ def main() -> None:
         return
     if args.work:
         work_counts(data, args.epochs)
+        return
+    if args.every_step_checked:
+        every_step_checked(data, args.epochs, args.repeats)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, compile {args.compile or 'off'}, "
           "digits train split "
