@@ -72,9 +72,12 @@ class TargetLeakChecks(Check):
         flat = x.reshape(x.shape[0], -1)  # (x was detached when kept)
         same = (flat == t.to(flat.dtype)[:, None]).all(0)
         # the target's smallest and largest value (whether it varies), then which features equal it: one
-        # tensor, in the target's dtype (cat promotes the booleans)
-        self.s.defer(torch.cat((torch.stack(torch.aminmax(t)), same)),
-                     self._judge(name, loc, step, model, flat.shape[1]))
+        # tensor (cat promotes the booleans); integer targets in float64, exact however the deferred reads
+        # of one device are concatenated
+        extremes = torch.stack(torch.aminmax(t))
+        if not extremes.is_floating_point():
+            extremes = extremes.double()
+        self.s.defer(torch.cat((extremes, same)), self._judge(name, loc, step, model, flat.shape[1]))
 
     def _judge(self, name: str, loc: str, step: int, model: str, width: int):
         def callback(vals: list[float]) -> None:
