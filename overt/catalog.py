@@ -376,6 +376,12 @@ ENTRIES: tuple[Entry, ...] = (
           "padding it points into the padding or the middle of every sequence shorter than the batch's longest, so "
           "the classifier reads the wrong token and its output depends on the rest of the batch",
           _E, True, False),
+    Entry("argument-in-wrong-slot", "OVT420", "an argument passed positionally into another parameter's slot",
+          "a value named for one parameter of a known signature (torch.optim.SGD(params, lr, weight_decay), "
+          "evaluate(model, criterion, loader), a loss given (labels, outputs)) fills another: Python raises nothing "
+          "when the types agree, so weight decay becomes momentum, a kernel size becomes the stride, or the "
+          "labels become the prediction, and the run trains on with both parameters wrong",
+          _E, True, False),
     Entry("edges-one-direction", "OVT418", "an undirected graph given to message passing with each edge listed once",
           "message passing follows edge_index from source to target: edges of a symmetric relation kept in one "
           "orientation (u < v, the upper triangle) let each node hear only the neighbours on one side of the order, "

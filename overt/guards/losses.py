@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 #: losses linear in their target, whose gradient must reach the model through the input
-CROSS_ENTROPY_LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits")
+CROSS_ENTROPY_LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                        "poisson_nll_loss", "multilabel_soft_margin_loss")
+#: of those, the ones wrapped only for the order of their arguments (no domain check, no loss history)
+_ORDER_ONLY = ("poisson_nll_loss", "multilabel_soft_margin_loss")
 REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 _FIRST_CALLS = 3
 #: optimizer steps over which trained logit-loss inputs of no [0, 1]-bounded maker must stay in [0, 1]
@@ -118,6 +121,8 @@ class LossChecks(Check):
         self._loc(name)
         if name in CROSS_ENTROPY_LOSSES and torch.is_grad_enabled() and self._swapped(name, inp, target):
             return False  # the arguments are swapped: the input's domain says nothing about the model
+        if name in _ORDER_ONLY:
+            return False
         if name in CLASS_LOSSES:
             self._class_loss(name, inp, target, ignore_index_of(args, kwargs))
         elif name in REGRESSION_LOSSES:
@@ -148,7 +153,8 @@ class LossChecks(Check):
             "loss-arguments-swapped",
             f"F.{name} is given a target that carries the gradient (computed by the model, "
             f"{_made_by(target)}) and an input that does not ({_made_by(inp)}): the input and the target "
-            "are swapped. Cross-entropy is linear in its target, so this loss falls without bound as the "
+            f"are swapped. {'Cross-entropy' if 'cross_entropy' in name else f'F.{name}'} is linear in its "
+            "target, so this loss falls without bound as the "
             "model's outputs grow, the run looks like it trains, and the model learns nothing of the data.",
             fix=f"pass the model's output first and the data second: F.{name}(model_output, target) "
             "(BCEWithLogitsLoss()(logits, target))",

@@ -49,7 +49,8 @@ _LOSSES_WRAPPED: bool | None = None  # what refresh() last made of the loss func
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
 _ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the forward checks
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-          "binary_cross_entropy_with_logits", "kl_div", "binary_cross_entropy")
+          "binary_cross_entropy_with_logits", "kl_div", "binary_cross_entropy", "poisson_nll_loss",
+          "multilabel_soft_margin_loss")
 
 
 def safely(fn: Any, *args: Any) -> Any:

@@ -72,3 +72,53 @@ def test_logits_held_in_unit_range_are_not_called_a_sigmoid():
     findings, text = g.report(), g.session.options.stream.getvalue()
     assert slugs(findings) == ["softmax-before-cross-entropy"], text
     assert "not a sigmoid" in text and "the model outputs probabilities (a sigmoid)" not in text
+
+
+def _count_regression(loss_name: str, swapped: bool):
+    """Other losses linear in their target (issue 33, branch argname): a Poisson regression of the digit's
+    value (F.poisson_nll_loss on a log-rate) and a multi-label attribute head
+    (nn.MultiLabelSoftMarginLoss), each trained with the data in the input and the model in the target."""
+    torch.manual_seed(0)
+    width = 1 if loss_name == "poisson" else 4
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, width))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    multilabel = nn.MultiLabelSoftMarginLoss()
+    for xb, yb in batches(32, 8):
+        out = model(xb)
+        if loss_name == "poisson":
+            counts = yb.float().unsqueeze(1)
+            loss = F.poisson_nll_loss(counts, out) if swapped else F.poisson_nll_loss(out, counts)
+        else:
+            attrs = torch.stack([yb % 2 == 0, yb > 4, yb == 0, yb == 7], 1).float()
+            loss = multilabel(attrs, out) if swapped else multilabel(out, attrs)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return g.report(), g.session.options.stream.getvalue()
+
+
+@pytest.mark.parametrize("loss_name", ["poisson", "multilabel"])
+def test_other_losses_linear_in_their_target_given_the_model_as_target(loss_name):
+    findings, text = _count_regression(loss_name, True)
+    assert slugs(findings) == ["loss-arguments-swapped"], text
+    assert "is linear in its target" in text and "test_loss_arguments.py:" in text
+    findings, text = _count_regression(loss_name, False)
+    assert findings == [], text
+
+
+@pytest.mark.parametrize("swapped", [True, False])
+def test_symmetric_losses_stay_silent_in_either_order(swapped):
+    """mse_loss and l1_loss give the same value and gradient in either order: no finding."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 64))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = guarded(model, opt, ignore=TIMING)
+    for xb, _ in batches(32, 8):
+        out = model(xb)
+        loss = (F.mse_loss(xb, out) + F.l1_loss(xb, out)) if swapped else (F.mse_loss(out, xb) + F.l1_loss(out, xb))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    assert findings == [], text
