@@ -268,8 +268,8 @@ ENTRIES: tuple[Entry, ...] = (
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "
           "and the gradient of the real tokens, while the loss looks better than the model is",
           _W, False, True),
-    Entry("loss-arguments-swapped", "OVT328", "a cross-entropy given the data as its input and the model's output as "
-          "its target",
+    Entry("loss-arguments-swapped", "OVT328", "a cross-entropy (or another loss linear in its target) given the data "
+          "as its input and the model's output as its target",
           "cross-entropy is linear in its target: with the arguments swapped the loss falls without bound as the "
           "model's outputs grow to +-inf, the run looks like it trains, and the model learns nothing of the data",
           _E, False, True),

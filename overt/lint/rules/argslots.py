@@ -45,6 +45,9 @@ _PARTNERS = {"old": "new", "src": "dst", "source": "target", "in": "out", "input
              "left": "right", "before": "after", "prev": "next", "start": "end", "begin": "end", "min": "max",
              "low": "high", "lo": "hi", "from": "to", "tgt": "src"}
 _PARTNERS.update({v: k for k, v in list(_PARTNERS.items())})
+#: first words that only say which split, batch or copy a value is: ``val_loader`` is a loader
+_QUALIFIERS = frozenset({"train", "training", "val", "valid", "validation", "test", "eval", "dev", "all", "batch",
+                         "base", "init", "initial", "default", "my", "the"})
 _WEAK_WORDS = frozenset({"num", "n", "of", "is", "use", "max", "min", "the", "to"})
 
 
@@ -82,11 +85,32 @@ def _is_width(slot: str) -> bool:
 
 
 def _role_of_name(name: str | None) -> str | None:
-    if name in PRED_NAMES:
-        return "pred"
-    if name in TARGET_NAMES:
-        return "target"
+    """'pred' / 'target' when the name (or its last word: ``val_labels``, ``all_preds``) says so."""
+    if name is None:
+        return None
+    for cand in (name, _unqualified(name)):
+        if cand in PRED_NAMES:
+            return "pred"
+        if cand in TARGET_NAMES:
+            return "target"
     return None
+
+
+def _stem(raw: str | None, sig: Signature) -> str | None:
+    """The parameter a name is named for: itself, or itself less a qualifier (``val_loader`` ->
+    ``loader``, ``base_lr`` -> ``lr``); else the name as it is."""
+    if raw is None or raw in sig.params:
+        return raw
+    bare = _unqualified(raw)
+    return bare if bare in sig.params else raw
+
+
+def _unqualified(name: str) -> str:
+    """``val_loader`` -> ``loader``, ``base_lr`` -> ``lr``, ``all_preds`` -> ``preds``: a name less the word
+    that only says which split or which copy (any other first word, ``last_dim``, ``x_pad``,
+    ``num_labels``, names a different thing)."""
+    head, _, rest = name.partition("_")
+    return rest if rest and head.lower() in _QUALIFIERS else name
 
 
 def _role_of_slot(slot: str) -> str | None:
@@ -134,7 +158,7 @@ def _check(call: ast.Call, sig: Signature) -> Hit | None:
     for i, arg in enumerate(call.args):
         if isinstance(arg, ast.Starred) or i >= len(sig.positional):
             break
-        positional.append((i, arg, _arg_name(arg), sig.positional[i]))
+        positional.append((i, arg, _stem(_arg_name(arg), sig), sig.positional[i]))
     filled = {slot: name for _, _, name, slot in positional}
     keywords = {k.arg for k in call.keywords if k.arg}
     counts = Counter(name for _, _, name, _ in positional if name)
