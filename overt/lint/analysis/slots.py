@@ -279,8 +279,27 @@ def signature_of(ix: FileIndex, call: ast.Call) -> Signature | None:
     q = _library_name(ix, func)
     if q and q in _table():
         return _from_table(q, q.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn."))
+    if isinstance(func, ast.Attribute):
+        own = _own_class_of(ix, dotted(func.value))
+        if own is not None:  # trainer = Trainer(...) ... trainer.fit(loader, criterion)
+            sig = _method_sig(ix, own, func.attr, f"{own.name}.{func.attr}")
+            return None if sig is None or _overridden_elsewhere(ix, own, func.attr, sig) else sig
     bound = _bound_class(ix, name)
     return _instance_call(bound, name) if bound else None
+
+
+def _own_class_of(ix: FileIndex, name: str | None) -> ast.ClassDef | None:
+    """The class of this file every assignment of ``name`` makes an instance of (``t = Trainer(...)``)."""
+    values = ix.assigns.get(name or "")
+    if not values:
+        return None
+    found = set()
+    for value in values:
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ix.classes
+                and value.func.id not in ix.aliases):
+            return None
+        found.add(value.func.id)
+    return ix.classes[found.pop()] if len(found) == 1 else None
 
 
 def _is_static_in(cls: ast.ClassDef, name: str) -> bool:
