@@ -189,7 +189,9 @@ def _check(call: ast.Call, sig: Signature) -> Hit | None:
             other = [s for s in sig.positional if _role_of_slot(s) == name_role]
             if len(other) == 1 and _role_of_name(filled.get(other[0])) == slot_role:
                 misplaced.append((i, arg, name, slot))
-    if not misplaced or (sig.key is None and len(misplaced) < 2):
+    off = sum(1 for _, _, name, slot in positional
+              if name and name != slot and name in sig.params and name not in _GENERIC and slot != "<self>")
+    if not misplaced or (sig.key is None and off < 2):
         # a library's parameter names are the concepts users name their variables after (a `weight_decay`
         # is a weight decay); a function of the file names its parameters for itself (`_inside(node,
         # region)` called with the caller's `region` as the node): there two arguments out of place, a swap
