@@ -6,7 +6,8 @@ Lint never imports torch (docs/lint.md, "speed"), so the signatures that the rul
 ``argument-in-wrong-slot`` (OVT420) checks calls against are introspected here, once, with
 ``inspect.signature``, from the installed torch, scikit-learn and torchmetrics, and kept as data.
 Covered: the classes of ``torch.nn`` (their constructors, and ``forward`` of the losses), the
-functions of ``torch.nn.functional``, the optimizers of ``torch.optim`` and its schedulers,
+functions of ``torch.nn.functional``, the initialisers of ``torch.nn.init``, ``clip_grad_norm_`` and
+``clip_grad_value_``, the optimizers of ``torch.optim`` and its schedulers,
 ``torch.utils.data.DataLoader``, the functions of ``sklearn.metrics``, and torchmetrics' functional
 metrics (``torchmetrics.functional``) and metric classes (their ``update``).  A callable whose
 signature cannot be read, or that takes ``*args`` before any named parameter, is left out.
@@ -75,6 +76,8 @@ def collect() -> tuple[dict[str, Sig], str]:
     import torch
     import torch.nn
     import torch.nn.functional
+    import torch.nn.init
+    import torch.nn.utils
     import torch.optim
     import torch.optim.lr_scheduler
     import torch.utils.data
@@ -101,6 +104,11 @@ def collect() -> tuple[dict[str, Sig], str]:
         if inspect.isclass(obj) and name[:1].isupper() and obj.__module__.startswith("torch.optim"):
             put(f"torch.optim.lr_scheduler.{name}", obj.__init__, True)
     put("torch.utils.data.DataLoader", torch.utils.data.DataLoader.__init__, True)
+    for name, obj in _public(torch.nn.init):
+        if inspect.isfunction(obj) and name.endswith("_") and not name.startswith("_"):
+            put(f"torch.nn.init.{name}", obj, False)
+    for name in ("clip_grad_norm_", "clip_grad_value_"):
+        put(f"torch.nn.utils.{name}", getattr(torch.nn.utils, name), False)
     for name, obj in _public(sklearn.metrics):
         if inspect.isfunction(obj):
             put(f"sklearn.metrics.{name}", obj, False)
