@@ -37,7 +37,8 @@ PRED_NAMES = frozenset({"pred", "preds", "prediction", "predictions", "y_pred", 
                         "output", "outputs", "logits", "scores", "y_score", "y_scores", "y_prob", "y_probs",
                         "probs", "probas", "y_pred_proba"})
 TARGET_NAMES = frozenset({"target", "targets", "label", "labels", "y_true", "gt", "ground_truth", "true_labels",
-                          "gt_labels", "y_test"})
+                          "gt_labels", "y_test", "y", "ys", "yb", "y_batch", "batch_y", "y_val", "y_valid",
+                          "y_train", "y_eval", "y_dev"})
 
 #: callables whose prediction and target may trade places without changing the result
 SYMMETRIC = frozenset({
