@@ -13,8 +13,14 @@ Silent: an unknown callee, arguments past a ``*args`` or a starred argument, key
 name written out is the author's decision), a name that is no parameter of the callee, a name that
 also fills its own slot (``nn.Conv2d(out_ch, out_ch, 3)``), names too generic to mean a parameter
 (``x``, ``input``, ``data``), a swap of prediction and target where the callee is symmetric in them
-(``mse_loss``, ``accuracy_score``; ``kl_div``, where the reverse KL is deliberate), and the
-scikit-learn metrics whose swap ``metric-arguments-swapped`` (OVT806) reports.
+(``mse_loss``, ``accuracy_score``; ``kl_div``, where the reverse KL is deliberate), the
+scikit-learn metrics whose swap ``metric-arguments-swapped`` (OVT806) reports, a width in a width's
+slot, two names of one kind (``in_channels``/``out_channels``) or the two ends of a pair
+(``old``/``new``), and a function of the file with fewer than two named arguments out of place (its
+parameter names are its own: one name proves nothing there, a swap or a shift does).
+
+Measured on the lint corpus (``benchmarks/lint_corpus/run.py``, all four groups, about 1.4M lines):
+2 findings, both true (docs/wild.md, branch argname).
 """
 
 from __future__ import annotations
