@@ -9,6 +9,7 @@
 - a call of an object bound, everywhere in the file, to one such class: a torch loss (its
   ``forward``) or a torchmetrics metric (its ``update``): ``criterion = nn.BCELoss()``
   ... ``criterion(target, output)``;
+- a module-level function of another module of the project, imported (``from utils import train``);
 - a function or class defined in the file: a module-level ``f(...)``, a class ``C(...)`` (its
   ``__init__``), ``self.m(...)`` in a method of a class that defines ``m`` (and no subclass in the
   file redefines it with other parameters), ``super().__init__(...)`` / ``super().m(...)`` of a
@@ -27,6 +28,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from overt.lint.analysis.values import resolve_in
 from overt.lint.index import FileIndex, dotted
 
 #: parameter names of a (prediction, target) pair, by role
@@ -277,6 +279,12 @@ def signature_of(ix: FileIndex, call: ast.Call) -> Signature | None:
             return _method_sig(ix, ix.classes[func.id], "__init__", func.id)
         if func.id in ix.functions:
             return _module_function(ix, func.id)
+    if name.split(".")[0] in ix.imports and ix.project is not None:
+        found = resolve_in(ix, name)  # a function of another module of the project (from utils import train)
+        if isinstance(found, tuple):
+            there, fn = found
+            sig = _module_function(there, fn.name)
+            return Signature(name, sig.positional, sig.keyword_only, sig.star) if sig is not None else None
     q = _library_name(ix, func)
     if q and q in _table():
         return _from_table(q, q.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn."))

@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from model import TextClassifier
-from utils import clip_gradients, validate
+from utils import clip_gradients, mean_loss, validate
 
 
 def run(train_set, val_set, vocab, steps=1000, device="cuda"):
@@ -29,3 +29,4 @@ def run(train_set, val_set, vocab, steps=1000, device="cuda"):
             step += 1
             if step % 200 == 0:
                 print(step, validate(model, val_loader))  # BAD: eval-mode-in-train
+                print(mean_loss(model, criterion, val_loader))  # BAD: argument-in-wrong-slot

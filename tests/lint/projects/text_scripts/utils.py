@@ -13,3 +13,9 @@ def validate(model, loader):
             correct += (model(tokens).argmax(1) == labels).sum().item()
             total += len(labels)
     return correct / total
+
+
+def mean_loss(model, loader, criterion):
+    with torch.no_grad():
+        total = sum(float(criterion(model(tokens), labels)) for tokens, labels in loader)
+    return total / len(loader)
