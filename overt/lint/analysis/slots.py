@@ -9,7 +9,8 @@
 - a call of an object bound, everywhere in the file, to one such class: a torch loss (its
   ``forward``) or a torchmetrics metric (its ``update``): ``criterion = nn.BCELoss()``
   ... ``criterion(target, output)``;
-- a module-level function of another module of the project, imported (``from utils import train``);
+- a module-level function or a class (its ``__init__``) of another module of the project, imported
+  (``from utils import train``, ``from models import Net``);
 - a function or class defined in the file: a module-level ``f(...)``, a class ``C(...)`` (its
   ``__init__``), ``self.m(...)`` in a method of a class that defines ``m`` (and no subclass in the
   file redefines it with other parameters), ``super().__init__(...)`` / ``super().m(...)`` of a
@@ -285,6 +286,10 @@ def signature_of(ix: FileIndex, call: ast.Call) -> Signature | None:
             there, fn = found
             sig = _module_function(there, fn.name)
             return Signature(name, sig.positional, sig.keyword_only, sig.star) if sig is not None else None
+        module, level, symbol = ix.imports[name] if name in ix.imports else (None, 0, None)
+        there = ix.project.module(ix, module, level) if symbol else None
+        if there is not None and symbol in there.classes and symbol not in there.aliases:
+            return _method_sig(there, there.classes[symbol], "__init__", name)  # from models import Net; Net(...)
     q = _library_name(ix, func)
     if q and q in _table():
         return _from_table(q, q.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn."))

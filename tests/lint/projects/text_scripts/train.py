@@ -6,8 +6,8 @@ from model import TextClassifier
 from utils import clip_gradients, mean_loss, validate
 
 
-def run(train_set, val_set, vocab, steps=1000, device="cuda"):
-    model = TextClassifier(vocab).to(device)
+def run(train_set, val_set, vocab, steps=1000, device="cuda", dropout=0.2, num_layers=1):
+    model = TextClassifier(vocab, 64, 2, num_layers, dropout).to(device)  # BAD: argument-in-wrong-slot
     criterion = nn.NLLLoss()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     scaler = torch.cuda.amp.GradScaler()
