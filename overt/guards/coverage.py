@@ -1,0 +1,377 @@
+"""Guards on how much of the data a run covers (slugs ``loader-pass-empty``, ``optimizer-never-steps``,
+``eval-samples-repeated``, ``eval-samples-missed``, and the runtime form of ``eval-loop-stops-early``;
+issue 33, coverage of the data by training and evaluation).
+
+Two invariants of a correct program, checked once per DataLoader pass or at the end of the run, never
+per step:
+
+- **Every pass yields, and a training loop steps.**  A pass over a DataLoader that yields no batch at all
+  (``drop_last=True`` with fewer samples than the batch size, an empty file listing, a filter that
+  removed every sample, a split fraction that rounds to 0, a sampler with no index) trains or evaluates
+  nothing, without an error.  Seen when the pass's first ``next()`` raises ``StopIteration``.  And a run
+  that builds an optimizer and runs a training loop (a DataLoader pass with autograd on and the models in
+  training mode, or backward passes: gradients on the optimizer's parameters) must take at least one
+  optimizer step; seen at the end of the run when no optimizer of the session ever stepped.
+- **An evaluation pass scores every sample of its data set once.**  For an evaluation pass (autograd off,
+  or every watched model in eval mode, when the pass's iterator is made) over a map-style data set with a
+  length, the indices its sampler hands out are recorded (a generator around the iterator's sampler
+  iterator: a list append per batch, in evaluation passes only).  At the end of a pass:
+
+  * indices handed out twice while others are handed out once (a sampler drawing with replacement,
+    ``WeightedRandomSampler`` copied from the training loader, a custom sampler that repeats): the
+    repeated samples weigh twice in the metric (``eval-samples-repeated``).  A ``DistributedSampler``
+    over several replicas is judged from its sizes (one rank sees only its share): ``total_size`` larger
+    than the data set means the evaluation set is padded with repeated samples (pytorch/pytorch#25162),
+    smaller means ``drop_last`` left samples out on every rank;
+  * a batch sampler that hands out fewer indices than its sampler draws (a custom bucket sampler that
+    drops its remainders) loses samples (``eval-samples-missed``); ``BatchSampler(drop_last=True)`` is
+    ``eval-drops-samples``'s (:mod:`overt.guards.evaldrop`).  A sampler that covers a part of the data set
+    (``SubsetRandomSampler(val_idx)``) or a ``Subset`` is the user's choice of evaluation data: silent;
+  * every evaluation pass over a data set stopped early, at the same batch (2 or more, fewer than the
+    loader has) and none ran to its end: a ``break`` after a fixed number of batches
+    (``eval-loop-stops-early``).  An iterator still alive at the end (an evaluation that takes a few
+    batches from a kept iterator each time) and ``next(iter(loader))`` (one batch, to look at) are not
+    judged.
+
+Silent for what cannot be told apart from a deliberate choice: iterable data sets, data sets without a
+length, every index repeated the same number of times (test-time augmentation), indices that are not
+hashable.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+import torch
+from torch.utils.data import BatchSampler
+
+from overt.guards.check import Check
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+
+#: evaluation data sets larger than this are not recorded (the indices of one pass are kept on the host)
+MAX_RECORDED = 2_000_000
+
+
+def _recorded(source: Iterator[Any], batches: list[Any]) -> Iterator[Any]:
+    """``source`` (the iterator's sampler iterator), with every item it hands out kept in ``batches``."""
+    for item in source:
+        batches.append(item)
+        yield item
+
+
+@dataclass
+class Pass:
+    """One DataLoader pass, from its iterator's start (made or reset) to its end: for an evaluation pass over
+    a map-style data set, what its sampler handed out."""
+
+    it: Any  # weak reference to the iterator
+    evaluation: bool
+    built: str | None  # where the DataLoader was made
+    key: int = 0  # id of the data set (recorded passes)
+    dataset: str = ""  # its type, for messages
+    n: int = 0  # its length
+    total: int | None = None  # batches the loader has, when known
+    workers: int = 0
+    batches: list[Any] | None = None  # what the sampler handed out (recorded passes)
+    ended: bool = False  # ran to StopIteration
+    reset: bool = False  # its iterator was reset (a persistent-workers loader) before the end
+
+
+def _where(built: str | None, what: str = "DataLoader") -> str:
+    return f"{what} {_at(built)}" if built else what
+
+
+def _at(built: str | None) -> str:
+    """``built at file:line``, or the ``(iterated at file:line)`` of a loader made before the session."""
+    return "" if not built else built if built.startswith("(") else f"built at {built}"
+
+
+class CoverageChecks(Check):
+    """Called by :mod:`overt.guards.patches`: ``loader_built`` (DataLoader.__init__), ``prepared``
+    (an iterator made or reset for a pass), ``pass_ended`` (``StopIteration``), ``optimizer_built``."""
+
+    name = "coverage"
+
+    def __init__(self, session: GuardSession):
+        super().__init__(session)
+        self.passes: dict[int, list[Pass]] = {}  # id(dataset) -> its recorded evaluation passes
+        self.iters: dict[int, Pass] = {}  # id(iterator) -> its pass in progress (or its last)
+        self.train_passes = 0  # DataLoader passes begun with autograd on and a model training
+        self.empty: list[str] = []  # loaders whose pass yielded nothing (for optimizer-never-steps' message)
+        self.built: list[tuple[Any, str | None]] = []  # (an optimizer, where it was built) until some step
+
+    # -- events --------------------------------------------------------------------------------
+    def optimizer_built(self, opt: torch.optim.Optimizer, where: str | None) -> None:
+        """Kept (a strong reference: an optimizer built in a function is gone by the end) while no optimizer
+        of the run has stepped: after that, nothing of it is judged."""
+        if self.s.step:
+            self.built.clear()
+        elif len(self.built) < 16:
+            self.built.append((opt, where))
+
+    def prepared(self, it: Any, built: str | None) -> None:
+        """A DataLoader iterator was made or reset for a pass (its sampler iterator is fresh)."""
+        it._overt_built = built
+        previous = self.iters.get(id(it))
+        if previous is not None and previous.it() is it and not previous.ended:
+            previous.reset = True
+        evaluation = not torch.is_grad_enabled() or (
+            bool(self.s.models) and not any(info.module.training for info in self.s.models.values()))
+        it._overt_eval = evaluation
+        rec = Pass(weakref.ref(it), evaluation, built)
+        if len(self.iters) > 64:
+            self.iters = {k: v for k, v in self.iters.items() if v.it() is not None}
+        self.iters[id(it)] = rec
+        if not evaluation:
+            self.train_passes += 1
+            return
+        from torch.utils.data.dataloader import _DatasetKind
+
+        dataset = getattr(it, "_dataset", None)
+        if getattr(it, "_dataset_kind", None) != _DatasetKind.Map or dataset is None:
+            return
+        try:
+            n = len(dataset)
+        except Exception:
+            return
+        if not 0 < n <= MAX_RECORDED:
+            return
+        try:
+            rec.total = len(it)
+        except Exception:
+            rec.total = None
+        rec.key, rec.dataset, rec.n, rec.workers = id(dataset), type(dataset).__name__, n, getattr(it, "_num_workers", 0)
+        rec.batches = []
+        it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
+        passes = self.passes.setdefault(rec.key, [])
+        passes.append(rec)
+        if len(passes) > 64:  # a long run: the early passes are judged already
+            del passes[0]
+
+    def pass_ended(self, it: Any, yielded: int) -> None:
+        """The pass's ``next()`` raised ``StopIteration`` after ``yielded`` batches."""
+        rec = self.iters.get(id(it))
+        if rec is not None and rec.it() is not it:
+            rec = None  # an iterator made before the session
+        if rec is not None:
+            if rec.ended:
+                return
+            rec.ended = True
+        if not yielded:
+            self._empty(it)
+            return
+        if rec is not None and rec.batches is not None:
+            if rec.built is None:  # a loader made before the session: the loop that iterated it
+                from overt.guards.where import user_location
+
+                loop = user_location(2)
+                rec.built = f"(iterated at {loop})" if loop else None
+            self._judge(it, rec)
+
+    # -- an empty pass ---------------------------------------------------------------------------
+    def _empty(self, it: Any) -> None:
+        built = getattr(it, "_overt_built", None)
+        dataset = getattr(it, "_dataset", None)
+        name = type(dataset).__name__
+        index_sampler = getattr(it, "_index_sampler", None)
+        sampler = getattr(index_sampler, "sampler", index_sampler)
+        kind = "evaluation" if getattr(it, "_overt_eval", False) else "training"
+        cause, fix = self._empty_cause(dataset, name, index_sampler, sampler)
+        from overt.guards.where import user_location
+
+        loop = user_location(3)
+        self.empty.append(_where(built))
+        self.s.report(
+            "loader-pass-empty",
+            f"{'an' if kind == 'evaluation' else 'a'} {kind} pass over this DataLoader over {name} yielded no batch: "
+            f"{cause}. The loop body never ran, "
+            + ("so this pass trained nothing" if kind == "training" else "so nothing was evaluated")
+            + ", and no error says so.",
+            fix=fix, where=_where(built) + (f", iterated at {loop}" if loop else ""),
+            key=built or f"{name}:{id(dataset)}")
+
+    @staticmethod
+    def _empty_cause(dataset: Any, name: str, index_sampler: Any, sampler: Any) -> tuple[str, str]:
+        try:
+            n = len(dataset)
+        except Exception:
+            n = None
+        if n is None:
+            return (f"the {name} (an iterable data set) produced no sample",
+                    "check what the data set iterates over (an empty listing or a filter that removes everything), "
+                    "and in DataLoader workers that each worker gets a share")
+        if n == 0:
+            return (f"its data set {name} has 0 samples (an empty file listing or glob, a filter that removed every "
+                    "sample, a split whose fraction rounds to 0)",
+                    "check the path or pattern the data set lists, the filter and the split sizes; fail loudly on an "
+                    "empty data set: assert len(dataset) > 0")
+        try:
+            drawn = len(sampler)
+        except Exception:
+            drawn = None
+        if drawn == 0:
+            return (f"its sampler {type(sampler).__name__} hands out no index for the {n} samples of its {name}",
+                    "give the sampler the indices to draw (a non-empty index list; num_samples > 0)")
+        size = getattr(index_sampler, "batch_size", None)
+        if isinstance(index_sampler, BatchSampler) and index_sampler.drop_last and drawn is not None \
+                and isinstance(size, int) and drawn < size:
+            return (f"drop_last=True with batch_size={size} and {drawn} samples, fewer than one batch: the only, "
+                    "partial batch is dropped in every epoch",
+                    f"drop_last=False, or a batch_size of at most {drawn}")
+        return ("its sampler hands out no batch",
+                "check the DataLoader's sampler, batch_sampler and data set sizes")
+
+    # -- a complete evaluation pass --------------------------------------------------------------
+    def _judge(self, it: Any, rec: Pass) -> None:
+        index_sampler = getattr(it, "_index_sampler", None)
+        sampler = getattr(index_sampler, "sampler", index_sampler)
+        replicas = getattr(sampler, "num_replicas", 1)
+        if isinstance(replicas, int) and replicas > 1 and isinstance(getattr(sampler, "total_size", None), int):
+            self._distributed(rec, sampler, replicas)
+            return
+        flat: list[Any] = []
+        for batch in rec.batches or ():
+            if getattr(it, "_auto_collation", True):
+                flat.extend(batch.tolist() if isinstance(batch, torch.Tensor) else batch)
+            else:
+                flat.append(batch)
+        try:
+            counts = Counter(int(i) if isinstance(i, torch.Tensor) else i for i in flat)
+        except TypeError:
+            return  # indices that are not hashable: nothing to compare
+        if len(counts) < len(flat):
+            self._repeated(rec, sampler, counts, len(flat))
+            return
+        if sampler is index_sampler or (isinstance(index_sampler, BatchSampler) and index_sampler.drop_last):
+            return  # a sampler's own choice of indices; BatchSampler's drop_last is eval-drops-samples'
+        try:
+            drawn = len(sampler)
+        except Exception:
+            return
+        if len(flat) < drawn:
+            lost = drawn - len(flat)
+            self.s.report(
+                "eval-samples-missed",
+                f"an evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} scored "
+                f"{len(flat)} of the {drawn} samples its {type(sampler).__name__} draws from the {rec.dataset}: the "
+                f"batch sampler {type(index_sampler).__name__} left {lost} of them ({lost / drawn:.0%}) out of every "
+                "batch, so the metric is computed on a subset chosen by the batching.",
+                fix="make the evaluation batch sampler put every index it is given in a batch (keep a partial last "
+                    "batch or bucket), or evaluate with a plain DataLoader(dataset, batch_size=..., shuffle=False)",
+                where=_where(rec.built), key=f"missed:{rec.key}")
+
+    def _repeated(self, rec: Pass, sampler: Any, counts: Counter, handed: int) -> None:
+        if len(set(counts.values())) == 1 and len(counts) == rec.n:
+            return  # every sample the same number of times (test-time augmentation, several crops): unbiased
+        twice = sum(1 for c in counts.values() if c > 1)
+        extra = handed - len(counts)
+        missed = max(rec.n - len(counts), 0)
+        sname = type(sampler).__name__
+        if getattr(sampler, "replacement", False):
+            cause = f"its {sname} draws with replacement"
+            fix = ("evaluate with a sampler that hands out each index once: DataLoader(dataset, batch_size=..., "
+                   "shuffle=False) (a weighted or replacement sampler belongs to the training loader)")
+        else:
+            cause = f"its sampler {sname} hands out some indices more than once"
+            fix = "evaluate with a sampler that hands out each index of the data set once"
+        self.s.report(
+            "eval-samples-repeated",
+            f"an evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} handed out "
+            f"{handed} indices of the {rec.n} samples of its {rec.dataset}: {twice} samples were scored more than "
+            f"once ({extra} repeats)" + (f" and {missed} not at all" if missed else "")
+            + f" because {cause}. The metric weighs those samples several times, so it is not the metric over the "
+            "evaluation set and it changes with the draw.",
+            fix=fix, where=_where(rec.built), key=f"repeated:{rec.key}")
+
+    def _distributed(self, rec: Pass, sampler: Any, replicas: int) -> None:
+        total, name = sampler.total_size, type(sampler).__name__
+        if total > rec.n:
+            pad = total - rec.n
+            self.s.report(
+                "eval-samples-repeated",
+                f"the evaluation DataLoader{' ' + _at(rec.built) if rec.built else ''} deals the {rec.n} samples "
+                f"of its {rec.dataset} to {replicas} ranks with a {name}, which pads the set to {total} so that every "
+                f"rank gets {total // replicas}: {pad} samples are evaluated twice, and a metric summed or averaged "
+                "over the ranks counts them twice (pytorch/pytorch#25162).",
+                fix="gather the per-sample results of every rank and keep the first len(dataset) of them (the "
+                    "padding comes last), or evaluate with a sampler that does not pad (each rank a disjoint share, "
+                    "weighted by its size), or make the set a multiple of the world size",
+                where=_where(rec.built), key=f"repeated:{rec.key}")
+        elif total < rec.n:
+            lost = rec.n - total
+            self.s.report(
+                "eval-samples-missed",
+                f"the evaluation DataLoader{' ' + _at(rec.built) if rec.built else ''} deals the {rec.n} samples "
+                f"of its {rec.dataset} to {replicas} ranks with a {name}(drop_last=True): {lost} samples are left "
+                "out on every rank, so the metric covers a subset that changes with the world size.",
+                fix=f"{name}(dataset, shuffle=False) without drop_last for evaluation, and drop the padded repeats "
+                    "when the results are gathered",
+                where=_where(rec.built), key=f"missed:{rec.key}")
+
+    # -- the end of the run ----------------------------------------------------------------------
+    def end_of_run(self) -> None:
+        self._stopped_early()
+        self._never_stepped()
+
+    def _stopped_early(self) -> None:
+        for recs in self.passes.values():
+            if not recs or any(r.ended for r in recs):
+                continue
+            left = [r for r in recs if r.reset or r.it() is None]  # abandoned, not paused
+            if len(left) < len(recs):
+                continue
+            stops = {len(r.batches or ()) for r in left}
+            rec = left[-1]
+            k = len(rec.batches or ())
+            if len(stops) != 1 or k < 2 or rec.total is None or k >= rec.total or rec.workers:
+                continue  # with workers, the batches drawn include the ones prefetched
+            self.s.report(
+                "eval-loop-stops-early",
+                f"every evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} "
+                f"({len(left)} pass{'es' if len(left) > 1 else ''}) was left after {k} of its {rec.total} batches had been "
+                f"fetched: the other {rec.total - k} batches of the {rec.n} samples of its {rec.dataset} were never "
+                "scored, so the metric "
+                "covers the first part of the evaluation data only (a break after a fixed number of batches, a "
+                "debugging limit left in).",
+                fix="remove the break (evaluate every batch), or make the limit an explicit setting and say in the "
+                    "reported metric that it covers a subset",
+                where=_where(rec.built), key=f"early:{rec.key}")
+
+    def _never_stepped(self) -> None:
+        s = self.s
+        if s.step:
+            return  # some optimizer stepped
+        seen: dict[int, tuple[torch.optim.Optimizer, str | None]] = {}
+        for opt, where in self.built:
+            seen.setdefault(id(opt), (opt, where))
+        for oi in s.optimizers.values():
+            seen.setdefault(id(oi.opt), (oi.opt, None))
+        for opt, where in seen.values():
+            params = [p for g in opt.param_groups for p in g["params"] if getattr(p, "requires_grad", False)]
+            if not params:
+                continue
+            graded = sum(1 for p in params if p.grad is not None)
+            if not graded and not self.train_passes:
+                continue  # no training loop ran: an evaluation-only run that builds an optimizer
+            name = type(opt).__name__
+            if self.empty:
+                why = f"the training DataLoader yielded no batch ({self.empty[0]}: see loader-pass-empty)"
+            elif graded:
+                why = (f"backward passes ran ({graded} of its {len(params)} trainable parameters hold a gradient) but "
+                       "step() was never reached: the condition around it never held (an accumulation window longer "
+                       "than the loop, a step counter compared with the wrong value)")
+            else:
+                why = "the training loop ran no step: its body never reached optimizer.step()"
+            s.report(
+                "optimizer-never-steps",
+                f"the {name}{' built at ' + where if where else ''} never took a step in this run: {why}. The model "
+                "keeps its initial weights and everything evaluated or saved afterwards is the untrained model.",
+                fix="make sure the training loop runs (a non-empty training loader) and that optimizer.step() is "
+                    "reached: check its condition, and assert the step count after training",
+                where=f"{name} built at {where}" if where else name, key=f"never:{id(opt)}")
+            return
