@@ -444,9 +444,9 @@ ENTRIES: tuple[Entry, ...] = (
           "evaluated and no error says so",
           _E, False, True),
     Entry("eval-samples-repeated", "OVT536", "an evaluation pass that scores some samples more than once",
-          "a sampler that draws with replacement (a WeightedRandomSampler copied from training) or a "
-          "DistributedSampler that pads the set so every rank gets as many samples hands some samples out twice: "
-          "the metric weighs them twice and is not the metric over the evaluation set",
+          "a sampler that draws with replacement (a WeightedRandomSampler or RandomSampler(replacement=True) copied "
+          "from training) hands some samples out twice and others never: the metric weighs them unevenly and is "
+          "not the metric over the evaluation set",
           _W, False, True),
     Entry("eval-samples-missed", "OVT537", "an evaluation pass that leaves samples out by the way it batches them or splits them across ranks",
           "a batch sampler that drops remainders, or a DistributedSampler with drop_last over several ranks, keeps "

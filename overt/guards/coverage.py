@@ -20,9 +20,10 @@ per step:
   * indices handed out twice while others are handed out once (a sampler drawing with replacement,
     ``WeightedRandomSampler`` copied from the training loader, a custom sampler that repeats): the
     repeated samples weigh twice in the metric (``eval-samples-repeated``).  A ``DistributedSampler``
-    over several replicas is judged from its sizes (one rank sees only its share): ``total_size`` larger
-    than the data set means the evaluation set is padded with repeated samples (pytorch/pytorch#25162),
-    smaller means ``drop_last`` left samples out on every rank;
+    over several replicas is judged from its sizes (one rank sees only its share): ``total_size`` smaller
+    than the data set means ``drop_last`` left samples out on every rank (``eval-samples-missed``).  Its
+    padding (the first samples dealt again, pytorch/pytorch#25162) is not judged: a correct program drops
+    the repeats when it gathers the results (w62's twin), which no guard sees;
   * a batch sampler that hands out fewer indices than its sampler draws (a custom bucket sampler that
     drops its remainders) loses samples (``eval-samples-missed``); ``BatchSampler(drop_last=True)`` is
     ``eval-drops-samples``'s (:mod:`overt.guards.evaldrop`).  A sampler that covers a part of the data set
@@ -289,20 +290,12 @@ class CoverageChecks(Check):
             fix=fix, where=_where(rec.built), key=f"repeated:{rec.key}")
 
     def _distributed(self, rec: Pass, sampler: Any, replicas: int) -> None:
+        """A sampler that deals the data set to several ranks, judged from its sizes (this rank sees only its
+        share).  Padding (``total_size`` above the data set's length: the first samples dealt again so that
+        every rank gets as many) is not judged: a correct program drops the repeats when it gathers the
+        results (cut to ``len(dataset)``, or put back at their indices), and nothing here sees that."""
         total, name = sampler.total_size, type(sampler).__name__
-        if total > rec.n:
-            pad = total - rec.n
-            self.s.report(
-                "eval-samples-repeated",
-                f"the evaluation DataLoader{' ' + _at(rec.built) if rec.built else ''} deals the {rec.n} samples "
-                f"of its {rec.dataset} to {replicas} ranks with a {name}, which pads the set to {total} so that every "
-                f"rank gets {total // replicas}: {pad} samples are evaluated twice, and a metric summed or averaged "
-                "over the ranks counts them twice (pytorch/pytorch#25162).",
-                fix="gather the per-sample results of every rank and keep the first len(dataset) of them (the "
-                    "padding comes last), or evaluate with a sampler that does not pad (each rank a disjoint share, "
-                    "weighted by its size), or make the set a multiple of the world size",
-                where=_where(rec.built), key=f"repeated:{rec.key}")
-        elif total < rec.n:
+        if total < rec.n:
             lost = rec.n - total
             self.s.report(
                 "eval-samples-missed",
@@ -310,7 +303,7 @@ class CoverageChecks(Check):
                 f"of its {rec.dataset} to {replicas} ranks with a {name}(drop_last=True): {lost} samples are left "
                 "out on every rank, so the metric covers a subset that changes with the world size.",
                 fix=f"{name}(dataset, shuffle=False) without drop_last for evaluation, and drop the padded repeats "
-                    "when the results are gathered",
+                    "when the results are gathered (keep the first len(dataset), or put each result at its index)",
                 where=_where(rec.built), key=f"missed:{rec.key}")
 
     # -- the end of the run ----------------------------------------------------------------------

@@ -81,24 +81,26 @@ def test_weighted_sampler_copied_to_the_evaluation_loader():
     assert "WeightedRandomSampler" in text
 
 
-@pytest.mark.parametrize("n", [797, 798])
-def test_distributed_sampler_pads_the_evaluation_set(n):
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_distributed_sampler_over_the_evaluation_set(drop_last):
     """Three ranks simulated in one process, each through its own DistributedSampler (as each rank of a
-    real run builds one): 797 samples are padded to 798 (one repeat); 798 split evenly (the twin)."""
+    real run builds one), over 797 samples.  drop_last=True leaves 2 samples out on every rank; without it
+    the sampler pads the set to 798 with one repeat, which a correct program drops when it gathers the
+    results (cut to len(dataset), or put back at the indices): not judged."""
     x, y = digits()
-    val_ds = TensorDataset(x[:n], y[:n])
+    val_ds = TensorDataset(x[:797], y[:797])
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = guarded(model, opt, ignore=TIMING)
     _fit(model, opt, DataLoader(TensorDataset(x[:500], y[:500]), batch_size=50, shuffle=True))
     for rank in range(3):
-        _evaluate(model, DataLoader(val_ds, batch_size=64,
-                                    sampler=DistributedSampler(val_ds, num_replicas=3, rank=rank, shuffle=False)))
+        sampler = DistributedSampler(val_ds, num_replicas=3, rank=rank, shuffle=False, drop_last=drop_last)
+        _evaluate(model, DataLoader(val_ds, batch_size=64, sampler=sampler))
     findings = [f for f in g.report() if f.slug in COVERAGE]
     text = g.session.options.stream.getvalue()
-    if n == 797:
-        assert slugs(findings) == ["eval-samples-repeated"], text
-        assert "pads the set to 798" in text and "1 samples are evaluated twice" in text
+    if drop_last:
+        assert slugs(findings) == ["eval-samples-missed"], text
+        assert "2 samples are left out on every rank" in text
     else:
         assert findings == [], text
 

@@ -140,6 +140,8 @@ EXPECTED = {
     "w109_undirected_edges_one_way": ("lint",),
     # decisions that pick or stop a model read held-out quantities (branch selection)
     "w125_early_stopping_on_train_loss": ("lint",),
+    # coverage of the data by training and evaluation (branch emptyrun)
+    "w111_drop_last_small_dataset": ("run", "guard"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
