@@ -448,7 +448,8 @@ ENTRIES: tuple[Entry, ...] = (
           "from training) hands some samples out twice and others never: the metric weighs them unevenly and is "
           "not the metric over the evaluation set",
           _W, False, True),
-    Entry("eval-samples-missed", "OVT537", "an evaluation pass that leaves samples out by the way it batches them or splits them across ranks",
+    Entry("eval-samples-missed", "OVT537",
+          "an evaluation pass that leaves samples out by the way it batches them or splits them across ranks",
           "a batch sampler that drops remainders, or a DistributedSampler with drop_last over several ranks, keeps "
           "some samples of the evaluation set out of every pass: the metric covers a subset chosen by the batching "
           "or the world size",

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
@@ -146,7 +146,8 @@ class CoverageChecks(Check):
             rec.total = len(it)
         except Exception:
             rec.total = None
-        rec.key, rec.dataset, rec.n, rec.workers = id(dataset), type(dataset).__name__, n, getattr(it, "_num_workers", 0)
+        rec.key, rec.dataset, rec.n = id(dataset), type(dataset).__name__, n
+        rec.workers = getattr(it, "_num_workers", 0)
         rec.batches = []
         it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
         passes = self.passes.setdefault(rec.key, [])
@@ -326,11 +327,10 @@ class CoverageChecks(Check):
             self.s.report(
                 "eval-loop-stops-early",
                 f"every evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} "
-                f"({len(left)} pass{'es' if len(left) > 1 else ''}) was left after {k} of its {rec.total} batches had been "
-                f"fetched: the other {rec.total - k} batches of the {rec.n} samples of its {rec.dataset} were never "
-                "scored, so the metric "
-                "covers the first part of the evaluation data only (a break after a fixed number of batches, a "
-                "debugging limit left in).",
+                f"({len(left)} pass{'es' if len(left) > 1 else ''}) was left after {k} of its {rec.total} batches had "
+                f"been fetched: the other {rec.total - k} batches of the {rec.n} samples of its {rec.dataset} were "
+                "never scored, so the metric covers the first part of the evaluation data only (a break after a "
+                "fixed number of batches, a debugging limit left in).",
                 fix="remove the break (evaluate every batch), or make the limit an explicit setting and say in the "
                     "reported metric that it covers a subset",
                 where=_where(rec.built), key=f"early:{rec.key}")

@@ -201,10 +201,10 @@ def _iter_init_wrapper(orig: Any) -> Any:
 
 def _iter_reset_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
-    def _reset(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
-        orig(self, loader, *args, **kwargs)
+    def _reset(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
         if ACTIVE:  # a worker-process iterator's first pass, or a persistent one's next pass: before its prefetch
-            _iter_prepared(self, loader)
+            _iter_prepared(self, args[0] if args else kwargs.get("loader"))
 
     return _reset
 
