@@ -31,8 +31,8 @@ per step:
   * every evaluation pass over a data set stopped early, at the same batch (2 or more, fewer than the
     loader has) and none ran to its end: a ``break`` after a fixed number of batches
     (``eval-loop-stops-early``).  An iterator still alive at the end (an evaluation that takes a few
-    batches from a kept iterator each time) and ``next(iter(loader))`` (one batch, to look at) are not
-    judged.
+    batches from a kept iterator each time), ``next(iter(loader))`` (one batch, to look at) and passes an
+    installed package's loop stops (Lightning's ``limit_val_batches``: a setting) are not judged.
 
 Silent for what cannot be told apart from a deliberate choice: iterable data sets, data sets without a
 length, every index repeated the same number of times (test-time augmentation), indices that are not
@@ -41,6 +41,9 @@ hashable.
 
 from __future__ import annotations
 
+import os
+import sys
+import sysconfig
 import weakref
 from collections import Counter
 from dataclasses import dataclass
@@ -79,8 +82,33 @@ class Pass:
     total: int | None = None  # batches the loader has, when known
     workers: int = 0
     batches: list[Any] | None = None  # what the sampler handed out (recorded passes)
+    index_sampler: Any = None  # the loader's sampler or batch sampler (until the pass is judged)
+    auto_collation: bool = True
+    library: bool = False  # started by an installed package's loop (Lightning's), not the user's code
     ended: bool = False  # ran to StopIteration
     reset: bool = False  # its iterator was reset (a persistent-workers loader) before the end
+
+
+def _driven_by_a_library() -> bool:
+    """Whether the code that started this pass (the first caller outside torch, overt and the standard
+    library) is an installed package (Lightning's evaluation loop, Accelerate), not the user's script: a
+    limit it applies (``limit_val_batches``) is a setting the user gave it."""
+    from overt.guards.where import from_torch_or_overt_file
+
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not from_torch_or_overt_file(filename):
+            if any(part in filename for part in _PACKAGE_DIRS):
+                return True
+            if not filename.startswith(_STDLIB) and not filename.startswith("<frozen"):
+                return False  # the user's own code (a script, python -c, a notebook cell)
+        frame = frame.f_back
+    return False
+
+
+_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_STDLIB = tuple(p + os.sep for p in {sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib")} if p)
 
 
 def _where(built: str | None, what: str = "DataLoader") -> str:
@@ -149,6 +177,9 @@ class CoverageChecks(Check):
         rec.key, rec.dataset, rec.n = id(dataset), type(dataset).__name__, n
         rec.workers = getattr(it, "_num_workers", 0)
         rec.batches = []
+        rec.index_sampler = getattr(it, "_index_sampler", None)
+        rec.auto_collation = bool(getattr(it, "_auto_collation", True))
+        rec.library = _driven_by_a_library()
         it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
         passes = self.passes.setdefault(rec.key, [])
         passes.append(rec)
@@ -173,7 +204,7 @@ class CoverageChecks(Check):
 
                 loop = user_location(2)
                 rec.built = f"(iterated at {loop})" if loop else None
-            self._judge(it, rec)
+            self._judge(rec)
 
     # -- an empty pass ---------------------------------------------------------------------------
     def _empty(self, it: Any) -> None:
@@ -229,8 +260,10 @@ class CoverageChecks(Check):
                 "check the DataLoader's sampler, batch_sampler and data set sizes")
 
     # -- a complete evaluation pass --------------------------------------------------------------
-    def _judge(self, it: Any, rec: Pass) -> None:
-        index_sampler = getattr(it, "_index_sampler", None)
+    def _judge(self, rec: Pass) -> None:
+        index_sampler, rec.index_sampler = rec.index_sampler, None
+        if index_sampler is None:
+            return
         sampler = getattr(index_sampler, "sampler", index_sampler)
         replicas = getattr(sampler, "num_replicas", 1)
         if isinstance(replicas, int) and replicas > 1 and isinstance(getattr(sampler, "total_size", None), int):
@@ -238,7 +271,7 @@ class CoverageChecks(Check):
             return
         flat: list[Any] = []
         for batch in rec.batches or ():
-            if getattr(it, "_auto_collation", True):
+            if rec.auto_collation:
                 flat.extend(batch.tolist() if isinstance(batch, torch.Tensor) else batch)
             else:
                 flat.append(batch)
@@ -314,6 +347,10 @@ class CoverageChecks(Check):
 
     def _stopped_early(self) -> None:
         for recs in self.passes.values():
+            for r in recs:  # a loop that stops at len(loader) without asking for more (Lightning's): complete
+                if not r.ended and r.total is not None and len(r.batches or ()) >= r.total:
+                    r.ended = True
+                    self._judge(r)
             if not recs or any(r.ended for r in recs):
                 continue
             left = [r for r in recs if r.reset or r.it() is None]  # abandoned, not paused
@@ -322,8 +359,8 @@ class CoverageChecks(Check):
             stops = {len(r.batches or ()) for r in left}
             rec = left[-1]
             k = len(rec.batches or ())
-            if len(stops) != 1 or k < 2 or rec.total is None or k >= rec.total or rec.workers:
-                continue  # with workers, the batches drawn include the ones prefetched
+            if len(stops) != 1 or k < 2 or rec.total is None or k >= rec.total or rec.workers or rec.library:
+                continue  # with workers, the batches drawn include the ones prefetched; a library's limit is a setting
             self.s.report(
                 "eval-loop-stops-early",
                 f"every evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} "

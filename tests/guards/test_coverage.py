@@ -353,3 +353,31 @@ def test_batch_sampler_drop_last_is_left_to_eval_drops_samples():
     findings, text = _guarded_eval(
         lambda ds: DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 64, drop_last=True)))
     assert findings == [], text
+
+
+# -- Lightning: its own evaluation loop ------------------------------------------------------------------
+@pytest.mark.parametrize("replacement", [False, True])
+def test_lightning_validation_loop(replacement):
+    """Lightning stops a validation pass at its length (no StopIteration): the pass is judged at the end
+    of the run.  limit_val_batches=3 (of 8) stops every validation pass early: a setting the user gave
+    Lightning's loop, not a break left in the code.  A validation loader drawing with replacement is
+    reported either way."""
+    pytest.importorskip("lightning")
+    import tempfile
+
+    from overt.integrations.lightning import OvertCallback
+    from tests.integrations.projects import lightning_digits
+
+    class Data(lightning_digits.DigitsData):
+        def val_dataloader(self):
+            sampler = RandomSampler(self.val_set, replacement=True) if replacement else None
+            return DataLoader(self.val_set, batch_size=32, sampler=sampler)
+
+    found = {}
+    for limit in (1.0, 3):
+        cb = OvertCallback(ignore=sorted(TIMING))
+        with tempfile.TemporaryDirectory() as root:
+            lightning_digits.fit(None, callbacks=[cb], root=root, limit_val_batches=limit, logger=False,
+                                 datamodule=Data())
+        found[limit] = slugs([f for f in cb.findings if f.slug in COVERAGE])
+    assert found == ({1.0: ["eval-samples-repeated"], 3: []} if replacement else {1.0: [], 3: []}), found
