@@ -447,7 +447,7 @@ ENTRIES: tuple[Entry, ...] = (
           "a sampler that draws with replacement (a WeightedRandomSampler or RandomSampler(replacement=True) copied "
           "from training) hands some samples out twice and others never: the metric weighs them unevenly and is "
           "not the metric over the evaluation set",
-          _W, False, True),
+          _W, True, True),
     Entry("eval-samples-missed", "OVT537",
           "an evaluation pass that leaves samples out by the way it batches them or splits them across ranks",
           "a batch sampler that drops remainders, or a DistributedSampler with drop_last over several ranks, keeps "
