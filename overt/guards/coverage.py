@@ -29,10 +29,13 @@ per step:
     ``eval-drops-samples``'s (:mod:`overt.guards.evaldrop`).  A sampler that covers a part of the data set
     (``SubsetRandomSampler(val_idx)``) or a ``Subset`` is the user's choice of evaluation data: silent;
   * every evaluation pass over a data set stopped early, at the same batch (2 or more, fewer than the
-    loader has) and none ran to its end: a ``break`` after a fixed number of batches
-    (``eval-loop-stops-early``).  An iterator still alive at the end (an evaluation that takes a few
-    batches from a kept iterator each time), ``next(iter(loader))`` (one batch, to look at) and passes an
-    installed package's loop stops (Lightning's ``limit_val_batches``: a setting) are not judged.
+    loader has), each having handed out the first samples of the data set in order, and none ran to its
+    end: a ``break`` after a fixed number of batches, so the metric covers the first part of the data
+    (``eval-loop-stops-early``).  A shuffled loader stopped early is a random subsample, an estimate
+    (makemore's ``evaluate(..., max_batches=10)``): not judged, nor an iterator still alive at the end
+    (an evaluation that takes a few batches from a kept iterator each time), ``next(iter(loader))`` (one
+    batch, to look at) and passes an installed package's loop stops (Lightning's ``limit_val_batches``: a
+    setting).
 
 Silent for what cannot be told apart from a deliberate choice: iterable data sets, data sets without a
 length, every index repeated the same number of times (test-time augmentation), indices that are not
@@ -87,6 +90,25 @@ class Pass:
     library: bool = False  # started by an installed package's loop (Lightning's), not the user's code
     ended: bool = False  # ran to StopIteration
     reset: bool = False  # its iterator was reset (a persistent-workers loader) before the end
+
+
+def _flat(rec: Pass) -> list[Any]:
+    """The indices a pass's sampler handed out, in order."""
+    flat: list[Any] = []
+    for batch in rec.batches or ():
+        if rec.auto_collation:
+            flat.extend(batch.tolist() if isinstance(batch, torch.Tensor) else batch)
+        else:
+            flat.append(batch)
+    return flat
+
+
+def _from_the_start(rec: Pass) -> bool:
+    """Whether a pass handed out the data set's first samples in order (0, 1, 2, ...): a sequential loader."""
+    try:
+        return all(int(i) == j for j, i in enumerate(_flat(rec)))
+    except (TypeError, ValueError):
+        return False
 
 
 def _driven_by_a_library() -> bool:
@@ -269,12 +291,7 @@ class CoverageChecks(Check):
         if isinstance(replicas, int) and replicas > 1 and isinstance(getattr(sampler, "total_size", None), int):
             self._distributed(rec, sampler, replicas)
             return
-        flat: list[Any] = []
-        for batch in rec.batches or ():
-            if rec.auto_collation:
-                flat.extend(batch.tolist() if isinstance(batch, torch.Tensor) else batch)
-            else:
-                flat.append(batch)
+        flat = _flat(rec)
         try:
             counts = Counter(int(i) if isinstance(i, torch.Tensor) else i for i in flat)
         except TypeError:
@@ -361,6 +378,8 @@ class CoverageChecks(Check):
             k = len(rec.batches or ())
             if len(stops) != 1 or k < 2 or rec.total is None or k >= rec.total or rec.workers or rec.library:
                 continue  # with workers, the batches drawn include the ones prefetched; a library's limit is a setting
+            if not all(_from_the_start(r) for r in left):
+                continue  # a shuffled loader stopped early: a random subsample, an estimate (makemore's max_batches)
             self.s.report(
                 "eval-loop-stops-early",
                 f"every evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} "

@@ -381,3 +381,9 @@ def test_lightning_validation_loop(replacement):
                                  datamodule=Data())
         found[limit] = slugs([f for f in cb.findings if f.slug in COVERAGE])
     assert found == ({1.0: ["eval-samples-repeated"], 3: []} if replacement else {1.0: [], 3: []}), found
+
+
+def test_a_shuffled_evaluation_stopped_early_is_an_estimate():
+    """makemore's evaluate(..., max_batches=10) over a shuffled loader: a random subsample, on purpose."""
+    findings, text = _guarded_eval(lambda ds: DataLoader(ds, batch_size=64, shuffle=True), stop=3)
+    assert findings == [], text
