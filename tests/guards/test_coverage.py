@@ -387,3 +387,33 @@ def test_a_shuffled_evaluation_stopped_early_is_an_estimate():
     """makemore's evaluate(..., max_batches=10) over a shuffled loader: a random subsample, on purpose."""
     findings, text = _guarded_eval(lambda ds: DataLoader(ds, batch_size=64, shuffle=True), stop=3)
     assert findings == [], text
+
+
+@pytest.mark.parametrize("how", ["split", "filter", "sampler", "twin"])
+def test_evaluation_set_emptied_by_a_split_a_filter_or_a_sampler(how):
+    """A validation fraction that rounds to 0 samples, a filter that keeps nothing, a sampler given no
+    index: the evaluation loop never runs.  The twin splits off 10%."""
+    train_ds, _ = _data()
+    x, y = digits()
+
+    def body():
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        full = TensorDataset(x[:1000], y[:1000])
+        fraction = 0.0004 if how == "split" else 0.1
+        n_val = int(len(full) * fraction)
+        fit_ds, val_ds = torch.utils.data.random_split(full, [len(full) - n_val, n_val],
+                                                       generator=torch.Generator().manual_seed(0))
+        _fit(model, opt, DataLoader(fit_ds, batch_size=64, shuffle=True))
+        if how == "filter":
+            keep = [i for i in range(len(val_ds)) if val_ds[i][1] > 9]  # labels are 0..9: nothing kept
+            val_ds = Subset(val_ds, keep)
+        sampler = SubsetRandomSampler([]) if how == "sampler" else None
+        _evaluate(model, DataLoader(val_ds, batch_size=32, sampler=sampler))
+
+    findings, text = _auto(body)
+    if how == "twin":
+        assert findings == [], text
+    else:
+        assert slugs(findings) == ["loader-pass-empty"], text
+        assert ("hands out no index" if how == "sampler" else "has 0 samples") in text
