@@ -11,7 +11,9 @@ per step:
   nothing, without an error.  Seen when the pass's first ``next()`` raises ``StopIteration``.  And a run
   that builds an optimizer and runs a training loop (a DataLoader pass with autograd on and the models in
   training mode, or backward passes: gradients on the optimizer's parameters) must take at least one
-  optimizer step; seen at the end of the run when no optimizer of the session ever stepped.
+  optimizer step; seen at the end of the run when no optimizer of the session ever stepped and the
+  weights are still those the optimizer was built with (a hand-written update, a checkpoint loaded later:
+  quiet).
 - **An evaluation pass scores every sample of its data set once.**  For an evaluation pass (autograd off,
   or every watched model in eval mode, when the pass's iterator is made) over a map-style data set with a
   length, the indices its sampler hands out are recorded (a generator around the iterator's sampler
@@ -92,6 +94,19 @@ class Pass:
     reset: bool = False  # its iterator was reset (a persistent-workers loader) before the end
 
 
+def _weights(opt: torch.optim.Optimizer) -> torch.Tensor | None:
+    """A few values of each tensor an optimizer holds (:func:`overt.guards.samples.weight_sample`), once
+    when it is built and once at the end of the run: whether its weights moved without it."""
+    from overt.guards.samples import weight_sample
+
+    try:
+        params = [p for g in opt.param_groups for p in g["params"] if isinstance(p, torch.Tensor)]
+        with torch.no_grad():
+            return weight_sample(params).cpu() if params else None
+    except Exception:  # a parameter on a meta device, a sharded tensor: no sample
+        return None
+
+
 def _flat(rec: Pass) -> list[Any]:
     """The indices a pass's sampler handed out, in order."""
     flat: list[Any] = []
@@ -154,7 +169,8 @@ class CoverageChecks(Check):
         self.iters: dict[int, Pass] = {}  # id(iterator) -> its pass in progress (or its last)
         self.train_passes = 0  # DataLoader passes begun with autograd on and a model training
         self.empty: list[str] = []  # loaders whose pass yielded nothing (for optimizer-never-steps' message)
-        self.built: list[tuple[Any, str | None]] = []  # (an optimizer, where it was built) until some step
+        # (an optimizer, where it was built, a sample of its weights then) until some optimizer steps
+        self.built: list[tuple[Any, str | None, torch.Tensor | None]] = []
 
     # -- events --------------------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer, where: str | None) -> None:
@@ -163,7 +179,7 @@ class CoverageChecks(Check):
         if self.s.step:
             self.built.clear()
         elif len(self.built) < 16:
-            self.built.append((opt, where))
+            self.built.append((opt, where, _weights(opt)))
 
     def prepared(self, it: Any, built: str | None) -> None:
         """A DataLoader iterator was made or reset for a pass (its sampler iterator is fresh)."""
@@ -395,15 +411,18 @@ class CoverageChecks(Check):
         s = self.s
         if s.step:
             return  # some optimizer stepped
-        seen: dict[int, tuple[torch.optim.Optimizer, str | None]] = {}
-        for opt, where in self.built:
-            seen.setdefault(id(opt), (opt, where))
+        seen: dict[int, tuple[torch.optim.Optimizer, str | None, torch.Tensor | None]] = {}
+        for opt, where, before in self.built:
+            seen.setdefault(id(opt), (opt, where, before))
         for oi in s.optimizers.values():
-            seen.setdefault(id(oi.opt), (oi.opt, None))
-        for opt, where in seen.values():
+            seen.setdefault(id(oi.opt), (oi.opt, None, None))
+        for opt, where, before in seen.values():
             params = [p for g in opt.param_groups for p in g["params"] if getattr(p, "requires_grad", False)]
             if not params:
                 continue
+            after = _weights(opt)
+            if before is not None and (after is None or after.shape != before.shape or not torch.equal(before, after)):
+                continue  # the weights moved all the same: an update written by hand, a checkpoint loaded
             graded = sum(1 for p in params if p.grad is not None)
             if not graded and not self.train_passes:
                 continue  # no training loop ran: an evaluation-only run that builds an optimizer

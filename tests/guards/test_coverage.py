@@ -417,3 +417,21 @@ def test_evaluation_set_emptied_by_a_split_a_filter_or_a_sampler(how):
     else:
         assert slugs(findings) == ["loader-pass-empty"], text
         assert ("hands out no index" if how == "sampler" else "has 0 samples") in text
+
+
+def test_an_unused_optimizer_beside_an_update_written_by_hand_is_quiet():
+    """The weights move (a hand-written SGD update) while the optimizer built beside it never steps."""
+    train_ds, _ = _data()
+
+    def body():
+        model = mlp()
+        torch.optim.SGD(model.parameters(), lr=0.1)  # built, never used
+        for xb, yb in DataLoader(train_ds, batch_size=64, shuffle=True):
+            model.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.1 * p.grad
+
+    findings, text = _auto(body)
+    assert findings == [], text
