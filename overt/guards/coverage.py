@@ -90,6 +90,7 @@ class Pass:
     index_sampler: Any = None  # the loader's sampler or batch sampler (until the pass is judged)
     auto_collation: bool = True
     library: bool = False  # started by an installed package's loop (Lightning's), not the user's code
+    left_at: str | None = None  # the user's line running when the iterator was dropped before its end (a break)
     ended: bool = False  # ran to StopIteration
     reset: bool = False  # its iterator was reset (a persistent-workers loader) before the end
 
@@ -105,6 +106,19 @@ def _weights(opt: torch.optim.Optimizer) -> torch.Tensor | None:
             return weight_sample(params).cpu() if params else None
     except Exception:  # a parameter on a meta device, a sharded tensor: no sample
         return None
+
+
+def _dropped(rec: Pass) -> None:
+    """An evaluation pass's iterator was freed: before its end, the line that dropped it (a ``break`` leaves
+    the loop, CPython frees the iterator at once) is the one running now."""
+    if rec.ended:
+        return
+    try:
+        from overt.guards.where import user_location
+
+        rec.left_at = user_location(2)
+    except Exception:  # never break the user's program
+        rec.left_at = None
 
 
 def _flat(rec: Pass) -> list[Any]:
@@ -219,6 +233,7 @@ class CoverageChecks(Check):
         rec.auto_collation = bool(getattr(it, "_auto_collation", True))
         rec.library = _driven_by_a_library()
         it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
+        weakref.finalize(it, _dropped, rec)
         passes = self.passes.setdefault(rec.key, [])
         passes.append(rec)
         if len(passes) > 64:  # a long run: the early passes are judged already
@@ -396,16 +411,19 @@ class CoverageChecks(Check):
                 continue  # with workers, the batches drawn include the ones prefetched; a library's limit is a setting
             if not all(_from_the_start(r) for r in left):
                 continue  # a shuffled loader stopped early: a random subsample, an estimate (makemore's max_batches)
+            places = {r.left_at for r in left}
+            at = places.pop() if len(places) == 1 else None
             self.s.report(
                 "eval-loop-stops-early",
                 f"every evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} "
-                f"({len(left)} pass{'es' if len(left) > 1 else ''}) was left after {k} of its {rec.total} batches had "
+                f"({len(left)} pass{'es' if len(left) > 1 else ''}) was left{' at ' + at if at else ''} after {k} of "
+                f"its {rec.total} batches had "
                 f"been fetched: the other {rec.total - k} batches of the {rec.n} samples of its {rec.dataset} were "
                 "never scored, so the metric covers the first part of the evaluation data only (a break after a "
                 "fixed number of batches, a debugging limit left in).",
                 fix="remove the break (evaluate every batch), or make the limit an explicit setting and say in the "
                     "reported metric that it covers a subset",
-                where=_where(rec.built), key=f"early:{rec.key}")
+                where=_where(rec.built) + (f", left at {at}" if at else ""), key=f"early:{rec.key}")
 
     def _never_stepped(self) -> None:
         s = self.s

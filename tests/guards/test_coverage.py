@@ -159,7 +159,9 @@ def test_batch_sampler_that_drops_its_remainder_misses_samples():
 def test_evaluation_loop_that_breaks_after_a_few_batches():
     findings, text = _guarded_eval(lambda ds: DataLoader(ds, batch_size=64), stop=3)
     assert slugs(findings) == ["eval-loop-stops-early"], text
-    assert "left after 4 of its 13 batches had been fetched" in text
+    assert "after 4 of its 13 batches had been fetched" in text
+    line = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1) if "i == stop:" in t) + 1
+    assert f"left at tests/guards/test_coverage.py:{line} " in text, text  # the break
 
 
 def test_one_batch_to_look_at_and_a_kept_iterator_are_not_judged():
