@@ -233,7 +233,7 @@ class CoverageChecks(Check):
         rec.auto_collation = bool(getattr(it, "_auto_collation", True))
         rec.library = _driven_by_a_library()
         it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
-        weakref.finalize(it, _dropped, rec)
+        weakref.finalize(it, _dropped, rec).atexit = False
         passes = self.passes.setdefault(rec.key, [])
         passes.append(rec)
         if len(passes) > 64:  # a long run: the early passes are judged already
