@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 from torch.utils.data import BatchSampler
 
+from overt.catalog import Severity
 from overt.guards.check import Check
 
 if TYPE_CHECKING:
@@ -279,7 +280,10 @@ class CoverageChecks(Check):
             + ("so this pass trained nothing" if kind == "training" else "so nothing was evaluated")
             + ", and no error says so.",
             fix=fix, where=_where(built) + (f", iterated at {loop}" if loop else ""),
-            key=built or f"{name}:{id(dataset)}")
+            key=built or f"{name}:{id(dataset)}",
+            # an empty evaluation shows as a missing or NaN metric (and a run may leave its validation set empty
+            # on purpose): a warning; an empty training pass trains nothing: the entry's error
+            severity=Severity.WARNING if kind == "evaluation" else None)
 
     @staticmethod
     def _empty_cause(dataset: Any, name: str, index_sampler: Any, sampler: Any) -> tuple[str, str]:

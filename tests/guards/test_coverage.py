@@ -327,7 +327,8 @@ def test_overt_run_of_a_script_whose_test_listing_is_empty(tmp_path, pattern):
     text = out.stdout + out.stderr
     if pattern == "*.png":
         assert "OVT535 loader-pass-empty" in text and "built at train.py:28, iterated at train.py:38" in text, text
-        assert "evaluation pass" in text and "has 0 samples" in text and out.returncode == 1, text
+        assert "evaluation pass" in text and "has 0 samples" in text and "[warning]" in text, text
+        assert out.returncode == 0, text  # an empty evaluation is a warning: the script's own exit status
         assert "OVT134" not in text, text
     else:
         assert "OVT535" not in text and "OVT134" not in text and out.returncode == 0, text
