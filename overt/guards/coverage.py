@@ -173,8 +173,8 @@ def _at(built: str | None) -> str:
 
 
 class CoverageChecks(Check):
-    """Called by :mod:`overt.guards.patches`: ``loader_built`` (DataLoader.__init__), ``prepared``
-    (an iterator made or reset for a pass), ``pass_ended`` (``StopIteration``), ``optimizer_built``."""
+    """Called by :mod:`overt.guards.patches`: ``prepared`` (an iterator made or reset for a pass, with the line
+    ``DataLoader.__init__`` noted), ``pass_ended`` (``StopIteration``), ``optimizer_built``."""
 
     name = "coverage"
 
@@ -235,6 +235,8 @@ class CoverageChecks(Check):
         rec.library = _driven_by_a_library()
         it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
         weakref.finalize(it, _dropped, rec).atexit = False
+        if rec.key not in self.passes and len(self.passes) >= 256:  # a data set made per pass: keep the latest
+            del self.passes[next(iter(self.passes))]
         passes = self.passes.setdefault(rec.key, [])
         passes.append(rec)
         if len(passes) > 64:  # a long run: the early passes are judged already
@@ -319,6 +321,7 @@ class CoverageChecks(Check):
     # -- a complete evaluation pass --------------------------------------------------------------
     def _judge(self, rec: Pass) -> None:
         index_sampler, rec.index_sampler = rec.index_sampler, None
+        flat, rec.batches = _flat(rec), []  # a judged pass keeps nothing of its indices
         if index_sampler is None:
             return
         sampler = getattr(index_sampler, "sampler", index_sampler)
@@ -326,7 +329,6 @@ class CoverageChecks(Check):
         if isinstance(replicas, int) and replicas > 1 and isinstance(getattr(sampler, "total_size", None), int):
             self._distributed(rec, sampler, replicas)
             return
-        flat = _flat(rec)
         try:
             counts = Counter(int(i) if isinstance(i, torch.Tensor) else i for i in flat)
         except TypeError:
