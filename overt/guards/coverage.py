@@ -39,9 +39,11 @@ per step:
     batch, to look at) and passes an installed package's loop stops (Lightning's ``limit_val_batches``: a
     setting).
 
-Silent for what cannot be told apart from a deliberate choice: iterable data sets, data sets without a
-length, every index repeated the same number of times (test-time augmentation), indices that are not
-hashable.
+An evaluation pass over an ``IterableDataset`` with a length, in several worker processes, that yields at
+least twice the batches its length makes: each worker iterated the whole data set (``eval-samples-repeated``).
+
+Silent for what cannot be told apart from a deliberate choice: data sets without a length (iterable or not),
+every index repeated the same number of times (test-time augmentation), indices that are not hashable.
 """
 
 from __future__ import annotations
@@ -254,6 +256,8 @@ class CoverageChecks(Check):
         if not yielded:
             self._empty(it)
             return
+        if rec is not None and rec.evaluation and rec.batches is None:
+            self._iterable_repeats(it, rec, yielded)
         if rec is not None and rec.batches is not None:
             if rec.built is None:  # a loader made before the session: the loop that iterated it
                 from overt.guards.where import user_location
@@ -261,6 +265,39 @@ class CoverageChecks(Check):
                 loop = user_location(2)
                 rec.built = f"(iterated at {loop})" if loop else None
             self._judge(rec)
+
+    def _iterable_repeats(self, it: Any, rec: Pass, yielded: int) -> None:
+        """An evaluation pass over an iterable data set with a length, in several worker processes, that
+        yielded at least twice the batches its length makes: each worker iterated the whole data set."""
+        from torch.utils.data.dataloader import _DatasetKind
+
+        workers = getattr(it, "_num_workers", 0)
+        dataset = getattr(it, "_dataset", None)
+        if getattr(it, "_dataset_kind", None) != _DatasetKind.Iterable or workers < 2 or dataset is None:
+            return
+        try:
+            n = len(dataset)
+        except Exception:
+            return  # no length: nothing to compare with
+        size = getattr(getattr(it, "_index_sampler", None), "batch_size", None) if getattr(
+            it, "_auto_collation", False) else 1
+        if not isinstance(size, int) or size < 1:
+            return
+        expected = n // size if getattr(it, "_drop_last", False) else -(-n // size)  # as len(DataLoader) says
+        if expected < 1 or yielded < 2 * expected:
+            return
+        name = type(dataset).__name__
+        times = yielded / expected
+        self.s.report(
+            "eval-samples-repeated",
+            f"an evaluation pass over the DataLoader{' ' + _at(rec.built) if rec.built else ''} yielded {yielded} "
+            f"batches where its {name} of {n} samples makes {expected}: each of its {workers} worker processes "
+            f"iterated the whole data set (an IterableDataset that does not split itself between workers), so "
+            f"every sample was evaluated about {times:.0f} times: a count divided by len(dataset) comes out "
+            f"{times:.0f} times too large, and the pass costs {times:.0f} times the work.",
+            fix="in __iter__, give each worker its share: info = torch.utils.data.get_worker_info(); iterate "
+                "range(info.id, n, info.num_workers) when info is not None (or evaluate with num_workers=0)",
+            where=_where(rec.built), key=f"repeated:{id(dataset)}")
 
     # -- an empty pass ---------------------------------------------------------------------------
     def _empty(self, it: Any) -> None:

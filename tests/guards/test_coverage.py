@@ -438,3 +438,31 @@ def test_an_unused_optimizer_beside_an_update_written_by_hand_is_quiet():
 
     findings, text = _auto(body)
     assert findings == [], text
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """Digits streamed one sample at a time; ``split``: each DataLoader worker takes its share."""
+
+    def __init__(self, x, y, split):
+        self.x, self.y, self.split = x, y, split
+
+    def __len__(self):
+        return len(self.x)
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        start, step = (info.id, info.num_workers) if self.split and info is not None else (0, 1)
+        for i in range(start, len(self.x), step):
+            yield self.x[i], self.y[i]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_iterable_evaluation_set_read_whole_by_every_worker(split):
+    x, y = digits()
+    findings, text = _guarded_eval(lambda ds: DataLoader(_Stream(x[1000:1797], y[1000:1797], split), batch_size=100,
+                                                         num_workers=2), epochs=1)
+    if split:
+        assert findings == [], text
+    else:
+        assert slugs(findings) == ["eval-samples-repeated"], text
+        assert "each of its 2 worker processes iterated the whole data set" in text
