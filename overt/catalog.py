@@ -156,6 +156,11 @@ ENTRIES: tuple[Entry, ...] = (
           "for, or a warm-up and decay are laid out over far more steps than the run takes, while training looks "
           "normal",
           _W, True, False),
+    Entry("optimizer-never-steps", "OVT134", "a run with a training loop whose optimizer never takes a step",
+          "a training loader that yields no batch, or a step under a condition that never holds (an accumulation "
+          "window longer than the loop), leaves the model at its initial weights: the run ends normally and "
+          "everything evaluated or saved is the untrained model",
+          _E, False, True),
     Entry("non-finite", "OVT110", "NaN or inf in the loss, the gradients or the inputs",
           "one non-finite value poisons every weight it touches and training continues on garbage",
           _E, False, True),
@@ -439,6 +444,22 @@ ENTRIES: tuple[Entry, ...] = (
           "the last len(dataset) % batch_size samples are never scored: the metric covers a subset that depends "
           "on the batch size (drop_last copied from the training loader)",
           _W, True, True),
+    Entry("loader-pass-empty", "OVT535", "a pass over a DataLoader that yields no batch",
+          "drop_last=True with fewer samples than the batch size, an empty file listing, a filter that removed every "
+          "sample or a split fraction that rounds to 0 make every epoch a loop that never runs: nothing is trained or "
+          "evaluated and no error says so",
+          _E, False, True),
+    Entry("eval-samples-repeated", "OVT536", "an evaluation pass that scores some samples more than once",
+          "a sampler that draws with replacement (a WeightedRandomSampler or RandomSampler(replacement=True) copied "
+          "from training) hands some samples out twice and others never: the metric weighs them unevenly and is "
+          "not the metric over the evaluation set",
+          _W, True, True),
+    Entry("eval-samples-missed", "OVT537",
+          "an evaluation pass that leaves samples out by the way it batches them or splits them across ranks",
+          "a batch sampler that drops remainders, or a DistributedSampler with drop_last over several ranks, keeps "
+          "some samples of the evaluation set out of every pass: the metric covers a subset chosen by the batching "
+          "or the world size",
+          _W, False, True),
     Entry("target-in-inputs", "OVT526", "a target that is one of the model's own input values",
           "a forecasting window that includes the value it forecasts, or a label column left among the features, "
           "hands the model the answer: it learns to copy it and every score measures the copy, not the task",
@@ -453,7 +474,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("eval-loop-stops-early", "OVT528", "an evaluation loop that breaks after a fixed number of batches",
           "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
           "evaluation data, chosen by its order",
-          _W, True, False),
+          _W, True, True),
     Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
           "its horizon",
           "a target index at or before the window's last index hands the model the answer; a window that ends one "

@@ -75,7 +75,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "selection-on-train-data", "selection-on-test-data", "best-value-not-tracked",
          "best-model-not-restored", "best-kept-in-wrong-direction",
          # issue 33, an argument in another parameter's slot (branch argname)
-         "argument-in-wrong-slot"}
+         "argument-in-wrong-slot",
+         # issue 33, coverage of the data by training and evaluation (branch emptyrun)
+         "loader-pass-empty", "optimizer-never-steps", "eval-samples-repeated", "eval-samples-missed"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

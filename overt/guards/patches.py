@@ -3,7 +3,9 @@
 - the loss functions of ``torch.nn.functional`` (``nn`` loss modules call them);
   between checked steps they are the originals again unless a session wants a
   failing loss explained on every step (``overt.guard``, ``overt run``);
-- ``next()`` on DataLoader iterators (batch index, time waiting for data, epochs);
+- ``next()`` on DataLoader iterators (batch index, time waiting for data, epochs, the end of a pass);
+- ``DataLoader.__init__``, the iterators' ``__init__``/``_reset`` and ``Optimizer.__init__``: once per loader,
+  pass or optimizer (:mod:`overt.guards.coverage`: where they were made, the indices of evaluation passes);
 - ``torch.load`` (``weights_only=False`` is reported as ``unsafe-load``);
 - ``LRScheduler.step`` (to find the schedulers that drive a watched optimizer);
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
@@ -137,7 +139,12 @@ def _next_wrapper(orig: Any) -> Any:
                 if not s.data.batches:  # this batch opens DataChecks' window: how long it waited for a CPU so far
                     s.data.mark_cpu_wait()
         t0 = clock()
-        batch = orig(self)
+        try:
+            batch = orig(self)
+        except StopIteration:  # the end of the pass (free when not raised): how much of the data it covered
+            for s in ACTIVE:
+                safely(s.coverage.pass_ended, self, index)
+            raise
         waited = clock() - t0
         if not index:  # once per pass: evaluation inputs that change between passes
             for s in ACTIVE:
@@ -164,6 +171,55 @@ def _next_wrapper(orig: Any) -> Any:
         return batch
 
     return __next__
+
+
+def _loader_init_wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        if ACTIVE:  # where the loader was made: the line findings about its passes name
+            self._overt_built = user_location(2)
+
+    return __init__
+
+
+def _iter_prepared(it: Any, loader: Any) -> None:
+    """A DataLoader iterator was made (single process) or reset for a pass, before any index is drawn."""
+    built = getattr(loader, "_overt_built", None)
+    for s in ACTIVE:
+        safely(s.coverage.prepared, it, built)
+
+
+def _iter_init_wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def __init__(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, loader, *args, **kwargs)
+        if ACTIVE:
+            _iter_prepared(self, loader)
+
+    return __init__
+
+
+def _iter_reset_wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def _reset(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        if ACTIVE:  # a worker-process iterator's first pass, or a persistent one's next pass: before its prefetch
+            _iter_prepared(self, args[0] if args else kwargs.get("loader"))
+
+    return _reset
+
+
+def _optimizer_init_wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        if ACTIVE:
+            where = user_location(2)
+            for s in ACTIVE:
+                safely(s.coverage.optimizer_built, self, where)
+
+    return __init__
 
 
 def _load_wrapper(orig: Any) -> Any:
@@ -351,6 +407,10 @@ def activate(session: GuardSession) -> None:
             if hasattr(F, name):
                 _patch(F, name, functools.partial(_loss_wrapper, name))
         _patch(_dl._BaseDataLoaderIter, "__next__", _next_wrapper)
+        _patch(_dl.DataLoader, "__init__", _loader_init_wrapper)  # coverage (overt/guards/coverage.py)
+        _patch(_dl._SingleProcessDataLoaderIter, "__init__", _iter_init_wrapper)
+        _patch(_dl._BaseDataLoaderIter, "_reset", _iter_reset_wrapper)
+        _patch(torch.optim.Optimizer, "__init__", _optimizer_init_wrapper)
         _patch(torch, "load", _load_wrapper)
         _patch(_sched.LRScheduler, "step", _sched_step_wrapper)
         _patch(torch.nn.Module, "train", _train_wrapper)

@@ -14,6 +14,7 @@ from overt.guards.attnmask import AttentionMaskChecks
 from overt.guards.carried import CarriedStateChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
+from overt.guards.coverage import CoverageChecks
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
@@ -87,6 +88,7 @@ CHECKS: tuple[type[Check], ...] = (
     DataChecks,
     EvalDataChecks,
     EvalDropChecks,
+    CoverageChecks,
     SkewChecks,
     SamplerChecks,
     ClipOrderChecks,

@@ -44,6 +44,7 @@ from overt.guards.watched import ModelInfo, OptInfo
 
 if TYPE_CHECKING:
     from overt.guards.activations import ActivationChecks
+    from overt.guards.coverage import CoverageChecks
     from overt.guards.data import DataChecks
     from overt.guards.evaldata import EvalDataChecks
     from overt.guards.distributed import DistributedChecks
@@ -83,6 +84,7 @@ class GuardSession(ForwardHooks):
     acts: ActivationChecks
     data: DataChecks
     evaldata: EvalDataChecks
+    coverage: CoverageChecks
     scheds: SchedulerChecks
     states: StateChecks
     scalers: ScalerChecks

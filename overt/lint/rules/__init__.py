@@ -21,6 +21,7 @@ from overt.lint.rules import bootstrap, casing, lowprec, trainlength, windowspli
 from overt.lint.rules import boxflip, edges, pooling, ranking, reparam  # noqa: F401  (issue 33 round four, dev4a)
 from overt.lint.rules import bestdirection, runningbest, selection  # noqa: F401  (issue 33: model selection)
 from overt.lint.rules import argslots  # noqa: F401  (issue 33: an argument in another parameter's slot)
+from overt.lint.rules import distpad  # noqa: F401  (issue 33: a count over a padding DistributedSampler)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]

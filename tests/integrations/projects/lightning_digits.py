@@ -93,7 +93,7 @@ class DigitsModule(L.LightningModule):
 
 
 def fit(bug: str | None = None, *, callbacks=(), root: str, epochs: int = 2, limit_train_batches: int = 8,
-        logger=True, devices: int = 1, **trainer_kw):
+        logger=True, devices: int = 1, datamodule: L.LightningDataModule | None = None, **trainer_kw):
     """Train for ``epochs`` (a few batches each) and return (trainer, module)."""
     L.seed_everything(0, verbose=False)
     module = DigitsModule(bug)
@@ -102,7 +102,7 @@ def fit(bug: str | None = None, *, callbacks=(), root: str, epochs: int = 2, lim
                         logger=L.loggers.CSVLogger(root, name="logs") if logger is True else logger,
                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
                         num_sanity_val_steps=0, deterministic=True, **trainer_kw)
-    trainer.fit(module, datamodule=DigitsData())
+    trainer.fit(module, datamodule=datamodule or DigitsData())
     return trainer, module
 
 
