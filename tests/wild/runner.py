@@ -8,7 +8,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half dev2      # round two's development half
     python -m tests.wild.runner --faces run,lint --half dev3      # round three's development half
     python -m tests.wild.runner --faces run,lint --half dev4      # round four's development half
-    python -m tests.wild.runner --faces run,lint --half dev5      # round five's halves: named only, never by default
+    python -m tests.wild.runner --faces run,lint --half dev5      # round five's development half
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -41,7 +41,7 @@ def _commit() -> str:
 #: checks sees them by running the whole corpus; run only with ``--half`` naming them (the lead, once).
 #: Round four's test half was measured on 2026-11-26 (docs/wild.md); round five's halves (drawn
 #: 2026-11-26, docs/wild.md "Issue 33, round five") are left out until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev5", "test5")
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
