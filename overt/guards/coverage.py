@@ -375,6 +375,8 @@ class CoverageChecks(Check):
             return
         if sampler is index_sampler or (isinstance(index_sampler, BatchSampler) and index_sampler.drop_last):
             return  # a sampler's own choice of indices; BatchSampler's drop_last is eval-drops-samples'
+        if _sharded_batches(index_sampler):
+            return  # each rank batches its share (accelerate's BatchSamplerShard): the others score the rest
         try:
             drawn = len(sampler)
         except Exception:
@@ -504,3 +506,14 @@ class CoverageChecks(Check):
                     "reached: check its condition, and assert the step count after training",
                 where=f"{name} built at {where}" if where else name, key=f"never:{id(opt)}")
             return
+
+
+def _sharded_batches(index_sampler: Any) -> bool:
+    """Whether the batches may be shared out among processes: a batch sampler that says so
+    (``num_processes`` > 1, accelerate's ``BatchSamplerShard``) or any batch sampler under an
+    initialised process group of more than one rank (what this rank does not see, another may score)."""
+    processes = getattr(index_sampler, "num_processes", 1)
+    if isinstance(processes, int) and processes > 1:
+        return True
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
