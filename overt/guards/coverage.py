@@ -515,5 +515,6 @@ def _sharded_batches(index_sampler: Any) -> bool:
     processes = getattr(index_sampler, "num_processes", 1)
     if isinstance(processes, int) and processes > 1:
         return True
-    dist = torch.distributed
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    from overt.torchrun import Topology  # the owner of process identity
+
+    return Topology.of_group().world_size > 1
