@@ -272,7 +272,7 @@ class MetricProbeChecks(Check):
         if pred is None or target is None or _shape(pred) is None or not _same_form(pred, target):
             return None
         if isinstance(pred, torch.Tensor) and (pred.is_floating_point() != target.is_floating_point()) \
-                and pred.is_floating_point() and pred.dim() == target.dim() and not _binary(target):
+                and pred.is_floating_point() and not _binary(target):
             return None  # float scores against integer labels that are not 0/1: not a prediction of its kind
         if not _varied(target):
             return None

@@ -240,13 +240,13 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
 
     # -- evaluation labels numbered like the training labels (labelmap.py) ---------------------------
     def _pair(self, pred: torch.Tensor, labels: torch.Tensor, info: ModelInfo, loc: str) -> None:
-        """Keep an evaluation comparison of class predictions with integer labels (references only: read
-        once, at the end of the run)."""
+        """Keep an evaluation comparison of class predictions with integer labels (the predictions by
+        reference, the labels copied on their device: read once, at the end of the run)."""
         if labels.is_floating_point() or labels.dtype == torch.bool or pred.is_floating_point():
             return
         _, _, kept = self.pairs.setdefault(id(info), (info, loc, []))
         if sum(p.numel() for p, _ in kept) < MAP_PAIRS:
-            kept.append((pred.detach(), labels.detach()))
+            kept.append((pred.detach(), labels.detach().clone()))  # a label buffer reused by the loop stays put
 
     def end_of_run(self) -> None:
         for info, loc, kept in self.pairs.values():

@@ -21,11 +21,6 @@ from overt.lint.rules.runningbest import _wants_above
 from overt.lint.rules.selection import improvement_tests
 
 
-def _direction(name: str) -> str | None:
-    """``direction`` of a quantity's name (None where words of both kinds say nothing: ``fid_score``)."""
-    return direction(name)
-
-
 def _plain_name(expr: ast.AST) -> str | None:
     """The name of a quantity written plainly: ``val_loss``, ``self.acc``, ``loss.item()``, ``float(acc)``,
     ``metrics["val_acc"]``; None for a negation or any arithmetic (``-val_loss`` rises as the loss falls)."""
@@ -42,14 +37,14 @@ def _plain_name(expr: ast.AST) -> str | None:
 
 
 @rule("best-kept-in-wrong-direction")
-def best_kept_in_wrong_direction(ix: FileIndex) -> Iterator[Hit]:
+def best_kept_in_wrongdirection(ix: FileIndex) -> Iterator[Hit]:
     seen: set[int] = set()
     for t in improvement_tests(ix):
         if id(t.cmp) in seen or not isinstance(t.node, ast.If):
             continue
         name = _plain_name(t.metric)
-        wants = _direction(name) if name else None
-        best_wants = _direction(t.best_text.rsplit(".", 1)[-1])
+        wants = direction(name) if name else None
+        best_wants = direction(t.best_text.rsplit(".", 1)[-1])
         if wants is None or (best_wants is not None and best_wants != wants) or _negated(ix, t.metric):
             continue
         above = _wants_above(t)
@@ -103,7 +98,7 @@ def _hf_best_metric(ix: FileIndex, call: ast.Call) -> Iterator[Hit]:
     if not (isinstance(metric, ast.Constant) and isinstance(metric.value, str)):
         return
     name = metric.value[5:] if metric.value.startswith("eval_") else metric.value
-    wants = _direction(name)
+    wants = direction(name)
     given = kwarg(call, "greater_is_better")
     if given is None:
         greater, how = not metric.value.endswith("loss"), " (the default for a name that does not end in 'loss')"
@@ -128,7 +123,7 @@ def _callbacks(ix: FileIndex) -> Iterator[Hit]:
         monitor = kwarg(call, "monitor")
         if not (isinstance(monitor, ast.Constant) and isinstance(monitor.value, str)):
             continue
-        wants = _direction(monitor.value)
+        wants = direction(monitor.value)
         if wants is None:
             continue
         lightning = "lightning" in q or q.startswith(("pl.", "L."))
