@@ -148,6 +148,8 @@ EXPECTED = {
     # coverage of the data by training and evaluation (branch emptyrun)
     "w111_drop_last_small_dataset": ("run", "guard"),
     "w103_distributed_eval_padding": ("lint",),
+    # round five, development since it was measured (lead, session 41): the saved optimizer/scheduler state never read back
+    "w140_resume_without_scheduler_state": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
@@ -247,4 +249,5 @@ def test_bug_caught_and_twin_quiet(cid: str, face: str):
     bug = run(case, True)
     assert harness.caught(case, bug), f"{face} missed {cid}: {bug}"
     twin = run(case, False)
-    assert not twin.judged and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
+    pinned = [TWIN_FINDINGS[cid]] if face == "lint" and cid in TWIN_FINDINGS else []  # true, unrelated to the bug
+    assert twin.judged == pinned and not twin.error, f"{face} on {cid}'s correct twin: {twin}"

@@ -320,11 +320,16 @@ def function_events(ix: FileIndex, func: FuncNode) -> list[Event]:
 
 def module_constants(ix: FileIndex) -> dict[str, object]:
     """Names bound once in the whole file, at module level, to a literal (``SAVE_OPTIMIZER = False``), and
-    never rebound (no other assignment, augmented assignment, ``global`` or loop target names them)."""
+    never rebound (no other assignment, augmented assignment, ``global`` or loop target names them, and the file
+    does not rebind its globals wholesale with ``exec`` or ``globals()``)."""
     key = ("module-constants",)
     if key in ix.cache:
         return ix.cache[key]
     out: dict[str, object] = {}
+    if any(isinstance(c.func, ast.Name) and c.func.id in ("exec", "globals") for c in ix.calls):
+        # `exec(open("configurator.py").read())`, `globals().update(...)`: any global may be rebound
+        ix.cache[key] = out
+        return out
     for stmt in ix.tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                 and isinstance(stmt.value, ast.Constant) and len(ix.assigns.get(stmt.targets[0].id, [])) == 1:

@@ -52,13 +52,72 @@ def _stateful(ix: FileIndex) -> list[str]:
     return sorted(set(out)) + sorted(ix.schedulers)
 
 
+def _known_stateless(ix: FileIndex, name: str) -> bool:
+    """``name`` is built in this file as plain SGD without momentum: an optimizer with no state to lose."""
+    for v in ix.assigns.get(name, []):
+        q = (ix.qualname(v.func) or "") if isinstance(v, ast.Call) else ""
+        if ix.is_torchish(q) and q.endswith(".SGD"):
+            momentum = kwarg(v, "momentum")
+            if momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value):
+                return True
+    return False
+
+
+def _saved_state_keys(ix: FileIndex, restored: set[str]) -> list[tuple[ast.Constant, str]]:
+    """``(key, owner)`` of ``torch.save({key: owner.state_dict(), ...}, ...)`` dict literals where ``owner`` is an
+    optimizer or a scheduler with state, restored nowhere in the file: the author keeps that state in the
+    checkpoint, so a load that never reads it back was meant to."""
+    out = []
+    for call in ix.calls:
+        if (ix.qualname(call.func) or "") != "torch.save" or not call.args:
+            continue
+        saved = call.args[0]
+        if isinstance(saved, ast.Name):  # `ckpt = {...}; torch.save(ckpt, path)`
+            saved = next((v for v in reversed(ix.assigns.get(saved.id, [])) if isinstance(v, ast.Dict)), saved)
+        if not isinstance(saved, ast.Dict):
+            continue
+        for key, value in zip(saved.keys, saved.values):
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Attribute) and value.func.attr == "state_dict"):
+                continue
+            owner = dotted(value.func.value) or ""
+            if owner and owner not in restored and (ix.is_optimizer(owner) or ix.is_scheduler(owner)) \
+                    and not _known_stateless(ix, owner):
+                out.append((key, owner))
+    return out
+
+
+def _built_after(ix: FileIndex, load: ast.Call, scope: ast.AST) -> set[str]:
+    """Names bound to a new torch optimizer or scheduler after ``load`` in the same scope."""
+    out = set()
+    for node in ix.scope_nodes(scope):
+        if isinstance(node, ast.Assign) and node.lineno > load.end_lineno and isinstance(node.value, ast.Call):
+            q = ix.qualname(node.value.func) or ""
+            if ix.is_torchish(q) and (".optim." in f".{q}." or ".lr_scheduler." in f".{q}."):
+                out.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return out
+
+
+def _trains_after(ix: FileIndex, load: ast.Call, scope: ast.AST) -> bool:
+    """A training loop, or a call of a function that trains, after ``load`` in the same scope."""
+    trainers = {f.name for f in function_units(ix)}
+    trainers |= {f.name for funcs in ix.functions.values() for f in funcs
+                 if any(ix.enclosing_function(lp) is f for lp in loop_units(ix))}
+    for node in ix.scope_nodes(scope):
+        if getattr(node, "lineno", 0) <= load.end_lineno:
+            continue
+        if node in loop_units(ix):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in trainers:
+            return True
+    return False
+
+
 @rule("partial-resume")
 def partial_resume(ix: FileIndex) -> Iterator[Hit]:
     if ix.is_test_file or not (loop_units(ix) or function_units(ix)):
         return  # nothing trains on in this file
     stateful = _stateful(ix)
-    if not stateful:
-        return
     restored = set()
     for call in ix.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict" \
@@ -68,7 +127,8 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
     if any(ix.is_optimizer(r) or "optim" in r.lower() for r in restored):
         return
     stateful = [s for s in stateful if s not in restored]  # a restored scheduler is no longer missing
-    if not stateful:
+    saved = _saved_state_keys(ix, restored)
+    if not stateful and not saved:
         return
     for ckpt, load in _checkpoints(ix).items():
         scope = ix.enclosing_function(load) or ix.tree
@@ -103,17 +163,38 @@ def partial_resume(ix: FileIndex) -> Iterator[Hit]:
             elif "optim" in key.lower() or "sched" in key.lower():
                 weights = progress = None
                 break  # the optimizer's entry is read (restored some other way)
-        if weights is None or progress is None:
+        if weights is None:
             continue
-        missing = " and ".join(f"`{s}`" for s in stateful)
-        cold = any(not ix.is_scheduler(s) for s in stateful)  # an optimizer's state is missing
+        lost, kept = stateful, None
+        if progress is None or not stateful:
+            # no progress read back: still a resume when this file saves the optimizer's or the scheduler's state
+            # into the checkpoint, this load reads none of it back, and training goes on after the load
+            if not saved or not _trains_after(ix, load, scope):
+                continue
+            # an optimizer built afresh after the checkpoint is read (`opt = Adam(..., lr=1e-3)`) may be a deliberate
+            # new start; one built before it and never handed the saved state is a forgotten restore
+            fresh = _built_after(ix, load, scope)
+            saved_here = [(k, o) for k, o in saved if o not in fresh]
+            if not saved_here:
+                continue
+            lost = sorted({owner for _, owner in saved_here})
+            kept = saved_here[0][0]
+        missing = " and ".join(f"`{s}`" for s in lost)
+        cold = any(not ix.is_scheduler(s) for s in lost)  # an optimizer's state is missing
         restarts = "the optimizer restarts without its momentum/moments"
-        if any(ix.is_scheduler(s) for s in stateful):
+        if any(ix.is_scheduler(s) for s in lost):
             restarts = f"{restarts} and the schedule from its first value" if cold else \
                 "the schedule restarts from its first value"
+        if kept is None:
+            what = f"restores the model's weights and the progress (`{ix.segment(progress)}`, line " \
+                   f"{progress.lineno}) from `{ckpt}` but not the state of {missing}, and training goes on"
+        else:
+            what = f"restores the model's weights from `{ckpt}` but not the state of {missing}, which this file " \
+                   f"saves into the checkpoint (`{ix.segment(kept)}`, line {kept.lineno}), and training goes on " \
+                   f"after the load"
         yield Hit("partial-resume", weights,
-                  f"this resume restores the model's weights and the progress (`{ix.segment(progress)}`, line "
-                  f"{progress.lineno}) from `{ckpt}` but not the state of {missing}, and training goes on: "
-                  f"{restarts}, so the resumed run computes something other than an uninterrupted one",
+                  f"this resume {what}: {restarts}, so the resumed run computes something other than an "
+                  f"uninterrupted one",
                   fix="save optimizer.state_dict() (and scheduler.state_dict()) in the checkpoint and load them "
-                      "back with load_state_dict when resuming")
+                      "back with load_state_dict when resuming" if kept is None else
+                      f"load the saved state of {missing} back with load_state_dict before training resumes")
