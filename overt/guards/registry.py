@@ -44,6 +44,7 @@ from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
+from overt.guards.sameviews import SameViewsChecks
 from overt.guards.selfloss import SelfLossChecks
 from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
@@ -72,6 +73,7 @@ CHECKS: tuple[type[Check], ...] = (
     SequenceTargetChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
+    SameViewsChecks,
     SoftTargetChecks,
     StopGradientChecks,
     AttentionMaskChecks,
