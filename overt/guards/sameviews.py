@@ -15,8 +15,11 @@ optimizer step from two different call expressions of the user's code (one call 
 the same shapes that carry no gradient (data, not an intermediate); the model has no active dropout
 (with dropout, two forwards of one input differ on purpose: SimCSE); and autograd went through
 *both* outputs before the step (both reached the loss: a second forward kept only for a metric is not
-a pair).  On the device: whether the two forwards' tensor arguments differ anywhere (all of them: a
-matrix factorisation scored on one user and two items is two different inputs).  Reported, once per
+a pair), with the same gradient (the loss treats the two alike, as the two sides of a symmetric
+comparison do at equal inputs; two separate terms -- ``ce(model(x), y) + mse(model(x).softmax(1), t)``,
+wasteful, not wrong -- give the two outputs different gradients).  On the device: whether the two
+forwards' tensor arguments differ anywhere (all of them: a matrix factorisation scored on one user
+and two items is two different inputs) and how far apart the two gradients are.  Reported, once per
 call site, when the inputs were equal on ``SAME_STEPS`` checked steps spanning at least ``SPAN``
 optimizer steps; one checked step with different inputs silences the site for good.
 """
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 
 SAME_STEPS = 3
 SPAN = 8
+GRAD_TOL = 1e-3  # relative difference of the two outputs' gradients that still counts as the same gradient
 MAX_FORWARDS = 4  # forwards of one model looked at per step: a pair, a triplet
 _BN_NAMES = ("BatchNorm", "InstanceNorm", "SyncBatchNorm")
 
@@ -46,17 +50,20 @@ class _Forward:
     """One training forward of a checked step: its tensor arguments, where it was called, whether backward went
     through its output."""
 
-    __slots__ = ("xs", "loc", "site", "reached", "handle")
+    __slots__ = ("xs", "loc", "site", "reached", "grad", "handle")
 
     def __init__(self, xs: tuple[torch.Tensor, ...], loc: str | None, site: tuple | None):
         self.xs = xs
         self.loc = loc
         self.site = site  # (file, line, bytecode offset) of the user's call: one call expression
         self.reached = False
+        self.grad: torch.Tensor | None = None  # the gradient that reached the output (all its uses summed)
         self.handle: Any = None
 
-    def mark(self, *_: Any) -> None:
+    def mark(self, grad_outputs: tuple) -> None:
         self.reached = True
+        g = grad_outputs[0] if grad_outputs else None
+        self.grad = g.detach() if isinstance(g, torch.Tensor) else None
 
 
 def _call_site() -> tuple[str | None, tuple | None]:
@@ -125,15 +132,20 @@ class SameViewsChecks(Check):
             for a, b in zip(done, done[1:]):
                 if a.site is None or a.site == b.site or not _alike(a.xs, b.xs):
                     continue  # one call expression run again (a loop: repeated sampling, episodes) is not a pair
+                if a.grad is None or b.grad is None or a.grad.shape != b.grad.shape:
+                    continue
                 site = b.loc or "a forward"
                 if site in self.done:
                     continue
-                judge = self._judge(site, a.loc, self.s.step)
                 if all(_same_memory(x, y) for x, y in zip(a.xs, b.xs)):
-                    judge([0.0])
+                    differ = torch.zeros((), device=a.grad.device)
                 else:
-                    differ = torch.stack([(x != y).any() for x, y in zip(a.xs, b.xs)]).any()
-                    self.s.defer(differ.float().reshape(1), judge)
+                    differ = torch.stack([(x != y).any() for x, y in zip(a.xs, b.xs)]).any().float().to(a.grad.device)
+                # the loss treats the two outputs alike (the same gradient reaches both: two sides of one symmetric
+                # comparison), not as two separate terms (`ce(model(x), y) + mse(model(x).softmax(1), t)`)
+                ga, gb = a.grad.float(), b.grad.to(a.grad.device).float()
+                gdiff, gscale = (ga - gb).abs().amax(), torch.maximum(ga.abs().amax(), gb.abs().amax())
+                self.s.defer(torch.stack((differ, gdiff, gscale)), self._judge(site, a.loc, self.s.step))
 
     @staticmethod
     def _drop(forwards: list[_Forward]) -> None:
@@ -146,8 +158,9 @@ class SameViewsChecks(Check):
         def callback(vals: list[float]) -> None:
             if site in self.done:
                 return
-            if vals[0]:
-                self.done.add(site)  # two different inputs: a real pair
+            differ, gdiff, gscale = vals
+            if differ or not gdiff <= GRAD_TOL * gscale:
+                self.done.add(site)  # two different inputs (a real pair), or two outputs the loss uses differently
                 return
             steps = self.same.setdefault(site, [])
             steps.append(step)

@@ -161,3 +161,21 @@ def test_a_model_of_two_inputs_scored_on_one_user_and_two_items_is_a_pair_of_dif
         loss.backward()
         opt.step()
     assert slugs(gd.report()) == [], gd.session.options.stream.getvalue()
+
+
+def test_one_input_run_twice_for_two_separate_loss_terms_is_not_a_pair():
+    """``ce(model(x), y) + mse(model(x).softmax(1), t)``: wasteful, not wrong; the two outputs get different
+    gradients."""
+    torch.manual_seed(0)
+    x, y = digits()
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    gd = guarded(model, opt, ignore=TIMING)
+    for i in range(STEPS):
+        xb, yb = x[64 * (i % 20):64 * (i % 20 + 1)], y[64 * (i % 20):64 * (i % 20 + 1)]
+        target = F.one_hot(yb, 10).float()
+        loss = F.cross_entropy(model(xb), yb) + 0.1 * F.mse_loss(model(xb).softmax(1), target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert slugs(gd.report()) == [], gd.session.options.stream.getvalue()
