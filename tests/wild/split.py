@@ -26,6 +26,10 @@ Round five: the reports N101-N124 (docs/wild.md, "Issue 33, round five"), gather
 four's test half was measured, are shuffled with ``random.Random(SEED5)`` into ``dev5`` and
 ``test5`` (12 and 12).  The keys of rounds one to four are written exactly as before.
 
+Round six: the reports N125-N148 (docs/wild.md, "Issue 33, round six"), gathered after round five
+was measured, are shuffled with ``random.Random(SEED6)`` into ``dev6`` and ``test6`` (12 and 12).
+The keys of rounds one to five are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -57,10 +61,14 @@ SEED5 = 3505
 #: the round-five reports, in the order they were gathered (docs/wild.md, "Issue 33, round five")
 NEW5 = [f"N{i:02d}" for i in range(101, 125)]
 
+SEED6 = 3606
+#: the round-six reports, in the order they were gathered (docs/wild.md, "Issue 33, round six")
+NEW6 = [f"N{i:02d}" for i in range(125, 149)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
-HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5")
+HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -71,19 +79,20 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
 
 
 def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4,
-         seed5: int = SEED5) -> dict:
+         seed5: int = SEED5, seed6: int = SEED6) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
-    N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100) and round five ({"dev5",
-    "test5"}: the halves of N101-N124)."""
+    N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
+    "test5"}: the halves of N101-N124) and round six ({"dev6", "test6"}: the halves of N125-N148)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
     dev4, test4 = _halve(NEW4, seed4)
     dev5, test5 = _halve(NEW5, seed5)
+    dev6, test6 = _halve(NEW6, seed6)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
-            "seed5": seed5, "dev5": dev5, "test5": test5}
+            "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6}
 
 
 def load() -> dict:

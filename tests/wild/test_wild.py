@@ -22,7 +22,13 @@ Round five (w127-w150: ``dev5``/``test5``, drawn after round four's test half wa
 were held out until the lead measured them once, on the merged tree of session 40 (0 of 11 and 0 of 12
 by cause, docs/wild.md); development since: the development half's twins join ``DEV_NEW``
 (``test_dev_twin_quiet``); the two test-half twins with true findings unrelated to their bug are pinned
-in ``TWIN_FINDINGS``."""
+in ``TWIN_FINDINGS``.
+
+Round six (w151-w174: ``dev6``/``test6``, drawn after round five was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test
+here runs an overt face on either half (neither is in ``EXPECTED`` nor in ``DEV_NEW``), the suite checks
+only each case's structure and, marked slow with plain ``python``, that each bug still changes its
+metric."""
 
 from __future__ import annotations
 
@@ -226,6 +232,16 @@ def test_new_bug_changes_its_metric(cid: str):
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_six_is_held_out():
+    """Round six's halves stay out of every test that runs an overt face, and out of the runner's
+    default selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev6", "test6"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in UNMEASURED}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_round_five_twins_with_findings_are_the_judged_ones():
