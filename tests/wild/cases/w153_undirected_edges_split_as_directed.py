@@ -57,7 +57,8 @@ adjacency[edges[:, 0], edges[:, 1]] = True
 neg = torch.randint(0, N, (4 * len(test_edges), 2), generator=g)
 neg = neg[~adjacency[neg[:, 0], neg[:, 1]] & (neg[:, 0] != neg[:, 1])][:len(test_edges)]
 with torch.no_grad():
-    scores = torch.cat([(emb(test_edges[:, 0]) * emb(test_edges[:, 1])).sum(1), (emb(neg[:, 0]) * emb(neg[:, 1])).sum(1)])
+    scores = torch.cat([(emb(test_edges[:, 0]) * emb(test_edges[:, 1])).sum(1),
+                        (emb(neg[:, 0]) * emb(neg[:, 1])).sum(1)])
 labels = torch.cat([torch.ones(len(test_edges)), torch.zeros(len(neg))])
 print(f"METRIC {roc_auc_score(labels.numpy(), scores.numpy()):.4f}")
 '''

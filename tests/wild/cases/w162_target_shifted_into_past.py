@@ -8,8 +8,9 @@ is shifted in the wrong direction (example notebook)": "you shift a target varia
 means you predict previous, not future, values ... Adding windows will just include your target value
 in the input features, making prediction as simple as just repeating one of the inputs"; maintainer:
 "Wow, I can not believe that I have made such a silly mistake".  Here a noisy two-period series of
-3000 steps is cut into windows of its last 10 values, the target column is the series shifted, an MLP is trained on the first 80% of the windows and evaluated on the last 20% (in
-time order); the buggy script shifts by 1 (the previous value), the twin by -1 (the next value).
+3000 steps is cut into windows of its last 10 values, the target column is the series shifted, an
+MLP is trained on the first 80% of the windows and evaluated on the last 20% (in time order);
+the buggy script shifts by 1 (the previous value), the twin by -1 (the next value).
 
 Metric: the reported test mean squared error (plain ``python``, CPU, seed 0): bug 0.0001, twin 0.1172
 (the bug reads better: the twin is the error of a real one-step forecast).
