@@ -392,6 +392,22 @@ ENTRIES: tuple[Entry, ...] = (
           "orientation (u < v, the upper triangle) let each node hear only the neighbours on one side of the order, "
           "so half of the graph's messages are never sent and the model learns from half a graph",
           _W, True, False),
+    Entry("reshape-moves-axis", "OVT421", "reshape or view used to move an axis (a permutation done with reshape)",
+          "reshape and view refill the new shape in the old memory order: they split and merge neighbouring axes "
+          "but never move one, so channels-last images reshaped to channels-first or attention heads merged "
+          "before the head axis is moved behind the sequence axis get the right shape and scrambled contents: "
+          "every channel or token is made of pieces of the others, and the model trains on with no error",
+          _E, False, True),
+    Entry("integer-mask-index", "OVT422", "a 0/1 integer tensor used as an index where a boolean mask was meant",
+          "indexing with an integer tensor picks positions, indexing with a boolean tensor keeps the positions "
+          "marked True: a 0/1 event or keep mask stored as int64 selects element 0 or 1 once per entry, so the "
+          "loss or the metric sees the first two samples over and over instead of the ones marked, with no error",
+          _E, False, True),
+    Entry("bidirectional-last-step", "OVT423", "a bidirectional RNN's output read at its last time step",
+          "the backward direction of a bidirectional RNN runs from the end of the sequence: at the last time "
+          "step its half of the output has seen one token, so a classifier fed out[:, -1] gets the forward "
+          "direction's summary and a backward half that carries almost nothing, and learns from one direction",
+          _W, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

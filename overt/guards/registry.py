@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from overt.guards.activations import ActivationChecks
 from overt.guards.attnmask import AttentionMaskChecks
+from overt.guards.axes import AxisChecks
 from overt.guards.carried import CarriedStateChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
@@ -83,6 +84,7 @@ CHECKS: tuple[type[Check], ...] = (
     OneTargetChecks,
     TargetLeakChecks,
     SoftmaxDimChecks,
+    AxisChecks,
     PredictionShapeChecks,
     MetricProbeChecks,
     GraphChecks,
