@@ -77,7 +77,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, an argument in another parameter's slot (branch argname)
          "argument-in-wrong-slot",
          # issue 33, coverage of the data by training and evaluation (branch emptyrun)
-         "loader-pass-empty", "optimizer-never-steps", "eval-samples-repeated", "eval-samples-missed"}
+         "loader-pass-empty", "optimizer-never-steps", "eval-samples-repeated", "eval-samples-missed",
+         # issue 33, axes that keep their meaning (branch axes)
+         "reshape-moves-axis", "integer-mask-index", "bidirectional-last-step"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -158,6 +158,12 @@ EXPECTED = {
     "w140_resume_without_scheduler_state": ("lint",),
     # round four's test half, development since (lead, session 41): two views of a pair that are one tensor
     "w122_identical_contrastive_views": ("run", "guard"),
+    # axes that keep their meaning (branch axes): a permutation done with reshape, a 0/1 integer tensor used as
+    # a mask, a bidirectional RNN read at its last step
+    "w136_channels_last_reshaped": ("run",),
+    "w142_attention_heads_merged_without_permute": ("run",),
+    "w137_event_mask_as_index": ("run",),
+    "w143_bidirectional_last_step_output": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
