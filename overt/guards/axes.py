@@ -173,7 +173,8 @@ class AxisChecks(Check):
         call = {"[]": "x[mask]", "[]=": "x[mask] = ...", "index_select": "index_select"}[how]
         self.s.report(
             "integer-mask-index",
-            f"{call} at {loc} indexes dimension {dim} of a {shape} tensor with {_article(dtype)} {dtype} tensor of {size} values, "
+            f"{call} at {loc} indexes dimension {dim} of a {shape} tensor with {_article(dtype)} {dtype} tensor of "
+            f"{size} values, "
             f"as many as that dimension has, all 0 or 1: an integer tensor is a list of positions, not a mask, so "
             f"this {what} position 0 or 1 {size} times over (a boolean mask would keep the positions marked 1), "
             "and whatever follows sees the first two elements repeated instead of the ones selected, with no "
