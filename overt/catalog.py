@@ -397,7 +397,7 @@ ENTRIES: tuple[Entry, ...] = (
           "but never move one, so channels-last images reshaped to channels-first or attention heads merged "
           "before the head axis is moved behind the sequence axis get the right shape and scrambled contents: "
           "every channel or token is made of pieces of the others, and the model trains on with no error",
-          _E, False, True),
+          _E, True, True),
     Entry("integer-mask-index", "OVT422", "a 0/1 integer tensor used as an index where a boolean mask was meant",
           "indexing with an integer tensor picks positions, indexing with a boolean tensor keeps the positions "
           "marked True: a 0/1 event or keep mask stored as int64 selects element 0 or 1 once per entry, so the "
@@ -407,7 +407,7 @@ ENTRIES: tuple[Entry, ...] = (
           "the backward direction of a bidirectional RNN runs from the end of the sequence: at the last time "
           "step its half of the output has seen one token, so a classifier fed out[:, -1] gets the forward "
           "direction's summary and a backward half that carries almost nothing, and learns from one direction",
-          _W, False, True),
+          _W, True, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",
