@@ -15,10 +15,12 @@ it leave the shapes right and raise nothing:
 - ``out[:, -1]`` of a bidirectional RNN: at the last time step the backward half has seen one token.
 
 For the first :data:`LOOK_STEPS` checked training steps (from the arming before a step to its end:
-the code before the forward, the forward, the loss) ``reshape``/``view`` (tensor methods and
-``torch.reshape``), indexing (``x[i]``, ``x[i] = v``) and ``index_select`` are wrapped; a call is
-looked at when it is made from the user's own file (not torch, overt, the standard library or an
-installed package).  Nothing is wrapped after that, nor on unchecked steps.
+the code before the forward, the forward, the loss) and for the first evaluation phase (from the
+model's ``eval()``, for :data:`EVAL_FORWARDS` forwards: the code that prepares evaluation inputs)
+``reshape``/``view`` (tensor methods and ``torch.reshape``), indexing (``x[i]``, ``x[i] = v``) and
+``index_select`` are wrapped; a call is looked at when it is made from the user's own file (not
+torch, overt, the standard library or an installed package; not in a DataLoader worker).  Nothing
+is wrapped after that, nor on unchecked steps.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils.data import get_worker_info
 
 from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tensor_index, expand_index,
                                     suggested_permutation)
@@ -42,17 +46,22 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 LOOK_STEPS = 3  # checked training steps whose reshapes and indexing are looked at
+EVAL_PASSES = 1  # evaluation phases whose code is looked at (from the model's eval())
+EVAL_FORWARDS = 4  # forwards of such a phase looked at
 MASK_LOOKS = 3  # integer index tensors read per line of code
 _RESHAPES = ((torch.Tensor, "reshape"), (torch.Tensor, "view"), (torch, "reshape"),
              (torch.Tensor, "reshape_as"), (torch.Tensor, "view_as"))
-_INDEXING = ((torch.Tensor, "__getitem__"), (torch.Tensor, "__setitem__"), (torch.Tensor, "index_select"),
-             (torch, "index_select"))
+_INDEXING = {torch.Tensor.__getitem__: "[]", torch.Tensor.__setitem__: "[]=",
+             torch.Tensor.index_select: "index_select", torch.index_select: "index_select"}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8)
 _OWN: dict[str, bool] = {}  # code file name -> the user's own (not an installed package)
 
 
 def _own(frame: Any) -> str | None:
-    """``"file.py:LINE"`` of ``frame`` when its code is the user's own file, else None."""
+    """``"file.py:LINE"`` of ``frame`` when its code is the user's own file, else None (also in a
+    DataLoader worker: a copy of the session there reports to nobody)."""
+    if get_worker_info() is not None:
+        return None
     filename = frame.f_code.co_filename
     own = _OWN.get(filename)
     if own is None:
@@ -71,6 +80,9 @@ class AxisChecks(Check):
         # bidirectional RNN outputs of the window: (weakref, storage, shape, label, batch_first)
         self.bidi: list[tuple[Any, int | None, tuple[int, ...], str, bool]] = []
         self.mask_looks: dict[str, int] = {}
+        self.eval_passes = 0  # evaluation phases looked at
+        self.mode: _IndexMode | None = None  # sees the indexing while a window is open
+        self.eval_left = 0  # evaluation forwards left to look at in this one
 
     # -- the window ---------------------------------------------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -84,29 +96,66 @@ class AxisChecks(Check):
                     self.rnn_hooks.append(m.register_forward_hook(self._rnn_output(info)))
 
     def on_arming(self, oi: OptInfo) -> None:
-        if self.s.armed and self.looked < LOOK_STEPS:
+        if self._training_window():
             self._wrap()
-        else:
+        elif not self.eval_left:
             self._unwrap()
 
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
-        if self in _WRAPPERS.listening and not self.s.armed:  # an unchecked step
+        self.eval_left = 0  # training resumed: the evaluation window (if any) is over
+        if self in _WRAPPERS.listening and not self._training_window():  # an unchecked step
             self._unwrap()
+
+    def _training_window(self) -> bool:
+        return bool(self.s.armed) and self.looked < LOOK_STEPS
+
+    # the first evaluation phase: from the model's eval() (the code that prepares the first batch) for
+    # EVAL_FORWARDS forwards
+    def eval_started(self) -> None:
+        if self.eval_passes < EVAL_PASSES:
+            self.eval_passes += 1
+            self.eval_left = EVAL_FORWARDS
+            self._wrap()
+
+    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
+        self._eval_forward()
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        self._eval_forward()
+
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        return self.eval_left > 0
+
+    def _eval_forward(self) -> None:
+        if self.eval_left > 0:
+            self.eval_left -= 1
+            if not self.eval_left and not self._training_window():
+                self._unwrap()
 
     def after_checked_step(self, oi: OptInfo) -> None:
         self.looked += 1
         if self.looked >= LOOK_STEPS:
+            self.eval_left = 0
             self._unwrap()
             for handle in self.rnn_hooks:
                 handle.remove()
             self.rnn_hooks = []
 
     def _wrap(self) -> None:
+        if any(getattr(m, "compiled", False) for m in self.s.models.values()):
+            return  # a compiled model: torch.compile would trace the wrappers and the mode
         _WRAPPERS.listen(self)
+        if self.mode is None:
+            self.mode = _IndexMode(self)
+            _under_the_stack(self.mode)
 
     def _unwrap(self) -> None:
         self.bidi = []
         _WRAPPERS.stop(self)
+        mode, self.mode = self.mode, None
+        if mode is not None:
+            mode.live = False
+            _off_the_stack(mode)
 
     def remove_hooks(self) -> None:
         self._unwrap()
@@ -144,6 +193,16 @@ class AxisChecks(Check):
             fix=fix, where=loc, key=f"reshape:{loc}")
 
     # -- integer tensors used as masks ----------------------------------------------------------------------
+    def index_call(self, how: str, args: tuple, kwargs: dict, loc: str) -> None:
+        x = args[0]
+        if how != "index_select":
+            if len(args) >= 2:
+                self.indexed(how, x, args[1], loc)
+            return
+        dim, idx = (args[1], args[2]) if len(args) >= 3 else (kwargs.get("dim"), kwargs.get("index"))
+        if isinstance(dim, int) and isinstance(idx, torch.Tensor) and x.dim():
+            self.indexed(how, x, tuple([slice(None)] * (dim % x.dim()) + [idx]), loc)
+
     def indexed(self, how: str, x: torch.Tensor, index: Any, loc: str) -> None:
         if self.bidi and x.dim() == 3 and how == "[]":
             self._bidi_read(x, index, loc)
@@ -273,37 +332,46 @@ def _reshape_wrapper(orig: Any, name: str) -> Any:
     return reshape
 
 
-def _index_wrapper(orig: Any, name: str) -> Any:
-    how = {"__getitem__": "[]", "__setitem__": "[]="}.get(name, "index_select")
+def _under_the_stack(mode: TorchFunctionMode) -> None:
+    """Put ``mode`` at the bottom of torch's function-mode stack.  A mode leaves the stack from its top
+    (``__exit__`` pops whatever is there), so a mode of the user's entered before the window opens and
+    left while it is open would otherwise take this one off instead of its own; below every other mode
+    it is never on top when another one leaves (it then sees only what those modes pass on)."""
+    above = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    torch._C._push_on_torch_function_stack(mode)
+    for other in reversed(above):
+        torch._C._push_on_torch_function_stack(other)
 
-    @functools.wraps(orig)
-    def index(*args: Any, **kwargs: Any) -> Any:
-        if _WRAPPERS.listening and len(args) >= 2 and isinstance(args[0], torch.Tensor) and not compiling():
+
+def _off_the_stack(mode: TorchFunctionMode) -> None:
+    """Take ``mode`` off torch's function-mode stack wherever it is, the others kept in their order."""
+    stack = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    for other in reversed(stack):
+        if other is not mode:
+            torch._C._push_on_torch_function_stack(other)
+
+
+class _IndexMode(TorchFunctionMode):
+    """Sees ``x[i]``, ``x[i] = v`` and ``index_select`` while a window is open.  Indexing cannot be
+    wrapped on the class: a ``__getitem__`` set on ``torch.Tensor`` makes every tensor a Python
+    sequence (``torch.tensor([t])`` of a 0-d ``t`` then fails), and deleting it does not undo that."""
+
+    def __init__(self, check: AxisChecks):
+        super().__init__()
+        self.check = check
+        self.live = True  # False once the window closed (a mode some torch code holds on to passes calls on)
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if self.live and func in _INDEXING and args and isinstance(args[0], torch.Tensor) and not compiling():
             loc = _own(sys._getframe(1))
             if loc is not None:
-                x = args[0]
-                if how == "index_select":
-                    dim, idx = (args[1], args[2]) if len(args) >= 3 else (kwargs.get("dim"), kwargs.get("index"))
-                    key = None
-                    if isinstance(dim, int) and isinstance(idx, torch.Tensor) and x.dim():
-                        d = dim % x.dim()
-                        key = tuple([slice(None)] * d + [idx])
-                else:
-                    key = args[1]
-                if key is not None:
-                    for check in _listeners():
-                        try:
-                            check.indexed(how, x, key, loc)
-                        except Exception as exc:  # noqa: BLE001
-                            check.s.check_failed(check, exc)
-        return orig(*args, **kwargs)
-
-    return index
-
-
-def _make(orig: Any, owner: Any, name: str) -> Any:
-    return _reshape_wrapper(orig, name) if (owner, name) in _RESHAPES else _index_wrapper(orig, name)
+                try:
+                    self.check.index_call(_INDEXING[func], args, kwargs, loc)
+                except Exception as exc:  # noqa: BLE001  never break the user's call over a check
+                    self.check.s.check_failed(self.check, exc)
+        return func(*args, **kwargs)
 
 
 # the functions wrapped while some session looks at a checked step's axes
-_WRAPPERS = Swapped(_RESHAPES + _INDEXING, _make)
+_WRAPPERS = Swapped(_RESHAPES, lambda orig, owner, name: _reshape_wrapper(orig, name))

@@ -314,7 +314,8 @@ def _train_wrapper(orig: Any) -> Any:
             for s in ACTIVE:
                 if id(inner) in s.models:
                     s.arm_forwards(3)
-                    for name in ("softmax_dim", "pred_shape", "metric_probe"):  # calls on its outputs, from the first
+                    # calls on its outputs (and the code that prepares its inputs), from the first
+                    for name in ("softmax_dim", "pred_shape", "metric_probe", "axes"):
                         check = getattr(s, name, None)
                         if check is not None and not inner.training:
                             safely(check.eval_started)

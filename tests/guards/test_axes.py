@@ -134,6 +134,38 @@ def test_patchify_pixel_shuffle_head_splitting_and_flatten_are_silent():
     assert findings == [], text
 
 
+def _evaluated(prepare):
+    """A CNN trained on channels-first digits (two tinted channels), then evaluated on channels-last
+    camera-style inputs that ``prepare`` turns channels-first."""
+    torch.manual_seed(0)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        model = nn.Sequential(nn.Conv2d(2, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+                              nn.Linear(8, 10))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for xb, yb in batches(32, 6):
+            opt.zero_grad()
+            img = torch.stack([xb, 0.5 * xb], 1).view(len(xb), 2, 8, 8)
+            F.cross_entropy(model(img), yb).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            for xb, yb in batches(50, 2, start=40):
+                camera = torch.stack([xb, 0.5 * xb], -1).view(len(xb), 8, 8, 2)  # (N, H, W, C)
+                model(prepare(camera)).argmax(1)
+    finally:
+        findings = session.close()
+    return findings, session.options.stream.getvalue()
+
+
+def test_a_reshape_only_in_evaluation_code_is_named_and_its_twin_is_silent():
+    findings, text = _evaluated(lambda c: c.reshape(len(c), 2, 8, 8))
+    assert slugs(findings) == ["reshape-moves-axis"], text
+    assert "(50, 8, 8, 2) tensor into (50, 2, 8, 8)" in text and "x.permute(0, 3, 1, 2)" in text, text
+    findings, text = _evaluated(lambda c: c.permute(0, 3, 1, 2))
+    assert findings == [], text
+
+
 def test_moved_axis_follows_only_sizes_unique_on_both_sides():
     assert moved_axis((64, 8, 8, 3), (64, 3, 8, 8)) == (3, 3, 1)
     assert moved_axis((64, 4, 12, 16), (64, 12, 64)) is None or moved_axis((64, 4, 12, 16), (64, 12, 64))[0] == 12
@@ -264,3 +296,35 @@ def test_a_batch_first_lstm_read_at_its_last_step_is_named_and_a_unidirectional_
     assert slugs(findings) == ["bidirectional-last-step"], text
     findings, text = _run(RowsRNN("last", nn.LSTM, bidirectional=False), ce)
     assert findings == [], text
+
+
+# -- the window leaves torch as it found it ------------------------------------------------------------------
+def test_tensors_stay_tensors_and_the_mode_stack_is_restored():
+    """Indexing is seen through a function mode, not by patching ``Tensor.__getitem__`` (that makes every
+    tensor a Python sequence: ``torch.tensor([r])`` of a 0-d ``r`` fails, as in pytorch/examples'
+    actor-critic); a device context the user enters before the window opens and leaves while it is open
+    takes itself off the stack, not the guard's mode."""
+    depth = torch._C._len_torch_function_stack()
+    torch.manual_seed(0)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        device = torch.device("cpu")
+        for k, (xb, yb) in enumerate(batches(32, 6)):
+            if k == 0:
+                device.__enter__()  # entered before the first checked step's window opens
+            opt.zero_grad()
+            logits = model(xb)
+            if k == 1:
+                device.__exit__(None, None, None)  # left while it is open
+            ret = logits[0, 0].detach()
+            target = torch.tensor([ret])  # a 0-d tensor in a list
+            loss = F.cross_entropy(logits, yb) + F.smooth_l1_loss(logits[0, :1], target)
+            loss.backward()
+            opt.step()
+    finally:
+        findings = session.close()
+    assert findings == [], session.options.stream.getvalue()
+    assert torch._C._len_torch_function_stack() == depth
+    assert torch.tensor([torch.tensor(1.5)]).shape == (1,)
