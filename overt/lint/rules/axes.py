@@ -71,18 +71,41 @@ def _receiver(call: ast.Call) -> tuple[str | None, list[ast.expr]] | None:
     return dotted(base), args
 
 
-def _order(args: list[ast.expr], names: list[str | None]) -> list[int] | None:
-    """The positions (in the unpacking) of the unpacked names as the shape arguments use them, in
-    order; None when one is used twice (it names something else than one axis)."""
+def _order(args: list[ast.expr], names: list[str | None]) -> list[list[int]] | None:
+    """Per shape argument, the positions (in the unpacking) of the unpacked names it uses, sorted (a
+    product merges axes whatever the order of its factors); None when a name is used twice (it names
+    something else than one axis)."""
     known = {n: k for k, n in enumerate(names) if n is not None}
-    seen: list[int] = []
+    groups: list[list[int]] = []
+    seen: set[int] = set()
     for arg in args:
-        for node in ast.walk(arg):
-            if isinstance(node, ast.Name) and node.id in known:
-                if known[node.id] in seen:
-                    return None
-                seen.append(known[node.id])
-    return seen
+        group = sorted(known[node.id] for node in ast.walk(arg) if isinstance(node, ast.Name) and node.id in known)
+        if seen & set(group) or len(set(group)) != len(group):
+            return None
+        seen |= set(group)
+        if group:
+            groups.append(group)
+    return groups
+
+
+def _moved(groups: list[list[int]]) -> int | None:
+    """The first unpacked position written after a later one (an axis moved), or None."""
+    last = -1
+    for group in groups:
+        if group[0] < last:
+            return group[0]
+        last = group[-1]
+    return None
+
+
+def _fix(tensor: str, groups: list[list[int]], ndim: int, how: str, written: str) -> str:
+    order = [k for group in groups for k in group]
+    if sorted(order) != list(range(ndim)):
+        return f"move the axes with {tensor}.permute(...)/movedim/transpose first, then {how}"
+    perm = ", ".join(map(str, order))
+    if all(len(group) == 1 for group in groups):
+        return f"{tensor}.permute({perm}) moves the axes (no reshape needed)"
+    return f"{tensor}.permute({perm}).reshape({written}): move the axes first, then merge them"
 
 
 def _rebound(ix: FileIndex, func: ast.AST, tensor: str, start: int, call: ast.Call) -> bool:
@@ -130,11 +153,11 @@ def reshape_moves_axis(ix: FileIndex) -> Iterator[Hit]:
         if not before:
             continue
         assign, _, names = max(before, key=lambda u: u[0].lineno)
-        order = _order(args, names)
-        if not order or order == sorted(order) or _rebound(ix, func, tensor, assign.lineno, call):
+        groups = _order(args, names)
+        moved = _moved(groups) if groups else None
+        if moved is None or _rebound(ix, func, tensor, assign.lineno, call):
             continue
-        moved = next(k for k in range(len(order)) if order[k] != sorted(order)[k])
-        shown = names[order[moved]]
+        shown = names[moved]
         unpacked = ", ".join(n or "_" for n in names)
         written = ", ".join(ast.unparse(a) for a in args)
         yield Hit("reshape-moves-axis", call,
@@ -143,8 +166,7 @@ def reshape_moves_axis(ix: FileIndex) -> Iterator[Hit]:
                   f"and view keep the memory order, so this does not move the axis: the result has the written "
                   f"shape and every slice of it holds values interleaved from the other axes (channels-last images "
                   f"read as channels-first, heads merged before the head axis is moved behind the sequence axis)",
-                  fix=f"move the axes with {tensor}.permute(...)/movedim/transpose first, then reshape "
-                      f"(e.g. {tensor}.permute(0, 3, 1, 2) for (B, H, W, C) -> (B, C, H, W))")
+                  fix=_fix(tensor, groups, len(names), ast.unparse(call.func).rsplit(".", 1)[-1], written))
 
 
 def _bidirectional_rnns(ix: FileIndex, cls: ast.ClassDef) -> dict[str, bool]:
