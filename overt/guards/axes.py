@@ -40,7 +40,7 @@ from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tenso
 from overt.guards.check import Check
 from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import is_overt_file, is_user_file, short_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
@@ -370,7 +370,19 @@ class _IndexMode(TorchFunctionMode):
                     self.check.index_call(_INDEXING[func], args, kwargs, loc)
                 except Exception as exc:  # noqa: BLE001  never break the user's call over a check
                     self.check.s.check_failed(self.check, exc)
-        return func(*args, **kwargs)
+        return _unwrapped(func)(*args, **kwargs)
+
+
+def _unwrapped(func: Any) -> Any:
+    """What ``func`` wraps when it is one of overt's own wrappers (a loss or ``torch.softmax`` swapped
+    in by another check).  A mode is handed the function as torch finds it (the module's attribute),
+    so calling ``func`` would run that wrapper a second time for one call of the user's."""
+    while True:
+        code = getattr(func, "__code__", None)
+        inner = getattr(func, "__wrapped__", None)
+        if code is None or inner is None or not is_overt_file(code.co_filename):
+            return func
+        func = inner
 
 
 # the functions wrapped while some session looks at a checked step's axes

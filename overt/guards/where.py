@@ -91,6 +91,11 @@ def from_torch(frame: object) -> bool:
     return code is not None and code.co_filename.startswith(_torch_dir())
 
 
+def is_overt_file(filename: str) -> bool:
+    """Whether ``filename`` is one of overt's own source files."""
+    return filename.startswith(_overt_dir())
+
+
 def from_torch_or_overt_file(filename: str) -> bool:
     """Whether ``filename`` is one of torch's or overt's own source files."""
     return filename.startswith(_torch_dir()) or filename.startswith(_overt_dir())

@@ -328,3 +328,35 @@ def test_tensors_stay_tensors_and_the_mode_stack_is_restored():
     assert findings == [], session.options.stream.getvalue()
     assert torch._C._len_torch_function_stack() == depth
     assert torch.tensor([torch.tensor(1.5)]).shape == (1,)
+
+
+def test_another_checks_wrappers_run_once_per_call_while_the_mode_is_on():
+    """The mode is handed functions as torch finds them (``F.cross_entropy`` swapped in by the loss
+    checks): it calls what overt's wrapper wraps, so a loss is seen once per call of the user's."""
+    from overt.guards.axes import AxisChecks
+    from overt.guards.check import Check
+    from overt.guards.registry import CHECKS
+
+    def count(with_axes: bool) -> int:
+        seen = []
+
+        class Spy(Check):
+            name = "spy"
+
+            def on_checked_loss(self, name, inp, target, args, kwargs):
+                seen.append(name)
+
+        checks = tuple(c for c in CHECKS if with_axes or c is not AxisChecks) + (Spy,)
+        session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True, checks=checks)
+        try:
+            model = mlp()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+            for xb, yb in batches(32, 4):
+                opt.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                opt.step()
+        finally:
+            session.close()
+        return len(seen)
+
+    assert count(True) == count(False) > 0
