@@ -214,6 +214,19 @@ ENTRIES: tuple[Entry, ...] = (
           "variable) keeps the initial weights: every validation metric, early stopping and model selection "
           "measure a model that never trained while the run looks normal",
           _W, False, True),
+    Entry("running-stats-never-computed", "OVT211",
+          "a trained BatchNorm evaluated with the running statistics it was built with",
+          "an averaged or copied model whose parameters alone were averaged or loaded (SWA or an EMA over "
+          "parameters(), a checkpoint of the parameters only) keeps BatchNorm's initial mean 0 and variance 1: "
+          "evaluation normalises inputs that are far from them, every later layer sees activations unlike any it "
+          "was trained on, and the evaluated model is broken while nothing fails",
+          _E, False, True),
+    Entry("batchnorm-momentum-inverted", "OVT212",
+          "a BatchNorm trained with momentum above 0.5 (a Keras/TensorFlow momentum passed to PyTorch)",
+          "PyTorch's momentum is the weight of the newest batch, Keras's the weight of the old average: 0.9 or "
+          "0.99 makes the running statistics mostly the last training batch's, so evaluation normalises with "
+          "one batch's statistics and its metrics move with whichever batch came last",
+          _W, False, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),

@@ -46,14 +46,17 @@ def _digests(x: torch.Tensor) -> list[bytes]:
     return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in flat]
 
 
-def _inputs(ds: Any) -> list[bytes] | None:
-    """One digest per sample's input (first element), or None when it is too costly to tell."""
+def _inputs(ds: Any, read_items: bool = True) -> list[bytes] | None:
+    """One digest per sample's input (first element), or None when it is too costly to tell
+    (or, without ``read_items``, when the data set is not made of tensors held in memory)."""
     from torch.utils.data import TensorDataset
 
     base, idx = _base(ds)
     if isinstance(base, TensorDataset) and base.tensors:
         x = base.tensors[0]
         return _digests(x if idx is None else x[torch.as_tensor(idx, dtype=torch.long)])
+    if not read_items:
+        return None
     try:
         n = len(ds)
     except TypeError:
@@ -70,9 +73,11 @@ def _inputs(ds: Any) -> list[bytes] | None:
     return out
 
 
-def shared_samples(train: Any, val: Any) -> tuple[int, int, str] | None:
+def shared_samples(train: Any, val: Any, read_items: bool = True) -> tuple[int, int, str] | None:
     """(validation samples also in training, validation size, how it was seen), or None when
-    the data sets cannot be compared cheaply."""
+    the data sets cannot be compared cheaply.  ``read_items=False``: items of data sets that are
+    not tensors in memory are never read (reading them would run their transforms and draw from
+    the random generators of a run under way)."""
     if train is val:
         n = len(val)
         return n, n, "the validation data set is the training data set"
@@ -82,7 +87,7 @@ def shared_samples(train: Any, val: Any) -> tuple[int, int, str] | None:
         tset = set(range(len(tb))) if ti is None else set(ti)
         vidx = list(range(len(vb))) if vi is None else vi
         return sum(i in tset for i in vidx), len(vidx), "indices into the same data set"
-    t, v = _inputs(train), _inputs(val)
+    t, v = _inputs(train, read_items), _inputs(val, read_items)
     if t is None or v is None:
         return None
     tset = set(t)

@@ -144,12 +144,14 @@ def _next_wrapper(orig: Any) -> Any:
         except StopIteration:  # the end of the pass (free when not raised): how much of the data it covered
             for s in ACTIVE:
                 safely(s.coverage.pass_ended, self, index)
+                safely(s.evaloverlap.pass_ended, self)
             raise
         waited = clock() - t0
         if not index:  # once per pass: evaluation inputs that change between passes
             for s in ACTIVE:
                 safely(s.evaldata.first_batch, self, batch)
                 safely(s.evaldrop.first_batch, self)
+                safely(s.evaloverlap.first_batch, self)
         for s in ACTIVE:  # the batch index and DataChecks' counters, inline: this runs on every batch
             s.batch_index = index
             if index:  # the first batch of a pass includes starting the workers: not counted

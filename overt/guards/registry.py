@@ -22,6 +22,7 @@ from overt.guards.dropout import DropoutChecks
 from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
+from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
@@ -40,6 +41,7 @@ from overt.guards.losses import LossChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.modes import ModeChecks
+from overt.guards.normstats import NormStatsChecks
 from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
@@ -65,6 +67,7 @@ CHECKS: tuple[type[Check], ...] = (
     IndependenceChecks,
     CarriedStateChecks,
     StaleEvalChecks,
+    NormStatsChecks,
     EmaDecayChecks,
     EvalLoopChecks,
     FrozenChecks,
@@ -92,6 +95,7 @@ CHECKS: tuple[type[Check], ...] = (
     DataChecks,
     EvalDataChecks,
     EvalDropChecks,
+    EvalOverlapChecks,
     CoverageChecks,
     SkewChecks,
     SamplerChecks,
