@@ -79,7 +79,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, coverage of the data by training and evaluation (branch emptyrun)
          "loader-pass-empty", "optimizer-never-steps", "eval-samples-repeated", "eval-samples-missed",
          # issue 33, axes that keep their meaning (branch axes)
-         "reshape-moves-axis", "integer-mask-index", "bidirectional-last-step"}
+         "reshape-moves-axis", "integer-mask-index", "bidirectional-last-step",
+         # issue 33, BatchNorm running statistics that do not describe the data (branch stats)
+         "running-stats-never-computed", "batchnorm-momentum-inverted"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

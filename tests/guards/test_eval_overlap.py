@@ -1,0 +1,156 @@
+"""val-overlaps-train at run time (overt/guards/evaloverlap.py, issue 33): the session compares the data
+set of the first evaluation pass over each data set with the data set of the latest training pass.
+Planted: a test set loaded from the training split (a torchvision-style ``train`` flag), a validation
+subset drawn from the training indices, a regression on a tensor copy of the training rows.  Quiet:
+a held-out test set, training accuracy on the training loader next to it, a copy of the training data
+evaluated next to a held-out set, k-fold, a distillation pass over the training inputs.  Small real
+runs on digits, found as ``overt run`` finds them (global hooks)."""
+
+from __future__ import annotations
+
+import io
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Subset, TensorDataset
+
+from overt.guards.options import GuardOptions
+from overt.guards.session import GuardSession
+from tests.conftest import TIMING
+from tests.guards.helpers import digits, mlp, slugs
+
+SLUG = "val-overlaps-train"
+
+
+def _fit(model: nn.Module, data, epochs: int = 2, loss=F.cross_entropy) -> None:
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(epochs):
+        for xb, yb in DataLoader(data, batch_size=64, shuffle=True):
+            opt.zero_grad()
+            loss(model(xb), yb).backward()
+            opt.step()
+
+
+def _score(model: nn.Module, data) -> float:
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for xb, yb in DataLoader(data, batch_size=128):
+            correct += int((model(xb).argmax(1) == yb).sum())
+    model.train()
+    return correct / len(data)
+
+
+def _run(body) -> list:
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        body()
+    finally:
+        findings = session.close()
+    return findings
+
+
+def _split(train: bool) -> TensorDataset:  # a torchvision-style data set: the split chosen by a flag
+    x, y = digits()
+    return TensorDataset(x[:500], y[:500]) if train else TensorDataset(x[1400:], y[1400:])
+
+
+def test_a_test_set_loaded_from_the_training_split_is_named():
+    def body() -> None:
+        model = mlp()
+        _fit(model, _split(train=True))
+        _score(model, _split(train=True))  # train=True where train=False was meant
+
+    findings = _run(body)
+    assert slugs(findings) == [SLUG]
+    assert "500 of 500" in findings[0].message and "train=False" in findings[0].fix
+
+
+def test_validation_drawn_from_the_training_indices_is_named():
+    x, y = digits()
+    base = TensorDataset(x, y)
+    train = Subset(base, list(range(1400)))
+    val = Subset(base, torch.randperm(1400, generator=torch.Generator().manual_seed(1))[:280].tolist())
+
+    def body() -> None:
+        model = mlp()
+        for _ in range(2):
+            _fit(model, train, epochs=1)
+            _score(model, val)
+
+    findings = _run(body)
+    assert slugs(findings) == [SLUG]
+    assert "indices into the same data set" in findings[0].message
+
+
+def test_a_regression_evaluated_on_a_copy_of_its_training_rows_is_named():
+    x, _ = digits()
+    target = x[:, :8].sum(1, keepdim=True)
+    train = TensorDataset(x[:600], target[:600])
+    test = TensorDataset(x[:600].clone(), target[:600].clone())  # another copy of the same rows
+
+    def body() -> None:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+        _fit(model, train, loss=F.mse_loss)
+        model.eval()
+        with torch.no_grad():
+            sum(float(F.mse_loss(model(xb), yb)) for xb, yb in DataLoader(test, batch_size=100))
+
+    assert slugs(_run(body)) == [SLUG]
+
+
+def test_held_out_evaluation_and_training_accuracy_are_quiet():
+    train, test = _split(train=True), _split(train=False)
+
+    def held_out() -> None:
+        model = mlp()
+        _fit(model, train)
+        _score(model, test)
+
+    def train_accuracy_too() -> None:  # the training loader itself, and a second copy, next to a held-out set
+        model = mlp()
+        _fit(model, train)
+        _score(model, train)
+        _score(model, _split(train=True))
+        _score(model, test)
+
+    def train_accuracy_only() -> None:  # the very data set it trained on: training accuracy, named so
+        model = mlp()
+        _fit(model, train)
+        _score(model, train)
+
+    for body in (held_out, train_accuracy_too, train_accuracy_only):
+        assert _run(body) == [], body.__name__
+
+
+def test_k_fold_and_a_distillation_pass_over_the_training_inputs_are_quiet():
+    x, y = digits()
+    base = TensorDataset(x[:900], y[:900])
+
+    def k_fold() -> None:  # fold 2's validation rows were fold 1's training rows
+        for k in range(3):
+            val_idx = list(range(k * 300, (k + 1) * 300))
+            train_idx = [i for i in range(900) if i < k * 300 or i >= (k + 1) * 300]
+            model = mlp()
+            _fit(model, Subset(base, train_idx), epochs=1)
+            _score(model, Subset(base, val_idx))
+
+    def distillation() -> None:  # the student's pass starts with only the eval-mode teacher known
+        teacher = mlp()
+        _fit(teacher, base)
+        teacher.eval()
+        student = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
+        opt = torch.optim.Adam(student.parameters(), lr=1e-2)
+        for (xb,) in DataLoader(TensorDataset(x[:900].clone()), batch_size=64, shuffle=True):
+            with torch.no_grad():
+                soft = F.softmax(teacher(xb), dim=1)
+            loss = F.kl_div(F.log_softmax(student(xb), dim=1), soft, reduction="batchmean")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    for body in (k_fold, distillation):
+        assert _run(body) == [], body.__name__
