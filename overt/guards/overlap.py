@@ -5,7 +5,8 @@ step.  Two ways, cheapest first:
 
 * indices: the validation set is the training set itself, or both are ``Subset``\\ s of the same
   data set whose index lists intersect -- exact, no sample is read;
-* contents: tensor data sets (``TensorDataset``, or ``Subset``\\ s of one) are compared row by row
+* contents: tensor data sets (``TensorDataset``, a data set holding every sample in one ``.data``
+  array as torchvision's MNIST and CIFAR do, or ``Subset``\\ s of one) are compared row by row
   (a digest of each input's bytes); other data sets are compared item by item when both are
   small enough (:data:`MAX_ITEMS`) to read in a moment.
 
@@ -46,6 +47,24 @@ def _digests(x: torch.Tensor) -> list[bytes]:
     return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in flat]
 
 
+def _data_rows(base: Any) -> torch.Tensor | None:
+    """The samples of a data set that keeps them all in memory as one array, one row per sample
+    (torchvision's MNIST, CIFAR, SVHN: ``.data``), as a tensor; None otherwise."""
+    import numpy as np
+
+    data = getattr(base, "data", None)
+    if not isinstance(data, (torch.Tensor, np.ndarray)) or data.ndim < 1:
+        return None
+    if isinstance(data, np.ndarray) and data.dtype.kind not in "biuf":
+        return None
+    try:
+        if len(data) != len(base) or not len(data):
+            return None
+    except TypeError:
+        return None
+    return torch.as_tensor(data) if isinstance(data, np.ndarray) else data
+
+
 def _inputs(ds: Any, read_items: bool = True) -> list[bytes] | None:
     """One digest per sample's input (first element), or None when it is too costly to tell
     (or, without ``read_items``, when the data set is not made of tensors held in memory)."""
@@ -55,6 +74,9 @@ def _inputs(ds: Any, read_items: bool = True) -> list[bytes] | None:
     if isinstance(base, TensorDataset) and base.tensors:
         x = base.tensors[0]
         return _digests(x if idx is None else x[torch.as_tensor(idx, dtype=torch.long)])
+    rows = _data_rows(base)
+    if rows is not None:
+        return _digests(rows if idx is None else rows[torch.as_tensor(idx, dtype=torch.long)])
     if not read_items:
         return None
     try:

@@ -13,7 +13,7 @@ import io
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
 from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
@@ -66,6 +66,38 @@ def test_a_test_set_loaded_from_the_training_split_is_named():
     findings = _run(body)
     assert slugs(findings) == [SLUG]
     assert "500 of 500" in findings[0].message and "train=False" in findings[0].fix
+
+
+class _Mnist(Dataset):
+    """As torchvision's MNIST keeps it: every image of the split in ``.data`` (uint8), a transform
+    applied per item, the split chosen by ``train``."""
+
+    def __init__(self, train: bool, augment: bool = False) -> None:
+        x, y = digits()
+        rows = slice(0, 500) if train else slice(1400, None)
+        self.data, self.targets = (x[rows] * 16).to(torch.uint8).numpy(), y[rows]
+        self.augment = augment
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int):
+        x = torch.as_tensor(self.data[i], dtype=torch.float32) / 16
+        if self.augment:  # a random transform: reading items would not compare them
+            x = x + 0.05 * torch.randn_like(x)
+        return x, self.targets[i]
+
+
+def test_a_torchvision_style_test_set_from_the_training_split_is_named():
+    def body(test_train: bool) -> None:
+        model = mlp()
+        _fit(model, _Mnist(train=True, augment=True))
+        _score(model, _Mnist(train=test_train))
+
+    findings = _run(lambda: body(True))
+    assert slugs(findings) == [SLUG]
+    assert "_Mnist" in findings[0].message
+    assert _run(lambda: body(False)) == []
 
 
 def test_validation_drawn_from_the_training_indices_is_named():
