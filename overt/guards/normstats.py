@@ -14,7 +14,9 @@ that, each proven before anything is said:
   ``parameters()``), or a checkpoint of the parameters only, is evaluated this way.  An untrained
   model evaluated before training (weight 1, bias 0) is not one.  The statistics are computed on
   the device and read with the guards' deferred reads; the layers of a model are looked at on
-  :data:`LOOKS` evaluation forwards at most, each at another optimizer step.
+  :data:`LOOKS` evaluation forwards at most, each at another optimizer step.  A layer kept in eval mode
+  while its model trained (frozen BatchNorm) normalised with the same statistics in training: quiet,
+  and so are copies evaluated in a run where such a layer was seen.
 * ``batchnorm-momentum-inverted``: a BatchNorm trained (a training forward with gradients, looked at
   once per model on a checked step) with a ``momentum`` above :data:`MAX_MOMENTUM`.  PyTorch's
   momentum is the weight of the newest batch (Keras's is the weight of the old average: 0.99 there
@@ -63,13 +65,21 @@ class NormStatsChecks(Check):
         super().__init__(session)
         self.looks: dict[int, list[int]] = {}  # id(ModelInfo) -> the steps looked at
         self.momentum_seen: set[int] = set()  # id(ModelInfo) whose momenta were read
+        self.trained: set[int] = set()  # id(ModelInfo) with a checked training forward
+        self.frozen: set[int] = set()  # id(BatchNorm) in eval mode in a checked training forward
         self.hook = OneShotHook()
         self.handles: list[Any] = []
         self.where: str | None = None
 
     # -- momentum: on a checked training forward --------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        if id(info) in self.momentum_seen or not info.bns:
+        if not info.bns:
+            return
+        self.trained.add(id(info))
+        # a BatchNorm kept in eval mode while its model trains normalises with its running statistics in
+        # training too: its weights learned for them, whatever they are
+        self.frozen.update(id(m) for m in info.bns if not m.training)
+        if id(info) in self.momentum_seen:
             return
         self.momentum_seen.add(id(info))
         bad = [(name, m) for name, m in _norms(info)
@@ -163,8 +173,10 @@ class NormStatsChecks(Check):
 
     def _judge(self, info: ModelInfo, name: str, m: _BatchNorm, v: list[float], where: str | None) -> None:
         far, init, moved, z, log_ratio = v
-        if far < FAR_SHARE or not init or not moved:
+        if far < FAR_SHARE or not init or not moved or id(m) in self.frozen:
             return
+        if self.frozen and id(info) not in self.trained:
+            return  # a copy of a model trained with frozen BatchNorm layers: its statistics may be the ones trained with
         layer = name
         averaged = type(info.module).__name__ == "AveragedModel"
         channels = m.running_mean.numel()

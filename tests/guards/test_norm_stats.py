@@ -175,6 +175,29 @@ def test_an_untrained_model_evaluated_before_training_is_quiet():
     assert findings == []
 
 
+def test_a_batchnorm_frozen_in_eval_mode_while_training_is_quiet():
+    # the layer normalised with its (initial) running statistics in training too: its weights learned for them
+    train, (xv, yv) = _data()
+    session = _session()
+    try:
+        model = _mlp()
+        with torch.no_grad():  # the frozen layer's inputs far from its (initial) statistics: mean about 5
+            model[1].bias.add_(5.0)
+        model[1].bias.requires_grad_(False)
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05, momentum=0.9)
+        for _ in range(2):
+            model.train()
+            model[2].eval()  # frozen on purpose
+            for xb, yb in DataLoader(train, batch_size=64, shuffle=True):
+                opt.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                opt.step()
+        _accuracy(model, xv, yv)
+    finally:
+        findings = session.close()
+    assert STATS not in slugs(findings)
+
+
 def _momentum(momentum: float | None, cnn: bool) -> list:
     train, (xv, yv) = _data(scale=1.0)
     session = _session()
