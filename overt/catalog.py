@@ -226,7 +226,7 @@ ENTRIES: tuple[Entry, ...] = (
           "PyTorch's momentum is the weight of the newest batch, Keras's the weight of the old average: 0.9 or "
           "0.99 makes the running statistics mostly the last training batch's, so evaluation normalises with "
           "one batch's statistics and its metrics move with whichever batch came last",
-          _W, False, True),
+          _W, True, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),

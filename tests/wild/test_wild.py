@@ -166,7 +166,7 @@ EXPECTED = {
     "w143_bidirectional_last_step_output": ("run",),
     # BatchNorm running statistics that do not describe the evaluated data (branch stats)
     "w127_swa_bn_not_updated": ("run",),  # the averaged copy is found when switched to eval (auto)
-    "w131_batchnorm_momentum_convention": ("run", "guard"),
+    "w131_batchnorm_momentum_convention": ("lint", "run", "guard"),
     # evaluation passes over training samples, seen at run time (branch stats)
     "w133_test_set_from_training_split": ("run", "guard"),
 }
