@@ -152,7 +152,7 @@ class NormStatsChecks(Check):
             with torch.no_grad():
                 dims = [d for d in range(x.dim()) if d != 1]
                 xf = x.detach().float()
-                var, mean = torch.var_mean(xf, dim=dims, unbiased=False)
+                var, mean = torch.var_mean(xf, dim=dims, correction=0)
                 rv = m.running_var.detach().float() + m.eps
                 rm = m.running_mean.detach().float()
                 z = (mean - rm).abs() / rv.sqrt()
