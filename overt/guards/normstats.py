@@ -176,7 +176,7 @@ class NormStatsChecks(Check):
         if far < FAR_SHARE or not init or not moved or id(m) in self.frozen:
             return
         if self.frozen and id(info) not in self.trained:
-            return  # a copy of a model trained with frozen BatchNorm layers: its statistics may be the ones trained with
+            return  # a copy of a model trained with frozen BatchNorm layers: its statistics may be the trained ones
         layer = name
         averaged = type(info.module).__name__ == "AveragedModel"
         channels = m.running_mean.numel()
