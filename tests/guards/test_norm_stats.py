@@ -218,6 +218,24 @@ def test_a_keras_momentum_is_named_with_its_pytorch_value():
         assert "momentum=0.9" in findings[0].message and "momentum=0.1" in findings[0].fix
 
 
+def test_a_momentum_set_on_the_layers_after_construction_is_named():
+    # a helper that sets every BatchNorm's momentum from a Keras-style config (bn_momentum=0.99)
+    train, (xv, yv) = _data(scale=1.0)
+    session = _session()
+    try:
+        torch.manual_seed(0)
+        model = _Cnn()
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.momentum = 0.99
+        _train(model, DataLoader(train, batch_size=16, shuffle=True), 1)
+        _accuracy(model, xv, yv)
+    finally:
+        findings = session.close()
+    assert slugs(findings) == [MOMENTUM]
+    assert "momentum=0.99" in findings[0].message and "momentum=0.01" in findings[0].fix
+
+
 def test_the_default_a_small_and_a_cumulative_momentum_are_quiet():
     for momentum in (0.1, 0.01, None):
         assert _momentum(momentum, cnn=True) == [], momentum
