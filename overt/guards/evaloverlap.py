@@ -4,7 +4,8 @@ The engine judges its two loaders once at setup (:mod:`overt.guards.setup`).  A 
 ``overt run`` or ``overt.guard`` has no such declaration, but the session sees every DataLoader pass
 begin: a pass whose first batch reaches a model in training mode with gradients enabled is training,
 one that runs with every watched model in eval mode or autograd off and takes no optimizer step
-from its first batch to its end is evaluation (a pass with steps in it trained, whatever the modes
+from its first batch to its end (``StopIteration``, or the next pass's first batch where a loop stops
+at its length, as Lightning's do) is evaluation (a pass with steps in it trained, whatever the modes
 at its start: a distillation loop whose student is not watched yet).  At the end of the first
 evaluation pass over a data set, that data set is compared once with the data set of the latest
 training pass, by :func:`overt.guards.overlap.shared_samples` (indices into the same data set, or
@@ -38,6 +39,7 @@ class EvalOverlapChecks(Check):
         super().__init__(session)
         self.train: Any = None  # the data set of the latest training pass
         self.judged: dict[int, tuple[Any, tuple[int, int, str] | None, str]] = {}  # id(eval data set) -> verdict
+        self.open: list[list] = []  # [data set, steps at its first batch] of passes begun as evaluations
 
     def first_batch(self, it: Any) -> None:
         """The first batch of a DataLoader pass (called from the iterator's ``__next__``)."""
@@ -45,11 +47,17 @@ class EvalOverlapChecks(Check):
         dataset = getattr(it, "_dataset", None)
         if dataset is None or not s.models:
             return
+        self._settle()  # passes that stopped at their length (Lightning's loops) or at a break
         models = s.models.values()
         evaluating = not torch.is_grad_enabled() or all(not info.module.training for info in models)
-        it._overt_overlap = (dataset, self._steps(), evaluating)
         if not evaluating:
             self.train = dataset
+            it._overt_overlap = None
+            return
+        record = [dataset, self._steps()]
+        it._overt_overlap = record
+        if len(self.open) < MAX_JUDGED:
+            self.open.append(record)
 
     def _steps(self) -> int:
         """Steps taken by every watched optimizer together (the session's ``step`` is the most any one
@@ -57,17 +65,27 @@ class EvalOverlapChecks(Check):
         return sum(oi.steps for oi in self.s.optimizers.values())
 
     def pass_ended(self, it: Any) -> None:
-        """A DataLoader pass ran to its end: a pass with optimizer steps in it trained; one that began
-        as an evaluation (every model in eval mode, or autograd off) and took no step evaluated."""
-        seen = getattr(it, "_overt_overlap", None)
-        if seen is None:
-            return
-        dataset, step, evaluating = seen
+        """A DataLoader pass ran to its end."""
+        record = getattr(it, "_overt_overlap", None)
+        if record is not None and any(r is record for r in self.open):
+            self.open = [r for r in self.open if r is not record]
+            self._resolve(record)
+
+    def _settle(self) -> None:
+        """Passes begun as evaluations that another pass (or the end of the run) follows: resolved."""
+        open_, self.open = self.open, []
+        for record in open_:
+            self._resolve(record)
+
+    def _resolve(self, record: list) -> None:
+        """A pass that began as an evaluation (every model in eval mode, or autograd off): with optimizer
+        steps in it, it trained; without, it evaluated its data set, compared once with the training one."""
+        dataset, step = record
         if self._steps() != step:
             self.train = dataset
             return
         train = self.train
-        if not evaluating or train is None or id(dataset) in self.judged or len(self.judged) >= MAX_JUDGED:
+        if train is None or id(dataset) in self.judged or len(self.judged) >= MAX_JUDGED:
             return
         if dataset is train:
             self.judged[id(dataset)] = (dataset, None, "")
@@ -75,6 +93,7 @@ class EvalOverlapChecks(Check):
         self.judged[id(dataset)] = (dataset, shared_samples(train, dataset, read_items=False), type(train).__name__)
 
     def end_of_run(self) -> None:
+        self._settle()
         overlapping = []
         for dataset, seen, train_name in self.judged.values():
             if seen is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -186,3 +187,26 @@ def test_k_fold_and_a_distillation_pass_over_the_training_inputs_are_quiet():
 
     for body in (k_fold, distillation):
         assert _run(body) == [], body.__name__
+
+
+def test_lightning_validation_over_training_rows_is_named_and_a_held_out_set_is_quiet():
+    """Lightning stops each validation pass at its length (no StopIteration): the pass is resolved at the
+    next pass's first batch.  The planted data module validates on a copy of the training rows."""
+    pytest.importorskip("lightning")
+    import tempfile
+
+    from overt.integrations.lightning import OvertCallback
+    from tests.integrations.projects import lightning_digits
+
+    class Leaky(lightning_digits.DigitsData):
+        def val_dataloader(self):
+            x, y = self.train_set.tensors
+            return DataLoader(TensorDataset(x[:300].clone(), y[:300].clone()), batch_size=128)
+
+    found = {}
+    for name, data in (("leaky", Leaky()), ("held-out", lightning_digits.DigitsData())):
+        cb = OvertCallback(ignore=sorted(TIMING))
+        with tempfile.TemporaryDirectory() as root:
+            lightning_digits.fit(None, callbacks=[cb], root=root, logger=False, datamodule=data)
+        found[name] = [f.slug for f in cb.findings if f.slug == SLUG]
+    assert found == {"leaky": [SLUG], "held-out": []}, found
