@@ -42,6 +42,8 @@ LOOKING: dict[int, ModelInfo] = {}
 DISCOVERING: set[int] = set()
 #: id(module) -> (module, its compiled ``_call_impl``) set aside while it is looked at
 _SET_ASIDE: dict[int, tuple[Any, Any]] = {}
+#: ``Module.compile`` calls made while a session was active (see :func:`_compiled_in_place`)
+_COMPILES = 0
 _patcher: Callable[..., None] | None = None
 _patched_optimized = False
 
@@ -128,7 +130,9 @@ def _say_method_compiled(owner: Any, name: str) -> None:
 def _module_compile_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+        global _COMPILES
         out = orig(self, *args, **kwargs)
+        _COMPILES += 1  # the watched models' modules are walked again at their next look
         if any(id(self) in info.sub_names for info in LOOKING.values()):
             _set_aside(self)  # compiled in place while its forwards are looked at
         return out
@@ -191,7 +195,7 @@ def looking(info: ModelInfo, on: bool) -> None:
         LOOKING[id(info)] = info
         _patch_optimized()
         if "torch._dynamo" in sys.modules:  # nothing can be compiled in place before
-            for m in info.module.modules():
+            for m in _compiled_in_place(info):
                 if _set_aside(m) or id(m) in _SET_ASIDE:
                     info.compiled = True
     elif LOOKING.pop(id(info), None) is not None and _SET_ASIDE:
@@ -201,6 +205,19 @@ def looking(info: ModelInfo, on: bool) -> None:
                 _restore(*entry)
             elif entry is not None:
                 _SET_ASIDE[id(m)] = entry  # another watched model around it is still looked at
+
+
+def _compiled_in_place(info: ModelInfo) -> list[Any]:
+    """The modules of ``info``'s model that are compiled in place (``model.compile()``: a compiled
+    ``_call_impl``, or one set aside now).  The model is walked at its first look and again only after a
+    ``Module.compile`` call (:func:`_module_compile_wrapper` counts them): a look comes at every checked
+    step, and a walk of every module costs microseconds per module."""
+    walked = info.inplace_walk
+    if walked is None or walked[0] != _COMPILES:
+        found = [m for m in info.module.modules()
+                 if getattr(m, "_compiled_call_impl", None) is not None or id(m) in _SET_ASIDE]
+        walked = info.inplace_walk = (_COMPILES, found)
+    return walked[1]
 
 
 def discovering(session: Any, on: bool) -> None:

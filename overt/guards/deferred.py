@@ -43,18 +43,24 @@ class DeferredReads:
         if not self.pending:
             return
         pending, self.pending = self.pending, []
-        flats = []
+        tensors = []
+        host = True
         for t, _ in pending:
             if t.requires_grad:
                 t = t.detach()
             if type(t).__name__ == "DTensor":  # FSDP2: this rank's part of the value (no collective here)
                 t = t.to_local()
-            flats.append(t if t.dim() == 1 else t.reshape(-1))
-        device = flats[0].device
-        if device.type == "cpu" and all(f.device.type == "cpu" for f in flats):
-            # host memory: nothing to synchronise, so each value is read as it is (no concatenation)
-            self._run(pending, [f.tolist() for f in flats], can_stop)
+            tensors.append(t)
+            if host and t.device.type != "cpu":
+                host = False
+        if host:
+            # host memory: nothing to synchronise, so each value is read as it is (no concatenation; a
+            # scalar by item(), with no reshape)
+            self._run(pending, [[t.item()] if t.dim() == 0 else t.tolist() if t.dim() == 1 else t.reshape(-1).tolist()
+                                for t in tensors], can_stop)
             return
+        flats = [t if t.dim() == 1 else t.reshape(-1) for t in tensors]
+        device = flats[0].device
         if all(f.device == device for f in flats):
             groups = [list(range(len(flats)))]
         else:

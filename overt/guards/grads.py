@@ -448,21 +448,20 @@ class GradChecks(Check):
         try:
             for p in params:
                 flat = p.reshape(-1)
-                # each whole tensor's sum in float64: the sampled values alone cannot show that nothing
-                # moved (a step that moves one row of an embedding, the rest put back by the user, misses them)
-                total = flat.sum(0, keepdim=True, dtype=torch.float64)
                 n = flat.numel()
-                if n > 32:  # 32 values spread over the tensor, in one slicing op
-                    stride = n // 32
+                if n > 32:
+                    # each larger tensor's sum in float64: the sampled values alone cannot show that nothing
+                    # moved (a step that moves one row of an embedding, the rest put back by the user, misses
+                    # them); a tensor of 32 values or fewer is all sampled, exactly, and needs no sum
+                    total = flat.sum(0, keepdim=True, dtype=torch.float64)
+                    stride = n // 32  # 32 values spread over the tensor, in one slicing op
                     flat = flat[:32 * stride:stride]
-                if flat.device != device:
-                    flat, total = flat.to(device), total.to(device)
-                parts.append(flat)
-                sums.append(total)
+                    sums.append(total if total.device == device else total.to(device))
+                parts.append(flat if flat.device == device else flat.to(device))
             if not any(part.numel() for part in parts):
                 return  # none of these parameters has an element on this rank (FSDP's empty shards): nothing to see
             # one float64 copy, the snapshot: the sampled values (exact in float64) and then the sums
-            current = torch.cat(parts + sums)
+            current = torch.cat(parts + sums) if sums else torch.cat(parts).double()
             prev = self.snapshots.get(id(oi.opt))
             self.snapshots[id(oi.opt)] = (oi.steps, current, len(sums))
             if prev is not None and prev[1].shape == current.shape and prev[2] == len(sums):

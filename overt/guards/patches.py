@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 ACTIVE: list[GuardSession] = []
 ARMED = False  # some active session is in a checked step: loss wrappers look at their arguments
 _LOSSES_WRAPPED: bool | None = None  # what refresh() last made of the loss functions (None: not known)
+_LOSS_PAIRS: list[tuple[str, Any, Any]] | None = None  # (name, original, wrapper) of the wrapped losses
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
 _ARMED_PASSES = 3  # DataLoader passes over a dataset whose start re-arms the forward checks
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -403,8 +404,9 @@ def _patch(owner: Any, name: str, make: Any) -> None:
 
 def activate(session: GuardSession) -> None:
     """Register ``session``; install the wrappers for the first one."""
-    global _LOSSES_WRAPPED
+    global _LOSSES_WRAPPED, _LOSS_PAIRS
     _LOSSES_WRAPPED = None
+    _LOSS_PAIRS = None
     if not ACTIVE:
         for name in LOSSES:
             if hasattr(F, name):
@@ -455,22 +457,34 @@ def refresh() -> None:
     if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
         return
     _LOSSES_WRAPPED = wrap
-    for name in LOSSES:
-        orig = _ORIGINALS.get((F, name))
-        cached = _WRAPPERS.get((F, name))
-        if orig is None or cached is None or cached[0] is not orig:
-            continue
+    for name, orig, wrapper in _loss_pairs():
         current = getattr(F, name)
         if wrap and current is orig:
-            setattr(F, name, cached[1])
-        elif not wrap and current is cached[1]:
+            setattr(F, name, wrapper)
+        elif not wrap and current is wrapper:
             setattr(F, name, orig)
+
+
+def _loss_pairs() -> list[tuple[str, Any, Any]]:
+    """The loss functions :func:`refresh` swaps, with their originals and wrappers: looked up once per
+    :func:`activate` (twice per checked step, eleven tuple-keyed lookups of two dicts saved)."""
+    global _LOSS_PAIRS
+    if _LOSS_PAIRS is None:
+        pairs = []
+        for name in LOSSES:
+            orig = _ORIGINALS.get((F, name))
+            cached = _WRAPPERS.get((F, name))
+            if orig is not None and cached is not None and cached[0] is orig:
+                pairs.append((name, orig, cached[1]))
+        _LOSS_PAIRS = pairs
+    return _LOSS_PAIRS
 
 
 def deactivate(session: GuardSession) -> None:
     """Unregister ``session``; restore PyTorch when it was the last one."""
-    global _LOSSES_WRAPPED
+    global _LOSSES_WRAPPED, _LOSS_PAIRS
     _LOSSES_WRAPPED = None
+    _LOSS_PAIRS = None
     if session in ACTIVE:
         ACTIVE.remove(session)
     if not ACTIVE:

@@ -59,15 +59,18 @@ if TYPE_CHECKING:
 _grad_enabled = torch.is_grad_enabled
 
 
-_OVERRIDDEN: dict[type, frozenset[str]] = {}
+_TABLES: dict[tuple[type[Check], ...], dict[str, tuple[int, ...]]] = {}
 
 
-def _overridden(cls: type[Check]) -> frozenset[str]:
-    """The hooks ``cls`` overrides (looked up once per class, not once per session)."""
-    hooks = _OVERRIDDEN.get(cls)
-    if hooks is None:
-        hooks = _OVERRIDDEN[cls] = frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Check, h))
-    return hooks
+def _hook_table(classes: tuple[type[Check], ...]) -> dict[str, tuple[int, ...]]:
+    """hook -> the positions in ``classes`` of the check classes that override it, in order (worked out
+    once per tuple of classes, not once per session: 14 hooks times 40-odd classes)."""
+    table = _TABLES.get(classes)
+    if table is None:
+        overridden = [{h for h in HOOKS if getattr(cls, h) is not getattr(Check, h)} for cls in classes]
+        table = _TABLES[classes] = {hook: tuple(i for i, hooks in enumerate(overridden) if hook in hooks)
+                                    for hook in HOOKS}
+    return table
 
 
 class GuardSession(ForwardHooks):
@@ -133,8 +136,10 @@ class GuardSession(ForwardHooks):
                     raise ValueError(f"check {type(check).__name__}: the name {check.name!r} is taken")
                 setattr(self, check.name, check)
         # hook -> (check, bound method) for the checks that override it, in registration order
+        table = _hook_table(tuple(type(c) for c in self.checks))
+        mine = self.checks
         self._hooks: dict[str, list[tuple[Check, Callable[..., Any]]]] = {
-            hook: [(c, getattr(c, hook)) for c in self.checks if hook in _overridden(type(c))] for hook in HOOKS
+            hook: [(mine[i], getattr(mine[i], hook)) for i in positions] for hook, positions in table.items()
         }
         patches.activate(self)
         if auto:

@@ -38,6 +38,8 @@ class ModelInfo:
         self._pre_handle: Any = None
         self.fwd_left = 0  # forwards still to look at outside checked steps
         self.compiled = False  # a compiled module around it (or compiled in place) was run eagerly for the guards
+        # (Module.compile calls counted, the modules compiled in place) at the last walk (overt.guards.compiled)
+        self.inplace_walk: tuple[int, list[nn.Module]] | None = None
 
     @property
     def pre_handle(self) -> Any:
