@@ -465,9 +465,9 @@ class GradChecks(Check):
             prev = self.snapshots.get(id(oi.opt))
             self.snapshots[id(oi.opt)] = (oi.steps, current, len(sums))
             if prev is not None and prev[1].shape == current.shape and prev[2] == len(sums):
-                # the largest change of any sampled value or sum: 0 when nothing moved (NaN when a value is
-                # NaN or infinite, as moved)
-                s.defer((current - prev[1]).abs().amax(), self._on_update(oi, prev[0], oi.steps))
+                # the largest change of any sampled value or sum, in one op: 0 when nothing moved (NaN when a
+                # value is NaN or infinite, as moved)
+                s.defer(torch.dist(current, prev[1], p=math.inf), self._on_update(oi, prev[0], oi.steps))
         finally:
             torch._C._set_grad_enabled(grad_was)
         if id(oi.opt) not in self.judged and oi.steps >= s.options.warmup_steps:

@@ -56,7 +56,7 @@ class TargetLeakChecks(Check):
                 or not x.is_floating_point():  # ids (tokens, categories): a target among them is a copy task
             self.x = None
             return
-        width = x[0].numel()
+        width = x.numel() // x.shape[0]  # per sample (x[0].numel() would be an op)
         self.x = (x.detach(), self.s.step, info.name) if 2 <= width <= MAX_FEATURES else None  # no graph kept
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
