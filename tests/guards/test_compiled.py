@@ -183,6 +183,27 @@ def test_the_last_session_gives_back_the_compiled_call():
     assert (OptimizedModule.__call__, torch.compile, nn.Module.compile) == before  # given back
 
 
+def test_a_model_compiled_in_place_between_checked_steps_runs_eagerly_at_the_next_one():
+    """A watched model's modules are walked for in-place compiled ones at its first look and again after a
+    ``Module.compile`` call, not at every checked step (overt/guards/compiled.py): a model compiled in place
+    while its forwards are not looked at is set aside at its next checked step all the same (its hooks fire),
+    stays compiled on the unchecked ones, and gets its compiled call back after the session."""
+    model = _Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, ignore=TIMING, check_every=4, warmup_steps=1)
+    _train(model, model, opt, 2)  # step 0 checked (looked at, uncompiled), step 1 not
+    model.compile(backend="aot_eager")  # between checked steps: nothing is looked at now
+    impl = model._compiled_call_impl
+    assert impl is not None
+    set_aside = []
+    handle = opt.register_step_pre_hook(lambda *_: set_aside.append(model._compiled_call_impl is None))
+    _train(model, model, opt, 3)  # steps 2 and 3 unchecked, step 4 checked
+    handle.remove()
+    g.report()
+    assert set_aside == [False, False, True]
+    assert model._compiled_call_impl is impl
+
+
 def test_a_second_compiled_model_of_the_same_class_has_no_graph_leak():
     """A notebook re-run or an in-process sweep: a second model of the same class, compiled, in the
     same process, reuses dynamo's cache; its checked outputs must not read as kept alive."""
