@@ -91,7 +91,8 @@ class Check:
 
     def on_arming(self, oi: OptInfo) -> None:
         """After a step: whether ``oi``'s next step is checked (``oi.armed``) is now known.
-        Called after every checked step and when a check falls due."""
+        Called after every checked step and when a check falls due; ``session.armed`` (whether any
+        watched optimizer's next step is checked) is already the new state."""
 
     # -- the end ---------------------------------------------------------------------------
     def end_of_run(self) -> None:

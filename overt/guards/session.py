@@ -358,6 +358,8 @@ class GuardSession(ForwardHooks):
 
     def _after_step(self, oi: OptInfo, was_armed: bool) -> None:
         """The next step's checked state changed (or stays checked): hooks follow it."""
+        armed = oi.armed if len(self.optimizers) == 1 else any(o.armed for o in self.optimizers.values())
+        changed, self.armed = armed != self.armed, armed  # before on_arming: the checks read the new state
         self._each("on_arming", oi)
         if not self.auto:
             if oi.armed and oi.pre_handle is None:
@@ -365,9 +367,7 @@ class GuardSession(ForwardHooks):
             elif not oi.armed and oi.pre_handle is not None:
                 oi.pre_handle.remove()
                 oi.pre_handle = None
-        armed = oi.armed if len(self.optimizers) == 1 else any(o.armed for o in self.optimizers.values())
-        if armed != self.armed:
-            self.armed = armed
+        if changed:
             patches.refresh()
             self._sync_forward_hooks()
         if self.auto:
