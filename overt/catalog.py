@@ -692,6 +692,29 @@ ENTRIES: tuple[Entry, ...] = (
           "given thresholded predictions (0 or 1, argmax) only one threshold is left, so the 'AUC' is a balanced "
           "accuracy at 0.5 and no longer measures the ranking it is reported as",
           _E, True, False),
+    Entry("logits-thresholded-as-probabilities", "OVT819", "outputs trained as logits compared with 0.5 without "
+          "a sigmoid",
+          "BCEWithLogitsLoss trains the model's outputs as logits, whose decision threshold is 0; 0.5 is the "
+          "threshold of a probability, and a logit of 0.5 is a probability of 0.62: every prediction between 0.5 "
+          "and 0.62 is counted as negative, and recall, F1 and accuracy are wrong while nothing fails",
+          _E, False, True),
+    Entry("multilabel-scores-softmaxed", "OVT820", "a multi-label model trained with independent sigmoids scored "
+          "through a softmax over its labels",
+          "BCEWithLogitsLoss on multi-label targets trains one independent probability per label; a softmax over "
+          "the labels makes them compete for one unit of probability, so a sample with k true labels scores at "
+          "most about 1/k on each and a threshold drops most of its positives",
+          _E, False, True),
+    Entry("eval-loss-scores-ignored", "OVT821", "an evaluation loss that scores the positions the training loss "
+          "ignored",
+          "the training loss ignored an index (padding, unlabelled positions); an evaluation loss of the same kind "
+          "without that ignore_index also scores those positions, so the validation loss or perplexity reported "
+          "is not the model's on the real tokens and moves with the amount of padding",
+          _E, False, True),
+    Entry("metric-summed-in-low-precision", "OVT822", "an evaluation sum or count kept in bfloat16/float16",
+          "half precision keeps 8 (bfloat16) or 11 (float16) significant bits: past 256 (bfloat16) or 2048 "
+          "(float16) a sum can no longer grow by 1 and small terms round away, so a count of correct predictions "
+          "stops counting while its denominator grows, and the accuracy or mean loss reported is wrong",
+          _E, False, True),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}
