@@ -697,7 +697,7 @@ ENTRIES: tuple[Entry, ...] = (
           "BCEWithLogitsLoss trains the model's outputs as logits, whose decision threshold is 0; 0.5 is the "
           "threshold of a probability, and a logit of 0.5 is a probability of 0.62: every prediction between 0.5 "
           "and 0.62 is counted as negative, and recall, F1 and accuracy are wrong while nothing fails",
-          _E, False, True),
+          _E, True, True),
     Entry("multilabel-scores-softmaxed", "OVT820", "a multi-label model trained with independent sigmoids scored "
           "through a softmax over its labels",
           "BCEWithLogitsLoss on multi-label targets trains one independent probability per label; a softmax over "
@@ -714,7 +714,7 @@ ENTRIES: tuple[Entry, ...] = (
           "half precision keeps 8 (bfloat16) or 11 (float16) significant bits: past 256 (bfloat16) or 2048 "
           "(float16) a sum can no longer grow by 1 and small terms round away, so a count of correct predictions "
           "stops counting while its denominator grows, and the accuracy or mean loss reported is wrong",
-          _E, False, True),
+          _E, True, True),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}
