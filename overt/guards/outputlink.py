@@ -105,7 +105,8 @@ class OutputLinkChecks(EvalOutputLooks, Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.train_looks: dict[int, int] = {}  # id(ModelInfo) -> checked training forwards remembered
-        self.train_outs: dict[int, tuple[ModelInfo, list[tuple[int, int | None, int]]]] = {}  # (pos, storage, numel)
+        # id(ModelInfo) -> its latest checked training outputs: (position, ref, storage, numel)
+        self.train_outs: dict[int, tuple[ModelInfo, list[tuple[int, Any, int | None, int]]]] = {}
         self.links: dict[tuple[int, int], _Link] = {}  # (id(ModelInfo), position) -> the loss it was trained by
         self.out_looks: dict[int, int] = {}
         self.out_hook = OneShotHook()
@@ -126,9 +127,11 @@ class OutputLinkChecks(EvalOutputLooks, Check):
             return
         n = self.train_looks.get(id(info), 0)
         if n >= TRAIN_LOOKS:
+            self.train_outs.pop(id(info), None)  # (a stale address could match a later tensor's)
             return
         self.train_looks[id(info)] = n + 1
-        self.train_outs[id(info)] = (info, [(pos, storage_ptr(t), t.numel()) for pos, t in model_outputs(output)])
+        self.train_outs[id(info)] = (info, [(pos, weakref.ref(t), storage_ptr(t), t.numel())
+                                            for pos, t in model_outputs(output)])
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if not self.train_outs or not isinstance(inp, torch.Tensor):
@@ -137,8 +140,8 @@ class OutputLinkChecks(EvalOutputLooks, Check):
         if storage is None:
             return
         for info, outs in self.train_outs.values():
-            for pos, out_storage, numel in outs:
-                if out_storage != storage or numel != inp.numel():
+            for pos, ref, out_storage, numel in outs:
+                if out_storage != storage or numel != inp.numel() or ref() is None:
                     continue
                 self._link(info, pos, name, inp, target, args, kwargs)
                 return
@@ -219,8 +222,9 @@ class OutputLinkChecks(EvalOutputLooks, Check):
 
         _COMPARES.listen(self)
         softmax_dim._WRAPPERS.listen(self)
-        if self.loss_looks < LOSS_LOOKS and any(not link.mixed and link.loss in INDEX_LOSSES and link.ignore != -100
-                                                 for link in self.links.values()):
+        ignoring = any(not link.mixed and link.loss in INDEX_LOSSES and link.ignore != -100
+                       for link in self.links.values())
+        if ignoring and self.loss_looks < LOSS_LOOKS:
             patches.eval_losses(self, True)
 
     def _unwrap(self) -> None:

@@ -105,8 +105,8 @@ def logits_thresholded_as_probabilities(ix: FileIndex) -> Iterator[Hit]:
 def _low_scalar(ix: FileIndex, value: ast.AST) -> str | None:
     """The half dtype of a scalar tensor made by ``value`` (``torch.zeros((), dtype=torch.bfloat16)``,
     ``torch.tensor(0.0, dtype=torch.half)``, ``torch.zeros(1).bfloat16()``), else None."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("half", "bfloat16") \
-            and not value.args:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in ("half", "bfloat16") and not value.args:
         inner = value.func.value
         return ("float16" if value.func.attr == "half" else "bfloat16") if _scalar_maker(ix, inner) else None
     if not (isinstance(value, ast.Call) and _scalar_maker(ix, value)):
@@ -123,7 +123,8 @@ def _scalar_maker(ix: FileIndex, call: ast.AST) -> bool:
     if not ix.is_torchish(q) or last not in ("zeros", "tensor", "ones", "full"):
         return False
     if last == "tensor":
-        return bool(call.args) and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, (int, float))
+        first = call.args[0] if call.args else None
+        return isinstance(first, ast.Constant) and isinstance(first.value, (int, float))
     shape = call.args[0] if call.args else None
     if last != "full" and shape is None:
         return True  # torch.zeros(dtype=...) is 0-dimensional
