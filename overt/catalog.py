@@ -694,9 +694,10 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, False),
     Entry("logits-thresholded-as-probabilities", "OVT819", "outputs trained as logits compared with 0.5 without "
           "a sigmoid",
-          "BCEWithLogitsLoss trains the model's outputs as logits, whose decision threshold is 0; 0.5 is the "
-          "threshold of a probability, and a logit of 0.5 is a probability of 0.62: every prediction between 0.5 "
-          "and 0.62 is counted as negative, and recall, F1 and accuracy are wrong while nothing fails",
+          "BCEWithLogitsLoss and cross_entropy train the model's outputs as logits; 0.5 (a comparison, or "
+          "round()) is the threshold of a probability: a sigmoid's logit of 0.5 is a probability of 0.62, and one "
+          "class's logit means nothing without the others', so the decisions are wrong and recall, F1 and accuracy "
+          "with them while nothing fails",
           _E, True, True),
     Entry("multilabel-scores-softmaxed", "OVT820", "a multi-label model trained with independent sigmoids scored "
           "through a softmax over its labels",

@@ -67,9 +67,11 @@ LOW = (torch.bfloat16, torch.float16)
 EXACT = {torch.bfloat16: 256, torch.float16: 2048}  # the largest integer past which +1 may round away
 LOGIT_LOSS = "binary_cross_entropy_with_logits"
 INDEX_LOSSES = ("cross_entropy", "nll_loss")
+_LINKS = (LOGIT_LOSS, *INDEX_LOSSES)  # losses that train outputs which are not probabilities
 _COMPARISONS = ((torch.Tensor, "__gt__"), (torch.Tensor, "__ge__"), (torch.Tensor, "__lt__"), (torch.Tensor, "__le__"),
                 (torch.Tensor, "gt"), (torch.Tensor, "ge"), (torch.Tensor, "lt"), (torch.Tensor, "le"),
                 (torch, "gt"), (torch, "ge"), (torch, "lt"), (torch, "le"))
+_ROUNDS = ((torch, "round"), (torch.Tensor, "round"))
 _ADDITIONS = ((torch.Tensor, "__iadd__"), (torch.Tensor, "add_"))
 
 
@@ -249,9 +251,9 @@ class OutputLinkChecks(EvalOutputLooks, Check):
         if loc in self.judged:
             return
         found = self._output(tensor)
-        if found is not None and number == 0.5 and found[2].loss == LOGIT_LOSS:
+        if found is not None and number == 0.5 and found[2].loss in _LINKS:
             self.judged.add(loc)
-            self._logits_thresholded(name, tensor, number, found[0], loc)
+            self._logits_thresholded(f"compared with 0.5 ({loc or name})", tensor, found[0], found[2], loc)
             return
         soft = self._softmaxed(tensor)
         if soft is not None and 0 < number < 1:
@@ -270,19 +272,40 @@ class OutputLinkChecks(EvalOutputLooks, Check):
                 where=f"the softmax at {where}" if where else f"{info.name}'s evaluation outputs",
                 key=f"softmaxed:{where}")
 
-    def _logits_thresholded(self, name: str, tensor: torch.Tensor, number: float, info: ModelInfo, loc: str) -> None:
+    def rounded(self, x: Any) -> None:
+        """``torch.round(out)``/``out.round()``: a 0/1 decision made by rounding, right for probabilities only."""
+        loc = user_location(3) or ""
+        if loc in self.judged:
+            return
+        found = self._output(x)
+        if found is not None and found[2].loss in _LINKS:
+            self.judged.add(loc)
+            self._logits_thresholded(f"rounded to 0 or 1 ({loc or 'round'}), which thresholds them at 0.5,", x,
+                                     found[0], found[2], loc)
+
+    def _logits_thresholded(self, how: str, tensor: torch.Tensor, info: ModelInfo, link: _Link, loc: str) -> None:
         low, high = (float(v) for v in torch.stack([*torch.aminmax(tensor.detach().float())]).tolist())
         if low >= 0.0 and high <= 1.0:
             return  # values all in [0, 1]: the model may apply the sigmoid itself in eval mode
+        if link.loss == LOGIT_LOSS:
+            taken = "BCEWithLogitsLoss (binary_cross_entropy_with_logits), took them as logits"
+            why = ("0.5 is the threshold of a probability, and a logit of 0.5 is a probability of 0.62, so every "
+                   "prediction with a probability between 0.5 and 0.62 is counted as negative")
+            fix = ("apply the sigmoid first (torch.sigmoid(logits) > 0.5), or threshold the logits at 0 (logits > 0), "
+                   "which is the same decision.")
+        else:
+            what = "logits" if link.loss == "cross_entropy" else "log-probabilities"
+            taken = f"{link.loss}, took them as {what} over the classes"
+            why = (f"0.5 is the threshold of a probability, and a class's {what[:-1]} says nothing on its own (a "
+                   "logit counts only against the other classes' logits, a log-probability is at most 0), so the "
+                   "decisions depend on the scale of the outputs, not on which class is most likely")
+            fix = ("compare probabilities: torch.softmax(logits, dim=-1)[:, k] > 0.5 (or .exp() of log-probabilities), "
+                   "or take the most likely class with argmax(dim=-1).")
         self.s.report(
             "logits-thresholded-as-probabilities",
-            f"the evaluation outputs of {info.name} are compared with 0.5 ({loc or name}), but its training loss, "
-            f"BCEWithLogitsLoss (binary_cross_entropy_with_logits), took them as logits (they range from {low:.3g} "
-            f"to {high:.3g} here): 0.5 is the threshold of a probability, and a logit of 0.5 is a probability of "
-            "0.62, so every prediction with a probability between 0.5 and 0.62 is counted as negative and the "
-            "recall, F1 and accuracy reported are wrong while nothing fails.",
-            fix="apply the sigmoid first (torch.sigmoid(logits) > 0.5), or threshold the logits at 0 "
-                "(logits > 0), which is the same decision.",
+            f"the evaluation outputs of {info.name} are {how} but its training loss, {taken} (they range from "
+            f"{low:.3g} to {high:.3g} here): {why}, and the recall, F1 and accuracy reported are wrong while nothing "
+            "fails.", fix=fix,
             where=f"the comparison at {loc}" if loc else f"{info.name}'s evaluation outputs", key=f"logit05:{loc}")
 
     def softmax_called(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
@@ -421,6 +444,22 @@ def _comparison(orig: Any, name: str) -> Any:
     return compare
 
 
+def _rounding(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def round_(*args: Any, **kwargs: Any) -> Any:
+        if args and not kwargs.get("decimals") and _COMPARES.listening and not compiling() \
+                and not from_torch(sys._getframe(1)):
+            for check in _COMPARES.listening:
+                if check.outputs:
+                    try:
+                        check.rounded(args[0])
+                    except Exception as exc:  # noqa: BLE001
+                        check.s.check_failed(check, exc)
+        return orig(*args, **kwargs)
+
+    return round_
+
+
 def _addition(orig: Any, name: str) -> Any:
     @functools.wraps(orig)
     def add(*args: Any, **kwargs: Any) -> Any:
@@ -438,5 +477,6 @@ def _addition(orig: Any, name: str) -> Any:
 
 
 # wrapped while some session's evaluation outputs are remembered / while an evaluation phase is followed
-_COMPARES = Swapped(_COMPARISONS, lambda orig, owner, name: _comparison(orig, name))
+_COMPARES = Swapped(_COMPARISONS + _ROUNDS, lambda orig, owner, name: _rounding(orig) if name == "round"
+                    else _comparison(orig, name))
 _ADDS = Swapped(_ADDITIONS, lambda orig, owner, name: _addition(orig, name))

@@ -102,6 +102,42 @@ def test_logits_thresholded_in_another_form_binary_functional():
         assert slugs(findings) == ["logits-thresholded-as-probabilities"], g.session.options.stream.getvalue()
 
 
+def test_logits_rounded_to_decisions_are_named():
+    findings, text, _ = _multilabel(lambda out, t: _f1(torch.round(out).clamp(0, 1).bool(), t))
+    assert slugs(findings) == ["logits-thresholded-as-probabilities"], text
+    assert "rounded" in findings[0].message
+    findings, text, _ = _multilabel(lambda out, t: _f1(torch.round(torch.sigmoid(out)).bool(), t))
+    assert findings == [], text  # rounding probabilities is the 0.5 threshold
+
+
+def _two_class(score):
+    """Even/odd digits through a two-logit head trained by cross_entropy."""
+    x, y = digits()
+    target = (y % 2 == 0).long()
+    model = mlp(out=2)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = guarded(model, opt, ignore=TIMING)
+    for epoch in range(3):
+        for i in range(0, 1400, 50):
+            opt.zero_grad()
+            F.cross_entropy(model(x[i:i + 50]), target[i:i + 50]).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        value = float(score(model(x[1400:]), target[1400:]))
+    return g.report(), g.session.options.stream.getvalue(), value
+
+
+def test_cross_entropy_logit_of_one_class_compared_with_half_is_named():
+    findings, text, acc = _two_class(lambda out, t: ((out[:, 1] > 0.5).long() == t).float().mean())
+    assert slugs(findings) == ["logits-thresholded-as-probabilities"], text
+    assert "cross_entropy" in findings[0].message
+    for score in (lambda out, t: ((F.softmax(out, dim=1)[:, 1] > 0.5).long() == t).float().mean(),
+                  lambda out, t: (out.argmax(1) == t).float().mean()):
+        findings, text, twin = _two_class(score)
+        assert findings == [], text
+
+
 def test_thresholds_that_read_the_logits_rightly_are_quiet():
     for score in (lambda out, t: _f1(torch.sigmoid(out) > 0.5, t),   # the sigmoid first
                   lambda out, t: _f1(out > 0, t),                     # the logit's own threshold
