@@ -406,8 +406,9 @@ class OutputLinkChecks(EvalOutputLooks, Check):
             self.s.report(
                 "metric-summed-in-low-precision",
                 f"a sum kept in {dtype} ({loc or 'an in-place addition'}) in evaluation holds {kept[worst]:.6g} after "
-                f"{terms} additions, while the same terms add up to {true[worst]:.6g}: {dtype} keeps 8 (bfloat16) or "
-                f"11 (float16) significant bits, so past {EXACT[acc.dtype]} it can no longer grow by 1 and every small "
+                f"{terms} additions, while the same terms add up to {true[worst]:.6g}: {dtype} keeps "
+                f"{8 if acc.dtype == torch.bfloat16 else 11} significant bits, so past {EXACT[acc.dtype]} it can no "
+                "longer grow by 1 and every small "
                 "term is rounded away; a count of correct predictions stops counting while its denominator keeps "
                 "growing, and the accuracy or mean loss reported is wrong while nothing fails.",
                 fix="keep evaluation sums and counts in float32/float64 or as Python numbers (correct += "
