@@ -247,16 +247,18 @@ class OutputLinkChecks(EvalOutputLooks, Check):
         if not isinstance(tensor, torch.Tensor) or isinstance(number, (torch.Tensor, bool)) \
                 or not isinstance(number, (int, float)):
             return
-        loc = user_location(3) or ""
-        if loc in self.judged:
+        found = self._output(tensor) if number == 0.5 else None
+        if found is not None and found[2].loss in _LINKS:
+            loc = user_location(3) or ""
+            if loc not in self.judged:
+                self.judged.add(loc)
+                self._logits_thresholded(f"compared with 0.5 ({loc or name})", tensor, found[0], found[2], loc)
             return
-        found = self._output(tensor)
-        if found is not None and number == 0.5 and found[2].loss in _LINKS:
-            self.judged.add(loc)
-            self._logits_thresholded(f"compared with 0.5 ({loc or name})", tensor, found[0], found[2], loc)
-            return
-        soft = self._softmaxed(tensor)
-        if soft is not None and 0 < number < 1:
+        soft = self._softmaxed(tensor) if self.softmaxed and 0 < number < 1 else None
+        if soft is not None:
+            loc = user_location(3) or ""
+            if loc in self.judged:
+                return
             self.judged.add(loc)
             info, where = soft
             self.s.report(
@@ -274,11 +276,11 @@ class OutputLinkChecks(EvalOutputLooks, Check):
 
     def rounded(self, x: Any) -> None:
         """``torch.round(out)``/``out.round()``: a 0/1 decision made by rounding, right for probabilities only."""
-        loc = user_location(3) or ""
-        if loc in self.judged:
-            return
         found = self._output(x)
-        if found is not None and found[2].loss in _LINKS:
+        if found is None or found[2].loss not in _LINKS:
+            return
+        loc = user_location(3) or ""
+        if loc not in self.judged:
             self.judged.add(loc)
             self._logits_thresholded(f"rounded to 0 or 1 ({loc or 'round'}), which thresholds them at 0.5,", x,
                                      found[0], found[2], loc)
