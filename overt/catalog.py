@@ -699,11 +699,12 @@ ENTRIES: tuple[Entry, ...] = (
           "class's logit means nothing without the others', so the decisions are wrong and recall, F1 and accuracy "
           "with them while nothing fails",
           _E, True, True),
-    Entry("multilabel-scores-softmaxed", "OVT820", "a multi-label model trained with independent sigmoids scored "
-          "through a softmax over its labels",
-          "BCEWithLogitsLoss on multi-label targets trains one independent probability per label; a softmax over "
-          "the labels makes them compete for one unit of probability, so a sample with k true labels scores at "
-          "most about 1/k on each and a threshold drops most of its positives",
+    Entry("scores-activation-mismatch", "OVT820", "evaluation scores made with another activation than the "
+          "training loss's, then thresholded",
+          "a multi-label model trained with independent sigmoids (BCEWithLogitsLoss) scored through a softmax over "
+          "its labels makes the labels compete (a sample with k true labels scores at most about 1/k on each); a "
+          "model trained with cross_entropy scored through a sigmoid per class reads each logit alone, though only "
+          "differences between logits mean anything: thresholded, either gives wrong decisions while nothing fails",
           _E, False, True),
     Entry("eval-loss-scores-ignored", "OVT821", "an evaluation loss that scores the positions the training loss "
           "ignored",

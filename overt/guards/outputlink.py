@@ -9,9 +9,10 @@ precision that can hold the sum.  Four ways to break it leave no error:
 
 - ``logits-thresholded-as-probabilities``: outputs trained as logits (``BCEWithLogitsLoss``) compared with
   0.5, the probability threshold, without the sigmoid (a logit of 0.5 is a probability of 0.62);
-- ``multilabel-scores-softmaxed``: outputs trained as independent sigmoids on multi-label targets scored
-  through a softmax over the labels and then thresholded (a sample's labels then compete for one unit of
-  probability);
+- ``scores-activation-mismatch``: outputs scored through another activation than the loss trained them
+  with, then thresholded: independent sigmoids on multi-label targets scored through a softmax over the
+  labels (a sample's labels then compete for one unit of probability), or logits trained by
+  ``cross_entropy`` (a softmax over the classes) scored through a sigmoid per class;
 - ``eval-loss-scores-ignored``: an evaluation loss of the training loss's kind, on the model's outputs,
   that does not ignore the index the training loss ignored, on targets that hold it (perplexity over
   padding);
@@ -72,6 +73,7 @@ _COMPARISONS = ((torch.Tensor, "__gt__"), (torch.Tensor, "__ge__"), (torch.Tenso
                 (torch.Tensor, "gt"), (torch.Tensor, "ge"), (torch.Tensor, "lt"), (torch.Tensor, "le"),
                 (torch, "gt"), (torch, "ge"), (torch, "lt"), (torch, "le"))
 _ROUNDS = ((torch, "round"), (torch.Tensor, "round"))
+_SIGMOIDS = ((torch, "sigmoid"), (torch.Tensor, "sigmoid"), (torch.nn.functional, "sigmoid"))
 _ADDITIONS = ((torch.Tensor, "__iadd__"), (torch.Tensor, "add_"))
 
 
@@ -114,8 +116,8 @@ class OutputLinkChecks(EvalOutputLooks, Check):
         self.out_hook = OneShotHook()
         # evaluation outputs remembered: (ref, storage, numel, model, position)
         self.outputs: list[tuple[Any, int | None, int, ModelInfo, int]] = []
-        # softmax results over the labels of multi-label outputs: (ref, storage, model, where)
-        self.softmaxed: list[tuple[Any, int | None, ModelInfo, str]] = []
+        # scores made with another activation than the loss's: (ref, storage, model, where, activation, loss)
+        self.softmaxed: list[tuple[Any, int | None, ModelInfo, str, str, str]] = []
         self.judged: set[str] = set()  # call sites already judged (one read each)
         self.loss_looks = 0
         self.sum_phases = 0
@@ -260,19 +262,30 @@ class OutputLinkChecks(EvalOutputLooks, Check):
             if loc in self.judged:
                 return
             self.judged.add(loc)
-            info, where = soft
+            info, where, activation, loss = soft
+            if activation == "softmax":
+                what = (f"the evaluation outputs of {info.name} were trained by BCEWithLogitsLoss on multi-label "
+                        "targets (rows with several positive labels, seen on the checked steps): each label is an "
+                        f"independent sigmoid. Here they go through a softmax over the labels ({where}) and are then "
+                        f"compared with {number:g} ({loc or name}): the labels of a sample now compete for one unit of "
+                        "probability, so a sample with k true labels scores at most about 1/k on each and loses most "
+                        "of its positive predictions")
+                fix = ("score multi-label outputs with torch.sigmoid(logits) (what the loss trained), not softmax over "
+                       "the labels; a softmax fits only outputs trained with cross_entropy (one label per sample).")
+            else:
+                what = (f"the evaluation outputs of {info.name} were trained by {loss}: a softmax over the classes, "
+                        "where only the differences between a sample's logits mean anything. Here they go through a "
+                        f"sigmoid, class by class ({where}), and are then compared with {number:g} ({loc or name}): "
+                        "each class's score is read alone, as if the classes were independent labels, so the "
+                        "decisions depend on the logits' offset, not on how likely each class is")
+                fix = ("score the classes with torch.softmax(logits, dim=-1) (what the loss trained) before "
+                       "thresholding, or take the most likely class with argmax(dim=-1); a sigmoid per output fits "
+                       "only outputs trained with BCEWithLogitsLoss.")
             self.s.report(
-                "multilabel-scores-softmaxed",
-                f"the evaluation outputs of {info.name} were trained by BCEWithLogitsLoss on multi-label targets (rows "
-                f"with several positive labels, seen on the checked steps): each label is an independent sigmoid. "
-                f"Here they go through a softmax over the labels ({where}) and are then compared with {number:g} "
-                f"({loc or name}): the labels of a sample now compete for one unit of probability, so a sample with "
-                "k true labels scores at most about 1/k on each and loses most of its positive predictions, and "
-                "every thresholded or per-label metric is wrong while nothing fails.",
-                fix="score multi-label outputs with torch.sigmoid(logits) (what the loss trained), not softmax over "
-                    "the labels; a softmax fits only outputs trained with cross_entropy (one label per sample).",
-                where=f"the softmax at {where}" if where else f"{info.name}'s evaluation outputs",
-                key=f"softmaxed:{where}")
+                "scores-activation-mismatch",
+                f"{what}, and every thresholded or per-class metric is wrong while nothing fails.", fix=fix,
+                where=f"the {activation} at {where}" if where else f"{info.name}'s evaluation outputs",
+                key=f"activation:{where}")
 
     def rounded(self, x: Any) -> None:
         """``torch.round(out)``/``out.round()``: a 0/1 decision made by rounding, right for probabilities only."""
@@ -320,14 +333,25 @@ class OutputLinkChecks(EvalOutputLooks, Check):
         found = self._output(x)
         if found is None or found[2].loss != LOGIT_LOSS or not found[2].multi:
             return
-        self.softmaxed = self.softmaxed[-3:] + [(weakref.ref(out), storage_ptr(out), found[0], user_location(3) or "")]
+        self.softmaxed = self.softmaxed[-3:] + [(weakref.ref(out), storage_ptr(out), found[0], user_location(3) or "",
+                                                 "softmax", LOGIT_LOSS)]
 
-    def _softmaxed(self, x: torch.Tensor) -> tuple[ModelInfo, str] | None:
+    def sigmoid_called(self, x: Any, out: Any) -> None:
+        """``torch.sigmoid(out)`` of outputs trained by cross_entropy/nll_loss (a softmax over the classes)."""
+        if not isinstance(out, torch.Tensor):
+            return
+        found = self._output(x)
+        if found is None or found[2].loss not in INDEX_LOSSES:
+            return
+        self.softmaxed = self.softmaxed[-3:] + [(weakref.ref(out), storage_ptr(out), found[0], user_location(3) or "",
+                                                 "sigmoid", found[2].loss)]
+
+    def _softmaxed(self, x: torch.Tensor) -> tuple[ModelInfo, str, str, str] | None:
         storage = storage_ptr(x)
-        for ref, s_storage, info, where in reversed(self.softmaxed):
+        for ref, s_storage, info, where, activation, loss in reversed(self.softmaxed):
             t = ref()
             if t is not None and (t is x or (storage and storage == s_storage)):
-                return info, where
+                return info, where, activation, loss
         return None
 
     # -- an evaluation loss that scores what training ignored --------------------------------------
@@ -463,6 +487,22 @@ def _rounding(orig: Any) -> Any:
     return round_
 
 
+def _sigmoid(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def sigmoid(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if args and _COMPARES.listening and not compiling() and not from_torch(sys._getframe(1)):
+            for check in _COMPARES.listening:
+                if check.outputs:
+                    try:
+                        check.sigmoid_called(args[0], out)
+                    except Exception as exc:  # noqa: BLE001
+                        check.s.check_failed(check, exc)
+        return out
+
+    return sigmoid
+
+
 def _addition(orig: Any, name: str) -> Any:
     @functools.wraps(orig)
     def add(*args: Any, **kwargs: Any) -> Any:
@@ -480,6 +520,7 @@ def _addition(orig: Any, name: str) -> Any:
 
 
 # wrapped while some session's evaluation outputs are remembered / while an evaluation phase is followed
-_COMPARES = Swapped(_COMPARISONS + _ROUNDS, lambda orig, owner, name: _rounding(orig) if name == "round"
-                    else _comparison(orig, name))
+_COMPARES = Swapped(_COMPARISONS + _ROUNDS + _SIGMOIDS,
+                    lambda orig, owner, name: _rounding(orig) if name == "round" else _sigmoid(orig)
+                    if name == "sigmoid" else _comparison(orig, name))
 _ADDS = Swapped(_ADDITIONS, lambda orig, owner, name: _addition(orig, name))

@@ -1,6 +1,7 @@
 """Evaluation reads a model's outputs as its training loss taught them (overt/guards/outputlink.py, issue 33
 w134, w139, w146, w150): logits compared with 0.5 (logits-thresholded-as-probabilities), multi-label
-sigmoid outputs softmaxed over their labels then thresholded (multilabel-scores-softmaxed), an evaluation
+sigmoid outputs softmaxed over their labels, or cross_entropy logits put through a sigmoid, then thresholded
+(scores-activation-mismatch), an evaluation
 loss that scores the index the training loss ignored (eval-loss-scores-ignored) and evaluation sums kept
 in half precision (metric-summed-in-low-precision).  Real small runs on scikit-learn's digits and on a
 Markov-chain language model; each planted bug in two forms, each with its correct twins."""
@@ -132,7 +133,12 @@ def test_cross_entropy_logit_of_one_class_compared_with_half_is_named():
     findings, text, acc = _two_class(lambda out, t: ((out[:, 1] > 0.5).long() == t).float().mean())
     assert slugs(findings) == ["logits-thresholded-as-probabilities"], text
     assert "cross_entropy" in findings[0].message
+    # the same outputs through a sigmoid per class (as if the classes were independent labels)
+    findings, text, _ = _two_class(lambda out, t: ((torch.sigmoid(out)[:, 1] > 0.5).long() == t).float().mean())
+    assert slugs(findings) == ["scores-activation-mismatch"], text
+    assert "sigmoid" in findings[0].message and "cross_entropy" in findings[0].message
     for score in (lambda out, t: ((F.softmax(out, dim=1)[:, 1] > 0.5).long() == t).float().mean(),
+                  lambda out, t: (torch.sigmoid(out).argmax(1) == t).float().mean(),  # the order, not a threshold
                   lambda out, t: (out.argmax(1) == t).float().mean()):
         findings, text, twin = _two_class(score)
         assert findings == [], text
@@ -167,13 +173,13 @@ def test_outputs_trained_by_another_loss_compared_with_half_are_quiet():
 
 def test_multilabel_scores_softmaxed_then_thresholded_are_named():
     findings, text, f1 = _multilabel(lambda out, t: _f1(F.softmax(out, dim=1) > 0.5, t))
-    assert slugs(findings) == ["multilabel-scores-softmaxed"], text
+    assert slugs(findings) == ["scores-activation-mismatch"], text
     assert "test_output_link.py:" in findings[0].where
     _, _, twin = _multilabel(lambda out, t: _f1(torch.sigmoid(out) > 0.5, t))
     assert f1 < twin
     # the tensor method, functional training, another threshold
     findings, text, _ = _multilabel(lambda out, t: _f1(out.softmax(-1) >= 0.3, t), functional=True)
-    assert slugs(findings) == ["multilabel-scores-softmaxed"], text
+    assert slugs(findings) == ["scores-activation-mismatch"], text
 
 
 def test_softmax_kept_for_ranking_or_on_single_label_targets_is_quiet():
