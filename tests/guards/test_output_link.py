@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -152,6 +153,46 @@ def test_thresholds_that_read_the_logits_rightly_are_quiet():
         assert findings == [], text
     # a model that applies the sigmoid itself in eval mode: its outputs are probabilities there
     findings, text, _ = _multilabel(lambda out, t: _f1(out > 0.5, t), sigmoid_in_eval=True)
+    assert findings == [], text
+
+
+class _F1:
+    """A metric object written by hand in torchmetrics' style: update(preds, target), compute()."""
+
+    def __init__(self, threshold: float = 0.5):
+        self.threshold, self.tp, self.fp, self.fn = threshold, 0.0, 0.0, 0.0
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+        hard = preds >= self.threshold
+        self.tp += float((hard & (target > 0.5)).sum())
+        self.fp += float((hard & (target < 0.5)).sum())
+        self.fn += float((~hard & (target > 0.5)).sum())
+
+    def compute(self) -> float:
+        return 2 * self.tp / max(2 * self.tp + self.fp + self.fn, 1.0)
+
+
+def test_a_metric_object_given_logits_is_named():
+    def hand_written(out, tags):
+        metric = _F1()
+        metric.update(out, tags)
+        return metric.compute()
+
+    findings, text, _ = _multilabel(hand_written)
+    assert slugs(findings) == ["logits-thresholded-as-probabilities"], text
+    assert "test_output_link.py:" in findings[0].where  # the comparison inside update()
+
+
+@pytest.mark.slow  # (importing torchmetrics)
+def test_torchmetrics_given_logits_is_quiet():
+    from torchmetrics.classification import MultilabelF1Score
+
+    def library(out, tags):  # torchmetrics applies the sigmoid itself to values outside [0, 1]
+        metric = MultilabelF1Score(num_labels=tags.shape[1], threshold=0.5)
+        metric.update(out, tags.long())
+        return metric.compute()
+
+    findings, text, _ = _multilabel(library)
     assert findings == [], text
 
 
