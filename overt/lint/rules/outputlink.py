@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from overt.lint.index import FileIndex, dotted, kwarg
 from overt.lint.rules.base import Hit, rule
 
-_LOGIT_LOSSES = {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"}
+_LOGIT_LOSSES = {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits", "CrossEntropyLoss", "cross_entropy"}
 _VIEWS = {"squeeze", "view", "reshape", "flatten", "view_as", "contiguous", "detach", "cpu"}
 _LOW = {"bfloat16", "float16", "half"}
 
@@ -32,8 +32,9 @@ _LOW = {"bfloat16", "float16", "half"}
 def _model_of(ix: FileIndex, node: ast.AST | None, scope: ast.AST | None) -> str | None:
     """The model whose call ``node`` is (``model(x)``, ``model(x).squeeze(1)``), or whose call the name
     ``node`` is assigned from (every assignment of it in ``scope``)."""
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
-        node = node.func.value
+    while (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS) \
+            or isinstance(node, ast.Subscript):  # out[:, 1]: one class's logit
+        node = node.value if isinstance(node, ast.Subscript) else node.func.value
     if isinstance(node, ast.Call):
         name = dotted(node.func)
         return name if name and ix.is_model(name) else None
@@ -94,12 +95,18 @@ def logits_thresholded_as_probabilities(ix: FileIndex) -> Iterator[Hit]:
         if model not in logits or _applies_sigmoid(ix, model):
             continue
         kinds = ", ".join(sorted(trained[model]))
+        if trained[model] & {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"}:
+            why = ("a logit of 0.5 is a probability of 0.62, so every prediction between 0.5 and 0.62 is counted as "
+                   "negative")
+            fix = "apply the sigmoid first (torch.sigmoid(logits) > 0.5), or threshold the logits at 0"
+        else:
+            why = ("one class's logit means nothing without the other classes' (only their differences do), so the "
+                   "decisions depend on the logits' offset, not on how likely the class is")
+            fix = "compare probabilities (torch.softmax(logits, dim=-1)[:, k] > 0.5) or take argmax(dim=-1)"
         yield Hit("logits-thresholded-as-probabilities", node,
                   f"`{ix.segment(node)}` compares the outputs of `{model}` with 0.5, but they are trained as logits "
-                  f"({kinds} takes `{model}`'s outputs): 0.5 is a probability's threshold, and a logit of 0.5 is a "
-                  "probability of 0.62, so every prediction between 0.5 and 0.62 is counted as negative and recall, "
-                  "F1 and accuracy are wrong",
-                  fix="apply the sigmoid first (torch.sigmoid(logits) > 0.5), or threshold the logits at 0")
+                  f"({kinds} takes `{model}`'s outputs): 0.5 is a probability's threshold, and {why}, so recall, "
+                  "F1 and accuracy are wrong", fix=fix)
 
 
 def _low_scalar(ix: FileIndex, value: ast.AST) -> str | None:
