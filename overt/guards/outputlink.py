@@ -244,6 +244,16 @@ class OutputLinkChecks(EvalOutputLooks, Check):
             self._judge_sums()
 
     # -- logits compared with 0.5; multi-label scores softmaxed, then thresholded ------------------
+    def called(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+        """A wrapped comparison, ``round`` or ``sigmoid`` was called (``out``: its result)."""
+        if name == "round":
+            if not kwargs.get("decimals"):
+                self.rounded(args[0])
+        elif name == "sigmoid":
+            self.sigmoid_called(args[0], out)
+        elif len(args) >= 2:
+            self.compared(name, args[0], args[1])
+
     def compared(self, name: str, a: Any, b: Any) -> None:
         tensor, number = (a, b) if isinstance(a, torch.Tensor) else (b, a)
         if not isinstance(tensor, torch.Tensor) or isinstance(number, (torch.Tensor, bool)) \
@@ -454,53 +464,27 @@ class OutputLinkChecks(EvalOutputLooks, Check):
         self.out_hook.remove()
 
 
-def _comparison(orig: Any, name: str) -> Any:
-    shown = {"__gt__": ">", "__ge__": ">=", "__lt__": "<", "__le__": "<="}.get(name, name)
+_SHOWN = {"__gt__": ">", "__ge__": ">=", "__lt__": "<", "__le__": "<="}
+
+
+def _watched(orig: Any, name: str) -> Any:
+    """A comparison, ``round`` or ``sigmoid`` whose calls on remembered evaluation outputs are shown to the
+    listening checks (:meth:`OutputLinkChecks.called`)."""
+    shown = _SHOWN.get(name, name)
 
     @functools.wraps(orig)
-    def compare(*args: Any, **kwargs: Any) -> Any:
-        if len(args) >= 2 and _COMPARES.listening and not compiling() and not from_torch(sys._getframe(1)):
-            for check in _COMPARES.listening:
-                if check.outputs or check.softmaxed:
-                    try:
-                        check.compared(shown, args[0], args[1])
-                    except Exception as exc:  # noqa: BLE001  never break the user's call over a check
-                        check.s.check_failed(check, exc)
-        return orig(*args, **kwargs)
-
-    return compare
-
-
-def _rounding(orig: Any) -> Any:
-    @functools.wraps(orig)
-    def round_(*args: Any, **kwargs: Any) -> Any:
-        if args and not kwargs.get("decimals") and _COMPARES.listening and not compiling() \
-                and not from_torch(sys._getframe(1)):
-            for check in _COMPARES.listening:
-                if check.outputs:
-                    try:
-                        check.rounded(args[0])
-                    except Exception as exc:  # noqa: BLE001
-                        check.s.check_failed(check, exc)
-        return orig(*args, **kwargs)
-
-    return round_
-
-
-def _sigmoid(orig: Any) -> Any:
-    @functools.wraps(orig)
-    def sigmoid(*args: Any, **kwargs: Any) -> Any:
+    def watched(*args: Any, **kwargs: Any) -> Any:
         out = orig(*args, **kwargs)
         if args and _COMPARES.listening and not compiling() and not from_torch(sys._getframe(1)):
             for check in _COMPARES.listening:
-                if check.outputs:
+                if check.outputs or check.softmaxed:
                     try:
-                        check.sigmoid_called(args[0], out)
-                    except Exception as exc:  # noqa: BLE001
+                        check.called(shown, args, kwargs, out)
+                    except Exception as exc:  # noqa: BLE001  never break the user's call over a check
                         check.s.check_failed(check, exc)
         return out
 
-    return sigmoid
+    return watched
 
 
 def _addition(orig: Any, name: str) -> Any:
@@ -520,7 +504,5 @@ def _addition(orig: Any, name: str) -> Any:
 
 
 # wrapped while some session's evaluation outputs are remembered / while an evaluation phase is followed
-_COMPARES = Swapped(_COMPARISONS + _ROUNDS + _SIGMOIDS,
-                    lambda orig, owner, name: _rounding(orig) if name == "round" else _sigmoid(orig)
-                    if name == "sigmoid" else _comparison(orig, name))
+_COMPARES = Swapped(_COMPARISONS + _ROUNDS + _SIGMOIDS, lambda orig, owner, name: _watched(orig, name))
 _ADDS = Swapped(_ADDITIONS, lambda orig, owner, name: _addition(orig, name))

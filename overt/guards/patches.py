@@ -73,44 +73,38 @@ def safely(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _unchecked(name: str, orig: Any, args: tuple, kwargs: dict) -> Any:
-    """A loss call outside checked steps: explained when it raises."""
-    try:
-        return orig(*args, **kwargs)
-    except Exception:
-        for s in ACTIVE:
-            safely(s.losses.on_error, name, args, kwargs)
-        raise
-
-
 def _loss_wrapper(name: str, orig: Any) -> Any:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not LOOK:  # the fast path: one global read
-            try:
-                return orig(*args, **kwargs)
-            except Exception:
-                for s in ACTIVE:
-                    safely(s.losses.on_error, name, args, kwargs)
-                raise
-        for check in EVAL_LOSSES:  # an evaluation's loss calls (overt/guards/outputlink.py)
-            safely(check.eval_loss, name, args, kwargs)
-        if not ARMED:
-            return _unchecked(name, orig, args, kwargs)
-        sessions = ACTIVE
-        watch = [s for s in sessions if safely(s.losses.before, name, args, kwargs)]
+        if LOOK:  # a checked step or an evaluation looked at; else the fast path: one global read
+            for check in EVAL_LOSSES:  # an evaluation's loss calls (overt/guards/outputlink.py)
+                safely(check.eval_loss, name, args, kwargs)
+            if ARMED:
+                return _checked(name, orig, args, kwargs)
         try:
-            out = as_caller(orig, args, kwargs)  # a checked step: warnings at the caller
+            return orig(*args, **kwargs)
         except Exception:
-            for s in sessions:
+            for s in ACTIVE:
                 safely(s.losses.on_error, name, args, kwargs)
             raise
-        for s in watch:
-            safely(s.losses.after, name, out)
-        return out
 
     wrapper.__overt_original__ = orig  # type: ignore[attr-defined]
     return wrapper
+
+
+def _checked(name: str, orig: Any, args: tuple, kwargs: dict) -> Any:
+    """A loss call on a checked step: the loss checks before and after it."""
+    sessions = ACTIVE
+    watch = [s for s in sessions if safely(s.losses.before, name, args, kwargs)]
+    try:
+        out = as_caller(orig, args, kwargs)  # a checked step: warnings at the caller
+    except Exception:
+        for s in sessions:
+            safely(s.losses.on_error, name, args, kwargs)
+        raise
+    for s in watch:
+        safely(s.losses.after, name, out)
+    return out
 
 
 def _loader_start(it: Any) -> None:

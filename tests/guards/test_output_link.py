@@ -333,7 +333,8 @@ def test_evaluation_losses_that_leave_the_padding_out_are_quiet():
 # -- evaluation sums kept in half precision --------------------------------------------------------
 
 
-def _accuracy_sum(dtype: torch.dtype, n: int = 997, method: bool = False):
+def _trained_classifier():
+    """(x, y, model in eval mode, its guard): a digits classifier trained on the first 800 digits."""
     x, y = digits()
     model = mlp(hidden=64)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -343,6 +344,11 @@ def _accuracy_sum(dtype: torch.dtype, n: int = 997, method: bool = False):
         F.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
         opt.step()
     model.eval()
+    return x, y, model, g
+
+
+def _accuracy_sum(dtype: torch.dtype, n: int = 997, method: bool = False):
+    x, y, model, g = _trained_classifier()
     correct = torch.zeros((), dtype=dtype)
     with torch.no_grad():
         for j in range(800, 800 + n, 8):
@@ -366,15 +372,7 @@ def test_evaluation_count_in_bfloat16_is_named():
 
 
 def test_evaluation_loss_total_in_float16_is_named():
-    x, y = digits()
-    model = mlp(hidden=64)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    g = guarded(model, opt, ignore=TIMING)
-    for i in range(0, 800, 32):
-        opt.zero_grad()
-        F.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
-        opt.step()
-    model.eval()
+    x, y, model, g = _trained_classifier()
     total = torch.zeros((), dtype=torch.float16)
     with torch.no_grad():
         for j in range(800, 1797):  # one sample at a time: a total of about a thousand small terms
