@@ -145,6 +145,36 @@ def test_cross_entropy_logit_of_one_class_compared_with_half_is_named():
         assert findings == [], text
 
 
+def test_segmentation_mask_logits_thresholded_are_named():
+    # another domain: a per-pixel mask (the digit's ink) from a noisy 8x8 image, a conv net, Dice at 0.5
+    x, _ = digits()
+    g0 = torch.Generator().manual_seed(2)
+    images = x.reshape(-1, 1, 8, 8)
+    masks = (images > 0.3).float()
+    noisy = images + 0.3 * torch.randn(images.shape, generator=g0)
+
+    def dice(pred, mask):
+        return (2 * (pred * mask).sum() / (pred.sum() + mask.sum()).clamp(min=1)).item()
+
+    for bug in (True, False):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 3, padding=1))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        g = guarded(model, opt, ignore=TIMING)
+        for i in range(0, 1400, 50):
+            opt.zero_grad()
+            F.binary_cross_entropy_with_logits(model(noisy[i:i + 50]), masks[i:i + 50]).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            logits = model(noisy[1400:])
+            pred = (logits > 0.5).float() if bug else (torch.sigmoid(logits) > 0.5).float()
+            dice(pred, masks[1400:])
+        findings = g.report()
+        assert slugs(findings) == (["logits-thresholded-as-probabilities"] if bug else []), \
+            g.session.options.stream.getvalue()
+
+
 def test_thresholds_that_read_the_logits_rightly_are_quiet():
     for score in (lambda out, t: _f1(torch.sigmoid(out) > 0.5, t),   # the sigmoid first
                   lambda out, t: _f1(out > 0, t),                     # the logit's own threshold
