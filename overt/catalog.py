@@ -692,6 +692,31 @@ ENTRIES: tuple[Entry, ...] = (
           "given thresholded predictions (0 or 1, argmax) only one threshold is left, so the 'AUC' is a balanced "
           "accuracy at 0.5 and no longer measures the ranking it is reported as",
           _E, True, False),
+    Entry("logits-thresholded-as-probabilities", "OVT819", "outputs trained as logits compared with 0.5 without "
+          "a sigmoid",
+          "BCEWithLogitsLoss and cross_entropy train the model's outputs as logits; 0.5 (a comparison, or "
+          "round()) is the threshold of a probability: a sigmoid's logit of 0.5 is a probability of 0.62, and one "
+          "class's logit means nothing without the others', so the decisions are wrong and recall, F1 and accuracy "
+          "with them while nothing fails",
+          _E, True, True),
+    Entry("scores-activation-mismatch", "OVT820", "evaluation scores made with another activation than the "
+          "training loss's, then thresholded",
+          "a multi-label model trained with independent sigmoids (BCEWithLogitsLoss) scored through a softmax over "
+          "its labels makes the labels compete (a sample with k true labels scores at most about 1/k on each); a "
+          "model trained with cross_entropy scored through a sigmoid per class reads each logit alone, though only "
+          "differences between logits mean anything: thresholded, either gives wrong decisions while nothing fails",
+          _E, False, True),
+    Entry("eval-loss-scores-ignored", "OVT821", "an evaluation loss that scores the positions the training loss "
+          "ignored",
+          "the training loss ignored an index (padding, unlabelled positions); an evaluation loss of the same kind "
+          "without that ignore_index also scores those positions, so the validation loss or perplexity reported "
+          "is not the model's on the real tokens and moves with the amount of padding",
+          _E, False, True),
+    Entry("metric-summed-in-low-precision", "OVT822", "an evaluation sum or count kept in bfloat16/float16",
+          "half precision keeps 8 (bfloat16) or 11 (float16) significant bits: past 256 (bfloat16) or 2048 "
+          "(float16) a sum can no longer grow by 1 and small terms round away, so a count of correct predictions "
+          "stops counting while its denominator grows, and the accuracy or mean loss reported is wrong",
+          _E, True, True),
 )
 
 BY_SLUG: dict[str, Entry] = {e.slug: e for e in ENTRIES}

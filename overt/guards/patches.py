@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 ACTIVE: list[GuardSession] = []
 ARMED = False  # some active session is in a checked step: loss wrappers look at their arguments
+EVAL_LOSSES: list[Any] = []  # checks that look at evaluation loss calls (outputlink.py), while an evaluation lasts
+LOOK = False  # ARMED, or some check in EVAL_LOSSES: the loss wrappers do more than call the loss
 _LOSSES_WRAPPED: bool | None = None  # what refresh() last made of the loss functions (None: not known)
 _LOSS_PAIRS: list[tuple[str, Any, Any]] | None = None  # (name, original, wrapper) of the wrapped losses
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
@@ -75,27 +77,35 @@ def safely(fn: Any, *args: Any) -> Any:
 def _loss_wrapper(name: str, orig: Any) -> Any:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not ARMED:  # the fast path: one global read
-            try:
-                return orig(*args, **kwargs)
-            except Exception:
-                for s in ACTIVE:
-                    safely(s.losses.on_error, name, args, kwargs)
-                raise
-        sessions = ACTIVE
-        watch = [s for s in sessions if safely(s.losses.before, name, args, kwargs)]
+        if LOOK:  # a checked step or an evaluation looked at; else the fast path: one global read
+            for check in EVAL_LOSSES:  # an evaluation's loss calls (overt/guards/outputlink.py)
+                safely(check.eval_loss, name, args, kwargs)
+            if ARMED:
+                return _checked(name, orig, args, kwargs)
         try:
-            out = as_caller(orig, args, kwargs)  # a checked step: warnings at the caller
+            return orig(*args, **kwargs)
         except Exception:
-            for s in sessions:
+            for s in ACTIVE:
                 safely(s.losses.on_error, name, args, kwargs)
             raise
-        for s in watch:
-            safely(s.losses.after, name, out)
-        return out
 
     wrapper.__overt_original__ = orig  # type: ignore[attr-defined]
     return wrapper
+
+
+def _checked(name: str, orig: Any, args: tuple, kwargs: dict) -> Any:
+    """A loss call on a checked step: the loss checks before and after it."""
+    sessions = ACTIVE
+    watch = [s for s in sessions if safely(s.losses.before, name, args, kwargs)]
+    try:
+        out = as_caller(orig, args, kwargs)  # a checked step: warnings at the caller
+    except Exception:
+        for s in sessions:
+            safely(s.losses.on_error, name, args, kwargs)
+        raise
+    for s in watch:
+        safely(s.losses.after, name, out)
+    return out
 
 
 def _loader_start(it: Any) -> None:
@@ -318,7 +328,7 @@ def _train_wrapper(orig: Any) -> Any:
                 if id(inner) in s.models:
                     s.arm_forwards(3)
                     # calls on its outputs (and the code that prepares its inputs), from the first
-                    for name in ("softmax_dim", "pred_shape", "metric_probe", "axes"):
+                    for name in ("softmax_dim", "pred_shape", "metric_probe", "axes", "output_link"):
                         check = getattr(s, name, None)
                         if check is not None and not inner.training:
                             safely(check.eval_started)
@@ -449,11 +459,12 @@ def refresh() -> None:
     checked steps the loss wrappers only explain a loss that raises; when no active session
     wants that (the engine explains such errors itself), the original loss functions are put
     back until the next checked step: a wrapper costs a call with ``*args, **kwargs`` per loss."""
-    global ARMED, _LOSSES_WRAPPED
+    global ARMED, LOOK, _LOSSES_WRAPPED
     ARMED = any(s.armed for s in ACTIVE)
+    LOOK = ARMED or bool(EVAL_LOSSES)
     if not ACTIVE:
         return
-    wrap = ARMED or any(s.explain_loss_errors for s in ACTIVE)
+    wrap = LOOK or any(s.explain_loss_errors for s in ACTIVE)
     if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
         return
     _LOSSES_WRAPPED = wrap
@@ -478,6 +489,19 @@ def _loss_pairs() -> list[tuple[str, Any, Any]]:
                 pairs.append((name, orig, cached[1]))
         _LOSS_PAIRS = pairs
     return _LOSS_PAIRS
+
+
+def eval_losses(check: Any, on: bool) -> None:
+    """Whether ``check`` (an :class:`~overt.guards.outputlink.OutputLinkChecks`) sees the loss calls of an
+    evaluation (its ``eval_loss(name, args, kwargs)``): from its evaluation's first forward until training
+    resumes, only in runs whose training loss ignores an index that is not PyTorch's default."""
+    if on == (check in EVAL_LOSSES):
+        return
+    if on:
+        EVAL_LOSSES.append(check)
+    else:
+        EVAL_LOSSES.remove(check)
+    refresh()
 
 
 def deactivate(session: GuardSession) -> None:

@@ -34,6 +34,7 @@ from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.leak import TargetLeakChecks
 from overt.guards.onetarget import OneTargetChecks
+from overt.guards.outputlink import OutputLinkChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.clipping import ClipOrderChecks
@@ -90,6 +91,7 @@ CHECKS: tuple[type[Check], ...] = (
     AxisChecks,
     PredictionShapeChecks,
     MetricProbeChecks,
+    OutputLinkChecks,
     GraphChecks,
     ActivationChecks,
     DataChecks,

@@ -126,7 +126,9 @@ class SoftmaxDimChecks(EvalOutputLooks, Check):
         self.outputs = []
         _WRAPPERS.stop(self)
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> None:
+    def softmax_called(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+        """A wrapped softmax function was called (``out``: its result); the wrappers call every listening
+        check with ``outputs`` (also :mod:`overt.guards.outputlink`)."""
         x = args[0]
         if not isinstance(x, torch.Tensor) or x.dim() < 2:
             return
@@ -208,14 +210,15 @@ def _wrapper(orig: Any) -> Any:
     def softmax(*args: Any, **kwargs: Any) -> Any:
         if compiling():  # traced by torch.compile: PyTorch's own call, no graph break
             return orig(*args, **kwargs)
+        out = orig(*args, **kwargs)
         if args and not from_torch(sys._getframe(1)):
             for check in _WRAPPERS.listening:
                 if check.outputs:
                     try:
-                        check._call(orig.__name__, args, kwargs)
+                        check.softmax_called(orig.__name__, args, kwargs, out)
                     except Exception as exc:  # noqa: BLE001  never break the user's call over a check
                         check.s.check_failed(check, exc)
-        return orig(*args, **kwargs)
+        return out
 
     return softmax
 

@@ -169,6 +169,11 @@ EXPECTED = {
     "w131_batchnorm_momentum_convention": ("lint", "run", "guard"),
     # evaluation passes over training samples, seen at run time (branch stats)
     "w133_test_set_from_training_split": ("run", "guard"),
+    # evaluation reads a model's outputs as the training loss taught them (branch scores)
+    "w134_threshold_on_logits": ("lint", "run"),
+    "w139_multilabel_softmax_scores": ("run",),
+    "w146_perplexity_counts_padding": ("run",),
+    "w150_metric_accumulated_in_bfloat16": ("lint", "run"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
