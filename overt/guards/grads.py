@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 #: norm 100x with no blow-up.  There ``exploding-gradients`` cannot prove its premise and stays
 #: silent (a gradient that overflows is still stopped as ``non-finite``).
 _UPDATE_FOLLOWS_GRADIENT = (torch.optim.SGD, torch.optim.ASGD)
+#: every parameter's gradient norm below this on a checked step: the fit is at its minimum, and parameters that stop
+#: moving after it are not evidence of a broken update (params-not-updating stays silent)
+SETTLED = 1e-6
 
 
 def update_follows_gradient(opt: Any) -> bool:
@@ -97,6 +100,9 @@ class GradChecks(Check):
         self.untracked_reset: set[int] = set()
         self.norm_meta: dict[tuple[int, ...], tuple[list[str], list[int]]] = {}  # names, dims per group
         self.flat: set[str] = set()  # optimizers whose last checked step had backward's own all-zero gradients
+        # optimizers whose last checked step's gradients were all below SETTLED in norm: a fit at its minimum (a
+        # tabular Q-function solved exactly), whose updates may round to nothing without anything being wrong
+        self.settled: set[str] = set()
         # LBFGS: its iteration count before a checked step, and the optimizers whose last checked step
         # returned at once because the gradient was already below tolerance_grad (a converged fit)
         self.lbfgs_iters: dict[int, int] = {}
@@ -379,6 +385,10 @@ class GradChecks(Check):
                 )
                 return
             self.flat.discard(oi.name)
+            if max(vals) < SETTLED:
+                self.settled.add(oi.name)
+            else:
+                self.settled.discard(oi.name)
             self._dynamics(oi, names, dims, vals, step)
 
         return callback
@@ -478,6 +488,7 @@ class GradChecks(Check):
 
         def callback(vals: list[float]) -> None:
             if vals[0] == 0.0 and oi.name not in self.flat and oi.name not in self.converged \
+                    and oi.name not in self.settled \
                     and not s.reporter.has("zero-grad-misplaced", oi.name) \
                     and not s.reporter.has("no-gradient", oi.name) \
                     and not s.reporter.has("optimizer-not-on-model", oi.name):

@@ -19,6 +19,8 @@ from overt.guards.watched import output_tensors
 from overt.guards.where import class_location, user_location
 from overt.text import first_names
 
+_NORM = nn.modules.batchnorm._NormBase  # BatchNorm and InstanceNorm layers
+
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
     from overt.guards.watched import ModelInfo, OptInfo
@@ -145,6 +147,8 @@ class ModeChecks(Check):
         encoder's training-time use (:meth:`judge_twice`; frozen-model-in-train-mode's to name)."""
         st = self._of(info)
         active = [m for m in info.dropbn if m.training]
+        if active and not info.module.training and not any(isinstance(m, _NORM) for m in active):
+            active = []  # model.eval() and then its Dropout layers switched on by hand: Monte Carlo dropout, deliberate
         if not active:
             st.nograd_pending = None
             return

@@ -163,6 +163,25 @@ def test_params_not_updating_with_lr_zero():
     assert "lr = 0" in f.message and "SGD#0" in f.where
 
 
+def test_a_fit_solved_exactly_is_not_params_not_updating():
+    """A least-squares fit whose targets the model can reach exactly: once the loss is at its minimum the gradients
+    are tiny and the updates round away, so the parameters stop moving; nothing is wrong (round six's w157 twin, a
+    tabular Q-function solved exactly, was reported)."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    y = x @ torch.tensor([[0.5], [-1.0], [0.25], [2.0]]) + 0.75
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, check_every=50)
+    for _ in range(400):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss) < 1e-10
+    assert "params-not-updating" not in slugs(g.report()), g.session.options.stream.getvalue()
+
+
 def test_params_updating_is_quiet():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

@@ -32,6 +32,30 @@ def test_train_mode_in_eval():
     assert "test_modes.py" in f.where
 
 
+def _mc_dropout(model, layers) -> None:
+    """Monte Carlo dropout: model.eval(), then the given layers back in training mode, 5 passes under no_grad."""
+    model.eval()
+    for m in model.modules():
+        if isinstance(m, layers):
+            m.train()
+    with torch.no_grad():
+        for xb, _ in val_batches():
+            torch.stack([model(xb).softmax(1) for _ in range(5)]).var(0)
+
+
+def test_monte_carlo_dropout_after_eval_is_deliberate_but_batchnorm_switched_back_is_not():
+    """Dropout layers switched on by hand after model.eval() are MC dropout's samples (round six's w166 twin was
+    reported); a BatchNorm switched on that way still normalises with, and updates, batch statistics."""
+    both = (torch.nn.Dropout, torch.nn.BatchNorm1d)
+    for layers, expected in ((torch.nn.Dropout, []), (both, ["train-mode-in-eval"])):
+        model = mlp(dropout=0.3, bn=True)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = guarded(model, opt)
+        train(model, opt, steps=6)
+        _mc_dropout(model, layers)
+        assert slugs(g.report()) == expected, layers
+
+
 def test_eval_with_eval_call_is_quiet():
     model = mlp(dropout=0.3, bn=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

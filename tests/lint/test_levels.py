@@ -128,3 +128,30 @@ def test_every_rule_states_its_fix_apart_from_its_message():
     for path in sorted(FIXTURES.glob("*/bad*.py")):
         for hit in lint_source(path.read_text(), path.name):
             assert hit.fix and hit.text.count(hit.fix) == 1, (path, hit.slug)
+
+
+WGAN_CLIP = """\
+import torch
+import torch.nn as nn
+
+D = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 1))
+d_opt = torch.optim.RMSprop(D.parameters(), lr=2e-3)
+for it in range(10):
+    {before}
+    d_real = D(torch.randn(64, 1)).mean()
+    {between}
+    d_opt.zero_grad()
+    (-d_real).backward()
+    d_opt.step()
+"""
+CLIP = "for p in D.parameters(): p.data.clamp_(-0.1, 0.1)"
+
+
+@pytest.mark.parametrize("where", ["before", "between"])
+def test_a_data_write_is_a_warning_only_between_a_forward_and_its_backward(where):
+    """WGAN's weight clipping at the top of the critic loop (before the forward that reads the weights) changes
+    no saved tensor: hygiene (info); the same clipping between the forward and backward() is the bug (warning)."""
+    src = WGAN_CLIP.format(before=CLIP if where == "before" else "pass", between=CLIP if where == "between" else "pass")
+    findings = [f for f in lint_source(src, "wgan.py") if f.slug == "data-attribute"]
+    assert [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings] == \
+        (["info"] if where == "before" else ["warning"])

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from overt.lint.analysis.devices import device_meetings
 from overt.lint.analysis.events import events
 from overt.lint.analysis.values import values_for
-from overt.lint.analysis.units import (loader_iter, loop_units, param_names, target_names,
+from overt.lint.analysis.units import (loader_iter, loop_units, model_calls, param_names, target_names,
                                        tensor_names)
 from overt.lint.index import FileIndex, dotted, is_const, kwarg
 from overt.lint.rules.base import Edit, Hit, rule
@@ -157,9 +157,9 @@ def _metadata_read(ix: FileIndex, attr: ast.Attribute) -> bool:
 
 def _training_step(ix: FileIndex, node: ast.AST) -> str | None:
     """Where a write through ``.data`` hides a change from autograd: ``forward()`` of a module, a
-    Lightning ``training_step``, or a training loop before its backward() (between the forward pass
-    that saved the tensor and the backward pass that reads it).  None elsewhere: init,
-    re-parameterisation, dtype swaps, and the update after backward() (manual SGD), which autograd
+    Lightning ``training_step``, or a training loop between a forward (a model call before the write
+    in the loop) and its backward() (between the forward pass that saved the tensor and the backward
+    pass that reads it).  None elsewhere: init, re-parameterisation, dtype swaps, and the update after backward() (manual SGD), which autograd
     never sees again."""
     func = ix.enclosing_function(node)
     if func is not None:
@@ -168,10 +168,15 @@ def _training_step(ix: FileIndex, node: ast.AST) -> str | None:
             return "forward()"
         if func.name == "training_step":
             return "training_step()"
+    at = (node.lineno, node.col_offset)
     for loop in ix.enclosing_loops(node):
         backs = [e for e in events(ix, loop, depth=0) if e.kind == "backward"]
-        if any((e.node.lineno, e.node.col_offset) > (node.lineno, node.col_offset) for e in backs):
-            return "the training loop, before backward()"
+        if not any((e.node.lineno, e.node.col_offset) > at for e in backs):
+            continue
+        # between a forward and its backward: a write before the iteration's first forward (WGAN's weight clipping
+        # at the top of the critic loop) changes the values the next forward reads, with no graph holding them
+        if any((c.lineno, c.col_offset) < at for c in model_calls(ix, loop)):
+            return "the training loop, between a forward and its backward()"
     return None
 
 
