@@ -100,13 +100,16 @@ def _one_thread():
 
 
 def lint_face(case: ModuleType, bug: bool) -> FaceResult:
+    """``overt lint script.py`` as a user runs it: the findings at the default levels (``info`` is style and
+    hidden unless asked for)."""
+    from overt.lint.config import LintConfig
     from overt.lint.engine import lint_file
 
     with tempfile.TemporaryDirectory() as d:
         res = lint_file(_write(Path(d), case.script(bug)))
     if res.error is not None:
         return FaceResult(True, error=str(res.error))
-    return FaceResult(True, [f.slug for f in res.findings])
+    return FaceResult(True, [f.slug for f in LintConfig().present(res.findings)])
 
 
 def _run_script(path: Path, report: Path) -> tuple[int, str]:
