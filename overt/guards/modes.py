@@ -15,11 +15,9 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
-from overt.guards.watched import output_tensors
+from overt.guards.watched import _DROPOUT, output_tensors
 from overt.guards.where import class_location, user_location
 from overt.text import first_names
-
-_NORM = nn.modules.batchnorm._NormBase  # BatchNorm and InstanceNorm layers
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -147,7 +145,7 @@ class ModeChecks(Check):
         encoder's training-time use (:meth:`judge_twice`; frozen-model-in-train-mode's to name)."""
         st = self._of(info)
         active = [m for m in info.dropbn if m.training]
-        if active and not info.module.training and not any(isinstance(m, _NORM) for m in active):
+        if active and not info.module.training and all(isinstance(m, _DROPOUT) for m in active):
             active = []  # model.eval() and then its Dropout layers switched on by hand: Monte Carlo dropout, deliberate
         if not active:
             st.nograd_pending = None

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
-from overt.guards.watched import output_tensors
+from overt.guards.watched import _DROPOUT, output_tensors
 from overt.guards.where import is_user_file, short_location
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ SAME_STEPS = 3
 SPAN = 8
 GRAD_TOL = 1e-3  # relative difference of the two outputs' gradients that still counts as the same gradient
 MAX_FORWARDS = 4  # forwards of one model looked at per step: a pair, a triplet
-_BN_NAMES = ("BatchNorm", "InstanceNorm", "SyncBatchNorm")
 
 
 class _Forward:
@@ -99,7 +98,7 @@ class SameViewsChecks(Check):
 
     @staticmethod
     def _dropout_on(info: ModelInfo) -> bool:
-        return any(m.training and not type(m).__name__.startswith(_BN_NAMES) for m in info.dropbn)
+        return any(m.training and isinstance(m, _DROPOUT) for m in info.dropbn)
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         xs = tuple(a for a in args if isinstance(a, torch.Tensor))
