@@ -33,6 +33,13 @@ def _key(node: ast.AST, name: str) -> str | None:
     return None
 
 
+def _plain_sgd(q: str, call: ast.Call) -> bool:
+    """``call`` (of the torch optimizer ``q``) builds SGD without momentum: an optimizer with no state to lose."""
+    momentum = kwarg(call, "momentum")
+    plain = momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value)
+    return q.rsplit(".", 1)[-1] == "SGD" and plain  # ASGD keeps its averages: not plain
+
+
 def _stateful(ix: FileIndex) -> list[str]:
     """What an uninterrupted run carries besides the weights: the optimizers whose state matters (any but
     plain SGD without momentum) and the learning-rate schedulers."""
@@ -43,24 +50,16 @@ def _stateful(ix: FileIndex) -> list[str]:
             q = ix.qualname(v.func) or "" if isinstance(v, ast.Call) else ""
             if not (ix.is_torchish(q) and ".optim." in f".{q}." and q.rsplit(".", 1)[-1][:1].isupper()):
                 continue  # built elsewhere (a helper, a tuple from a function): not known here
-            momentum = kwarg(v, "momentum")
-            plain = momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value)
-            stateless = q.endswith("SGD") and plain
-            kinds.append(not stateless)
+            kinds.append(not _plain_sgd(q, v))
         if kinds and all(kinds):
             out.append(name)
     return sorted(set(out)) + sorted(ix.schedulers)
 
 
 def _known_stateless(ix: FileIndex, name: str) -> bool:
-    """``name`` is built in this file as plain SGD without momentum: an optimizer with no state to lose."""
-    for v in ix.assigns.get(name, []):
-        q = (ix.qualname(v.func) or "") if isinstance(v, ast.Call) else ""
-        if ix.is_torchish(q) and q.endswith(".SGD"):
-            momentum = kwarg(v, "momentum")
-            if momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value):
-                return True
-    return False
+    """``name`` is built in this file as plain SGD without momentum."""
+    return any(isinstance(v, ast.Call) and ix.is_torchish(q := ix.qualname(v.func) or "") and _plain_sgd(q, v)
+               for v in ix.assigns.get(name, []))
 
 
 def _saved_state_keys(ix: FileIndex, restored: set[str]) -> list[tuple[ast.Constant, str]]:
