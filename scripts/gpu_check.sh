@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accelerator check (issue 32), one run on a GPU machine; its parts' limits add up to under 8 minutes (475 s):
+# The accelerator check (issue 32), one run on a GPU machine; its parts' limits add up to under 8 minutes (460 s):
 #
 #   bash scripts/gpu_check.sh                 # on the GPU machine; results in $OUT (default ./gpu-check-out)
 #   GPU_CHECK_TINY=1 bash scripts/gpu_check.sh    # rehearsal on a CPU: CUDA tests skip, tiny sizes
@@ -100,11 +100,11 @@ setup() {
     fi
     return 0
 }
-part setup-wheels 30 bash -c "$(declare -f setup); PY='$PY' setup"
+part setup-wheels 15 bash -c "$(declare -f setup); PY='$PY' setup"
 [ -d /tmp/overt-site ] && export PYTHONPATH=/tmp/overt-site${PYTHONPATH:+:$PYTHONPATH}
 if [ "$TINY" != 1 ] && [ "${GPU_CHECK_INSTALL:-1}" = 1 ]; then
     # an editable install registers overt's entry points (the `overt` command, the pytest plugin)
-    part setup-install 45 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e .
+    part setup-install 20 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e .
 fi
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 
@@ -137,7 +137,7 @@ print("pytest11 entry points:", [e.value for e in entry_points(group="pytest11")
 EOF
     nvidia-smi 2>&1 || echo "(no nvidia-smi)"
 }
-part environment 40 bash -c "$(declare -f environment); PY='$PY' environment > '$OUT/env.txt' 2>&1; rc=\$?; cat '$OUT/env.txt'; exit \$rc"
+part environment 30 bash -c "$(declare -f environment); PY='$PY' environment > '$OUT/env.txt' 2>&1; rc=\$?; cat '$OUT/env.txt'; exit \$rc"
 
 # -- the doctor first (short), then the tests, the speed, the second doctor ------------------------------
 doctor() {  # NAME ARGS...: overt doctor with --bench, its note copied to $OUT/doctor_NAME.md
@@ -149,7 +149,7 @@ doctor() {  # NAME ARGS...: overt doctor with --bench, its note copied to $OUT/d
     cp "$WORK/doctor-$name/readiness.md" "$OUT/doctor_$name.md" 2>/dev/null
     return $rc
 }
-part doctor-digits 45 bash -c "$(declare -f doctor); PY='$PY' WORK='$WORK' OUT='$OUT' doctor digits digits"
+part doctor-digits 30 bash -c "$(declare -f doctor); PY='$PY' WORK='$WORK' OUT='$OUT' doctor digits digits"
 
 TIMEOUT_OPT=()
 "$PY" -c "import pytest_timeout" 2>/dev/null && TIMEOUT_OPT=(--timeout=100)
@@ -158,7 +158,7 @@ cuda_tests() {
     "$PY" -m pytest tests/cuda -v -rs -s -p no:cacheprovider --junitxml="$OUT/cuda_tests.xml" \
         --basetemp="$WORK/pytest" -k "not doctor_parity" "$@" 2>&1 | tee "$WORK/tests.txt"
 }
-part cuda-tests "${GPU_CHECK_TESTS_S:-130}" bash -c "$(declare -f cuda_tests); PY='$PY' OUT='$OUT' WORK='$WORK' cuda_tests ${TIMEOUT_OPT[*]:-}"
+part cuda-tests "${GPU_CHECK_TESTS_S:-190}" bash -c "$(declare -f cuda_tests); PY='$PY' OUT='$OUT' WORK='$WORK' cuda_tests ${TIMEOUT_OPT[*]:-}"
 
 if [ "$TINY" = 1 ]; then
     SPEED=(--tiny --repeats 1)
@@ -170,7 +170,7 @@ part speed "${GPU_CHECK_SPEED_S:-140}" "$PY" benchmarks/gpu_speed.py "${SPEED[@]
 if [ "$TINY" = 1 ]; then GPT_SIZE="layers=1 heads=2 embed=32 context=32 limit_chars=20000"; else
     GPT_SIZE="layers=2 heads=4 embed=128 context=128 limit_chars=100000"; fi
 if [ -n "${OVERT_GPT_TEXT:-}" ]; then
-    part doctor-gpt 45 bash -c "$(declare -f doctor); PY='$PY' WORK='$WORK' OUT='$OUT' doctor gpt gpt text='$OVERT_GPT_TEXT' \
+    part doctor-gpt 35 bash -c "$(declare -f doctor); PY='$PY' WORK='$WORK' OUT='$OUT' doctor gpt gpt text='$OVERT_GPT_TEXT' \
         $GPT_SIZE batch_size=32 ignore=[effective-batch-size]"
 else
     STATUS+=("| doctor-gpt | SKIPPED (no Tiny Shakespeare) | 0 s | 45 s |")
