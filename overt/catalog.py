@@ -214,6 +214,11 @@ ENTRIES: tuple[Entry, ...] = (
           "variable) keeps the initial weights: every validation metric, early stopping and model selection "
           "measure a model that never trained while the run looks normal",
           _W, False, True),
+    Entry("eval-copy-near-initial", "OVT210", "an evaluated average of the model that is still its initialisation",
+          "an EMA, SWA or other average evaluated at the end of the run has moved less than a tenth of the way the "
+          "trained model moved (a warm-up term never used, a decay whose horizon is longer than the run): the "
+          "reported model is mostly the random initialisation while the trained one is good",
+          _W, False, True),
     Entry("running-stats-never-computed", "OVT211",
           "a trained BatchNorm evaluated with the running statistics it was built with",
           "an averaged or copied model whose parameters alone were averaged or loaded (SWA or an EMA over "

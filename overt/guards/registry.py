@@ -20,6 +20,7 @@ from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.emadecay import EmaDecayChecks
+from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
@@ -70,6 +71,7 @@ CHECKS: tuple[type[Check], ...] = (
     StaleEvalChecks,
     NormStatsChecks,
     EmaDecayChecks,
+    EvalCopyChecks,
     EvalLoopChecks,
     FrozenChecks,
     FreezeAttrChecks,

@@ -174,6 +174,7 @@ EXPECTED = {
     "w139_multilabel_softmax_scores": ("run",),
     "w146_perplexity_counts_padding": ("run",),
     "w150_metric_accumulated_in_bfloat16": ("lint", "run"),
+    "w173_ema_warmup_parameter_unused": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

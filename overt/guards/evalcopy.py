@@ -1,0 +1,175 @@
+"""Guard on an evaluated average of the model that is still its initialisation
+(slug ``eval-copy-near-initial``; issue 33).
+
+An invariant of a run that reports an averaged model (an EMA, a SWA or Polyak average, a copy that
+is pulled towards the trained weights): the average has absorbed the training it averages.  After
+the last optimizer step, the weights that are evaluated sit somewhere near the weights that were
+trained, not near where training started.  Three causes break it and crash nothing: an EMA whose
+warm-up term is never used (the decay is its final value, 0.9998, from the first update), a decay
+whose horizon ``1 / (1 - decay)`` is longer than the run, an average started from the initial
+weights and updated only a few times.  The averaged model then scores mostly the random initialisation
+while the trained model is good.
+
+What is proven before anything is said (host reads only at the first checked step and at the end;
+the same strided values of each of the first :data:`MAX_PARAMS` tensors, :func:`overt.guards.samples.weight_sample`):
+
+- a trained model ``T`` (held by an optimizer) had its weights sampled before its first step
+  (``T0``);
+- a watched model ``E`` with exactly ``T``'s parameter shapes, whose parameters no optimizer holds,
+  ran forwards in eval mode (or without gradients) after the last optimizer step of the run: it
+  is what the run evaluates at the end, not a teacher run inside each training step;
+- ``T`` is the only trained model with those shapes (an average over several trained models, as
+  federated averaging or a model soup make, need not lie near any one of them);
+- at that evaluation ``E`` has moved away from ``T0`` (it is not a frozen copy: that is
+  ``eval-model-stale``'s or a reference model's case), but by less than :data:`NEAR` of the
+  distance ``T`` itself moved from ``T0``, and ``T`` moved (a run that trained).
+
+A pretrained teacher or any model that did not start as ``T0`` is far from ``T0`` and stays quiet;
+an EMA that warmed up, a SWA average and a target network synced from the model are near ``T``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.samples import weight_sample
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.watched import ModelInfo, OptInfo
+
+MAX_PARAMS = 64  # parameter tensors sampled per model
+NEAR = 0.1  # an evaluated copy that moved less than this share of the trained model's way from T0
+MOVED = 1e-3  # T moved: its distance from T0 relative to T0's norm
+FROZEN = 1e-6  # E moved: its distance from T0 relative to T's; below it E is a frozen copy of T0
+MAX_COPIES = 8  # evaluated models followed
+
+
+def _float_params(module: Any) -> list[torch.Tensor]:
+    return [p for p in list(module.parameters())[:MAX_PARAMS] if p.is_floating_point() and p.numel()]
+
+
+def _shapes(module: Any) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(p.shape) for p in module.parameters())
+
+
+def _sample(params: list[torch.Tensor]) -> torch.Tensor:
+    with torch.no_grad():
+        return weight_sample(params)
+
+
+def _distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.dist(a, b.to(a.device)))
+
+
+class _Copy:
+    __slots__ = ("step", "where", "sample", "trained", "name")
+
+    def __init__(self) -> None:
+        self.step = -1  # the session's step at its latest evaluation forward
+        self.where: str | None = None
+        self.sample: torch.Tensor | None = None  # its values then
+        self.trained: list[tuple[int, torch.Tensor]] = []  # (id(T's ModelInfo), T's values then)
+        self.name = ""
+
+
+class EvalCopyChecks(Check):
+    name = "evalcopy"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.initial: dict[int, tuple[tuple, torch.Tensor]] = {}  # id(T info) -> (shapes, T0 sample)
+        self.copies: dict[int, _Copy] = {}
+
+    # -- T0: the trained models before their first step -----------------------------------------
+    def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
+        if oi.steps != 0:
+            return
+        held = {id(p) for p in oi.params}
+        for info in list(self.s.models.values()):
+            if id(info) in self.initial:
+                continue
+            params = _float_params(info.module)
+            if params and any(id(p) in held for p in params):
+                self.initial[id(info)] = (_shapes(info.module), _sample(params))
+
+    # -- E: evaluated copies --------------------------------------------------------------------
+    def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
+        self._forward(info)
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        self._forward(info)
+
+    def eval_looks_left(self, info: ModelInfo) -> bool:
+        st = self.copies.get(id(info))
+        return bool(self.initial) and (st is None or st.step != self.s.step)
+
+    def _forward(self, info: ModelInfo) -> None:
+        if not self.initial or self.s.reporter.has("eval-copy-near-initial", info.name):
+            return
+        st = self.copies.get(id(info))
+        if st is not None and st.step == self.s.step:
+            return  # one look per evaluation between optimizer steps
+        shapes = _shapes(info.module)
+        trained = [(k, v) for k, v in self.initial.items() if k != id(info) and v[0] == shapes]
+        if not trained:
+            return
+        held = {id(p) for oi in self.s.optimizers.values() for p in oi.params}
+        if any(id(p) in held for p in info.module.parameters()):
+            return  # a trained model's own evaluation
+        siblings = [m for m in self.s.models.values() if m is not info and _shapes(m.module) == shapes
+                    and any(id(p) in held for p in m.module.parameters())]
+        if len(trained) != 1 or len(siblings) > 1:
+            return  # an average over several trained models (federated averaging, a model soup) need not
+            # lie near any one of them: averaging independent updates shrinks them; only one model's
+            # trajectory is an average that has to follow it
+        if st is None:
+            if len(self.copies) >= MAX_COPIES:
+                return
+            st = self.copies[id(info)] = _Copy()
+        models = {id(m): m for m in self.s.models.values()}
+        st.step, st.name = self.s.step, info.name
+        st.where = user_location(skip=2)
+        st.sample = _sample(_float_params(info.module))
+        st.trained = [(k, _sample(_float_params(models[k].module))) for k, _ in trained if k in models]
+
+    # -- the end: the last evaluation after the last step ---------------------------------------
+    def end_of_run(self) -> None:
+        models = {id(m): m for m in self.s.models.values()}
+        for st in self.copies.values():
+            if st.sample is None or st.step != self.s.step:
+                continue  # not evaluated after the run's last optimizer step (a teacher run inside each step)
+            for key, t_now in st.trained:
+                t0 = self.initial[key][1]
+                way = _distance(t_now, t0)
+                if way <= MOVED * max(float(t0.norm()), 1e-12):
+                    continue  # the trained model did not move: nothing to absorb
+                from_start = _distance(st.sample, t0)
+                if from_start <= FROZEN * way or from_start >= NEAR * way:
+                    continue  # a frozen copy of T0 (another entry's), or it absorbed the training
+                t_name = models[key].name if key in models else "the trained model"
+                e_name = st.name
+                if e_name == t_name:  # two instances of one class, both named by it
+                    e_name, t_name = f"the evaluated copy of {t_name}", f"the trained {t_name}"
+                share = from_start / way
+                where = f" at {st.where}" if st.where else ""
+                self.s.report(
+                    "eval-copy-near-initial",
+                    f"{e_name[:1].upper()}{e_name[1:]}, evaluated{where} after the run's last optimizer step, "
+                    f"is still near "
+                    f"{t_name}'s initial weights: it moved {share:.0%} of the way {t_name}'s training moved "
+                    f"them (over strided samples of its weights). It has "
+                    f"{t_name}'s architecture, no optimizer holds it and it was updated (an average such as an "
+                    "EMA or SWA, or a copy pulled towards the model), but it has absorbed almost none of the "
+                    "training: what is evaluated is mostly the random initialisation. Usual causes: an EMA "
+                    "warm-up term that is never used, a decay whose horizon 1/(1 - decay) is longer than the "
+                    "run.",
+                    fix="ramp the decay up from 0 (decay * (1 - exp(-updates / tau)), or min(decay, (1 + updates) "
+                    "/ (10 + updates))), use a decay whose horizon is well below the number of updates, or "
+                    f"evaluate {t_name.removeprefix('the trained ')} itself until the average has warmed up.",
+                    where=f"{st.name} forward, evaluation", key=st.name,
+                )
+                break
