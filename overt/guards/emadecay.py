@@ -44,7 +44,8 @@ class EmaDecayChecks(Check):
         super().__init__(session)
         self.ratios: dict[tuple[int, int], list[float]] = {}  # (id(E info), id(T info)) -> a / b per measurement
         self.done: set[tuple[int, int]] = set()
-        self.handles: list[list[Any]] = []  # one-shot step pre-hooks not yet fired
+        self.pending: dict[int, list[tuple]] = {}  # id(OptInfo) -> samples taken before its checked step
+        self.handles: list[tuple[list[Any], list[bool]]] = []  # one-shot step pre-hooks (handle, fired)
 
     def _pairs(self, oi: OptInfo) -> list[tuple[ModelInfo, ModelInfo, list, list]]:
         """(E, T, E's params, T's params) for the trained models ``T`` that ``oi`` steps."""
@@ -66,16 +67,25 @@ class EmaDecayChecks(Check):
         if self.s.step < self.s.options.warmup_steps or len(self.s.models) < 2:
             return  # (a pair is two models: a copy no optimizer holds and the model it follows)
         pairs = self._pairs(oi)
-        if not pairs:
+        if pairs:  # T before this step; E and T again just before the next one
+            self.pending[id(oi)] = [(e, t, ep, tp, weight_sample(tp)) for e, t, ep, tp in pairs]
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        """Hooks are put on and taken off here, in the optimizer's post-hooks: torch iterates its dict of
+        step pre-hooks while calling them, and a pre-hook that adds or removes one (a session that is
+        itself such a hook, a one-shot hook removing itself beside another) breaks the user's step
+        with "OrderedDict mutated during iteration"."""
+        self._remove_fired()
+        before = self.pending.pop(id(oi), None)
+        if not before:
             return
-        before = [(e, t, ep, tp, weight_sample(tp)) for e, t, ep, tp in pairs]
         handle: list[Any] = []
-        at = oi.steps
+        fired: list[bool] = []
 
         def next_step(_opt: Any, _args: tuple, _kwargs: dict) -> None:
-            if oi.steps == at:
-                return  # registered from this step's own pre-hook: called for this step too
-            handle.pop().remove()
+            if fired:
+                return  # taken off at the next checked step's end
+            fired.append(True)
             try:
                 for e, t, ep, tp, old in before:
                     now = weight_sample(tp)
@@ -85,7 +95,16 @@ class EmaDecayChecks(Check):
                 self.s.check_failed(self, exc)
 
         handle.append(oi.opt.register_step_pre_hook(next_step))
-        self.handles = [h for h in self.handles if h] + [handle]
+        self.handles.append((handle, fired))
+
+    def _remove_fired(self) -> None:
+        keep = []
+        for handle, fired in self.handles:
+            if fired and handle:
+                handle.pop().remove()
+            elif handle:
+                keep.append((handle, fired))
+        self.handles = keep
 
     def _judge(self, e: ModelInfo, t: ModelInfo):
         key = (id(e), id(t))
@@ -124,7 +143,7 @@ class EmaDecayChecks(Check):
                       key=f"{e.name}:{t.name}")
 
     def remove_hooks(self) -> None:
-        for handle in self.handles:
+        for handle, _ in self.handles:
             if handle:
                 handle.pop().remove()
         self.handles.clear()
