@@ -280,6 +280,11 @@ ENTRIES: tuple[Entry, ...] = (
           "the rewards before it, not after it: actions are credited for what already happened, and the policy "
           "learns from the wrong signal while training looks normal",
           _E, True, False),
+    Entry("generator-agrees-with-critic", "OVT347", "a generator trained in the critic's direction",
+          "the generator's loss pushes the critic's scores of generated samples the way the critic's own loss "
+          "does (the critic's sign in backward, the fake label): the generator is trained to look fake, the "
+          "players cooperate, and the samples never approach the data while both losses still move",
+          _E, False, True),
     Entry("bootstrap-action-wrong-state", "OVT344", "a bootstrap target that scores at the next state an action "
           "chosen at the current one",
           "r + gamma * Q_target(s', a') needs a' chosen at s': an action computed from s asks the critic what doing "

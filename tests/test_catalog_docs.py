@@ -86,7 +86,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "logits-thresholded-as-probabilities", "scores-activation-mismatch", "eval-loss-scores-ignored",
          "metric-summed-in-low-precision",
          # issue 33, an evaluated average that absorbed none of the training (session 42)
-         "eval-copy-near-initial"}
+         "eval-copy-near-initial",
+         # issue 33, adversarial players pulling the same way (session 42)
+         "generator-agrees-with-critic"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -19,6 +19,7 @@ from overt.guards.coverage import CoverageChecks
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
+from overt.guards.adversary import AdversaryChecks
 from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
@@ -71,6 +72,7 @@ CHECKS: tuple[type[Check], ...] = (
     StaleEvalChecks,
     NormStatsChecks,
     EmaDecayChecks,
+    AdversaryChecks,
     EvalCopyChecks,
     EvalLoopChecks,
     FrozenChecks,
