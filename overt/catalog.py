@@ -431,6 +431,12 @@ ENTRIES: tuple[Entry, ...] = (
           "step its half of the output has seen one token, so a classifier fed out[:, -1] gets the forward "
           "direction's summary and a backward half that carries almost nothing, and learns from one direction",
           _W, True, True),
+    Entry("singleton-axis", "OVT424", "a softmax, argmax or normalisation over an axis of size 1",
+          "a softmax over one element is always 1 (log_softmax 0), an argmax over one element always 0, a "
+          "normalisation over one element keeps only its sign: scores of shape (N, 1) softmaxed over the last "
+          "axis make attention a plain sum, and a one-output regression or binary head read by argmax predicts 0 "
+          "for every sample, while training and evaluation run without an error",
+          _E, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

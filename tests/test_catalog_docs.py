@@ -88,7 +88,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, an evaluated average that absorbed none of the training (session 42)
          "eval-copy-near-initial",
          # issue 33, adversarial players pulling the same way (session 42)
-         "generator-agrees-with-critic"}
+         "generator-agrees-with-critic",
+         # issue 33, a normalisation or selection over an axis of size 1 (branch singleton)
+         "singleton-axis"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -38,6 +38,7 @@ from torch.utils.data import get_worker_info
 from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tensor_index, expand_index,
                                     suggested_permutation)
 from overt.guards.check import Check
+from overt.guards.singleton import SingletonAxes, caller, singleton_call
 from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import is_overt_file, is_user_file, short_location
@@ -83,6 +84,7 @@ class AxisChecks(Check):
         self.eval_passes = 0  # evaluation phases looked at
         self.mode: _IndexMode | None = None  # sees the indexing while a window is open
         self.eval_left = 0  # evaluation forwards left to look at in this one
+        self.singleton = SingletonAxes(session)  # softmax/argmax/... over a size-1 axis (singleton-axis)
 
     # -- the window ---------------------------------------------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -156,6 +158,9 @@ class AxisChecks(Check):
         if mode is not None:
             mode.live = False
             _off_the_stack(mode)
+
+    def end_of_run(self) -> None:
+        self.singleton.judge()
 
     def remove_hooks(self) -> None:
         self._unwrap()
@@ -363,14 +368,32 @@ class _IndexMode(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.live and func in _INDEXING and args and isinstance(args[0], torch.Tensor) and not compiling():
+        if not self.live or compiling():
+            return _unwrapped(func)(*args, **kwargs)
+        if func in _INDEXING and args and isinstance(args[0], torch.Tensor):
             loc = _own(sys._getframe(1))
             if loc is not None:
                 try:
                     self.check.index_call(_INDEXING[func], args, kwargs, loc)
                 except Exception as exc:  # noqa: BLE001  never break the user's call over a check
                     self.check.s.check_failed(self.check, exc)
-        return _unwrapped(func)(*args, **kwargs)
+        singles = self.check.singleton
+        if singles.pending:
+            try:
+                singles.seen(args, kwargs)
+            except Exception as exc:  # noqa: BLE001
+                self.check.s.check_failed(self.check, exc)
+        inner = _unwrapped(func)
+        out = inner(*args, **kwargs)
+        known = singleton_call(inner)
+        if known is not None and args and isinstance(args[0], torch.Tensor):
+            try:
+                loc = caller(sys._getframe(1), _own)
+                if loc is not None:
+                    singles.call(known[0], known[1], args, kwargs, out, loc)
+            except Exception as exc:  # noqa: BLE001
+                self.check.s.check_failed(self.check, exc)
+        return out
 
 
 def _unwrapped(func: Any) -> Any:
