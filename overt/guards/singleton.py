@@ -26,6 +26,7 @@ the run.
 
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any
 
@@ -41,7 +42,8 @@ PENDING = 8  # indices of max/min/topk/sort over a size-1 axis followed at once,
 # what each function does over the axis (the names torch hands a TorchFunctionMode)
 _NORM, _INDEX, _PAIR, _SIGN = "normalises", "selects", "selects (indices)", "scales"
 _FUNCS: dict[Any, tuple[str, str]] = {}
-for _owner, _names, _kind in ((torch, ("softmax", "log_softmax"), _NORM), (torch.Tensor, ("softmax", "log_softmax"), _NORM),
+for _owner, _names, _kind in ((torch, ("softmax", "log_softmax"), _NORM),
+                              (torch.Tensor, ("softmax", "log_softmax"), _NORM),
                               (F, ("softmax", "log_softmax", "softmin"), _NORM),
                               (torch, ("argmax", "argmin"), _INDEX), (torch.Tensor, ("argmax", "argmin"), _INDEX),
                               (torch, ("max", "min", "topk", "sort"), _PAIR),
@@ -53,8 +55,9 @@ for _owner, _names, _kind in ((torch, ("softmax", "log_softmax"), _NORM), (torch
             _FUNCS[getattr(_f, "__wrapped__", _f)] = (_name, _kind)
 _ACTIVATIONS = ("Softmax", "LogSoftmax", "Softmin")
 #: torch frames a call passes through between the user's line and the function itself
-_DISPATCH = frozenset({"handle_torch_function", "softmax", "log_softmax", "softmin", "normalize",
-                       "_call_impl", "_wrapped_call_impl"})
+_DISPATCH = frozenset({("overrides.py", "handle_torch_function"), ("functional.py", "softmax"),
+                       ("functional.py", "log_softmax"), ("functional.py", "softmin"), ("functional.py", "normalize"),
+                       ("module.py", "_call_impl"), ("module.py", "_wrapped_call_impl"), ("module.py", "inner")})
 
 
 def singleton_call(func: Any) -> tuple[str, str] | None:
@@ -84,7 +87,7 @@ def caller(frame: Any, own: Any) -> str | None:
         if code.co_name == "forward" and type(frame.f_locals.get("self")).__name__ in _ACTIVATIONS:
             frame = frame.f_back
             continue
-        if code.co_name not in _DISPATCH:
+        if (os.path.basename(filename), code.co_name) not in _DISPATCH:
             return None
         frame = frame.f_back
     return None
