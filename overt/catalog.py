@@ -436,7 +436,7 @@ ENTRIES: tuple[Entry, ...] = (
           "normalisation over one element keeps only its sign: scores of shape (N, 1) softmaxed over the last "
           "axis make attention a plain sum, and a one-output regression or binary head read by argmax predicts 0 "
           "for every sample, while training and evaluation run without an error",
-          _E, False, True),
+          _E, True, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

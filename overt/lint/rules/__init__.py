@@ -25,6 +25,7 @@ from overt.lint.rules import distpad  # noqa: F401  (issue 33: a count over a pa
 from overt.lint.rules import axes  # noqa: F401  (issue 33: axes moved by reshape, a bidirectional RNN's last step)
 from overt.lint.rules import bnmomentum  # noqa: F401  (issue 33: a Keras BatchNorm momentum)
 from overt.lint.rules import outputlink  # noqa: F401  (issue 33: evaluation reads outputs as the loss trained them)
+from overt.lint.rules import singleton  # noqa: F401  (issue 33: a softmax or argmax over an axis of size 1)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
