@@ -60,6 +60,10 @@ _DISPATCH = frozenset({("overrides.py", "handle_torch_function"), ("functional.p
                        ("module.py", "_call_impl"), ("module.py", "_wrapped_call_impl"), ("module.py", "inner")})
 
 
+#: the inner functions of overt's wrappers of these functions (softmax_dim's, predshape's)
+_WRAPPERS = frozenset({"softmax", "produce"})
+
+
 def singleton_call(func: Any) -> tuple[str, str] | None:
     """(name, kind) when ``func`` is one of the functions judged here."""
     try:
@@ -71,8 +75,9 @@ def singleton_call(func: Any) -> tuple[str, str] | None:
 def caller(frame: Any, own: Any) -> str | None:
     """``"file.py:LINE"`` of the user's own line that made the call seen at ``frame`` (the frame a
     ``TorchFunctionMode`` is called from), through torch's dispatch frames, ``torch.nn.functional``'s
-    softmax/normalize, an ``nn.Softmax``-like layer's forward and overt's own wrappers; None when the call
-    comes from other torch code (a library layer's internals) or an installed package.  ``own(frame)`` is
+    softmax/normalize, an ``nn.Softmax``-like layer's forward and overt's own wrappers of the function; None
+    when the call comes from other torch code (a library layer's internals), overt's own code or an installed
+    package.  ``own(frame)`` is
     the location when the frame is the user's own file."""
     for _ in range(12):
         if frame is None:
@@ -80,6 +85,8 @@ def caller(frame: Any, own: Any) -> str | None:
         code = frame.f_code
         filename = code.co_filename
         if is_overt_file(filename):
+            if code.co_name not in _WRAPPERS:
+                return None  # overt's own code (an engine, a recipe), not the user's
             frame = frame.f_back
             continue
         if is_user_file(filename):

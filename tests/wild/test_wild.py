@@ -177,8 +177,8 @@ EXPECTED = {
     "w168_wgan_generator_backward_sign": ("run",),
     "w173_ema_warmup_parameter_unused": ("run",),
     # a softmax or argmax over an axis of size 1 (branch singleton)
-    "w158_attention_softmax_over_singleton_axis": ("run",),
-    "w163_argmax_on_regression_output": ("run",),
+    "w158_attention_softmax_over_singleton_axis": ("lint", "run"),
+    "w163_argmax_on_regression_output": ("lint", "run"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
