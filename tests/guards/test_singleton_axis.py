@@ -166,18 +166,28 @@ def test_a_one_logit_classifier_read_by_max_indices_is_named_and_its_threshold_i
     assert findings == [], text
 
 
+def _argmax_method(out):
+    return out.argmax(1)  # ARGMAX-METHOD
+
+
+def test_a_one_logit_classifier_read_by_the_argmax_method_is_named():
+    findings, text = _evaluated(_binary(), bce, _argmax_method)
+    assert slugs(findings) == ["singleton-axis"], text
+    assert "argmax at " in text and f"{_line('# ARGMAX-METHOD')} works" in text, text
+
+
 def mse(model, xb, yb):
     return F.mse_loss(model(xb).squeeze(1), yb.float())
 
 
 def _argmax(out):
-    return torch.argmax(out, dim=1)  # ARGMAX
+    return torch.argmax(out, dim=1)  # ARGMAX-FUNCTION
 
 
 def test_a_regression_output_read_by_argmax_is_named_and_its_rounding_is_silent():
     findings, text = _evaluated(_binary(), mse, _argmax)
     assert slugs(findings) == ["singleton-axis"], text
-    assert "argmax at " in text and f"{_line('# ARGMAX')} works" in text, text
+    assert "argmax at " in text and f"{_line('# ARGMAX-FUNCTION')} works" in text, text
     assert "always 0" in text and "(50, 1) tensor" in text, text
     findings, text = _evaluated(_binary(), mse, lambda out: out.squeeze(1).round().long())
     assert findings == [], text
