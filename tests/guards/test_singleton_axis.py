@@ -17,7 +17,7 @@ from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
 from overt.guards.singleton import MIN_CALLS
 from tests.conftest import TIMING
-from tests.guards.helpers import batches, slugs
+from tests.guards.helpers import batches, slugs, train
 
 
 def _line(marker: str) -> str:
@@ -35,18 +35,13 @@ def _session() -> GuardSession:
 def _train(model: nn.Module, loss, steps: int = 6):
     session = _session()
     try:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for xb, yb in batches(32, steps):
-            opt.zero_grad()
-            loss(model, xb, yb).backward()
-            opt.step()
+        train(model, torch.optim.Adam(model.parameters(), lr=1e-2), steps=steps, loss_fn=loss)
     finally:
         findings = session.close()
     return findings, session.options.stream.getvalue()
 
 
-def ce(model, xb, yb):
-    return F.cross_entropy(model(xb), yb)
+ce = F.cross_entropy
 
 
 # -- training: attention pooling, a gate, a normalised embedding ----------------------------------------
@@ -130,11 +125,7 @@ def _evaluated(model: nn.Module, loss, predict, batches_seen: int = 4):
     scoring ``predict(out)`` against the parity of the digit."""
     session = _session()
     try:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for xb, yb in batches(32, 6):
-            opt.zero_grad()
-            loss(model, xb, yb).backward()
-            opt.step()
+        train(model, torch.optim.Adam(model.parameters(), lr=1e-2), steps=6, loss_fn=loss)
         model.eval()
         correct = 0
         with torch.no_grad():
@@ -149,8 +140,8 @@ def _binary():
     return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
 
 
-def bce(model, xb, yb):
-    return F.binary_cross_entropy_with_logits(model(xb).squeeze(1), (yb % 2).float())
+def bce(out, yb):
+    return F.binary_cross_entropy_with_logits(out.squeeze(1), (yb % 2).float())
 
 
 def _max_index(out):
@@ -176,8 +167,8 @@ def test_a_one_logit_classifier_read_by_the_argmax_method_is_named():
     assert "argmax at " in text and f"{_line('# ARGMAX-METHOD')} works" in text, text
 
 
-def mse(model, xb, yb):
-    return F.mse_loss(model(xb).squeeze(1), yb.float())
+def mse(out, yb):
+    return F.mse_loss(out.squeeze(1), yb.float())
 
 
 def _argmax(out):
