@@ -41,7 +41,7 @@ from overt.guards.check import Check
 from overt.guards.singleton import SingletonAxes, caller, singleton_call
 from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
-from overt.guards.where import is_overt_file, is_user_file, short_location
+from overt.guards.where import is_overt_file, is_user_file, short_location, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
@@ -158,6 +158,10 @@ class AxisChecks(Check):
         if mode is not None:
             mode.live = False
             _off_the_stack(mode)
+
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name == "cross_entropy":
+            self.singleton.loss(inp, user_location() if isinstance(inp, torch.Tensor) and inp.dim() >= 2 else None)
 
     def end_of_run(self) -> None:
         self.singleton.judge()

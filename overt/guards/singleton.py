@@ -9,7 +9,8 @@ an axis of one element there is nothing to compare, and the result no longer dep
 - ``argmax``/``argmin`` is always 0 (a regression head of width 1 read by ``argmax``, a binary classifier
   with one logit evaluated with ``argmax(1)``), and so are the indices of ``max``/``min``/``topk``/``sort``
   (judged only when those indices are used afterwards: the values alone are the input itself);
-- ``F.normalize`` over it keeps only the sign of each element.
+- ``F.normalize`` over it keeps only the sign of each element;
+- ``cross_entropy`` (``nn.CrossEntropyLoss``) over one class is always 0: the model learns nothing.
 
 Every correct program makes these calls over an axis with more than one element.  A call site is judged
 only on what it did on every call seen: reported when it ran at least :data:`MIN_CALLS` times, each time
@@ -20,7 +21,8 @@ one key: such a site is generic, and stays silent).
 The calls are seen through :mod:`overt.guards.axes`'s window (its ``TorchFunctionMode``: the first checked
 training steps and the start of the first evaluation phase), made from the user's own files: a tensor
 method, a ``torch``/``torch.nn.functional`` function, or an ``nn.Softmax``/``nn.LogSoftmax``/``nn.Softmin``
-layer called from there.  Host metadata only (shapes, identities): no device read.  Judged at the end of
+layer called from there; and the ``cross_entropy`` calls of every checked step, whose class axis is dimension 1.
+Host metadata only (shapes, identities): no device read.  Judged at the end of
 the run.
 """
 
@@ -40,7 +42,7 @@ SITES = 64  # call sites followed per run
 PENDING = 8  # indices of max/min/topk/sort over a size-1 axis followed at once, until used
 
 # what each function does over the axis (the names torch hands a TorchFunctionMode)
-_NORM, _INDEX, _PAIR, _SIGN = "normalises", "selects", "selects (indices)", "scales"
+_NORM, _INDEX, _PAIR, _SIGN, _LOSS = "normalises", "selects", "selects (indices)", "scales", "loss"
 _FUNCS: dict[Any, tuple[str, str]] = {}
 for _owner, _names, _kind in ((torch, ("softmax", "log_softmax"), _NORM),
                               (torch.Tensor, ("softmax", "log_softmax"), _NORM),
@@ -160,6 +162,21 @@ class SingletonAxes:
             if isinstance(index, torch.Tensor):
                 self.pending = self.pending[-(PENDING - 1):] + [(weakref.ref(index), site)]
 
+    def loss(self, inp: Any, loc: str | None) -> None:
+        """A checked ``cross_entropy`` call at ``loc`` on the scores ``inp`` (classes on dimension 1)."""
+        if loc is None or not isinstance(inp, torch.Tensor) or inp.dim() < 2:
+            return
+        site = self.sites.get((loc, "cross_entropy"))
+        if site is None:
+            if len(self.sites) >= SITES:
+                return
+            site = self.sites[(loc, "cross_entropy")] = _Site("cross_entropy", _LOSS, 1, tuple(inp.shape))
+        if inp.shape[1] != 1:
+            site.generic = True
+        elif inp.numel() >= 2:
+            site.single += 1
+            site.shape = tuple(inp.shape)
+
     def seen(self, args: tuple, kwargs: dict) -> None:
         """Some torch call of the window: does it read indices of a size-1 axis?"""
         for a in (*args, *kwargs.values()):
@@ -191,6 +208,13 @@ class SingletonAxes:
             fix = ("normalise over the axis that holds the alternatives: put them on one axis first "
                    "(scores.view(batch, seq_len).softmax(dim=1) for attention over a sequence) or name the right "
                    "dim; for one logit per sample use torch.sigmoid (or BCEWithLogitsLoss), not a softmax.")
+        elif site.kind == _LOSS:
+            why = ("a cross-entropy over one class is always 0 (the softmax of a single score is 1 whatever it is), so "
+                   "the loss is 0 for every sample, no gradient reaches the model and it learns nothing (one output "
+                   "unit trained with CrossEntropyLoss)")
+            fix = ("for one logit per sample use BCEWithLogitsLoss (binary_cross_entropy_with_logits) with float "
+                   "targets of the same shape; or give the head one output per class (nn.Linear(h, 2)) and "
+                   "class-index targets.")
         elif site.kind == _SIGN:
             why = ("F.normalize over one element divides it by its own absolute value, so only its sign "
                    "(+1 or -1) is left: the magnitudes the model learned are thrown away")

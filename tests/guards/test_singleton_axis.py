@@ -119,6 +119,23 @@ def test_a_one_wide_embedding_normalised_is_named_and_a_wider_one_is_silent():
     assert findings == [], text
 
 
+def one_unit_ce(out, yb):
+    return nn.CrossEntropyLoss()(out, (yb % 2).float().unsqueeze(1))  # ONE-UNIT-CE
+
+
+def one_unit_bce(out, yb):
+    return nn.BCEWithLogitsLoss()(out, (yb % 2).float().unsqueeze(1))
+
+
+def test_one_output_unit_trained_by_cross_entropy_is_named_and_bce_is_silent():
+    findings, text = _train(nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1)), one_unit_ce)
+    assert slugs(findings) == ["singleton-axis"], text
+    assert "cross_entropy at " in text and f"{_line('# ONE-UNIT-CE')} works" in text, text
+    assert "always 0" in text and "BCEWithLogitsLoss" in text, text
+    findings, text = _train(nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1)), one_unit_bce)
+    assert findings == [], text
+
+
 # -- evaluation: one output per sample read by an index --------------------------------------------------
 def _evaluated(model: nn.Module, loss, predict, batches_seen: int = 4):
     """Train ``model`` with ``loss``, then evaluate it (``model.eval()``, no_grad) on the held-out digits,
