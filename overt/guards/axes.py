@@ -160,7 +160,7 @@ class AxisChecks(Check):
             _off_the_stack(mode)
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
-        if name == "cross_entropy":
+        if name == "cross_entropy" and self.singleton.wants_loss():
             self.singleton.loss(inp, user_location() if isinstance(inp, torch.Tensor) and inp.dim() >= 2 else None)
 
     def end_of_run(self) -> None:

@@ -40,6 +40,7 @@ from overt.guards.where import is_overt_file, is_user_file
 MIN_CALLS = 3  # calls of a site, every one over a size-1 axis, before it is judged
 SITES = 64  # call sites followed per run
 PENDING = 8  # indices of max/min/topk/sort over a size-1 axis followed at once, until used
+LOSS_LOOKS = 16  # checked cross_entropy calls looked at per run
 
 # what each function does over the axis (the names torch hands a TorchFunctionMode)
 _NORM, _INDEX, _PAIR, _SIGN, _LOSS = "normalises", "selects", "selects (indices)", "scales", "loss"
@@ -138,6 +139,7 @@ class SingletonAxes:
         self.s = session
         self.sites: dict[tuple[str, str], _Site] = {}  # (location, function) -> what its calls did
         self.pending: list[tuple[Any, _Site]] = []  # indices over a size-1 axis, until used
+        self.loss_looks = 0
 
     def call(self, name: str, kind: str, args: tuple, kwargs: dict, out: Any, loc: str) -> None:
         """The user's line ``loc`` called ``name`` on ``args[0]`` (``out``: its result)."""
@@ -162,8 +164,13 @@ class SingletonAxes:
             if isinstance(index, torch.Tensor):
                 self.pending = self.pending[-(PENDING - 1):] + [(weakref.ref(index), site)]
 
+    def wants_loss(self) -> bool:
+        """Whether the next checked ``cross_entropy`` call is looked at (the first :data:`LOSS_LOOKS`)."""
+        return self.loss_looks < LOSS_LOOKS
+
     def loss(self, inp: Any, loc: str | None) -> None:
         """A checked ``cross_entropy`` call at ``loc`` on the scores ``inp`` (classes on dimension 1)."""
+        self.loss_looks += 1
         if loc is None or not isinstance(inp, torch.Tensor) or inp.dim() < 2:
             return
         site = self.sites.get((loc, "cross_entropy"))
