@@ -437,6 +437,11 @@ ENTRIES: tuple[Entry, ...] = (
           "axis make attention a plain sum, and a one-output regression or binary head read by argmax predicts 0 "
           "for every sample, while training and evaluation run without an error",
           _E, True, True),
+    Entry("modules-repeated-in-container", "OVT425", "one module object repeated in an nn.ModuleList or "
+          "nn.Sequential",
+          "a list multiplied by a count ([Block(d)] * n) repeats the reference, not the constructor: every entry is "
+          "the same module with the same weights, and the optimizer trains one layer where n were meant",
+          _W, True, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",
@@ -485,6 +490,11 @@ ENTRIES: tuple[Entry, ...] = (
           "it draws only the indices below len(weights) (one weight per class given where one per sample was "
           "meant): the samples past them are never seen and each epoch repeats the first few",
           _E, False, True),
+    Entry("shuffle-order-repeats", "OVT540", "a shuffled training loader that draws the same order in two epochs",
+          "a seed reset inside the training loop (torch.manual_seed in an evaluation function or a callback, a "
+          "generator made again with a constant seed for every epoch) rewinds the shuffle: every epoch feeds the "
+          "same sequence of batches and the model fits that one stream",
+          _W, False, True),
     Entry("eval-drops-samples", "OVT525", "an evaluation DataLoader with drop_last=True and a partial last batch",
           "the last len(dataset) % batch_size samples are never scored: the metric covers a subset that depends "
           "on the batch size (drop_last copied from the training loader)",

@@ -90,7 +90,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, adversarial players pulling the same way (session 42)
          "generator-agrees-with-critic",
          # issue 33, a normalisation or selection over an axis of size 1 (branch singleton)
-         "singleton-axis"}
+         "singleton-axis",
+         # issue 33, orders and modules that must not repeat (branch repeats)
+         "shuffle-order-repeats", "modules-repeated-in-container"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

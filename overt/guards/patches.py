@@ -156,6 +156,9 @@ def _next_wrapper(orig: Any) -> Any:
             for s in ACTIVE:
                 safely(s.coverage.pass_ended, self, index)
                 safely(s.evaloverlap.pass_ended, self)
+                orders = getattr(s, "orders", None)
+                if orders is not None:
+                    safely(orders.pass_ended, self)
             raise
         waited = clock() - t0
         if not index:  # once per pass: evaluation inputs that change between passes
@@ -201,6 +204,23 @@ def _iter_prepared(it: Any, loader: Any) -> None:
     built = getattr(loader, "_overt_built", None)
     for s in ACTIVE:
         safely(s.coverage.prepared, it, built)
+    if not getattr(it, "_overt_eval", True):  # a training pass: its first indices (overt/guards/orders.py)
+        first = safely_taken(it)
+        if first is not None:
+            for s in ACTIVE:
+                orders = getattr(s, "orders", None)
+                if orders is not None:
+                    safely(orders.prepared, it, first)
+
+
+def safely_taken(it: Any) -> tuple[int, ...] | None:
+    """:func:`overt.guards.orders.take_first` under the never-break policy (None when it fails)."""
+    from overt.guards.orders import take_first
+
+    try:
+        return take_first(it)
+    except Exception:
+        return None
 
 
 def _iter_init_wrapper(orig: Any) -> Any:
@@ -447,6 +467,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import stopgrad  # F.cosine_similarity (checked steps)
 
         stopgrad.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import orders  # torch.manual_seed, random.seed, np.random.seed (shuffle-order-repeats)
+
+        orders.install(_patch)
         from overt.guards import compiled  # torch.compile, Module.compile, OptimizedModule.__call__
 
         compiled.install(_patch)

@@ -45,9 +45,11 @@ from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.modes import ModeChecks
 from overt.guards.normstats import NormStatsChecks
+from overt.guards.orders import OrderChecks
 from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
+from overt.guards.repeats import RepeatChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.sameviews import SameViewsChecks
@@ -76,6 +78,7 @@ CHECKS: tuple[type[Check], ...] = (
     EvalCopyChecks,
     EvalLoopChecks,
     FrozenChecks,
+    RepeatChecks,
     FreezeAttrChecks,
     LossChecks,
     ClassWeightChecks,
@@ -105,6 +108,7 @@ CHECKS: tuple[type[Check], ...] = (
     CoverageChecks,
     SkewChecks,
     SamplerChecks,
+    OrderChecks,
     ClipOrderChecks,
     ScalerChecks,
     PrecisionChecks,

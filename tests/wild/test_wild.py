@@ -179,6 +179,10 @@ EXPECTED = {
     # a softmax or argmax over an axis of size 1 (branch singleton)
     "w158_attention_softmax_over_singleton_axis": ("lint", "run"),
     "w163_argmax_on_regression_output": ("lint", "run"),
+    # orders and modules that must not repeat (branch repeats): a seed reset that rewinds the training
+    # shuffle, heads built by multiplying a one-element list
+    "w154_global_seed_reset_in_evaluation": ("run",),
+    "w151_heads_shared_by_list_repetition": ("lint", "run"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

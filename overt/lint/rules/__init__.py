@@ -26,6 +26,7 @@ from overt.lint.rules import axes  # noqa: F401  (issue 33: axes moved by reshap
 from overt.lint.rules import bnmomentum  # noqa: F401  (issue 33: a Keras BatchNorm momentum)
 from overt.lint.rules import outputlink  # noqa: F401  (issue 33: evaluation reads outputs as the loss trained them)
 from overt.lint.rules import singleton  # noqa: F401  (issue 33: a softmax or argmax over an axis of size 1)
+from overt.lint.rules import repeats  # noqa: F401  (issue 33: one module repeated in a ModuleList/Sequential)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]

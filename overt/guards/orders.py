@@ -1,0 +1,295 @@
+"""Guard on training epochs that repeat one shuffled order (slug ``shuffle-order-repeats``; issue 33,
+invariants of correct training).
+
+An invariant of a shuffled training loader: every epoch draws its samples in a new order.  Code that
+puts the random state back inside the training loop breaks it without an error: ``torch.manual_seed``
+called in an evaluation function (``generator=torch.manual_seed(seed)`` in a sampling call,
+huggingface/diffusers#7991), in a callback or at the top of every epoch; a ``torch.Generator`` seeded
+with a constant and made again for every epoch's loader; ``random.seed``/``np.random.seed`` before a
+sampler that draws from them.  Every epoch then sees the same sequence of batches (and, for
+augmentation drawn from the same generator, the same noise): the model fits one fixed stream.
+
+Seen once per DataLoader pass, never per batch: when the iterator of a training pass is made (or a
+persistent one reset), before any index is drawn, the first batches of indices are taken from its
+sampler iterator and put back in front of it (``itertools.chain``: the loader yields exactly what it
+would have, and the random state is consumed in the same order).  A pass counts as an epoch when the
+optimizer stepped at least twice before the next pass over the same data set began (a peek with
+``next(iter(loader))`` is not an epoch); an epoch whose first indices, in order, equal an earlier
+epoch's is reported.
+
+Premise, proved or silent:
+
+- the sampler is one of torch's random samplers (``RandomSampler`` -- ``shuffle=True`` --,
+  ``SubsetRandomSampler``, ``WeightedRandomSampler`` with replacement, or a subclass); an unshuffled
+  loader, a custom sampler (a bucket sampler may legitimately keep most of its order) and an
+  ``IterableDataset`` are not judged;
+- the chance that two independent shuffles agree on the indices compared is below one in 10**9
+  (worked out from the sampler's size, or its weights);
+- a sampler with ``set_epoch`` whose ``epoch`` did not change between the two passes is
+  ``unset-epoch``'s (:mod:`overt.guards.samplers`): not reported twice.
+
+The cause is named where overt saw it: ``torch.manual_seed``, ``random.seed`` and
+``numpy.random.seed`` are wrapped while the guards are active, and the calls made between the two
+epochs (from the user's code) are the finding's ``where``; else the loader's own generator (made or
+seeded again for each epoch), else the line that built the loader.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.utils.data import RandomSampler, SubsetRandomSampler, WeightedRandomSampler
+
+from overt.guards.check import Check
+from overt.guards.where import user_location
+
+#: batches (index-sampler items) taken ahead at the start of a pass, at most
+AHEAD = 3
+#: the largest chance, over all epochs compared, that two independent shuffles agree on what is compared
+CHANCE = 1e-9
+
+_SEEDS: list[tuple[int, str, str]] = []  # (serial, "torch.manual_seed", caller) of seeding calls, latest last
+_SERIAL = itertools.count(1)
+_LAST_SERIAL = [0]
+
+
+def _sampler_of(it: Any) -> Any:
+    index_sampler = getattr(it, "_index_sampler", None)
+    return getattr(index_sampler, "sampler", index_sampler)
+
+
+def _log_chance_per_index(sampler: Any) -> tuple[float, int] | None:
+    """(log of the chance that one drawn index matches, the number of indices a permutation has, or 0 when
+    drawn with replacement), or None when ``sampler`` is not one of torch's random samplers."""
+    if isinstance(sampler, WeightedRandomSampler):
+        if not sampler.replacement:
+            return None
+        w = sampler.weights.double()
+        total = float(w.sum())
+        if not total > 0:
+            return None
+        return math.log(float(((w / total) ** 2).sum())), 0
+    if isinstance(sampler, SubsetRandomSampler):
+        return 0.0, len(sampler.indices)
+    if isinstance(sampler, RandomSampler):
+        n = len(sampler.data_source)
+        if sampler.replacement:
+            return (-math.log(n), 0) if n > 1 else None
+        return 0.0, n
+    return None
+
+
+def _chance(sampler: Any, m: int) -> float | None:
+    """log of the chance that two independent passes of ``sampler`` hand out the same first ``m`` indices."""
+    per = _log_chance_per_index(sampler)
+    if per is None:
+        return None
+    log_p, n = per
+    if not n:
+        return m * log_p
+    m = min(m, n)
+    return math.lgamma(n - m + 1) - math.lgamma(n + 1)  # (n - m)! / n!
+
+
+def _indices(item: Any) -> tuple[int, ...] | None:
+    if isinstance(item, int):
+        return (item,)
+    tolist = getattr(item, "tolist", None)
+    if tolist is not None:
+        item = tolist()
+        if isinstance(item, int):
+            return (item,)
+    if isinstance(item, (list, tuple)) and all(isinstance(i, int) for i in item):
+        return tuple(item)
+    return None
+
+
+@dataclass
+class Start:
+    """The start of a training pass over one data set."""
+
+    indices: tuple[int, ...]
+    serial: int  # the seeding-call serial when the pass began (calls after it are between this pass and the next)
+    step: int  # the session's optimizer steps when the pass began
+    epoch: Any  # the sampler's ``epoch`` attribute, when it has one
+    sampler: Any
+    built: str | None
+    it_id: int
+    number: int = 0  # the pass's number among the epochs of its data set (1-based), once it is one
+    judged: bool = False
+
+
+@dataclass
+class History:
+    epochs: dict[tuple[int, ...], Start] = field(default_factory=dict)  # first indices -> the first epoch with them
+    pending: Start | None = None
+    count: int = 0
+
+
+def take_first(it: Any) -> tuple[int, ...] | None:
+    """Called once per training pass when its iterator is made or reset, before any index is drawn: the first
+    indices its sampler hands out (the batches taken are put back in front of the sampler iterator), or
+    None when the pass is not judged (its sampler is not one of torch's random samplers, fewer than two
+    batches)."""
+    sampler = _sampler_of(it)
+    if _log_chance_per_index(sampler) is None:
+        return None
+    index_sampler = getattr(it, "_index_sampler", None)
+    try:
+        if len(index_sampler) < 2:
+            return None
+    except TypeError:
+        return None
+    source = getattr(it, "_sampler_iter", None)
+    if source is None:
+        return None
+    taken: list[Any] = []
+    try:
+        for _ in range(AHEAD):
+            taken.append(next(source))
+    except StopIteration:
+        pass
+    except Exception as exc:  # the sampler's own error: raised where the loader would have raised it
+        it._sampler_iter = itertools.chain(taken, _raising(exc))
+        return None
+    it._sampler_iter = itertools.chain(taken, source)
+    out: list[int] = []
+    for item in taken:
+        idx = _indices(item)
+        if idx is None:
+            return None
+        out.extend(idx)
+    return tuple(out)
+
+
+def _raising(exc: Exception) -> Any:
+    raise exc
+    yield  # a generator
+
+
+def seed_wrapper(what: str, orig: Any) -> Any:
+    """A wrapper of the seeding function ``orig`` (``what``: its name) that notes its caller while guards are active."""
+    from overt.guards import patches
+
+    @functools.wraps(orig)
+    def seed(*args: Any, **kwargs: Any) -> Any:
+        if patches.ACTIVE:
+            where = user_location(2)
+            if where is not None:
+                serial = next(_SERIAL)
+                _LAST_SERIAL[0] = serial
+                _SEEDS.append((serial, what, where))
+                if len(_SEEDS) > 64:
+                    del _SEEDS[:32]
+        return orig(*args, **kwargs)
+
+    return seed
+
+
+def install(patch: Any) -> None:
+    """Wrap the global seeding functions (called by :func:`overt.guards.patches.activate`)."""
+    import random
+
+    import torch
+
+    patch(torch, "manual_seed", functools.partial(seed_wrapper, "torch.manual_seed"))
+    patch(torch.random, "manual_seed", functools.partial(seed_wrapper, "torch.manual_seed"))
+    patch(random, "seed", functools.partial(seed_wrapper, "random.seed"))
+    import sys
+
+    np = sys.modules.get("numpy")
+    if np is not None:
+        patch(np.random, "seed", functools.partial(seed_wrapper, "np.random.seed"))
+
+
+class OrderChecks(Check):
+    """``prepared`` and ``pass_ended`` are called by :mod:`overt.guards.patches`."""
+
+    name = "orders"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.data: dict[int, History] = {}  # id(dataset) -> its training passes
+
+    def prepared(self, it: Any, indices: tuple[int, ...]) -> None:
+        """A training pass over ``it``'s data set begins; ``indices``: its first indices (:func:`take_first`)."""
+        key = id(getattr(it, "_dataset", it))
+        hist = self.data.get(key)
+        if hist is None:
+            if len(self.data) >= 64:
+                del self.data[next(iter(self.data))]
+            hist = self.data[key] = History()
+        if hist.pending is not None:
+            self._judge(hist, hist.pending)
+        sampler = _sampler_of(it)
+        hist.pending = Start(indices, _LAST_SERIAL[0], self.s.step, getattr(sampler, "epoch", None), sampler,
+                             getattr(it, "_overt_built", None), id(it))
+
+    def pass_ended(self, it: Any) -> None:
+        """A pass ran to its end: judge it now when it trained (reported at the end of the epoch, not the next)."""
+        hist = self.data.get(id(getattr(it, "_dataset", it)))
+        if hist is not None and hist.pending is not None and hist.pending.it_id == id(it):
+            self._judge(hist, hist.pending)
+
+    def _judge(self, hist: History, start: Start) -> None:
+        if start.judged or self.s.step - start.step < 2:
+            return  # judged already, or not an epoch of training (a peek, an evaluation over the training data)
+        start.judged = True
+        hist.count += 1
+        start.number = hist.count
+        earlier = hist.epochs.get(start.indices)
+        if earlier is None:
+            if len(hist.epochs) < 4096:
+                hist.epochs[start.indices] = start
+            return
+        log_chance = _chance(start.sampler, len(start.indices))
+        if log_chance is None or log_chance + math.log(max(1, len(hist.epochs))) > math.log(CHANCE):
+            return
+        sampler = start.sampler
+        if (getattr(sampler, "shuffle", False) and hasattr(sampler, "set_epoch") and start.epoch is not None
+                and start.epoch == earlier.epoch):
+            return  # set_epoch() not called: unset-epoch's finding (overt/guards/samplers.py)
+        self._report(hist, earlier, start)
+
+    def _report(self, hist: History, earlier: Start, start: Start) -> None:
+        sampler = start.sampler
+        name = type(sampler).__name__
+        generator = getattr(sampler, "generator", None)
+        kinds = ("torch.manual_seed",) if generator is None and type(sampler).__module__.startswith("torch.") else (
+            "torch.manual_seed", "random.seed", "np.random.seed")
+        calls = [(what, where) for serial, what, where in _SEEDS
+                 if earlier.serial < serial <= start.serial and what in kinds] if generator is None else []
+        loader = f"the training DataLoader ({name}){' built at ' + start.built if start.built else ''}"
+        shown = ", ".join(map(str, start.indices[:6])) + (", ..." if len(start.indices) > 6 else "")
+        head = (f"epoch {start.number} of {loader} draws its first {len(start.indices)} samples in exactly the order "
+                f"of epoch {earlier.number} ({shown}): the shuffle repeats, so every such epoch feeds the model the "
+                "same sequence of batches (and any augmentation or noise drawn from the same generator repeats too), "
+                "and it fits that one stream.")
+        if calls:
+            what, where = calls[-1]
+            others = sorted({w for _, w in calls if w != where})
+            cause = (f" {what}() at {where} runs between the two epochs, after training started: it puts the global "
+                     "random generator back in the state the shuffle drew from"
+                     + (f" (also at {', '.join(others)})" if others else "") + ".")
+            fix = (f"do not reseed inside the training loop: give the call at {where} its own generator "
+                   "(torch.Generator().manual_seed(seed), passed as generator=...), or wrap it in "
+                   "torch.random.fork_rng(); seed once, before training")
+            place = f"{what} at {where}"
+        elif generator is not None:
+            cause = (" The sampler draws from its own torch.Generator, which starts each of these epochs in the same "
+                     "state: it is made again (or seeded again) with the same seed for every epoch.")
+            fix = ("make the generator once, before the training loop, and pass the same object to every DataLoader "
+                   "(DataLoader(..., shuffle=True, generator=g)); do not call g.manual_seed inside the loop")
+            place = f"{name}(generator=...)" + (f" of the DataLoader built at {start.built}" if start.built else "")
+        else:
+            cause = (" The random state the shuffle draws from is put back to the same value before each of these "
+                     "epochs (a seed or torch.set_rng_state call that overt did not see).")
+            fix = ("seed once, before the training loop; anything that needs a fixed random stream inside the loop "
+                   "gets its own torch.Generator or runs under torch.random.fork_rng()")
+            place = "training DataLoader" + (f" built at {start.built}" if start.built else "")
+        self.s.report("shuffle-order-repeats", head + cause, where=place, fix=fix,
+                      key=str(id(hist)))
