@@ -69,8 +69,7 @@ def _parameterised(ix: FileIndex, node: ast.AST | None, depth: int = 0) -> bool:
     container = _container_of(ix, node)
     if container:
         args = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
-        return any(_parameterised(ix, a, depth + 1) or any(_parameterised(ix, x, depth + 1) for x in ast.walk(a)
-                                                              if x is not a) for a in args)
+        return any(_parameterised(ix, x, depth + 1) for a in args for x in ast.walk(a))
     q = ix.qualname(node.func) or ""
     last = q.rsplit(".", 1)[-1]
     if last == "Parameter":
