@@ -39,13 +39,14 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from torch.utils.data import RandomSampler, SubsetRandomSampler, WeightedRandomSampler
 
 from overt.guards.check import Check
-from overt.guards.where import user_location
+from overt.guards.where import is_user_file, user_location
 
 #: batches (index-sampler items) taken ahead at the start of a pass, at most
 AHEAD = 3
@@ -119,13 +120,14 @@ class Start:
     sampler: Any
     built: str | None
     it_id: int
+    run: tuple[int, int] = (0, 0)  # the optimizers and models watched when it began: a new run builds new ones
     number: int = 0  # the pass's number among the epochs of its data set (1-based), once it is one
     judged: bool = False
 
 
 @dataclass
 class History:
-    epochs: dict[tuple[int, ...], Start] = field(default_factory=dict)  # first indices -> the first epoch with them
+    epochs: dict[tuple, Start] = field(default_factory=dict)  # (run, first indices) -> the first epoch with them
     pending: Start | None = None
     count: int = 0
 
@@ -185,9 +187,63 @@ def seed_wrapper(what: str, orig: Any) -> Any:
                 _SEEDS.append((serial, what, where))
                 if len(_SEEDS) > 64:
                     del _SEEDS[:32]
+                if what == "torch.manual_seed" and any(s.step > 0 for s in patches.ACTIVE):
+                    _arm_draws(serial)
         return orig(*args, **kwargs)
 
     return seed
+
+
+#: the serial of a torch.manual_seed call made after training started whose next training draw is not seen yet
+_ARMED = [0]
+_DRAWS = ("randperm", "randint")
+
+
+def _arm_draws(serial: int) -> None:
+    """A reseed after training started: look at the next ``torch.randperm``/``torch.randint`` of a training
+    context (a hand-written shuffle or batch draw).  The wrappers are installed at the first such reseed only:
+    a program that never reseeds in its loop pays nothing."""
+    import torch
+
+    from overt.guards import patches
+
+    _ARMED[0] = serial
+    for name in _DRAWS:
+        if (torch, name) not in patches._ORIGINALS:  # put back by patches.deactivate
+            patches._patch(torch, name, functools.partial(_draw_wrapper, name))
+
+
+def _training_context() -> list[Any]:
+    """The active sessions whose watched models train with autograd on."""
+    import torch
+
+    from overt.guards import patches
+
+    if not torch.is_grad_enabled():
+        return []
+    return [s for s in patches.ACTIVE if s.models and any(i.module.training for i in s.models.values())]
+
+
+def _draw_wrapper(name: str, orig: Any) -> Any:
+    @functools.wraps(orig)
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if _ARMED[0]:
+            sessions = _training_context() if is_user_file(sys._getframe(1).f_code.co_filename) else []
+            if sessions:  # called from the user's own code (a DataLoader's sampler is judged per pass)
+                serial, _ARMED[0] = _ARMED[0], 0
+                where = user_location(2)
+                if where is not None:
+                    for s in sessions:
+                        orders = getattr(s, "orders", None)
+                        if orders is not None:
+                            try:
+                                orders.drawn(name, out, serial, where)
+                            except Exception as exc:  # never break training
+                                s.check_failed(orders, exc)
+        return out
+
+    return draw
 
 
 def install(patch: Any) -> None:
@@ -199,8 +255,6 @@ def install(patch: Any) -> None:
     patch(torch, "manual_seed", functools.partial(seed_wrapper, "torch.manual_seed"))
     patch(torch.random, "manual_seed", functools.partial(seed_wrapper, "torch.manual_seed"))
     patch(random, "seed", functools.partial(seed_wrapper, "random.seed"))
-    import sys
-
     np = sys.modules.get("numpy")
     if np is not None:
         patch(np.random, "seed", functools.partial(seed_wrapper, "np.random.seed"))
@@ -214,6 +268,7 @@ class OrderChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.data: dict[int, History] = {}  # id(dataset) -> its training passes
+        self.draws: dict[tuple, list] = {}  # (torch function, line, shape) -> (values, step, reseed serial) drawn
 
     def prepared(self, it: Any, indices: tuple[int, ...]) -> None:
         """A training pass over ``it``'s data set begins; ``indices``: its first indices (:func:`take_first`)."""
@@ -227,7 +282,59 @@ class OrderChecks(Check):
             self._judge(hist, hist.pending)
         sampler = _sampler_of(it)
         hist.pending = Start(indices, _LAST_SERIAL[0], self.s.step, getattr(sampler, "epoch", None), sampler,
-                             getattr(it, "_overt_built", None), id(it))
+                             getattr(it, "_overt_built", None), id(it), self._run())
+
+    def drawn(self, name: str, out: Any, serial: int, where: str) -> None:
+        """The first ``torch.<name>`` drawn in a training context after the reseed ``serial`` (at ``where``): a
+        hand-written shuffle (``torch.randperm(n)``) or batch draw (``torch.randint(n, (b,))``).  The same values at
+        the same line after two reseeds, with training steps between them, repeat the training order."""
+        import torch
+
+        if not isinstance(out, torch.Tensor) or out.device.type != "cpu" or out.numel() < 2:
+            return  # a device tensor is not read (no synchronisation)
+        head = out.reshape(-1)[:64]
+        values = tuple(head.tolist())
+        m = len(values)
+        if name == "randperm":
+            n = out.numel()
+            log_chance = math.lgamma(n - m + 1) - math.lgamma(n + 1)
+        else:  # randint: the range is at least the span of the values drawn
+            span = max(values) - min(values) + 1
+            log_chance = -m * math.log(span) if span > 1 else 0.0
+        key = (name, where, tuple(out.shape), self._run())
+        records = self.draws.setdefault(key, [])
+        for earlier_values, earlier_step, earlier_serial in records:
+            if earlier_values == values and self.s.step - earlier_step >= 2 \
+                    and log_chance + math.log(len(records)) <= math.log(CHANCE):
+                self._report_draw(name, where, values, serial, earlier_serial)
+                break
+        if len(records) < 256:
+            records.append((values, self.s.step, serial))
+
+    def _report_draw(self, name: str, where: str, values: tuple, serial: int, earlier_serial: int) -> None:
+        seeds = [(what, w) for sr, what, w in _SEEDS if sr == serial]
+        if not seeds:
+            return
+        what, seed_where = seeds[0]
+        kind = "shuffle" if name == "randperm" else "batch draw"
+        shown = ", ".join(map(str, values[:6])) + (", ..." if len(values) > 6 else "")
+        self.s.report(
+            "shuffle-order-repeats",
+            f"the training {kind} torch.{name}(...) at {where} draws exactly the same values ({shown}) after each "
+            f"call of {what}() at {seed_where}, and training steps run in between: the reseed, made after training "
+            "started, puts the global random generator back in the same state, so every epoch feeds the model the "
+            "same sequence of batches (and any noise or dropout mask drawn after it repeats too), and it fits that "
+            "one stream.",
+            where=f"{what} at {seed_where}",
+            fix=f"do not reseed inside the training loop: give the call at {seed_where} its own generator "
+            "(torch.Generator().manual_seed(seed), passed as generator=...), or wrap it in torch.random.fork_rng(); "
+            "seed once, before training",
+            key=f"reseed:{seed_where}")
+
+    def _run(self) -> tuple[int, int]:
+        """The optimizers and models the session knows: a script that trains several models in turn (a sweep, folds)
+        and seeds before each is not repeating one run's epochs."""
+        return len(self.s.optimizers), len(self.s.models)
 
     def pass_ended(self, it: Any) -> None:
         """A pass ran to its end: judge it now when it trained (reported at the end of the epoch, not the next)."""
@@ -241,10 +348,10 @@ class OrderChecks(Check):
         start.judged = True
         hist.count += 1
         start.number = hist.count
-        earlier = hist.epochs.get(start.indices)
+        earlier = hist.epochs.get((start.run, start.indices))
         if earlier is None:
             if len(hist.epochs) < 4096:
-                hist.epochs[start.indices] = start
+                hist.epochs[(start.run, start.indices)] = start
             return
         log_chance = _chance(start.sampler, len(start.indices))
         if log_chance is None or log_chance + math.log(max(1, len(hist.epochs))) > math.log(CHANCE):
@@ -263,6 +370,7 @@ class OrderChecks(Check):
             "torch.manual_seed", "random.seed", "np.random.seed")
         calls = [(what, where) for serial, what, where in _SEEDS
                  if earlier.serial < serial <= start.serial and what in kinds] if generator is None else []
+        key = str(id(hist))
         loader = f"the training DataLoader ({name}){' built at ' + start.built if start.built else ''}"
         shown = ", ".join(map(str, start.indices[:6])) + (", ..." if len(start.indices) > 6 else "")
         head = (f"epoch {start.number} of {loader} draws its first {len(start.indices)} samples in exactly the order "
@@ -279,6 +387,7 @@ class OrderChecks(Check):
                    "(torch.Generator().manual_seed(seed), passed as generator=...), or wrap it in "
                    "torch.random.fork_rng(); seed once, before training")
             place = f"{what} at {where}"
+            key = f"reseed:{where}"
         elif generator is not None:
             cause = (" The sampler draws from its own torch.Generator, which starts each of these epochs in the same "
                      "state: it is made again (or seeded again) with the same seed for every epoch.")
@@ -291,5 +400,4 @@ class OrderChecks(Check):
             fix = ("seed once, before the training loop; anything that needs a fixed random stream inside the loop "
                    "gets its own torch.Generator or runs under torch.random.fork_rng()")
             place = "training DataLoader" + (f" built at {start.built}" if start.built else "")
-        self.s.report("shuffle-order-repeats", head + cause, where=place, fix=fix,
-                      key=str(id(hist)))
+        self.s.report("shuffle-order-repeats", head + cause, where=place, fix=fix, key=key)

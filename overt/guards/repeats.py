@@ -131,6 +131,7 @@ class RepeatChecks(Check):
             "their weights and compute the same function, and parameters() lists the shared tensors once -- the "
             f"optimizer trains one layer where {len(keys)} were meant. A list multiplied by a count ([Block(d)] * n) "
             "repeats the reference, not the constructor.",
-            fix=f"build one module per entry: nn.{kind}([Block(d) for _ in range(n)]) (copy.deepcopy(block) for "
+            fix=f"build one module per entry: nn.{kind}({'*' if kind == 'Sequential' else ''}[Block(d) for _ in "
+            "range(n)]) (copy.deepcopy(block) for "
             "copies of one prototype); if the sharing is meant, say so in the class (a comment on weight sharing)",
             where=where, key=f"{id(container)}")

@@ -58,8 +58,8 @@ class Experts(nn.Module):
         super().__init__()
         self.inp = nn.Linear(64, d)
         expert = nn.Sequential(nn.Linear(d, d), nn.GELU())
-        self.experts = nn.ModuleList([expert for _ in range(n)] if bug else [nn.Sequential(nn.Linear(d, d), nn.GELU())
-                                                                            for _ in range(n)])
+        fresh = [nn.Sequential(nn.Linear(d, d), nn.GELU()) for _ in range(n)]
+        self.experts = nn.ModuleList([expert for _ in range(n)] if bug else fresh)
         self.out = nn.Linear(d, 10)
 
     def forward(self, x):

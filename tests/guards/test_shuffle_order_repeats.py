@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, DistributedSampler, SubsetRandomSampler, TensorDataset
 
 from tests.conftest import TIMING
-from tests.guards.helpers import digits, guarded, mlp, slugs
+from tests.guards.helpers import digits, guarded, guarded_run, mlp, slugs
 
 
 def _train(make_loader, before_epoch=None, after_epoch=None, epochs: int = 3):
@@ -185,3 +185,62 @@ def test_peeking_at_a_batch_is_not_an_epoch():
         next(iter(loader))  # the same batch every time, on purpose
     findings = g.report()
     assert findings == [], g.session.options.stream.getvalue()
+
+
+def _hand_written(kind: str, reseed, runs: int = 1, epochs: int = 3):
+    """A loop without a DataLoader: ``torch.randperm`` over the training set per epoch, or nanoGPT-style
+    ``torch.randint`` batches; ``reseed(epoch)`` runs after every epoch's evaluation."""
+    x, y = digits()
+    outs = []
+    for run in range(runs):
+        torch.manual_seed(run)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = guarded(model, opt, ignore=TIMING)
+        for epoch in range(epochs):
+            model.train()
+            if kind == "randperm":
+                order = torch.randperm(1400)
+                batches = [order[i:i + 100] for i in range(0, 1400, 100)]
+            else:
+                batches = [torch.randint(1400, (64,)) for _ in range(10)]
+            for b in batches:
+                opt.zero_grad()
+                F.cross_entropy(model(x[b]), y[b]).backward()
+                opt.step()
+            reseed(epoch)
+        outs.append((g.report(), g.session.options.stream.getvalue()))
+    return outs
+
+
+@pytest.mark.parametrize("kind", ["randperm", "randint"])
+@pytest.mark.parametrize("bug", [True, False])
+def test_hand_written_shuffle_rewound(kind, bug):
+    [(findings, text)] = _hand_written(kind, (lambda e: torch.manual_seed(0)) if bug
+                                       else (lambda e: torch.manual_seed(100 + e)))
+    if bug:
+        assert slugs(findings) == ["shuffle-order-repeats"], text
+        assert f"torch.{kind}(...) at " in text and "test_shuffle_order_repeats.py:" in text
+    else:
+        assert findings == [], text
+
+
+def test_a_sweep_that_seeds_each_run_is_not_one_run_repeating():
+    """``overt run``'s discovery: each run builds its own model and optimizer after seeding."""
+    x, y = digits()
+
+    def sweep():
+        for lr in (0.1, 0.05):
+            torch.manual_seed(0)
+            model = mlp()
+            opt = torch.optim.SGD(model.parameters(), lr=lr)
+            loader = DataLoader(TensorDataset(x[:640], y[:640]), batch_size=64, shuffle=True)
+            for epoch in range(2):
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    F.cross_entropy(model(xb), yb).backward()
+                    opt.step()
+                order = torch.randperm(640)  # noqa: F841  (a hand-written draw after each run's seed, too)
+
+    findings, text = guarded_run(sweep)
+    assert findings == [], text

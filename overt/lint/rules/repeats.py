@@ -157,7 +157,7 @@ def repeated_containers(ix: FileIndex) -> Iterator[Repeated]:
         scope = ix.enclosing_function(call) or ix.tree
         for a in args:
             a = a.value if isinstance(a, ast.Starred) else a
-            sources = [a]
+            sources = [a.body, a.orelse] if isinstance(a, ast.IfExp) else [a]
             if isinstance(a, ast.Name):  # layers = [Block()] * n; nn.ModuleList(layers)
                 sources = [n.value for n in ix.scope_nodes(scope) if isinstance(n, ast.Assign)
                            and any(isinstance(t, ast.Name) and t.id == a.id for t in n.targets)
@@ -180,7 +180,8 @@ def modules_repeated_in_container(ix: FileIndex) -> Iterator[Hit]:
                   f"nn.{rep.container} is given one module object, {what}, several times ({form}, not the "
                   f"constructor): every entry shares one set of weights and computes the same function, and "
                   f"parameters() lists them once, so the optimizer trains one layer where several were meant",
-                  fix=f"build one per entry: nn.{rep.container}([{_ctor(rep.built)} for _ in range(n)]) "
+                  fix=f"build one per entry: nn.{rep.container}({'' if rep.container == 'ModuleList' else '*'}"
+                  f"[{_ctor(rep.built)} for _ in range(n)]) "
                   "(copy.deepcopy(module) for copies of one prototype); if the sharing is meant, say so in a comment "
                   "(weight sharing) or index one module in a loop")
 
