@@ -120,7 +120,7 @@ class Start:
     sampler: Any
     built: str | None
     it_id: int
-    run: tuple[int, int] = (0, 0)  # the optimizers and models watched when it began: a new run builds new ones
+    run: tuple[int, int] = (0, 0)  # the optimizers made before it began: a new run builds new ones
     number: int = 0  # the pass's number among the epochs of its data set (1-based), once it is one
     judged: bool = False
 
@@ -268,6 +268,7 @@ class OrderChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.data: dict[int, History] = {}  # id(dataset) -> its training passes
+        self.built = 0  # optimizers made while the session is active
         self.draws: dict[tuple, list] = {}  # (torch function, line, shape) -> (values, step, reseed serial) drawn
 
     def prepared(self, it: Any, indices: tuple[int, ...]) -> None:
@@ -332,9 +333,9 @@ class OrderChecks(Check):
             key=f"reseed:{seed_where}")
 
     def _run(self) -> tuple[int, int]:
-        """The optimizers and models the session knows: a script that trains several models in turn (a sweep, folds)
-        and seeds before each is not repeating one run's epochs."""
-        return len(self.s.optimizers), len(self.s.models)
+        """The optimizers made so far, and those the session watches: a script that trains several models in turn
+        (a sweep, folds) and seeds before building each is not repeating one run's epochs."""
+        return self.built, 0
 
     def pass_ended(self, it: Any) -> None:
         """A pass ran to its end: judge it now when it trained (reported at the end of the epoch, not the next)."""

@@ -251,6 +251,9 @@ def _optimizer_init_wrapper(orig: Any) -> Any:
             where = user_location(2)
             for s in ACTIVE:
                 safely(s.coverage.optimizer_built, self, where)
+                orders = getattr(s, "orders", None)
+                if orders is not None:
+                    orders.built += 1  # a new run, for shuffle-order-repeats (overt/guards/orders.py)
 
     return __init__
 
