@@ -186,7 +186,8 @@ EXPECTED = {
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
-SLOW_CASES = {"w48_critic_value_detached"}
+SLOW_CASES = {"w48_critic_value_detached",
+              "w154_global_seed_reset_in_evaluation"}  # 150 epochs: the repeats start after the first evaluation
 DISTRIBUTED = {cid for cid, c in CASES.items() if getattr(c, "WORLD", 1) > 1}
 
 PAIRS = [(cid, face) for cid, faces in EXPECTED.items() for face in faces]
