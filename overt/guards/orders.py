@@ -187,30 +187,53 @@ def seed_wrapper(what: str, orig: Any) -> Any:
                 _SEEDS.append((serial, what, where))
                 if len(_SEEDS) > 64:
                     del _SEEDS[:32]
-                if what == "torch.manual_seed" and any(s.step > 0 for s in patches.ACTIVE):
-                    _arm_draws(serial)
+                if any(s.step > 0 for s in patches.ACTIVE):
+                    _arm_draws(_family(what), serial)
         return orig(*args, **kwargs)
 
     return seed
 
 
-#: the serial of a torch.manual_seed call made after training started whose next training draw is not seen yet
-_ARMED = [0]
-_DRAWS = ("randperm", "randint")
+#: generator family -> the serial of its seeding call made after training started whose next training draw is not
+#: seen yet (0: none)
+_ARMED = {"torch": 0, "np": 0, "random": 0}
 
 
-def _arm_draws(serial: int) -> None:
-    """A reseed after training started: look at the next ``torch.randperm``/``torch.randint`` of a training
-    context (a hand-written shuffle or batch draw).  The wrappers are installed at the first such reseed only:
-    a program that never reseeds in its loop pays nothing."""
+#: a generator of one's own, per family, for the fixes
+_OWN = {"torch": "g = torch.Generator().manual_seed(seed), passed as generator=g; or torch.random.fork_rng()",
+        "np": "rng = np.random.default_rng(seed)", "random": "rng = random.Random(seed)"}
+
+
+def _family(name: str) -> str:
+    """The global generator a seeding function or a draw uses: "torch", "np" or "random"."""
+    return name.split(".", 1)[0]
+
+
+def _draw_targets() -> list[tuple[Any, str, str]]:
+    """(owner, attribute, the name findings use) of the draws a hand-written shuffle or batch draw makes."""
+    import random
+
     import torch
 
+    out: list[tuple[Any, str, str]] = [(torch, "randperm", "torch.randperm"), (torch, "randint", "torch.randint"),
+                                       (random, "shuffle", "random.shuffle")]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out += [(np.random, "permutation", "np.random.permutation"), (np.random, "shuffle", "np.random.shuffle")]
+    return out
+
+
+def _arm_draws(family: str, serial: int) -> None:
+    """A reseed after training started: look at the next hand-written shuffle or batch draw of a training context
+    (``torch.randperm``, ``torch.randint``, ``np.random.permutation``, ``np.random.shuffle``, ``random.shuffle``).
+    The wrappers are installed at the first such reseed only: a program that never reseeds in its loop pays
+    nothing."""
     from overt.guards import patches
 
-    _ARMED[0] = serial
-    for name in _DRAWS:
-        if (torch, name) not in patches._ORIGINALS:  # put back by patches.deactivate
-            patches._patch(torch, name, functools.partial(_draw_wrapper, name))
+    _ARMED[family] = serial
+    for owner, attr, name in _draw_targets():
+        if (owner, attr) not in patches._ORIGINALS:  # put back by patches.deactivate
+            patches._patch(owner, attr, functools.partial(_draw_wrapper, name))
 
 
 def _training_context() -> list[Any]:
@@ -224,21 +247,67 @@ def _training_context() -> list[Any]:
     return [s for s in patches.ACTIVE if s.models and any(i.module.training for i in s.models.values())]
 
 
+def _fingerprint(name: str, args: tuple, out: Any) -> tuple[tuple, float, tuple] | None:
+    """(the first values drawn, log of the chance that an independent draw gives them, a shape key), or None when
+    they are not read: a device tensor (no synchronisation), fewer than two values."""
+    import torch
+
+    if name.endswith("shuffle"):  # in place: the shuffled sequence
+        seq = args[0] if args else None
+        if seq is None or not hasattr(seq, "__len__") or isinstance(seq, torch.Tensor):
+            return None
+        n = len(seq)
+        head = list(seq[:64]) if not hasattr(seq, "tolist") else seq[:64].tolist()
+        kind = "perm"
+    else:
+        if isinstance(out, torch.Tensor):
+            if out.device.type != "cpu":
+                return None
+            n, head = out.numel(), out.reshape(-1)[:64].tolist()
+        elif hasattr(out, "tolist") and hasattr(out, "size"):
+            n, head = int(out.size), out.reshape(-1)[:64].tolist()
+        else:
+            return None
+        kind = "int" if name == "torch.randint" else "perm"
+    try:
+        values = tuple(head)
+        hash(values)
+    except TypeError:
+        return None
+    m = len(values)
+    if m < 2:
+        return None
+    if kind == "perm":
+        if len(set(values)) < m:
+            return None  # repeated values: equal sequences are likelier than a permutation's
+        log_chance = math.lgamma(n - m + 1) - math.lgamma(n + 1)
+    else:  # randint: the range is at least the span of the values drawn
+        span = max(values) - min(values) + 1
+        log_chance = -m * math.log(span) if span > 1 else 0.0
+    return values, log_chance, (n,)
+
+
 def _draw_wrapper(name: str, orig: Any) -> Any:
+    family = _family(name)
+
     @functools.wraps(orig)
     def draw(*args: Any, **kwargs: Any) -> Any:
         out = orig(*args, **kwargs)
-        if _ARMED[0]:
+        if _ARMED[family]:
             sessions = _training_context() if is_user_file(sys._getframe(1).f_code.co_filename) else []
             if sessions:  # called from the user's own code (a DataLoader's sampler is judged per pass)
-                serial, _ARMED[0] = _ARMED[0], 0
+                serial, _ARMED[family] = _ARMED[family], 0
                 where = user_location(2)
-                if where is not None:
+                try:
+                    fp = _fingerprint(name, args, out) if where is not None else None
+                except Exception:  # never break training
+                    fp = None
+                if fp is not None:
                     for s in sessions:
                         orders = getattr(s, "orders", None)
                         if orders is not None:
                             try:
-                                orders.drawn(name, out, serial, where)
+                                orders.drawn(name, fp, serial, where)
                             except Exception as exc:  # never break training
                                 s.check_failed(orders, exc)
         return out
@@ -285,24 +354,12 @@ class OrderChecks(Check):
         hist.pending = Start(indices, _LAST_SERIAL[0], self.s.step, getattr(sampler, "epoch", None), sampler,
                              getattr(it, "_overt_built", None), id(it), self._run())
 
-    def drawn(self, name: str, out: Any, serial: int, where: str) -> None:
-        """The first ``torch.<name>`` drawn in a training context after the reseed ``serial`` (at ``where``): a
-        hand-written shuffle (``torch.randperm(n)``) or batch draw (``torch.randint(n, (b,))``).  The same values at
-        the same line after two reseeds, with training steps between them, repeat the training order."""
-        import torch
-
-        if not isinstance(out, torch.Tensor) or out.device.type != "cpu" or out.numel() < 2:
-            return  # a device tensor is not read (no synchronisation)
-        head = out.reshape(-1)[:64]
-        values = tuple(head.tolist())
-        m = len(values)
-        if name == "randperm":
-            n = out.numel()
-            log_chance = math.lgamma(n - m + 1) - math.lgamma(n + 1)
-        else:  # randint: the range is at least the span of the values drawn
-            span = max(values) - min(values) + 1
-            log_chance = -m * math.log(span) if span > 1 else 0.0
-        key = (name, where, tuple(out.shape), self._run())
+    def drawn(self, name: str, fp: tuple[tuple, float, tuple], serial: int, where: str) -> None:
+        """The first draw ``name`` (``torch.randperm``, ...) of a training context after the reseed ``serial``, at
+        ``where``: a hand-written shuffle or batch draw; ``fp``: :func:`_fingerprint`'s.  The same values at the
+        same line after two reseeds, with training steps between them, repeat the training order."""
+        values, log_chance, shape = fp
+        key = (name, where, shape, self._run())
         records = self.draws.setdefault(key, [])
         for earlier_values, earlier_step, earlier_serial in records:
             if earlier_values == values and self.s.step - earlier_step >= 2 \
@@ -317,19 +374,19 @@ class OrderChecks(Check):
         if not seeds:
             return
         what, seed_where = seeds[0]
-        kind = "shuffle" if name == "randperm" else "batch draw"
+        kind = "batch draw" if name == "torch.randint" else "shuffle"
         shown = ", ".join(map(str, values[:6])) + (", ..." if len(values) > 6 else "")
         self.s.report(
             "shuffle-order-repeats",
-            f"the training {kind} torch.{name}(...) at {where} draws exactly the same values ({shown}) after each "
+            f"the training {kind} {name}(...) at {where} draws exactly the same values ({shown}) after each "
             f"call of {what}() at {seed_where}, and training steps run in between: the reseed, made after training "
             "started, puts the global random generator back in the same state, so every epoch feeds the model the "
             "same sequence of batches (and any noise or dropout mask drawn after it repeats too), and it fits that "
             "one stream.",
             where=f"{what} at {seed_where}",
-            fix=f"do not reseed inside the training loop: give the call at {seed_where} its own generator "
-            "(torch.Generator().manual_seed(seed), passed as generator=...), or wrap it in torch.random.fork_rng(); "
-            "seed once, before training",
+            fix=f"do not reseed inside the training loop: give the code at {seed_where} its own generator "
+            f"({_OWN[_family(what)]}) and draw from it, or save and restore the global state around it; seed once, "
+            "before training",
             key=f"reseed:{seed_where}")
 
     def _run(self) -> tuple[int, int]:

@@ -244,3 +244,46 @@ def test_a_sweep_that_seeds_each_run_is_not_one_run_repeating():
 
     findings, text = guarded_run(sweep)
     assert findings == [], text
+
+
+def _numpy_loop(kind: str, bug: bool):
+    """A NumPy-style loop: ``np.random.permutation`` or ``np.random.shuffle`` per epoch; the evaluation seeds
+    NumPy's (and Python's) global generators when ``bug``."""
+    import numpy as np
+
+    x, y = digits()
+    np.random.seed(0)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt, ignore=TIMING)
+    for epoch in range(3):
+        model.train()
+        if kind == "permutation":
+            order = np.random.permutation(1400)
+        else:
+            order = np.arange(1400)
+            np.random.shuffle(order)
+        for i in range(0, 1400, 100):
+            b = torch.as_tensor(order[i:i + 100])
+            opt.zero_grad()
+            F.cross_entropy(model(x[b]), y[b]).backward()
+            opt.step()
+        model.eval()
+        if bug:
+            np.random.seed(1)
+            random.seed(1)
+        with torch.no_grad():
+            model(x[1400:1500])
+    return g.report(), g.session.options.stream.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["permutation", "shuffle"])
+@pytest.mark.parametrize("bug", [True, False])
+def test_numpy_shuffle_rewound(kind, bug):
+    findings, text = _numpy_loop(kind, bug)
+    if bug:
+        assert slugs(findings) == ["shuffle-order-repeats"], text
+        assert re.search(r"np\.random\.seed at \S*test_shuffle_order_repeats\.py:\d+", text), text  # not random.seed
+        assert "np.random.default_rng(seed)" in text
+    else:
+        assert findings == [], text
