@@ -18,13 +18,12 @@ The line is named from the owner class's source when lint's rule finds the form 
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from torch import nn
 
 from overt.guards.check import Check
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import class_source, is_user_file, short_location
 
 
 def repeated_children(container: nn.Module) -> list[tuple[nn.Module, list[str]]]:
@@ -44,14 +43,10 @@ def repeated_children(container: nn.Module) -> list[tuple[nn.Module, list[str]]]
 
 def _owner_source(owner: nn.Module) -> tuple[str, str, int] | None:
     """(file, source, first line) of the class of ``owner`` when it is the user's code."""
-    cls = type(owner)
-    try:
-        path = inspect.getsourcefile(cls)
-        lines, first = inspect.getsourcelines(cls)
-    except (OSError, TypeError):
+    found = class_source(owner)
+    if found is None or not is_user_file(found[0]):
         return None
-    if not path or not is_user_file(path):
-        return None
+    path, lines, first = found
     return path, "".join(lines), first
 
 

@@ -73,15 +73,21 @@ def short_location(filename: str, lineno: int) -> str:
     return f"{_short(filename)}:{lineno}"
 
 
-def class_location(obj: object) -> str | None:
-    """``"file.py:LINE"`` where ``type(obj)`` is defined, if Python can tell."""
+def class_source(obj: object) -> tuple[str, list[str], int] | None:
+    """(file, source lines, first line) of the class of ``obj``, if Python can tell."""
     cls = type(obj)
     try:
         path = inspect.getsourcefile(cls)
-        _, line = inspect.getsourcelines(cls)
+        lines, line = inspect.getsourcelines(cls)
     except (OSError, TypeError):
         return None
-    return f"{_short(path)}:{line}" if path else None
+    return (path, lines, line) if path else None
+
+
+def class_location(obj: object) -> str | None:
+    """``"file.py:LINE"`` where ``type(obj)`` is defined, if Python can tell."""
+    found = class_source(obj)
+    return f"{_short(found[0])}:{found[2]}" if found else None
 
 
 def from_torch(frame: object) -> bool:
