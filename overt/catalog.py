@@ -291,6 +291,12 @@ ENTRIES: tuple[Entry, ...] = (
           "at the next state what was right at this one is worth, so wherever the right action changes between "
           "states the target is wrong, and the critic and the policy learn from it while the loss looks normal",
           _E, True, False),
+    Entry("derivative-without-graph", "OVT345", "a derivative taken without create_graph=True used as a loss term",
+          "torch.autograd.grad (and autograd.functional's jacobian, hessian, vjp) returns results with no graph "
+          "unless create_graph=True: a loss term built from one (a physics-informed residual, a gradient penalty, "
+          "an input-gradient or Jacobian regulariser) is a constant that adds a number to the loss and nothing to "
+          "its gradient, so it trains nothing while the loss still falls from its other terms",
+          _E, True, False),
     Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
           "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "
@@ -442,6 +448,11 @@ ENTRIES: tuple[Entry, ...] = (
           "a list multiplied by a count ([Block(d)] * n) repeats the reference, not the constructor: every entry is "
           "the same module with the same weights, and the optimizer trains one layer where n were meant",
           _W, True, True),
+    Entry("axis-zero-as-none", "OVT426", "an optional axis tested for truth, so axis 0 is taken for None",
+          "a parameter that is an axis or None (dim=None) tested with `if dim:`, `not axis` or `dim or -1` treats "
+          "0, the first axis, as no axis: a call with axis=0 takes the branch meant for None, so a per-axis "
+          "normalisation or reduction becomes a global one, or the one over the first axis is skipped, with no error",
+          _W, True, False),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",
