@@ -50,6 +50,7 @@ COEF_TOKENS = frozenset((
 CONFIG_HEADS = frozenset(("args", "cfg", "config", "opt", "opts", "hparams", "hp", "params", "FLAGS", "flags",
                           "conf", "options", "settings"))
 BACKWARD_CALLS = ("backward", "manual_backward")
+BACKWARD_OWNERS = ("accelerator", "fabric", "self", "engine")  # accelerator.backward(loss)
 MAX_DEPTH = 12
 
 
@@ -174,7 +175,6 @@ class _Flow:
         return seen
 
     def _of(self, node: ast.AST, depth: int) -> str:
-        ix = self.ix
         if isinstance(node, ast.Constant):
             return CONST
         if isinstance(node, ast.Name):
@@ -355,9 +355,8 @@ def _backwarded(ix: FileIndex, call: ast.Call) -> ast.expr | None:
         if ix.qualname(f) == "torch.autograd.backward" and call.args:
             return call.args[0]
         return None
-    if f.attr == "manual_backward" or (f.attr == "backward" and call.args and not isinstance(f.value, ast.Call)
-                                       and (dotted(f.value) or "").rsplit(".", 1)[-1] in ("accelerator", "fabric",
-                                                                                           "self", "engine")):
+    owner = (dotted(f.value) or "").rsplit(".", 1)[-1]
+    if f.attr == "manual_backward" or (f.attr == "backward" and call.args and owner in BACKWARD_OWNERS):
         return call.args[0] if call.args else None
     recv = f.value
     if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) and recv.func.attr == "scale" \
