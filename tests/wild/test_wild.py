@@ -183,6 +183,10 @@ EXPECTED = {
     # shuffle, heads built by multiplying a one-element list
     "w154_global_seed_reset_in_evaluation": ("run",),
     "w151_heads_shared_by_list_repetition": ("lint", "run"),
+    # round six, development since (branch lintaxis): an optional axis tested for truth, a derivative loss term
+    # taken without create_graph=True
+    "w165_axis_zero_taken_as_no_axis": ("lint",),
+    "w152_derivative_loss_without_create_graph": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
