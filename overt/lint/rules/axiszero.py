@@ -30,12 +30,12 @@ from overt.lint.rules.base import Hit, rule
 
 SLUG = "axis-zero-as-none"
 AXIS_KEYWORDS = ("dim", "axis", "dims", "axes")
-#: tensor methods whose first positional argument is an axis
+#: tensor methods (and torch/numpy functions, after the tensor) whose first positional argument is an axis
 AXIS_METHODS = frozenset((
-    "sum", "mean", "amax", "amin", "max", "min", "std", "var", "norm", "softmax", "log_softmax", "argmax",
-    "argmin", "cumsum", "cumprod", "logsumexp", "prod", "size", "unsqueeze", "squeeze", "any", "all", "median",
-    "nansum", "nanmean", "flip", "count_nonzero", "unbind", "chunk", "split", "roll", "sort", "argsort",
-    "expand_dims", "ptp", "nanmax", "nanmin"))
+    "sum", "mean", "amax", "amin", "max", "min", "std", "var", "softmax", "log_softmax", "argmax", "argmin",
+    "cumsum", "cumprod", "logsumexp", "prod", "size", "unsqueeze", "squeeze", "any", "all", "median", "nansum",
+    "nanmean", "count_nonzero", "unbind", "cat", "stack", "concatenate", "expand_dims", "nanmax", "nanmin"))
+ARRAY_HEADS = ("torch", "np", "numpy", "F", "jnp")
 
 
 def _optional(arg: ast.arg, default: ast.expr | None) -> bool:
@@ -67,24 +67,30 @@ def _key(node: ast.AST) -> str | None:
 
 
 def _axis_uses(ix: FileIndex, nodes: list[ast.AST]) -> set[str]:
-    """Names and ``self.X`` attributes used as an axis among ``nodes``."""
+    """Names and ``self.X`` attributes used as an axis among ``nodes``: the ``dim=``/``axis=`` of a torch or numpy
+    function or class (``F.normalize(x, dim=d)``, ``nn.Softmax(dim=d)``) or of a tensor method that takes an axis
+    (``x.amax(dim=d)``), or such a method's axis given by position (``x.sum(d)``, ``torch.sum(x, d)``).  The
+    ``dim=`` of the file's own functions and classes is not counted: there ``dim`` is often a size
+    (``Block(dim=dim_out)``)."""
     out: set[str] = set()
     for n in nodes:
         if not isinstance(n, ast.Call):
             continue
+        q = ix.qualname(n.func) or ""
+        head = q.split(".")[0]
+        array_call = "." in q and head in ARRAY_HEADS and (head != "F" or ix.is_torchish(q)) \
+            or head == "nn" and ix.is_torchish(q)
+        method = isinstance(n.func, ast.Attribute) and n.func.attr in AXIS_METHODS
+        if not (array_call or method):
+            continue
         for kw in n.keywords:
             if kw.arg in AXIS_KEYWORDS:
                 out.update(_candidates(kw.value))
-        f = n.func
-        if isinstance(f, ast.Attribute) and f.attr in AXIS_METHODS and n.args:
-            q = ix.qualname(f) or ""
+        if method and n.args:
             # a tensor method (x.sum(dim)) takes the axis first; a module function (torch.sum(x, dim)) second
-            head = q.split(".")[0]
-            slot = 1 if head in ("torch", "np", "numpy", "F", "jnp") else 0
+            slot = 1 if array_call else 0
             if len(n.args) > slot:
-                key = _key(n.args[slot])
-                if key:
-                    out.add(key)
+                out.update(_candidates(n.args[slot]))
     return out
 
 
