@@ -10,13 +10,14 @@ Reported on the truth test when the parameter (of a function, or an ``__init__``
 
 - defaults to ``None`` (or is annotated ``Optional``/``| None``): it is optional, so ``None`` is the
   "no axis" the test means, and
-- is used as an axis in the same function (or class): passed as ``dim=``/``axis=`` to a call, or as the
-  axis argument of a tensor method that takes one (``x.sum(dim)``, ``x.softmax(axis)``, ``x.size(dim)``),
-  and
+- is used as an axis in the same function (or class): passed as ``dim=``/``axis=`` to a torch or numpy
+  function or class or to a tensor method that takes an axis, as ``axis=`` to any call, or as the axis
+  argument by position (``x.sum(dim)``, ``x.softmax(axis)``, ``torch.cat(xs, dim)``), and
 - reaches the test unchanged (every reaching definition is the parameter itself).
 
 Quiet when the test also compares the parameter (``if dim is not None and dim:``, ``axis or axis == 0``),
-when the parameter is rebound first, and for names that are not axes (a boolean flag, ``hidden_dim``).
+when the parameter is rebound first, and for parameters never used as an axis (a boolean flag, a size
+such as ``head_dim or embed_dim // heads`` or ``Block(dim=dim_out)``).
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def _key(node: ast.AST) -> str | None:
 def _axis_uses(ix: FileIndex, nodes: list[ast.AST]) -> set[str]:
     """Names and ``self.X`` attributes used as an axis among ``nodes``: the ``dim=``/``axis=`` of a torch or numpy
     function or class (``F.normalize(x, dim=d)``, ``nn.Softmax(dim=d)``) or of a tensor method that takes an axis
-    (``x.amax(dim=d)``), or such a method's axis given by position (``x.sum(d)``, ``torch.sum(x, d)``).  The
-    ``dim=`` of the file's own functions and classes is not counted: there ``dim`` is often a size
-    (``Block(dim=dim_out)``)."""
+    (``x.amax(dim=d)``), or such a method's axis given by position (``x.sum(d)``, ``torch.sum(x, d)``), or the
+    ``axis=`` of any call.  The ``dim=`` of the file's own functions and classes is not counted: there ``dim`` is
+    often a size (``Block(dim=dim_out)``)."""
     out: set[str] = set()
     for n in nodes:
         if not isinstance(n, ast.Call):
@@ -81,11 +82,12 @@ def _axis_uses(ix: FileIndex, nodes: list[ast.AST]) -> set[str]:
         array_call = "." in q and head in ARRAY_HEADS and (head != "F" or ix.is_torchish(q)) \
             or head == "nn" and ix.is_torchish(q)
         method = isinstance(n.func, ast.Attribute) and n.func.attr in AXIS_METHODS
+        for kw in n.keywords:
+            # `axis=` names an axis in any call; `dim=` only in torch's and numpy's (a user's dim is often a size)
+            if kw.arg in ("axis", "axes") or kw.arg in AXIS_KEYWORDS and (array_call or method):
+                out.update(_candidates(kw.value))
         if not (array_call or method):
             continue
-        for kw in n.keywords:
-            if kw.arg in AXIS_KEYWORDS:
-                out.update(_candidates(kw.value))
         if method and n.args:
             # a tensor method (x.sum(dim)) takes the axis first; a module function (torch.sum(x, dim)) second
             slot = 1 if array_call else 0
