@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator
 
 from overt.lint.analysis.values import values_for
-from overt.lint.index import FileIndex, FuncNode, dotted, kwarg
+from overt.lint.index import FileIndex, FuncNode, dotted, is_const, kwarg
 from overt.lint.rules.base import Hit, rule
 
 SLUG = "derivative-without-graph"
@@ -203,6 +203,12 @@ class _Flow:
             if kind == DERIV:
                 self.sources[id(node)] = self.sources.get(id(value))
             return kind
+        if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.ctx, ast.Load):
+            filler = self._filled_by(node)
+            if filler is None:
+                return OTHER
+            self.sources[id(node)] = filler
+            return DERIV
         if isinstance(node, ast.Subscript):
             kind = self.of(node.value, depth)
             if kind == DERIV:
@@ -226,6 +232,18 @@ class _Flow:
         if isinstance(node, ast.Call):
             return self._call(node, depth)
         return OTHER
+
+    def _filled_by(self, node: ast.Attribute) -> ast.Call | None:
+        """The ``backward()`` call that filled the ``.grad`` read at ``node`` without a graph: the last one before
+        it in the same function, when no ``backward()`` there passes ``create_graph``."""
+        scope = self.va.scope(node)
+        calls = [n for n in self.ix.scope_nodes(scope) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"]
+        if any(kwarg(c, "create_graph") is not None and not is_const(kwarg(c, "create_graph"), False)
+               or any(k.arg is None for k in c.keywords) for c in calls):
+            return None
+        before = [c for c in calls if (c.lineno, c.col_offset) < (node.lineno, node.col_offset)]
+        return before[-1] if before else None
 
     def _attribute(self, node: ast.Attribute) -> ast.expr | None:
         """The value of ``self.X`` read in a method: the one assignment of it in the class, made earlier in
@@ -367,7 +385,7 @@ def _backwarded(ix: FileIndex, call: ast.Call) -> ast.expr | None:
 
 @rule(SLUG)
 def derivative_without_graph(ix: FileIndex) -> Iterator[Hit]:
-    if not any(_grad_call(ix, c) for c in ix.calls):
+    if not any(_grad_call(ix, c) for c in ix.calls) and not any(a.attr == "grad" for a in ix.attributes):
         return
     flow = _Flow(ix)
     seen: set[int] = set()
@@ -382,9 +400,14 @@ def derivative_without_graph(ix: FileIndex) -> Iterator[Hit]:
             name = ix.segment(src.func) or "torch.autograd.grad"
             flag = kwarg(src, "create_graph")
             how = "with create_graph=False" if flag is not None else "without create_graph=True"
+            if isinstance(src.func, ast.Attribute) and src.func.attr == "backward":
+                what = f"{name}() fills .grad {how}, so the gradient read from .grad has no graph"
+            else:
+                what = f"{name}(...) is taken {how}, so the derivative it returns has no graph"
+            loss_at = f"the loss training_step returns at line {where.lineno} (which Lightning backwards)" \
+                if isinstance(where, ast.Return) else f"the loss backwarded at line {where.lineno}"
             yield Hit(SLUG, src,
-                      f"{name}(...) is taken {how}, so the derivative it returns has no graph; it reaches the loss "
-                      f"backwarded at line {where.lineno} as the term `{_short(ix, term)}`, which then adds a "
+                      f"{what}; it reaches {loss_at} as the term `{_short(ix, term)}`, which then adds a "
                       "constant to the loss and nothing to its gradient: the derivative term (a residual, a "
                       "gradient penalty, a regulariser) trains nothing while the loss still falls from its other "
                       "terms",
