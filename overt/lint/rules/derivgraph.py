@@ -46,7 +46,7 @@ CREATORS = frozenset((
 DETACHING = frozenset(("detach", "item", "tolist", "numpy", "cpu_numpy"))
 COEF_TOKENS = frozenset((
     "lam", "lamb", "lmbda", "lambda", "lambd", "weight", "alpha", "beta", "gamma", "coef", "coeff", "scale",
-    "factor", "mu", "eps", "w", "wt", "rate", "ratio", "strength"))
+    "factor", "mu", "nu", "eps", "w", "wt", "rate", "ratio", "strength"))
 CONFIG_HEADS = frozenset(("args", "cfg", "config", "opt", "opts", "hparams", "hp", "params", "FLAGS", "flags",
                           "conf", "options", "settings"))
 BACKWARD_CALLS = ("backward", "manual_backward")
@@ -86,13 +86,10 @@ def _graphless(call: ast.Call) -> bool:
     return isinstance(flag, ast.Constant) and flag.value is False
 
 
-def _differentiated(call: ast.Call) -> set[str]:
-    """The names in what a derivative call differentiates (``u`` of ``grad(u.sum(), x)``; for
-    autograd.functional, the function)."""
-    target = kwarg(call, "outputs") or kwarg(call, "func") or (call.args[0] if call.args else None)
-    if target is None:
-        return set()
-    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+def _outputs(call: ast.Call) -> ast.expr | None:
+    """What a derivative call differentiates (``u.sum()`` of ``grad(u.sum(), x)``; for autograd.functional,
+    the function)."""
+    return kwarg(call, "outputs") or kwarg(call, "func") or (call.args[0] if call.args else None)
 
 
 def _tokens(text: str) -> list[str]:
@@ -154,11 +151,67 @@ class _Flow:
         if OTHER in kinds:
             # a residual mixes a function with its own derivative (u_x + u, u * u_x): the part that may carry a
             # graph is made of what was differentiated; anything else (a weight, a target) may be meant constant
-            related = _differentiated(src) if src is not None else set()
+            target = _outputs(src) if src is not None else None
+            related = self._roots(target) if target is not None else set()
             if not all(k != OTHER or self._partner(p, related, depth) for p, k in zip(parts, kinds)):
                 return OTHER
         self.sources[id(node)] = src
         return DERIV
+
+    def _roots(self, expr: ast.AST, depth: int = 0) -> set[str]:
+        """The functions an expression is computed from, as a derivative call's target: ``u`` of ``u.sum()``
+        (with its lineage), ``model`` of ``model(x).sum()``, ``self.teacher`` of ``self.teacher(x)``; never the
+        inputs handed to a model (``x``)."""
+        if depth > MAX_DEPTH:
+            return set()
+        if isinstance(expr, ast.Name):
+            return self._lineage(expr, depth + 1)
+        if isinstance(expr, ast.Subscript):
+            return self._roots(expr.value, depth + 1)
+        if isinstance(expr, ast.UnaryOp):
+            return self._roots(expr.operand, depth + 1)
+        if isinstance(expr, ast.BinOp):
+            return self._roots(expr.left, depth + 1) | self._roots(expr.right, depth + 1)
+        if isinstance(expr, ast.Call):
+            f = expr.func
+            if isinstance(f, ast.Name):
+                return {f.id}
+            text = dotted(f)
+            if text and (self.ix.is_model(text) or text.startswith("self.") and text.count(".") == 1):
+                return {text}
+            if isinstance(f, ast.Attribute):
+                out = self._roots(f.value, depth + 1)
+                if (text or "").split(".")[0] in ("torch", "F"):  # torch.sum(u): the tensor is an argument
+                    out = set().union(*(self._roots(a, depth + 1) for a in expr.args)) if expr.args else set()
+                return out
+        return set()
+
+    def _lineage(self, name: ast.Name, depth: int = 0) -> set[str]:
+        """``name`` and, where it holds a derivative (or a slice of one: ``u_x = du[:, :1]``), what that
+        derivative differentiates, back to the function itself."""
+        out = {name.id}
+        if depth > MAX_DEPTH:
+            return out
+        defs = self.va.defs(name)
+        if len(defs) != 1:
+            return out
+        d = next(iter(defs))
+        value = d.value
+        if d.kind != "assign" or value is None:
+            return out
+        if d.index is not None:
+            if not isinstance(value, (ast.Tuple, ast.List)) or len(value.elts) <= d.index:
+                return out
+            value = value.elts[d.index]
+        while isinstance(value, ast.Subscript):
+            value = value.value
+        if isinstance(value, ast.Name):
+            return out | self._lineage(value, depth + 1)
+        if isinstance(value, ast.Call) and _derivative_api(self.ix, value):
+            target = _outputs(value)
+            if target is not None:
+                out |= self._roots(target, depth + 1)
+        return out
 
     def _partner(self, node: ast.AST, related: set[str], depth: int) -> bool:
         """Is ``node`` built from what the derivative differentiates (and numbers, hyper-parameters)?"""
@@ -166,7 +219,7 @@ class _Flow:
         funcs = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
         seen = False
         for n in names:
-            if n.id in related:
+            if self._lineage(n) & related:
                 seen = True
             elif n.id in self.ix.aliases or id(n) in funcs and n.id in ("sum", "abs", "float", "max", "min"):
                 continue
