@@ -232,6 +232,12 @@ ENTRIES: tuple[Entry, ...] = (
           "0.99 makes the running statistics mostly the last training batch's, so evaluation normalises with "
           "one batch's statistics and its metrics move with whichever batch came last",
           _W, True, True),
+    Entry("mc-samples-identical", "OVT213",
+          "Monte Carlo dropout samples drawn with the model in eval mode and no dropout switched back on",
+          "in eval mode every dropout layer is off, so the T stochastic passes are T copies of one deterministic "
+          "pass: their variance is zero for every input, the mean is a single prediction, and any uncertainty "
+          "built from them (variance, entropy of the mean, mutual information) ranks errors no better than chance",
+          _E, True, False),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),
@@ -617,6 +623,13 @@ ENTRIES: tuple[Entry, ...] = (
           "the model answers confidently on inputs prepared differently (another scale, column order, blank rows), "
           "so the answers are wrong and nothing says so",
           _W, True, True),
+    Entry("model-carried-across-folds", "OVT612",
+          "a model trained in every fold of a cross-validation (or every repetition of an experiment) without "
+          "being built again",
+          "each fold starts from the weights fitted on the earlier folds, whose training data held its validation "
+          "samples, so the later folds score data the model already learned and the cross-validated score is "
+          "optimistic; repetitions that continue one model are one longer run, not independent runs",
+          _E, True, False),
     # -- training dynamics ---------------------------------------------------------
     Entry("exploding-gradients", "OVT701", "gradient norm far above its running range",
           "updates blow up and training diverges a few steps later",

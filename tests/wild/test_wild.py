@@ -187,6 +187,9 @@ EXPECTED = {
     # taken without create_graph=True
     "w165_axis_zero_taken_as_no_axis": ("lint",),
     "w152_derivative_loss_without_create_graph": ("lint",),
+    # round six, development since: repeated runs start fresh, Monte Carlo samples differ (branch lintloops)
+    "w155_model_not_reset_between_folds": ("lint",),
+    "w166_mc_dropout_in_eval_mode": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
