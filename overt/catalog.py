@@ -237,7 +237,7 @@ ENTRIES: tuple[Entry, ...] = (
           "in eval mode every dropout layer is off, so the T stochastic passes are T copies of one deterministic "
           "pass: their variance is zero for every input, the mean is a single prediction, and any uncertainty "
           "built from them (variance, entropy of the mean, mutual information) ranks errors no better than chance",
-          _E, True, False),
+          _E, True, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),

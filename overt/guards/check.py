@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from overt.guards.session import GuardSession
     from overt.guards.watched import ModelInfo, OptInfo
 
-HOOKS = ("on_train_forward", "on_checked_forward", "on_eval_forward", "on_no_grad_forward", "on_forward_end",
+HOOKS = ("on_train_forward", "on_checked_forward", "on_eval_forward", "on_no_grad_forward", "on_eval_mode_forward",
+         "on_forward_end",
          "on_checked_loss", "before_checked_step", "on_step", "after_checked_step", "on_arming", "end_of_run",
          "on_crash", "remove_hooks", "eval_looks_left")
 
@@ -57,6 +58,10 @@ class Check:
 
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         """A forward under ``torch.no_grad``/``inference_mode``."""
+
+    def on_eval_mode_forward(self, info: ModelInfo, args: tuple) -> None:
+        """A forward of a model in eval mode, with or without gradients (called before ``on_eval_forward`` or
+        ``on_no_grad_forward``)."""
 
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         """The end of a checked, eval-mode or discovered forward (``failed``: it raised;

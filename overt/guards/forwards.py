@@ -115,6 +115,8 @@ class ForwardHooks:
                 and module.training and _grad_enabled():
             self._idle_without_optimizer()
         post = False
+        if not module.training:
+            self._each("on_eval_mode_forward", info, args)
         if _grad_enabled():
             if module.training:
                 self._each("on_train_forward", info, args)

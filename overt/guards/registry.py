@@ -41,6 +41,7 @@ from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
+from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.modes import ModeChecks
@@ -72,6 +73,7 @@ CHECKS: tuple[type[Check], ...] = (
     IndependenceChecks,
     CarriedStateChecks,
     StaleEvalChecks,
+    McSampleChecks,
     NormStatsChecks,
     EmaDecayChecks,
     AdversaryChecks,
