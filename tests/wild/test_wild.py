@@ -189,7 +189,7 @@ EXPECTED = {
     "w152_derivative_loss_without_create_graph": ("lint",),
     # round six, development since: repeated runs start fresh, Monte Carlo samples differ (branch lintloops)
     "w155_model_not_reset_between_folds": ("lint",),
-    "w166_mc_dropout_in_eval_mode": ("lint",),
+    "w166_mc_dropout_in_eval_mode": ("lint", "run", "guard"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

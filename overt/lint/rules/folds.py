@@ -23,7 +23,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from overt.lint.index import EVAL_TOKENS, FileIndex, dotted, tokens
+from overt.lint.index import EVAL_TOKENS, VERB_TOKENS, FileIndex, dotted, tokens
 from overt.lint.rules.base import Hit, rule
 
 _SPLITTER = re.compile(r"(KFold|Fold|ShuffleSplit|LeaveOneOut|LeavePOut|LeaveOneGroupOut|LeavePGroupsOut|"
@@ -34,6 +34,9 @@ _REPEAT_WORDS = frozenset({"seed", "seeds", "rep", "reps", "repeat", "repeats", 
 _SCORE_WORDS = EVAL_TOKENS | frozenset({"evaluate", "score", "scores", "accuracy", "acc", "accs", "metric",
                                         "metrics", "auc", "f1", "rmse", "mae"})
 _TRAIN_WORDS = frozenset({"train", "fit", "finetune", "training", "trainer"})
+#: words of a function that does something else around the training (``get_train_loader(model)``, ``test``)
+_NOT_TRAINING = EVAL_TOKENS | frozenset({"evaluate", "test", "loader", "loaders", "data", "dataset", "datasets",
+                                         "transform", "transforms", "split", "sampler", "config", "args", "plot"})
 _RESET_ATTRS = frozenset({"load_state_dict", "reset_parameters", "apply", "__init__", "set_weights",
                           "load_weights", "from_pretrained"})
 _RESET_WORDS = re.compile(r"reset|reinit|init_weight|initiali[sz]e|weights_init|init_param|"
@@ -117,7 +120,8 @@ def _trained(ix: FileIndex, body: list[ast.stmt], optimizers: dict[str, set[str]
             continue
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         words = set(tokens(name))
-        if words & _TRAIN_WORDS and not words & (EVAL_TOKENS | {"evaluate", "test"}):
+        first = tokens(name)[:1]
+        if words & _TRAIN_WORDS and not words & _NOT_TRAINING and not (first and first[0] in VERB_TOKENS):
             for arg in list(node.args) + [k.value for k in node.keywords]:
                 arg_name = dotted(arg)
                 if arg_name and "." not in arg_name and ix.is_model(arg_name):
