@@ -43,15 +43,16 @@ _RESET_WORDS = re.compile(r"reset|reinit|init_weight|initiali[sz]e|weights_init|
                           r"restore_(weights|model|state)|load_(weights|model|checkpoint|state)", re.I)
 
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
 def _walk(nodes: list[ast.stmt]) -> Iterator[ast.AST]:
-    """The nodes under ``nodes``, not entering nested definitions."""
-    todo = list(nodes)
+    """The nodes under ``nodes``, not entering definitions (a module's functions are not its statements)."""
+    todo = [n for n in nodes if not isinstance(n, _DEFS)]
     while todo:
         node = todo.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                todo.append(child)
+        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, _DEFS))
 
 
 def _name_words(node: ast.AST) -> set[str]:
@@ -82,7 +83,10 @@ def _kind(ix: FileIndex, loop: ast.For) -> str | None:
     """'fold' or 'repetition' when ``loop`` is one, else None."""
     if _splitter(ix, loop.iter):
         return "fold"
-    words = _name_words(loop.target) | _name_words(loop.iter)
+    target = _name_words(loop.target)
+    if "train" in target and target & EVAL_TOKENS and "split" in _name_words(loop.iter):
+        return "fold"  # `for i, (train_idx, valid_idx) in enumerate(cv.split(X, y))`
+    words = target | _name_words(loop.iter)
     if not (words & (_FOLD_WORDS | _REPEAT_WORDS)):
         return None
     if not (_name_words(ast.Module(body=loop.body, type_ignores=[])) & _SCORE_WORDS):
@@ -121,9 +125,13 @@ def _trained(ix: FileIndex, body: list[ast.stmt], optimizers: dict[str, set[str]
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         words = set(tokens(name))
         first = tokens(name)[:1]
-        if words & _TRAIN_WORDS and not words & _NOT_TRAINING and not (first and first[0] in VERB_TOKENS):
-            for arg in list(node.args) + [k.value for k in node.keywords]:
-                arg_name = dotted(arg)
+        args = [dotted(a) or "" for a in list(node.args) + [k.value for k in node.keywords]]
+        verb = bool(first) and first[0] in VERB_TOKENS  # prepare(model, opt), get_train_loader(model)
+        named = words & _TRAIN_WORDS and not words & _NOT_TRAINING and not verb
+        given_optimizer = any(ix.is_optimizer(a) for a in args) and not verb and not words & (
+            EVAL_TOKENS | {"evaluate", "test"})
+        if named or given_optimizer:  # train(model, ...), or a function handed the model and its optimizer
+            for arg_name in args:
                 if arg_name and "." not in arg_name and ix.is_model(arg_name):
                     out.setdefault(arg_name, node)
     return out
@@ -136,6 +144,9 @@ def _resets(ix: FileIndex, body: list[ast.stmt], model: str, depth: int = 0) -> 
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
             targets = (node.targets if isinstance(node, ast.Assign) else [node.target] if not isinstance(
                 node, ast.With) else [i.optional_vars for i in node.items if i.optional_vars is not None])
+            value = getattr(node, "value", None) if not isinstance(node, (ast.For, ast.With)) else None
+            if value is not None and any(isinstance(n, ast.Name) and n.id == model for n in ast.walk(value)):
+                continue  # `model = model.to(device)`, `model, opt = accelerator.prepare(model, opt)`: the same model
             for t in targets:
                 if any(isinstance(n, ast.Name) and n.id == model for n in ast.walk(t)):
                     return True
@@ -143,9 +154,14 @@ def _resets(ix: FileIndex, body: list[ast.stmt], model: str, depth: int = 0) -> 
             continue
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        if name in ("reset_parameters", "load_state_dict") or _RESET_WORDS.search(name):
-            return True  # any reset in the loop: it may reset the model through another name
-        owner = (dotted(func.value) or "").split(".")[0] if isinstance(func, ast.Attribute) else ""
+        receiver = dotted(func.value) or "" if isinstance(func, ast.Attribute) else ""
+        owner = receiver.split(".")[0]
+        if name == "reset_parameters" or (name == "load_state_dict" and not (
+                ix.is_optimizer(receiver) or ix.is_scheduler(receiver) or ix.is_scaler(receiver))):
+            return True  # weights loaded or reset in the loop: maybe the model's through another name
+        involved = owner == model or any((dotted(a) or "").split(".")[0] == model for a in node.args)
+        if _RESET_WORDS.search(name) and (involved or isinstance(func, ast.Name)):
+            return True  # reset_weights(model), model.init_weights(), reinitialize(): not `metric.reset()`
         if name in _RESET_ATTRS and owner == model:
             return True
         if depth < 2:
@@ -176,33 +192,31 @@ def _built_before(ix: FileIndex, scope: list[ast.stmt], loop: ast.stmt, model: s
     return found
 
 
-def _optimizers(ix: FileIndex) -> dict[str, set[str]]:
-    """Optimizer name -> the models whose parameters its constructor reads."""
+def _optimizers(ix: FileIndex, scope: list[ast.stmt]) -> dict[str, set[str]]:
+    """Optimizer name -> the models whose parameters its constructors in ``scope`` (a function's or the module's
+    own statements, the loop's included) read."""
     out: dict[str, set[str]] = {}
-    for name, values in ix.assigns.items():
-        if not ix.is_optimizer(name):
-            continue
-        for value in values:
-            if isinstance(value, ast.Call):
-                out.setdefault(name, set()).update(_params_of(value))
+    for node in _walk(scope):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            for t in node.targets:
+                name = dotted(t)
+                if name and ix.is_optimizer(name):
+                    out.setdefault(name, set()).update(_params_of(node.value))
     return out
 
 
 @rule("model-carried-across-folds")
 def model_carried_across_folds(ix: FileIndex) -> Iterator[Hit]:
-    optimizers = None
     for loop in ix.loops:
         if not isinstance(loop, ast.For):
             continue
         kind = _kind(ix, loop)
         if kind is None:
             continue
-        if optimizers is None:
-            optimizers = _optimizers(ix)
-        for model, where in _trained(ix, loop.body, optimizers).items():
+        scope, params = _scope_body(ix, loop)
+        for model, where in _trained(ix, loop.body, _optimizers(ix, scope)).items():
             if _resets(ix, loop.body, model):
                 continue
-            scope, params = _scope_body(ix, loop)
             built = _built_before(ix, scope, loop, model)
             if built is None and model not in params:
                 continue

@@ -76,7 +76,10 @@ def _model_calls(ix: FileIndex, expr: ast.AST, changing: set[str]) -> list[ast.C
         return []  # noise added around the model: the passes differ on purpose
     out = []
     for call in calls:
-        name = dotted(call.func)
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value  # model.forward(x): the same pass, hooks aside
+        name = dotted(func)
         if not name or not ix.is_model(name) or not call.args:
             continue
         if any(_REENABLE.search(k.arg or "") for k in call.keywords) or any(
@@ -258,12 +261,21 @@ def _sites(ix: FileIndex) -> Iterator[tuple[ast.AST, ast.Call, ast.AST]]:
                 if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                     for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
                         changing.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+            outputs: set[str] = set()  # names that hold a pass's output (`logits = model(x)`, `p = softmax(logits)`)
+            passes: list[ast.Call] = []
+            for sub in sorted((n for n in _walk(body) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+                calls = _model_calls(ix, sub.value, changing)
+                if calls or any(isinstance(n, ast.Name) and n.id in outputs for n in ast.walk(sub.value)):
+                    passes.extend(calls)
+                    outputs.update(n.id for t in sub.targets for n in ast.walk(t) if isinstance(n, ast.Name))
             for sub in _walk(body):
                 if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "append" \
                         and isinstance(sub.func.value, ast.Name) and len(sub.args) == 1:
-                    changing_here = changing - {sub.func.value.id}
-                    for call in _model_calls(ix, sub.args[0], changing_here):
-                        yield node, call, sub.func.value
+                    direct = _model_calls(ix, sub.args[0], changing - {sub.func.value.id})
+                    if direct:
+                        yield node, direct[0], sub.func.value
+                    elif passes and any(isinstance(n, ast.Name) and n.id in outputs for n in ast.walk(sub.args[0])):
+                        yield node, passes[0], sub.func.value
 
 
 @rule("mc-samples-identical")
@@ -272,7 +284,8 @@ def mc_samples_identical(ix: FileIndex) -> Iterator[Hit]:
     for site, call, holder in _sites(ix):
         if id(site) in seen:
             continue
-        model = dotted(call.func) or ""
+        func = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "forward" else call.func
+        model = dotted(func) or ""
         scope = _scope_of(ix, site)
         if not _aggregated(ix, holder, scope):
             continue
