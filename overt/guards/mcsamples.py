@@ -10,8 +10,9 @@ anyway), with no device work until the repetition is certain: the model has Drop
 of them are in eval mode, and it is run ``REPEATS`` times in a row on the very same input tensor (the same Python
 object, held by a weak reference, so a new batch at a reused address never counts) from one call expression of
 the user's code (a loop or a comprehension).  Then, once per model, the last two passes' outputs are compared on
-the device (one ``torch.equal``): equal outputs are reported; different ones (a model that samples in eval mode
-too, a recurrent state) silence the model for good.  A pass on another input starts the count again.
+the device and the answer is read with the session's deferred reads (the next checked step, or the end of the
+run): equal outputs are reported; different ones (a model that samples in eval mode too, a recurrent state) are
+not, and the model is not looked at again.  A pass on another input starts the count again.
 """
 
 from __future__ import annotations
@@ -98,8 +99,14 @@ class McSampleChecks(Check):
         self.runs.pop(id(info), None)
         a, b = run.outputs[-2:]
         dropouts = [m for m in info.dropbn if isinstance(m, _DROPOUT) and getattr(m, "p", 0) > 0]
-        if any(m.training for m in dropouts) or a.shape != b.shape or not torch.equal(a, b):
-            return  # the passes differ (dropout on, or another source of randomness): a real Monte Carlo estimate
+        if any(m.training for m in dropouts) or a.shape != b.shape or a.dtype != b.dtype:
+            return  # dropout on for the passes: a real Monte Carlo estimate
+        differ = (a != b).any().reshape(1).float()  # read with the session's deferred reads: no sync here
+        self.s.defer(differ, lambda values: self._judge(info, run, dropouts, values))
+
+    def _judge(self, info: ModelInfo, run: _Run, dropouts: list, values: list[float]) -> None:
+        if values[0]:
+            return  # the passes differ (a model that samples in eval mode too): a real Monte Carlo estimate
         names = ", ".join(info.label(m) for m in dropouts[:3]) + ("..." if len(dropouts) > 3 else "")
         where = run.loc or "a forward"
         self.s.report(
