@@ -43,18 +43,6 @@ _RESET_WORDS = re.compile(r"reset|reinit|init_weight|initiali[sz]e|weights_init|
                           r"restore_(weights|model|state)|load_(weights|model|checkpoint|state)", re.I)
 
 
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
-
-def _walk(nodes: list[ast.stmt]) -> Iterator[ast.AST]:
-    """The nodes under ``nodes``, not entering definitions (a module's functions are not its statements)."""
-    todo = [n for n in nodes if not isinstance(n, _DEFS)]
-    while todo:
-        node = todo.pop()
-        yield node
-        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, _DEFS))
-
-
 def _name_words(node: ast.AST) -> set[str]:
     out: set[str] = set()
     for sub in ast.walk(node):
@@ -89,7 +77,7 @@ def _kind(ix: FileIndex, loop: ast.For) -> str | None:
     words = target | _name_words(loop.iter)
     if not (words & (_FOLD_WORDS | _REPEAT_WORDS)):
         return None
-    if not (_name_words(ast.Module(body=loop.body, type_ignores=[])) & _SCORE_WORDS):
+    if not (_name_words(loop) & _SCORE_WORDS):
         return None  # nothing is evaluated per iteration: a sequence of data chunks, not folds
     return "fold" if words & _FOLD_WORDS else "repetition"
 
@@ -108,7 +96,8 @@ def _params_of(expr: ast.AST) -> set[str]:
 def _trained(ix: FileIndex, body: list[ast.stmt], optimizers: dict[str, set[str]]) -> dict[str, ast.AST]:
     """Model name -> the first node in ``body`` that trains it."""
     out: dict[str, ast.AST] = {}
-    for node in sorted((n for n in _walk(body) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
+    calls = [n for n in ix.stmts_nodes(body) if isinstance(n, ast.Call)]
+    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "step" and not node.args:
             for model in optimizers.get(dotted(func.value) or "", ()):
@@ -140,7 +129,7 @@ def _trained(ix: FileIndex, body: list[ast.stmt], optimizers: dict[str, set[str]
 def _resets(ix: FileIndex, body: list[ast.stmt], model: str, depth: int = 0) -> bool:
     """Does ``body`` give ``model`` a value again or reset its weights (itself, or in an in-file function it
     calls)?"""
-    for node in _walk(body):
+    for node in ix.stmts_nodes(body):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
             targets = (node.targets if isinstance(node, ast.Assign) else [node.target] if not isinstance(
                 node, ast.With) else [i.optional_vars for i in node.items if i.optional_vars is not None])
@@ -182,7 +171,7 @@ def _scope_body(ix: FileIndex, loop: ast.stmt) -> tuple[list[ast.stmt], set[str]
 def _built_before(ix: FileIndex, scope: list[ast.stmt], loop: ast.stmt, model: str) -> ast.AST | None:
     """The assignment that gives ``model`` its value before ``loop`` in ``scope``, if any."""
     found = None
-    for node in _walk(scope):
+    for node in ix.stmts_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno < loop.lineno and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -196,7 +185,7 @@ def _optimizers(ix: FileIndex, scope: list[ast.stmt]) -> dict[str, set[str]]:
     """Optimizer name -> the models whose parameters its constructors in ``scope`` (a function's or the module's
     own statements, the loop's included) read."""
     out: dict[str, set[str]] = {}
-    for node in _walk(scope):
+    for node in ix.stmts_nodes(scope):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             for t in node.targets:
                 name = dotted(t)

@@ -37,17 +37,6 @@ _PASSTHROUGH = frozenset({"to", "cuda", "cpu", "float", "double", "half", "conti
                           "reshape", "permute", "transpose", "squeeze", "flatten", "detach"})
 
 
-def _walk(node: ast.AST) -> Iterator[ast.AST]:
-    """The nodes under ``node``, not entering nested definitions."""
-    todo = [node]
-    while todo:
-        cur = todo.pop()
-        yield cur
-        for child in ast.iter_child_nodes(cur):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                todo.append(child)
-
-
 def _last(func: ast.AST) -> str:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
@@ -71,7 +60,7 @@ def _static_input(arg: ast.AST, changing: set[str]) -> bool:
 
 def _model_calls(ix: FileIndex, expr: ast.AST, changing: set[str]) -> list[ast.Call]:
     """Calls ``model(x)`` in ``expr`` of a model on an unchanging input, with nothing random around them."""
-    calls = [n for n in _walk(expr) if isinstance(n, ast.Call)]
+    calls = [n for n in ix.scope_nodes(expr) if isinstance(n, ast.Call)]
     if any(_RANDOM.match(_last(c.func)) for c in calls):
         return []  # noise added around the model: the passes differ on purpose
     out = []
@@ -107,7 +96,7 @@ def _aggregated(ix: FileIndex, node: ast.AST, scope: ast.AST) -> bool:
         names.update(t.id for t in parent.targets if isinstance(t, ast.Name))
     if not names:
         return False
-    for sub in _walk(scope):
+    for sub in ix.scope_nodes(scope):
         if isinstance(sub, ast.Call) and _last(sub.func) in _AGGREGATES and any(
                 isinstance(a, ast.Name) and a.id in names for a in sub.args):
             return True
@@ -195,7 +184,7 @@ def _eval_call(ix: FileIndex, scope: ast.AST, model: str, site: ast.AST) -> ast.
     site_stmt = ix.statement_of(site)
     site_anc = set(map(id, ix.ancestors(site)))
     found = None
-    for node in _walk(scope):
+    for node in ix.scope_nodes(scope):
         if not isinstance(node, ast.Call) or node.lineno >= site_stmt.lineno:
             continue
         func = node.func
@@ -210,7 +199,7 @@ def _eval_call(ix: FileIndex, scope: ast.AST, model: str, site: ast.AST) -> ast.
                     found = node
     if found is None:
         return None
-    for node in _walk(scope):
+    for node in ix.scope_nodes(scope):
         line = getattr(node, "lineno", 0)
         if line < found.lineno or (line > site_stmt.end_lineno and node is not site_stmt):
             continue
@@ -253,22 +242,22 @@ def _sites(ix: FileIndex) -> Iterator[tuple[ast.AST, ast.Call, ast.AST]]:
                 yield node, call, node
         elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call) \
                 and _last(node.iter.func) == "range" and not node.orelse:
-            body = ast.Module(body=node.body, type_ignores=[])
-            if any(isinstance(n, ast.Name) and n.id == node.target.id for n in ast.walk(body)):
+            body = ix.stmts_nodes(node.body)
+            if any(isinstance(n, ast.Name) and n.id == node.target.id for n in body):
                 continue
             changing = {node.target.id}
-            for sub in _walk(body):
+            for sub in body:
                 if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                     for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
                         changing.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
             outputs: set[str] = set()  # names that hold a pass's output (`logits = model(x)`, `p = softmax(logits)`)
             passes: list[ast.Call] = []
-            for sub in sorted((n for n in _walk(body) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+            for sub in sorted((n for n in body if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
                 calls = _model_calls(ix, sub.value, changing)
                 if calls or any(isinstance(n, ast.Name) and n.id in outputs for n in ast.walk(sub.value)):
                     passes.extend(calls)
                     outputs.update(n.id for t in sub.targets for n in ast.walk(t) if isinstance(n, ast.Name))
-            for sub in _walk(body):
+            for sub in body:
                 if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "append" \
                         and isinstance(sub.func.value, ast.Name) and len(sub.args) == 1:
                     direct = _model_calls(ix, sub.args[0], changing - {sub.func.value.id})
@@ -291,7 +280,7 @@ def mc_samples_identical(ix: FileIndex) -> Iterator[Hit]:
             continue
         if not (_dropout_only(ix, model) or _says_dropout(site, scope)):
             continue
-        if any(_reenables(n) for n in _walk(site)):
+        if any(_reenables(n) for n in ix.scope_nodes(site)):
             continue
         switched = _eval_call(ix, scope, model, site)
         if switched is None:
