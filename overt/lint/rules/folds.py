@@ -77,7 +77,7 @@ def _kind(ix: FileIndex, loop: ast.For) -> str | None:
     words = target | _name_words(loop.iter)
     if not (words & (_FOLD_WORDS | _REPEAT_WORDS)):
         return None
-    if not (_name_words(loop) & _SCORE_WORDS):
+    if not (set().union(*(_name_words(stmt) for stmt in loop.body)) & _SCORE_WORDS):
         return None  # nothing is evaluated per iteration: a sequence of data chunks, not folds
     return "fold" if words & _FOLD_WORDS else "repetition"
 
