@@ -30,6 +30,10 @@ Round six: the reports N125-N148 (docs/wild.md, "Issue 33, round six"), gathered
 was measured, are shuffled with ``random.Random(SEED6)`` into ``dev6`` and ``test6`` (12 and 12).
 The keys of rounds one to five are written exactly as before.
 
+Round seven: the reports N149-N168 (docs/wild.md, "Issue 33, round seven"), gathered after round six
+was measured, are shuffled with ``random.Random(SEED7)`` into ``dev7`` and ``test7`` (10 and 10).
+The keys of rounds one to six are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -65,10 +69,15 @@ SEED6 = 3606
 #: the round-six reports, in the order they were gathered (docs/wild.md, "Issue 33, round six")
 NEW6 = [f"N{i:02d}" for i in range(125, 149)]
 
+SEED7 = 3707
+#: the round-seven reports, in the order they were gathered (docs/wild.md, "Issue 33, round seven")
+NEW7 = [f"N{i:02d}" for i in range(149, 169)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
-HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6")
+HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
+          "dev7", "test7")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -79,20 +88,23 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
 
 
 def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4,
-         seed5: int = SEED5, seed6: int = SEED6) -> dict:
+         seed5: int = SEED5, seed6: int = SEED6, seed7: int = SEED7) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
     N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
-    "test5"}: the halves of N101-N124) and round six ({"dev6", "test6"}: the halves of N125-N148)."""
+    "test5"}: the halves of N101-N124), round six ({"dev6", "test6"}: the halves of N125-N148) and round
+    seven ({"dev7", "test7"}: the halves of N149-N168)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
     dev4, test4 = _halve(NEW4, seed4)
     dev5, test5 = _halve(NEW5, seed5)
     dev6, test6 = _halve(NEW6, seed6)
+    dev7, test7 = _halve(NEW7, seed7)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
-            "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6}
+            "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6,
+            "seed7": seed7, "dev7": dev7, "test7": test7}
 
 
 def load() -> dict:

@@ -28,7 +28,13 @@ Round six (w151-w174 but w160, w164, w167, w169, w172: ``dev6``/``test6``, drawn
 measured): both halves were held out until the lead measured them once, on the merged tree of session 41
 (test6 1 of 9 and dev6 0 of 10 by cause, docs/wild.md); development since: the development half's twins
 join ``DEV_NEW``; the three test-half twins that had findings (w157, w166, w168) were fixed at their cause
-after the measurement, each with a unit test."""
+after the measurement, each with a unit test.
+
+Round seven (w175-w194 but w191: ``dev7``/``test7``, drawn after round six was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test
+here runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``), the
+suite checks only each case's structure and, marked slow with plain ``python``, that each bug still
+changes its metric."""
 
 from __future__ import annotations
 
@@ -265,6 +271,16 @@ def test_new_bug_changes_its_metric(cid: str):
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_seven_is_held_out():
+    """Round seven's halves stay out of every test that runs an overt face, and out of the runner's
+    default selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev7", "test7"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in UNMEASURED}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_round_five_twins_with_findings_are_the_judged_ones():
