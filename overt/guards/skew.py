@@ -15,6 +15,11 @@ feature (in training standard deviations) below some value, and at least :data:`
 evaluation samples exceed it (from the same distribution: about 1%; a signal read at twice the
 sample rate puts every tone where training had none: 98%).
 
+A model whose training inputs are another trained model's outputs (they require gradients: a
+classifier head on an encoder that trains, as in domain adaptation) is not compared: the features
+an encoder makes of data it did not train on differ from its training features by design, so a
+shift there proves no difference in preparation; the model that reads the data is compared.
+
 Evaluations without ``model.eval()`` (``with torch.no_grad(): model(x)`` on a model without Dropout
 or BatchNorm, whose mode changes nothing) are looked at too: entering a ``no_grad`` block of the
 user's own code arms the model's forward hook for one forward, at most :data:`NO_GRAD_ARMS` times
@@ -66,10 +71,24 @@ class SkewChecks(Check):
         self.looks: dict[int, int] = {}
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
+        self.downstream: set[int] = set()  # models whose training inputs are another trained model's outputs
         self.hook = OneShotHook()
         self.wants_no_grad = False  # some training-mode model has statistics and looks left
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if id(info) in self.downstream:
+            return
+        raw = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if raw is not None and raw.requires_grad:
+            # its inputs are made by another model that trains (a head on a trained encoder): features of
+            # data no model trained on differ from the training features by design (overfitting, a
+            # domain to adapt to), so a shift there proves no preparation difference; the model
+            # that reads the data is the one compared
+            self.downstream.add(id(info))
+            self.stats.pop(id(info), None)
+            self.rows.pop(id(info), None)
+            self.kept.pop(id(info), None)
+            return
         x = _features(args)
         if x is None:
             return
