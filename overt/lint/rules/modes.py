@@ -171,6 +171,69 @@ def _needs_grad(ix: FileIndex, region: ast.AST) -> bool:
     return False
 
 
+#: torch layers whose forward is the same in training and eval mode (no dropout, no batch statistics)
+_MODE_FREE = frozenset({
+    "Linear", "Bilinear", "Identity", "Flatten", "Unflatten", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
+    "RMSNorm", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",
+    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle",
+    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
+    "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
+    "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+    "ReplicationPad1d", "ReplicationPad2d"})
+#: calls whose results are values, not modules (a scale, a buffer's tensor, a parameter)
+_VALUES = frozenset({"sqrt", "float", "int", "len", "list", "dict", "tuple", "range", "tensor", "zeros", "ones",
+                     "randn", "rand", "arange", "empty", "full", "eye", "linspace", "Parameter", "log", "exp", "max",
+                     "min", "sum", "pow"})
+#: what in a module's code makes its forward depend on the mode
+_MODE_WORDS = ("training", "dropout", "batch_norm", "instance_norm", "train(", "eval(")
+
+
+def _mode_free_call(ix: FileIndex, call: ast.AST, depth: int) -> bool:
+    """Is ``call`` the construction of a layer whose forward is proven not to depend on the mode?"""
+    if not isinstance(call, ast.Call):
+        return False
+    name = dotted(call.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if last in ("Sequential", "ModuleList") and name in (last, f"nn.{last}", f"torch.nn.{last}"):
+        items = call.args[0].elts if last == "ModuleList" and call.args and isinstance(
+            call.args[0], (ast.List, ast.Tuple)) else call.args
+        return (last == "Sequential" or bool(call.args)) and all(_mode_free_call(ix, a, depth) for a in items)
+    if last in _MODE_FREE and name in (last, f"nn.{last}", f"torch.nn.{last}"):
+        return True
+    if last in ix.classes and last in ix.module_classes and depth < 3:
+        return _mode_free_class(ix, ix.classes[last], depth + 1)
+    return False
+
+
+def _mode_free_class(ix: FileIndex, cls: ast.ClassDef, depth: int) -> bool:
+    """A module class of this file whose layers are all mode-free and whose code never reads the mode
+    (``self.training``, functional dropout or batch norm)."""
+    if any(dotted(b) not in ("nn.Module", "torch.nn.Module", "Module") for b in cls.bases):
+        return False
+    if any(word in ix.segment(cls) for word in _MODE_WORDS):
+        return False
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not any(isinstance(t, (ast.Attribute, ast.Tuple)) for t in targets):
+                continue
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for v in values:
+                if isinstance(v, ast.Call) and not _mode_free_call(ix, v, depth) \
+                        and (dotted(v.func) or "").rsplit(".", 1)[-1] not in _VALUES:
+                    return False  # a layer not proven mode-free (or a call of unknown result: a model hub)
+    return True
+
+
+def _mode_free(ix: FileIndex, model: str | None) -> bool:
+    """Is ``model`` bound once, in this file, to a module proven to behave the same in both modes (an
+    ``nn.Sequential`` of such layers, or a class of this file made of them)?  Then evaluating it in
+    training mode changes nothing, whatever the mode is."""
+    values = ix.assigns.get(model or "", [])
+    return len(values) == 1 and _mode_free_call(ix, values[0], 0)
+
+
 @rule("train-mode-in-eval")
 def train_mode_in_eval(ix: FileIndex) -> Iterator[Hit]:
     yield from lightning_train_mode_in_eval(ix)
@@ -182,7 +245,7 @@ def train_mode_in_eval(ix: FileIndex) -> Iterator[Hit]:
             continue  # the evaluation switches to train() itself: on purpose (MC dropout, BN recalibration)
         if not named and not _trains_before(ix, region):
             continue  # a no_grad loop that is not named as evaluation (e.g. BatchNorm recalibration)
-        if mode_at(ix, call, model) == "train":
+        if mode_at(ix, call, model) == "train" and not _mode_free(ix, model):
             yield Hit("train-mode-in-eval", call,
                       f"{model} runs in evaluation code while still in training mode (dropout active, "
                       f"BatchNorm using and updating batch statistics), so the metrics are noisy and wrong", fix=f""
