@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from overt.lint.analysis.events import events, exclusive
 from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.values import values_for
-from overt.lint.index import FileIndex, FuncNode, dotted, tokens
+from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
 
@@ -181,20 +181,27 @@ _MODE_FREE = frozenset({
     "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
     "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
     "ReplicationPad1d", "ReplicationPad2d"})
+#: module methods that return the module itself
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "requires_grad_"})
 #: calls whose results are values, not modules (a scale, a buffer's tensor, a parameter)
 _VALUES = frozenset({"sqrt", "float", "int", "len", "list", "dict", "tuple", "range", "tensor", "zeros", "ones",
                      "randn", "rand", "arange", "empty", "full", "eye", "linspace", "Parameter", "log", "exp", "max",
                      "min", "sum", "pow"})
-#: what in a module's code makes its forward depend on the mode
-_MODE_WORDS = ("training", "dropout", "batch_norm", "instance_norm", "train(", "eval(")
+#: names in a module's code that make its forward depend on the mode
+_MODE_WORDS = ("dropout", "batch_norm", "instance_norm", "batchnorm")
 
 
 def _mode_free_call(ix: FileIndex, call: ast.AST, depth: int) -> bool:
     """Is ``call`` the construction of a layer whose forward is proven not to depend on the mode?"""
+    while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in _MOVES:
+        call = call.func.value  # Net().to(device), .cuda(), .float(): the same module
     if not isinstance(call, ast.Call):
         return False
     name = dotted(call.func) or ""
     last = name.rsplit(".", 1)[-1]
+    if last in ("LSTM", "GRU", "RNN") and name in (last, f"nn.{last}", f"torch.nn.{last}"):
+        dropout = kwarg(call, "dropout")
+        return len(call.args) < 6 and (dropout is None or (isinstance(dropout, ast.Constant) and not dropout.value))
     if last in ("Sequential", "ModuleList") and name in (last, f"nn.{last}", f"torch.nn.{last}"):
         items = call.args[0].elts if last == "ModuleList" and call.args and isinstance(
             call.args[0], (ast.List, ast.Tuple)) else call.args
@@ -211,13 +218,16 @@ def _mode_free_class(ix: FileIndex, cls: ast.ClassDef, depth: int) -> bool:
     (``self.training``, functional dropout or batch norm)."""
     if any(dotted(b) not in ("nn.Module", "torch.nn.Module", "Module") for b in cls.bases):
         return False
-    if any(word in ix.segment(cls) for word in _MODE_WORDS):
-        return False
+    for node in ast.walk(cls):  # the code, not its comments: anything that reads or sets the mode
+        ident = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if ident in ("training", "train", "eval") or any(w in ident.lower() for w in _MODE_WORDS):
+            return False
     for node in ast.walk(cls):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not any(isinstance(t, (ast.Attribute, ast.Tuple)) for t in targets):
-                continue
+            if not any(isinstance(t, ast.Attribute) or isinstance(t, ast.Tuple) and any(
+                    isinstance(e, ast.Attribute) for e in t.elts) for t in targets):
+                continue  # a local (``out, _ = self.lstm(x)``), not a layer kept on the module
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             for v in values:
                 if isinstance(v, ast.Call) and not _mode_free_call(ix, v, depth) \
