@@ -38,7 +38,8 @@ from torch.utils.data import get_worker_info
 from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tensor_index, expand_index,
                                     suggested_permutation)
 from overt.guards.check import Check
-from overt.guards.singleton import SingletonAxes, caller, singleton_call
+from overt.guards.singleton import FUNCS as SINGLETON_FUNCS
+from overt.guards.singleton import SingletonAxes, caller
 from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import is_overt_file, is_user_file, short_location, user_location
@@ -389,7 +390,10 @@ class _IndexMode(TorchFunctionMode):
                 self.check.s.check_failed(self.check, exc)
         inner = _unwrapped(func)
         out = inner(*args, **kwargs)
-        known = singleton_call(inner)
+        try:
+            known = SINGLETON_FUNCS.get(inner)  # inline: this runs on every torch call of the window
+        except TypeError:  # an unhashable callable
+            known = None
         if known is not None and args and isinstance(args[0], torch.Tensor):
             try:
                 loc = caller(sys._getframe(1), _own)

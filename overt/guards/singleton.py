@@ -44,7 +44,9 @@ LOSS_LOOKS = 16  # checked cross_entropy calls looked at per run
 
 # what each function does over the axis (the names torch hands a TorchFunctionMode)
 _NORM, _INDEX, _PAIR, _SIGN, _LOSS = "normalises", "selects", "selects (indices)", "scales", "loss"
-_FUNCS: dict[Any, tuple[str, str]] = {}
+#: the functions judged here (as torch hands them to a TorchFunctionMode) -> (name, what they do over the axis);
+#: the axes window looks each call up here (a dict, not a function: it runs on every torch call of the window)
+FUNCS: dict[Any, tuple[str, str]] = {}
 for _owner, _names, _kind in ((torch, ("softmax", "log_softmax"), _NORM),
                               (torch.Tensor, ("softmax", "log_softmax"), _NORM),
                               (F, ("softmax", "log_softmax", "softmin"), _NORM),
@@ -55,7 +57,7 @@ for _owner, _names, _kind in ((torch, ("softmax", "log_softmax"), _NORM),
     for _name in _names:
         _f = getattr(_owner, _name, None)
         if _f is not None:
-            _FUNCS[getattr(_f, "__wrapped__", _f)] = (_name, _kind)
+            FUNCS[getattr(_f, "__wrapped__", _f)] = (_name, _kind)
 _ACTIVATIONS = ("Softmax", "LogSoftmax", "Softmin")
 #: torch frames a call passes through between the user's line and the function itself
 _DISPATCH = frozenset({("overrides.py", "handle_torch_function"), ("functional.py", "softmax"),
@@ -65,14 +67,6 @@ _DISPATCH = frozenset({("overrides.py", "handle_torch_function"), ("functional.p
 
 #: the inner functions of overt's wrappers of these functions (softmax_dim's, predshape's)
 _WRAPPERS = frozenset({"softmax", "produce"})
-
-
-def singleton_call(func: Any) -> tuple[str, str] | None:
-    """(name, kind) when ``func`` is one of the functions judged here."""
-    try:
-        return _FUNCS.get(func)
-    except TypeError:  # an unhashable callable
-        return None
 
 
 def caller(frame: Any, own: Any) -> str | None:
