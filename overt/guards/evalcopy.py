@@ -36,6 +36,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.samples import weight_sample
+from overt.guards.stale_eval import param_shapes, trained_copies
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -50,10 +51,6 @@ MAX_COPIES = 8  # evaluated models followed
 
 def _float_params(module: Any) -> list[torch.Tensor]:
     return [p for p in list(module.parameters())[:MAX_PARAMS] if p.is_floating_point() and p.numel()]
-
-
-def _shapes(module: Any) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(p.shape) for p in module.parameters())
 
 
 def _sample(params: list[torch.Tensor]) -> torch.Tensor:
@@ -94,7 +91,7 @@ class EvalCopyChecks(Check):
                 continue
             params = _float_params(info.module)
             if params and any(id(p) in held for p in params):
-                self.initial[id(info)] = (_shapes(info.module), _sample(params))
+                self.initial[id(info)] = (param_shapes(info.module), _sample(params))
 
     # -- E: evaluated copies --------------------------------------------------------------------
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
@@ -113,19 +110,13 @@ class EvalCopyChecks(Check):
         st = self.copies.get(id(info))
         if st is not None and st.step == self.s.step:
             return  # one look per evaluation between optimizer steps
-        shapes = _shapes(info.module)
+        shapes = param_shapes(info.module)
         trained = [(k, v) for k, v in self.initial.items() if k != id(info) and v[0] == shapes]
-        if not trained:
+        if len(trained) != 1 or len(trained_copies(self.s, info)) != 1:
+            # none, a trained model's own evaluation, or an average over several trained models (federated
+            # averaging, a model soup), which need not lie near any one of them: averaging independent
+            # updates shrinks them; only one model's trajectory is an average that has to follow it
             return
-        held = {id(p) for oi in self.s.optimizers.values() for p in oi.params}
-        if any(id(p) in held for p in info.module.parameters()):
-            return  # a trained model's own evaluation
-        siblings = [m for m in self.s.models.values() if m is not info and _shapes(m.module) == shapes
-                    and any(id(p) in held for p in m.module.parameters())]
-        if len(trained) != 1 or len(siblings) > 1:
-            return  # an average over several trained models (federated averaging, a model soup) need not
-            # lie near any one of them: averaging independent updates shrinks them; only one model's
-            # trajectory is an average that has to follow it
         if st is None:
             if len(self.copies) >= MAX_COPIES:
                 return

@@ -32,8 +32,21 @@ def _versions(module: Any) -> tuple[tuple[int, int], ...]:
     return tuple((id(p), p._version) for p in list(module.parameters())[:MAX_PARAMS])
 
 
-def _shapes(module: Any) -> tuple[tuple[int, ...], ...]:
+def param_shapes(module: Any) -> tuple[tuple[int, ...], ...]:
+    """Every parameter's shape, in order: two modules of one architecture have equal ones."""
     return tuple(tuple(p.shape) for p in module.parameters())
+
+
+def trained_copies(session: Any, info: ModelInfo) -> list[ModelInfo]:
+    """Watched models an optimizer trains whose parameter shapes are ``info``'s, when no optimizer
+    holds ``info``'s own parameters ([] when one does: ``info`` is itself trained)."""
+    held = {id(p) for oi in session.optimizers.values() for p in oi.params}
+    own = list(info.module.parameters())
+    if not own or any(id(p) in held for p in own):
+        return []
+    shapes = param_shapes(info.module)
+    return [m for m in session.models.values() if m is not info and param_shapes(m.module) == shapes
+            and any(id(p) in held for p in m.module.parameters())]
 
 
 class _Eval:
@@ -92,15 +105,7 @@ class StaleEvalChecks(Check):
         self._judge(info, st)
 
     def _trained_copies(self, info: ModelInfo) -> list[ModelInfo]:
-        """Watched models an optimizer trains whose parameter shapes are ``info``'s, when no optimizer
-        holds ``info``'s own parameters."""
-        held = {id(p) for oi in self.s.optimizers.values() for p in oi.params}
-        own = [p for p in info.module.parameters()]
-        if not own or any(id(p) in held for p in own):
-            return []
-        shapes = _shapes(info.module)
-        return [m for m in self.s.models.values() if m is not info and _shapes(m.module) == shapes
-                and any(id(p) in held for p in m.module.parameters())]
+        return trained_copies(self.s, info)
 
     def _judge(self, info: ModelInfo, st: _Eval) -> None:
         if _versions(info.module) != st.snapshot:
