@@ -395,10 +395,12 @@ ENTRIES: tuple[Entry, ...] = (
           "feature extractor left in train() gives random soft targets or features and overwrites its BatchNorm "
           "running statistics with the new data's, so the fixed model changes under the run",
           _W, False, True),
-    Entry("causal-mask-missing", "OVT411", "a next-token model whose outputs see the tokens they are scored against",
-          "without a causal mask (or with a bidirectional layer) the prediction at position t reads token t+1, its "
-          "own target: the training loss falls to almost nothing while the model cannot predict a token it has not "
-          "seen, and generation from a prefix fails",
+    Entry("causal-mask-missing", "OVT411", "a next-token model (or any model trained to predict later steps of its "
+          "input) whose outputs see the steps they are scored against",
+          "without a causal mask (or with a bidirectional layer, a convolution padded on both sides, a centred "
+          "window) the prediction at position t reads token or value t+1, its own target: the training loss falls "
+          "to almost nothing while the model cannot predict a step it has not seen, and generation or forecasting "
+          "from a prefix fails",
           _E, False, True),
     Entry("attention-mask-inverted", "OVT412", "an attention mask that attends to the padding and ignores the tokens",
           "mask conventions differ (a boolean attn_mask of scaled_dot_product_attention is True where attention is "

@@ -1,9 +1,11 @@
 """Where a sequence model lets a position see later ones: the submodule calls of a probe forward,
-traced (used by :mod:`overt.guards.seqtargets` for ``causal-mask-missing``).
+traced (used by :mod:`overt.guards.seqtargets` and :mod:`overt.guards.forecast` for
+``causal-mask-missing``).
 
 The probe runs a model twice on a few sequences that differ in one token (position ``p``).  While
 it runs, a global forward hook fingerprints every submodule call's tensors: a tensor with a
-position axis (``(rows, t, ...)`` batch-first or ``(t, rows, ...)`` sequence-first) per position
+position axis (``(rows, t, ...)`` batch-first, ``(t, rows, ...)`` sequence-first, ``(rows, c, t)``
+a convolution's; a padded axis a little longer than ``t`` too) per position
 (sum and sum of magnitudes over the other axes), any other tensor (a per-sequence summary: a
 hidden state, a pooled vector) as a whole.  Comparing the two traces says, per call, whether an
 output changed *before* ``p`` (later tokens leaked into earlier positions), whether a positional
@@ -36,18 +38,33 @@ def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
     return []
 
 
+def _position_axis(shape: torch.Size, rows: int, t: int) -> int | None:
+    """The axis of a traced tensor that holds the sequence's positions, or None (a summary).  An axis
+    a little longer than the sequence is a padded one (a convolution's input padded on either side, a
+    TCN's output before its chomp): its first ``p`` entries hold nothing of position ``p`` or later
+    however it was padded, so comparing them stays a proof."""
+    def fits(n: int) -> bool:
+        return t <= n <= t + max(4, t // 4)
+
+    if len(shape) < 2 or rows == t:
+        return None
+    if shape[0] == rows and fits(shape[1]):
+        return 1
+    if fits(shape[0]) and shape[1] == rows:
+        return 0
+    if len(shape) == 4 and shape[0] == rows and shape[2] == t:  # attention's (batch, heads, time, dim)
+        return 2
+    if len(shape) == 3 and shape[0] == rows and fits(shape[2]):  # a convolution's (batch, channels, time)
+        return 2
+    return None
+
+
 def _fingerprint(x: torch.Tensor, rows: int, t: int) -> tuple[str, torch.Tensor]:
     x = x.detach().float()
-    if x.dim() >= 2 and rows != t:
-        if x.shape[0] == rows and x.shape[1] == t:
-            per = x.transpose(0, 1).reshape(t, -1)
-            return "pos", torch.stack((per.sum(1), per.abs().sum(1)), 1)
-        if x.shape[0] == t and x.shape[1] == rows:
-            per = x.reshape(t, -1)
-            return "pos", torch.stack((per.sum(1), per.abs().sum(1)), 1)
-        if x.dim() == 4 and x.shape[0] == rows and x.shape[2] == t:  # attention's (batch, heads, time, dim)
-            per = x.transpose(0, 2).reshape(t, -1)
-            return "pos", torch.stack((per.sum(1), per.abs().sum(1)), 1)
+    axis = _position_axis(x.shape, rows, t)
+    if axis is not None:
+        per = x.movedim(axis, 0).reshape(x.shape[axis], -1)
+        return "pos", torch.stack((per.sum(1), per.abs().sum(1)), 1)
     return "sum", torch.stack((x.sum(), x.abs().sum()))[None]
 
 

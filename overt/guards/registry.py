@@ -26,6 +26,7 @@ from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
+from overt.guards.forecast import ForecastChecks
 from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
 from overt.guards.frozenmoves import FrozenMoveChecks
@@ -85,6 +86,7 @@ CHECKS: tuple[type[Check], ...] = (
     LossChecks,
     ClassWeightChecks,
     SequenceTargetChecks,
+    ForecastChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
     SameViewsChecks,

@@ -197,6 +197,9 @@ EXPECTED = {
     # round six, development since: repeated runs start fresh, Monte Carlo samples differ (branch lintloops)
     "w155_model_not_reset_between_folds": ("lint",),
     "w166_mc_dropout_in_eval_mode": ("lint", "run", "guard"),
+    # round seven, development since (branch causal): a forecaster whose output sees the step it is scored
+    # against (a convolution padded on both sides), by the perturbation probe of causal-mask-missing
+    "w177_causal_padding_leaks_future": ("run", "guard"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
