@@ -461,6 +461,13 @@ ENTRIES: tuple[Entry, ...] = (
           "0, the first axis, as no axis: a call with axis=0 takes the branch meant for None, so a per-axis "
           "normalisation or reduction becomes a global one, or the one over the first axis is skipped, with no error",
           _W, True, False),
+    Entry("transform-over-batch-axis", "OVT427", "a flip, rotation or roll with default axes applied to a batch, "
+          "taking in the batch axis",
+          "torch.fliplr reverses axis 1, torch.rot90 without dims rotates axes 0 and 1, torch.roll without dims rolls "
+          "the flattened tensor: the axes of one image or matrix, so on a batch an augmentation or test-time "
+          "augmentation flips rows or channels instead of the width, or mixes samples, and the model sees inputs it "
+          "was never meant to see, with no error",
+          _E, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

@@ -11,6 +11,8 @@
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
 - ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`), ``clip_grad_norm_``/``clip_grad_value_``
   (:mod:`overt.guards.clipping`), ``F.cosine_similarity`` (:mod:`overt.guards.stopgrad`, checked steps);
+- ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
+  default axes notes its result);
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -470,6 +472,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import stopgrad  # F.cosine_similarity (checked steps)
 
         stopgrad.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
+
+        axisflip.install(_patch, ACTIVE)
         from overt.guards import orders  # torch.manual_seed, random.seed, np.random.seed (shuffle-order-repeats)
 
         orders.install(_patch)

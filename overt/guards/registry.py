@@ -12,6 +12,7 @@ from __future__ import annotations
 from overt.guards.activations import ActivationChecks
 from overt.guards.attnmask import AttentionMaskChecks
 from overt.guards.axes import AxisChecks
+from overt.guards.axisflip import TransformAxisChecks
 from overt.guards.carried import CarriedStateChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
@@ -87,6 +88,7 @@ CHECKS: tuple[type[Check], ...] = (
     ClassWeightChecks,
     SequenceTargetChecks,
     ForecastChecks,
+    TransformAxisChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
     SameViewsChecks,

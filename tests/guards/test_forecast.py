@@ -228,6 +228,7 @@ _SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # a subprocess each, ~13 s on the shared machine
 @pytest.mark.parametrize("causal", [False, True], ids=["no-mask", "twin"])
 def test_overt_run_names_functional_attention_without_is_causal(causal, tmp_path):
     script = tmp_path / "forecast.py"

@@ -200,6 +200,8 @@ EXPECTED = {
     # round seven, development since (branch causal): a forecaster whose output sees the step it is scored
     # against (a convolution padded on both sides), by the perturbation probe of causal-mask-missing
     "w177_causal_padding_leaks_future": ("run", "guard"),
+    # a flip whose default axes take in the batch: torch.fliplr on (N, H, W) test-time augmentation (branch causal)
+    "w175_tta_fliplr_on_batch": ("run", "guard"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
