@@ -468,6 +468,12 @@ ENTRIES: tuple[Entry, ...] = (
           "augmentation flips rows or channels instead of the width, or mixes samples, and the model sees inputs it "
           "was never meant to see, with no error",
           _E, False, True),
+    Entry("grid-coordinates-swapped", "OVT428", "a grid_sample grid whose identity lists its coordinates as (y, x)",
+          "grid_sample reads each point's source width first, (x, y): an identity grid stacked in array order "
+          "(meshgrid(ys, xs, indexing='ij') as (y, x)) samples every pixel from its transposed position, so with no "
+          "displacement the image is already flipped about its diagonal and a spatial transformer or registration "
+          "network must undo a reflection no small displacement can, with no error",
+          _E, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

@@ -98,7 +98,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, repeated runs start fresh and Monte Carlo samples differ (branch lintloops)
          "model-carried-across-folds", "mc-samples-identical",
          # issue 33, a flip, rotation or roll whose default axes take in the batch (branch causal)
-         "transform-over-batch-axis"}
+         "transform-over-batch-axis", "grid-coordinates-swapped"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -98,8 +98,8 @@ class ForecastChecks(Check):
         if x is None or x.dim() < 2 or not x.is_floating_point() or x.is_complex() or x.device.type == "meta":
             return
         n = self.tries.get(key, 0)
-        if n >= TRIES or key in self.waiting or key in self.probed or self.s.reporter.has("causal-mask-missing",
-                                                                                           info.name):
+        if n >= TRIES or key in self.waiting or key in self.probed \
+                or self.s.reporter.has("causal-mask-missing", info.name):
             return
         self.tries[key] = n + 1
         self.current = _Forward(info, x.detach(), user_location(5), self.s.step)

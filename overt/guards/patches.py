@@ -11,6 +11,7 @@
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
 - ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`), ``clip_grad_norm_``/``clip_grad_value_``
   (:mod:`overt.guards.clipping`), ``F.cosine_similarity`` (:mod:`overt.guards.stopgrad`, checked steps);
+- ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
@@ -472,6 +473,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import stopgrad  # F.cosine_similarity (checked steps)
 
         stopgrad.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import gridorder  # F.grid_sample (checked steps)
+
+        gridorder.install(_patch, ACTIVE, lambda: ARMED)
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)

@@ -33,6 +33,7 @@ from overt.guards.frozen import FrozenChecks
 from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
+from overt.guards.gridorder import GridOrderChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
@@ -89,6 +90,7 @@ CHECKS: tuple[type[Check], ...] = (
     SequenceTargetChecks,
     ForecastChecks,
     TransformAxisChecks,
+    GridOrderChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
     SameViewsChecks,
