@@ -17,8 +17,8 @@ compared, on the device, with the identity grid in both orders (each with ``alig
 and false): the mean absolute difference to the closest of each.  Read with the next checked step;
 reported, once per call site, when on :data:`SEEN` checked calls the batch's mean grid lies within
 :data:`NEAR` of the identity in reversed order and at least :data:`FAR` (and :data:`RATIO` times
-as far) from the identity in the right one.  Silent for grids that are not near an identity in either order (random affine
-warps, crops, a learned sampling pattern), evaluation, and tiny grids.
+as far) from the identity in the right one.  Silent for grids that are not near an identity in
+either order (random affine warps, crops, a learned sampling pattern), evaluation, and tiny grids.
 """
 
 from __future__ import annotations
