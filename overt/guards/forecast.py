@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
-from overt.guards.independence import _Saved, module_forward
 from overt.guards.oneshot import OneShotHook
-from overt.guards.positions import Trace, compare, culprit
+from overt.guards.positions import Trace, culprit, named_culprit, traced_pair
 from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
 
@@ -232,37 +231,18 @@ class ForecastChecks(Check):
         rows = n if axis == 0 else min(PROBE_ROWS, n)  # a series along the first axis: not cut
         batch = x.shape[1] if axis == 0 else rows  # (steps, batch, ...): a sequence-first RNN's layout
 
-        def cut(value: Any) -> Any:
-            return value[:rows] if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == n else value
-
         base = x[:rows]
         changed = base.clone()
         changed.narrow(axis, p, 1).add_(base.abs().amax() + 1.0)
-        module = info.module
-        saved = _Saved(module, info.param_device)
-        modes = [(m, m.training) for m in module.modules()]
         self.running = True
         try:
-            for m, _ in modes:
-                m.training = False
-            rest = tuple(cut(a) for a in args[1:])
-            kw = {key: cut(v) for key, v in kwargs.items()}
-            with torch.no_grad():
-                forward = module_forward(info)
-                with Trace(module, batch, t, locate=False) as trace_a:
-                    a = output_tensors(forward(base, *rest, **kw))
-                saved.restore_rng()
-                with Trace(module, batch, t, locate=True) as trace_b:
-                    b = output_tensors(forward(changed, *rest, **kw))
-                flags = compare(trace_a, trace_b, p)
-        except Exception:  # noqa: BLE001  a model the probe cannot run: nothing proven
-            return None
+            pair = traced_pair(info, base, changed, args, kwargs, n, rows, batch, t, p)
         finally:
             self.running = False
-            for m, mode in modes:
-                m.training = mode
-            saved.restore()
-            saved.restore_rng()
+        if pair is None:
+            return None
+        a, b = output_tensors(pair[0]), output_tensors(pair[1])
+        flags, trace_b = pair[2], pair[3]
         a = [o for o in a if o.is_floating_point()]
         b = [o for o in b if o.is_floating_point()]
         if flags is None or out >= len(a) or len(a) != len(b) or a[out].shape != b[out].shape:
@@ -293,16 +273,7 @@ class ForecastChecks(Check):
     def _report(self, fwd: _Forward, name: str, loc: str, k: int, module: str, site: str | None) -> None:
         info = fwd.info
         call = f" (called at {fwd.site})" if fwd.site else ""
-        if module == "F.scaled_dot_product_attention":
-            source = "F.scaled_dot_product_attention" + (f" at {site}" if site else "") + f" in {info.name}"
-            where = "F.scaled_dot_product_attention" + (f" call at {site}" if site else "")
-        elif module:
-            sub = info.module.get_submodule(module)
-            source = f"{info.name}.{module} ({type(sub).__name__}" + (f", called at {site})" if site else ")")
-            where = f"{info.name}.{module}" + (f" call at {site}" if site else "")
-        else:
-            source = f"the forward of {info.name} (its own code between layers)"
-            where = f"forward of {info.name}" + (f" called at {fwd.site}" if fwd.site else "")
+        source, where = named_culprit(info, module, site, fwd.site)
         later = "the next step" if k == 1 else f"step t+{k}"
         msg = (f"the output of {info.name}{call} at step t is scored by F.{name} at {loc} against {later} of its own "
                f"input, and it changes when that step of the input changes: {source} lets each step see later ones. "

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module
 
+from overt.guards.independence import _Saved, module_forward
 from overt.guards.where import user_location
 
 _MAX_CALLS = 4096  # submodule calls traced per forward
@@ -161,3 +162,52 @@ def culprit(flags: list[float], trace: Trace) -> tuple[str, str | None] | None:
             return trace.names.get(module_id, ""), where
         digest = digest or bool(summary_out)
     return None if digest else ("", None)
+
+
+def named_culprit(info: Any, module: str, site: str | None, called_at: str | None) -> tuple[str, str]:
+    """``(source, where)`` of a finding naming what :func:`culprit` found in the model ``info``: a functional
+    attention call, a submodule (its class and call site), or the model's own forward (``called_at``)."""
+    if module == "F.scaled_dot_product_attention":
+        return ("F.scaled_dot_product_attention" + (f" at {site}" if site else "") + f" in {info.name}",
+                "F.scaled_dot_product_attention" + (f" call at {site}" if site else ""))
+    if module:
+        sub = info.module.get_submodule(module)
+        return (f"{info.name}.{module} ({type(sub).__name__}" + (f", called at {site})" if site else ")"),
+                f"{info.name}.{module}" + (f" call at {site}" if site else ""))
+    return (f"the forward of {info.name} (its own code between layers)",
+            f"forward of {info.name}" + (f" called at {called_at}" if called_at else ""))
+
+
+def traced_pair(info: Any, first: torch.Tensor, second: torch.Tensor, args: tuple, kwargs: dict, n: int,
+                rows: int, batch: int, t: int, p: int) -> tuple[Any, Any, torch.Tensor | None, Trace] | None:
+    """Two forwards of a watched model (``info``), on ``first`` and then ``second`` as its first argument and
+    the first ``rows`` of the other arguments' ``n`` samples, in eval mode under ``no_grad``, each traced
+    (``batch`` samples of ``t`` positions, changed at ``p``); the modules' modes, buffers, attributes and
+    random generators put back.  ``(output a, output b, flags of compare, trace b)``, or None when the
+    model cannot run so."""
+    def cut(value: Any) -> Any:
+        return value[:rows] if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == n else value
+
+    module = info.module
+    saved = _Saved(module, info.param_device)
+    modes = [(m, m.training) for m in module.modules()]
+    try:
+        for m, _ in modes:
+            m.training = False
+        rest = tuple(cut(a) for a in args[1:])
+        kw = {key: cut(v) for key, v in kwargs.items()}
+        with torch.no_grad():
+            forward = module_forward(info)
+            with Trace(module, batch, t, locate=False) as trace_a:
+                a = forward(first, *rest, **kw)
+            saved.restore_rng()
+            with Trace(module, batch, t, locate=True) as trace_b:
+                b = forward(second, *rest, **kw)
+            return a, b, compare(trace_a, trace_b, p), trace_b
+    except Exception:  # noqa: BLE001  a model the probe cannot run: nothing proven
+        return None
+    finally:
+        for m, mode in modes:
+            m.training = mode
+        saved.restore()
+        saved.restore_rng()

@@ -38,10 +38,9 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
-from overt.guards.independence import _Saved, module_forward
 from overt.guards.oneshot import OneShotHook
 from overt.guards.padding import token_ids
-from overt.guards.positions import Trace, compare, culprit
+from overt.guards.positions import Trace, culprit, named_culprit, traced_pair
 from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
 
@@ -166,35 +165,15 @@ class SequenceTargetChecks(Check):
         changed = ids[:rows].clone()
         changed[:, p] = ids.roll(1, 0)[:rows, p]
         changed[:, p] = torch.where(changed[:, p] == ids[:rows, p], ids[:rows, p - 1], changed[:, p])
-        module = info.module
-
-        def cut(value: Any) -> Any:
-            return value[:rows] if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == n else value
-
-        saved = _Saved(module, info.param_device)
-        modes = [(m, m.training) for m in module.modules()]
         self.running = True
         try:
-            for m, _ in modes:
-                m.training = False
-            rest = tuple(cut(a) for a in args[1:])
-            kw = {k: cut(v) for k, v in kwargs.items()}
-            with torch.no_grad():
-                forward = module_forward(info)
-                with Trace(module, rows, t, locate=False) as trace_a:
-                    a = _logits(forward(ids[:rows], *rest, **kw), rows, t)
-                saved.restore_rng()
-                with Trace(module, rows, t, locate=True) as trace_b:
-                    b = _logits(forward(changed, *rest, **kw), rows, t)
-                flags = compare(trace_a, trace_b, p)
-        except Exception:  # noqa: BLE001  a model the probe cannot run: nothing proven
-            return None
+            pair = traced_pair(info, ids[:rows], changed, args, kwargs, n, rows, rows, t, p)
         finally:
             self.running = False
-            for m, mode in modes:
-                m.training = mode
-            saved.restore()
-            saved.restore_rng()
+        if pair is None:
+            return None
+        a, b = _logits(pair[0], rows, t), _logits(pair[1], rows, t)
+        flags, trace_b = pair[2], pair[3]
         if a is None or b is None:
             return None
         moved = (a.float() - b.float()).abs().amax(dim=(0, 2))
@@ -310,16 +289,7 @@ class SequenceTargetChecks(Check):
         info = fwd.info
         call = f" (called at {fwd.site})" if fwd.site else ""
         target = "the next token" if k == 1 else f"token t+{k}"
-        if module == "F.scaled_dot_product_attention":
-            source = "F.scaled_dot_product_attention" + (f" at {site}" if site else "") + f" in {info.name}"
-            where = "F.scaled_dot_product_attention" + (f" call at {site}" if site else "")
-        elif module:
-            sub = info.module.get_submodule(module)
-            source = f"{info.name}.{module} ({type(sub).__name__}" + (f", called at {site})" if site else ")")
-            where = f"{info.name}.{module}" + (f" call at {site}" if site else "")
-        else:
-            source = f"the forward of {info.name} (its own code between layers)"
-            where = f"forward of {info.name}" + (f" called at {fwd.site}" if fwd.site else "")
+        source, where = named_culprit(info, module, site, fwd.site)
         msg = (f"the output of {info.name}{call} at position t is scored by F.{name} at {loc} against {target} of "
                f"its input, and it changes when that token changes: {source} lets each position see later ones. "
                "The model reads the answer instead of predicting it: the training loss falls while the model "
