@@ -129,3 +129,36 @@ def test_grids_that_are_right_or_no_identity_are_silent(random):
 def test_the_twin_flow_warp_is_silent():
     findings, text = _register(swapped=False)
     assert "grid-coordinates-swapped" not in slugs(findings), text
+
+
+class _Registration(nn.Module):
+    """moving and fixed scans stacked as two channels in, the moving scan warped onto the fixed one out."""
+
+    def __init__(self, swapped: bool):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(2, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 2, 3, padding=1))
+        self.swapped = swapped
+
+    def forward(self, pair):
+        return _warp(pair[:, :1], 0.1 * self.net(pair), self.swapped)
+
+
+@pytest.mark.parametrize("swapped", [True, False], ids=["ij-grid", "twin"])
+def test_the_engine_names_a_swapped_grid_inside_the_model(swapped, tmp_path, capsys):
+    from torch.utils.data import TensorDataset
+
+    from overt import Trainer
+
+    torch.manual_seed(0)
+    fixed = _images()
+    pairs = torch.cat([fixed.roll(1, dims=-1), fixed], 1)
+    model = _Registration(swapped)
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=1e-3), nn.MSELoss(), TensorDataset(pairs, fixed),
+                      run_dir=tmp_path / "run", epochs=1, batch_size=50, progress="off", tensorboard=False,
+                      checkpoint=False, guards=True)
+    summary = trainer.fit()
+    err = capsys.readouterr().err
+    if swapped:
+        assert "grid-coordinates-swapped" in str(summary) and "F.grid_sample call at" in err, err
+    else:
+        assert "grid-coordinates-swapped" not in str(summary) + err, err
