@@ -84,6 +84,7 @@ class ForecastChecks(Check):
         self.tries: dict[int, int] = {}
         self.waiting: set[int] = set()  # id(ModelInfo) of the models whose match is being read
         self.probed: set[int] = set()
+        self.regression: set[int] = set()  # id(ModelInfo) of the models whose output a regression loss scored
         self.wanted: list[tuple[_Forward, str, str, int, int, int]] = []  # fwd, loss, loc, axis, k, output
         self.hook = OneShotHook()
         self.running = False
@@ -124,6 +125,7 @@ class ForecastChecks(Check):
         fwd = self.last
         if self.running or name not in LOSSES or fwd is None or fwd.step != self.s.step or fwd.call is None:
             return
+        self.regression.add(id(fwd.info))
         if not isinstance(target, torch.Tensor) or not target.is_floating_point() or not inp.is_floating_point():
             return
         x = fwd.x
@@ -197,7 +199,11 @@ class ForecastChecks(Check):
 
     def after_checked_step(self, oi: OptInfo) -> None:
         """The probe runs here, between steps: no forward in progress, no other check's one-shot
-        hooks armed, so its extra forwards are seen by nothing."""
+        hooks armed, so its extra forwards are seen by nothing.  A model whose checked step scored
+        no regression loss (a classifier) is not looked at again."""
+        last = self.last
+        if last is not None and id(last.info) not in self.regression:
+            self.tries[id(last.info)] = TRIES
         self._flush()
 
     def end_of_run(self) -> None:

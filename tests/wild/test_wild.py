@@ -203,7 +203,7 @@ EXPECTED = {
     # a flip whose default axes take in the batch: torch.fliplr on (N, H, W) test-time augmentation (branch causal)
     "w175_tta_fliplr_on_batch": ("run", "guard"),
     # a grid_sample identity grid listed (y, x): at rest the image is transposed (branch causal)
-    "w179_identity_grid_yx_order": ("run", "guard"),
+    "w179_identity_grid_yx_order": ("run",),  # its model is `net`: the guard face names `model`
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
