@@ -15,7 +15,9 @@ matrix -- on a batch they take in the batch axis or the one after it:
 
 Seen with wrappers of ``torch.fliplr``, ``torch.rot90``, ``torch.roll`` and the tensor methods
 of the same names, installed while a guard session is active: a call with the default axes on a
-tensor of at least 3 axes (``fliplr``) or 2 (``rot90``, ``roll``) notes its result (a weak
+tensor of at least 4 axes or of 3 with axes 1 and 2 of one size (``fliplr``: a batch of square
+images; a batch of sequences ``(N, T, F)`` is reversed in time along axis 1 on purpose) or of at
+least 2 (``rot90``, ``roll``) notes its result (a weak
 reference, the call site; the last :data:`KEPT` of them).  Reported when a noted result is the
 first argument of a watched model's forward, on a checked training step or in evaluation: the
 model's input is a batch, and its first axis -- the batch -- is among the transformed ones.
@@ -57,8 +59,11 @@ def _defaults(name: str, args: tuple, kwargs: dict) -> bool:
 
 
 def _note(name: str, x: Any, args: tuple, kwargs: dict, out: Any) -> None:
-    if isinstance(x, torch.Tensor) and isinstance(out, torch.Tensor) and x.dim() >= FUNCS[name] \
-            and _defaults(name, args, kwargs):
+    if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() < FUNCS[name]:
+        return
+    if name == "fliplr" and x.dim() == 3 and x.shape[1] != x.shape[2]:
+        return  # (N, T, F) sequences reversed in time along axis 1 are meant; (N, H, W) square images are not
+    if _defaults(name, args, kwargs):
         RECENT.append((weakref.ref(out), name, user_location(3), tuple(x.shape)))
 
 

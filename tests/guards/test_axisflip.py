@@ -76,6 +76,32 @@ def test_named_axes_and_per_sample_transforms_are_silent(augment, mirror):
     assert "transform-over-batch-axis" not in slugs(findings), text
 
 
+def test_fliplr_reversing_a_batch_of_sequences_in_time_is_silent():
+    """(N, T, F) with T != F: fliplr reverses axis 1, the time, as a backward reader means it."""
+    torch.manual_seed(0)
+    x, y = digits()
+    seq = x[:384].reshape(-1, 16, 4)  # 16 steps of 4 pixels each
+    rnn, head = nn.GRU(4, 16, batch_first=True), nn.Linear(32, 10)
+
+    class Both(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.head = rnn, head
+
+        def forward(self, s):
+            return self.head(torch.cat([self.rnn(s)[0][:, -1], self.rnn(torch.fliplr(s))[0][:, -1]], 1))
+
+    model = Both()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(6):
+        loss = F.cross_entropy(model(torch.fliplr(seq[64 * i:64 * (i + 1)])), y[64 * i:64 * (i + 1)])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert "transform-over-batch-axis" not in slugs(g.report()), g.session.options.stream.getvalue()
+
+
 @pytest.mark.parametrize("dims", [None, 1], ids=["flattened", "twin"])
 def test_the_engine_names_a_roll_without_dims_in_its_forward(dims, tmp_path, capsys):
     from torch.utils.data import TensorDataset
