@@ -280,3 +280,35 @@ def test_edges_split_as_subsets_of_one_doubled_list_are_named():
 
     shared, n, how = shared_samples(train, test)
     assert n == len(test) and shared > 0.6 * n and "reverse" in how
+
+
+def test_test_images_whose_mirror_trains_are_named_and_augmenting_after_the_split_is_quiet():
+    """Flipped copies added before a random split: most test images are a training image flipped left to right.
+    The twin splits the originals and mirrors the training part only."""
+    x, y = digits()
+    images, labels = x[:600].reshape(-1, 1, 8, 8), y[:600]
+    both = TensorDataset(torch.cat([images, images.flip(-1)]), torch.cat([labels, labels]))
+    train, test = torch.utils.data.random_split(both, [0.8, 0.2], generator=torch.Generator().manual_seed(3))
+
+    def conv() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(512, 10))
+
+    def body(train_set, test_set) -> None:
+        model = conv()
+        _fit(model, train_set)
+        _score(model, test_set)
+
+    # another copy of the rows, as a data set of its own: the indices do not tell
+    flat_train = TensorDataset(*both[train.indices])
+    flat_test = TensorDataset(*both[test.indices])
+    findings = _run(lambda: body(flat_train, flat_test))
+    assert slugs(findings) == [SLUG]
+    assert "mirror image" in findings[0].message and "flipped copies" in findings[0].fix
+
+    assert slugs(_run(lambda: body(train, test))) == [SLUG]  # Subsets of the doubled set: indices apart, rows not
+
+    order = torch.randperm(600, generator=torch.Generator().manual_seed(3))
+    tr, te = order[:480], order[480:]
+    twin_train = TensorDataset(torch.cat([images[tr], images[tr].flip(-1)]), torch.cat([labels[tr], labels[tr]]))
+    assert _run(lambda: body(twin_train, TensorDataset(images[te], labels[te]))) == []

@@ -15,7 +15,8 @@ itself (``flip``, ``fliplr``/``flipud``, ``rot90``, ``roll``, the columns revers
 ``[:, ::-1]``, the array again), a repeat of it (``repeat``/``repeat_interleave``/``np.repeat``/
 ``np.tile`` along the rows), or an index of a table by a group id bound to a repeated ``arange``; and
 they are split at random in the same function -- the split forms of ``windows-split-at-random``
-(``train_test_split``, ``random_split``, a permutation of their length cut in two) or a random mask
+(``train_test_split``, ``random_split``, a permutation of their length cut in two), a scikit-learn splitter
+that ignores groups (``KFold(...).split(R)``, ``StratifiedKFold``, ``ShuffleSplit``), or a random mask
 used as ``R[m]`` and ``R[~m]`` whose draw refers neither to the group id nor to the array before the
 copies (a mask drawn over the units and expanded stays silent).
 """
@@ -31,6 +32,8 @@ from overt.lint.rules.windowsplit import follow_copies, random_splits
 
 _CONCAT = frozenset({"cat", "concat", "concatenate", "vstack", "row_stack"})
 _FLIPS = frozenset({"flip", "fliplr", "flipud", "rot90", "roll"})
+_SPLITTERS = frozenset({"KFold", "StratifiedKFold", "ShuffleSplit", "StratifiedShuffleSplit", "RepeatedKFold",
+                        "RepeatedStratifiedKFold"})  # shuffled or not, each fold's rows have copies in the others
 _RANDOM = frozenset({"randperm", "permutation", "rand", "random", "random_sample", "choice", "randint", "shuffle",
                      "bernoulli", "multinomial", "sample", "uniform"})
 
@@ -61,8 +64,9 @@ def _along_rows(call: ast.Call) -> bool:
     return axis is None or is_const(axis, 0) or (isinstance(axis, ast.Constant) and axis.value == 0)
 
 
-def _concat_copies(node: ast.AST) -> tuple[str, str, str] | None:
-    """(the unit array, how) for ``cat([A, f(A)])`` along the rows."""
+def _concat_copies(node: ast.AST, bound: dict[str, ast.AST] | None = None) -> tuple[str, str, str] | None:
+    """(the unit array, how, what a copy is) for ``cat([A, f(A)])`` along the rows (``f(A)`` written in the call
+    or bound once, in ``bound``, to a name passed)."""
     if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.List, ast.Tuple))):
         return None
     if (dotted(node.func) or "").rsplit(".", 1)[-1] not in _CONCAT or not _along_rows(node):
@@ -71,7 +75,8 @@ def _concat_copies(node: ast.AST) -> tuple[str, str, str] | None:
     if len(parts) < 2 or not isinstance(parts[0], ast.Name):
         return None
     base = parts[0].id
-    others = [p for p in parts[1:]]
+    bound = bound or {}
+    others = [bound.get(p.id, p) if isinstance(p, ast.Name) and p.id != base else p for p in parts[1:]]
     if all(isinstance(p, ast.Name) and p.id == base for p in others):
         return base, f"`{base}` listed {len(parts)} times", "the duplicate"
     if all(_base_of_transform(p) == base for p in others):
@@ -130,12 +135,17 @@ def _copy_sets(ix: FileIndex, scope: ast.AST | None) -> dict[str, tuple[ast.AST,
     """Names of the function ``scope`` (None: the module) holding rows that repeat their units -> (where made,
     how, names a unit-level split refers to, what a row's copy is)."""
     out: dict[str, tuple[ast.AST, str, set[str], str]] = {}
+    once = {}  # names bound once in the scope -> their value
+    for name, every in ix.assigns.items():
+        mine = [v for v in every if ix.enclosing_function(v) is scope]
+        if len(mine) == 1:
+            once[name] = mine[0]
     for name, every in ix.assigns.items():
         values = [v for v in every if ix.enclosing_function(v) is scope]
         if "." in name or not values:
             continue
         first = values[0]
-        found = _concat_copies(first) or _repeat_copies(first)
+        found = _concat_copies(first, once) or _repeat_copies(first)
         units: set[str] = set()
         if found:
             units = {found[0]}
@@ -200,6 +210,20 @@ def _complement_masks(ix: FileIndex, copies: dict) -> Iterator[tuple[ast.AST, st
         yield values[0], rows
 
 
+def _splitter_splits(ix: FileIndex, copies: dict) -> Iterator[tuple[ast.AST, str]]:
+    """``KFold(...).split(R)`` (a scikit-learn splitter that ignores groups, bound or written in the call)."""
+    for call in ix.calls:
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "split" and call.args
+                and dotted(call.args[0]) in copies):
+            continue
+        owner = call.func.value
+        values = [owner] if isinstance(owner, ast.Call) else ix.assigns.get(dotted(owner) or "", [])
+        kinds = {(ix.qualname(v.func) or dotted(v.func) or "").rsplit(".", 1)[-1] for v in values
+                 if isinstance(v, ast.Call)}
+        if len(kinds) == 1 and kinds & _SPLITTERS:
+            yield call, dotted(call.args[0]) or ""
+
+
 def _scope(ix: FileIndex, node: ast.AST) -> ast.AST | None:
     return ix.enclosing_function(node)
 
@@ -224,7 +248,8 @@ def _split_hits(ix: FileIndex, scope: ast.AST | None) -> Iterator[Hit]:
             src = next(n for n, m in made_at.items() if m is made_at[name] and n in copies)
             copies[name] = copies[src]
     seen: set[int] = set()
-    for node, rows in list(random_splits(ix, copies)) + list(_complement_masks(ix, copies)):
+    for node, rows in list(random_splits(ix, copies)) + list(_complement_masks(ix, copies)) + list(
+            _splitter_splits(ix, copies)):
         if id(node) in seen:
             continue
         made, how, _, copy = copies[rows]
