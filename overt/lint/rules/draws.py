@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from overt.lint.index import EVAL_TOKENS, FileIndex, dotted, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.seenitems import seen_items_ranked
+from overt.lint.rules.splitdraw import split_redrawn
 
 _SUPPORT = frozenset({"support", "supports", "shot", "shots"})
 _QUERY = frozenset({"query", "queries"})
@@ -144,9 +145,11 @@ def _excluded(ix: FileIndex, a: str, b: str, scope: ast.AST | None) -> bool:
 
 @rule("disjoint-sets-overlap")
 def disjoint_sets_overlap(ix: FileIndex) -> Iterator[Hit]:
-    """Sets drawn apart from one pool (here), top-N lists over the training items (:mod:`.seenitems`)."""
+    """Sets drawn apart from one pool (here), top-N lists over the training items (:mod:`.seenitems`), a split
+    drawn again by each process (:mod:`.splitdraw`)."""
     yield from _drawn_apart(ix)
     yield from seen_items_ranked(ix)
+    yield from split_redrawn(ix)
 
 
 def _drawn_apart(ix: FileIndex) -> Iterator[Hit]:

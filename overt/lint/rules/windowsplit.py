@@ -180,7 +180,7 @@ def _length_of(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
     return None
 
 
-def _cut_in_two(ix: FileIndex, perm: str, within: ast.AST) -> ast.Subscript | None:
+def cut_in_two(ix: FileIndex, perm: str, within: ast.AST) -> ast.Subscript | None:
     """The ``perm[cut:]`` half when ``perm`` is sliced both ``[:cut]`` and ``[cut:]`` in the scope ``within``."""
     head = tail = None
     for sub in ix.scope_nodes(within):
@@ -224,7 +224,7 @@ def random_splits(ix: FileIndex, windows: dict) -> Iterator[tuple[ast.AST, str]]
                 continue
             if w is None:
                 continue
-            tail = _cut_in_two(ix, name, ix.enclosing_function(value) or ix.tree)
+            tail = cut_in_two(ix, name, ix.enclosing_function(value) or ix.tree)
             if tail is not None:
                 yield value, w
 
