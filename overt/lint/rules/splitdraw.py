@@ -14,7 +14,8 @@ The detector proves each part from the file: a split drawn from the global gener
 call whose name mentions a seed: ``manual_seed``, ``np.random.seed``, ``seed_everything``, ``set_seed``, a
 project's own ``seed_all``); and the file runs as several processes (``init_process_group``,
 ``DistributedDataParallel``, ``DistributedSampler``, ``Accelerator()``, ``strategy="ddp..."``) or resumes (an
-optimizer's ``load_state_dict``, ``ckpt_path=``/``resume_from_checkpoint=``).
+optimizer's ``load_state_dict``, ``ckpt_path=``/``resume_from_checkpoint=`` given to ``fit``, ``train`` or
+``Trainer``; ``trainer.test(ckpt_path="best")`` only evaluates a checkpoint).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from overt.lint.rules.windowsplit import cut_in_two
 
 _MULTI = frozenset({"init_process_group", "DistributedDataParallel", "DistributedSampler", "Accelerator"})
 _RESUME_KWARGS = frozenset({"ckpt_path", "resume_from_checkpoint"})
+#: calls that go on training from a checkpoint (``trainer.test(ckpt_path="best")`` only evaluates it)
+_RESUMES = frozenset({"fit", "train", "Trainer"})
 
 
 def _seeded(ix: FileIndex) -> bool:
@@ -50,8 +53,10 @@ def _processes(ix: FileIndex) -> tuple[ast.AST, str] | None:
             return call, f"`strategy={strategy.value!r}` (line {call.lineno}): each process draws its own split, " \
                          "so one process's validation samples are another's training samples"
     for call in ix.calls:
-        if any(k.arg in _RESUME_KWARGS and not (isinstance(k.value, ast.Constant) and k.value.value is None)
-               for k in call.keywords):
+        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+        if last in _RESUMES and any(k.arg in _RESUME_KWARGS and not (isinstance(k.value, ast.Constant)
+                                                                     and k.value.value is None)
+                                    for k in call.keywords):
             return call, f"a resume (line {call.lineno}): the resumed process draws a new split, so it validates " \
                          "on samples it trained on before the checkpoint"
         if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict" \
