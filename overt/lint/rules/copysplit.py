@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted, is_const, kwarg, names_in
+from overt.lint.index import FileIndex, dotted, is_const, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.windowsplit import follow_copies, random_splits
 
@@ -34,6 +34,9 @@ _CONCAT = frozenset({"cat", "concat", "concatenate", "vstack", "row_stack"})
 _FLIPS = frozenset({"flip", "fliplr", "flipud", "rot90", "roll"})
 _SPLITTERS = frozenset({"KFold", "StratifiedKFold", "ShuffleSplit", "StratifiedShuffleSplit", "RepeatedKFold",
                         "RepeatedStratifiedKFold"})  # shuffled or not, each fold's rows have copies in the others
+#: words of a function that returns a transformed copy of its argument, sample by sample
+_AUGMENT = frozenset({"augment", "augmented", "augmentation", "aug", "flip", "flipped", "mirror", "mirrored", "rotate",
+                      "rotated", "jitter", "perturb", "perturbed", "noisy"})
 _RANDOM = frozenset({"randperm", "permutation", "rand", "random", "random_sample", "choice", "randint", "shuffle",
                      "bernoulli", "multinomial", "sample", "uniform"})
 
@@ -46,6 +49,8 @@ def _base_of_transform(node: ast.AST) -> str | None:
         if isinstance(f, ast.Attribute) and last in _FLIPS and dotted(f.value) not in ("torch", "np", "numpy"):
             return dotted(f.value)
         if last in _FLIPS and node.args:
+            return dotted(node.args[0])
+        if set(tokens(last)) & _AUGMENT and node.args:  # augment(X), random_flip(X), add_noise(X)
             return dotted(node.args[0])
         return None
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
@@ -159,6 +164,28 @@ def _copy_sets(ix: FileIndex, scope: ast.AST | None) -> dict[str, tuple[ast.AST,
         if any(not (isinstance(v, ast.BinOp) and name in names_in(v)) for v in values[1:]):
             continue
         out[name] = (first, found[1], units, found[2])
+    for loop in ix.loops:
+        if ix.enclosing_function(loop) is scope and isinstance(loop, ast.For):
+            for name, (where, how) in _appended_copies(ix, loop).items():
+                out.setdefault(name, (where, how, set(), "the transformed copy (the mirrored or augmented sample)"))
+    return out
+
+
+def _appended_copies(ix: FileIndex, loop: ast.For) -> dict[str, tuple[ast.AST, str]]:
+    """Lists that a loop body appends a sample and a transform of it to: ``L.append(x); L.append(flip(x))``."""
+    appended: dict[str, list[ast.Call]] = {}
+    for node in ix.stmts_nodes(loop.body):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append" \
+                and len(node.args) == 1 and dotted(node.func.value):
+            appended.setdefault(dotted(node.func.value) or "", []).append(node)
+    out: dict[str, tuple[ast.AST, str]] = {}
+    for name, calls in appended.items():
+        plain = {dotted(c.args[0]) for c in calls if isinstance(c.args[0], ast.Name)}
+        for c in calls:
+            base = _base_of_transform(c.args[0])
+            if base and base in plain:
+                out[name] = (c, f"each `{base}` appended next to `{ast.unparse(c.args[0])}`")
+                break
     return out
 
 
@@ -233,7 +260,7 @@ def split_over_copies(ix: FileIndex) -> Iterator[Hit]:
     scopes = {ix.enclosing_function(v) for values in ix.assigns.values() for v in values
               if isinstance(v, ast.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] in _CONCAT | {"repeat"}
               or isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "repeat_interleave"
-              or isinstance(v, (ast.Subscript, ast.BinOp))}
+              or isinstance(v, (ast.Subscript, ast.BinOp))} | {ix.enclosing_function(loop) for loop in ix.loops}
     for scope in sorted(scopes, key=lambda s: getattr(s, "lineno", 0)):
         yield from _split_hits(ix, scope)
 
@@ -244,7 +271,8 @@ def _split_hits(ix: FileIndex, scope: ast.AST | None) -> Iterator[Hit]:
         return
     made_at = {name: value[0] for name, value in copies.items()}
     for name in follow_copies(ix, made_at):
-        if name not in copies:
+        here = any(ix.enclosing_function(v) is scope for v in ix.assigns.get(name, []))
+        if name not in copies and here:  # a copy made in this function (``X = np.array(xs)``)
             src = next(n for n, m in made_at.items() if m is made_at[name] and n in copies)
             copies[name] = copies[src]
     seen: set[int] = set()

@@ -6,9 +6,11 @@ Ranked without excluding them, they fill the top of every list and push the held
 so recall and NDCG read far below what the model does (PreferredAI/cornac#483: "the interactive items in
 trainset are not removed during the evaluation phase").
 
-The detector proves each part from the code: a ``topk`` (``S.topk(K, dim=1)``, ``torch.topk(S, K, dim=1)``)
-of a score matrix whose top indices are looked up in a held-out interaction matrix ``H``
-(``H.gather(1, top)``, ``torch.gather(H, 1, top)``, ``H[rows, top]``); a training interaction matrix ``T``
+The detector proves each part from the code: a ``topk`` (``S.topk(K, dim=1)``, ``torch.topk(S, K, dim=1)``) or a
+descending ``argsort`` cut to its first columns (``np.argsort(-S, axis=1)[:, :K]``, ``S.argsort(dim=1,
+descending=True)[:, :K]``) of a score matrix whose top indices are looked up in a held-out interaction matrix
+``H`` (``H.gather(1, top)``, ``torch.gather(H, 1, top)``, ``np.take_along_axis(H, top, axis=1)``,
+``H[rows, top]``); a training interaction matrix ``T``
 (named for training, seen items or history) that is provably disjoint from ``H`` -- filled from the two
 halves of one draw (``T[r, chosen[:, k:]] = True``, ``H[r, chosen[:, :k]] = True``) or built as
 ``... & ~H`` (or ``H`` as ``... & ~T``); and no statement of that function that touches both the scores and
@@ -20,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted, names_in, tokens
+from overt.lint.index import FileIndex, dotted, is_const, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit
 
 _COMPOUND = (ast.For, ast.While, ast.If, ast.With, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -33,12 +35,35 @@ def _topk(ix: FileIndex, node: ast.AST) -> str | None:
         node = node.value
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 1:
         node = node.value
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
+        return _argsorted(node.value)  # argsort(...)[:, :K]
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.func.attr != "topk":
         return None
     owner = node.func.value
     if dotted(owner) == "torch" and node.args:
         return dotted(node.args[0])
     return dotted(owner)
+
+
+def _argsorted(node: ast.AST) -> str | None:
+    """The scores' name for a descending ``argsort`` over items: ``np.argsort(-S, axis=1)``,
+    ``torch.argsort(S, dim=1, descending=True)``, ``S.argsort(dim=1, descending=True)``, ``np.argsort(S)[:, ::-1]``."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and \
+            ast.unparse(node.slice).replace(" ", "") == ":,::-1" and isinstance(node.value, ast.Call):
+        call, flipped = node.value, True
+    elif isinstance(node, ast.Call):
+        call, flipped = node, False
+    else:
+        return None
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "argsort"):
+        return None
+    owner = dotted(call.func.value)
+    scores = call.args[0] if owner in ("np", "numpy", "torch") and call.args else call.func.value
+    descending = kwarg(call, "descending")
+    negated = isinstance(scores, ast.UnaryOp) and isinstance(scores.op, ast.USub)
+    if not (flipped or negated or (descending is not None and is_const(descending, True))):
+        return None
+    return dotted(scores.operand if negated else scores)
 
 
 def _tops(ix: FileIndex) -> list[tuple[ast.Assign, str, str]]:
@@ -62,6 +87,9 @@ def _tops(ix: FileIndex) -> list[tuple[ast.Assign, str, str]]:
 def _looked_up(ix: FileIndex, top: str, scope: ast.AST | None) -> tuple[str, ast.AST] | None:
     """(the held-out matrix, where) that ``top``'s indices are looked up in."""
     for node in ix.scope_nodes(scope) if scope is not None else ast.walk(ix.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "take_along_axis" \
+                and len(node.args) >= 2 and dotted(node.args[1]) == top and dotted(node.args[0]):
+            return dotted(node.args[0]) or "", node
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "gather":
             args = node.args
             if dotted(node.func.value) == "torch" and len(args) == 3 and dotted(args[2]) == top:
@@ -110,7 +138,9 @@ def _excludes(ix: FileIndex, name: str, other: str) -> bool:
 
 def _disjoint_train(ix: FileIndex, held: str) -> str | None:
     """A training interaction matrix provably disjoint from ``held``."""
-    for name in ix.assigns:
+    negated = {dotted(sub.operand) for value in ix.assigns.get(held, []) for sub in ast.walk(value)
+               if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Invert) and dotted(sub.operand)}
+    for name in list(ix.assigns) + sorted(negated - set(ix.assigns)):
         if "." in name or name == held or not set(tokens(name)) & _TRAIN_WORDS:
             continue
         if _excludes(ix, name, held) or _excludes(ix, held, name):
