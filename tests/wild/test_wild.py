@@ -199,11 +199,12 @@ EXPECTED = {
     "w166_mc_dropout_in_eval_mode": ("lint", "run", "guard"),
     # sets a correct program keeps disjoint (branch leakage): a random split over rows that repeat their units
     # (both directions of an edge, several images per patient); support and query drawn apart; top-N over the
-    # training items
+    # training items; a split redrawn on resume
     "w153_undirected_edges_split_as_directed": ("lint",),
     "w135_split_by_image_not_patient": ("lint",),
     "w174_support_query_overlap": ("lint",),
     "w97_seen_items_ranked": ("lint",),
+    "w181_split_redrawn_on_resume": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
