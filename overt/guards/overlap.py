@@ -150,8 +150,9 @@ def _codes(pairs: Any, width: int) -> Any:
 
 def reversed_pairs(train: Any, val: Any) -> int | None:
     """How many evaluation pairs ``(u, v)`` have ``(v, u)`` (or themselves) among the training pairs, when both
-    data sets are edge lists and the training list holds most of its edges both ways (:data:`FAIL_SHARE`: the
-    graph is undirected, so a pair and its reverse are one edge); None otherwise."""
+    data sets are edge lists and the training list holds most of its edges both ways (:data:`FAIL_SHARE`, and
+    twice what a relation as dense would hold both ways by chance: the graph is undirected, so a pair and its
+    reverse are one edge); None otherwise."""
     import numpy as np
 
     t, v = _pairs(train), _pairs(val)
@@ -163,8 +164,10 @@ def reversed_pairs(train: Any, val: Any) -> int | None:
     width = int(max(t.max(), v.max())) + 1
     known = np.unique(_codes(t, width))
     back = np.isin(_codes(t[:, ::-1], width), known)
-    if back.mean() < FAIL_SHARE:
-        return None  # a directed list: (u, v) and (v, u) are two edges
+    # the share of pairs a dense relation would give both ways by chance (user-item pairs: two id spaces)
+    chance = len(known) / max(len(np.unique(t[:, 0])) * len(np.unique(t[:, 1])), 1)
+    if back.mean() < max(FAIL_SHARE, 2 * chance):
+        return None  # a directed list (or pairs of two kinds): (u, v) and (v, u) are two samples
     return int((np.isin(_codes(v, width), known) | np.isin(_codes(v[:, ::-1], width), known)).sum())
 
 

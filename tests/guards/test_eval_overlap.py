@@ -312,3 +312,15 @@ def test_test_images_whose_mirror_trains_are_named_and_augmenting_after_the_spli
     tr, te = order[:480], order[480:]
     twin_train = TensorDataset(torch.cat([images[tr], images[tr].flip(-1)]), torch.cat([labels[tr], labels[tr]]))
     assert _run(lambda: body(twin_train, TensorDataset(images[te], labels[te]))) == []
+
+
+def test_dense_user_item_pairs_are_not_read_as_an_undirected_graph():
+    """(user, item) pairs of a dense interaction matrix (two id spaces that share numbers): half of the pairs
+    have their 'reverse' by chance, which is no edge listed twice."""
+    from overt.guards.overlap import reversed_pairs
+
+    g = torch.Generator().manual_seed(0)
+    pairs = (torch.rand(60, 60, generator=g) < 0.7).nonzero()
+    order = torch.randperm(len(pairs), generator=g)
+    cut = int(0.8 * len(pairs))
+    assert reversed_pairs(TensorDataset(pairs[order[:cut]]), TensorDataset(pairs[order[cut:]])) is None
