@@ -580,6 +580,20 @@ ENTRIES: tuple[Entry, ...] = (
           "on both sides and its target among their inputs, so the test error measures interpolation of data the "
           "model has seen, not prediction of a later period, and reads far better than the model forecasts",
           _E, True, False),
+    Entry("split-over-copies", "OVT541", "a random split over rows that repeat their units (both directions of an "
+          "edge, a sample and its flipped copy, several rows per patient)",
+          "most units land on both sides of the split: each test row has its reverse, mirror or sibling among the "
+          "training rows, so the test score measures recognition of units the model has seen and reads far better "
+          "than the model does on new ones",
+          _E, True, False),
+    Entry("disjoint-sets-overlap", "OVT542", "a set drawn or ranked without excluding a set it must be disjoint "
+          "from (query and support drawn apart from one pool; top-N candidates that include the user's training "
+          "items; a train/validation split drawn afresh by each process or resume)",
+          "the scored set then holds what the model was given: a query that is also a support example is matched "
+          "to itself and inflates few-shot accuracy; items the user trained on fill the top of every "
+          "recommendation list and push out the held-out items the metric looks for; a split redrawn by another "
+          "rank or a resumed run validates on samples trained on",
+          _E, True, False),
     Entry("box-flip-corners-unswapped", "OVT531", "a box flipped without swapping its corners",
           "mirroring reverses the order of the x (or y) coordinates: [W - x1, y1, W - x2, y2] gives every flipped "
           "box x1 > x2, an impossible box of negative width, so the box loss, IoU and anchor matching train on "

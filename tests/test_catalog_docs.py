@@ -98,7 +98,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, repeated runs start fresh and Monte Carlo samples differ (branch lintloops)
          "model-carried-across-folds", "mc-samples-identical",
          # issue 33, a flip, rotation or roll whose default axes take in the batch (branch causal)
-         "transform-over-batch-axis", "grid-coordinates-swapped"}
+         "transform-over-batch-axis", "grid-coordinates-swapped",
+         # issue 33, sets a correct program keeps disjoint (branch leakage)
+         "split-over-copies", "disjoint-sets-overlap"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

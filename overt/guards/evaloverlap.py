@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from overt.guards.check import Check
-from overt.guards.overlap import FAIL_SHARE, shared_samples
+from overt.guards.overlap import EDGE_FIX, FAIL_SHARE, MIRROR_FIX, shared_samples
 
 MAX_JUDGED = 8  # evaluation data sets compared per run
 
@@ -115,6 +115,7 @@ class EvalOverlapChecks(Check):
             "reported evaluation metrics measure memorisation (a test set loaded from the training split, e.g. "
             "train=True, or validation indices drawn from the training set), not generalisation.",
             fix="evaluate on data disjoint from the training data: load the test split (train=False / split='test'), "
-            "or split the data once into disjoint parts (torch.utils.data.random_split, distinct index lists).",
+            "or split the data once into disjoint parts (torch.utils.data.random_split, distinct index lists)."
+            + (EDGE_FIX if "reverse" in how else MIRROR_FIX if "mirror" in how else ""),
             where=f"evaluation DataLoader over {name}", key="val-overlap",
         )

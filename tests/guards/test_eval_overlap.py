@@ -210,3 +210,117 @@ def test_lightning_validation_over_training_rows_is_named_and_a_held_out_set_is_
             lightning_digits.fit(None, callbacks=[cb], root=root, logger=False, datamodule=data)
         found[name] = [f.slug for f in cb.findings if f.slug == SLUG]
     assert found == {"leaky": [SLUG], "held-out": []}, found
+
+
+def _digit_graph() -> torch.Tensor:
+    """The undirected 5-nearest-neighbour graph of 300 digits, each edge once (u < v)."""
+    x, _ = digits()
+    x = x[:300]
+    near = torch.cdist(x, x).topk(6, largest=False).indices[:, 1:]
+    pairs = torch.stack([torch.arange(300).repeat_interleave(5), near.reshape(-1)], 1)
+    pairs = torch.stack([pairs.min(1).values, pairs.max(1).values], 1)
+    return torch.unique(pairs, dim=0)
+
+
+class _Link(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(300, 16)
+
+    def forward(self, pairs: torch.Tensor) -> torch.Tensor:
+        return (self.emb(pairs[:, 0]) * self.emb(pairs[:, 1])).sum(1)
+
+
+def _link_run(train_pairs: torch.Tensor, test_pairs: torch.Tensor) -> list:
+    def body() -> None:
+        model = _Link()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for _ in range(2):
+            for (pos,) in DataLoader(TensorDataset(train_pairs), batch_size=128, shuffle=True):
+                neg = torch.randint(0, 300, pos.shape)
+                loss = F.binary_cross_entropy_with_logits(torch.cat([model(pos), model(neg)]),
+                                                          torch.cat([torch.ones(len(pos)), torch.zeros(len(neg))]))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        model.eval()
+        with torch.no_grad():
+            for (pos,) in DataLoader(TensorDataset(test_pairs), batch_size=256):
+                model(pos).sigmoid().mean()
+
+    return _run(body)
+
+
+def test_test_edges_whose_reverse_trains_are_named_and_a_split_of_the_undirected_edges_is_quiet():
+    """An edge list holding each undirected edge both ways, split at random as directed pairs (THUDM/CogDL#18):
+    most test edges' reverses train.  The twin splits the undirected edges and doubles the training ones; a
+    directed list split at random (each pair one way only) is another graph and stays quiet."""
+    und = _digit_graph()
+    g = torch.Generator().manual_seed(1)
+    both = torch.cat([und, und.flip(1)])
+    order = torch.randperm(len(both), generator=g)  # noqa: OVT541 (planted)
+    cut = int(0.8 * len(both))
+    findings = _link_run(both[order[:cut]], both[order[cut:]])
+    assert slugs(findings) == [SLUG]
+    assert "reverse (v, u) is a training edge" in findings[0].message and "undirected edges" in findings[0].fix
+
+    order = torch.randperm(len(und), generator=g)
+    cut = int(0.8 * len(und))
+    train_und = und[order[:cut]]
+    assert _link_run(torch.cat([train_und, train_und.flip(1)]), und[order[cut:]]) == []
+    assert _link_run(und[order[:cut]], und[order[cut:]]) == []  # directed: no pair listed both ways
+
+
+def test_edges_split_as_subsets_of_one_doubled_list_are_named():
+    und = _digit_graph()
+    both = TensorDataset(torch.cat([und, und.flip(1)]))
+    train, test = torch.utils.data.random_split(both, [0.8, 0.2], generator=torch.Generator().manual_seed(2))
+    from overt.guards.overlap import shared_samples
+
+    shared, n, how = shared_samples(train, test)
+    assert n == len(test) and shared > 0.6 * n and "reverse" in how
+
+
+def test_test_images_whose_mirror_trains_are_named_and_augmenting_after_the_split_is_quiet():
+    """Flipped copies added before a random split: most test images are a training image flipped left to right.
+    The twin splits the originals and mirrors the training part only."""
+    x, y = digits()
+    images, labels = x[:600].reshape(-1, 1, 8, 8), y[:600]
+    both = TensorDataset(torch.cat([images, images.flip(-1)]), torch.cat([labels, labels]))
+    train, test = torch.utils.data.random_split(both, [0.8, 0.2], generator=torch.Generator().manual_seed(3))
+
+    def conv() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(512, 10))
+
+    def body(train_set, test_set) -> None:
+        model = conv()
+        _fit(model, train_set)
+        _score(model, test_set)
+
+    # another copy of the rows, as a data set of its own: the indices do not tell
+    flat_train = TensorDataset(*both[train.indices])
+    flat_test = TensorDataset(*both[test.indices])
+    findings = _run(lambda: body(flat_train, flat_test))
+    assert slugs(findings) == [SLUG]
+    assert "mirror image" in findings[0].message and "flipped copies" in findings[0].fix
+
+    assert slugs(_run(lambda: body(train, test))) == [SLUG]  # Subsets of the doubled set: indices apart, rows not
+
+    order = torch.randperm(600, generator=torch.Generator().manual_seed(3))
+    tr, te = order[:480], order[480:]
+    twin_train = TensorDataset(torch.cat([images[tr], images[tr].flip(-1)]), torch.cat([labels[tr], labels[tr]]))
+    assert _run(lambda: body(twin_train, TensorDataset(images[te], labels[te]))) == []
+
+
+def test_dense_user_item_pairs_are_not_read_as_an_undirected_graph():
+    """(user, item) pairs of a dense interaction matrix (two id spaces that share numbers): half of the pairs
+    have their 'reverse' by chance, which is no edge listed twice."""
+    from overt.guards.overlap import reversed_pairs
+
+    g = torch.Generator().manual_seed(0)
+    pairs = (torch.rand(60, 60, generator=g) < 0.7).nonzero()
+    order = torch.randperm(len(pairs), generator=g)
+    cut = int(0.8 * len(pairs))
+    assert reversed_pairs(TensorDataset(pairs[order[:cut]]), TensorDataset(pairs[order[cut:]])) is None

@@ -28,6 +28,7 @@ from overt.lint.rules import outputlink  # noqa: F401  (issue 33: evaluation rea
 from overt.lint.rules import singleton  # noqa: F401  (issue 33: a softmax or argmax over an axis of size 1)
 from overt.lint.rules import repeats  # noqa: F401  (issue 33: one module repeated in a ModuleList/Sequential)
 from overt.lint.rules import axiszero, derivgraph  # noqa: F401  (issue 33: axis 0 as None, derivative graphless)
+from overt.lint.rules import copysplit, draws  # noqa: F401  (issue 33: a split over copies, sets drawn apart)
 from overt.lint.rules import folds, mcsamples  # noqa: F401  (issue 33: repeated runs start fresh, MC samples differ)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 

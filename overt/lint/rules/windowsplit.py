@@ -121,7 +121,18 @@ def _window_sets(ix: FileIndex) -> dict[str, ast.AST]:
                 target = dotted(sub.func.value)
                 if target and any(_window(e, *found) for e in elts):
                     out.setdefault(target, sub)
-    # names that copy a window set: X = np.array(X), ds = TensorDataset(W, y)
+    follow_copies(ix, out)
+    for cname, cls in ix.classes.items():
+        if _window_dataset(cls):
+            for name, values in ix.assigns.items():
+                if any(isinstance(v, ast.Call) and dotted(v.func) == cname for v in values):
+                    out[name] = cls
+    return out
+
+
+def follow_copies(ix: FileIndex, out: dict[str, ast.AST]) -> dict[str, ast.AST]:
+    """Add to ``out`` (name -> where its rows were made) the names that copy one of its sets
+    (``X = np.array(X)``, ``ds = TensorDataset(W, y)``), with the same value; returns ``out``."""
     for _ in range(2):
         for name, values in ix.assigns.items():
             for value in values:
@@ -129,11 +140,6 @@ def _window_sets(ix: FileIndex) -> dict[str, ast.AST]:
                         dotted(a) in out for a in value.args) and (dotted(value.func) or "").rsplit(".", 1)[-1] in (
                         "array", "asarray", "tensor", "as_tensor", "stack", "TensorDataset", "from_numpy"):
                     out[name] = out[next(dotted(a) for a in value.args if dotted(a) in out)]
-    for cname, cls in ix.classes.items():
-        if _window_dataset(cls):
-            for name, values in ix.assigns.items():
-                if any(isinstance(v, ast.Call) and dotted(v.func) == cname for v in values):
-                    out[name] = cls
     return out
 
 
@@ -174,10 +180,10 @@ def _length_of(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
     return None
 
 
-def _cut_in_two(ix: FileIndex, perm: str) -> ast.Subscript | None:
-    """The ``perm[cut:]`` half when ``perm`` is sliced both ``[:cut]`` and ``[cut:]``."""
+def cut_in_two(ix: FileIndex, perm: str, within: ast.AST) -> ast.Subscript | None:
+    """The ``perm[cut:]`` half when ``perm`` is sliced both ``[:cut]`` and ``[cut:]`` in the scope ``within``."""
     head = tail = None
-    for sub in ast.walk(ix.tree):
+    for sub in ix.scope_nodes(within):
         if isinstance(sub, ast.Subscript) and dotted(sub.value) == perm and isinstance(sub.slice, ast.Slice) \
                 and sub.slice.step is None:
             if sub.slice.lower is None and sub.slice.upper is not None:
@@ -187,8 +193,8 @@ def _cut_in_two(ix: FileIndex, perm: str) -> ast.Subscript | None:
     return tail if head is not None and tail is not None else None
 
 
-def _random_splits(ix: FileIndex, windows: dict[str, ast.AST]) -> Iterator[tuple[ast.AST, str]]:
-    """(the node that splits at random, the window set it splits)."""
+def random_splits(ix: FileIndex, windows: dict) -> Iterator[tuple[ast.AST, str]]:
+    """(the node that splits at random, the set of ``windows`` (names) it splits)."""
     for call in ix.calls:
         last = (ix.qualname(call.func) or "").rsplit(".", 1)[-1]
         if last == "train_test_split":
@@ -218,7 +224,7 @@ def _random_splits(ix: FileIndex, windows: dict[str, ast.AST]) -> Iterator[tuple
                 continue
             if w is None:
                 continue
-            tail = _cut_in_two(ix, name)
+            tail = cut_in_two(ix, name, ix.enclosing_function(value) or ix.tree)
             if tail is not None:
                 yield value, w
 
@@ -238,7 +244,7 @@ def windows_split_at_random(ix: FileIndex) -> Iterator[Hit]:
     if not windows:
         return
     seen: set[int] = set()
-    for node, w in _random_splits(ix, windows):
+    for node, w in random_splits(ix, windows):
         if id(node) in seen:
             continue
         seen.add(id(node))
