@@ -197,6 +197,12 @@ EXPECTED = {
     # round six, development since: repeated runs start fresh, Monte Carlo samples differ (branch lintloops)
     "w155_model_not_reset_between_folds": ("lint",),
     "w166_mc_dropout_in_eval_mode": ("lint", "run", "guard"),
+    # hand-written metrics that are not the metric they are named for (branch metrics8): recomputed by their
+    # definition on their own call's inputs, or scored on a prediction disjoint from the target
+    "w156_iou_plus_one_on_normalized_boxes": ("run",),
+    "w183_wer_on_characters": ("run",),
+    "w187_ngram_match_by_cosine": ("run",),
+    "w194_dcg_discount_off_by_one": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

@@ -1,0 +1,194 @@
+"""Is a metric function named after a well-known metric that metric? (slug ``metric-off-definition``;
+issue 33).
+
+A function of the running script named like a box IoU or GIoU (``iou``, ``box_iou``, ``bbox_iou``,
+``giou``), a word or character error rate (``wer``, ``word_error_rate``, ``cer``) or an NDCG
+(``ndcg``, ``ndcg_at_k``) is recomputed by its definition (:mod:`overt.guards.metricrefs`) on the
+inputs of its own first call, and for a ranking metric on two reorderings of that call's list.  A value
+that matches none of the metric's accepted conventions is reported; a value that matches one is that
+metric.  The premise is checked first and anything unfamiliar leaves the check silent: arguments that
+are not boxes, transcripts or one ranked list of relevances, a call that passes further arguments
+(flags that switch the metric), a result that is not numbers, transcripts that a normalisation step
+could change (punctuation, mixed case), boxes that are not boxes in any format.
+
+The probe itself runs at the end of the run (``MetricProbeChecks.end_of_run``), once per function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any, Callable
+
+import torch
+
+from overt.guards import metricrefs as refs
+
+#: name words that make a metric something else than the one its other words name
+_OTHER = frozenset({"loss", "diou", "ciou", "miou", "mask", "masks", "seg", "segmentation", "pixel", "mean",
+                    "map", "ap", "plot", "print", "log", "save", "update", "reset"})
+#: parameter names of an NDCG's cut-off
+_CUTOFF = frozenset({"k", "topk", "top_k", "at_k", "n", "cutoff", "p"})
+
+
+def definition_of(words: set[str]) -> str | None:
+    """The well-known metric a function named with ``words`` claims to be: "iou", "giou", "wer",
+    "cer", "ndcg", or None."""
+    if words & _OTHER:
+        return None
+    if "giou" in words or ("iou" in words and words & {"generalized", "generalised"}):
+        return "giou"
+    if "iou" in words:
+        return "iou"
+    if "wer" in words or {"word", "error"} <= words:
+        return "wer"
+    if "cer" in words or ("error" in words and words & {"char", "character", "characters"}):
+        return "cer"
+    if "ndcg" in words:
+        return "ndcg"
+    return None
+
+
+def _values(result: Any) -> torch.Tensor | None:
+    """The numbers a metric returned, as a float64 tensor (a number, a tensor, an array), else None."""
+    if isinstance(result, bool):
+        return None
+    try:
+        if isinstance(result, torch.Tensor):
+            out = result.detach().to("cpu", torch.float64)
+        elif isinstance(result, (int, float)) or (hasattr(result, "dtype") and hasattr(result, "shape")):
+            out = torch.as_tensor(result, dtype=torch.float64)
+        else:
+            return None
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return out if out.numel() and bool(torch.isfinite(out).all()) else None
+
+
+def _quiet(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    sink = io.StringIO()
+    with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        return fn(*args, **kwargs)
+
+
+def _show(values: torch.Tensor) -> str:
+    if values.numel() == 1:
+        return f"{float(values):.4g}"
+    return f"{float(values.reshape(-1)[0]):.4g} (first of {values.numel()})"
+
+
+def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[str, str] | None:
+    if len(given) != 2:
+        return None
+    (pa, a), (pb, b) = given.items()
+    ba, bb = refs.as_boxes(a), refs.as_boxes(b)
+    value = _values(result)
+    if ba is None or bb is None or value is None:
+        return None
+    conventions = refs.box_overlaps(ba, bb, giou=metric == "giou")
+    if not conventions:
+        return None  # boxes in no format (negative sizes): no premise
+    forms = [f for fs in conventions.values() for f in fs if f.numel() == value.numel()]
+    if not forms or any(refs.close(value, f) for f in forms):
+        return None
+    label = "GIoU" if metric == "giou" else "IoU"
+    first = conventions.get("xyxy", next(iter(conventions.values())))
+    expected = next(f for f in first if f.numel() == value.numel())
+    if refs.normalised(ba, bb) and refs.pixel_convention_on_normalised(ba, bb, value, metric == "giou"):
+        cause = (f"it adds 1 to every width and height (the integer pixel convention) of boxes whose "
+                 f"coordinates are normalised to [0, 1], where 1 is the size of the whole image: every box then "
+                 f"overlaps every other almost completely")
+        fix = f"drop the + 1 from {name}() for normalised boxes (it counts pixels of integer pixel boxes only)"
+    else:
+        cause = ("it matches no convention of the metric (corner, corner-size or centre-size boxes; sizes "
+                 "continuous, or + 1 on integer pixel coordinates)")
+        fix = (f"trace {name}() on two boxes whose {label} you know (a box with itself: 1; two disjoint boxes: "
+               "0), or use torchvision.ops.box_iou / generalized_box_iou")
+    return (f"{name}() gives {_show(value)} on the boxes of its call ({pa!r}, {pb!r}), where their {label} is "
+            f"{_show(expected)}: {cause}.", fix)
+
+
+def _rates(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[str, str] | None:
+    if len(given) != 2:
+        return None
+    (pa, a), (pb, b) = given.items()
+    ta, tb = refs.transcripts(a), refs.transcripts(b)
+    value = _values(result)
+    if ta is None or tb is None or len(ta) != len(tb) or value is None or value.numel() != 1:
+        return None
+    number = float(value)
+    unit = "words" if metric == "wer" else "chars"
+    if metric == "cer" and not refs.evenly_spaced(ta + tb):
+        return None  # spaces a normalisation may collapse: conventions differ on them
+    if refs.matches_rate(number, ta, tb, unit) is not False:
+        return None
+    also = "tokens" if metric == "wer" else "nospace"  # split at each space; characters without the spaces
+    if refs.matches_rate(number, ta, tb, also) is not False:
+        return None
+    expected = refs.error_rates(ta, tb, unit) or refs.error_rates(tb, ta, unit)
+    if expected is None:
+        return None
+    label = "word error rate" if metric == "wer" else "character error rate"
+    other = "chars" if metric == "wer" else "words"
+    if refs.matches_rate(number, ta, tb, other) or (metric == "wer" and refs.matches_rate(number, ta, tb, "nospace")):
+        cause = ("it is the " + ("character" if metric == "wer" else "word") + " error rate of the same "
+                 "transcripts: it counts edits of " + ("characters, not words" if metric == "wer" else "words, not "
+                                                      "characters"))
+    else:
+        cause = ("it matches no convention of the metric (edits over the reference's length, summed over the "
+                 "corpus or averaged over the utterances, either argument as the reference, as a fraction or in "
+                 "percent)")
+    fix = (f"compute the {label} as edit distance over the reference's " + ("words (text.split())" if metric == "wer"
+                                                                             else "characters")
+           + ", or use a maintained implementation (jiwer, torchmetrics.text)")
+    return (f"{name}() gives {number:.4g} on the transcripts of its call ({pa!r}, {pb!r}), where their {label} is "
+            f"{expected[0]:.4g} (over the corpus; {expected[1]:.4g} averaged over the utterances): {cause}.", fix)
+
+
+def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any]) -> tuple[str, str] | None:
+    lists = {p: refs.relevances(v) for p, v in given.items()}
+    lists = {p: v for p, v in lists.items() if v is not None}
+    if len(lists) != 1:
+        return None
+    (param, rels), = lists.items()
+    others = {p: v for p, v in bound.items() if p != param}
+    cutoff = [v for p, v in others.items() if p.lower() in _CUTOFF and isinstance(v, int) and not isinstance(v, bool)]
+    if any(p.lower() not in _CUTOFF or not isinstance(v, int) or isinstance(v, bool) for p, v in others.items()) \
+            or len(cutoff) > 1 or (cutoff and cutoff[0] < 2):
+        return None
+    k = cutoff[0] if cutoff else None
+    for rank, variant in refs.moved_to_top(rels):
+        args = dict(bound)
+        args[param] = refs.like(variant, given[param])
+        try:
+            value = _values(_quiet(fn, **args))
+        except Exception:  # noqa: BLE001  the user's function on other values: no premise
+            return None
+        if value is None or value.numel() != 1:
+            return None
+        expected = refs.ndcg(variant, k)
+        if any(abs(float(value) - e) <= refs.ATOL + refs.RTOL * e for e in expected):
+            continue
+        at = f"@{k}" if k else ""
+        return (f"{name}() gives the ranked list of its call ({param!r}) with its first relevant item moved to rank "
+                f"{rank} a score of {float(value):.4g}, where its NDCG{at} is {expected[0]:.4g} (gain rel or "
+                "2^rel - 1, discount 1/log2(rank + 1), ideal: the same relevances sorted): the function does not "
+                "rank as NDCG does (a position discount off by one, an ideal list from elsewhere), so moving a "
+                "relevant item up or down is not scored as the metric scores it.",
+                f"discount rank r (from 1) by log2(r + 1), i.e. log2(i + 2) for 0-based i, and divide by the DCG of "
+                f"the ideal ordering; or use sklearn.metrics.ndcg_score / torchmetrics.retrieval")
+    return None
+
+
+def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: dict[str, Any],
+          result: Any) -> tuple[str, str] | None:
+    """(message, fix) when ``fn`` -- named after ``metric`` -- gives a value no convention of that
+    metric gives on its call's arguments (``given``: the arguments passed, ``bound``: with defaults);
+    None when it agrees or the premise does not hold."""
+    if metric in ("iou", "giou"):
+        return _boxes(metric, name, given, result)
+    if metric in ("wer", "cer"):
+        return _rates(metric, name, given, result)
+    if metric == "ndcg":
+        return _ndcg(fn, name, given, bound)
+    return None
