@@ -125,7 +125,7 @@ def _rates(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
     also = "tokens" if metric == "wer" else "nospace"  # split at each space; characters without the spaces
     if refs.matches_rate(number, ta, tb, also) is not False:
         return None
-    expected = refs.error_rates(ta, tb, unit) or refs.error_rates(tb, ta, unit)
+    expected = refs.error_rates(ta, tb, unit) or refs.error_rates(refs=tb, hyps=ta, unit=unit)
     if expected is None:
         return None
     label = "word error rate" if metric == "wer" else "character error rate"

@@ -174,7 +174,7 @@ def error_rates(refs: list[str], hyps: list[str], unit: str) -> list[float] | No
 def matches_rate(value: float, refs: list[str], hyps: list[str], unit: str) -> bool | None:
     """``value`` is the ``unit`` error rate of the pair in either order (which argument is the
     reference is not known from the call); None when no reference value can be computed."""
-    known = [error_rates(refs, hyps, unit), error_rates(hyps, refs, unit)]
+    known = [error_rates(refs, hyps, unit), error_rates(refs=hyps, hyps=refs, unit=unit)]
     values = [v for group in known if group is not None for v in group]
     if not values:
         return None
