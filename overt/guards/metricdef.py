@@ -95,9 +95,9 @@ def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
     first = conventions.get("xyxy", next(iter(conventions.values())))
     expected = next(f for f in first if f.numel() == value.numel())
     if refs.normalised(ba, bb) and refs.pixel_convention_on_normalised(ba, bb, value, metric == "giou"):
-        cause = (f"it adds 1 to every width and height (the integer pixel convention) of boxes whose "
-                 f"coordinates are normalised to [0, 1], where 1 is the size of the whole image: every box then "
-                 f"overlaps every other almost completely")
+        cause = ("it adds 1 to every width and height (the integer pixel convention) of boxes whose "
+                 "coordinates are normalised to [0, 1], where 1 is the size of the whole image: every box then "
+                 "overlaps every other almost completely")
         fix = f"drop the + 1 from {name}() for normalised boxes (it counts pixels of integer pixel boxes only)"
     else:
         cause = ("it matches no convention of the metric (corner, corner-size or centre-size boxes; sizes "
@@ -131,16 +131,16 @@ def _rates(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
     label = "word error rate" if metric == "wer" else "character error rate"
     other = "chars" if metric == "wer" else "words"
     if refs.matches_rate(number, ta, tb, other) or (metric == "wer" and refs.matches_rate(number, ta, tb, "nospace")):
-        cause = ("it is the " + ("character" if metric == "wer" else "word") + " error rate of the same "
-                 "transcripts: it counts edits of " + ("characters, not words" if metric == "wer" else "words, not "
-                                                      "characters"))
+        counted = "characters, not words" if metric == "wer" else "words, not characters"
+        cause = (f"it is the {'character' if metric == 'wer' else 'word'} error rate of the same transcripts: it "
+                 f"counts edits of {counted}")
     else:
         cause = ("it matches no convention of the metric (edits over the reference's length, summed over the "
                  "corpus or averaged over the utterances, either argument as the reference, as a fraction or in "
                  "percent)")
-    fix = (f"compute the {label} as edit distance over the reference's " + ("words (text.split())" if metric == "wer"
-                                                                             else "characters")
-           + ", or use a maintained implementation (jiwer, torchmetrics.text)")
+    units = "words (text.split())" if metric == "wer" else "characters"
+    fix = (f"compute the {label} as edit distance over the reference's {units}, or use a maintained "
+           "implementation (jiwer, torchmetrics.text)")
     return (f"{name}() gives {number:.4g} on the transcripts of its call ({pa!r}, {pb!r}), where their {label} is "
             f"{expected[0]:.4g} (over the corpus; {expected[1]:.4g} averaged over the utterances): {cause}.", fix)
 
@@ -175,8 +175,8 @@ def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any])
                 "2^rel - 1, discount 1/log2(rank + 1), ideal: the same relevances sorted): the function does not "
                 "rank as NDCG does (a position discount off by one, an ideal list from elsewhere), so moving a "
                 "relevant item up or down is not scored as the metric scores it.",
-                f"discount rank r (from 1) by log2(r + 1), i.e. log2(i + 2) for 0-based i, and divide by the DCG of "
-                f"the ideal ordering; or use sklearn.metrics.ndcg_score / torchmetrics.retrieval")
+                "discount rank r (from 1) by log2(r + 1), i.e. log2(i + 2) for 0-based i, and divide by the DCG of "
+                "the ideal ordering; or use sklearn.metrics.ndcg_score / torchmetrics.retrieval")
     return None
 
 

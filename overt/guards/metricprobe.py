@@ -107,8 +107,10 @@ def _writes_globals(code: types.CodeType) -> bool:
     return any(isinstance(c, types.CodeType) and _writes_globals(c) for c in code.co_consts)
 
 
-def candidates(namespace: dict, filename: str) -> dict[str, tuple[Any, str | None, str | None, str | None,
-                                                                str | None]]:
+Candidate = tuple[Any, "str | None", "str | None", "str | None", "str | None"]
+
+
+def candidates(namespace: dict, filename: str) -> dict[str, Candidate]:
     """The metric functions of a script's namespace: name -> (function, kind, prediction param, target param,
     the well-known metric it is named after).  A function is one when its name and parameters say which
     is the prediction and which the target (kind and roles), or when its name is a metric that
@@ -421,7 +423,8 @@ def _disjoint(target: Any, pred: Any) -> tuple[Any, str] | None:
         if kind == "b":
             made, what = ~target, "the target's complement"
         elif kind in "iu":
-            made, what = target + (int(target.max()) - int(target.min()) + 1), "the target's ids shifted past their range"
+            span = int(target.max()) - int(target.min()) + 1
+            made, what = target + span, "the target's ids shifted past their range"
         elif kind == "f" and _binary(target):
             made, what = 1 - target, "the target's complement (1 - target)"
         else:
