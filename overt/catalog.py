@@ -719,12 +719,12 @@ ENTRIES: tuple[Entry, ...] = (
           "a smoothing term that dominates) counts hits that are not there, cannot tell models apart, and the "
           "reported number reads better than the model while nothing fails",
           _E, False, True),
-    Entry("metric-off-definition", "OVT824", "a metric function named after a well-known metric that computes "
-          "something else",
-          "a function named IoU, GIoU, WER, CER or NDCG whose value on its own call's inputs matches none of the "
-          "metric's accepted conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word "
-          "error rate, a position discount off by one) reports another quantity under the metric's name, usually "
-          "one that reads better, while nothing fails",
+    Entry("metric-off-definition", "OVT824", "a metric (or decoding) function named after a well-known "
+          "definition that computes something else",
+          "a function named IoU, GIoU, WER, CER, NDCG or CTC decoding whose value on its own call's inputs matches "
+          "none of the definition's accepted conventions (a pixel + 1 on normalised boxes, edits counted in "
+          "characters for a word error rate, a position discount off by one, a final frame decoded unchecked) "
+          "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
           _E, False, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",
           "precision, recall, F-scores, balanced accuracy, the confusion matrix and the classification report take "

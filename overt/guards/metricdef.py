@@ -46,6 +46,8 @@ def definition_of(words: set[str]) -> str | None:
         return "cer"
     if "ndcg" in words:
         return "ndcg"
+    if "ctc" in words and words & {"decode", "decoder", "decoding", "collapse", "greedy"}:
+        return "ctc"
     return None
 
 
@@ -180,6 +182,72 @@ def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any])
     return None
 
 
+def _path(x: Any) -> list[int] | None:
+    """``x`` as one frame-level path of class ids (a 1-D list/tuple of ints, integer tensor or array)."""
+    if isinstance(x, torch.Tensor):
+        if x.ndim != 1 or x.is_floating_point() or x.dtype == torch.bool:
+            return None
+        values = x.tolist()
+    elif hasattr(x, "shape") and hasattr(x, "dtype"):
+        if len(x.shape) != 1 or getattr(x.dtype, "kind", "") not in "iu":
+            return None
+        values = x.tolist()
+    elif isinstance(x, (list, tuple)):
+        values = list(x)
+    else:
+        return None
+    if len(values) < 2 or not all(type(v) is int for v in values):
+        return None
+    return values
+
+
+def _tokens(result: Any) -> list[int] | None:
+    if isinstance(result, (torch.Tensor,)) or (hasattr(result, "shape") and hasattr(result, "tolist")):
+        result = result.tolist()
+    if isinstance(result, (list, tuple)) and all(type(v) is int for v in result):
+        return list(result)
+    return None
+
+
+def _ctc(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any], result: Any) -> tuple[str, str] | None:
+    paths = {p: _path(v) for p, v in given.items()}
+    paths = {p: v for p, v in paths.items() if v is not None}
+    got = _tokens(result)
+    if len(paths) != 1 or got is None:
+        return None
+    (param, path), = paths.items()
+    runs = [v for i, v in enumerate(path) if i == 0 or v != path[i - 1]]  # each run of a frame once
+    doubled = [v for v in path for _ in (0, 1)]  # each frame twice
+    variants = (("with each run of repeated frames kept once", runs, got),
+                ("with every frame repeated", doubled, got),
+                ("reversed", path[::-1], got[::-1]))
+    for label, variant, expected in variants:
+        if variant == path:
+            continue
+        args = dict(bound)
+        args[param] = refs.like(variant, given[param])
+        try:
+            other = _tokens(_quiet(fn, **args))
+        except Exception:  # noqa: BLE001  the user's function on other values: no premise
+            return None
+        if other is None or other == expected:
+            continue
+        shown = f"{_short(other)} (reversed: {_short(other[::-1])})" if label == "reversed" else _short(other)
+        return (f"{name}() decodes the frame path of its call ({param!r}) as {_short(got)}, but the same path "
+                f"{label} as {shown}: a CTC greedy decoding (merge repeated frames, then drop the blanks) "
+                "depends only on the runs of the path, in either direction, not on their lengths, so the function "
+                "keeps or loses a token by where the path happens to end or begin (a final frame appended "
+                "unchecked, a first frame skipped).",
+                f"decode with one rule for every frame: keep frame t when it differs from frame t - 1 and is not "
+                f"the blank (e.g. torch.unique_consecutive, then drop the blank id); test {name}() on a path that "
+                "ends in exactly one blank frame")
+    return None
+
+
+def _short(tokens: list[int]) -> str:
+    return str(tokens) if len(tokens) <= 12 else f"{str(tokens[:12])[:-1]}, ... ({len(tokens)} tokens)]"
+
+
 def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: dict[str, Any],
           result: Any) -> tuple[str, str] | None:
     """(message, fix) when ``fn`` -- named after ``metric`` -- gives a value no convention of that
@@ -191,4 +259,6 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
         return _rates(metric, name, given, result)
     if metric == "ndcg":
         return _ndcg(fn, name, given, bound)
+    if metric == "ctc":
+        return _ctc(fn, name, given, bound, result)
     return None

@@ -326,8 +326,9 @@ class MetricProbeChecks(Check):
         message, fix = found
         self.s.report(
             "metric-off-definition",
-            f"the metric function {name}() defined at {defined} is not the metric it is named for: {at}: "
-            f"{message} Every number it reports under that name is another quantity, while nothing fails.",
+            f"the function {name}() defined at {defined} does not compute what it is named for ({at}): "
+            f"{message} Every number reported through it is another quantity under the metric's name, while "
+            "nothing fails.",
             fix=fix, where=f"{name}() at {defined}", key=f"definition:{defined}")
 
     def _score_with(self, call: _Call, prediction: Any) -> float | None:

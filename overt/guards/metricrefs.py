@@ -160,8 +160,8 @@ def _units(text: str, unit: str) -> list[str]:
 def error_rates(refs: list[str], hyps: list[str], unit: str) -> list[float] | None:
     """The error rate of ``hyps`` against ``refs`` counted in ``unit`` (words, tokens: split at each
     space, chars, nospace: chars without spaces): over the corpus (edits summed over the references'
-    lengths summed) and averaged over the utterances, each as a fraction and in percent.  None when a reference is empty (conventions
-    differ there) or the computation would take long."""
+    lengths summed) and averaged over the utterances, each as a fraction and in percent.  None when a
+    reference is empty (conventions differ there) or the computation would take long."""
     pairs = [(_units(r, unit), _units(h, unit)) for r, h in zip(refs, hyps)]
     if not pairs or any(not r for r, _ in pairs) or sum(len(r) * len(h) for r, h in pairs) > MAX_CELLS:
         return None
@@ -230,7 +230,7 @@ def moved_to_top(rels: list[float]) -> list[tuple[int, list[float]]]:
     return [(1, [rels[first]] + rest), (2, rest[:1] + [rels[first]] + rest[1:])]
 
 
-def like(values: list[float], original: Any) -> Any:
+def like(values: Sequence[float], original: Any) -> Any:
     """``values`` in the container and dtype of ``original`` (list, tuple, numpy array, tensor)."""
     if isinstance(original, torch.Tensor):
         return torch.tensor(values, dtype=original.dtype, device=original.device)

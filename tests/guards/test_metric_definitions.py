@@ -289,3 +289,57 @@ def test_unfamiliar_calls_stay_quiet():
     assert metricdef.check(None, "iou", "iou", {"a": a, "b": a}, {}, ("iou", 1.0)) is None
     # transcripts with punctuation: the metric may normalise them
     assert metricdef.check(None, "wer", "wer", {"r": ["Hello, world."], "h": ["hello world"]}, {}, 0.0) is None
+
+
+# -- CTC greedy decoding ---------------------------------------------------------------------------------
+
+CTC_LIST = """
+BLANK = 0
+
+
+def ctc_decode(ids):
+    tokens = []
+    for i in range(len(ids) - 1):
+        if ids[i] != ids[i + 1] and ids[i] != BLANK:
+            tokens.append(ids[i])
+    if ids[-1] != {last}:
+        tokens.append(ids[-1])
+    return tokens
+
+
+model.eval()
+with torch.no_grad():
+    frames = model(x[1400:1440]).argmax(1) % 3   # a path over 3 classes, blank 0
+path = [int(v) for v in frames] + [2, 2, 0]
+print("decoded", ctc_decode(path))
+"""
+
+
+def test_a_ctc_decoder_that_checks_its_last_frame_against_the_wrong_id_is_named_and_its_twin_is_quiet(tmp_path):
+    # the last frame is compared with the frame before it, not with the blank: a path that ends in one
+    # blank decodes with the blank as its last token
+    findings = _run(tmp_path, CTC_LIST.format(last="ids[-2]"))
+    assert _slugs(findings) == ["metric-off-definition"], findings
+    assert "every frame repeated" in findings[0]["message"] and "ctc_decode() at" in findings[0]["where"]
+    assert _run(tmp_path, CTC_LIST.format(last="BLANK")) == []
+
+
+CTC_TENSOR = '''
+def greedy_ctc_decode(frame_ids, blank=0):
+    """frame_ids: (T,) tensor of the argmax class per frame."""
+    keep = frame_ids[{start}:] != frame_ids[{prev}]
+    runs = frame_ids[{start}:][keep] if {start} else torch.unique_consecutive(frame_ids)
+    return runs[runs != blank]
+
+
+with torch.no_grad():
+    path = model(x[1400:1460]).argmax(1) % 4
+print("tokens", greedy_ctc_decode(path).tolist())
+'''
+
+
+def test_a_tensor_ctc_decoder_that_drops_the_first_frame_is_named_and_unique_consecutive_is_quiet(tmp_path):
+    findings = _run(tmp_path, CTC_TENSOR.format(start=1, prev=":-1"))
+    assert _slugs(findings) == ["metric-off-definition"], findings
+    assert "the same path reversed" in findings[0]["message"]
+    assert _run(tmp_path, CTC_TENSOR.format(start=0, prev=":")) == []

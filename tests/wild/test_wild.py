@@ -199,6 +199,7 @@ EXPECTED = {
     "w166_mc_dropout_in_eval_mode": ("lint", "run", "guard"),
     # hand-written metrics that are not the metric they are named for (branch metrics8): recomputed by their
     # definition on their own call's inputs, or scored on a prediction disjoint from the target
+    "w126_ctc_decode_trailing_blank": ("run",),
     "w156_iou_plus_one_on_normalized_boxes": ("run",),
     "w183_wer_on_characters": ("run",),
     "w187_ngram_match_by_cosine": ("run",),
