@@ -87,6 +87,8 @@ def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
     value = _values(result)
     if ba is None or bb is None or value is None:
         return None
+    if any(bool(((t == 0) | (t == 1)).all()) for t in (ba, bb)):
+        return None  # 0/1 values: four labels of a multi-label IoU, not a box
     conventions = refs.box_overlaps(ba, bb, giou=metric == "giou")
     if not conventions:
         return None  # boxes in no format (negative sizes): no premise

@@ -343,3 +343,11 @@ def test_a_tensor_ctc_decoder_that_drops_the_first_frame_is_named_and_unique_con
     assert _slugs(findings) == ["metric-off-definition"], findings
     assert "the same path reversed" in findings[0]["message"]
     assert _run(tmp_path, CTC_TENSOR.format(start=0, prev=":")) == []
+
+
+def test_four_labels_of_a_multilabel_iou_are_no_boxes():
+    torch = __import__("torch")
+    probs = torch.tensor([[0.9, 0.2, 0.1, 0.7], [0.3, 0.8, 0.6, 0.1]])
+    labels = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
+    jaccard = ((probs > 0.5) & (labels > 0.5)).sum(1) / ((probs > 0.5) | (labels > 0.5)).sum(1)
+    assert metricdef.check(None, "iou", "iou", {"pred": probs, "target": labels}, {}, jaccard.mean()) is None
