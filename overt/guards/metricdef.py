@@ -161,7 +161,11 @@ def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any])
             or len(cutoff) > 1 or (cutoff and cutoff[0] < 2):
         return None
     k = cutoff[0] if cutoff else None
-    for rank, variant in refs.moved_to_top(rels):
+    pair = refs.top_pair(rels)
+    if pair is None:
+        return None
+    scores = []
+    for variant in pair:
         args = dict(bound)
         args[param] = refs.like(variant, given[param])
         try:
@@ -170,18 +174,20 @@ def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any])
             return None
         if value is None or value.numel() != 1:
             return None
-        expected = refs.ndcg(variant, k)
-        if any(abs(float(value) - e) <= refs.ATOL + refs.RTOL * e for e in expected):
-            continue
-        at = f"@{k}" if k else ""
-        return (f"{name}() gives the ranked list of its call ({param!r}) with its first relevant item moved to rank "
-                f"{rank} a score of {float(value):.4g}, where its NDCG{at} is {expected[0]:.4g} (gain rel or "
-                "2^rel - 1, discount 1/log2(rank + 1), ideal: the same relevances sorted): the function does not "
-                "rank as NDCG does (a position discount off by one, an ideal list from elsewhere), so moving a "
-                "relevant item up or down is not scored as the metric scores it.",
-                "discount rank r (from 1) by log2(r + 1), i.e. log2(i + 2) for 0-based i, and divide by the DCG of "
-                "the ideal ordering; or use sklearn.metrics.ndcg_score / torchmetrics.retrieval")
-    return None
+        scores.append(float(value))
+    up, down = scores
+    if up > down + 1e-9 * max(1.0, abs(up)):
+        return None
+    at = f"@{k}" if k else ""
+    best, worst = pair[0][0], pair[0][1]
+    return (f"{name}() scores the ranked list of its call ({param!r}) {up:.4g} with its most relevant item "
+            f"(relevance {best:g}) at rank 1 and a least relevant one ({worst:g}) at rank 2, and {down:.4g} with the "
+            f"two swapped: NDCG{at} discounts rank 2 strictly more than rank 1 (1/log2(rank + 1), whatever the "
+            f"ideal: here {refs.ndcg(pair[0], k)[0]:.4g} against {refs.ndcg(pair[1], k)[0]:.4g} with the list's "
+            "own), so the function does not rank as NDCG does (a position discount off by one, a discount that "
+            "starts late) and moving a relevant item up is not rewarded.",
+            "discount rank r (from 1) by log2(r + 1), i.e. log2(i + 2) for 0-based i, and divide by the DCG of "
+            "the ideal ordering; or use sklearn.metrics.ndcg_score / torchmetrics.retrieval")
 
 
 def _path(x: Any) -> list[int] | None:

@@ -222,12 +222,17 @@ def ndcg(rels: list[float], k: int | None) -> list[float]:
     return out
 
 
-def moved_to_top(rels: list[float]) -> list[tuple[int, list[float]]]:
-    """The list with its first relevant item moved to rank 1 and to rank 2 (the rest in their order):
-    permutations of the same relevances, so any NDCG convention keeps its ideal; (rank, list)."""
-    first = next(i for i, v in enumerate(rels) if v > 0)
-    rest = rels[:first] + rels[first + 1:]
-    return [(1, [rels[first]] + rest), (2, rest[:1] + [rels[first]] + rest[1:])]
+def top_pair(rels: list[float]) -> tuple[list[float], list[float]] | None:
+    """Two orderings of the same relevances: a most relevant item at rank 1 and a least relevant one at
+    rank 2, the rest in their order; and the same with those two swapped.  Permutations of one list, so
+    the ideal DCG of any convention (from the list, or from the user's whole set of relevant items) is
+    the same for both, and every NDCG scores the first strictly higher.  None when all are equal."""
+    hi = max(range(len(rels)), key=lambda i: rels[i])
+    lo = min(range(len(rels)), key=lambda i: rels[i])
+    if rels[hi] <= rels[lo]:
+        return None
+    rest = [v for i, v in enumerate(rels) if i not in (hi, lo)]
+    return [rels[hi], rels[lo]] + rest, [rels[lo], rels[hi]] + rest
 
 
 def like(values: Sequence[float], original: Any) -> Any:
