@@ -89,16 +89,12 @@ def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
         return None
     if any(bool(((t == 0) | (t == 1)).all()) for t in (ba, bb)):
         return None  # 0/1 values: four labels of a multi-label IoU, not a box
-    conventions = refs.box_overlaps(ba, bb, giou=metric == "giou")
-    if not conventions:
-        return None  # boxes in no format (negative sizes): no premise
-    forms = [f for fs in conventions.values() for f in fs if f.numel() == value.numel()]
-    if not forms or any(refs.close(value, f) for f in forms):
-        return None
+    found = refs.box_mismatch(ba, bb, value, giou=metric == "giou")
+    if found is None:
+        return None  # a convention of the metric, or boxes it cannot judge
+    got, expected, pixel = found
     label = "GIoU" if metric == "giou" else "IoU"
-    first = conventions.get("xyxy", next(iter(conventions.values())))
-    expected = next(f for f in first if f.numel() == value.numel())
-    if refs.normalised(ba, bb) and refs.pixel_convention_on_normalised(ba, bb, value, metric == "giou"):
+    if pixel:
         cause = ("it adds 1 to every width and height (the integer pixel convention) of boxes whose "
                  "coordinates are normalised to [0, 1], where 1 is the size of the whole image: every box then "
                  "overlaps every other almost completely")
@@ -108,7 +104,7 @@ def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
                  "continuous, or + 1 on integer pixel coordinates)")
         fix = (f"trace {name}() on two boxes whose {label} you know (a box with itself: 1; two disjoint boxes: "
                "0), or use torchvision.ops.box_iou / generalized_box_iou")
-    return (f"{name}() gives {_show(value)} on the boxes of its call ({pa!r}, {pb!r}), where their {label} is "
+    return (f"{name}() gives {_show(got)} on the boxes of its call ({pa!r}, {pb!r}), where their {label} is "
             f"{_show(expected)}: {cause}.", fix)
 
 

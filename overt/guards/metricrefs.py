@@ -85,36 +85,54 @@ def _overlap(a: torch.Tensor, b: torch.Tensor, pad: float, giou: bool) -> torch.
     return iou - (hull - union) / hull
 
 
-def box_overlaps(a: torch.Tensor, b: torch.Tensor, giou: bool) -> dict[str, list[torch.Tensor]]:
-    """The IoU (GIoU) of boxes ``a`` and ``b`` under every accepted convention: corner (x1, y1, x2, y2),
-    corner-size (x, y, w, h) and centre-size (cx, cy, w, h) boxes, sizes continuous or (pixel
-    coordinates only, not normalised ones) counted with ``+ 1``; each as the forms a function returns:
-    one value per row (when the sets match), the matrix of every pair, the mean over rows.  Rows that
-    are not boxes in a convention (negative sizes) leave that convention out."""
+def _judge(a: torch.Tensor, b: torch.Tensor, value: torch.Tensor, pad: float,
+           giou: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Corner boxes ``a``, ``b`` against a user's ``value`` (flat): None when ``value`` is this convention's
+    IoU or cannot be judged against it, else (the user's values, the convention's) on the rows judged.
+    One value per row is judged on the rows that are boxes on both sides (a negative size is handled
+    differently by every implementation); a matrix of pairs or a mean only when every row is a box."""
+    valid_a = (a[:, 2:] >= a[:, :2]).all(1)
+    valid_b = (b[:, 2:] >= b[:, :2]).all(1)
+    with torch.no_grad():
+        if a.shape == b.shape and value.numel() == a.shape[0]:
+            rows = valid_a & valid_b
+            if not bool(rows.any()):
+                return None
+            got, expected = value[rows], _overlap(a[rows], b[rows], pad, giou)
+        elif not bool(valid_a.all()) or not bool(valid_b.all()):
+            return None
+        elif value.numel() == a.shape[0] * b.shape[0]:
+            got, expected = value, _overlap(a[:, None], b[None], pad, giou).reshape(-1)
+        elif value.numel() == 1 and a.shape == b.shape:
+            got, expected = value, _overlap(a, b, pad, giou).mean().reshape(1)
+        else:
+            return None
+    if not bool(torch.isfinite(expected).all()) or close(got, expected):
+        return None
+    return got, expected
+
+
+def box_mismatch(a: torch.Tensor, b: torch.Tensor, value: torch.Tensor,
+                 giou: bool) -> tuple[torch.Tensor, torch.Tensor, bool] | None:
+    """When ``value`` (what a user's IoU/GIoU returned for boxes ``a`` and ``b``) is the metric under no
+    accepted convention -- corner (x1, y1, x2, y2), corner-size (x, y, w, h) or centre-size (cx, cy, w, h)
+    boxes, sizes continuous or (pixel coordinates only, not normalised ones) counted with ``+ 1``; one
+    value per row, the matrix of every pair, or the mean over rows -- and every convention could be
+    judged: (the user's values, the corner convention's, on the rows judged; whether ``value`` is the
+    pixel ``+ 1`` applied to normalised coordinates).  Else None."""
+    value = value.reshape(-1).to(torch.float64)
     pads = (0.0,) if normalised(a, b) else (0.0, 1.0)
-    out: dict[str, list[torch.Tensor]] = {}
+    first = None
     for fmt in ("xyxy", "xywh", "cxcywh"):
         ca, cb = _corners(a, fmt), _corners(b, fmt)
-        if bool((ca[:, 2:] < ca[:, :2]).any()) or bool((cb[:, 2:] < cb[:, :2]).any()):
-            continue
         for pad in pads:
-            with torch.no_grad():
-                forms = [_overlap(ca[:, None], cb[None], pad, giou)]
-                if a.shape == b.shape:
-                    rows = _overlap(ca, cb, pad, giou)
-                    forms += [rows, rows.mean()]
-            if all(bool(torch.isfinite(f).all()) for f in forms):
-                out[f"{fmt}{'+1' if pad else ''}"] = forms
-    return out
-
-
-def pixel_convention_on_normalised(a: torch.Tensor, b: torch.Tensor, value: Any, giou: bool) -> bool:
-    """``value`` is the corner IoU with the pixel ``+ 1`` applied to these normalised coordinates."""
-    forms = [_overlap(a[:, None], b[None], 1.0, giou)]
-    if a.shape == b.shape:
-        rows = _overlap(a, b, 1.0, giou)
-        forms += [rows, rows.mean()]
-    return any(close(value, f) for f in forms if torch.as_tensor(value).numel() == f.numel())
+            judged = _judge(ca, cb, value, pad, giou)
+            if judged is None:
+                return None
+            first = first or judged
+    assert first is not None
+    pixel = normalised(a, b) and _judge(a, b, value, 1.0, giou) is None
+    return first[0], first[1], pixel
 
 
 # --------------------------------------------------------------------------- error rates

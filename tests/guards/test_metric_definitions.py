@@ -373,3 +373,26 @@ print("NDCG", ndcg_at_k([1 if c in (1, 4, 7) else 0 for c in order], 5))
 def test_an_ndcg_whose_ideal_comes_from_all_relevant_items_is_quiet(tmp_path):
     # the ideal of the user's whole relevant set, not the list's own: the same for every order of the list
     assert _run(tmp_path, GLOBAL_IDEAL_NDCG) == []
+
+
+def test_a_correct_iou_given_some_boxes_with_their_corners_crossed_is_quiet():
+    # predictions of a regressor may cross their corners (x2 < x1); implementations differ on those rows,
+    # so one value per row is judged on the rows that are boxes, and a mean is not judged at all (w108)
+    torch = __import__("torch")
+    gen = torch.Generator().manual_seed(0)
+    tl = torch.rand(50, 2, generator=gen) * 8
+    truth = torch.cat([tl, tl + 2 + torch.rand(50, 2, generator=gen) * 4], 1)
+    pred = truth + torch.randn(50, 4, generator=gen)
+    pred[:10, 2] = pred[:10, 0] - 1.0  # crossed corners
+
+    def iou(a, b):
+        ix = (torch.minimum(a[:, 2], b[:, 2]) - torch.maximum(a[:, 0], b[:, 0])).clamp(min=0)
+        iy = (torch.minimum(a[:, 3], b[:, 3]) - torch.maximum(a[:, 1], b[:, 1])).clamp(min=0)
+        area = lambda r: (r[:, 2] - r[:, 0]).clamp(min=0) * (r[:, 3] - r[:, 1]).clamp(min=0)  # noqa: E731
+        return ix * iy / (area(a) + area(b) - ix * iy)
+
+    rows = iou(pred, truth)
+    assert metricdef.check(iou, "iou", "iou", {"a": pred, "b": truth}, {}, rows) is None
+    assert metricdef.check(iou, "iou", "iou", {"a": pred, "b": truth}, {}, rows.mean()) is None
+    wrong = rows * 0.5 + 0.5  # not an IoU on the rows that are boxes
+    assert metricdef.check(iou, "iou", "iou", {"a": pred, "b": truth}, {}, wrong) is not None
