@@ -79,10 +79,19 @@ def _show(values: torch.Tensor) -> str:
     return f"{float(values.reshape(-1)[0]):.4g} (first of {values.numel()})"
 
 
-def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[str, str] | None:
+def _pair(given: dict[str, Any]) -> tuple[tuple[str, Any], tuple[str, Any]] | None:
+    """The call's two arguments, (name, value) each, when exactly two were passed."""
     if len(given) != 2:
         return None
-    (pa, a), (pb, b) = given.items()
+    first, second = given.items()
+    return first, second
+
+
+def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[str, str] | None:
+    pair = _pair(given)
+    if pair is None:
+        return None
+    (pa, a), (pb, b) = pair
     ba, bb = refs.as_boxes(a), refs.as_boxes(b)
     value = _values(result)
     if ba is None or bb is None or value is None:
@@ -109,9 +118,10 @@ def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
 
 
 def _rates(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[str, str] | None:
-    if len(given) != 2:
+    pair = _pair(given)
+    if pair is None:
         return None
-    (pa, a), (pb, b) = given.items()
+    (pa, a), (pb, b) = pair
     ta, tb = refs.transcripts(a), refs.transcripts(b)
     value = _values(result)
     if ta is None or tb is None or len(ta) != len(tb) or value is None or value.numel() != 1:
@@ -186,25 +196,6 @@ def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any])
             "the ideal ordering; or use sklearn.metrics.ndcg_score / torchmetrics.retrieval")
 
 
-def _path(x: Any) -> list[int] | None:
-    """``x`` as one frame-level path of class ids (a 1-D list/tuple of ints, integer tensor or array)."""
-    if isinstance(x, torch.Tensor):
-        if x.ndim != 1 or x.is_floating_point() or x.dtype == torch.bool:
-            return None
-        values = x.tolist()
-    elif hasattr(x, "shape") and hasattr(x, "dtype"):
-        if len(x.shape) != 1 or getattr(x.dtype, "kind", "") not in "iu":
-            return None
-        values = x.tolist()
-    elif isinstance(x, (list, tuple)):
-        values = list(x)
-    else:
-        return None
-    if len(values) < 2 or not all(type(v) is int for v in values):
-        return None
-    return values
-
-
 def _tokens(result: Any) -> list[int] | None:
     if isinstance(result, (torch.Tensor,)) or (hasattr(result, "shape") and hasattr(result, "tolist")):
         result = result.tolist()
@@ -214,7 +205,7 @@ def _tokens(result: Any) -> list[int] | None:
 
 
 def _ctc(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any], result: Any) -> tuple[str, str] | None:
-    paths = {p: _path(v) for p, v in given.items()}
+    paths = {p: refs.sequence(v, integers=True) for p, v in given.items()}
     paths = {p: v for p, v in paths.items() if v is not None}
     got = _tokens(result)
     if len(paths) != 1 or got is None:

@@ -202,24 +202,32 @@ def matches_rate(value: float, refs: list[str], hyps: list[str], unit: str) -> b
 # --------------------------------------------------------------------------- ranking
 
 
-def relevances(x: Any) -> list[float] | None:
-    """``x`` as a list of graded relevances in ranked order (a 1-D list, array or tensor of
-    non-negative numbers with at least one positive), else None."""
+def sequence(x: Any, integers: bool) -> list | None:
+    """``x`` as a flat Python list when it is one sequence of at least two numbers (a 1-D list, tuple,
+    array or tensor; with ``integers``, of integer type only), else None."""
     if isinstance(x, torch.Tensor):
-        if x.ndim != 1 or x.dtype == torch.bool:
+        if x.ndim != 1 or x.dtype == torch.bool or (integers and x.is_floating_point()):
             return None
-        values = x.detach().cpu().double().tolist()
-    elif hasattr(x, "shape") and hasattr(x, "tolist"):
-        if len(x.shape) != 1:
+        values = x.detach().cpu().tolist()
+    elif hasattr(x, "shape") and hasattr(x, "tolist") and hasattr(x, "dtype"):
+        if len(x.shape) != 1 or (integers and getattr(x.dtype, "kind", "") not in "iu"):
             return None
         values = x.tolist()
     elif isinstance(x, (list, tuple)):
         values = list(x)
     else:
         return None
-    if len(values) < 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    kinds = (int,) if integers else (int, float)
+    if len(values) < 2 or not all(isinstance(v, kinds) and not isinstance(v, bool) for v in values):
         return None
-    if any(not math.isfinite(v) or v < 0 for v in values) or not any(v > 0 for v in values):
+    return values
+
+
+def relevances(x: Any) -> list[float] | None:
+    """``x`` as a list of graded relevances in ranked order (a 1-D list, array or tensor of
+    non-negative numbers with at least one positive), else None."""
+    values = sequence(x, integers=False)
+    if values is None or any(not math.isfinite(v) or v < 0 for v in values) or not any(v > 0 for v in values):
         return None
     return [float(v) for v in values]
 
