@@ -12,8 +12,8 @@ What is checked: the metric functions of the running script (``__main__``: funct
 file, at module level, whose name is a metric's -- ``mean_iou``, ``dice_score``, ``compute_accuracy``,
 ``f1``, ``rmse`` ... -- with one parameter named like a prediction (``pred``, ``outputs``, ``y_pred``,
 ``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)).  When a
-watched model is switched to eval mode those functions are wrapped in the module's namespace (and
-looked for again while the namespace grows); the first call of each is recorded (its arguments by
+watched model is switched to eval mode, or the script enters a ``no_grad`` block, those functions are
+wrapped in the module's namespace (and looked for again while the namespace grows); the first call of each is recorded (its arguments by
 reference, its result) and passed through unchanged.  At the end of the run each recorded call is
 repeated once with the target given as the prediction (a copy of it, in the prediction's shape and
 dtype), with output suppressed and gradients off; the result must be the best value.  Nothing is
@@ -22,6 +22,13 @@ dimensions of size 1; logits against class indices: the target is then no predic
 function's kind), a target with a single value (precision or AUC are undefined there), a call that
 raises or returns something other than one number, a function that writes module globals.
 No host work on training steps: the wrappers exist from the first evaluation on and record once.
+
+The same recorded call serves two more probes.  A metric whose best is its largest value (accuracy,
+IoU, Dice, F1, precision, recall, BLEU ...) is repeated with a prediction that shares no element with
+the target (ids shifted past the target's range, the complement of 0/1 values) and must score well
+below its best (``metric-rewards-disjoint-prediction``).  A function named after a well-known
+definition (box IoU/GIoU, WER/CER, NDCG, CTC greedy decoding; also without prediction/target parameter
+names) is recomputed by that definition (:mod:`overt.guards.metricdef`, ``metric-off-definition``).
 """
 
 from __future__ import annotations
