@@ -13,8 +13,8 @@ file, at module level, whose name is a metric's -- ``mean_iou``, ``dice_score``,
 ``f1``, ``rmse`` ... -- with one parameter named like a prediction (``pred``, ``outputs``, ``y_pred``,
 ``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)).  When a
 watched model is switched to eval mode, or the script enters a ``no_grad`` block, those functions are
-wrapped in the module's namespace (and looked for again while the namespace grows); the first call of each is recorded (its arguments by
-reference, its result) and passed through unchanged.  At the end of the run each recorded call is
+wrapped in the module's namespace (and looked for again while the namespace grows); the first call of
+each is recorded (its arguments by reference, its result) and passed through unchanged.  At the end of the run each recorded call is
 repeated once with the target given as the prediction (a copy of it, in the prediction's shape and
 dtype), with output suppressed and gradients off; the result must be the best value.  Nothing is
 concluded when the premise is not met: prediction and target of different kinds or shapes (beyond
