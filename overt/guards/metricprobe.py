@@ -11,15 +11,15 @@ axis.  Nothing fails; the reported number is simply not the metric.
 What is checked: the metric functions of the running script (``__main__``: functions defined in its
 file, at module level, whose name is a metric's -- ``mean_iou``, ``dice_score``, ``compute_accuracy``,
 ``f1``, ``rmse`` ... -- with one parameter named like a prediction (``pred``, ``outputs``, ``y_pred``,
-``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)).  When a
+``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)). When a
 watched model is switched to eval mode, or the script enters a ``no_grad`` block, those functions are
 wrapped in the module's namespace (and looked for again while the namespace grows); the first call of
-each is recorded (its arguments by reference, its result) and passed through unchanged.  At the end of the run each recorded call is
-repeated once with the target given as the prediction (a copy of it, in the prediction's shape and
-dtype), with output suppressed and gradients off; the result must be the best value.  Nothing is
-concluded when the premise is not met: prediction and target of different kinds or shapes (beyond
-dimensions of size 1; logits against class indices: the target is then no prediction of the
-function's kind), a target with a single value (precision or AUC are undefined there), a call that
+each is recorded (its arguments by reference, its result) and passed through unchanged. At the end of
+the run each recorded call is repeated once with the target given as the prediction (a copy of it, in
+the prediction's shape and dtype), with output suppressed and gradients off; the result must be the best
+value. Nothing is concluded when the premise is not met: prediction and target of different kinds or
+shapes (beyond dimensions of size 1; logits against class indices: the target is then no prediction of
+the function's kind), a target with a single value (precision or AUC are undefined there), a call that
 raises or returns something other than one number, a function that writes module globals.
 No host work on training steps: the wrappers exist from the first evaluation on and record once.
 
