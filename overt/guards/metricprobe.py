@@ -376,6 +376,12 @@ class MetricProbeChecks(Check):
         value = self._score_with(call, _as_prediction(both[1], both[0]))
         if value is None:
             return None
+        if call.kind == "higher" and _kind(both[0]) == "float" and _kind(both[1]) in ("int", "bool"):
+            # float scores of 0/1 labels: probabilities (threshold 0.5) or logits (threshold 0, where a
+            # score of exactly 0 is on the boundary); -1/+1 is a perfect prediction under either reading
+            signed = self._score_with(call, _as_prediction(both[1], both[0]) * 2 - 1)
+            if signed is not None and any(abs(signed - top) <= RELATIVE * top for top in (1.0, 100.0)):
+                return None
         if call.kind == "lower":
             real = _number(call.result)
             scale = max(1.0, abs(real)) if real is not None and math.isfinite(real) else 1.0
@@ -414,7 +420,10 @@ class MetricProbeChecks(Check):
 def _disjoint(target: Any, pred: Any) -> tuple[Any, str] | None:
     """A prediction in ``pred``'s form that shares no element with ``target``, and what it is: integer ids
     shifted past the target's range (none equals any target id), the complement of 0/1 values; None for
-    anything else (scores, regression values, text)."""
+    anything else (scores, regression values, text), and when prediction and target are of different
+    kinds (float scores of integer labels: shifted ids or a complement would be read as scores)."""
+    if _kind(target) is None or _kind(target) != _kind(pred):
+        return None
     if isinstance(target, torch.Tensor) and isinstance(pred, torch.Tensor):
         t = target.detach()
         if t.dtype == torch.bool:
@@ -441,6 +450,19 @@ def _disjoint(target: Any, pred: Any) -> tuple[Any, str] | None:
     if isinstance(target, list) and target and all(type(v) is int for v in target):
         span = max(target) - min(target) + 1
         return [v + span for v in target], "the target's ids shifted past their range"
+    return None
+
+
+def _kind(x: Any) -> str | None:
+    """"bool", "int" or "float" for a tensor, array or list of numbers, else None."""
+    if isinstance(x, torch.Tensor):
+        return "bool" if x.dtype == torch.bool else "float" if x.is_floating_point() else \
+            None if x.is_complex() else "int"
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind is not None:
+        return {"b": "bool", "i": "int", "u": "int", "f": "float"}.get(kind)
+    if isinstance(x, list) and x and all(type(v) is int for v in x):
+        return "int"
     return None
 
 

@@ -396,3 +396,20 @@ def test_a_correct_iou_given_some_boxes_with_their_corners_crossed_is_quiet():
     assert metricdef.check(iou, "iou", "iou", {"a": pred, "b": truth}, {}, rows.mean()) is None
     wrong = rows * 0.5 + 0.5  # not an IoU on the rows that are boxes
     assert metricdef.check(iou, "iou", "iou", {"a": pred, "b": truth}, {}, wrong) is not None
+
+
+LOGIT_ACCURACY = '''
+def binary_accuracy(logits, labels):
+    return ((logits >= 0).long() == labels).float().mean().item()
+
+
+with torch.no_grad():
+    margin = model(x[1400:])[:, 1] - model(x[1400:])[:, 0]
+print("accuracy", binary_accuracy(margin, (y[1400:] == 1).long()))
+'''
+
+
+def test_logits_of_integer_labels_thresholded_at_zero_are_no_imperfect_or_disjoint_metric(tmp_path):
+    # shifted label ids passed as logits would be read as scores (2.0 >= 0): no disjoint premise; the labels
+    # themselves as logits put class 0 on the boundary (0.0 >= 0): -1/+1 is the perfect prediction there
+    assert _run(tmp_path, LOGIT_ACCURACY) == []
