@@ -2,14 +2,17 @@
 issue 33).
 
 A function of the running script named like a box IoU or GIoU (``iou``, ``box_iou``, ``bbox_iou``,
-``giou``), a word or character error rate (``wer``, ``word_error_rate``, ``cer``) or an NDCG
-(``ndcg``, ``ndcg_at_k``) is recomputed by its definition (:mod:`overt.guards.metricrefs`) on the
-inputs of its own first call, and for a ranking metric on two reorderings of that call's list.  A value
-that matches none of the metric's accepted conventions is reported; a value that matches one is that
-metric.  The premise is checked first and anything unfamiliar leaves the check silent: arguments that
-are not boxes, transcripts or one ranked list of relevances, a call that passes further arguments
-(flags that switch the metric), a result that is not numbers, transcripts that a normalisation step
-could change (punctuation, mixed case), boxes that are not boxes in any format.
+``giou``), a word or character error rate (``wer``, ``word_error_rate``, ``cer``), an NDCG (``ndcg``,
+``ndcg_at_k``) or a CTC greedy decoder (``ctc_decode``) is checked against its definition
+(:mod:`overt.guards.metricrefs`) on the inputs of its own first call: boxes and transcripts are
+recomputed under every accepted convention; an NDCG is called again on two orderings of the call's list
+(a most relevant item at rank 1 must beat it at rank 2, whatever the ideal); a CTC decoder on the call's
+path with its runs kept once, every frame repeated, and reversed (the decoding depends only on the runs).
+A value that matches none of the accepted conventions is reported.  The premise is checked first and
+anything unfamiliar leaves the check silent: arguments that are not boxes, transcripts, one ranked list
+of relevances or one path of ids, a call that passes further arguments (flags that switch the metric),
+a result that is not numbers, transcripts that a normalisation step could change (punctuation, mixed
+case), rows that are no boxes (judged per row only where they are), four 0/1 values (labels, not a box).
 
 The probe itself runs at the end of the run (``MetricProbeChecks.end_of_run``), once per function.
 """
@@ -32,8 +35,8 @@ _CUTOFF = frozenset({"k", "topk", "top_k", "at_k", "n", "cutoff", "p"})
 
 
 def definition_of(words: set[str]) -> str | None:
-    """The well-known metric a function named with ``words`` claims to be: "iou", "giou", "wer",
-    "cer", "ndcg", or None."""
+    """The well-known metric (or decoding rule) a function named with ``words`` claims to be: "iou",
+    "giou", "wer", "cer", "ndcg", "ctc" (greedy CTC decoding), or None."""
     if words & _OTHER:
         return None
     if "giou" in words or ("iou" in words and words & {"generalized", "generalised"}):
