@@ -741,6 +741,20 @@ ENTRIES: tuple[Entry, ...] = (
           "as a miss, a wrong denominator, a decoding step that leaves a token) misjudges every model it scores, "
           "and the reported number is not the metric while nothing fails",
           _E, False, True),
+    Entry("metric-rewards-disjoint-prediction", "OVT823", "a metric function that scores a prediction sharing "
+          "nothing with its target well",
+          "an overlap metric (accuracy, IoU, Dice, F1, precision, recall, BLEU) of a prediction with no element in "
+          "common with its target is 0: one that scores it well (items matched by a similarity every pair passes, "
+          "a smoothing term that dominates) counts hits that are not there, cannot tell models apart, and the "
+          "reported number reads better than the model while nothing fails",
+          _E, False, True),
+    Entry("metric-off-definition", "OVT824", "a metric (or decoding) function named after a well-known "
+          "definition that computes something else",
+          "a function named IoU, GIoU, WER, CER, NDCG or CTC decoding whose value on its own call's inputs matches "
+          "none of the definition's accepted conventions (a pixel + 1 on normalised boxes, edits counted in "
+          "characters for a word error rate, a position discount off by one, a final frame decoded unchecked) "
+          "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
+          _E, False, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",
           "precision, recall, F-scores, balanced accuracy, the confusion matrix and the classification report take "
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "

@@ -11,17 +11,24 @@ axis.  Nothing fails; the reported number is simply not the metric.
 What is checked: the metric functions of the running script (``__main__``: functions defined in its
 file, at module level, whose name is a metric's -- ``mean_iou``, ``dice_score``, ``compute_accuracy``,
 ``f1``, ``rmse`` ... -- with one parameter named like a prediction (``pred``, ``outputs``, ``y_pred``,
-``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)).  When a
-watched model is switched to eval mode those functions are wrapped in the module's namespace (and
-looked for again while the namespace grows); the first call of each is recorded (its arguments by
-reference, its result) and passed through unchanged.  At the end of the run each recorded call is
-repeated once with the target given as the prediction (a copy of it, in the prediction's shape and
-dtype), with output suppressed and gradients off; the result must be the best value.  Nothing is
-concluded when the premise is not met: prediction and target of different kinds or shapes (beyond
-dimensions of size 1; logits against class indices: the target is then no prediction of the
-function's kind), a target with a single value (precision or AUC are undefined there), a call that
+``logits`` ...) and one like a target (``target``, ``labels``, ``y_true``, ``masks`` ...)). When a
+watched model is switched to eval mode, or the script enters a ``no_grad`` block, those functions are
+wrapped in the module's namespace (and looked for again while the namespace grows); the first call of
+each is recorded (its arguments by reference, its result) and passed through unchanged. At the end of
+the run each recorded call is repeated once with the target given as the prediction (a copy of it, in
+the prediction's shape and dtype), with output suppressed and gradients off; the result must be the best
+value. Nothing is concluded when the premise is not met: prediction and target of different kinds or
+shapes (beyond dimensions of size 1; logits against class indices: the target is then no prediction of
+the function's kind), a target with a single value (precision or AUC are undefined there), a call that
 raises or returns something other than one number, a function that writes module globals.
 No host work on training steps: the wrappers exist from the first evaluation on and record once.
+
+The same recorded call serves two more probes.  A metric whose best is its largest value (accuracy,
+IoU, Dice, F1, precision, recall, BLEU ...) is repeated with a prediction that shares no element with
+the target (ids shifted past the target's range, the complement of 0/1 values) and must score well
+below its best (``metric-rewards-disjoint-prediction``).  A function named after a well-known
+definition (box IoU/GIoU, WER/CER, NDCG, CTC greedy decoding; also without prediction/target parameter
+names) is recomputed by that definition (:mod:`overt.guards.metricdef`, ``metric-off-definition``).
 """
 
 from __future__ import annotations
@@ -39,13 +46,14 @@ from typing import Any
 
 import torch
 
+from overt.guards import metricdef
 from overt.guards.check import Check
 from overt.guards.where import short_location, user_location
 
 #: name words of metrics whose best value is their largest (1, or 100 in percent)
 HIGHER = frozenset({"iou", "miou", "jaccard", "dice", "accuracy", "acc", "f1", "fscore", "f1score", "precision",
                     "recall", "auc", "auroc", "sensitivity", "specificity", "ssim", "r2", "pearson", "spearman",
-                    "corr", "correlation", "hitrate", "mrr", "ndcg", "exact", "em"})
+                    "corr", "correlation", "hitrate", "mrr", "ndcg", "exact", "em", "bleu", "rouge"})
 #: name words of metrics whose best value is 0
 LOWER = frozenset({"mse", "mae", "rmse", "mape", "smape", "wer", "cer", "error", "err"})
 #: words that make a name something else than a metric (a loss is not required to reach 0)
@@ -59,6 +67,10 @@ TARGET = frozenset({"target", "targets", "y", "y_true", "ytrue", "label", "label
                     "groundtruth", "truth", "true", "mask", "masks", "gt_mask", "gt_masks", "true_mask", "true_masks",
                     "target_mask", "target_masks", "ref", "refs", "reference", "references", "actual", "true_labels",
                     "gt_labels"})
+#: name words of metrics that need not be low on a prediction disjoint from the target (rank and
+#: correlation measures, structural similarity)
+NOT_OVERLAP = frozenset({"auc", "auroc", "ssim", "r2", "pearson", "spearman", "corr", "correlation", "mrr", "ndcg",
+                         "specificity"})
 RELATIVE = 1e-3  # how close to the best value a perfect prediction must score
 
 
@@ -102,17 +114,27 @@ def _writes_globals(code: types.CodeType) -> bool:
     return any(isinstance(c, types.CodeType) and _writes_globals(c) for c in code.co_consts)
 
 
-def candidates(namespace: dict, filename: str) -> dict[str, tuple[Any, str, str, str]]:
-    """The metric functions of a script's namespace: name -> (function, kind, prediction param, target param)."""
+Candidate = tuple[Any, "str | None", "str | None", "str | None", "str | None"]
+
+
+def candidates(namespace: dict, filename: str) -> dict[str, Candidate]:
+    """The metric functions of a script's namespace: name -> (function, kind, prediction param, target param,
+    the well-known metric it is named after).  A function is one when its name and parameters say which
+    is the prediction and which the target (kind and roles), or when its name is a metric that
+    :mod:`overt.guards.metricdef` can recompute (roles None then, unless named)."""
     found = {}
     for name, fn in list(namespace.items()):
         if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != filename \
-                or getattr(fn, "__wrapped__", None) is not None:
+                or getattr(fn, "__wrapped__", None) is not None or _writes_globals(fn.__code__):
             continue
         kind = metric_kind(fn)
         roles = _roles(fn) if kind else None
-        if kind and roles and not _writes_globals(fn.__code__):
-            found[name] = (fn, kind, *roles)
+        words = _words(fn.__name__)
+        known = metricdef.definition_of(words) if not words & NOT_METRIC else None
+        if kind and roles:
+            found[name] = (fn, kind, *roles, known)
+        elif known:
+            found[name] = (fn, None, None, None, known)
     return found
 
 
@@ -178,12 +200,13 @@ def _as_prediction(target: Any, pred: Any) -> Any:
 
 
 class _Call:
-    __slots__ = ("fn", "kind", "pred", "target", "bound", "result", "loc")
+    __slots__ = ("fn", "kind", "pred", "target", "known", "given", "bound", "result", "loc")
 
-    def __init__(self, fn: Any, kind: str, pred: str, target: str, bound: inspect.BoundArguments, result: Any,
-                 loc: str | None):
-        self.fn, self.kind, self.pred, self.target = fn, kind, pred, target
-        self.bound, self.result, self.loc = bound, result, loc
+    def __init__(self, fn: Any, roles: tuple[str | None, str | None, str | None, str | None],
+                 given: tuple[str, ...], bound: inspect.BoundArguments, result: Any, loc: str | None):
+        self.fn = fn
+        self.kind, self.pred, self.target, self.known = roles
+        self.given, self.bound, self.result, self.loc = given, bound, result, loc
 
 
 class MetricProbeChecks(Check):
@@ -206,12 +229,23 @@ class MetricProbeChecks(Check):
             return
         self.namespace = main.__dict__
         self.seen = len(self.namespace)
-        for name, (fn, kind, pred, target) in candidates(self.namespace, filename).items():
+        for name, (fn, *roles) in candidates(self.namespace, filename).items():
             if name in self.wrapped:
                 continue
-            wrapper = self._wrapper(name, fn, kind, pred, target)
+            wrapper = self._wrapper(name, fn, tuple(roles))
             self.wrapped[name] = (fn, wrapper)
             self.namespace[name] = wrapper
+
+    @property
+    def wants_no_grad(self) -> bool:
+        """Whether a ``no_grad`` block the script enters should look for its metric functions: until the
+        script's namespace was seen (a dict size compared after that)."""
+        return True
+
+    def no_grad_entered(self) -> None:
+        """The script entered a ``no_grad``/``inference_mode`` block: an evaluation, with or without
+        ``model.eval()`` (a model without dropout or batch norm is often evaluated in training mode)."""
+        self._grown()
 
     def on_eval_forward(self, info: Any, args: tuple) -> None:
         self._grown()
@@ -224,7 +258,7 @@ class MetricProbeChecks(Check):
         if main is not None and len(main.__dict__) != self.seen:
             self.eval_started()
 
-    def _wrapper(self, name: str, fn: Any, kind: str, pred: str, target: str) -> Any:
+    def _wrapper(self, name: str, fn: Any, roles: tuple) -> Any:
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
@@ -233,8 +267,9 @@ class MetricProbeChecks(Check):
             if name not in self.calls:
                 try:
                     bound = signature.bind(*args, **kwargs)
+                    given = tuple(bound.arguments)
                     bound.apply_defaults()
-                    self.calls[name] = _Call(fn, kind, pred, target, bound, result, user_location(2))
+                    self.calls[name] = _Call(fn, roles, given, bound, result, user_location(2))
                 except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
                     self.s.check_failed(self, exc)
             return result
@@ -243,30 +278,85 @@ class MetricProbeChecks(Check):
 
     def end_of_run(self) -> None:
         for name, call in self.calls.items():
-            found = self._probe(call)
-            if found is None:
-                continue
-            perfect, best = found
             code = call.fn.__code__
             defined = short_location(code.co_filename, code.co_firstlineno)
-            real = _number(call.result)
-            shown = f" (it returned {real:.4g} there)" if real is not None else ""
             at = f"the call at {call.loc}" if call.loc else "its first call"
-            self.s.report(
-                "metric-imperfect-on-truth",
-                f"the metric function {name}() defined at {defined} scores a perfect prediction {perfect:.4g}, not "
-                f"{best}: {at}{shown} repeated with the target itself as {call.pred!r} does not get the best value. "
-                "A metric that misjudges the truth misjudges every model: something in it (a class absent from "
-                "both sides scored as a miss, a count divided by the wrong total, a smoothing term, a decoding "
-                "step, an average over the wrong axis) biases every number it reports, while nothing fails.",
-                fix=f"fix {name}() so that {name}(target, target) is {best}: trace it on one small example whose "
-                    "prediction equals its target (a class missing from both sides is usually left out of the "
-                    "average, not scored 0), or use a maintained implementation (torchmetrics, scikit-learn).",
-                where=f"{name}() at {defined}", key=f"metric:{defined}")
+            if call.kind is not None:
+                self._properties(name, call, defined, at)
+            if call.known is not None:
+                self._definition(name, call, defined, at)
         self.calls = {}
 
-    def _probe(self, call: _Call) -> tuple[float, str] | None:
-        """(the score of a perfect prediction, the best value) when they differ, else None."""
+    def _properties(self, name: str, call: _Call, defined: str, at: str) -> None:
+        found = self._probe(call)
+        real = _number(call.result)
+        shown = f" (it returned {real:.4g} there)" if real is not None else ""
+        if found is None:
+            wrong = self._disjoint_probe(name, call)
+            if wrong is None:
+                return
+            self.s.report(
+                "metric-rewards-disjoint-prediction",
+                f"the metric function {name}() defined at {defined} scores a prediction that shares nothing with "
+                f"its target {wrong[0]:.4g} (a perfect one: {wrong[1]:.4g}): {at}{shown} repeated with {wrong[2]} "
+                f"as {call.pred!r} still scores well. A metric that rewards a wholly wrong prediction cannot tell "
+                "models apart: its matching step (equality by a similarity that every pair passes, a threshold or a "
+                "smoothing term that dominates, a comparison that broadcasts) counts hits that are not there, "
+                "while nothing fails.",
+                fix=f"fix {name}() so that a prediction disjoint from its target scores 0: trace it on one small "
+                    "example with no element in common (compare items by equality, not by a similarity), or use a "
+                    "maintained implementation (torchmetrics, scikit-learn, sacrebleu).",
+                where=f"{name}() at {defined}", key=f"disjoint:{defined}")
+            return
+        perfect, best = found
+        self.s.report(
+            "metric-imperfect-on-truth",
+            f"the metric function {name}() defined at {defined} scores a perfect prediction {perfect:.4g}, not "
+            f"{best}: {at}{shown} repeated with the target itself as {call.pred!r} does not get the best value. "
+            "A metric that misjudges the truth misjudges every model: something in it (a class absent from "
+            "both sides scored as a miss, a count divided by the wrong total, a smoothing term, a decoding "
+            "step, an average over the wrong axis) biases every number it reports, while nothing fails.",
+            fix=f"fix {name}() so that {name}(target, target) is {best}: trace it on one small example whose "
+                "prediction equals its target (a class missing from both sides is usually left out of the "
+                "average, not scored 0), or use a maintained implementation (torchmetrics, scikit-learn).",
+            where=f"{name}() at {defined}", key=f"metric:{defined}")
+
+    def _definition(self, name: str, call: _Call, defined: str, at: str) -> None:
+        arguments = call.bound.arguments
+        try:
+            found = metricdef.check(call.fn, str(call.known), name, {p: arguments[p] for p in call.given},
+                                    dict(arguments), call.result)
+        except Exception:  # noqa: BLE001  inputs the references do not know: no premise
+            return
+        if found is None:
+            return
+        message, fix = found
+        self.s.report(
+            "metric-off-definition",
+            f"the function {name}() defined at {defined} does not compute what it is named for ({at}): "
+            f"{message} Every number reported through it is another quantity under the metric's name, while "
+            "nothing fails.",
+            fix=fix, where=f"{name}() at {defined}", key=f"definition:{defined}")
+
+    def _score_with(self, call: _Call, prediction: Any) -> float | None:
+        """The call repeated with ``prediction`` (and a copy of its target), quietly, without gradients."""
+        args = call.bound.arguments
+        target = args[call.target]
+        changed = dict(args)
+        changed[call.pred] = prediction
+        changed[call.target] = copy.deepcopy(target) if not isinstance(target, torch.Tensor) \
+            else target.detach().clone()
+        bound = inspect.BoundArguments(call.bound.signature, changed)  # type: ignore[arg-type]
+        sink = io.StringIO()
+        try:
+            with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                value = _number(call.fn(*bound.args, **bound.kwargs))
+        except Exception:  # noqa: BLE001  the user's function on other values: no premise
+            return None
+        return None if value is None or math.isnan(value) else value
+
+    def _premise(self, call: _Call) -> tuple[Any, Any] | None:
+        """(prediction, target) of the call when the target can stand for a prediction, else None."""
         args = call.bound.arguments
         pred, target = args.get(call.pred), args.get(call.target)
         if pred is None or target is None or _shape(pred) is None or not _same_form(pred, target):
@@ -276,19 +366,22 @@ class MetricProbeChecks(Check):
             return None  # float scores against integer labels that are not 0/1: not a prediction of its kind
         if not _varied(target):
             return None
-        perfect_args = dict(args)
-        perfect_args[call.pred] = _as_prediction(target, pred)
-        perfect_args[call.target] = copy.deepcopy(target) if not isinstance(target, torch.Tensor) \
-            else target.detach().clone()
-        bound = inspect.BoundArguments(call.bound.signature, perfect_args)  # type: ignore[arg-type]
-        sink = io.StringIO()
-        try:
-            with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                value = _number(call.fn(*bound.args, **bound.kwargs))
-        except Exception:  # noqa: BLE001  the user's function on other values: no premise
+        return pred, target
+
+    def _probe(self, call: _Call) -> tuple[float, str] | None:
+        """(the score of a perfect prediction, the best value) when they differ, else None."""
+        both = self._premise(call)
+        if both is None:
             return None
-        if value is None or math.isnan(value):
+        value = self._score_with(call, _as_prediction(both[1], both[0]))
+        if value is None:
             return None
+        if call.kind == "higher" and _kind(both[0]) == "float" and _kind(both[1]) in ("int", "bool"):
+            # float scores of 0/1 labels: probabilities (threshold 0.5) or logits (threshold 0, where a
+            # score of exactly 0 is on the boundary); -1/+1 is a perfect prediction under either reading
+            signed = self._score_with(call, _as_prediction(both[1], both[0]) * 2 - 1)
+            if signed is not None and any(abs(signed - top) <= RELATIVE * top for top in (1.0, 100.0)):
+                return None
         if call.kind == "lower":
             real = _number(call.result)
             scale = max(1.0, abs(real)) if real is not None and math.isfinite(real) else 1.0
@@ -299,12 +392,78 @@ class MetricProbeChecks(Check):
             return None
         return value, "1 (or 100)"
 
+    def _disjoint_probe(self, name: str, call: _Call) -> tuple[float, float, str] | None:
+        """(the score of a prediction disjoint from the target, the perfect score, what it was) when a
+        metric whose best is its largest value gives the disjoint prediction at least half its best."""
+        if call.kind != "higher" or _words(name) & NOT_OVERLAP:
+            return None
+        both = self._premise(call)
+        if both is None:
+            return None
+        made = _disjoint(both[1], both[0])
+        if made is None:
+            return None
+        perfect = self._score_with(call, _as_prediction(both[1], both[0]))
+        value = self._score_with(call, made[0])
+        if perfect is None or value is None or not math.isfinite(perfect) or perfect <= 0:
+            return None
+        return (value, perfect, made[1]) if value >= 0.5 * perfect else None
+
     def remove_hooks(self) -> None:
         if self.namespace is not None:
             for name, (fn, wrapper) in self.wrapped.items():
                 if self.namespace.get(name) is wrapper:
                     self.namespace[name] = fn
         self.wrapped = {}
+
+
+def _disjoint(target: Any, pred: Any) -> tuple[Any, str] | None:
+    """A prediction in ``pred``'s form that shares no element with ``target``, and what it is: integer ids
+    shifted past the target's range (none equals any target id), the complement of 0/1 values; None for
+    anything else (scores, regression values, text), and when prediction and target are of different
+    kinds (float scores of integer labels: shifted ids or a complement would be read as scores)."""
+    if _kind(target) is None or _kind(target) != _kind(pred):
+        return None
+    if isinstance(target, torch.Tensor) and isinstance(pred, torch.Tensor):
+        t = target.detach()
+        if t.dtype == torch.bool:
+            made, what = ~t, "the target's complement"
+        elif not t.is_floating_point() and not t.is_complex():
+            made, what = t + (int(t.max()) - int(t.min()) + 1), "the target's ids shifted past their range"
+        elif _binary(t):
+            made, what = 1 - t, "the target's complement (1 - target)"
+        else:
+            return None
+        return made.to(device=pred.device, dtype=pred.dtype).reshape(pred.shape), what
+    if hasattr(target, "dtype") and hasattr(target, "astype") and hasattr(pred, "dtype"):
+        kind = getattr(target.dtype, "kind", "")
+        if kind == "b":
+            made, what = ~target, "the target's complement"
+        elif kind in "iu":
+            span = int(target.max()) - int(target.min()) + 1
+            made, what = target + span, "the target's ids shifted past their range"
+        elif kind == "f" and _binary(target):
+            made, what = 1 - target, "the target's complement (1 - target)"
+        else:
+            return None
+        return made.astype(pred.dtype).reshape(pred.shape), what
+    if isinstance(target, list) and target and all(type(v) is int for v in target):
+        span = max(target) - min(target) + 1
+        return [v + span for v in target], "the target's ids shifted past their range"
+    return None
+
+
+def _kind(x: Any) -> str | None:
+    """"bool", "int" or "float" for a tensor, array or list of numbers, else None."""
+    if isinstance(x, torch.Tensor):
+        return "bool" if x.dtype == torch.bool else "float" if x.is_floating_point() else \
+            None if x.is_complex() else "int"
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind is not None:
+        return {"b": "bool", "i": "int", "u": "int", "f": "float"}.get(kind)
+    if isinstance(x, list) and x and all(type(v) is int for v in x):
+        return "int"
+    return None
 
 
 def _binary(x: Any) -> bool:

@@ -386,6 +386,12 @@ def _enter_wrapper(orig: Any) -> Any:
                     if user is None:
                         user = code is not None and is_user_file(code.co_filename)
                     safely(skew.no_grad_entered, user)
+                probe = getattr(s, "metric_probe", None)
+                if probe is not None and probe.wants_no_grad:  # the script's metrics, wrapped once it evaluates
+                    if user is None:
+                        user = code is not None and is_user_file(code.co_filename)
+                    if user:
+                        safely(probe.no_grad_entered)
         return out
 
     return __enter__

@@ -212,6 +212,13 @@ EXPECTED = {
     "w174_support_query_overlap": ("lint",),
     "w97_seen_items_ranked": ("lint",),
     "w181_split_redrawn_on_resume": ("lint",),
+    # hand-written metrics that are not the metric they are named for (branch metrics8): recomputed by their
+    # definition on their own call's inputs, or scored on a prediction disjoint from the target
+    "w126_ctc_decode_trailing_blank": ("run",),
+    "w156_iou_plus_one_on_normalized_boxes": ("run",),
+    "w183_wer_on_characters": ("run",),
+    "w187_ngram_match_by_cosine": ("run",),
+    "w194_dcg_discount_off_by_one": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
