@@ -261,8 +261,19 @@ RUNNERS = {"engine": engine_face, "guard": guard_face, "run": run_face, "lint": 
 
 def mechanisms() -> dict[str, list[str]]:
     """``tests/wild/mechanisms.json``: MECHANISM key -> the catalog slugs that name that cause."""
-    data = json.loads(Path(__file__).with_name("mechanisms.json").read_text())
+    data = json.loads(Path(__file__).with_name("mechanisms.json").read_text(), object_pairs_hook=_unique_keys)
     return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are unique: json.loads keeps the last of two equal keys without a word, so a
+    mechanism listed twice (once empty, once with its slugs) would count as whichever came last."""
+    seen: dict[str, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"tests/wild/mechanisms.json lists {key!r} twice: keep one entry with all its slugs")
+        seen[key] = value
+    return seen
 
 
 def cause_slugs(case: ModuleType) -> frozenset[str]:

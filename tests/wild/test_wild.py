@@ -264,6 +264,15 @@ def test_split_json_is_the_seeded_draw():
     assert load_split() == draw()
 
 
+def test_a_mechanism_listed_twice_is_refused():
+    """json.loads keeps the last of two equal keys silently: mechanisms.json once held two mechanisms twice (an
+    empty list, then the slug), and which one counted depended on their order."""
+    import json
+    with pytest.raises(ValueError, match="twice"):
+        json.loads('{"a": [], "a": ["slug"]}', object_pairs_hook=harness._unique_keys)
+    assert harness.mechanisms()  # the file itself lists each mechanism once
+
+
 def test_new_cases_follow_the_split_and_record_their_metric():
     split = load_split()
     mechanisms = harness.mechanisms()
