@@ -167,7 +167,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("weights-frozen", "OVT111", "every weight matrix is frozen: only biases or normalisation parameters train",
           "the model can barely learn: a freezing loop or filter caught the layers meant to train",
           _W, False, True),
-    Entry("training-step-no-loss", "OVT112", "a Lightning training_step that returns no loss under automatic optimisation",
+    Entry("training-step-no-loss", "OVT112",
+          "a Lightning training_step that returns no loss under automatic optimisation",
           "Lightning then skips backward() and the optimizer step for the batch (it warns once, 'training_step "
           "returned None'), so the model does not train while the run looks normal",
           _E, True, False),

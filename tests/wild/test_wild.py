@@ -161,7 +161,8 @@ EXPECTED = {
     # coverage of the data by training and evaluation (branch emptyrun)
     "w111_drop_last_small_dataset": ("run", "guard"),
     "w103_distributed_eval_padding": ("lint",),
-    # round five, development since it was measured (lead, session 41): the saved optimizer/scheduler state never read back
+    # round five, development since it was measured (lead, session 41): the saved optimizer/scheduler state never
+    # read back
     "w140_resume_without_scheduler_state": ("lint",),
     # round four's test half, development since (lead, session 41): two views of a pair that are one tensor
     "w122_identical_contrastive_views": ("run", "guard"),
