@@ -213,11 +213,14 @@ def every_step_checked(data, epochs: int, repeats: int) -> None:
           f"{statistics.median(best[False]) / 1e3:.0f} us")
 
 
-def work_counts(data, epochs: int) -> None:
+def work_counts(data, epochs: int, val=None) -> None:
     """What the default guards add to each kind of step of the tiny MLP, counted instead of timed (the same
     on a busy machine and a quiet one): PyTorch operators dispatched (a ``TorchDispatchMode``) and Python
     calls (``sys.setprofile``: functions and builtins), guards on minus guards off, per step index (a global
-    optimizer post-hook ends each step), then summed by kind of step as ``--step-minima`` splits them."""
+    optimizer post-hook ends each step), then summed by kind of step as ``--step-minima`` splits them, the
+    checked steps also apart: the first (with ``fit()``'s start), the rest of the warm-up, the later ones.
+    With ``val`` (``--val``) the engine evaluates after every epoch: each evaluation pass counts with the first
+    step of the next epoch (the last one with the end of ``fit()``)."""
     import torch.optim.optimizer as optim_mod
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -244,7 +247,8 @@ def work_counts(data, epochs: int) -> None:
         torch.manual_seed(0)
         model = MODELS["tiny"]()
         trainer = overt.Trainer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), data,
-                                epochs=epochs, batch_size=64, device="cpu", progress="off", guards=guards)
+                                epochs=epochs, batch_size=64, device="cpu", progress="off", guards=guards,
+                                val_data=val)
         step[0] = 0
         ops.clear()
         calls.clear()
@@ -264,14 +268,19 @@ def work_counts(data, epochs: int) -> None:
     checked = set(clock.checked_steps(n, check_every=defaults["check_every"], warmup_steps=defaults["warmup_steps"]))
     kinds: dict[str, list[int]] = {}
     for index in range(n + 1):  # index n: after the last step (the end of fit())
-        kind = ("end of fit()" if index == n else "checked" if index in checked
+        kind = ("end of fit()" if index == n else "checked, the first" if index == 0
+                else "checked, warm-up" if index in checked and index < defaults["warmup_steps"]
+                else "checked, later" if index in checked
                 else "after a checked one" if index - 1 in checked
                 else "first of an epoch" if index % per_epoch == 0 else "other")
         row = kinds.setdefault(kind, [0, 0, 0])
         row[0] += 1
         row[1] += on[0].get(index, 0) - off[0].get(index, 0)
         row[2] += on[1].get(index, 0) - off[1].get(index, 0)
-    print(f"tiny MLP, {n} steps ({len(checked)} checked; the first includes fit()'s start), guards on minus off:")
+    print(f"tiny MLP, {n} steps ({len(checked)} checked; the first includes fit()'s start)"
+          + (", evaluated after every epoch" if val is not None else "") + ", guards on minus off:")
+    rows = [kinds[k] for k in kinds if k.startswith("checked")]
+    kinds = {"checked": [sum(r[i] for r in rows) for i in range(3)], **kinds}
     for kind, (count, extra_ops, extra_calls) in kinds.items():
         print(f"  {kind:>20}: {count:4d} step(s), {extra_ops / count:7.1f} operators and {extra_calls / count:8.1f} "
               f"Python calls more per step ({extra_ops} and {extra_calls} in all)")
@@ -295,6 +304,8 @@ def main() -> None:
     parser.add_argument("--work", action="store_true",
                         help="count the default guards' work on the tiny MLP (PyTorch operators and Python calls "
                              "per kind of step, guards on minus off): no timing, so the same on any machine")
+    parser.add_argument("--val", action="store_true",
+                        help="with --work: the engine evaluates on the digits validation split after every epoch")
     parser.add_argument("--every-step-checked", action="store_true",
                         help="what one checked step costs on the tiny MLP: every step checked, per-step minima "
                              "of --repeats repetitions (--epochs per run)")
@@ -310,7 +321,7 @@ def main() -> None:
         for name, make in list(MODELS.items()):  # one module per model, re-initialised for each run:
             MODELS[name] = _reused(make)         # dynamo compiles it once, not once per run
     torch.set_num_threads(1)
-    data, _ = load_digits_split(0.2, 0)
+    data, val = load_digits_split(0.2, 0)
     if args.split:
         split_costs(data)
         return
@@ -318,7 +329,7 @@ def main() -> None:
         per_step_minima(data, args.epochs, args.repeats)
         return
     if args.work:
-        work_counts(data, args.epochs)
+        work_counts(data, args.epochs, val if args.val else None)
         return
     if args.every_step_checked:
         every_step_checked(data, args.epochs, args.repeats)
