@@ -304,6 +304,13 @@ ENTRIES: tuple[Entry, ...] = (
           "an input-gradient or Jacobian regulariser) is a constant that adds a number to the loss and nothing to "
           "its gradient, so it trains nothing while the loss still falls from its other terms",
           _E, True, False),
+    Entry("loss-terms-misscaled", "OVT346", "terms of a summed loss weighted against each other by how they "
+          "were reduced, not by the objective",
+          "a term averaged over the batch next to one summed over it (a VAE's reconstruction averaged, its KL "
+          "summed), or a distillation term at temperature T without its factor T*T: one term's share of the "
+          "gradient on the parameters they share is off by the batch size or by T*T, so the other term drives "
+          "training while every loss falls",
+          _E, False, True),
     Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
           "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "

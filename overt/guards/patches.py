@@ -14,6 +14,7 @@
 - ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
+- ``torch.autograd.backward`` (:mod:`overt.guards.termscale`): swapped in only while a checked step lasts;
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
+from overt.guards import termscale
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
 from overt.guards.where import from_torch, from_torch_or_overt_file, is_user_file, user_location
@@ -485,6 +487,7 @@ def activate(session: GuardSession) -> None:
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)
+        termscale.install(_patch, ACTIVE)  # torch.autograd.backward (checked steps only: swapped in refresh)
         from overt.guards import orders  # torch.manual_seed, random.seed, np.random.seed (shuffle-order-repeats)
 
         orders.install(_patch)
@@ -505,6 +508,7 @@ def refresh() -> None:
     LOOK = ARMED or bool(EVAL_LOSSES)
     if not ACTIVE:
         return
+    termscale.arm(ARMED)  # the backward wrapper: in place only while a checked step lasts
     wrap = LOOK or any(s.explain_loss_errors for s in ACTIVE)
     if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
         return
@@ -559,4 +563,5 @@ def deactivate(session: GuardSession) -> None:
         from overt.guards import compiled
 
         compiled.uninstalled()
+        termscale.uninstalled()
     refresh()

@@ -66,6 +66,7 @@ from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
 from overt.guards.stopgrad import StopGradientChecks
+from overt.guards.termscale import TermScaleChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -96,6 +97,7 @@ CHECKS: tuple[type[Check], ...] = (
     SameViewsChecks,
     SoftTargetChecks,
     StopGradientChecks,
+    TermScaleChecks,
     AttentionMaskChecks,
     PaddingLossChecks,
     PaddingRowChecks,
