@@ -311,6 +311,13 @@ ENTRIES: tuple[Entry, ...] = (
           "gradient on the parameters they share is off by the batch size or by T*T, so the other term drives "
           "training while every loss falls",
           _E, False, True),
+    Entry("regression-target-is-input", "OVT348", "a regression whose target is the model's own input, learned as "
+          "a copy",
+          "a model asked to output one of the tensors it is given learns the identity in a few steps: the loss "
+          "falls to almost nothing while the model learns none of what it was meant to predict (a noise predictor "
+          "regressed on the noisy input instead of the noise, a denoiser on its noisy input instead of the clean "
+          "signal)",
+          _E, False, True),
     Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
           "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "

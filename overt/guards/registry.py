@@ -66,6 +66,7 @@ from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
 from overt.guards.stopgrad import StopGradientChecks
+from overt.guards.targetcopy import TargetCopyChecks
 from overt.guards.termscale import TermScaleChecks
 
 CHECKS: tuple[type[Check], ...] = (
@@ -98,6 +99,7 @@ CHECKS: tuple[type[Check], ...] = (
     SoftTargetChecks,
     StopGradientChecks,
     TermScaleChecks,
+    TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,
     PaddingRowChecks,

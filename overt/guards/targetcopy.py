@@ -1,0 +1,161 @@
+"""Guard on a regression whose target is the model's own input (slug ``regression-target-is-input``; issue 33).
+
+An invariant of supervised regression: the target is something the model has to work out, not one of
+the tensors it is given.  A model asked to output one of its own inputs learns the identity -- any
+network of a few layers does in a few hundred steps -- and the loss falls to almost nothing while the
+model learns none of what the objective meant: a diffusion model's noise predictor regressed on the
+noisy input ``x_t`` instead of the noise (irom-princeton/dppo#14), a denoiser trained to reproduce its
+noisy input instead of the clean signal, a predictor given the value it is asked for.
+
+Seen on checked steps, for the regression losses (``F.mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
+``huber_loss`` and the ``nn`` modules that call them): the target is the very memory of a tensor argument
+of a watched model's training forward on this step (the same storage, offset and shape: the input
+itself), and the loss's input is that forward's output (or a view of it).  An
+autoencoder is written this way too; what tells them apart is measured, not assumed: the error relative
+to the target's spread (the mean squared error over the variance of the target's values, read with the
+session's deferred reads).  A model with a bottleneck cannot reproduce its input to a thousandth of its
+variance; one that does has learned to copy it.  Reported, once per call site, when the relative error
+is below ``COPIED`` (``COPIED_GIVEN_MORE`` when the forward was given other tensors besides the target: a
+diffusion model's timestep, a condition) on ``CALLS`` checked calls in a row spanning at least ``SPAN``
+optimizer steps.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.watched import output_tensors
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+    from overt.guards.watched import ModelInfo, OptInfo
+
+LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+COPIED = 1e-3  # mean squared error over the target's variance at and below which the output is a copy
+COPIED_GIVEN_MORE = 1e-2  # the same when the forward was given other inputs besides the target (a timestep)
+CALLS = 3  # checked calls in a row
+SPAN = 20  # optimizer steps those calls span, at least
+MAX_FORWARDS = 16  # forwards of a step remembered
+MAX_UP = 6  # nodes walked from the loss's input to the forward's output (views, squeeze, ...)
+_VIEWS = ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "SqueezeBackward0", "SqueezeBackward1",
+          "UnsqueezeBackward0", "CloneBackward0", "SliceBackward0", "SelectBackward0", "ToCopyBackward0",
+          "TBackward0", "TransposeBackward0", "PermuteBackward0")
+
+
+def _key(t: torch.Tensor) -> tuple[int, int, tuple[int, ...]] | None:
+    """What identifies a tensor's memory: (storage address, offset, shape)."""
+    try:
+        return t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape)
+    except Exception:  # noqa: BLE001  a tensor without storage
+        return None
+
+
+class TargetCopyChecks(Check):
+    name = "targetcopy"
+
+    def __init__(self, session: GuardSession):
+        super().__init__(session)
+        self.inputs: dict[tuple, tuple[ModelInfo, torch.Tensor]] = {}  # key of a forward's argument -> (model, it)
+        # forwards whose output is not known yet: (model, keys of its arguments, how many tensors it was given)
+        self.pending: list[tuple[ModelInfo, list[tuple], int]] = []
+        self.outputs: dict[int, tuple[Any, ModelInfo, list[tuple], int]] = {}  # id(output grad_fn) -> (it, ...)
+        self.runs: dict[str, list[int]] = {}  # call site -> optimizer clock of its copied calls in a row
+        self.done: set[str] = set()
+
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if len(self.pending) + len(self.outputs) >= MAX_FORWARDS:
+            return
+        keys = []
+        tensors = [a for a in args[:4] if isinstance(a, torch.Tensor)]
+        for a in tensors:
+            if a.is_floating_point() and a.dim() >= 1 and not a.requires_grad:
+                k = _key(a)
+                if k is not None:
+                    keys.append(k)
+                    self.inputs[k] = (info, a)
+        if keys:
+            self.pending.append((info, keys, len(tensors)))
+
+    def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
+        if not self.pending or self.pending[-1][0] is not info:
+            return
+        _, keys, given = self.pending.pop()
+        if failed:
+            return
+        for t in output_tensors(output):
+            if t.grad_fn is not None:
+                self.outputs[id(t.grad_fn)] = (t.grad_fn, info, keys, given)
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        self.inputs.clear()
+        self.pending.clear()
+        self.outputs.clear()
+
+    def remove_hooks(self) -> None:
+        self.after_checked_step(None)  # type: ignore[arg-type]
+
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name not in LOSSES or not self.outputs or not isinstance(target, torch.Tensor):
+            return
+        if target.requires_grad or not target.is_floating_point() or target.numel() < 2 or inp.shape != target.shape:
+            return
+        k = _key(target)
+        if k is None or k not in self.inputs:
+            return
+        made = self._forward_of(inp)
+        if made is None or k not in made[1]:
+            return  # the target is an input of another forward than the one that predicted
+        loc = user_location(5) or f"F.{name}"
+        if loc in self.done:
+            return
+        a, b = inp.detach().float(), target.detach().float()
+        err = (a - b).pow(2).mean()
+        spread = b.var() if b.numel() > 1 else b.pow(2).mean()
+        clock = sum(oi.steps for oi in self.s.optimizers.values())
+        limit = COPIED_GIVEN_MORE if made[2] > 1 else COPIED
+        self.s.defer(torch.stack((err, spread)), self._judge(name, loc, clock, made[0], limit))
+
+    def _forward_of(self, inp: torch.Tensor) -> tuple[ModelInfo, list[tuple], int] | None:
+        fn = inp.grad_fn
+        for _ in range(MAX_UP):
+            if fn is None:
+                return None
+            rec = self.outputs.get(id(fn))
+            if rec is not None and rec[0] is fn:
+                return rec[1], rec[2], rec[3]
+            if type(fn).__name__ not in _VIEWS or not fn.next_functions:
+                return None
+            fn = fn.next_functions[0][0]
+        return None
+
+    def _judge(self, name: str, loc: str, clock: int, info: ModelInfo, limit: float):
+        def callback(vals: list[float]) -> None:
+            if loc in self.done:
+                return
+            err, spread = vals
+            if not (spread > 0 and err <= limit * spread):
+                self.runs.pop(loc, None)  # not a copy (yet): the run of copied calls starts again
+                return
+            run = self.runs.setdefault(loc, [])
+            run.append(clock)
+            if len(run) >= CALLS and run[-1] - run[0] >= SPAN:
+                self.done.add(loc)
+                self._report(name, loc, info, err / spread, len(run))
+
+        return callback
+
+    def _report(self, name: str, loc: str, info: ModelInfo, rel: float, n: int) -> None:
+        model = info.name
+        msg = (f"F.{name} at {loc} regresses {model}'s output on one of {model}'s own inputs: the target is the "
+               f"very tensor passed to the forward that made the prediction, and on {n} checked calls in a row the "
+               f"output reproduced it to {rel:.2g} of its variance. The model has learned to copy its input, which "
+               "any network learns in a few steps, so the loss is near zero while it learns nothing the objective "
+               "meant (a noise predictor trained on the noisy input instead of the noise, a denoiser trained to "
+               "reproduce its noisy input instead of the clean signal).")
+        fix = ("regress on the quantity the model must work out, not on its input: e.g. F.mse_loss(model(x_noisy, t), "
+               "noise) for an epsilon-predicting diffusion model, the clean x for a denoiser.")
+        self.s.report("regression-target-is-input", msg, where=f"F.{name} call at {loc}", fix=fix, key=loc)
