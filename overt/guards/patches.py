@@ -487,7 +487,7 @@ def activate(session: GuardSession) -> None:
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)
-        termscale.install(_patch, ACTIVE)  # torch.autograd.backward (checked steps only: swapped in refresh)
+        termscale.install(_patch, ACTIVE, safely)  # torch.autograd.backward (checked steps only: swapped in refresh)
         from overt.guards import orders  # torch.manual_seed, random.seed, np.random.seed (shuffle-order-repeats)
 
         orders.install(_patch)

@@ -28,7 +28,6 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.watched import output_tensors
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -59,74 +58,63 @@ class TargetCopyChecks(Check):
 
     def __init__(self, session: GuardSession):
         super().__init__(session)
-        self.inputs: dict[tuple, tuple[ModelInfo, torch.Tensor]] = {}  # key of a forward's argument -> (model, it)
-        # forwards whose output is not known yet: (model, keys of its arguments, how many tensors it was given)
-        self.pending: list[tuple[ModelInfo, list[tuple], int]] = []
-        self.outputs: dict[int, tuple[Any, ModelInfo, list[tuple], int]] = {}  # id(output grad_fn) -> (it, ...)
+        # forwards whose output is not known yet: (model, the tensors it was given)
+        self.pending: list[tuple[ModelInfo, list[torch.Tensor]]] = []
+        self.outputs: dict[int, tuple[Any, ModelInfo, list[torch.Tensor]]] = {}  # id(output grad_fn) -> (it, ...)
         self.runs: dict[str, list[int]] = {}  # call site -> optimizer clock of its copied calls in a row
         self.done: set[str] = set()
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        if len(self.pending) + len(self.outputs) >= MAX_FORWARDS:
-            return
-        keys = []
-        tensors = [a for a in args[:4] if isinstance(a, torch.Tensor)]
-        for a in tensors:
-            if a.is_floating_point() and a.dim() >= 1 and not a.requires_grad:
-                k = _key(a)
-                if k is not None:
-                    keys.append(k)
-                    self.inputs[k] = (info, a)
-        if keys:
-            self.pending.append((info, keys, len(tensors)))
+        if len(self.pending) + len(self.outputs) < MAX_FORWARDS:
+            self.pending.append((info, [a for a in args[:4] if isinstance(a, torch.Tensor)]))
 
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         if not self.pending or self.pending[-1][0] is not info:
             return
-        _, keys, given = self.pending.pop()
-        if failed:
+        _, given = self.pending.pop()
+        if failed or not given:
             return
         for t in output_tensors(output):
             if t.grad_fn is not None:
-                self.outputs[id(t.grad_fn)] = (t.grad_fn, info, keys, given)
+                self.outputs[id(t.grad_fn)] = (t.grad_fn, info, given)
 
     def after_checked_step(self, oi: OptInfo) -> None:
-        self.inputs.clear()
         self.pending.clear()
         self.outputs.clear()
 
     def remove_hooks(self) -> None:
-        self.after_checked_step(None)  # type: ignore[arg-type]
+        self.pending.clear()
+        self.outputs.clear()
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if name not in LOSSES or not self.outputs or not isinstance(target, torch.Tensor):
             return
         if target.requires_grad or not target.is_floating_point() or target.numel() < 2 or inp.shape != target.shape:
             return
-        k = _key(target)
-        if k is None or k not in self.inputs:
-            return
         made = self._forward_of(inp)
-        if made is None or k not in made[1]:
-            return  # the target is an input of another forward than the one that predicted
-        loc = user_location(5) or f"F.{name}"
+        if made is None:
+            return
+        k = _key(target)
+        if k is None or not any(_key(a) == k for a in made[1] if a.is_floating_point() and not a.requires_grad):
+            return  # the target is not one of the tensors the forward that predicted was given
+        loc = self.s.losses.locs.get(name) or f"F.{name}"
         if loc in self.done:
             return
         a, b = inp.detach().float(), target.detach().float()
         err = (a - b).pow(2).mean()
-        spread = b.var() if b.numel() > 1 else b.pow(2).mean()
+        spread = b.var()
         clock = sum(oi.steps for oi in self.s.optimizers.values())
-        limit = COPIED_GIVEN_MORE if made[2] > 1 else COPIED
+        limit = COPIED_GIVEN_MORE if len(made[1]) > 1 else COPIED
         self.s.defer(torch.stack((err, spread)), self._judge(name, loc, clock, made[0], limit))
 
-    def _forward_of(self, inp: torch.Tensor) -> tuple[ModelInfo, list[tuple], int] | None:
+    def _forward_of(self, inp: torch.Tensor) -> tuple[ModelInfo, list[torch.Tensor]] | None:
         fn = inp.grad_fn
         for _ in range(MAX_UP):
             if fn is None:
                 return None
             rec = self.outputs.get(id(fn))
             if rec is not None and rec[0] is fn:
-                return rec[1], rec[2], rec[3]
+                return rec[1], rec[2]
             if type(fn).__name__ not in _VIEWS or not fn.next_functions:
                 return None
             fn = fn.next_functions[0][0]

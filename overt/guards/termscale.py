@@ -55,6 +55,8 @@ MAX_OUTPUTS = 64  # model outputs of a step remembered
 _SHAPE = ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "SqueezeBackward0",
           "SqueezeBackward1", "UnsqueezeBackward0", "CloneBackward0", "SliceBackward0", "SelectBackward0")
 
+#: the nodes a sum of weighted terms ends in
+_COMBINING = frozenset(("AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "NegBackward0"))
 _ORIG: Any = None  # torch.autograd.backward
 _WRAP: Any = None
 
@@ -189,9 +191,9 @@ class TermScaleChecks(Check):
                 self.outputs[id(fn)] = fn
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
-        fn = getattr(inp, "grad_fn", None)
+        fn = inp.grad_fn
         if fn is not None and len(self.losses) < MAX_OUTPUTS:
-            self.losses[id(fn)] = (fn, name, user_location(5) or "")
+            self.losses[id(fn)] = (fn, name, self.s.losses.locs.get(name, ""))  # the loss checks' line of F.name
 
     def after_checked_step(self, oi: OptInfo) -> None:
         self.outputs.clear()
@@ -203,13 +205,14 @@ class TermScaleChecks(Check):
 
     # -- the backward of a checked step -------------------------------------------------------
     def on_backward(self, tensors: Any) -> None:
-        if isinstance(tensors, (list, tuple)):
-            tensors = tensors[0] if len(tensors) == 1 else None
-        if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or tensors.grad_fn is None:
-            return
         if not self.outputs or len(self.done) > 8:
             return
-        terms = additive_terms(tensors.grad_fn)
+        if isinstance(tensors, (list, tuple)):
+            tensors = tensors[0] if len(tensors) == 1 else None
+        fn = getattr(tensors, "grad_fn", None)
+        if fn is None or type(fn).__name__ not in _COMBINING or tensors.numel() != 1:
+            return  # one term (a loss as it came out of its function): nothing to weigh against another
+        terms = additive_terms(fn)
         if terms is None or len(terms) < 2:
             return
         loc = user_location(4) or "the backward call"
@@ -390,14 +393,12 @@ def _hard_on(node: Any, logits: Any) -> bool:
     lsm = _past_shape(node.next_functions[0][0])
     if lsm is None or type(lsm).__name__ != "LogSoftmaxBackward0":
         return False
-    return _past_shape(lsm.next_functions[0][0]) is logits
+    return _past_shape(lsm.next_functions[0][0]) is _past_shape(logits)
 
 
-def _wrapper(active: list, orig: Any) -> Any:
+def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
     @functools.wraps(orig)
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        from overt.guards.patches import safely
-
         for s in active:
             check = getattr(s, "termscale", None)
             if s.armed and check is not None:
@@ -408,11 +409,12 @@ def _wrapper(active: list, orig: Any) -> Any:
     return backward
 
 
-def install(patch: Callable, active: list) -> None:
+def install(patch: Callable, active: list, safely: Callable) -> None:
     """Wrap ``torch.autograd.backward`` (what ``Tensor.backward`` calls) with ``patch(owner, name, make)``; the
-    wrapper stays in place only while a checked step lasts (:func:`arm`)."""
+    wrapper stays in place only while a checked step lasts (:func:`arm`).  ``safely(fn, *args)`` runs a check
+    under the never-break policy."""
     global _ORIG, _WRAP
-    patch(torch.autograd, "backward", functools.partial(_wrapper, active))
+    patch(torch.autograd, "backward", functools.partial(_wrapper, active, safely))
     _WRAP = torch.autograd.backward
     _ORIG = getattr(_WRAP, "__overt_original__", None)
     arm(False)

@@ -21,7 +21,7 @@ from torch import nn
 from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
 from tests.conftest import TIMING
-from tests.guards.helpers import batches, slugs
+from tests.guards.helpers import batches, markov_tokens, slugs
 
 SLUG = "loss-terms-misscaled"
 
@@ -171,6 +171,43 @@ def test_distillation_without_t_squared_is_named(form):
 @pytest.mark.parametrize("form", ["kl-t2", "module-t2", "soft-ce-t2", "soft-only"])
 def test_distillation_with_t_squared_or_alone_is_quiet(form):
     assert SLUG not in slugs(_distil(form))
+
+
+def _token_distil(t_squared: bool) -> list:
+    """Token-level distillation of a next-token model: (N, L, V) logits flattened in both terms."""
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Embedding(8, 32), nn.ReLU(), nn.Linear(32, 8))
+    student = nn.Sequential(nn.Embedding(8, 16), nn.ReLU(), nn.Linear(16, 8))
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    seq = markov_tokens(512, seed=1)
+    opt = torch.optim.Adam(student.parameters(), lr=3e-3)
+    T = 4.0
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
+    try:
+        for i in range(40):
+            xb = seq[(i * 32) % 480:(i * 32) % 480 + 32]
+            inp, tgt = xb[:, :-1], xb[:, 1:]
+            z = student(inp)
+            with torch.no_grad():
+                soft = F.softmax(teacher(inp).reshape(-1, 8) / T, dim=-1)
+            kd = F.kl_div(F.log_softmax(z.reshape(-1, 8) / T, dim=-1), soft, reduction="batchmean")
+            loss = 0.5 * kd * (T * T if t_squared else 1.0) + 0.5 * F.cross_entropy(z.reshape(-1, 8), tgt.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        findings = session.close()
+    return findings
+
+
+def test_token_level_distillation_without_t_squared_is_named():
+    found = [f for f in _token_distil(False) if f.slug == SLUG]
+    assert len(found) == 1 and "T = 4" in found[0].message, found
+
+
+def test_token_level_distillation_with_t_squared_is_quiet():
+    assert SLUG not in slugs(_token_distil(True))
 
 
 def test_distillation_at_temperature_one_is_quiet():
