@@ -56,13 +56,15 @@ class _VAE(nn.Module):
 def _vae(form: str) -> list:
     torch.manual_seed(0)
     vae = _VAE()
-    mse = nn.MSELoss(reduction="sum") if form == "sum-sum" else nn.MSELoss()
+    mse = nn.MSELoss(reduction="sum") if form in ("sum-sum", "sum-mean") else nn.MSELoss()
 
     def step(x, _):
         recon, mu, logvar = vae(x)
         kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
         if form == "mean-sum":  # the bug: averaged reconstruction, summed KL, one overall division
             return (mse(recon, x) + kl) / len(x)
+        if form == "sum-mean":  # the other way round: summed reconstruction, KL averaged over every element
+            return mse(recon, x) + -0.5 * torch.mean(1 + logvar - mu.pow(2) - logvar.exp())
         if form == "sum-sum":  # pytorch/examples' VAE, divided by the batch
             return (mse(recon, x) + kl) / len(x)
         if form == "compensated":  # the KL divided by the batch size: both per sample
@@ -80,6 +82,11 @@ def test_vae_reconstruction_averaged_kl_summed_is_named():
     msg = found[0].message
     assert "F.mse_loss" in msg and "reduction='mean' over a 64x64 tensor" in msg and ".sum() over a 64x8" in msg
     assert "32 times more" in msg and "test_termscale.py" in found[0].where
+
+
+def test_vae_reconstruction_summed_kl_averaged_is_named():
+    found = [f for f in _vae("sum-mean") if f.slug == SLUG]
+    assert len(found) == 1 and "reduction='sum' over a 64x64 tensor" in found[0].message, found
 
 
 @pytest.mark.parametrize("form", ["sum-sum", "compensated", "warmup", "small"])
