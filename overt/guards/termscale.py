@@ -268,15 +268,18 @@ class TermScaleChecks(Check):
             name, where = known
             red = "reduction='mean'" if r[0] == "mean" else "reduction='sum'"
             return f"F.{name}{f' at {where}' if where else ''} ({red} over a {shape} tensor)"
-        what = "a .mean()" if r[0] == "mean" else "a .sum()"
-        return f"{what} over a {shape} tensor"
+        return f"{'a mean' if r[0] == 'mean' else 'a sum'} over a {shape} tensor"
 
     def _loss_call(self, node: Any) -> tuple[str, str] | None:
-        """The F loss call (name, line) whose input feeds ``node`` directly, if one was seen this step."""
-        for nxt, _ in node.next_functions[:2]:
-            rec = self.losses.get(id(nxt)) if nxt is not None else None
-            if rec is not None and rec[0] is nxt:
-                return rec[1], rec[2]
+        """The F loss call (name, line) whose input feeds ``node`` within three nodes (a loss's own
+        log_softmax, abs or difference in between), if one was seen this step."""
+        level = [node]
+        for _ in range(3):
+            level = [nxt for fn in level for nxt, _ in fn.next_functions[:2] if nxt is not None]
+            for nxt in level:
+                rec = self.losses.get(id(nxt))
+                if rec is not None and rec[0] is nxt:
+                    return rec[1], rec[2]
         return None
 
     def _report_mix(self, a: _Term, ra: tuple, b: _Term, rb: tuple, loc: str) -> None:
