@@ -8,9 +8,10 @@ noisy input ``x_t`` instead of the noise (irom-princeton/dppo#14), a denoiser tr
 noisy input instead of the clean signal, a predictor given the value it is asked for.
 
 Seen on checked steps, for the regression losses (``F.mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
-``huber_loss`` and the ``nn`` modules that call them): the target is the very memory of a tensor argument
-of a watched model's training forward on this step (the same storage, offset and shape: the input
-itself), and the loss's input is that forward's output (or a view of it).  An
+``huber_loss`` and the ``nn`` modules that call them): the target is a tensor argument of a watched model's
+training forward on this step -- the very memory (the same storage, offset and shape), or a copy with the
+same values everywhere (``.clone()``, another dtype or device; read with the deferred reads) -- and the
+loss's input is that forward's output (or a view of it).  An
 autoencoder is written this way too; what tells them apart is measured, not assumed: the error relative
 to the target's spread (the mean squared error over the variance of the target's values, read with the
 session's deferred reads).  A model with a bottleneck cannot reproduce its input to a thousandth of its
@@ -94,18 +95,26 @@ class TargetCopyChecks(Check):
         made = self._forward_of(inp)
         if made is None:
             return
+        given = [a for a in made[1] if a.shape == target.shape and a.is_floating_point() and not a.requires_grad]
+        if not given:
+            return  # no tensor the forward that predicted was given can be the target
         k = _key(target)
-        if k is None or not any(_key(a) == k for a in made[1] if a.is_floating_point() and not a.requires_grad):
-            return  # the target is not one of the tensors the forward that predicted was given
+        same = next((a for a in given if _key(a) == k), None) if k is not None else None
         loc = self.s.losses.locs.get(name) or f"F.{name}"
         if loc in self.done:
             return
         a, b = inp.detach().float(), target.detach().float()
         err = (a - b).pow(2).mean()
         spread = b.var()
+        # the target is the input itself (its memory), or a copy of it (clone, another dtype or device): read
+        # whether their values differ anywhere
+        if same is not None:
+            apart = torch.zeros_like(err)
+        else:
+            apart = (given[0].detach().to(b.device, torch.float32) - b).abs().amax()
         clock = sum(oi.steps for oi in self.s.optimizers.values())
         limit = COPIED_GIVEN_MORE if len(made[1]) > 1 else COPIED
-        self.s.defer(torch.stack((err, spread)), self._judge(name, loc, clock, made[0], limit))
+        self.s.defer(torch.stack((err, spread, apart)), self._judge(name, loc, clock, made[0], limit))
 
     def _forward_of(self, inp: torch.Tensor) -> tuple[ModelInfo, list[torch.Tensor]] | None:
         fn = inp.grad_fn
@@ -124,8 +133,8 @@ class TargetCopyChecks(Check):
         def callback(vals: list[float]) -> None:
             if loc in self.done:
                 return
-            err, spread = vals
-            if not (spread > 0 and err <= limit * spread):
+            err, spread, apart = vals
+            if apart != 0 or not (spread > 0 and err <= limit * spread):
                 self.runs.pop(loc, None)  # not a copy (yet): the run of copied calls starts again
                 return
             run = self.runs.setdefault(loc, [])
@@ -139,7 +148,8 @@ class TargetCopyChecks(Check):
     def _report(self, name: str, loc: str, info: ModelInfo, rel: float, n: int) -> None:
         model = info.name
         msg = (f"F.{name} at {loc} regresses {model}'s output on one of {model}'s own inputs: the target is the "
-               f"very tensor passed to the forward that made the prediction, and on {n} checked calls in a row the "
+               f"tensor (or a copy of the tensor) passed to the forward that made the prediction, and on {n} checked "
+               "calls in a row the "
                f"output reproduced it to {rel:.2g} of its variance. The model has learned to copy its input, which "
                "any network learns in a few steps, so the loss is near zero while it learns nothing the objective "
                "meant (a noise predictor trained on the noisy input instead of the noise, a denoiser trained to "

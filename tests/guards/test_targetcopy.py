@@ -1,7 +1,7 @@
 """regression-target-is-input (overt/guards/targetcopy.py, issue 33): a regression whose target is the
 model's own input, learned as a copy, is named in the forms it is written (a diffusion noise predictor
 regressed with ``F.mse_loss`` on its noisy input, a residual denoiser with ``nn.L1Loss`` on its noisy
-digits, a forecaster given its window and the weekday with ``nn.MSELoss`` on its input window); their
+digits, a forecaster given its window and the weekday with ``nn.MSELoss`` on a copy of its input window); their
 twins (the noise, the clean digits, the next window) and an autoencoder that reconstructs its input
 through a bottleneck stay quiet.
 Small real runs, found as ``overt run`` finds models (global hooks)."""
@@ -108,7 +108,7 @@ def _forecaster(bug: bool) -> list:
             idx = start[:, None] + torch.arange(16)
             window, following = series[idx], series[idx + 1]
             weekday = F.one_hot(start % 7, 7).float()
-            loss = loss_fn(model(window, weekday), window if bug else following)
+            loss = loss_fn(model(window, weekday), window.clone() if bug else following)  # a copy of the input
             opt.zero_grad()
             loss.backward()
             opt.step()
