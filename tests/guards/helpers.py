@@ -135,3 +135,22 @@ def guarded_run(train, check_every: int = 10) -> tuple[list, str]:
     finally:
         findings = session.close()
     return findings, session.options.stream.getvalue()
+
+
+def guarded_fit(params, losses, lr: float = 1e-3, check_every: int = 10) -> list:
+    """Train ``params`` with Adam on each loss the generator ``losses`` yields (it runs the forwards, lazily),
+    under a guard session that finds models itself (``overt run``'s way): the findings."""
+    from overt.guards.options import GuardOptions
+    from overt.guards.session import GuardSession
+    from tests.conftest import TIMING
+
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=check_every), auto=True)
+    try:
+        opt = torch.optim.Adam(list(params), lr=lr)
+        for loss in losses:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        findings = session.close()
+    return findings

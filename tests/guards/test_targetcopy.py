@@ -8,23 +8,14 @@ Small real runs, found as ``overt run`` finds models (global hooks)."""
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from overt.guards.options import GuardOptions
-from overt.guards.session import GuardSession
-from tests.conftest import TIMING
-from tests.guards.helpers import batches, slugs
+from tests.guards.helpers import batches, guarded_fit, slugs
 
 SLUG = "regression-target-is-input"
-
-
-def _session() -> GuardSession:
-    return GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
 
 
 class _Denoiser(nn.Module):
@@ -41,21 +32,16 @@ def _diffusion(bug: bool) -> list:
     abar = torch.cumprod(1 - torch.linspace(1e-4, 0.2, 20), 0)
     centres = torch.tensor([[2.0, 2.0], [-2.0, 2.0], [2.0, -2.0], [-2.0, -2.0]])
     model = _Denoiser()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    session = _session()
-    try:
+
+    def losses():
         for _ in range(300):
             x0 = centres[torch.randint(4, (128,))] + 0.15 * torch.randn(128, 2)
             t = torch.randint(20, (128,))
             noise = torch.randn_like(x0)
             x_t = abar[t].sqrt()[:, None] * x0 + (1 - abar[t]).sqrt()[:, None] * noise
-            loss = F.mse_loss(model(x_t, t), x_t if bug else noise)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        findings = session.close()
-    return findings
+            yield F.mse_loss(model(x_t, t), x_t if bug else noise)
+
+    return guarded_fit(model.parameters(), losses(), lr=2e-3)
 
 
 class _Residual(nn.Module):
@@ -70,19 +56,14 @@ class _Residual(nn.Module):
 def _denoiser(bug: bool) -> list:
     torch.manual_seed(0)
     model = _Residual()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.L1Loss()
-    session = _session()
-    try:
+
+    def losses():
         for xb, _ in batches(64, 200):
             noisy = xb + 0.2 * torch.randn_like(xb)
-            loss = loss_fn(model(noisy), noisy if bug else xb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        findings = session.close()
-    return findings
+            yield loss_fn(model(noisy), noisy if bug else xb)
+
+    return guarded_fit(model.parameters(), losses())
 
 
 class _Forecaster(nn.Module):
@@ -99,22 +80,17 @@ def _forecaster(bug: bool) -> list:
     steps = torch.arange(4000, dtype=torch.float32)
     series = torch.sin(steps / 7) + 0.5 * torch.sin(steps / 23) + 0.05 * torch.randn(4000)
     model = _Forecaster()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     loss_fn = nn.MSELoss()
-    session = _session()
-    try:
+
+    def losses():
         for _ in range(200):
             start = torch.randint(0, 4000 - 17, (64,))
             idx = start[:, None] + torch.arange(16)
             window, following = series[idx], series[idx + 1]
             weekday = F.one_hot(start % 7, 7).float()
-            loss = loss_fn(model(window, weekday), window.clone() if bug else following)  # a copy of the input
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        findings = session.close()
-    return findings
+            yield loss_fn(model(window, weekday), window.clone() if bug else following)  # a copy of the input
+
+    return guarded_fit(model.parameters(), losses(), lr=2e-3)
 
 
 RUNS = {"diffusion": _diffusion, "denoiser": _denoiser, "forecaster": _forecaster}
@@ -137,14 +113,5 @@ def test_autoencoder_through_a_bottleneck_is_quiet():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 32), nn.ReLU(),
                           nn.Linear(32, 64))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    session = _session()
-    try:
-        for xb, _ in batches(64, 300):
-            loss = F.mse_loss(model(xb), xb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        findings = session.close()
+    findings = guarded_fit(model.parameters(), (F.mse_loss(model(xb), xb) for xb, _ in batches(64, 300)), lr=3e-3)
     assert SLUG not in slugs(findings)

@@ -21,24 +21,14 @@ from torch import nn
 from overt.guards.options import GuardOptions
 from overt.guards.session import GuardSession
 from tests.conftest import TIMING
-from tests.guards.helpers import batches, markov_tokens, slugs
+from tests.guards.helpers import batches, guarded_fit, markov_tokens, slugs
 
 SLUG = "loss-terms-misscaled"
 
 
 def _run(step, models, steps: int = 45) -> list:
     """Train ``models`` (built by the caller under seed 0) with ``step(xb, yb)`` returning the loss."""
-    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
-    try:
-        opt = torch.optim.Adam([p for m in models for p in m.parameters()], lr=1e-3)
-        for xb, yb in batches(64, steps):
-            loss = step(xb, yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        findings = session.close()
-    return findings
+    return guarded_fit([p for m in models for p in m.parameters()], (step(xb, yb) for xb, yb in batches(64, steps)))
 
 
 class _VAE(nn.Module):
@@ -188,10 +178,9 @@ def _token_distil(t_squared: bool) -> list:
     for p in teacher.parameters():
         p.requires_grad_(False)
     seq = markov_tokens(512, seed=1)
-    opt = torch.optim.Adam(student.parameters(), lr=3e-3)
     T = 4.0
-    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
-    try:
+
+    def losses():
         for i in range(40):
             xb = seq[(i * 32) % 480:(i * 32) % 480 + 32]
             inp, tgt = xb[:, :-1], xb[:, 1:]
@@ -199,13 +188,9 @@ def _token_distil(t_squared: bool) -> list:
             with torch.no_grad():
                 soft = F.softmax(teacher(inp).reshape(-1, 8) / T, dim=-1)
             kd = F.kl_div(F.log_softmax(z.reshape(-1, 8) / T, dim=-1), soft, reduction="batchmean")
-            loss = 0.5 * kd * (T * T if t_squared else 1.0) + 0.5 * F.cross_entropy(z.reshape(-1, 8), tgt.reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        findings = session.close()
-    return findings
+            yield 0.5 * kd * (T * T if t_squared else 1.0) + 0.5 * F.cross_entropy(z.reshape(-1, 8), tgt.reshape(-1))
+
+    return guarded_fit(student.parameters(), losses(), lr=3e-3)
 
 
 def test_token_level_distillation_without_t_squared_is_named():
