@@ -133,7 +133,7 @@ def test_soft_cross_entropy_targets_replayed_are_named_and_the_twin_is_silent():
                     with torch.no_grad():
                         soft = replay[i] if bug else F.softmax(teacher(xb) / T, 1)
                     out = student(xb)
-                    loss = F.cross_entropy(out / T, soft) + F.cross_entropy(out, yb)
+                    loss = F.cross_entropy(out / T, soft) * T * T + F.cross_entropy(out, yb)  # T²: loss-terms-misscaled
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
