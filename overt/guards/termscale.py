@@ -56,7 +56,8 @@ _SHAPE = ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "Sque
           "SqueezeBackward1", "UnsqueezeBackward0", "CloneBackward0", "SliceBackward0", "SelectBackward0")
 
 #: the nodes a sum of weighted terms ends in
-_COMBINING = frozenset(("AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "NegBackward0"))
+_COMBINING = frozenset(("AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "NegBackward0",
+                        "MulBackward1", "DivBackward1"))
 _ORIG: Any = None  # torch.autograd.backward
 _WRAP: Any = None
 
@@ -107,6 +108,15 @@ def additive_terms(root: Any) -> list[_Term] | None:
             continue
         if kind == "NegBackward0" and nxt and nxt[0][0] is not None:
             todo.append(_Term(nxt[0][0], -t.coef, t.factors, t.unknown))
+            continue
+        if kind in ("MulBackward1", "DivBackward1") and len(nxt) == 1 and nxt[0][0] is not None:
+            value = getattr(node, "_saved_other", None)  # a Python number (a loss's own division by its count)
+            if isinstance(value, (int, float)) and value != 0 and math.isfinite(value):
+                op = "mul" if kind == "MulBackward1" else "div"
+                coef = t.coef * value if op == "mul" else t.coef / value
+                todo.append(_Term(nxt[0][0], coef, t.factors + ((op, float(value)),), t.unknown))
+            else:
+                out.append(t)
             continue
         if kind in ("MulBackward0", "DivBackward0") and len(nxt) == 2:
             a, b = nxt[0][0], nxt[1][0]

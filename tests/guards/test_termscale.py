@@ -95,6 +95,8 @@ def _multitask(form: str) -> list:
         target = x.mean(1, keepdim=True)  # a second task: the image's brightness
         if form == "feature-sum":  # a feature penalty summed over the batch with .sum(), next to a mean CE
             return ce(cls(h), y) + 0.5 * h.pow(2).sum()
+        if form == "soft-label-sum":  # the same penalty next to a cross-entropy on smoothed label probabilities
+            return F.cross_entropy(cls(h), F.one_hot(y, 10).float() * 0.9 + 0.01) + 0.5 * h.pow(2).sum()
         if form == "feature-mean":
             return ce(cls(h), y) + 0.5 * h.pow(2).sum(1).mean()
         if form == "reg-sum":  # the regression head summed, the classification head averaged
@@ -107,7 +109,7 @@ def _multitask(form: str) -> list:
     return _run(step, [trunk, cls, reg])
 
 
-@pytest.mark.parametrize("form", ["feature-sum", "reg-sum"])
+@pytest.mark.parametrize("form", ["feature-sum", "soft-label-sum", "reg-sum"])
 def test_multitask_term_summed_next_to_averaged_is_named(form):
     found = [f for f in _multitask(form) if f.slug == SLUG]
     assert len(found) == 1, found
