@@ -37,7 +37,7 @@ twins with findings, three were false and fixed at their cause after the measure
 and w190's lint ``device-mismatch`` (a tensor built in ``forward()`` without a device) is true and
 unrelated to its bug: pinned in ``TWIN_FINDINGS``.
 
-Round eight (w195-w214: ``dev8``/``test8``, drawn after round seven was measured): both halves are held out
+Round eight (w195-w214 but w204: ``dev8``/``test8``, drawn after round seven was measured): both halves are held out
 until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
 runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``), the suite
 checks only each case's structure and, marked slow with plain ``python``, that each bug still changes its
