@@ -25,18 +25,26 @@ from typing import Any, Callable
 
 import torch
 
+from overt.guards import metricrank
 from overt.guards import metricrefs as refs
 
 #: name words that make a metric something else than the one its other words name
 _OTHER = frozenset({"loss", "diou", "ciou", "miou", "mask", "masks", "seg", "segmentation", "pixel", "mean",
                     "map", "ap", "plot", "print", "log", "save", "update", "reset"})
+#: name words that make a name no metric at all
+_NEVER = frozenset({"loss", "plot", "print", "log", "save", "update", "reset", "map", "ap", "criterion"})
 #: parameter names of an NDCG's cut-off
 _CUTOFF = frozenset({"k", "topk", "top_k", "at_k", "n", "cutoff", "p"})
 
 
 def definition_of(words: set[str]) -> str | None:
     """The well-known metric (or decoding rule) a function named with ``words`` claims to be: "iou",
-    "giou", "wer", "cer", "ndcg", "ctc" (greedy CTC decoding), or None."""
+    "giou", "wer", "cer", "ndcg", "ctc" (greedy CTC decoding), a ranking or reconstruction metric of
+    :mod:`overt.guards.metricrank`, or None."""
+    if not words & _NEVER:
+        ranked = metricrank.definition_of(words)
+        if ranked is not None:
+            return ranked
     if words & _OTHER:
         return None
     if "giou" in words or ("iou" in words and words & {"generalized", "generalised"}):
@@ -259,4 +267,4 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
         return _ndcg(fn, name, given, bound)
     if metric == "ctc":
         return _ctc(fn, name, given, bound, result)
-    return None
+    return metricrank.check(fn, metric, name, given, bound, result)

@@ -215,9 +215,11 @@ class MetricProbeChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.wrapped: dict[str, tuple[Any, Any]] = {}  # name -> (original, wrapper) in __main__
+        self.roles: dict[str, tuple] = {}  # name -> (kind, prediction, target, definition) its calls record
         self.calls: dict[str, _Call] = {}
         self.namespace: dict | None = None
         self.seen = -1  # the namespace's size when last looked at
+        self.seen_training = -1  # ... and when last looked at on a checked training step
 
     def eval_started(self) -> None:
         """A watched model was switched to eval mode: wrap the script's metric functions defined by now.
@@ -229,12 +231,39 @@ class MetricProbeChecks(Check):
             return
         self.namespace = main.__dict__
         self.seen = len(self.namespace)
+        self._wrap(filename, training=False)
+
+    def _wrap(self, filename: str, training: bool) -> None:
+        """Wrap the namespace's metric functions not wrapped yet.  During training only the definition
+        (``metric-off-definition``) is recorded: a metric first called on a training batch (an attack, a
+        reconstruction inside the loop) is still recomputed by its definition, while the probes that repeat
+        a call with other predictions wait for an evaluation."""
         for name, (fn, *roles) in candidates(self.namespace, filename).items():
+            if training:
+                roles = [None, None, None, roles[3]]
+                if roles[3] is None:
+                    continue
             if name in self.wrapped:
+                if not training:
+                    self.roles[name] = tuple(roles)
                 continue
-            wrapper = self._wrapper(name, fn, tuple(roles))
+            self.roles[name] = tuple(roles)
+            wrapper = self._wrapper(name, fn)
             self.wrapped[name] = (fn, wrapper)
             self.namespace[name] = wrapper
+
+    def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
+        """A checked training step: wrap the script's functions named after a metric definition defined by now
+        (a namespace size compared; nothing else on the step)."""
+        main = sys.modules.get("__main__")
+        if main is None or len(main.__dict__) == self.seen_training:
+            return
+        filename = getattr(main, "__file__", None)
+        if not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
+            return
+        self.namespace = main.__dict__
+        self.seen_training = len(self.namespace)
+        self._wrap(filename, training=True)
 
     @property
     def wants_no_grad(self) -> bool:
@@ -258,7 +287,7 @@ class MetricProbeChecks(Check):
         if main is not None and len(main.__dict__) != self.seen:
             self.eval_started()
 
-    def _wrapper(self, name: str, fn: Any, roles: tuple) -> Any:
+    def _wrapper(self, name: str, fn: Any) -> Any:
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
@@ -269,7 +298,7 @@ class MetricProbeChecks(Check):
                     bound = signature.bind(*args, **kwargs)
                     given = tuple(bound.arguments)
                     bound.apply_defaults()
-                    self.calls[name] = _Call(fn, roles, given, bound, result, user_location(2))
+                    self.calls[name] = _Call(fn, self.roles[name], given, bound, result, user_location(2))
                 except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
                     self.s.check_failed(self, exc)
             return result
