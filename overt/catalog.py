@@ -765,9 +765,11 @@ ENTRIES: tuple[Entry, ...] = (
           _E, False, True),
     Entry("metric-off-definition", "OVT824", "a metric (or decoding) function named after a well-known "
           "definition that computes something else",
-          "a function named IoU, GIoU, WER, CER, NDCG or CTC decoding whose value on its own call's inputs matches "
-          "none of the definition's accepted conventions (a pixel + 1 on normalised boxes, edits counted in "
-          "characters for a word error rate, a position discount off by one, a final frame decoded unchecked) "
+          "a function named IoU, GIoU, WER, CER, NDCG, CTC decoding, recall@k, precision@k, hit@k, MRR, PSNR, "
+          "MAE, MSE or RMSE whose value on its own call's inputs matches none of the definition's accepted "
+          "conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word error rate, a "
+          "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
+          "the images' range, an error computed in uint8 that wraps) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
           _E, False, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",

@@ -42,8 +42,7 @@ def definition_of(words: set[str]) -> str | None:
         return "recall@k"
     if "precision" in words and ranked and not words & {"average", "mean"}:
         return "precision@k"
-    if ("hit" in words or "hits" in words or "hitrate" in words) and (ranked or "rate" in words
-                                                                       or "hitrate" in words):
+    if words & {"hit", "hits", "hitrate"} and ranked:
         return "hit@k"
     if "psnr" in words:
         return "psnr"
@@ -212,8 +211,10 @@ def _array(x: Any) -> np.ndarray | None:
     return None
 
 
-def _images(given: dict[str, Any], bound: dict[str, Any], peak: bool) -> tuple[np.ndarray, np.ndarray, str,
-                                                                                str] | None:
+Images = tuple[np.ndarray, np.ndarray, str, str]
+
+
+def _images(given: dict[str, Any], bound: dict[str, Any], peak: bool) -> Images | None:
     extra = {p: v for p, v in bound.items() if p not in given or _array(v) is None}
     data = {p: v for p, v in given.items() if p not in extra}
     if len(data) != 2:

@@ -131,10 +131,10 @@ def test_names_of_ranking_and_reconstruction_metrics():
     assert metricdef.definition_of({"recall", "10"}) == "recall@k"
     assert metricdef.definition_of({"precision", "at", "k"}) == "precision@k"
     assert metricdef.definition_of({"mean", "reciprocal", "rank"}) == "mrr"
-    assert metricdef.definition_of({"hit", "rate"}) == "hit@k"
+    assert metricdef.definition_of({"hit", "rate", "at", "10"}) == "hit@k"
     assert metricdef.definition_of({"psnr", "mean"}) == "psnr"
     assert metricdef.definition_of({"compute", "rmse"}) == "rmse"
-    for other in ({"recall"}, {"precision"}, {"average", "precision", "at", "k"}, {"map", "at", "k"},
+    for other in ({"recall"}, {"precision"}, {"hit", "rate"}, {"average", "precision", "at", "k"}, {"map", "at", "k"},
                   {"psnr", "loss"}, {"mse", "loss"}):
         assert metricdef.definition_of(other) is None, other
 

@@ -225,6 +225,9 @@ EXPECTED = {
     "w183_wer_on_characters": ("run",),
     "w187_ngram_match_by_cosine": ("run",),
     "w194_dcg_discount_off_by_one": ("run",),
+    # ... and ranking and reconstruction metrics (branch metrics9): recall@k over k, a PSNR peak below the range
+    "w209_psnr_peak_ignores_normalisation": ("run",),
+    "w211_recall_at_k_divided_by_k": ("run",),
     # terms of a summed loss weighted by how they were reduced (branch lossmix): a VAE's reconstruction averaged
     # next to its KL summed, a distillation term at temperature T without T*T
     "w176_vae_mse_averaged_kl_summed": ("run", "guard"),
