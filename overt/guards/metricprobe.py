@@ -238,7 +238,8 @@ class MetricProbeChecks(Check):
         (``metric-off-definition``) is recorded: a metric first called on a training batch (an attack, a
         reconstruction inside the loop) is still recomputed by its definition, while the probes that repeat
         a call with other predictions wait for an evaluation."""
-        for name, (fn, *roles) in candidates(self.namespace, filename).items():
+        originals = {n: fn for n, (fn, wrapper) in self.wrapped.items() if self.namespace.get(n) is wrapper}
+        for name, (fn, *roles) in candidates({**self.namespace, **originals}, filename).items():
             if training:
                 roles = [None, None, None, roles[3]]
                 if roles[3] is None:
@@ -293,7 +294,9 @@ class MetricProbeChecks(Check):
         @functools.wraps(fn)
         def metric(*args: Any, **kwargs: Any) -> Any:
             result = fn(*args, **kwargs)
-            if name not in self.calls:
+            recorded = self.calls.get(name)
+            if recorded is None or (recorded.kind is None and self.roles[name][0] is not None):
+                # the first call, or the first of an evaluation after one recorded during training
                 try:
                     bound = signature.bind(*args, **kwargs)
                     given = tuple(bound.arguments)

@@ -285,3 +285,29 @@ def test_psnr_premises():
     same = {"img1": a, "img2": a}
     assert metricdef.check(None, "psnr", "psnr", same, same, 100.0) is None
     assert np.isfinite(a).all()
+
+
+TRAIN_AND_EVAL = '''
+def mae(pred, target):
+    return (pred - target.unsqueeze(1)).abs().mean().item()   # broadcasts a column against a row
+
+
+head = nn.Linear(10, 1)
+head_opt = torch.optim.SGD(head.parameters(), lr=1e-3)
+for step in range(200):
+    out = head(model(x[:64]).detach())[:, 0]
+    head_opt.zero_grad()
+    F.mse_loss(out, y[:64].float()).backward()
+    head_opt.step()
+    if step % 50 == 0:
+        print("train MAE", mae(out.detach(), y[:64].float()))
+model.eval()
+with torch.no_grad():
+    print("MAE", mae(head(model(x[1400:]))[:, 0], y[1400:].float()))
+'''
+
+
+def test_a_metric_first_called_during_training_is_still_probed_at_its_evaluation(tmp_path):
+    # wrapped at a checked training step for its definition, re-recorded at the first evaluation call
+    findings = _run(tmp_path, TRAIN_AND_EVAL)
+    assert "metric-imperfect-on-truth" in _slugs(findings), findings
