@@ -257,8 +257,9 @@ def _psnr(name: str, given: dict[str, Any], bound: dict[str, Any], result: Any) 
     return (f"{name}() gives {value:.4g} dB on the images of its call ({pa!r}, {pb!r}), which implies a peak value "
             f"of {max(peaks):.4g}, while their values span {span:.4g} (max - min): PSNR's peak is the largest value "
             "the data can take above its smallest (1 on [0, 1] images, 255 on 8-bit ones), never less than the "
-            "range the images actually span, so the images were rescaled (standardised, or mapped to [-1, 1]) "
-            f"without rescaling the peak, and every reconstruction reads worse than it is.{wraps}",
+            "range the images actually span: the images were rescaled (standardised, or mapped to [-1, 1]) "
+            "without rescaling the peak (or the squared error is summed, not averaged), and every reconstruction "
+            f"reads worse than it is.{wraps}",
             f"pass the peak of the data's own range to {name}() (for standardised images (max - min) / std of the "
             "original scale, e.g. 1 / std for [0, 1] data), or undo the normalisation first")
 
