@@ -106,6 +106,9 @@ def _hits_list(given: dict[str, Any], bound: dict[str, Any]) -> tuple[list[int],
         order, wanted = _ids(data[ranked[0]]), _ids(data[relevant[0]])
         if order is None or wanted is None or not wanted or len(set(order)) != len(order) or len(order) < 2:
             return None
+        if not isinstance(data[relevant[0]], (set, frozenset)) and (len(set(wanted)) != len(wanted)
+                                                                    or set(wanted) <= {0, 1}):
+            return None  # a 0/1 relevance per document, not a list of relevant ids
         return [int(v in set(wanted)) for v in order], len(set(wanted)), ranked[0], k, wanted
     if len(data) == 1:
         (param, value), = data.items()
