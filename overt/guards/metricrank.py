@@ -68,6 +68,15 @@ def _ids(x: Any) -> list | None:
     return None
 
 
+def _one_id(x: Any) -> list | None:
+    """A single relevant item (a Python int or a 0-d integer tensor/array) as a list of one id."""
+    if type(x) is int:
+        return [x]
+    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0 and _ids(x.reshape(1)) is not None:
+        return [int(x.item())]
+    return None
+
+
 def _role(param: str, words: tuple[str, ...]) -> bool:
     return any(w in param.lower() for w in words)
 
@@ -103,11 +112,11 @@ def _hits_list(given: dict[str, Any], bound: dict[str, Any]) -> tuple[list[int],
         relevant = [p for p in data if _role(p, _RELEVANT) and not _role(p, _RANKED)]
         if len(ranked) != 1 or len(relevant) != 1 or isinstance(data[ranked[0]], (set, frozenset)):
             return None
-        order, wanted = _ids(data[ranked[0]]), _ids(data[relevant[0]])
+        order, wanted = _ids(data[ranked[0]]), _ids(data[relevant[0]]) or _one_id(data[relevant[0]])
         if order is None or wanted is None or not wanted or len(set(order)) != len(order) or len(order) < 2:
             return None
-        if not isinstance(data[relevant[0]], (set, frozenset)) and (len(set(wanted)) != len(wanted)
-                                                                    or set(wanted) <= {0, 1}):
+        if not isinstance(data[relevant[0]], (set, frozenset)) and len(wanted) > 1 \
+                and (len(set(wanted)) != len(wanted) or set(wanted) <= {0, 1}):
             return None  # a 0/1 relevance per document, not a list of relevant ids
         return [int(v in set(wanted)) for v in order], len(set(wanted)), ranked[0], k, wanted
     if len(data) == 1:

@@ -122,6 +122,11 @@ def test_ranking_conventions_and_unfamiliar_calls():
     # duplicated ids in the ranked list, a batch of lists, a further switch: silent
     dup = {"retrieved": [1, 1, 7], "relevant": [1, 2], "k": 3}
     assert metricdef.check(None, "recall@k", "recall_at_k", dup, dup, 1.0) is None
+    # one held-out item as the relevant set: an MRR with the rank counted from 0 is named, from 1 quiet
+    one = {"ranked_items": [4, 9, 2, 7], "target_item": 2}
+    found = metricdef.check(None, "mrr", "mrr", one, one, 1 / 2)
+    assert found is not None and "counted from 0" in found[0], found
+    assert metricdef.check(None, "mrr", "mrr", one, one, 1 / 3) is None
     # a 0/1 relevance per document beside ranked ids: no list of relevant ids
     per_doc = {"retrieved": [3, 1, 0, 2], "relevant": [0, 1, 1, 0], "k": 2}
     assert metricdef.check(None, "recall@k", "recall_at_k", per_doc, per_doc, 0.1) is None
