@@ -28,7 +28,9 @@ holds the validation edges is PyG's own protocol).  Silent where the premise can
 no larger than the pair set (an inductive test graph named ``test_edge_index`` is the structure, not the
 scored pairs), a dense matrix with more than a quarter of its entries set (a mask, not a sparse graph),
 node ids (transductive node classification scores nodes, not edges, on a graph shared by design), pairs
-under other names, and graphs rebuilt inside ``forward`` (self-supervised edge masking).
+under other names, graphs rebuilt inside ``forward`` (self-supervised edge masking), a forward with no
+floating-point node features (an integer ``(2, L)`` argument may be two rows of token ids), and ids beyond
+the node count.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class EvalEdgeChecks(Check):
 
     def __init__(self, session: GuardSession):
         super().__init__(session)
-        self.graphs: list[tuple[int, str, str, torch.Tensor]] = []  # (order, phase, source, tensor)
+        self.graphs: list[tuple[int, str, str, torch.Tensor, int]] = []  # (order, phase, source, tensor, nodes)
         self.scored: list[tuple[int, str, str, str, torch.Tensor]] = []  # (order, role, name, where, tensor)
         self.held: dict[int, list[tuple[dict, str, str]]] = {}  # id(model) -> (namespace, name, reader)
         self.order = 0
@@ -154,6 +156,8 @@ class EvalEdgeChecks(Check):
 
     def _keep_graphs(self, info: ModelInfo, args: tuple, phase: str) -> None:
         n = _nodes(args)
+        if n is None:
+            return  # no node features: an integer (2, E) argument may be two rows of token ids
         cands: list[tuple[str, Any]] = []
         first = next((a for a in args if _edge_index(a)), None)
         if first is not None:
@@ -169,10 +173,10 @@ class EvalEdgeChecks(Check):
             if _edge_index(v) or _adjacency(v, n):
                 cands.append((reader, v))
         for source, g in cands:
-            if any(kept is g and p == phase for _, p, _, kept in self.graphs) or len(self.graphs) >= MAX_GRAPHS:
+            if any(kept is g and p == phase for _, p, _, kept, _ in self.graphs) or len(self.graphs) >= MAX_GRAPHS:
                 continue
             self.order += 1
-            self.graphs.append((self.order, phase, source, g))
+            self.graphs.append((self.order, phase, source, g, n))
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         self._keep_graphs(info, args, "training")
@@ -196,7 +200,7 @@ class EvalEdgeChecks(Check):
         self._keep_graphs(info, args, "evaluation")
         where = user_location(1) or info.name
         frame = sys._getframe(1)
-        seen: set[int] = {id(s[4]) for s in self.scored}
+        seen: set[int] = {id(r[4]) for r in self.scored}
         while frame is not None:
             if is_user_file(frame.f_code.co_filename):
                 for k, v in list(frame.f_locals.items()):
@@ -214,17 +218,19 @@ class EvalEdgeChecks(Check):
         edges: dict[int, torch.Tensor | None] = {}
         for order, role, name, where, p in self.scored:
             pairs = (p.t() if p.shape[0] == 2 and p.shape[1] != 2 else p).long().cpu()
-            for g_order, phase, source, g in self.graphs:
+            pairs = torch.unique(pairs[pairs[:, 0] != pairs[:, 1]], dim=0)  # distinct node pairs
+            if len(pairs) < MIN_PAIRS or int(pairs.min()) < 0:
+                continue
+            for g_order, phase, source, g, n in self.graphs:
                 if g is p or (role == "validation" and (phase != "training" or g_order > order)):
                     continue
                 if id(g) not in edges:
                     edges[id(g)] = _graph_pairs(g)
                 e = edges[id(g)]
-                if e is None or len(e) <= len(pairs):
-                    continue  # the graph no larger than the pairs: the structure itself, not scored pairs
-                m = int(max(int(e.max()), int(pairs.max()))) + 1
-                if int(min(int(e.min()), int(pairs.min()))) < 0:
-                    continue
+                if e is None or len(e) <= len(pairs) or int(e.min()) < 0 or int(e.max()) >= n \
+                        or int(pairs.max()) >= n:
+                    continue  # no larger than the pairs (the structure itself), or not ids of the n nodes
+                m = n
                 keys = torch.cat((e[:, 0] * m + e[:, 1], e[:, 1] * m + e[:, 0]))
                 inside = int(torch.isin(pairs[:, 0] * m + pairs[:, 1], keys).sum())
                 if inside >= FAIL_SHARE * len(pairs):
