@@ -80,20 +80,21 @@ def _edge_index(v: Any) -> bool:
 
 
 def _adjacency(v: Any, n: int | None) -> bool:
-    return (isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and v.dim() == 2
+    """A square matrix over the n nodes that is data, not computed (no autograd graph is kept alive)."""
+    return (isinstance(v, torch.Tensor) and not v.requires_grad and v.dim() == 2
             and n is not None and n >= MIN_PAIRS and v.shape[0] == v.shape[1] == n and n <= MAX_NODES
             and v.layout in (torch.strided, torch.sparse_coo) and v.device.type != "meta" and not v.is_complex())
 
 
-def _nodes(args: tuple) -> int | None:
-    """Rows of the node features: the first floating-point 2-D argument."""
+def _nodes(args: tuple) -> tuple[int | None, Any]:
+    """Rows of the node features (the first floating-point 2-D argument) and that argument."""
     for a in args:
         if isinstance(a, torch.Tensor) and a.dim() == 2 and a.is_floating_point():
-            return a.shape[0]
+            return a.shape[0], a
         x = getattr(a, "x", None)  # a PyG Data
         if isinstance(x, torch.Tensor) and x.dim() == 2:
-            return x.shape[0]
-    return None
+            return x.shape[0], x
+    return None, None
 
 
 def _graph_pairs(g: torch.Tensor) -> torch.Tensor | None:
@@ -155,7 +156,7 @@ class EvalEdgeChecks(Check):
         return found
 
     def _keep_graphs(self, info: ModelInfo, args: tuple, phase: str) -> None:
-        n = _nodes(args)
+        n, features = _nodes(args)
         if n is None:
             return  # no node features: an integer (2, E) argument may be two rows of token ids
         cands: list[tuple[str, Any]] = []
@@ -166,11 +167,11 @@ class EvalEdgeChecks(Check):
             e = getattr(a, "edge_index", None) if not isinstance(a, torch.Tensor) else None
             if _edge_index(e):
                 cands.append((f"{type(a).__name__}.edge_index given to {info.name}", e))
-            if _adjacency(a, n):
+            if a is not features and _adjacency(a, n):
                 cands.append((f"the adjacency argument of {info.name}", a))
         for ns, k, reader in self._holders(info):
             v = ns.get(k)
-            if _edge_index(v) or _adjacency(v, n):
+            if v is not features and (_edge_index(v) or _adjacency(v, n)):
                 cands.append((reader, v))
         for source, g in cands:
             if any(kept is g and p == phase for _, p, _, kept, _ in self.graphs) or len(self.graphs) >= MAX_GRAPHS:
