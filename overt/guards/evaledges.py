@@ -191,7 +191,7 @@ class EvalEdgeChecks(Check):
             self._evaluation(info, ())
 
     def eval_looks_left(self, info: ModelInfo) -> bool:
-        return self.scans < MAX_SCANS
+        return self.scans < MAX_SCANS and self.scanned_at != self.s.step  # one look per evaluation phase
 
     def _evaluation(self, info: ModelInfo, args: tuple) -> None:
         if self.scanned_at == self.s.step or self.scans >= MAX_SCANS:
