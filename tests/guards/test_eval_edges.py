@@ -1,6 +1,7 @@
 """eval-edges-in-input-graph (issue 33, round eight's w206): evaluation pairs that are edges of the graph the
 model is given.  Link prediction on the 5-nearest-neighbour graph of sklearn's digits, its edges split
-80/10/10 by a seeded draw, in three forms: a PyG-style ``edge_index`` argument (``overt.guard``), a dense
+80/10/10 by a seeded draw, in four forms: a PyG-style ``edge_index`` argument (``overt.guard``), a ``Data``-like
+argument's ``edge_index``, a dense
 adjacency argument (``overt run``), a sparse adjacency held as the model's buffer with the validation edges
 left in it; each with its clean twin, and two graphs shared by design (transductive node classification, an
 inductive test graph named ``test_edge_index``) that stay silent."""
@@ -88,6 +89,42 @@ def test_edge_index_argument_holding_the_test_edges(leak):
         assert "test pairs in test_pos_edge_index" in text
         assert "the edge_index argument of _EdgeGCN" in text
         assert "test_eval_edges.py:" in text  # the evaluation forward's line
+    else:
+        assert findings == [], text
+
+
+class _Graph:
+    """A PyG ``Data``-like object: node features and an ``edge_index``."""
+
+    def __init__(self, x, edge_index):
+        self.x, self.edge_index = x, edge_index
+
+
+class _DataGCN(_EdgeGCN):
+    def forward(self, data):
+        return super().forward(data.x, data.edge_index)
+
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_data_object_whose_edge_index_holds_the_test_edges(leak):
+    torch.manual_seed(0)
+    x, train_edges, val_edges, test_edges = _knn_edges()
+    data = _Graph(x, _both_ways(torch.cat([train_edges, test_edges]) if leak else train_edges))
+    model = _DataGCN()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for _ in range(8):
+        opt.zero_grad()
+        _bce(model(data), train_edges).backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        z = model(data)
+        (z[test_edges[:, 0]] * z[test_edges[:, 1]]).sum(1)
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    if leak:
+        assert slugs(findings) == ["eval-edges-in-input-graph"], text
+        assert "test pairs in test_edges" in text and "_Graph.edge_index given to _DataGCN" in text
     else:
         assert findings == [], text
 
