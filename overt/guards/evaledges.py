@@ -19,7 +19,7 @@ What is seen, with no per-step work beyond a checked step's forward:
 - the evaluation pairs: at the first evaluation forward after each training phase (at most
   :data:`MAX_SCANS`), the user's frames on the stack are looked through for integer tensors of shape
   ``(E, 2)`` or ``(2, E)`` (``E >= MIN_PAIRS``) whose name says test (``test_edges``,
-  ``test_pos_edge_index``) or validation.
+  ``data.test_pos_edge_index``: one level into plain objects) or validation.
 
 Judged once, at the end of the run: reported when at least :data:`FAIL_SHARE` of a test set's pairs are
 edges (either orientation) of a graph the model received in training or evaluation, or of a validation
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -54,6 +55,7 @@ MAX_SCANS = 8  # evaluation phases whose frames are looked through
 MAX_GRAPHS = 16  # distinct graph tensors kept (references)
 MAX_NODES = 1 << 14  # side of a dense adjacency read at the end
 MAX_DENSITY = 0.25
+MAX_ATTRS = 64  # attributes of an object looked through for evaluation pairs
 _TEST = {"test", "tst", "holdout", "heldout"}
 _VAL = {"val", "valid", "validation", "dev"}
 _NOT_PAIRS = {"neg", "negative", "negatives", "false", "graph", "adj", "adjacency", "message", "mp"}
@@ -113,6 +115,26 @@ def _graph_pairs(g: torch.Tensor) -> torch.Tensor | None:
             return None
         e = e.long().cpu()
         return e[e[:, 0] != e[:, 1]]
+
+
+def _named_values(names: dict) -> list[tuple[str, Any]]:
+    """A frame's names, and one level into the plain objects among them (``data.test_pos_edge_index`` of a
+    graph object, as PyG's ``train_test_split_edges`` leaves it; PyG keeps a ``Data``'s attributes in its
+    ``_store``): no module, no class, no object of more than :data:`MAX_ATTRS` attributes."""
+    out = list(names.items())
+    for k, v in list(names.items()):
+        if isinstance(v, (torch.Tensor, torch.nn.Module, type, types.ModuleType)) or not hasattr(v, "__dict__"):
+            continue
+        try:
+            attrs = vars(v)
+            store = attrs.get("_store")
+            if store is not None and hasattr(store, "items") and not isinstance(store, type):
+                attrs = store
+            items = list(attrs.items()) if len(attrs) <= MAX_ATTRS else []
+        except Exception:  # an object whose attributes cannot be listed: not looked into
+            continue
+        out += [(f"{k}.{a}", t) for a, t in items if isinstance(a, str) and isinstance(t, torch.Tensor)]
+    return out
 
 
 class EvalEdgeChecks(Check):
@@ -204,7 +226,7 @@ class EvalEdgeChecks(Check):
         seen: set[int] = {id(r[4]) for r in self.scored}
         while frame is not None:
             if is_user_file(frame.f_code.co_filename):
-                for k, v in list(frame.f_locals.items()):
+                for k, v in _named_values(frame.f_locals):
                     role = _role(k) if _pairs_tensor(v) else None
                     if role and id(v) not in seen:
                         seen.add(id(v))
