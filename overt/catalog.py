@@ -624,6 +624,11 @@ ENTRIES: tuple[Entry, ...] = (
           "sample than the i-th label: the metric scores predictions against other samples' labels (near chance "
           "for a good model)",
           _W, True, False),
+    Entry("eval-edges-in-input-graph", "OVT543", "evaluation pairs that are edges of the graph the model is given",
+          "a test (or validation) edge left in the message-passing graph (edge_index, the adjacency matrix) is "
+          "aggregated over by the encoder: the link-prediction score measures recognition of edges the model was "
+          "shown, not prediction of held-out ones",
+          _E, False, True),
     Entry("val-overlaps-train", "OVT510", "validation samples that are also training samples",
           "validation then measures memorisation: its metrics, early stopping and model selection are meaningless",
           _E, False, True),

@@ -104,7 +104,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, hand-written metrics that read better than the metric they are named for (branch metrics8)
          "metric-rewards-disjoint-prediction", "metric-off-definition",
          # issue 33, terms of a summed loss weighted by how they were reduced (branch lossmix)
-         "loss-terms-misscaled", "regression-target-is-input"}
+         "loss-terms-misscaled", "regression-target-is-input",
+         # issue 33, what is scored in evaluation given to the model as input (branch evalsets)
+         "eval-edges-in-input-graph"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -25,6 +25,7 @@ from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
+from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
 from overt.guards.forecast import ForecastChecks
@@ -117,6 +118,7 @@ CHECKS: tuple[type[Check], ...] = (
     EvalDataChecks,
     EvalDropChecks,
     EvalOverlapChecks,
+    EvalEdgeChecks,
     CoverageChecks,
     SkewChecks,
     SamplerChecks,

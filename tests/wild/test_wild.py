@@ -236,6 +236,8 @@ EXPECTED = {
     "w110_diffusion_target_noisy": ("run", "guard"),
     # round eight, development since it was measured (lead, session 43): a causal LM scored on its unshifted labels
     "w213_causal_lm_labels_not_shifted": ("run",),
+    # test edges left in the message-passing graph they are scored on (branch evalsets)
+    "w206_test_edges_left_in_message_graph": ("run", "guard"),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
