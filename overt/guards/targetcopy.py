@@ -64,8 +64,13 @@ class TargetCopyChecks(Check):
         self.outputs: dict[int, tuple[Any, ModelInfo, list[torch.Tensor]]] = {}  # id(output grad_fn) -> (it, ...)
         self.runs: dict[str, list[int]] = {}  # call site -> optimizer clock of its copied calls in a row
         self.done: set[str] = set()
+        self.at = -1  # the step whose graph nodes outputs holds
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if self.at != self.s.step:  # this step's graph nodes only (graph-leak): see termscale._this_step
+            self.pending.clear()
+            self.outputs.clear()
+            self.at = self.s.step
         if len(self.pending) + len(self.outputs) < MAX_FORWARDS:
             self.pending.append((info, [a for a in args[:4] if isinstance(a, torch.Tensor)]))
 

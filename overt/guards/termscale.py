@@ -190,17 +190,30 @@ class TermScaleChecks(Check):
         self.losses: dict[int, tuple[Any, str, str]] = {}  # id(loss input's grad_fn) -> (it, F.name, line)
         self.done: set[str] = set()
         self.mixed: dict[str, int] = {}  # backward line -> checked steps on which a batch-sum and -mean mixed
+        self.at = -1  # the step whose graph nodes outputs and losses hold
 
     # -- what the step made -------------------------------------------------------------------
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
-        if failed or not self.s.armed or not torch.is_grad_enabled() or len(self.outputs) >= MAX_OUTPUTS:
+        if failed or not self.s.armed or not torch.is_grad_enabled():
+            return
+        self._this_step()
+        if len(self.outputs) >= MAX_OUTPUTS:
             return
         for t in output_tensors(output):
             fn = t.grad_fn
             if fn is not None:
                 self.outputs[id(fn)] = fn
 
+    def _this_step(self) -> None:
+        """The graph nodes kept are this step's only: a step whose optimizer hook did not end it (another
+        optimizer's clock, a sharded model's wrapper) must not keep an older step's graph alive (graph-leak)."""
+        if self.at != self.s.step:
+            self.outputs.clear()
+            self.losses.clear()
+            self.at = self.s.step
+
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        self._this_step()
         fn = inp.grad_fn
         if fn is not None and len(self.losses) < MAX_OUTPUTS:
             self.losses[id(fn)] = (fn, name, self.s.losses.locs.get(name, ""))  # the loss checks' line of F.name
@@ -215,6 +228,15 @@ class TermScaleChecks(Check):
 
     # -- the backward of a checked step -------------------------------------------------------
     def on_backward(self, tensors: Any) -> None:
+        """Weigh the terms of the loss being backwarded; then forget the step's graph nodes, which this
+        backward consumes (kept longer, they would keep the step's graph alive: graph-leak)."""
+        try:
+            self._weigh(tensors)
+        finally:
+            self.outputs.clear()
+            self.losses.clear()
+
+    def _weigh(self, tensors: Any) -> None:
         if not self.outputs or len(self.done) > 8:
             return
         if isinstance(tensors, (list, tuple)):

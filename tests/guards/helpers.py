@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import io
+import json
+import sys
+import textwrap
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 from torch import nn
 
 import overt
+from overt.guards import run_cli
+from overt.guards.patches import ACTIVE
 
 
 @lru_cache(maxsize=1)
@@ -154,3 +160,42 @@ def guarded_fit(params, losses, lr: float = 1e-3, check_every: int = 10) -> list
     finally:
         findings = session.close()
     return findings
+
+
+#: a digits MLP trained for 60 steps: the head of the metric-probe tests' scripts (run under overt run)
+METRIC_HEAD = '''
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+d = load_digits()
+x = torch.tensor(d.data, dtype=torch.float32) / 16
+y = torch.tensor(d.target)
+model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for step in range(60):
+    i = (step * 32) % 1400
+    opt.zero_grad()
+    F.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
+    opt.step()
+'''
+
+
+def run_script_probe(tmp_path: Path, body: str) -> list[dict]:
+    path = tmp_path / "train.py"
+    path.write_text(METRIC_HEAD + textwrap.dedent(body))
+    report = tmp_path / "report.json"
+    saved = sys.argv[:], sys.path[0], sys.modules["__main__"]
+    try:
+        run_cli.main(["--report", str(report), str(path)])
+    finally:
+        sys.argv, sys.path[0], sys.modules["__main__"] = saved
+    assert not ACTIVE
+    return json.loads(report.read_text())["findings"]
+
+
+def slug_set(findings: list[dict]) -> list[str]:
+    return sorted({f["slug"] for f in findings})

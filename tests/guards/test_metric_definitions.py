@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from overt.guards import metricdef, metricrefs
-from tests.guards.test_metric_probe import _run, _slugs
+from tests.guards.helpers import run_script_probe as _run
+from tests.guards.helpers import slug_set as _slugs
 
 # -- box IoU ---------------------------------------------------------------------------------------
 

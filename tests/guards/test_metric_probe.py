@@ -6,53 +6,11 @@ against class indices, losses, functions that write globals and single-valued ta
 
 from __future__ import annotations
 
-import json
-import sys
-import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
-from overt.guards import run_cli
 from overt.guards.metricprobe import metric_kind
-from overt.guards.patches import ACTIVE
-
-HEAD = '''
-import numpy as np
-import torch
-from sklearn.datasets import load_digits
-from torch import nn
-import torch.nn.functional as F
-
-torch.manual_seed(0)
-d = load_digits()
-x = torch.tensor(d.data, dtype=torch.float32) / 16
-y = torch.tensor(d.target)
-model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-for step in range(60):
-    i = (step * 32) % 1400
-    opt.zero_grad()
-    F.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
-    opt.step()
-'''
-
-
-def _run(tmp_path: Path, body: str) -> list[dict]:
-    path = tmp_path / "train.py"
-    path.write_text(HEAD + textwrap.dedent(body))
-    report = tmp_path / "report.json"
-    saved = sys.argv[:], sys.path[0], sys.modules["__main__"]
-    try:
-        run_cli.main(["--report", str(report), str(path)])
-    finally:
-        sys.argv, sys.path[0], sys.modules["__main__"] = saved
-    assert not ACTIVE
-    return json.loads(report.read_text())["findings"]
-
-
-def _slugs(findings: list[dict]) -> list[str]:
-    return sorted({f["slug"] for f in findings})
-
+from tests.guards.helpers import run_script_probe as _run
+from tests.guards.helpers import slug_set as _slugs
 
 RECALL = '''
 def per_class_recall(preds, labels, num_classes=12):

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 from overt.guards import metricdef
-from tests.guards.test_metric_probe import HEAD, _run, _slugs
+from tests.guards.helpers import METRIC_HEAD as HEAD
+from tests.guards.helpers import run_script_probe as _run
+from tests.guards.helpers import slug_set as _slugs
 
 # -- ranking ---------------------------------------------------------------------------------------
 
