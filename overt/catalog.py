@@ -150,6 +150,15 @@ ENTRIES: tuple[Entry, ...] = (
           "rate while the others (the no-decay group, a second model) keep the constructor's rate: they train "
           "with no warm-up and no decay, while the logged rate looks right",
           _W, False, True),
+    Entry("group-lr-not-applied", "OVT135",
+          "parameters that train at another learning rate than the one their parameter group was given",
+          "a group whose filter matched no parameter (name.startswith('backbone') on names that read "
+          "'model.backbone...') leaves the parameters meant for it in another group, and a schedule that writes "
+          "one rate into every group (a warm-up peak taken from group 0, g['lr'] = lr by hand, OneCycleLR with one "
+          "max_lr) erases the distinct rates the groups were built with: a pretrained backbone is fine-tuned at "
+          "the new head's rate and forgets what it knew, or the head crawls at the backbone's, while the loss "
+          "falls",
+          _W, False, True),
     Entry("steps-counted-from-samples", "OVT133", "a number of optimizer steps counted from the number of samples",
           "an epoch of a DataLoader is len(dataset) / batch_size steps: counted with len(dataset) it is batch_size "
           "times too long, so epochs = max_steps / steps_per_epoch stops the run after a fraction of the steps asked "

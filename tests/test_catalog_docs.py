@@ -106,7 +106,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, terms of a summed loss weighted by how they were reduced (branch lossmix)
          "loss-terms-misscaled", "regression-target-is-input",
          # issue 33, what is scored in evaluation given to the model as input (branch evalsets)
-         "eval-edges-in-input-graph"}
+         "eval-edges-in-input-graph",
+         # issue 33, parameters trained at another group's learning rate (branch cluster)
+         "group-lr-not-applied"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -256,6 +256,9 @@ def _optimizer_init_wrapper(orig: Any) -> Any:
             where = user_location(2)
             for s in ACTIVE:
                 safely(s.coverage.optimizer_built, self, where)
+                rates = getattr(s, "grouprates", None)
+                if rates is not None:
+                    safely(rates.built, self, where)  # group-lr-not-applied (overt/guards/grouprates.py)
                 orders = getattr(s, "orders", None)
                 if orders is not None:
                     orders.built += 1  # a new run, for shuffle-order-repeats (overt/guards/orders.py)

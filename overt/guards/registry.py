@@ -48,6 +48,7 @@ from overt.guards.losses import LossChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.lrgroups import GroupsLeftBehind
+from overt.guards.grouprates import GroupRates
 from overt.guards.modes import ModeChecks
 from overt.guards.normstats import NormStatsChecks
 from overt.guards.orders import OrderChecks
@@ -128,6 +129,7 @@ CHECKS: tuple[type[Check], ...] = (
     PrecisionChecks,
     SchedulerChecks,
     GroupsLeftBehind,
+    GroupRates,
     StateChecks,
     DistributedChecks,
 )

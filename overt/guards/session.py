@@ -273,6 +273,9 @@ class GuardSession(ForwardHooks):
         for gi, group in enumerate(opt.param_groups):
             for pi, p in enumerate(group["params"]):
                 self.param_names.setdefault(id(p), f"{oi.name}.param_groups[{gi}][{pi}] {tuple(p.shape)}")
+        rates = getattr(self, "grouprates", None)
+        if rates is not None:  # the rates its groups hold now (group-lr-not-applied, overt/guards/grouprates.py)
+            rates.seen(opt)
         return oi
 
     def name_of(self, p: torch.Tensor) -> str:
