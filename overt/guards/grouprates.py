@@ -20,9 +20,10 @@ What is proven, with host floats only (no device work), on the optimizers' check
   under ``overt run``), else when the session first sees it (a group's ``initial_lr``, which a PyTorch
   scheduler sets to the rate it found, or its ``lr``);
 - an empty group: at the optimizer's first checked step, a group with no parameters whose given rate
-  (above 0) differs from the rate of every group that holds parameters, while every parameter of each
-  watched model the optimizer trains is held by one of its groups (a frozen backbone left out of the
-  optimizer may be what the empty group was for: nothing is said then);
+  (above 0) differs from the rate of the one group that holds every parameter, while every parameter of
+  each watched model the optimizer trains is held by that group (a frozen backbone left out of the
+  optimizer may be what the empty group was for, and beside two groups that hold parameters an empty
+  third may be a catch-all nothing was left for: nothing is said then);
 - a collapse: two or more groups holding parameters were given distinct rates above 0, and at
   :data:`STRIKES` checked steps of the warm-up (after the first update, so a warm-up from one common
   floor is not judged; a decay that ends on a common floor comes later in the run and is never looked at)
@@ -122,8 +123,8 @@ class GroupRates(Check):
         sizes = [len(g.get("params", ())) for g in groups]
         full = [i for i, n in enumerate(sizes) if n]
         empty = [i for i, n in enumerate(sizes) if not n and rec.rates[i] is not None and rec.rates[i] > 0]
-        if not full or not empty or any(rec.rates[i] is None for i in full):
-            return
+        if len(full) != 1 or not empty or rec.rates[full[0]] is None:
+            return  # two groups that hold parameters: an empty third may be a catch-all nothing was left for
         held = {id(p) for i in full for p in groups[i]["params"]}
         models = [info for info in self.s.models.values()
                   if any(id(p) in held for p in info.module.parameters())]
@@ -133,13 +134,14 @@ class GroupRates(Check):
             rate = rec.rates[i]
             if any(_same(rate, rec.rates[j]) for j in full):
                 continue  # the same rate as a group that holds parameters: nothing is lost by it
-            j = max(full, key=lambda k: sizes[k])
+            j = full[0]
             where = rec.where or f"{oi.name} param_groups[{i}]"
+            built = f" (built at {rec.where})" if rec.where else ""
             model = models[0].name
             self.s.report(
                 "group-lr-not-applied",
-                f"param group {i} of {oi.name} (built at {where}) was given lr={rate:.3g} but holds no parameters, "
-                f"while every parameter of {model} sits in its other group(s) (group {j}: {sizes[j]} tensors at "
+                f"param group {i} of {oi.name}{built} was given lr={rate:.3g} but holds no parameters, "
+                f"while every parameter of {model} sits in group {j} ({sizes[j]} tensors at "
                 f"lr={rec.rates[j]:.3g}): the filter that was to pick group {i}'s parameters matched none of them, "
                 f"so the parameters meant for lr={rate:.3g} train at another group's rate.",
                 fix="build the group from what the filter should match and check it is not empty, e.g. "

@@ -161,6 +161,25 @@ def test_an_empty_group_for_a_frozen_backbone_is_quiet():
     assert findings == []
 
 
+def test_an_empty_catch_all_group_beside_two_filled_ones_is_quiet():
+    """Backbone and head each have their group; the group for "the rest" is empty because nothing is left."""
+    session = _session()
+    try:
+        torch.manual_seed(0)
+        policy = Wrapper()
+        named = list(policy.named_parameters())
+        params = [
+            {"params": [p for n, p in named if ".backbone." in n], "lr": 1e-4},
+            {"params": [p for n, p in named if ".head." in n], "lr": 1e-2},
+            {"params": [p for n, p in named if ".backbone." not in n and ".head." not in n], "lr": 1e-3},
+        ]
+        opt = torch.optim.Adam(params)
+        _fit(policy, opt)
+    finally:
+        findings = session.close()
+    assert findings == []
+
+
 def test_an_empty_group_at_another_groups_rate_is_quiet():
     """A no-decay group left empty (a model without biases) loses no rate."""
     session = _session()
