@@ -174,7 +174,7 @@ class GroupRates(Check):
         rec.done_collapse = True
         writer, line = _writer(oi.opt)
         given_txt = ", ".join(f"{r:.3g}" for r in given[:6]) + (" ..." if len(given) > 6 else "")
-        by = f"{writer}" if writer else "a rate written into every group"
+        by = writer or "something that writes the rates"
         where = line or rec.where or f"{oi.name} param_groups"
         self.s.report(
             "group-lr-not-applied",
@@ -183,9 +183,9 @@ class GroupRates(Check):
             f"({given_txt}), but at step {oi.steps} every one of them trains at lr={now[0]:.3g}: {by} sets one "
             "rate for all groups, so the per-group rates are lost (a pretrained backbone trains at the new head's "
             "rate, or the head at the backbone's).",
-            fix="scale each group's own rate: keep a list with one peak per group (e.g. [g['lr'] for g in "
-            "optimizer.param_groups], not its [0]), write g['lr'] = g['initial_lr'] * factor in a hand-written "
-            "loop, or give OneCycleLR/CyclicLR a list with one rate per group",
+            fix="scale each group's own rate: keep one peak per group (e.g. [g['lr'] for g in "
+            "optimizer.param_groups], not its [0]); in a loop written by hand, g.setdefault('peak_lr', g['lr']) "
+            "then g['lr'] = g['peak_lr'] * factor; give OneCycleLR/CyclicLR a list with one rate per group",
             where=where, key=f"collapse:{id(rec)}",
         )
 
@@ -219,7 +219,7 @@ def _writer(opt: Any) -> tuple[str | None, str | None]:
         fn = first_user.f_code
         line = _lr_write(fn.co_filename, None if fn.co_name == "<module>" else fn.co_firstlineno)
         if line is not None:
-            return "a rate written by hand into every group", short_location(fn.co_filename, line)
+            return "a loop written by hand", short_location(fn.co_filename, line)
     return None, None
 
 
