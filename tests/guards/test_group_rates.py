@@ -327,3 +327,26 @@ def test_overt_guard_on_a_collapsed_warmup(tmp_path):
         sched = CosineWarmup(opt, total=30)
         _fit(model, opt, after_step=lambda _: sched.step())
     assert "group-lr-not-applied" in slugs(g.findings)
+
+
+def test_the_line_that_writes_the_rate_is_found_in_its_own_scope(tmp_path):
+    from overt.guards.grouprates import _lr_write
+
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "def helper(opt):\n"
+        "    opt.param_groups[0]['lr'] = 0.1\n"
+        "\n"
+        "def train(opt):\n"
+        "    def inner(g):\n"
+        "        g['lr'] = 0.2\n"
+        "    for g in opt.param_groups:\n"
+        "        g['lr'] *= 0.5\n"
+        "\n"
+        "for g in []:\n"
+        "    g['lr'] = 0.3\n"
+    )
+    assert _lr_write(str(script), 4) == 8  # train's own write, not the nested function's
+    assert _lr_write(str(script), None) == 11  # the module level's, not a function's
+    assert _lr_write(str(script), 1) == 2
+    assert _lr_write(str(tmp_path / "missing.py"), None) is None
