@@ -59,21 +59,30 @@ def _fit(model, opt, steps: int = 30, after_step=None) -> None:
             after_step(step)
 
 
-# -- a group whose filter matched nothing -------------------------------------------------------------
-def _name_filter_run(is_backbone) -> list:
+def _guarded(build) -> list:
+    """Findings of a 30-step digits run of ``build()``'s (model, optimizer, after_step or None), built under
+    the guard session (so the optimizer's construction is seen)."""
     session = _session()
     try:
         torch.manual_seed(0)
+        model, opt, after_step = build()
+        _fit(model, opt, after_step=after_step)
+    finally:
+        findings = session.close()
+    return findings
+
+
+# -- a group whose filter matched nothing -------------------------------------------------------------
+def _name_filter_run(is_backbone) -> list:
+    def build():
         policy = Wrapper()
         params = [
             {"params": [p for n, p in policy.named_parameters() if not is_backbone(n)]},
             {"params": [p for n, p in policy.named_parameters() if is_backbone(n)], "lr": 1e-5},
         ]
-        opt = torch.optim.Adam(params, lr=3e-2)
-        _fit(policy, opt)
-    finally:
-        findings = session.close()
-    return findings
+        return policy, torch.optim.Adam(params, lr=3e-2), None
+
+    return _guarded(build)
 
 
 def test_a_prefix_filter_that_matches_nothing_is_named():
@@ -145,27 +154,21 @@ def test_layerwise_rates_for_the_right_names_are_quiet():
 
 def test_an_empty_group_for_a_frozen_backbone_is_quiet():
     """The backbone is frozen and left out of the optimizer: the empty group may be meant for it."""
-    session = _session()
-    try:
-        torch.manual_seed(0)
+    def build():
         policy = Wrapper()
         policy.model.backbone.requires_grad_(False)
         params = [
             {"params": [p for n, p in policy.named_parameters() if "backbone" in n and p.requires_grad], "lr": 1e-5},
             {"params": [p for n, p in policy.named_parameters() if "backbone" not in n]},
         ]
-        opt = torch.optim.Adam(params, lr=3e-2)
-        _fit(policy, opt)
-    finally:
-        findings = session.close()
-    assert findings == []
+        return policy, torch.optim.Adam(params, lr=3e-2), None
+
+    assert _guarded(build) == []
 
 
 def test_an_empty_catch_all_group_beside_two_filled_ones_is_quiet():
     """Backbone and head each have their group; the group for "the rest" is empty because nothing is left."""
-    session = _session()
-    try:
-        torch.manual_seed(0)
+    def build():
         policy = Wrapper()
         named = list(policy.named_parameters())
         params = [
@@ -173,26 +176,21 @@ def test_an_empty_catch_all_group_beside_two_filled_ones_is_quiet():
             {"params": [p for n, p in named if ".head." in n], "lr": 1e-2},
             {"params": [p for n, p in named if ".backbone." not in n and ".head." not in n], "lr": 1e-3},
         ]
-        opt = torch.optim.Adam(params)
-        _fit(policy, opt)
-    finally:
-        findings = session.close()
-    assert findings == []
+        return policy, torch.optim.Adam(params), None
+
+    assert _guarded(build) == []
 
 
 def test_an_empty_group_at_another_groups_rate_is_quiet():
     """A no-decay group left empty (a model without biases) loses no rate."""
-    session = _session()
-    try:
-        torch.manual_seed(0)
+    def build():
         model = nn.Sequential(nn.Linear(64, 64, bias=False), nn.ReLU(), nn.Linear(64, 10, bias=False))
         opt = torch.optim.AdamW([{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
                                  {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
                                 lr=3e-3)
-        _fit(model, opt)
-    finally:
-        findings = session.close()
-    assert findings == []
+        return model, opt, None
+
+    assert _guarded(build) == []
 
 
 # -- distinct group rates collapsed to one ------------------------------------------------------------
