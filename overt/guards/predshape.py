@@ -19,7 +19,8 @@ judged by :mod:`overt.guards.units`): the regression losses (``mse_loss``, ``l1_
 ``huber_loss``) of checked training steps give the training targets' mean and spread and how well the model
 fitted them (a deferred read of three numbers); in evaluation, the two sides of an error -- a remembered output
 (or a view of it: ``out.squeeze(1)``) subtracted from a tensor of as many values, or the input and target of
-a regression loss called while the evaluation lasts (functional or ``nn.MSELoss``-style) -- are judged, once
+a regression loss called while the evaluation lasts (functional or ``nn.MSELoss``-style), or ``(y_true,
+y_pred)`` of a scikit-learn regression error (:mod:`overt.guards.skerrors`) -- are judged, once
 or twice per run with one read of four numbers: predictions in the training targets' units scored against
 values far outside them, or, for a model that fitted its training targets, two sides whose values do not
 overlap or whose spreads differ many times over, mean a normalisation of the targets is missing on one side,
@@ -39,6 +40,7 @@ import torch
 from overt.guards.check import Check
 from overt.guards.labelmap import reindexed
 from overt.guards import patches, units
+from overt.guards.skerrors import SklearnErrors
 from overt.guards.oneshot import OneShotHook
 from overt.guards.swapped import EvalOutputLooks, Swapped, batched_outputs, compiling
 from overt.guards.watched import storage_ptr
@@ -72,6 +74,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         self.out_hook = OneShotHook()
         self.targets = units.TrainingFit()  # the checked regression losses' targets and how well they were fitted
         self.units_looks = 0
+        self.sk_errors = SklearnErrors(self._sk_error)  # scikit-learn's regression errors, while evaluating
         # class-index training seen: the number of classes of checked cross_entropy/nll_loss calls
         self.index_classes: set[int] = set()
         # (prediction, label) pairs of evaluation comparisons, per model: judged at the end (labelmap.py)
@@ -159,13 +162,35 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         self.units_looks += 1
         p, o = pred.detach().float(), other.detach().float()
         pm, ps, om, os_ = torch.stack([p.mean(), p.std(), o.mean(), o.std()]).tolist()
-        ps_, os_side = units.Side(pm, ps), units.Side(om, os_)
-        kind = units.judge(ps_, os_side, self.targets)
+        self._judged(units.Side(pm, ps), units.Side(om, os_), model, what)
+
+    def _sk_error(self, name: str, y_true: Any, y_pred: Any) -> None:
+        """A scikit-learn regression error called while an evaluation lasts (skerrors.py): judged on the host."""
+        try:
+            if not self.targets or self.units_looks >= UNITS_LOOKS or not self.outputs:
+                return
+            if isinstance(y_true, torch.Tensor) and isinstance(y_pred, torch.Tensor):
+                self._units(y_pred, y_true, self.outputs[-1][3].name, f"{name}()")
+                return
+            import numpy as np
+
+            t = np.asarray(y_true.detach().cpu() if isinstance(y_true, torch.Tensor) else y_true, dtype=np.float64)
+            p = np.asarray(y_pred.detach().cpu() if isinstance(y_pred, torch.Tensor) else y_pred, dtype=np.float64)
+            if t.size != p.size or t.size < 8:
+                return
+            self.units_looks += 1
+            self._judged(units.Side(float(p.mean()), float(p.std(ddof=1))),
+                         units.Side(float(t.mean()), float(t.std(ddof=1))), self.outputs[-1][3].name, f"{name}()")
+        except Exception as exc:  # noqa: BLE001  never break the user's metric over a check
+            self.s.check_failed(self, exc)
+
+    def _judged(self, pred: units.Side, other: units.Side, model: str, what: str) -> None:
+        kind = units.judge(pred, other, self.targets)
         if kind is None:
             return
         loc = user_location(4) or ""
         self.s.report(
-            "predictions-not-denormalised", units.explain(kind, model, ps_, os_side, self.targets),
+            "predictions-not-denormalised", units.explain(kind, model, pred, other, self.targets),
             fix="score predictions and targets in one set of units: undo the training targets' normalisation "
                 "once, on the predictions, with the statistics it was fitted with (pred * std + mean, "
                 "the scaler's inverse_transform, expm1 after log1p), or score against targets normalised the "
@@ -287,11 +312,13 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         _WRAPPERS.listen(self)
         if self.targets and self.units_looks < UNITS_LOOKS:
             patches.eval_losses(self, True)
+            self.sk_errors.install()
 
     def _unwrap(self) -> None:
         self.outputs, self.preds = [], []
         _WRAPPERS.stop(self)
         patches.eval_losses(self, False)
+        self.sk_errors.remove()
 
     def remove_hooks(self) -> None:
         self._unwrap()

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.conftest import TIMING
-from tests.guards.helpers import guarded, slugs
+from tests.guards.helpers import guarded, run_script_probe, slug_set, slugs
 
 
 def _tabular(positive: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,6 +105,19 @@ def _inverted_twice(bug: bool):
     return g, error
 
 
+def _sklearn_metric(bug: bool):
+    import sklearn.metrics as skm
+
+    x, y = _tabular()
+    lo, hi = y[:500].min(), y[:500].max()
+    model, g = _fit(x, (y - lo) / (hi - lo))
+    with torch.no_grad():
+        pred = model(x[500:]).squeeze(1).numpy()
+    if not bug:
+        pred = pred * (hi - lo).item() + lo.item()
+    return g, skm.mean_absolute_error(y[500:].numpy(), pred)
+
+
 def _normalised_targets(bug: bool):
     x, y = _tabular()
     std, mean = torch.std_mean(y[:500])
@@ -140,7 +153,7 @@ def _min_max_images(bug: bool):
     return g, error
 
 
-FORMS = {"scaler": _scaler, "log1p": _log1p, "inverted-twice": _inverted_twice,
+FORMS = {"scaler": _scaler, "log1p": _log1p, "inverted-twice": _inverted_twice, "sklearn-min-max": _sklearn_metric,
          "denormalised-against-normalised": _normalised_targets, "per-series": _per_series,
          "min-max-images": _min_max_images}
 
@@ -151,7 +164,8 @@ def test_units_broken_on_one_side_are_named(form):
     findings, text = _findings(g)
     assert slugs(findings) == ["predictions-not-denormalised"], text
     assert "test_units_family.py:" in findings[0].where, findings[0].where
-    _, twin_error = FORMS[form](False)
+    twin, twin_error = FORMS[form](False)
+    twin.report(quiet=True)
     assert twin_error < error  # the metric the bug reports is worse than the twin's
 
 
@@ -185,3 +199,36 @@ def test_a_loss_on_another_quantity_in_evaluation_is_quiet():
         F.mse_loss(model(x[500:]).squeeze(1), (y[500:] - mean) / std)
     findings, text = _findings(g)
     assert findings == [], text
+
+
+_SCRIPT = """
+from sklearn.metrics import mean_squared_error
+from sklearn.preprocessing import StandardScaler
+
+g = torch.Generator().manual_seed(0)
+feats = torch.randn(600, 8, generator=g)
+price = 1000 + 300 * torch.tanh(feats @ torch.randn(8, generator=g) / 3)
+scaler = StandardScaler().fit(price[:500, None].numpy())
+target = torch.tensor(scaler.transform(price[:, None].numpy()), dtype=torch.float32)
+net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 1))
+adam = torch.optim.Adam(net.parameters(), lr=1e-2)
+for epoch in range(20):
+    for i in range(0, 500, 50):
+        adam.zero_grad()
+        F.mse_loss(net(feats[i:i + 50]), target[i:i + 50]).backward()
+        adam.step()
+net.eval()
+with torch.no_grad():
+    pred = net(feats[500:]).numpy()
+print("rmse", mean_squared_error(price[500:].numpy(), PRED) ** 0.5)
+"""
+
+
+@pytest.mark.parametrize("bug", [True, False])
+def test_a_scikit_learn_error_imported_by_the_script_is_seen(tmp_path, bug):
+    findings = run_script_probe(tmp_path, _SCRIPT.replace("PRED", "pred" if bug else "scaler.inverse_transform(pred)"))
+    units = [f for f in findings if f["slug"] == "predictions-not-denormalised"]
+    if bug:
+        assert len(units) == 1 and "train.py:" in units[0]["where"], findings
+    else:
+        assert "predictions-not-denormalised" not in slug_set(findings), findings
