@@ -109,3 +109,39 @@ def test_a_head_on_a_trained_encoder_is_not_compared_on_another_domain():
         encoder.train()
         head.train()
     assert "train-serve-skew" not in slugs(g.report())
+
+
+@pytest.mark.parametrize("same", [False, True])
+def test_images_normalised_with_other_statistics_in_evaluation_are_named(same):
+    """Colour images normalised per channel with the training statistics for training, and with
+    (0.5, 0.5, 0.5) in evaluation (the bug); training augments (flips, shifts), the twin evaluates with
+    the training statistics.  A small CNN: its input is a batch of images, compared through each image's
+    per-channel mean and spread."""
+    torch.manual_seed(0)
+    x, y = digits()
+    g = torch.Generator().manual_seed(0)
+    images = x.view(-1, 1, 8, 8) * (0.3 + 0.7 * torch.rand(len(x), 3, 1, 1, generator=g))
+    mean = images[:1400].mean((0, 2, 3), keepdim=True)
+    std = images[:1400].std((0, 2, 3), keepdim=True)
+    val_x = (images[1400:] - mean) / std if same else (images[1400:] - 0.5) / 0.5
+    train = DataLoader(TensorDataset((images[:1400] - mean) / std, y[:1400]), batch_size=64, shuffle=True)
+    val = DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 64, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    guard = guarded(model, opt, ignore=TIMING)
+    for epoch in range(2):
+        model.train()
+        for i, (xb, yb) in enumerate(train):
+            xb = torch.roll(xb.flip(3) if i % 2 else xb, shifts=i % 3 - 1, dims=3)  # augmentation
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            for xb, yb in val:
+                model(xb)
+    findings = guard.report()
+    text = guard.session.options.stream.getvalue()
+    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
+    if not same:
+        assert "the evaluation inputs of Sequential" in text and "test_skew.py:" in text
