@@ -58,7 +58,8 @@ _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tenso
 _DIFFERENCES = ((torch.Tensor, "__sub__"), (torch.Tensor, "__rsub__"), (torch, "sub"))
 _REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 MAP_PAIRS = 4096  # evaluation (prediction, label) pairs kept per model for eval-classes-renumbered
-UNITS_LOOKS = 2  # evaluation errors judged per run (one read of four numbers each)
+UNITS_LOOKS = 2  # evaluation errors judged per run (one read of four numbers each, four per column)
+MAX_COLUMNS = 16  # regression targets of at most this many columns are also judged column by column
 
 
 class PredictionShapeChecks(EvalOutputLooks, Check):
@@ -89,8 +90,12 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             return
         if not target.is_floating_point() or target.numel() < 8 or target.numel() != inp.numel():
             return
-        t, p = target.detach().float().reshape(-1), inp.detach().float().reshape(-1)
-        self.s.defer(torch.stack([t.mean(), t.std(), (p - t).square().mean()]), self.targets.add)
+        t, p = target.detach().float(), inp.detach().float().reshape(target.shape)
+        whole = torch.stack([t.mean(), t.std(), (p - t).square().mean()])
+        if t.dim() == 2 and 2 <= t.shape[1] <= MAX_COLUMNS and t.shape[0] >= 8:  # per column, in the same read
+            cols = torch.stack([t.mean(0), t.std(0), (p - t).square().mean(0)], 1).reshape(-1)
+            whole = torch.cat([whole, cols])
+        self.s.defer(whole, self.targets.add)
 
     # -- remembering evaluation outputs (EvalOutputLooks) -----------------------------------------
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
@@ -161,8 +166,18 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             return
         self.units_looks += 1
         p, o = pred.detach().float(), other.detach().float()
-        pm, ps, om, os_ = torch.stack([p.mean(), p.std(), o.mean(), o.std()]).tolist()
-        self._judged(units.Side(pm, ps), units.Side(om, os_), model, what)
+        values = torch.stack([p.mean(), p.std(), o.mean(), o.std()])
+        columns = p.dim() == 2 and p.shape == o.shape and len(self.targets.columns) == p.shape[1] >= 2 \
+            and p.shape[0] >= 8
+        if columns:
+            values = torch.cat([values, torch.stack([p.mean(0), p.std(0), o.mean(0), o.std(0)], 1).reshape(-1)])
+        read = values.tolist()
+        if self._judged(units.Side(*read[0:2]), units.Side(*read[2:4]), model, what) or not columns:
+            return
+        pairs = [(units.Side(*read[i:i + 2]), units.Side(*read[i + 2:i + 4])) for i in range(4, len(read), 4)]
+        column = units.judge_columns(pairs, self.targets)
+        if column is not None:
+            self._report(units.explain_column(column, model, *pairs[column], self.targets), model, what)
 
     def _sk_error(self, name: str, y_true: Any, y_pred: Any) -> None:
         """A scikit-learn regression error called while an evaluation lasts (skerrors.py): judged on the host."""
@@ -184,13 +199,16 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         except Exception as exc:  # noqa: BLE001  never break the user's metric over a check
             self.s.check_failed(self, exc)
 
-    def _judged(self, pred: units.Side, other: units.Side, model: str, what: str) -> None:
+    def _judged(self, pred: units.Side, other: units.Side, model: str, what: str) -> bool:
         kind = units.judge(pred, other, self.targets)
-        if kind is None:
-            return
+        if kind is not None:
+            self._report(units.explain(kind, model, pred, other, self.targets), model, what)
+        return kind is not None
+
+    def _report(self, message: str, model: str, what: str) -> None:
         loc = user_location(4) or ""
         self.s.report(
-            "predictions-not-denormalised", units.explain(kind, model, pred, other, self.targets),
+            "predictions-not-denormalised", message,
             fix="score predictions and targets in one set of units: undo the training targets' normalisation "
                 "once, on the predictions, with the statistics it was fitted with (pred * std + mean, "
                 "the scaler's inverse_transform, expm1 after log1p), or score against targets normalised the "

@@ -44,15 +44,20 @@ class TrainingFit:
 
     def __init__(self) -> None:
         self.records: list[tuple[float, float, float]] = []  # (target mean, target std, variance explained)
+        self.columns: list[float] = []  # the latest record's variance explained per target column (2-D targets)
 
     def full(self) -> bool:
         return len(self.records) >= RECORDS
 
     def add(self, values: list[float]) -> None:
-        """One deferred read of ``[target mean, target std, mean squared error]``."""
-        mean, std, mse = values
+        """One deferred read of ``[target mean, target std, mean squared error]``, then, for targets of a few
+        columns, the same three numbers per column."""
+        mean, std, mse = values[:3]
         if math.isfinite(mean) and math.isfinite(std) and math.isfinite(mse) and std > 0:
             self.records.append((mean, std, 1.0 - mse / (std * std)))
+            cols = values[3:]
+            self.columns = [1.0 - e / (s * s) if s > 0 and math.isfinite(e) else -math.inf
+                            for s, e in zip(cols[1::3], cols[2::3])]
 
     def __bool__(self) -> bool:
         return bool(self.records)
@@ -102,6 +107,28 @@ def judge(pred: Side, other: Side, fit: TrainingFit) -> str | None:
     if fit.fitted() is not None and apart(pred, other):
         return "apart"
     return None
+
+
+def judge_columns(pairs: list[tuple[Side, Side]], fit: TrainingFit) -> int | None:
+    """The first column whose prediction and target are :func:`apart`, when the model fitted every column of
+    its training targets (each explains at least :data:`FITTED` of its variance), else None: a per-column
+    normalisation undone with another column's statistics leaves the whole table's mean and spread alone."""
+    if len(fit.columns) != len(pairs) or not fit.columns or min(fit.columns) < FITTED:
+        return None
+    for c, (pred, other) in enumerate(pairs):
+        if pred.usable() and other.usable() and apart(pred, other):
+            return c
+    return None
+
+
+def explain_column(column: int, model: str, pred: Side, other: Side, fit: TrainingFit) -> str:
+    """The finding's message for a :func:`judge_columns` verdict."""
+    return (f"{model} fitted each of its {len(fit.columns)} training target columns (the checked steps' loss "
+            f"explains at least {min(fit.columns):.0%} of each one's variance), yet in evaluation its column "
+            f"{column} (mean {pred.mean:.3g}, std {pred.std:.3g}) is scored against values of mean {other.mean:.3g}, "
+            f"std {other.std:.3g}: that column's prediction and target are in different units. A per-column "
+            "normalisation undone with another column's statistics (or missing on one side for that column) "
+            "makes the error measure the transform, not the model.")
 
 
 def explain(kind: str, model: str, pred: Side, other: Side, fit: TrainingFit) -> str:

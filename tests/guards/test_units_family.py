@@ -1,8 +1,9 @@
 """predictions-not-denormalised across the forms of the bug (overt/guards/units.py, issue 33): a target
 transform (scikit-learn's StandardScaler, min-max scaling, log1p, a manual mean/std, per-series
-normalisation) applied for training and missing on one side of the evaluation error, or applied twice,
-on tabular, time-series and image regression, each with a twin that scores in one set of units.  The
-evaluation error is a functional loss, a loss module or a subtraction.  Real small runs."""
+normalisation, per-column standardisation) applied for training and missing on one side of the
+evaluation error, applied twice or undone with another column's statistics, on tabular, time-series and
+image regression, each with a twin that scores in one set of units.  The evaluation error is a functional
+loss, a loss module, a subtraction or a scikit-learn metric.  Real small runs."""
 
 from __future__ import annotations
 
@@ -118,6 +119,20 @@ def _sklearn_metric(bug: bool):
     return g, skm.mean_absolute_error(y[500:].numpy(), pred)
 
 
+def _columns_swapped(bug: bool):
+    """Two targets in very different units, standardised per column; the bug undoes the standardisation
+    with the columns' statistics in the wrong order."""
+    x, y = _tabular()
+    y2 = torch.stack([y, 0.5 + (y - 1000) / 3000], 1)  # a price and a rate, each learnable
+    std, mean = y2[:500].std(0), y2[:500].mean(0)
+    model, g = _fit(x, (y2 - mean) / std)
+    with torch.no_grad():
+        out = model(x[500:])
+        pred = out * std.flip(0) + mean.flip(0) if bug else out * std + mean
+        error = F.l1_loss(pred, y2[500:]).item()
+    return g, error
+
+
 def _normalised_targets(bug: bool):
     x, y = _tabular()
     std, mean = torch.std_mean(y[:500])
@@ -153,7 +168,8 @@ def _min_max_images(bug: bool):
     return g, error
 
 
-FORMS = {"scaler": _scaler, "log1p": _log1p, "inverted-twice": _inverted_twice, "sklearn-min-max": _sklearn_metric,
+FORMS = {"scaler": _scaler, "log1p": _log1p, "inverted-twice": _inverted_twice,
+         "column-statistics-swapped": _columns_swapped, "sklearn-min-max": _sklearn_metric,
          "denormalised-against-normalised": _normalised_targets, "per-series": _per_series,
          "min-max-images": _min_max_images}
 
