@@ -21,23 +21,26 @@ def test_evaluation_inputs_prepared_unlike_training_are_named(same):
     val_x = (x[1400:] - mean) / std if same else x[1400:]  # the bug: raw pixels in evaluation
     val = DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128)
     model = mlp()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    findings, text = _fit_and_evaluate(model, torch.optim.Adam(model.parameters(), lr=1e-2), train, val)
+    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
+    if not same:
+        assert "evaluation inputs of Sequential are not prepared like its training inputs" in text
+
+
+def _fit_and_evaluate(model, opt, train, val, augment=lambda i, xb: xb) -> tuple[list, str]:
+    """Two epochs, each followed by an evaluation pass, guarded: (findings, the guard's output)."""
     g = guarded(model, opt, ignore=TIMING)
     for epoch in range(2):
         model.train()
-        for xb, yb in train:
+        for i, (xb, yb) in enumerate(train):
             opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
+            nn.functional.cross_entropy(model(augment(i, xb)), yb).backward()
             opt.step()
         model.eval()
         with torch.no_grad():
             for xb, yb in val:
                 model(xb)
-    findings = g.report()
-    text = g.session.options.stream.getvalue()
-    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
-    if not same:
-        assert "evaluation inputs of Sequential are not prepared like its training inputs" in text
+    return g.report(), g.session.options.stream.getvalue()
 
 
 def _tones(n: int, sr: int, seconds: float, seed: int):
@@ -127,21 +130,9 @@ def test_images_normalised_with_other_statistics_in_evaluation_are_named(same):
     train = DataLoader(TensorDataset((images[:1400] - mean) / std, y[:1400]), batch_size=64, shuffle=True)
     val = DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128)
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 64, 10))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    guard = guarded(model, opt, ignore=TIMING)
-    for epoch in range(2):
-        model.train()
-        for i, (xb, yb) in enumerate(train):
-            xb = torch.roll(xb.flip(3) if i % 2 else xb, shifts=i % 3 - 1, dims=3)  # augmentation
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            for xb, yb in val:
-                model(xb)
-    findings = guard.report()
-    text = guard.session.options.stream.getvalue()
+    findings, text = _fit_and_evaluate(
+        model, torch.optim.Adam(model.parameters(), lr=1e-3), train, val,
+        augment=lambda i, xb: torch.roll(xb.flip(3) if i % 2 else xb, shifts=i % 3 - 1, dims=3))  # flips, shifts
     assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
     if not same:
         assert "the evaluation inputs of Sequential" in text and "test_skew.py:" in text
