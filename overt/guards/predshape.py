@@ -18,7 +18,8 @@ The same window sees the units predictions are scored in (slug ``predictions-not
 judged by :mod:`overt.guards.units`): the regression losses (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
 ``huber_loss``) of checked training steps give the training targets' mean and spread and how well the model
 fitted them (a deferred read of three numbers); in evaluation, the two sides of an error -- a remembered output
-(or a view of it: ``out.squeeze(1)``) subtracted from a tensor of as many values, or the input and target of
+(or a view of it: ``out.squeeze(1)``; or the outputs of a loop gathered by ``torch.cat``) subtracted from a
+tensor of as many values, or the input and target of
 a regression loss called while the evaluation lasts (functional or ``nn.MSELoss``-style), or ``(y_true,
 y_pred)`` of a scikit-learn regression error (:mod:`overt.guards.skerrors`) -- are judged, once
 or twice per run with one read of four numbers: predictions in the training targets' units scored against
@@ -56,6 +57,8 @@ _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tenso
                 (torch, "eq"), (torch, "ne"))
 #: (the functional losses are not wrapped here: overt/guards/patches.py swaps them in and out on its own)
 _DIFFERENCES = ((torch.Tensor, "__sub__"), (torch.Tensor, "__rsub__"), (torch, "sub"))
+#: the evaluation outputs of a loop gathered into one tensor: remembered as an output too
+_GATHERS = ((torch, "cat"), (torch, "concat"), (torch, "vstack"))
 _REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 MAP_PAIRS = 4096  # evaluation (prediction, label) pairs kept per model for eval-classes-renumbered
 UNITS_LOOKS = 2  # evaluation errors judged per run (one read of four numbers each, four per column)
@@ -214,6 +217,17 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
                 "the scaler's inverse_transform, expm1 after log1p), or score against targets normalised the "
                 "same way.",
             where=f"{what} at {loc}" if loc else f"{model}'s outputs", key=f"units:{loc}")
+
+    def gathered(self, parts: Any, out: Any) -> None:
+        """``torch.cat`` of evaluation outputs (the predictions of a loop, gathered): the result is remembered
+        as an output of the model whose remembered output is among the parts (all parts floating tensors)."""
+        if not isinstance(out, torch.Tensor) or not isinstance(parts, (list, tuple)) or not out.is_floating_point():
+            return
+        if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in parts):
+            return
+        found = next((f for f in map(self._output_view, reversed(parts)) if f is not None), None)
+        if found is not None:
+            self.outputs = self.outputs[-3:] + [(weakref.ref(out), storage_ptr(out), tuple(out.shape), found[1])]
 
     # -- the wrapped calls -------------------------------------------------------------------------
     def produced(self, name: str, args: tuple, kwargs: dict, result: Any) -> None:
@@ -394,11 +408,29 @@ def _difference(orig: Any, name: str) -> Any:
     return difference
 
 
+def _gather(orig: Any, name: str) -> Any:
+    @functools.wraps(orig)
+    def gather(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if args and _listening(sys._getframe(1)):
+            for check in _WRAPPERS.listening:
+                if check.outputs:
+                    try:
+                        check.gathered(args[0], out)
+                    except Exception as exc:  # noqa: BLE001
+                        check.s.check_failed(check, exc)
+        return out
+
+    return gather
+
+
 def _make(orig: Any, owner: Any, name: str) -> Any:
+    if (owner, name) in _GATHERS:
+        return _gather(orig, name)
     if (owner, name) in _PRODUCERS:
         return _producer(orig, name)
     return _comparison(orig, name) if (owner, name) in _COMPARISONS else _difference(orig, name)
 
 
 # the functions wrapped while some session's evaluation outputs are remembered
-_WRAPPERS = Swapped(_PRODUCERS + _COMPARISONS + _DIFFERENCES, _make)
+_WRAPPERS = Swapped(_PRODUCERS + _COMPARISONS + _DIFFERENCES + _GATHERS, _make)
