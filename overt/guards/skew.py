@@ -73,6 +73,14 @@ def _features(args: tuple) -> torch.Tensor | None:
     return x.detach()
 
 
+def _spatial(args: tuple) -> tuple[int, ...] | None:
+    """The height and width of a batch of images (the model's first input), else None: images are compared only
+    with training images of their size (padding, another resolution or a crop of another size moves each
+    image's statistics without any difference in preparation)."""
+    x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    return tuple(x.shape[2:]) if x is not None and x.dim() == 4 else None
+
+
 def _described(args: tuple, features: int) -> str:
     """What the compared features are, for the message."""
     x = next((a for a in args if isinstance(a, torch.Tensor)), None)
@@ -93,6 +101,7 @@ class SkewChecks(Check):
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
         self.downstream: set[int] = set()  # models whose training inputs are another trained model's outputs
+        self.sizes: dict[int, tuple[int, ...] | None] = {}  # id(ModelInfo) -> training images' size (() if mixed)
         self.hook = OneShotHook()
         self.wants_no_grad = False  # some training-mode model has statistics and looks left
 
@@ -117,6 +126,9 @@ class SkewChecks(Check):
         x = x.float()
         if st is None or st[2].shape != x.shape[1:] or st[2].device != x.device:
             st = self.stats[id(info)] = [0, 0, torch.zeros_like(x[0]), torch.zeros_like(x[0])]
+            self.sizes[id(info)] = _spatial(args)
+        elif self.sizes.get(id(info)) != _spatial(args):
+            self.sizes[id(info)] = ()  # training images of several sizes: none is compared
         st[0] += 1
         st[1] += x.shape[0]
         st[2] += x.sum(0)
@@ -189,6 +201,8 @@ class SkewChecks(Check):
         st = self.stats.get(id(info))
         if x is None or st is None or x.shape[0] < MIN_EVAL or st[2].shape != x.shape[1:] or st[2].device != x.device:
             return
+        if self.sizes.get(id(info)) != _spatial(args):
+            return  # images of another size than the training images (or tables after images)
         self.looks[id(info)] = self.looks.get(id(info), 0) + 1
         n = st[1]
         mean = st[2] / n

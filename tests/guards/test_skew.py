@@ -114,7 +114,7 @@ def test_a_head_on_a_trained_encoder_is_not_compared_on_another_domain():
     assert "train-serve-skew" not in slugs(g.report())
 
 
-@pytest.mark.parametrize("same", [False, True])
+@pytest.mark.parametrize("same", [False, True, "padded"])
 def test_images_normalised_with_other_statistics_in_evaluation_are_named(same):
     """Colour images normalised per channel with the training statistics for training, and with
     (0.5, 0.5, 0.5) in evaluation (the bug); training augments (flips, shifts), the twin evaluates with
@@ -127,9 +127,13 @@ def test_images_normalised_with_other_statistics_in_evaluation_are_named(same):
     mean = images[:1400].mean((0, 2, 3), keepdim=True)
     std = images[:1400].std((0, 2, 3), keepdim=True)
     val_x = (images[1400:] - mean) / std if same else (images[1400:] - 0.5) / 0.5
+    if same == "padded":  # evaluated at another size (a fully convolutional net): not compared
+        val_x = nn.functional.pad(val_x, (2, 2, 2, 2))
     train = DataLoader(TensorDataset((images[:1400] - mean) / std, y[:1400]), batch_size=64, shuffle=True)
     val = DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 64, 10))
+    head = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)] if same == "padded" \
+        else [nn.Flatten(), nn.Linear(16 * 64, 10)]
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), *head)
     findings, text = _fit_and_evaluate(
         model, torch.optim.Adam(model.parameters(), lr=1e-3), train, val,
         augment=lambda i, xb: torch.roll(xb.flip(3) if i % 2 else xb, shifts=i % 3 - 1, dims=3))  # flips, shifts
