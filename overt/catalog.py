@@ -756,7 +756,8 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, False),
     Entry("predictions-not-denormalised", "OVT804", "predictions in normalised units scored against raw targets",
           "a model trained on standardised targets predicts in standard deviations around zero: scored against "
-          "the targets in their own units without the inverse transform, every error metric measures the "
+          "the targets in their own units without the inverse transform (or put back in raw units and scored "
+          "against targets still normalised, or transformed back twice), every error metric measures the "
           "normalisation, not the model",
           _E, True, True),
     Entry("metric-not-reset", "OVT805", "a torchmetrics metric computed once per pass and never reset",

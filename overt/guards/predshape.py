@@ -14,13 +14,18 @@ judged: a flat index against more than one label, or two tensors that both start
 and broadcast to more elements than either.  Host metadata only (shapes, identities): no device read.
 Unchecked training steps run unwrapped.
 
-The same window sees the units predictions are scored in (slug ``predictions-not-denormalised``): the
-targets of the regression losses (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``) of checked
-training steps give the training targets' mean and spread (a deferred read); in evaluation, a remembered
-output (or a view of it: ``out.squeeze(1)``) subtracted from a tensor of as many values is judged, once or
-twice per run with one read of four numbers: predictions in the training targets' units scored against
-values far outside them (another mean, another spread) mean the inverse of the targets' normalisation is
-missing.
+The same window sees the units predictions are scored in (slug ``predictions-not-denormalised``,
+judged by :mod:`overt.guards.units`): the regression losses (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
+``huber_loss``) of checked training steps give the training targets' mean and spread and how well the model
+fitted them (a deferred read of three numbers); in evaluation, the two sides of an error -- a remembered output
+(or a view of it: ``out.squeeze(1)``; or the outputs of a loop gathered by ``torch.cat``) subtracted from a
+tensor of as many values, or the input and target of
+a regression loss called while the evaluation lasts (functional or ``nn.MSELoss``-style), or ``(y_true,
+y_pred)`` of a scikit-learn regression error (:mod:`overt.guards.skerrors`) -- are judged, once
+or twice per run with one read of four numbers: predictions in the training targets' units scored against
+values far outside them, or, for a model that fitted its training targets, two sides whose values do not
+overlap or whose spreads differ many times over, mean a normalisation of the targets is missing on one side,
+applied twice or undone with other statistics.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.labelmap import reindexed
+from overt.guards import patches, units
+from overt.guards.skerrors import SklearnErrors
 from overt.guards.oneshot import OneShotHook
 from overt.guards.swapped import EvalOutputLooks, Swapped, batched_outputs, compiling
 from overt.guards.watched import storage_ptr
@@ -50,10 +57,12 @@ _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tenso
                 (torch, "eq"), (torch, "ne"))
 #: (the functional losses are not wrapped here: overt/guards/patches.py swaps them in and out on its own)
 _DIFFERENCES = ((torch.Tensor, "__sub__"), (torch.Tensor, "__rsub__"), (torch, "sub"))
+#: the evaluation outputs of a loop gathered into one tensor: remembered as an output too
+_GATHERS = ((torch, "cat"), (torch, "concat"), (torch, "vstack"))
 _REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 MAP_PAIRS = 4096  # evaluation (prediction, label) pairs kept per model for eval-classes-renumbered
-UNITS_LOOKS = 2  # evaluation differences judged per run (one read of four numbers each)
-FAR = 5.0  # "far outside the training targets": a mean or a spread this many of their spreads away
+UNITS_LOOKS = 2  # evaluation errors judged per run (one read of four numbers each, four per column)
+MAX_COLUMNS = 16  # regression targets of at most this many columns are also judged column by column
 
 
 class PredictionShapeChecks(EvalOutputLooks, Check):
@@ -67,8 +76,9 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         # predictions made from them: (ref, storage, flat, batch, the output's shape, model, what made it)
         self.preds: list[tuple[Any, int | None, bool, int, tuple[int, ...], ModelInfo, str]] = []
         self.out_hook = OneShotHook()
-        self.targets: list[tuple[float, float]] = []  # (mean, std) of checked regression losses' targets
+        self.targets = units.TrainingFit()  # the checked regression losses' targets and how well they were fitted
         self.units_looks = 0
+        self.sk_errors = SklearnErrors(self._sk_error)  # scikit-learn's regression errors, while evaluating
         # class-index training seen: the number of classes of checked cross_entropy/nll_loss calls
         self.index_classes: set[int] = set()
         # (prediction, label) pairs of evaluation comparisons, per model: judged at the end (labelmap.py)
@@ -79,17 +89,16 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         if name in ("cross_entropy", "nll_loss") and isinstance(target, torch.Tensor) and inp.dim() >= 1 \
                 and not target.is_floating_point() and target.dtype != torch.bool and len(self.index_classes) < 4:
             self.index_classes.add(int(inp.shape[1] if inp.dim() >= 2 else inp.shape[0]))
-        if name not in _REGRESSION or len(self.targets) >= 8 or not isinstance(target, torch.Tensor):
+        if name not in _REGRESSION or self.targets.full() or not isinstance(target, torch.Tensor):
             return
         if not target.is_floating_point() or target.numel() < 8 or target.numel() != inp.numel():
             return
-        t = target.detach().float()
-        self.s.defer(torch.stack([t.mean(), t.std()]), self._target_stats)
-
-    def _target_stats(self, values: list[float]) -> None:
-        mean, std = values
-        if math.isfinite(mean) and math.isfinite(std) and std > 0:
-            self.targets.append((mean, std))
+        t, p = target.detach().float(), inp.detach().float().reshape(target.shape)
+        whole = torch.stack([t.mean(), t.std(), (p - t).square().mean()])
+        if t.dim() == 2 and 2 <= t.shape[1] <= MAX_COLUMNS and t.shape[0] >= 8:  # per column, in the same read
+            cols = torch.stack([t.mean(0), t.std(0), (p - t).square().mean(0)], 1).reshape(-1)
+            whole = torch.cat([whole, cols])
+        self.s.defer(whole, self.targets.add)
 
     # -- remembering evaluation outputs (EvalOutputLooks) -----------------------------------------
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
@@ -138,31 +147,87 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             if not (isinstance(pred, torch.Tensor) and isinstance(other, torch.Tensor)):
                 return
             found = self._output_view(pred)
-            if found is None or self._output_view(other) is not None or other.numel() != pred.numel() \
-                    or other.numel() < 8 or not (pred.is_floating_point() and other.is_floating_point()):
+            if found is None or self._output_view(other) is not None:
                 continue
-            self.units_looks += 1
-            shape, info = found
-            pm, ps, om, os_ = torch.stack([pred.detach().float().mean(), pred.detach().float().std(),
-                                           other.detach().float().mean(), other.detach().float().std()]).tolist()
-            tm = sorted(m for m, _ in self.targets)[len(self.targets) // 2]
-            ts = sorted(s for _, s in self.targets)[len(self.targets) // 2]
-            inside = abs(pm - tm) <= 2 * ts and ps <= 3 * ts
-            outside = abs(om - tm) > FAR * ts or os_ > FAR * ts or (os_ < ts / FAR and abs(om - tm) > ts)
-            if not (inside and outside):
-                return
-            loc = user_location(3) or ""
-            self.s.report(
-                "predictions-not-denormalised",
-                f"the evaluation outputs of {info.name} (mean {pm:.3g}, std {ps:.3g}) are in the units of its "
-                f"training targets (mean {tm:.3g}, std {ts:.3g}, from the checked steps' losses), but here they "
-                f"are scored against values of mean {om:.3g}, std {os_:.3g}: predictions and targets are in "
-                "different units, so the error measures the targets' normalisation, not the model.",
-                fix="undo the training targets' normalisation on the predictions before scoring them "
-                    "(pred * std + mean, or the scaler's inverse_transform), or score against targets normalised "
-                    "the same way.",
-                where=f"the error at {loc}" if loc else f"{info.name}'s outputs", key=f"units:{loc}")
+            self._units(pred, other, found[1].name, "the error")
             return
+
+    def eval_loss(self, name: str, args: tuple, kwargs: dict) -> None:
+        """A loss called while an evaluation lasts (patches.eval_losses): a regression loss's input and target."""
+        if name not in _REGRESSION or not self.targets or self.units_looks >= UNITS_LOOKS or not self.outputs:
+            return
+        inp = args[0] if args else kwargs.get("input")
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if isinstance(inp, torch.Tensor) and isinstance(target, torch.Tensor):
+            found = self._output_view(inp)
+            self._units(inp, target, found[1].name if found else self.outputs[-1][3].name, f"the {name}")
+
+    def _units(self, pred: torch.Tensor, other: torch.Tensor, model: str, what: str) -> None:
+        """Judge an evaluation error's two sides (one read of four numbers)."""
+        if other.numel() != pred.numel() or other.numel() < 8 \
+                or not (pred.is_floating_point() and other.is_floating_point()):
+            return
+        self.units_looks += 1
+        p, o = pred.detach().float(), other.detach().float()
+        values = torch.stack([p.mean(), p.std(), o.mean(), o.std()])
+        columns = p.dim() == 2 and p.shape == o.shape and len(self.targets.columns) == p.shape[1] >= 2 \
+            and p.shape[0] >= 8
+        if columns:
+            values = torch.cat([values, torch.stack([p.mean(0), p.std(0), o.mean(0), o.std(0)], 1).reshape(-1)])
+        read = values.tolist()
+        if self._judged(units.Side(*read[0:2]), units.Side(*read[2:4]), model, what) or not columns:
+            return
+        pairs = [(units.Side(*read[i:i + 2]), units.Side(*read[i + 2:i + 4])) for i in range(4, len(read), 4)]
+        column = units.judge_columns(pairs, self.targets)
+        if column is not None:
+            self._report(units.explain_column(column, model, *pairs[column], self.targets), model, what)
+
+    def _sk_error(self, name: str, y_true: Any, y_pred: Any) -> None:
+        """A scikit-learn regression error called while an evaluation lasts (skerrors.py): judged on the host."""
+        try:
+            if not self.targets or self.units_looks >= UNITS_LOOKS or not self.outputs:
+                return
+            if isinstance(y_true, torch.Tensor) and isinstance(y_pred, torch.Tensor):
+                self._units(y_pred, y_true, self.outputs[-1][3].name, f"{name}()")
+                return
+            import numpy as np
+
+            t = np.asarray(y_true.detach().cpu() if isinstance(y_true, torch.Tensor) else y_true, dtype=np.float64)
+            p = np.asarray(y_pred.detach().cpu() if isinstance(y_pred, torch.Tensor) else y_pred, dtype=np.float64)
+            if t.size != p.size or t.size < 8:
+                return
+            self.units_looks += 1
+            self._judged(units.Side(float(p.mean()), float(p.std(ddof=1))),
+                         units.Side(float(t.mean()), float(t.std(ddof=1))), self.outputs[-1][3].name, f"{name}()")
+        except Exception as exc:  # noqa: BLE001  never break the user's metric over a check
+            self.s.check_failed(self, exc)
+
+    def _judged(self, pred: units.Side, other: units.Side, model: str, what: str) -> bool:
+        kind = units.judge(pred, other, self.targets)
+        if kind is not None:
+            self._report(units.explain(kind, model, pred, other, self.targets), model, what)
+        return kind is not None
+
+    def _report(self, message: str, model: str, what: str) -> None:
+        loc = user_location(4) or ""
+        self.s.report(
+            "predictions-not-denormalised", message,
+            fix="score predictions and targets in one set of units: undo the training targets' normalisation "
+                "once, on the predictions, with the statistics it was fitted with (pred * std + mean, "
+                "the scaler's inverse_transform, expm1 after log1p), or score against targets normalised the "
+                "same way.",
+            where=f"{what} at {loc}" if loc else f"{model}'s outputs", key=f"units:{loc}")
+
+    def gathered(self, parts: Any, out: Any) -> None:
+        """``torch.cat`` of evaluation outputs (the predictions of a loop, gathered): the result is remembered
+        as an output of the model whose remembered output is among the parts (all parts floating tensors)."""
+        if not isinstance(out, torch.Tensor) or not isinstance(parts, (list, tuple)) or not out.is_floating_point():
+            return
+        if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in parts):
+            return
+        found = next((f for f in map(self._output_view, reversed(parts)) if f is not None), None)
+        if found is not None:
+            self.outputs = self.outputs[-3:] + [(weakref.ref(out), storage_ptr(out), tuple(out.shape), found[1])]
 
     # -- the wrapped calls -------------------------------------------------------------------------
     def produced(self, name: str, args: tuple, kwargs: dict, result: Any) -> None:
@@ -277,10 +342,15 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
     # -- wrappers ------------------------------------------------------------------------------------
     def _wrap(self) -> None:
         _WRAPPERS.listen(self)
+        if self.targets and self.units_looks < UNITS_LOOKS:
+            patches.eval_losses(self, True)
+            self.sk_errors.install()
 
     def _unwrap(self) -> None:
         self.outputs, self.preds = [], []
         _WRAPPERS.stop(self)
+        patches.eval_losses(self, False)
+        self.sk_errors.remove()
 
     def remove_hooks(self) -> None:
         self._unwrap()
@@ -338,11 +408,29 @@ def _difference(orig: Any, name: str) -> Any:
     return difference
 
 
+def _gather(orig: Any, name: str) -> Any:
+    @functools.wraps(orig)
+    def gather(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if args and _listening(sys._getframe(1)):
+            for check in _WRAPPERS.listening:
+                if check.outputs:
+                    try:
+                        check.gathered(args[0], out)
+                    except Exception as exc:  # noqa: BLE001
+                        check.s.check_failed(check, exc)
+        return out
+
+    return gather
+
+
 def _make(orig: Any, owner: Any, name: str) -> Any:
+    if (owner, name) in _GATHERS:
+        return _gather(orig, name)
     if (owner, name) in _PRODUCERS:
         return _producer(orig, name)
     return _comparison(orig, name) if (owner, name) in _COMPARISONS else _difference(orig, name)
 
 
 # the functions wrapped while some session's evaluation outputs are remembered
-_WRAPPERS = Swapped(_PRODUCERS + _COMPARISONS + _DIFFERENCES, _make)
+_WRAPPERS = Swapped(_PRODUCERS + _COMPARISONS + _DIFFERENCES + _GATHERS, _make)

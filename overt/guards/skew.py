@@ -3,8 +3,10 @@ evaluation time during training; issue 33 family 4).
 
 An invariant of a training run: the model is evaluated on inputs prepared like the ones it is
 trained on.  Inputs standardised for training but not for evaluation (or scaled, reordered,
-another modality's preprocessing) break it.  On checked training forwards the per-feature sums
-of the model's first input (a ``(batch, features)`` float tensor) are accumulated on the device;
+another modality's preprocessing, images normalised with other statistics) break it.  On checked
+training forwards the per-feature sums of the model's first input (a ``(batch, features)`` float
+tensor; for a batch of images, each image's per-channel mean and standard deviation) are accumulated
+on the device;
 the first evaluation forwards (eval mode) of each model compare their per-feature means with
 those statistics: the comparison is a device tensor read with the next checked step's values,
 so nothing is synchronised.  Reported: more than half of the features (those not constant in
@@ -46,6 +48,8 @@ MIN_TRAIN = 3  # checked training forwards before evaluation inputs are compared
 MIN_EVAL = 16  # samples in the evaluation batch
 LOOKS = 3  # evaluation batches compared per model
 MAX_FEATURES = 4096
+MAX_CHANNELS = 4  # images: per-channel statistics of inputs with at most this many channels (RGB, RGBA, grey)
+MIN_PIXELS = 16  # ... and at least this many pixels
 KEEP = 512  # training rows kept for the range comparison
 NOVEL = 0.8  # share of evaluation samples beyond the training rows' 99th percentile
 MIN_NOVEL = 32  # evaluation samples needed for the range comparison
@@ -54,10 +58,35 @@ TRIES = 20  # evaluation forwards offered per model (too small a batch, other in
 
 
 def _features(args: tuple) -> torch.Tensor | None:
+    """The model's first input as ``(samples, features)``: a ``(batch, features)`` table as it is; a batch of
+    images ``(batch, channels, height, width)`` (at most :data:`MAX_CHANNELS` channels, at least
+    :data:`MIN_PIXELS` pixels) as each image's per-channel mean and standard deviation, which a normalisation
+    (``(x - mean) / std`` per channel) moves and scales like any feature, whatever the augmentation crops."""
     x = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if x is None or not x.is_floating_point() or x.dim() != 2 or not 1 < x.shape[1] <= MAX_FEATURES:
+    if x is None or not x.is_floating_point():
+        return None
+    if x.dim() == 4 and x.shape[1] <= MAX_CHANNELS and x.shape[2] * x.shape[3] >= MIN_PIXELS:
+        std, mean = torch.std_mean(x.detach().float().flatten(2), dim=2)
+        return torch.cat((mean, std), 1)
+    if x.dim() != 2 or not 1 < x.shape[1] <= MAX_FEATURES:
         return None
     return x.detach()
+
+
+def _spatial(args: tuple) -> tuple[int, ...] | None:
+    """The height and width of a batch of images (the model's first input), else None: images are compared only
+    with training images of their size (padding, another resolution or a crop of another size moves each
+    image's statistics without any difference in preparation)."""
+    x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    return tuple(x.shape[2:]) if x is not None and x.dim() == 4 else None
+
+
+def _described(args: tuple, features: int) -> str:
+    """What the compared features are, for the message."""
+    x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if x is not None and x.dim() == 4:
+        return f"{features} per-image channel statistics (the mean and spread of each of {features // 2} channels)"
+    return f"{features} input features"
 
 
 class SkewChecks(Check):
@@ -72,6 +101,7 @@ class SkewChecks(Check):
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
         self.downstream: set[int] = set()  # models whose training inputs are another trained model's outputs
+        self.sizes: dict[int, tuple[int, ...] | None] = {}  # id(ModelInfo) -> training images' size (() if mixed)
         self.hook = OneShotHook()
         self.wants_no_grad = False  # some training-mode model has statistics and looks left
 
@@ -96,6 +126,9 @@ class SkewChecks(Check):
         x = x.float()
         if st is None or st[2].shape != x.shape[1:] or st[2].device != x.device:
             st = self.stats[id(info)] = [0, 0, torch.zeros_like(x[0]), torch.zeros_like(x[0])]
+            self.sizes[id(info)] = _spatial(args)
+        elif self.sizes.get(id(info)) != _spatial(args):
+            self.sizes[id(info)] = ()  # training images of several sizes: none is compared
         st[0] += 1
         st[1] += x.shape[0]
         st[2] += x.sum(0)
@@ -168,6 +201,8 @@ class SkewChecks(Check):
         st = self.stats.get(id(info))
         if x is None or st is None or x.shape[0] < MIN_EVAL or st[2].shape != x.shape[1:] or st[2].device != x.device:
             return
+        if self.sizes.get(id(info)) != _spatial(args):
+            return  # images of another size than the training images (or tables after images)
         self.looks[id(info)] = self.looks.get(id(info), 0) + 1
         n = st[1]
         mean = st[2] / n
@@ -187,11 +222,11 @@ class SkewChecks(Check):
             extreme = torch.where(judged, ((train - mean) / std.clamp_min(1e-12)).abs(), 0.0).amax(1)
             bound = torch.quantile(extreme, 0.99)
             novel = (torch.where(judged, u.abs(), 0.0).amax(1) > bound).float().mean()
-        features, step = x.shape[1], self.s.step
+        features, step = _described(args, x.shape[1]), self.s.step
         where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
         self.s.defer(torch.stack((shifted, med, novel)), self._judge(info, features, step, x.shape[0], where))
 
-    def _judge(self, info: ModelInfo, features: int, step: int, samples: int, where: str):
+    def _judge(self, info: ModelInfo, features: str, step: int, samples: int, where: str):
         s = self.s
 
         def callback(vals: list[float]) -> None:
@@ -203,7 +238,7 @@ class SkewChecks(Check):
             s.report(
                 "train-serve-skew",
                 f"the evaluation inputs of {info.name} are not prepared like its training inputs: in "
-                f"{shifted:.0%} of the {features} input features the evaluation batch's mean lies more than "
+                f"{shifted:.0%} of the {features} the evaluation batch's mean lies more than "
                 f"{Z:g} training standard deviations from the training mean or its spread is off by more than "
                 f"{SCALE:g}x (median root-mean-square of the evaluation values in training standard deviations: "
                 f"{med:.2g}, 1 when prepared alike). "

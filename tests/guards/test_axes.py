@@ -160,7 +160,10 @@ def _evaluated(prepare):
 
 def test_a_reshape_only_in_evaluation_code_is_named_and_its_twin_is_silent():
     findings, text = _evaluated(lambda c: c.reshape(len(c), 2, 8, 8))
-    assert slugs(findings) == ["reshape-moves-axis"], text
+    # the scrambled channels also make the evaluation images unlike the training ones (train-serve-skew,
+    # through each image's per-channel statistics): a true consequence, reported beside the cause
+    assert "reshape-moves-axis" in slugs(findings) and set(slugs(findings)) <= {"reshape-moves-axis",
+                                                                                "train-serve-skew"}, text
     assert "(50, 8, 8, 2) tensor into (50, 2, 8, 8)" in text and "x.permute(0, 3, 1, 2)" in text, text
     findings, text = _evaluated(lambda c: c.permute(0, 3, 1, 2))
     assert findings == [], text

@@ -21,23 +21,26 @@ def test_evaluation_inputs_prepared_unlike_training_are_named(same):
     val_x = (x[1400:] - mean) / std if same else x[1400:]  # the bug: raw pixels in evaluation
     val = DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128)
     model = mlp()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    findings, text = _fit_and_evaluate(model, torch.optim.Adam(model.parameters(), lr=1e-2), train, val)
+    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
+    if not same:
+        assert "evaluation inputs of Sequential are not prepared like its training inputs" in text
+
+
+def _fit_and_evaluate(model, opt, train, val, augment=lambda i, xb: xb) -> tuple[list, str]:
+    """Two epochs, each followed by an evaluation pass, guarded: (findings, the guard's output)."""
     g = guarded(model, opt, ignore=TIMING)
     for epoch in range(2):
         model.train()
-        for xb, yb in train:
+        for i, (xb, yb) in enumerate(train):
             opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
+            nn.functional.cross_entropy(model(augment(i, xb)), yb).backward()
             opt.step()
         model.eval()
         with torch.no_grad():
             for xb, yb in val:
                 model(xb)
-    findings = g.report()
-    text = g.session.options.stream.getvalue()
-    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
-    if not same:
-        assert "evaluation inputs of Sequential are not prepared like its training inputs" in text
+    return g.report(), g.session.options.stream.getvalue()
 
 
 def _tones(n: int, sr: int, seconds: float, seed: int):
@@ -109,3 +112,31 @@ def test_a_head_on_a_trained_encoder_is_not_compared_on_another_domain():
         encoder.train()
         head.train()
     assert "train-serve-skew" not in slugs(g.report())
+
+
+@pytest.mark.parametrize("same", [False, True, "padded"])
+def test_images_normalised_with_other_statistics_in_evaluation_are_named(same):
+    """Colour images normalised per channel with the training statistics for training, and with
+    (0.5, 0.5, 0.5) in evaluation (the bug); training augments (flips, shifts), the twin evaluates with
+    the training statistics.  A small CNN: its input is a batch of images, compared through each image's
+    per-channel mean and spread."""
+    torch.manual_seed(0)
+    x, y = digits()
+    g = torch.Generator().manual_seed(0)
+    images = x.view(-1, 1, 8, 8) * (0.3 + 0.7 * torch.rand(len(x), 3, 1, 1, generator=g))
+    mean = images[:1400].mean((0, 2, 3), keepdim=True)
+    std = images[:1400].std((0, 2, 3), keepdim=True)
+    val_x = (images[1400:] - mean) / std if same else (images[1400:] - 0.5) / 0.5
+    if same == "padded":  # evaluated at another size (a fully convolutional net): not compared
+        val_x = nn.functional.pad(val_x, (2, 2, 2, 2))
+    train = DataLoader(TensorDataset((images[:1400] - mean) / std, y[:1400]), batch_size=64, shuffle=True)
+    val = DataLoader(TensorDataset(val_x, y[1400:]), batch_size=128)
+    head = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)] if same == "padded" \
+        else [nn.Flatten(), nn.Linear(16 * 64, 10)]
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), *head)
+    findings, text = _fit_and_evaluate(
+        model, torch.optim.Adam(model.parameters(), lr=1e-3), train, val,
+        augment=lambda i, xb: torch.roll(xb.flip(3) if i % 2 else xb, shifts=i % 3 - 1, dims=3))  # flips, shifts
+    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
+    if not same:
+        assert "the evaluation inputs of Sequential" in text and "test_skew.py:" in text

@@ -547,6 +547,9 @@ _ERRORS = frozenset({"mean_absolute_error", "mean_squared_error", "root_mean_squ
                      "smooth_l1_loss", "huber_loss"})
 
 
+#: log transforms of a target (undone by exp / expm1)
+_LOGS = frozenset({"log1p", "log", "log10", "log2"})
+
 _SPLITS = frozenset({"train", "training", "test", "testing", "val", "valid", "validation", "eval", "dev", "tr", "te",
                      "holdout", "trn", "tst"})
 
@@ -592,8 +595,9 @@ def _normaliser_methods(ix: FileIndex) -> set[str]:
 
 def _normalised(ix: FileIndex, node: ast.AST, depth: int = 0) -> tuple[str, str] | None:
     """(the raw tensor's name, how it was normalised) when ``node`` is a normalised copy of a named tensor:
-    ``(y - mean) / std``, ``normalizer.norm(y)`` (a method returning ``(t - a) / b``), a fitted scaler's
-    ``transform(y)`` / ``fit_transform(y)``."""
+    ``(y - mean) / std`` (a min-max scaling too), ``normalizer.norm(y)`` (a method returning ``(t - a) / b``),
+    a fitted scaler's ``transform(y)`` / ``fit_transform(y)``, a log transform (``torch.log1p(y)``,
+    ``np.log(y)``, ``y.log1p()``)."""
     node = _strip(node)
     if depth > 3:
         return None
@@ -607,6 +611,14 @@ def _normalised(ix: FileIndex, node: ast.AST, depth: int = 0) -> tuple[str, str]
     if _standardises(node):
         raw = _root(node.left.left)
         return (raw, ast.unparse(node)) if raw else None
+    if isinstance(node, ast.Call) and not node.keywords and (dotted(node.func) or "").rsplit(".", 1)[-1] in _LOGS:
+        # a log transform: torch.log1p(y), np.log(y), y.log1p()
+        arg = node.args[0] if len(node.args) == 1 else node.func.value \
+            if not node.args and isinstance(node.func, ast.Attribute) else None
+        raw = _root(arg) if arg is not None else None
+        if raw is not None and (node.args or raw not in ("torch", "np", "numpy", "math")):
+            return raw, ast.unparse(node)
+        return None
     if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
