@@ -1,6 +1,6 @@
 """Lint a corpus of public PyTorch projects and say how precise lint is on it.
 
-    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test] [--mirror DIR] [--verdicts FILE]
+    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test] [--mirror DIR] [--verdicts FILE]
                                          [--findings OUT] [--only SLUG,...]
 
 The corpus is ``manifest.json`` beside this script: for each project its GitHub repository, the
@@ -15,7 +15,9 @@ settings a new user gets.
 Groups (``--group``, default ``tuned``): ``tuned`` is the corpus the rules were built on (issues 20
 and 22, ``verdicts.txt``); ``known`` the ten codebases of issue 30 whose false findings were described
 there (``verdicts-known.txt``); ``dev`` and ``test`` the two halves of the projects added for issue 30,
-drawn by ``split.py`` (``split.json``; ``verdicts-dev.txt``, ``verdicts-test.txt``).  Projects whose
+drawn by ``split.py`` (``split.json``; ``verdicts-dev.txt``, ``verdicts-test.txt``); ``fresh-dev`` and
+``fresh-test`` the two halves of the ten projects added for issue 33, which no session had linted
+before (``split-fresh.json``, seed 20261127; ``verdicts-fresh-dev.txt``, ``verdicts-fresh-test.txt``).  Projects whose
 manifest entry says ``"notebooks": true`` have their ``.ipynb`` files linted too.
 
 Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
@@ -50,7 +52,7 @@ PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")
 
 def _git_dir(mirror: Path, repo: str) -> Path:
     base = repo.replace("/", "+")
-    for cand in (mirror / base / "repo", mirror / f"{base}.git", mirror / base):
+    for cand in (mirror / base / "repo", mirror / base / "repo" / ".git", mirror / f"{base}.git", mirror / base):
         if (cand / "HEAD").is_file():
             return cand
     raise SystemExit(f"no mirror of {repo} under {mirror}: clone it with "
@@ -121,17 +123,20 @@ def _lines(path: Path) -> int:
     return sum(len(s) if isinstance(s, list) else s.count("\n") + 1 for s in src)
 
 
-GROUPS = ("tuned", "known", "dev", "test")
+GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test")
 
 
 def select(projects: list[dict], group: str) -> list[dict]:
-    """The manifest's projects of ``group`` (``dev``/``test``: the halves split.json drew)."""
+    """The manifest's projects of ``group`` (``dev``/``test``: the halves split.json drew;
+    ``fresh-dev``/``fresh-test``: the halves split-fresh.json drew)."""
     if group == "tuned":
         return [p for p in projects if "group" not in p]
     if group == "known":
         return [p for p in projects if p.get("group") == "known"]
-    half = set(json.loads((HERE / "split.json").read_text())[group])
-    return [p for p in projects if p.get("group") == "new" and p["slug"] in half]
+    kind, _, half_name = group.rpartition("-")
+    split = "split-fresh.json" if kind == "fresh" else "split.json"
+    half = set(json.loads((HERE / split).read_text())[half_name])
+    return [p for p in projects if p.get("group") == (kind or "new") and p["slug"] in half]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,7 +53,19 @@ def _stateful(ix: FileIndex) -> list[str]:
             kinds.append(not _plain_sgd(q, v))
         if kinds and all(kinds):
             out.append(name)
-    return sorted(set(out)) + sorted(ix.schedulers)
+    return sorted(set(out)) + sorted(s for s, call in ix.schedulers.items() if not _positioned(call))
+
+
+def _positioned(call: ast.Call) -> bool:
+    """The scheduler is built at a given point of its schedule (``last_epoch=start_epoch - 1``): its position is
+    restored by its constructor, not lost with its state_dict."""
+    for kw in call.keywords:
+        value = kw.value
+        from_start = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and \
+            isinstance(value.operand, ast.Constant)  # last_epoch=-1: the schedule's first value
+        if kw.arg == "last_epoch" and not from_start:
+            return True
+    return False
 
 
 def _known_stateless(ix: FileIndex, name: str) -> bool:
