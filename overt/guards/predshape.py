@@ -82,6 +82,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         self.sk_errors = SklearnErrors(self._sk_error)  # scikit-learn's regression errors, while evaluating
         # class-index training seen: the number of classes of checked cross_entropy/nll_loss calls
         self.index_classes: set[int] = set()
+        self.one_hot_looks = 0  # checked per-class binary losses whose targets were read for one-hot-ness
         # (prediction, label) pairs of evaluation comparisons, per model: judged at the end (labelmap.py)
         self.pairs: dict[int, tuple[ModelInfo, str, list[tuple[torch.Tensor, torch.Tensor]]]] = {}
 
@@ -92,7 +93,8 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             self.index_classes.add(int(inp.shape[1] if inp.dim() >= 2 else inp.shape[0]))
         elif name in _ONE_HOT_LOSSES and isinstance(target, torch.Tensor) and isinstance(inp, torch.Tensor) \
                 and target.is_floating_point() and target.shape == inp.shape and inp.dim() >= 2 \
-                and 2 <= inp.shape[1] <= 256 and len(self.index_classes) < 4:
+                and 2 <= inp.shape[1] <= 256 and len(self.index_classes) < 4 and self.one_hot_looks < 3:
+            self.one_hot_looks += 1  # the first three checked calls decide (a multi-label run stops asking)
             # per-class binary targets that are one-hot over dim 1 (at most one 1 per sample or pixel): class
             # k's indicator in channel k, so the argmax over the channels predicts class indices too
             t = target.detach()
