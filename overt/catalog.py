@@ -266,6 +266,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the samples of that class are left out of the loss: the class is never learned and never predicted, "
           "while training looks normal",
           _W, False, True),
+    Entry("decoder-blank-not-loss-blank", "OVT353", "a decoder that removes another class than the CTC loss's blank",
+          "the CTC loss teaches the model to put its blank class wherever there is no symbol; a decoder built with "
+          "another blank (a default blank_index=0 while the label list puts the blank last) drops a real symbol "
+          "everywhere it is predicted and prints the blank between the others, so every transcript and error rate "
+          "is wrong while the loss falls",
+          _E, False, True),
     Entry("class-weights-inverted", "OVT321", "class weights that favour the frequent classes",
           "re-weighting is meant to make the rare classes count more; weights listed in the wrong order (or "
           "a pos_weight inverted) weigh the common class up, and the model learns to ignore the rare ones while "

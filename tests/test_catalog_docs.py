@@ -108,7 +108,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, what is scored in evaluation given to the model as input (branch evalsets)
          "eval-edges-in-input-graph",
          # issue 33, parameters trained at another group's learning rate (branch cluster)
-         "group-lr-not-applied"}
+         "group-lr-not-applied",
+         # issue 33, conventions two places of one program share (branch conventions)
+         "decoder-blank-not-loss-blank"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -9,8 +9,10 @@ classes are still predicted consistently, only under other numbers: the metric f
 :func:`reindexed` reads that from the (prediction, label) pairs of an evaluation: the confusion counts of
 labels against predictions, the accuracy as given, and the accuracy under a one-to-one relabelling found
 greedily (largest counts first).  It concludes only when the relabelling is far better than the labels as
-given, moves at least two well-populated labels, and enough pairs were seen; a model that merely confuses
-classes moves no label wholesale, and an untrained one has no relabelling that scores well.
+given, moves at least two well-populated labels, and enough pairs were seen (32; under 64, the size of a
+small tabular test split, only a relabelled accuracy of 0.8 or more, which chance does not reach); a model
+that merely confuses classes moves no label wholesale, and an untrained one has no relabelling that scores
+well.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
-MIN_PAIRS = 64  # (prediction, label) pairs before anything is concluded
+MIN_PAIRS = 32  # (prediction, label) pairs before anything is concluded
 MAX_CLASSES = 256  # larger label spaces are not judged (the greedy assignment is cubic)
 MIN_MAPPED = 0.5  # the relabelled accuracy must be at least this
+FEW_PAIRS = 64  # below this many pairs (a small tabular test split) ...
+MIN_MAPPED_FEW = 0.8  # ... the relabelled accuracy must be at least this (chance cannot reach it)
 MIN_GAIN = 0.25  # ... and this much above the accuracy as given
 MIN_MOVED = 2  # labels that move wholesale to another prediction
 MOVED_COUNT = 5  # samples a moved label needs
@@ -73,7 +77,8 @@ def reindexed(preds: torch.Tensor, labels: torch.Tensor) -> Reindexing | None:
         free[a, :] = -1
         free[:, b] = -1
     relabelled = mapped / n
-    if relabelled < MIN_MAPPED or relabelled - as_given < MIN_GAIN or len(moved) < MIN_MOVED:
+    if relabelled < (MIN_MAPPED if n >= FEW_PAIRS else MIN_MAPPED_FEW) or relabelled - as_given < MIN_GAIN \
+            or len(moved) < MIN_MOVED:
         return None
     moved.sort(key=lambda m: -m[2])
     return Reindexing(n, as_given, relabelled, tuple(moved))

@@ -359,7 +359,7 @@ def _train_wrapper(orig: Any) -> Any:
                 if id(inner) in s.models:
                     s.arm_forwards(3)
                     # calls on its outputs (and the code that prepares its inputs), from the first
-                    for name in ("softmax_dim", "pred_shape", "metric_probe", "axes", "output_link"):
+                    for name in ("softmax_dim", "pred_shape", "metric_probe", "ctc_blank", "axes", "output_link"):
                         check = getattr(s, name, None)
                         if check is not None and not inner.training:
                             safely(check.eval_started)
@@ -397,6 +397,12 @@ def _enter_wrapper(orig: Any) -> Any:
                         user = code is not None and is_user_file(code.co_filename)
                     if user:
                         safely(probe.no_grad_entered)
+                blank = getattr(s, "ctc_blank", None)
+                if blank is not None and blank.loss:  # a CTC loss was trained: the script's decoders, wrapped
+                    if user is None:
+                        user = code is not None and is_user_file(code.co_filename)
+                    if user:
+                        safely(blank.no_grad_entered)
         return out
 
     return __enter__
@@ -484,6 +490,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import stopgrad  # F.cosine_similarity (checked steps)
 
         stopgrad.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import ctcblank  # F.ctc_loss (checked steps)
+
+        ctcblank.install(_patch, ACTIVE, lambda: ARMED)
         from overt.guards import gridorder  # F.grid_sample (checked steps)
 
         gridorder.install(_patch, ACTIVE, lambda: ARMED)

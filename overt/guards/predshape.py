@@ -60,6 +60,7 @@ _DIFFERENCES = ((torch.Tensor, "__sub__"), (torch.Tensor, "__rsub__"), (torch, "
 #: the evaluation outputs of a loop gathered into one tensor: remembered as an output too
 _GATHERS = ((torch, "cat"), (torch, "concat"), (torch, "vstack"))
 _REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
+_ONE_HOT_LOSSES = frozenset({"binary_cross_entropy_with_logits", "binary_cross_entropy"})
 MAP_PAIRS = 4096  # evaluation (prediction, label) pairs kept per model for eval-classes-renumbered
 UNITS_LOOKS = 2  # evaluation errors judged per run (one read of four numbers each, four per column)
 MAX_COLUMNS = 16  # regression targets of at most this many columns are also judged column by column
@@ -81,6 +82,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         self.sk_errors = SklearnErrors(self._sk_error)  # scikit-learn's regression errors, while evaluating
         # class-index training seen: the number of classes of checked cross_entropy/nll_loss calls
         self.index_classes: set[int] = set()
+        self.one_hot_looks = 0  # checked per-class binary losses whose targets were read for one-hot-ness
         # (prediction, label) pairs of evaluation comparisons, per model: judged at the end (labelmap.py)
         self.pairs: dict[int, tuple[ModelInfo, str, list[tuple[torch.Tensor, torch.Tensor]]]] = {}
 
@@ -89,6 +91,15 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         if name in ("cross_entropy", "nll_loss") and isinstance(target, torch.Tensor) and inp.dim() >= 1 \
                 and not target.is_floating_point() and target.dtype != torch.bool and len(self.index_classes) < 4:
             self.index_classes.add(int(inp.shape[1] if inp.dim() >= 2 else inp.shape[0]))
+        elif name in _ONE_HOT_LOSSES and isinstance(target, torch.Tensor) and isinstance(inp, torch.Tensor) \
+                and target.is_floating_point() and target.shape == inp.shape and inp.dim() >= 2 \
+                and 2 <= inp.shape[1] <= 256 and len(self.index_classes) < 4 and self.one_hot_looks < 3:
+            self.one_hot_looks += 1  # the first three checked calls decide (a multi-label run stops asking)
+            # per-class binary targets that are one-hot over dim 1 (at most one 1 per sample or pixel): class
+            # k's indicator in channel k, so the argmax over the channels predicts class indices too
+            t = target.detach()
+            binary = ((t == 0) | (t == 1)).all() & (t.sum(1) <= 1).all() & (t.sum(1) == 1).any()
+            self.s.defer(binary.float().reshape(1), self._one_hot(int(inp.shape[1])))
         if name not in _REGRESSION or self.targets.full() or not isinstance(target, torch.Tensor):
             return
         if not target.is_floating_point() or target.numel() < 8 or target.numel() != inp.numel():
@@ -99,6 +110,13 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             cols = torch.stack([t.mean(0), t.std(0), (p - t).square().mean(0)], 1).reshape(-1)
             whole = torch.cat([whole, cols])
         self.s.defer(whole, self.targets.add)
+
+    def _one_hot(self, classes: int):
+        def callback(values: list[float]) -> None:
+            if values[0] and len(self.index_classes) < 4:
+                self.index_classes.add(classes)
+
+        return callback
 
     # -- remembering evaluation outputs (EvalOutputLooks) -----------------------------------------
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
@@ -249,17 +267,18 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         if not isinstance(index, torch.Tensor):
             return
         what = f"{name}()" if dim is None else f"topk({k}, dim={dim})" if name == "topk" else f"{name}(dim={dim})"
+        classes = shape[dim] if isinstance(dim, int) and -len(shape) <= dim < len(shape) else shape[-1]
         self.preds = self.preds[-7:] + [(weakref.ref(index), storage_ptr(index), dim is None, shape[0], shape,
-                                         info, what)]
+                                         info, what, classes)]
 
-    def _pred(self, t: Any) -> tuple[bool, int, tuple[int, ...], ModelInfo, str] | None:
+    def _pred(self, t: Any) -> tuple[bool, int, tuple[int, ...], ModelInfo, str, int] | None:
         if not isinstance(t, torch.Tensor):
             return None
         storage = storage_ptr(t)
-        for ref, p_storage, flat, batch, shape, info, what in reversed(self.preds):
+        for ref, p_storage, flat, batch, shape, info, what, classes in reversed(self.preds):
             p = ref()
             if p is not None and (p is t or (storage and storage == p_storage)):
-                return flat, batch, shape, info, what
+                return flat, batch, shape, info, what, classes
         return None
 
     def compared(self, name: str, a: Any, b: Any) -> None:
@@ -269,7 +288,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
             found = self._pred(pred)
             if found is None or self._pred(other) is not None:
                 continue
-            flat, batch, shape, info, what = found
+            flat, batch, shape, info, what, classes = found
             loc = user_location(3) or ""
             where = f"{name} at {loc}" if loc else f"a comparison with {info.name}'s predictions"
             if flat and other.numel() > 1:
@@ -285,7 +304,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
                 return
             if flat or pred.dim() == 0 or other.dim() == 0 or pred.shape[0] != batch or other.shape[0] != batch:
                 continue
-            if pred.shape == other.shape and shape[-1] in self.index_classes:
+            if pred.shape == other.shape and classes in self.index_classes:
                 self._pair(pred, other, info, user_location(3) or "")
             try:
                 wide = math.prod(torch.broadcast_shapes(pred.shape, other.shape))
@@ -323,7 +342,8 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
                 continue
             self.s.report(
                 "eval-classes-renumbered",
-                f"{info.name} was trained on class indices, and in evaluation its predictions match the labels they "
+                f"{info.name} was trained on class indices (or one-hot class targets), and in evaluation its "
+                "predictions match the labels they "
                 f"are compared with only under another numbering of the classes: {found.describe()}. Over "
                 f"{found.pairs} evaluated samples the accuracy is {found.as_given:.1%} on the labels as given and "
                 f"{found.relabelled:.1%} once the classes are renumbered. Either the evaluation labels were numbered "

@@ -17,6 +17,7 @@ from overt.guards.carried import CarriedStateChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
 from overt.guards.coverage import CoverageChecks
+from overt.guards.ctcblank import CtcBlankChecks
 from overt.guards.data import DataChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
@@ -112,6 +113,7 @@ CHECKS: tuple[type[Check], ...] = (
     AxisChecks,
     PredictionShapeChecks,
     MetricProbeChecks,
+    CtcBlankChecks,
     OutputLinkChecks,
     GraphChecks,
     ActivationChecks,

@@ -184,9 +184,10 @@ for step in range(60):
 '''
 
 
-def run_script_probe(tmp_path: Path, body: str) -> list[dict]:
+def run_script_probe(tmp_path: Path, body: str, head: str = METRIC_HEAD) -> list[dict]:
+    """``head`` then ``body`` (dedented) run as a script under ``overt run``; its findings."""
     path = tmp_path / "train.py"
-    path.write_text(METRIC_HEAD + textwrap.dedent(body))
+    path.write_text(head + textwrap.dedent(body))
     report = tmp_path / "report.json"
     saved = sys.argv[:], sys.path[0], sys.modules["__main__"]
     try:

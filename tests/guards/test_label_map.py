@@ -89,8 +89,14 @@ def test_no_class_index_training_or_too_few_samples_is_quiet():
 
     findings, text, _ = _run(lambda y: y + 1, loss_fn=one_hot_mse)
     assert findings == [], text
-    findings, text, _ = _run(lambda y: y + 1, val_n=40)
+    findings, text, _ = _run(lambda y: y + 1, val_n=24)  # under 32 pairs: nothing concluded
     assert findings == [], text
+
+
+def test_a_small_tabular_split_renumbered_is_named():
+    # 40 evaluated samples (a small test split): concluded when the renumbered accuracy is 0.8 or more
+    findings, text, _ = _run(lambda y: y + 1, val_n=40)
+    assert slugs(findings) == ["eval-classes-renumbered"], text
 
 
 def test_reindexed_reads_the_confusion_counts():
