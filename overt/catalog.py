@@ -784,15 +784,17 @@ ENTRIES: tuple[Entry, ...] = (
           "a smoothing term that dominates) counts hits that are not there, cannot tell models apart, and the "
           "reported number reads better than the model while nothing fails",
           _E, False, True),
-    Entry("metric-off-definition", "OVT824", "a metric (or decoding) function named after a well-known "
-          "definition that computes something else",
+    Entry("metric-off-definition", "OVT824", "a metric (or decoding) function, or a metric written inline, named "
+          "after a well-known definition that computes something else",
           "a function named IoU, GIoU, WER, CER, NDCG, CTC decoding, recall@k, precision@k, hit@k, MRR, PSNR, "
           "MAE, MSE or RMSE whose value on its own call's inputs matches none of the definition's accepted "
           "conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word error rate, a "
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
-          "the images' range, an error computed in uint8 that wraps) "
+          "the images' range, an error computed in uint8 that wraps), or a value written inline under such a name "
+          "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "
+          "an NDCG whose ideal is the retrieved list re-sorted) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
-          _E, False, True),
+          _E, True, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",
           "precision, recall, F-scores, balanced accuracy, the confusion matrix and the classification report take "
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "
