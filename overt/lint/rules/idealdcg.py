@@ -158,9 +158,9 @@ def ideal_from_retrieved(ix: FileIndex) -> Iterator[Hit]:
         yield Hit("metric-off-definition", call,
                   f"`{ix.segment(call)}` is the ideal DCG, computed from `{r}` re-sorted, and `{r}` holds the "
                   f"relevance of the top-k items the model retrieved (`{ix.segment(binding)}`, line "
-                  f"{binding.lineno}): NDCG's ideal ranks every relevant item of the query, so a list with one relevant item at rank 1 scores a "
-                  "perfect 1.0 however many relevant items it missed, and the NDCG reported is inflated (with one "
-                  "relevant item per query the two agree)",
+                  f"{binding.lineno}): NDCG's ideal ranks every relevant item of the query, so a list with one "
+                  "relevant item at rank 1 scores a perfect 1.0 however many relevant items it missed, and the NDCG "
+                  "reported is inflated (with one relevant item per query the two agree)",
                   fix=f"compute the ideal DCG from all of the query's relevant items: {name}([1] * "
                       "min(n_relevant, k), k) for binary relevance, or the query's true relevances sorted in "
                       "descending order, cut to k (sklearn.metrics.ndcg_score does this)")
