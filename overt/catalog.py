@@ -618,11 +618,13 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, False),
     Entry("disjoint-sets-overlap", "OVT542", "a set drawn or ranked without excluding a set it must be disjoint "
           "from (query and support drawn apart from one pool; top-N candidates that include the user's training "
-          "items; a train/validation split drawn afresh by each process or resume)",
+          "items; a train/validation split drawn afresh by each process or resume; ranking candidates that keep "
+          "the known validation positives or the query itself)",
           "the scored set then holds what the model was given: a query that is also a support example is matched "
           "to itself and inflates few-shot accuracy; items the user trained on fill the top of every "
           "recommendation list and push out the held-out items the metric looks for; a split redrawn by another "
-          "rank or a resumed run validates on samples trained on",
+          "rank or a resumed run validates on samples trained on; a known positive left among the corruptions "
+          "ranks above the test positive, and a query ranked against itself is its own first match",
           _E, True, False),
     Entry("box-flip-corners-unswapped", "OVT531", "a box flipped without swapping its corners",
           "mirroring reverses the order of the x (or y) coordinates: [W - x1, y1, W - x2, y2] gives every flipped "
