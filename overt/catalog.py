@@ -619,7 +619,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("disjoint-sets-overlap", "OVT542", "a set drawn or ranked without excluding a set it must be disjoint "
           "from (query and support drawn apart from one pool; top-N candidates that include the user's training "
           "items; a train/validation split drawn afresh by each process or resume; ranking candidates that keep "
-          "the known validation positives or the query itself)",
+          "the known validation positives, the query itself or its own-camera re-id matches)",
           "the scored set then holds what the model was given: a query that is also a support example is matched "
           "to itself and inflates few-shot accuracy; items the user trained on fill the top of every "
           "recommendation list and push out the held-out items the metric looks for; a split redrawn by another "

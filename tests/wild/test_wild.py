@@ -251,6 +251,8 @@ EXPECTED = {
     "w161_ndcg_ideal_from_retrieved_list": ("lint",),
     # ... and a filtered ranking whose filter of known positives leaves out the validation split (branch metrics10)
     "w205_filtered_ranking_misses_validation_triples": ("lint",),
+    # ... and a re-identification ranking that reads the camera ids and never removes the own-camera matches
+    "w207_reid_same_camera_matches_kept": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
