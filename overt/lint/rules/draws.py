@@ -150,8 +150,8 @@ def _excluded(ix: FileIndex, a: str, b: str, scope: ast.AST | None) -> bool:
 def disjoint_sets_overlap(ix: FileIndex) -> Iterator[Hit]:
     """Sets drawn apart from one pool (here), top-N lists over the training items (:mod:`.seenitems`), a split
     drawn again by each process (:mod:`.splitdraw`), a ranking filter that leaves out a split of the known
-    positives (:mod:`.filterset`), queries ranked against a gallery that holds them (:mod:`.queryself`), a re-identification ranking that
-    keeps the query's own-camera matches (:mod:`.junkmatches`)."""
+    positives (:mod:`.filterset`), queries ranked against a gallery that holds them (:mod:`.queryself`), a
+    re-identification ranking that keeps the query's own-camera matches (:mod:`.junkmatches`)."""
     yield from _drawn_apart(ix)
     yield from seen_items_ranked(ix)
     yield from split_redrawn(ix)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted, names_in, tokens
+from overt.lint.index import FileIndex, names_in, tokens
 from overt.lint.rules.base import Hit
 
 _CAM = frozenset({"cam", "cams", "camid", "camids", "camera", "cameras"})
