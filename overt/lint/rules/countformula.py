@@ -246,6 +246,10 @@ def _labelled(ix: FileIndex) -> Iterator[tuple[str, ast.AST, ast.AST]]:
             for key, value in zip(node.keys, node.values):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
                     yield key.value, value, value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
+                and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str) \
+                and node.func.value.value.count("{") == 1 and len(node.args) == 1 and not node.keywords:
+            yield node.func.value.value.split("{", 1)[0], node.args[0], node.args[0]
         elif isinstance(node, ast.Call):
             for kw in node.keywords:
                 if kw.arg:
