@@ -80,6 +80,9 @@ _TOL = 1e-4
 _SQRT = frozenset({"np.sqrt", "numpy.sqrt", "math.sqrt", "torch.sqrt"})
 _MAX = frozenset({"max", "np.maximum", "numpy.maximum", "torch.maximum", "torch.clamp", "torch.clip", "np.clip"})
 _SAME = frozenset({"item", "float", "double", "sum", "cpu", "detach", "tolist", "numpy"})
+_COMPARE: dict[type, Callable[[float, float], bool]] = {
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
 def count_kind(name: str) -> str | None:
@@ -154,6 +157,18 @@ class _Formula:
             return None if a is None or b is None else a | b
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             return self.leaves(node.operand, depth)
+        if isinstance(node, (ast.IfExp, ast.Compare, ast.BoolOp)):  # x / n if n > 0 else 0
+            parts = [node.test, node.body, node.orelse] if isinstance(node, ast.IfExp) else \
+                [node.left, *node.comparators] if isinstance(node, ast.Compare) else list(node.values)
+            if isinstance(node, ast.Compare) and not all(type(op) in _COMPARE for op in node.ops):
+                return None
+            out: set[str] = set()
+            for sub in parts:
+                got = self.leaves(sub, depth)
+                if got is None:
+                    return None
+                out |= got
+            return out
         inner = self._inner(node)
         if inner is not None:
             out: set[str] = set()
@@ -211,6 +226,19 @@ class _Formula:
         if isinstance(node, ast.UnaryOp):
             v = self.value(node.operand, counts, depth)
             return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.IfExp):
+            taken = node.body if self.value(node.test, counts, depth) else node.orelse
+            return self.value(taken, counts, depth)
+        if isinstance(node, ast.BoolOp):
+            values = [self.value(v, counts, depth) for v in node.values]
+            return float(all(values) if isinstance(node.op, ast.And) else any(values))
+        if isinstance(node, ast.Compare):
+            left, ok = self.value(node.left, counts, depth), True
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.value(right_node, counts, depth)
+                ok = ok and _COMPARE[type(op)](left, right)
+                left = right
+            return float(ok)
         assert isinstance(node, ast.Call)
         func = dotted(node.func) or ""
         args = self._inner(node) or []
