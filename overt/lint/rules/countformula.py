@@ -85,6 +85,69 @@ _COMPARE: dict[type, Callable[[float, float], bool]] = {
     ast.LtE: lambda a, b: a <= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
+_CASTS = frozenset({"float", "bool", "long", "int", "double", "byte", "half", "flatten", "ravel", "contiguous"})
+_PRED = frozenset({"pred", "preds", "prediction", "predictions", "output", "outputs", "out", "yhat", "hat", "logits",
+                   "probs", "predicted", "seg"})
+_TARGET = frozenset({"target", "targets", "gt", "label", "labels", "true", "truth", "ground", "tgt", "gts"})
+
+
+def _operand(node: ast.AST) -> ast.AST:
+    """``node`` without the casts that keep its values (``.float()``, ``.bool()``, ``.flatten()``)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CASTS \
+            and not node.args:
+        node = node.func.value
+    return node
+
+
+def mask_count(node: ast.AST) -> tuple[str, tuple[ast.AST, ...]] | None:
+    """("and" | "or" | "one", operands) when ``node`` sums the overlap, the union or one of two masks:
+    ``(p & t).sum()``, ``(p * t).sum()``, ``torch.logical_or(p, t).sum()``, ``p.sum()``."""
+    if not isinstance(node, ast.Call):
+        return None
+    name = dotted(node.func) or ""
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "sum" and name not in ("torch.sum", "np.sum"):
+        inner = node.func.value
+    elif name in ("torch.sum", "np.sum", "numpy.sum") and node.args:
+        inner = node.args[0]
+    else:
+        return None
+    inner = _operand(inner)
+    if isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.BitAnd, ast.Mult, ast.BitOr)):
+        parts = (_operand(inner.left), _operand(inner.right))
+        kind = "or" if isinstance(inner.op, ast.BitOr) else "and"
+    elif isinstance(inner, ast.Call) and (dotted(inner.func) or "").rsplit(".", 1)[-1] in ("logical_and",
+                                                                                           "logical_or") \
+            and len(inner.args) == 2:
+        parts = (_operand(inner.args[0]), _operand(inner.args[1]))
+        kind = "or" if (dotted(inner.func) or "").endswith("or") else "and"
+    elif isinstance(inner, (ast.Name, ast.Attribute, ast.Subscript, ast.Compare)):
+        if dotted(inner) and count_kind(dotted(inner) or "") is not None:
+            return None
+        return "one", (inner,)
+    else:
+        return None
+    if any(not isinstance(p, (ast.Name, ast.Attribute, ast.Subscript, ast.Compare)) for p in parts):
+        return None
+    return kind, parts
+
+
+def _smoothing(name: str) -> bool:
+    """A smoothing term's name (``eps``, ``smooth``): a small constant, whatever the caller passes."""
+    return bool(set(tokens(name)) & {"eps", "epsilon", "smooth", "smoothing"}) and "." not in name
+
+
+def _role(node: ast.AST) -> str | None:
+    words = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            words |= set(tokens(sub.id)) | {sub.id.lower()}
+    if words & _PRED and not words & _TARGET:
+        return "pred"
+    if words & _TARGET and not words & _PRED:
+        return "target"
+    return None
+
+
 def count_kind(name: str) -> str | None:
     """"tp", "fp", "fn" or "tn" when ``name`` names one confusion count."""
     words = tokens(name)
@@ -118,6 +181,9 @@ class _Formula:
 
     def __init__(self, ix: FileIndex, scope: ast.AST | None) -> None:
         self.ix = ix
+        self.operands: dict[str, ast.AST] = {}  # the two masks a formula's sums are over, by their dump
+        self.roles: dict[str, str] = {}  # the mask -> "pred" or "target" of the evaluation under way
+        self.through_masks = False  # read a count name bound to a sum over masks as that sum
         self.bound: dict[str, list[ast.AST]] = {}
         self.called: set[str] = set()
         for node in ix.scope_nodes(scope if scope is not None else ix.tree):
@@ -143,12 +209,25 @@ class _Formula:
             return None
         if isinstance(node, ast.Constant):
             return set() if isinstance(node.value, (int, float)) and not isinstance(node.value, bool) else None
+        counted = mask_count(node)
+        if counted is not None:
+            keys = []
+            for part in counted[1]:
+                key = ast.dump(part)
+                self.operands.setdefault(key, part)
+                keys.append(key)
+            return {f"{counted[0]}:{','.join(sorted(keys))}"}
         name = dotted(node)
         if name is not None:
             kind = count_kind(name)
+            values = self.bound.get(name, [])
+            if kind is not None and self.through_masks and len(values) == 1 and values[0] is not None \
+                    and mask_count(values[0]):
+                return self.leaves(values[0], depth + 1)  # tp = (pred & target).sum()
             if kind is not None and name not in self.called:
                 return {kind}
-            values = self.bound.get(name, [])
+            if _smoothing(name) and not values:
+                return set()
             if len(values) != 1 or values[0] is None:
                 return None
             return self.leaves(values[0], depth + 1)
@@ -206,11 +285,26 @@ class _Formula:
             raise ValueError(node)
         if isinstance(node, ast.Constant):
             return float(node.value)
+        counted = mask_count(node)
+        if counted is not None:
+            kind, parts = counted
+            if kind == "and":
+                return counts["tp"]
+            if kind == "or":
+                return counts["tp"] + counts["fp"] + counts["fn"]
+            role = self.roles[ast.dump(parts[0])]
+            return counts["tp"] + (counts["fp"] if role == "pred" else counts["fn"])
         name = dotted(node)
         if name is not None:
             kind = count_kind(name)
+            values = self.bound.get(name, [])
+            if kind is not None and self.through_masks and len(values) == 1 and values[0] is not None \
+                    and mask_count(values[0]):
+                return self.value(values[0], counts, depth + 1)
             if kind is not None and name not in self.called:
                 return counts[kind]
+            if _smoothing(name) and not values:
+                return 1.0  # a smoothing term passed in: negligible at the sample counts
             return self.value(self.bound[name][0], counts, depth + 1)
         if isinstance(node, ast.BinOp):
             a, b = self.value(node.left, counts, depth), self.value(node.right, counts, depth)
@@ -307,16 +401,17 @@ def count_formulas(ix: FileIndex) -> Iterator[Hit]:
             continue
         scope = ix.enclosing_function(where)
         formula = formulas.setdefault(id(scope), _Formula(ix, scope))
+        formula.operands, formula.through_masks = {}, False
         kinds = formula.leaves(value)
+        if kinds and len(formula.operands) == 1:  # tp / target.sum(): the counts are sums over masks too
+            formula.operands, formula.through_masks = {}, True
+            kinds = formula.leaves(value)
         if not kinds or len(kinds) < 2:
             continue  # one count alone is no formula the rule can judge
-        try:
-            got = [formula.value(value, c) for c in _SAMPLES]
-        except (ValueError, ZeroDivisionError, KeyError, OverflowError, AssertionError, IndexError):
-            continue
         text, define = DEFINITIONS[metric]
         expected = [define(c) for c in _SAMPLES]
-        if any(_matches(g, e) for g, e in zip(got, expected)):
+        got = _evaluations(formula, value, expected)
+        if got is None:
             continue
         body = _body(formula, value)
         if id(body) in done:
@@ -329,12 +424,41 @@ def count_formulas(ix: FileIndex) -> Iterator[Hit]:
         what = (f"it is the {other[0]} ({DEFINITIONS[other[0]][0]})" if other else
                 f"on tp, fp, fn, tn = 613000, 127000, 241000, 1009000 it gives {got[0]:.4g} where the {metric} is "
                 f"{expected[0]:.4g}")
+        masks = (" (over two masks: tp their overlap, tp + fp the prediction's sum, tp + fn the target's, "
+                 "tp + fp + fn their union)") if formula.operands else ""
         yield Hit("metric-off-definition", where,
                   f"`{seen}`{at} is reported as the {metric} (`{label.strip() or metric}`), but the {metric} of "
-                  f"the confusion counts is {text}, and {what}: the number logged under the metric's name is "
+                  f"the confusion counts is {text}{masks}, and {what}: the number logged under the metric's name is "
                   "another quantity",
                   fix=f"compute the {metric} as {text} (or use sklearn.metrics / torchmetrics), and check the "
                       "formula on counts whose answer you know")
+
+
+def _evaluations(formula: _Formula, value: ast.AST, expected: list[float]) -> list[float] | None:
+    """The formula's values on the sample counts, when no reading of it gives the metric; else None.  Sums over
+    two masks are read with the masks' roles when their names say them, else both ways."""
+    keys = sorted(formula.operands)
+    if keys and len(keys) != 2:
+        return None
+    readings: list[dict[str, str]] = [{}]
+    if keys:
+        named = {k: _role(formula.operands[k]) for k in keys}
+        a, b = keys
+        if {named[a], named[b]} == {"pred", "target"}:
+            readings = [{a: named[a] or "", b: named[b] or ""}]
+        else:
+            readings = [{a: "pred", b: "target"}, {a: "target", b: "pred"}]
+    first: list[float] | None = None
+    for roles in readings:
+        formula.roles = roles
+        try:
+            got = [formula.value(value, c) for c in _SAMPLES]
+        except (ValueError, ZeroDivisionError, KeyError, OverflowError, AssertionError, IndexError):
+            return None
+        if any(_matches(g, e) for g, e in zip(got, expected)):
+            return None
+        first = first or got
+    return first
 
 
 def _body(formula: _Formula, value: ast.AST) -> ast.AST:
