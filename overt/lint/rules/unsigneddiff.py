@@ -64,7 +64,32 @@ def _unsigned_call(node: ast.AST) -> bool:
         return True
     if name.split(".")[0] in ("np", "numpy", "torch") and name.rsplit(".", 1)[-1] in ("array", "asarray", "tensor",
                                                                                       "as_tensor"):
+        if kwarg(node, "dtype") is None and len(node.args) == 1:
+            return _eight_bit_image(node.args[0])  # np.array(Image.open(p).convert("RGB"))
         return _dtype_unsigned(kwarg(node, "dtype"))
+    return _eight_bit_image(node)
+
+
+#: PIL modes whose pixels are 8-bit unsigned
+_EIGHT_BIT_MODES = frozenset({"RGB", "L", "RGBA", "P", "CMYK", "YCbCr", "LAB", "HSV"})
+
+
+def _eight_bit_image(node: ast.AST) -> bool:
+    """An 8-bit image as read from disk: ``cv2.imread(p)`` (colour or grayscale flags), a PIL image converted to an
+    8-bit mode (``Image.open(p).convert("RGB")``)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in ("resize", "crop", "rotate"):
+        node = node.func.value  # a PIL image resized, cropped or rotated keeps its mode
+    if not isinstance(node, ast.Call):
+        return False
+    name = dotted(node.func) or ""
+    if name == "cv2.imread" and node.args:
+        flag = node.args[1] if len(node.args) > 1 else kwarg(node, "flags")
+        return flag is None or dotted(flag) in ("cv2.IMREAD_COLOR", "cv2.IMREAD_GRAYSCALE") or (
+            isinstance(flag, ast.Constant) and flag.value in (0, 1))
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "convert" and node.args:
+        mode = node.args[0]
+        return isinstance(mode, ast.Constant) and mode.value in _EIGHT_BIT_MODES
     return False
 
 
