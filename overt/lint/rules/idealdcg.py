@@ -130,11 +130,39 @@ def _retrieved(ix: FileIndex, r: ast.AST, scope: ast.AST | None) -> ast.AST | No
             break
     if isinstance(core, (ast.ListComp, ast.GeneratorExp)) and len(core.generators) == 1:
         return value if _is_cut(ix, core.generators[0].iter, scope) else None
+    if isinstance(core, ast.List) and not core.elts:  # r = []; for i in top: r.append(int(i in relevant))
+        loops = [n for n in ix.scope_nodes(scope if scope is not None else ix.tree) if isinstance(n, ast.For)
+                 and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "append"
+                         and dotted(c.func.value) == r.id for b in n.body for c in ast.walk(b))]
+        if len(loops) == 1 and _is_cut(ix, loops[0].iter, scope):
+            return loops[0].iter
     if isinstance(core, ast.Subscript):
         parts = core.slice.elts if isinstance(core.slice, ast.Tuple) else [core.slice]
         if any(_is_cut(ix, p, scope) for p in parts if not isinstance(p, ast.Slice)):
             return value
     return None
+
+
+def _passed_retrieved(ix: FileIndex, func: ast.AST, param: str) -> tuple[ast.AST | None, str]:
+    """(the binding, a note) when ``param`` of ``func`` is not bound again there and a call of ``func`` in this
+    file passes it the relevance of a top-k cut."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None, ""
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if param not in params or _bound_once(ix, func, param) is not None or any(
+            isinstance(n, (ast.Assign, ast.AugAssign, ast.For)) and param in names_in(
+                n.targets[0] if isinstance(n, ast.Assign) else n.target) for n in ix.scope_nodes(func)):
+        return None, ""
+    index = params.index(param) - (1 if params and params[0] in ("self", "cls") else 0)
+    for site in ix.call_sites(func):
+        arg = kwarg(site, param)
+        if arg is None and 0 <= index < len(site.args):
+            arg = site.args[index]
+        if isinstance(arg, ast.Name):
+            found = _retrieved(ix, arg, ix.enclosing_function(site))
+            if found is not None:
+                return found, f", passed as `{param}` by the call at line {site.lineno}"
+    return None, ""
 
 
 def ideal_from_retrieved(ix: FileIndex) -> Iterator[Hit]:
@@ -151,13 +179,15 @@ def ideal_from_retrieved(ix: FileIndex) -> Iterator[Hit]:
                    and isinstance(other.args[0], ast.Name) and other.args[0].id == listed.id
                    for other in (ix.scope_nodes(scope if scope is not None else ix.tree))):
             continue
-        binding = _retrieved(ix, listed, scope)
+        binding, via = _retrieved(ix, listed, scope), ""
+        if binding is None and scope is not None:
+            binding, via = _passed_retrieved(ix, scope, listed.id)
         if binding is None:
             continue
         r = listed.id
         yield Hit("metric-off-definition", call,
                   f"`{ix.segment(call)}` is the ideal DCG, computed from `{r}` re-sorted, and `{r}` holds the "
-                  f"relevance of the top-k items the model retrieved (`{ix.segment(binding)}`, line "
+                  f"relevance of the top-k items the model retrieved{via} (`{ix.segment(binding)}`, line "
                   f"{binding.lineno}): NDCG's ideal ranks every relevant item of the query, so a list with one "
                   "relevant item at rank 1 scores a perfect 1.0 however many relevant items it missed, and the NDCG "
                   "reported is inflated (with one relevant item per query the two agree)",
