@@ -408,6 +408,8 @@ def count_formulas(ix: FileIndex) -> Iterator[Hit]:
             kinds = formula.leaves(value)
         if not kinds or len(kinds) < 2:
             continue  # one count alone is no formula the rule can judge
+        if formula.operands and not any(k.startswith(("and:", "or:")) for k in kinds):
+            continue  # sums of two arrays, but no overlap or union of them: nothing says they are masks
         text, define = DEFINITIONS[metric]
         expected = [define(c) for c in _SAMPLES]
         got = _evaluations(formula, value, expected)
