@@ -27,7 +27,7 @@ from overt.lint.index import EVAL_TOKENS, FileIndex, dotted, kwarg, names_in, to
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.filterset import filter_misses_split
 from overt.lint.rules.junkmatches import camera_ids_unused
-from overt.lint.rules.queryself import query_in_gallery
+from overt.lint.rules.queryself import neighbours_of_themselves, query_in_gallery
 from overt.lint.rules.seenitems import seen_items_ranked
 from overt.lint.rules.splitdraw import split_redrawn
 
@@ -157,6 +157,7 @@ def disjoint_sets_overlap(ix: FileIndex) -> Iterator[Hit]:
     yield from split_redrawn(ix)
     yield from filter_misses_split(ix)
     yield from query_in_gallery(ix)
+    yield from neighbours_of_themselves(ix)
     yield from camera_ids_unused(ix)
 
 

@@ -173,3 +173,60 @@ def _asks_one_more(call: ast.Call) -> bool:
         and len(call.args) > 1 else (call.args[0] if call.args else kwarg(call, "k"))
     return isinstance(k, ast.BinOp) and isinstance(k.op, ast.Add) and isinstance(k.right, ast.Constant) \
         and k.right.value == 1
+
+
+def _plus_one(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.right, ast.Constant) \
+        and node.right.value == 1
+
+
+def _index_of(ix: FileIndex, owner: str, scope_nodes: list[ast.AST]) -> str | None:
+    """The set a neighbour index was built on: ``NearestNeighbors(...).fit(X)`` bound to ``owner``, or
+    ``owner.fit(X)`` / ``owner.add(X)`` (a faiss index) called in the scope."""
+    found: set[str] = set()
+    for node in scope_nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and node.func.attr in ("fit", "add") and dotted(node.args[0]):
+            holder = node.func.value
+            if dotted(holder) == owner:
+                found.add(dotted(node.args[0]) or "")
+            elif isinstance(holder, ast.Call) and isinstance(ix.parents.get(node), ast.Assign) and \
+                    any(dotted(t) == owner for t in ix.parents[node].targets):  # type: ignore[attr-defined]
+                found.add(dotted(node.args[0]) or "")
+    return found.pop() if len(found) == 1 else None
+
+
+def neighbours_of_themselves(ix: FileIndex) -> Iterator[Hit]:
+    """Hits of ``disjoint-sets-overlap`` for a neighbour index searched with the very set it holds
+    (scikit-learn's ``kneighbors(X)`` after ``fit(X)``, faiss's ``search(X, k)`` after ``add(X)``), the
+    neighbours' labels scored."""
+    for node in ast.walk(ix.tree):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        call = node.value
+        if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("kneighbors", "search") \
+                or not call.args or not dotted(call.func.value):
+            continue
+        k = call.args[1] if len(call.args) > 1 else kwarg(call, "n_neighbors") or kwarg(call, "k")
+        if _plus_one(k):
+            continue
+        scope = ix.enclosing_function(node)
+        nodes = ix.scope_nodes(scope if scope is not None else ix.tree)
+        held = _index_of(ix, dotted(call.func.value) or "", nodes)
+        if held is None or held != dotted(call.args[0]):
+            continue
+        ranked = {e.id for t in node.targets for e in ast.walk(t) if isinstance(e, ast.Name)}
+        ranked |= {e.id for n in nodes if isinstance(n, ast.Assign) and names_in(n.value) & ranked
+                   for t in n.targets for e in ast.walk(t) if isinstance(e, ast.Name)}
+        if any(isinstance(n, ast.Subscript) and dotted(n.value) in ranked and _skips_first(n) for n in nodes):
+            continue
+        compare = _label_compare(ix, nodes, ranked)
+        if compare is None:
+            continue
+        yield Hit("disjoint-sets-overlap", call,
+                  f"`{ix.segment(call)}` searches the neighbour index built on `{held}` with `{held}` itself; the "
+                  f"labels of the neighbours are scored at line {compare.lineno}: each sample is its own nearest "
+                  "neighbour (distance 0), so its first match is itself, of its own label, and the nearest-"
+                  "neighbour accuracy or recall@k reads near perfect whatever the embedding",
+                  fix="ask for one more neighbour and drop the first column (kneighbors(X, k + 1)[1][:, 1:]), or "
+                      "call kneighbors() without X (scikit-learn then leaves each point out of its own neighbours)")
