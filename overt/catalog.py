@@ -618,11 +618,13 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, False),
     Entry("disjoint-sets-overlap", "OVT542", "a set drawn or ranked without excluding a set it must be disjoint "
           "from (query and support drawn apart from one pool; top-N candidates that include the user's training "
-          "items; a train/validation split drawn afresh by each process or resume)",
+          "items; a train/validation split drawn afresh by each process or resume; ranking candidates that keep "
+          "the known validation positives, the query itself or its own-camera re-id matches)",
           "the scored set then holds what the model was given: a query that is also a support example is matched "
           "to itself and inflates few-shot accuracy; items the user trained on fill the top of every "
           "recommendation list and push out the held-out items the metric looks for; a split redrawn by another "
-          "rank or a resumed run validates on samples trained on",
+          "rank or a resumed run validates on samples trained on; a known positive left among the corruptions "
+          "ranks above the test positive, and a query ranked against itself is its own first match",
           _E, True, False),
     Entry("box-flip-corners-unswapped", "OVT531", "a box flipped without swapping its corners",
           "mirroring reverses the order of the x (or y) coordinates: [W - x1, y1, W - x2, y2] gives every flipped "
@@ -784,15 +786,17 @@ ENTRIES: tuple[Entry, ...] = (
           "a smoothing term that dominates) counts hits that are not there, cannot tell models apart, and the "
           "reported number reads better than the model while nothing fails",
           _E, False, True),
-    Entry("metric-off-definition", "OVT824", "a metric (or decoding) function named after a well-known "
-          "definition that computes something else",
+    Entry("metric-off-definition", "OVT824", "a metric (or decoding) function, or a metric written inline, named "
+          "after a well-known definition that computes something else",
           "a function named IoU, GIoU, WER, CER, NDCG, CTC decoding, recall@k, precision@k, hit@k, MRR, PSNR, "
           "MAE, MSE or RMSE whose value on its own call's inputs matches none of the definition's accepted "
           "conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word error rate, a "
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
-          "the images' range, an error computed in uint8 that wraps) "
+          "the images' range, an error computed in uint8 that wraps), or a value written inline under such a name "
+          "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "
+          "an NDCG whose ideal is the retrieved list re-sorted) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
-          _E, False, True),
+          _E, True, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",
           "precision, recall, F-scores, balanced accuracy, the confusion matrix and the classification report take "
           "(y_true, y_pred): swapped, precision is reported as recall and recall as precision, supports count "

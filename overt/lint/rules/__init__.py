@@ -30,6 +30,7 @@ from overt.lint.rules import repeats  # noqa: F401  (issue 33: one module repeat
 from overt.lint.rules import axiszero, derivgraph  # noqa: F401  (issue 33: axis 0 as None, derivative graphless)
 from overt.lint.rules import copysplit, draws  # noqa: F401  (issue 33: a split over copies, sets drawn apart)
 from overt.lint.rules import folds, mcsamples  # noqa: F401  (issue 33: repeated runs start fresh, MC samples differ)
+from overt.lint.rules import inlinemetric  # noqa: F401  (issue 33: inline metrics off their definition)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]

@@ -25,6 +25,9 @@ from collections.abc import Iterator
 
 from overt.lint.index import EVAL_TOKENS, FileIndex, dotted, kwarg, names_in, tokens
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.filterset import filter_misses_split
+from overt.lint.rules.junkmatches import camera_ids_unused
+from overt.lint.rules.queryself import neighbours_of_themselves, query_in_gallery
 from overt.lint.rules.seenitems import seen_items_ranked
 from overt.lint.rules.splitdraw import split_redrawn
 
@@ -146,10 +149,16 @@ def _excluded(ix: FileIndex, a: str, b: str, scope: ast.AST | None) -> bool:
 @rule("disjoint-sets-overlap")
 def disjoint_sets_overlap(ix: FileIndex) -> Iterator[Hit]:
     """Sets drawn apart from one pool (here), top-N lists over the training items (:mod:`.seenitems`), a split
-    drawn again by each process (:mod:`.splitdraw`)."""
+    drawn again by each process (:mod:`.splitdraw`), a ranking filter that leaves out a split of the known
+    positives (:mod:`.filterset`), queries ranked against a gallery that holds them (:mod:`.queryself`), a
+    re-identification ranking that keeps the query's own-camera matches (:mod:`.junkmatches`)."""
     yield from _drawn_apart(ix)
     yield from seen_items_ranked(ix)
     yield from split_redrawn(ix)
+    yield from filter_misses_split(ix)
+    yield from query_in_gallery(ix)
+    yield from neighbours_of_themselves(ix)
+    yield from camera_ids_unused(ix)
 
 
 def _drawn_apart(ix: FileIndex) -> Iterator[Hit]:

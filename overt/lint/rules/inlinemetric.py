@@ -1,0 +1,26 @@
+"""OVT824 ``metric-off-definition`` as a lint rule: metrics written inline, whose formula the code shows.
+
+The runtime check (:mod:`overt.guards.metricdef`) recomputes functions named after a metric on their own
+calls; a metric written inline in an evaluation loop has no function to call again.  Here the code itself
+proves the formula wrong, in three forms (one module each): a confusion-count metric whose formula is not
+the one its name or label says (:mod:`.countformula`), an absolute or squared error of two unsigned-integer
+arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from overt.lint.index import FileIndex
+from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.countformula import count_formulas
+from overt.lint.rules.idealdcg import ideal_from_retrieved
+from overt.lint.rules.unsigneddiff import unsigned_differences
+
+
+@rule("metric-off-definition")
+def metric_off_definition(ix: FileIndex) -> Iterator[Hit]:
+    """Inline metrics whose formula the code proves is not the metric they are named for."""
+    yield from count_formulas(ix)
+    yield from unsigned_differences(ix)
+    yield from ideal_from_retrieved(ix)
