@@ -301,7 +301,7 @@ def work_counts(data, epochs: int, val=None, top: int = 0) -> None:
     for kind, (count, extra_ops, extra_calls) in kinds.items():
         print(f"  {kind:>20}: {count:4d} step(s), {extra_ops / count:7.1f} operators and {extra_calls / count:8.1f} "
               f"Python calls more per step ({extra_ops} and {extra_calls} in all)")
-        for where, extra in sorted(functions.get(kind, {}).items(), key=lambda item: -item[1])[:top]:
+        for where, extra in sorted(functions.get(kind, {}).items(), key=lambda item: -abs(item[1]))[:top]:
             print(f"{'':>24}{extra / count:9.1f}  {where}")
 
 
@@ -326,8 +326,9 @@ def main() -> None:
     parser.add_argument("--val", action="store_true",
                         help="with --work: the engine evaluates on the digits validation split after every epoch")
     parser.add_argument("--top", type=int, default=0, metavar="N",
-                        help="with --work: under each kind of step, the N functions whose own calls (Python functions and "
-                             "builtins they call) grow the most with the guards on")
+                        help="with --work: under each kind of step, the N functions whose own calls (Python "
+                             "functions and builtins they call) change the most with the guards on (a wrapper's "
+                             "callee has another caller: a pair of rows)")
     parser.add_argument("--every-step-checked", action="store_true",
                         help="what one checked step costs on the tiny MLP: every step checked, per-step minima "
                              "of --repeats repetitions (--epochs per run)")
