@@ -46,7 +46,7 @@ def _short(path: str) -> str:
 
 def user_location(skip: int = 1) -> str | None:
     """``"file.py:LINE"`` of the innermost frame that belongs to the user's code, or None."""
-    return user_location_from(sys._getframe(skip + 1))
+    return user_location_from(sys._getframe(skip))
 
 
 def user_location_from(frame: Any) -> str | None:
