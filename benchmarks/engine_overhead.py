@@ -213,14 +213,18 @@ def every_step_checked(data, epochs: int, repeats: int) -> None:
           f"{statistics.median(best[False]) / 1e3:.0f} us")
 
 
-def work_counts(data, epochs: int, val=None) -> None:
+def work_counts(data, epochs: int, val=None, top: int = 0) -> None:
     """What the default guards add to each kind of step of the tiny MLP, counted instead of timed (the same
     on a busy machine and a quiet one): PyTorch operators dispatched (a ``TorchDispatchMode``) and Python
     calls (``sys.setprofile``: functions and builtins), guards on minus guards off, per step index (a global
     optimizer post-hook ends each step), then summed by kind of step as ``--step-minima`` splits them, the
     checked steps also apart: the first (with ``fit()``'s start), the rest of the warm-up, the later ones.
     With ``val`` (``--val``) the engine evaluates after every epoch: each evaluation pass counts with the first
-    step of the next epoch (the last one with the end of ``fit()``)."""
+    step of the next epoch (the last one with the end of ``fit()``).  With ``top`` (``--top N``) the N functions
+    that make the most extra Python calls in each kind of step are listed under it (each call counted for its
+    caller, so that what a wrapper passes through cancels out: where to cut next)."""
+    import collections
+
     import torch.optim.optimizer as optim_mod
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -237,9 +241,16 @@ def work_counts(data, epochs: int, val=None) -> None:
             ops[step[0]] = ops.get(step[0], 0) + 1
             return func(*args, **(kwargs or {}))
 
+    by_function: dict[int, collections.Counter] = {}
+
     def profile(frame, event, arg):
         if event in ("call", "c_call"):
             calls[step[0]] = calls.get(step[0], 0) + 1
+            if top:  # the call counts for the function that makes it (what a wrapper passes on cancels out)
+                caller = frame.f_back if event == "call" else frame
+                code = caller.f_code if caller is not None else None
+                where = f"{code.co_filename}:{code.co_firstlineno}({code.co_name})" if code else "?"
+                by_function.setdefault(step[0], collections.Counter())[where] += 1
 
     handle = optim_mod.register_optimizer_step_post_hook(lambda *_: step.__setitem__(0, step[0] + 1))
 
@@ -252,13 +263,14 @@ def work_counts(data, epochs: int, val=None) -> None:
         step[0] = 0
         ops.clear()
         calls.clear()
+        by_function.clear()
         with Count():
             sys.setprofile(profile)
             try:
                 trainer.fit()
             finally:
                 sys.setprofile(None)
-        return dict(ops), dict(calls)
+        return dict(ops), dict(calls), dict(by_function)
 
     one(True)  # warm-up: first-call caches
     on, off = one(True), one(False)
@@ -267,6 +279,7 @@ def work_counts(data, epochs: int, val=None) -> None:
     per_epoch = -(-len(data) // 64)
     checked = set(clock.checked_steps(n, check_every=defaults["check_every"], warmup_steps=defaults["warmup_steps"]))
     kinds: dict[str, list[int]] = {}
+    functions: dict[str, collections.Counter] = {}
     for index in range(n + 1):  # index n: after the last step (the end of fit())
         kind = ("end of fit()" if index == n else "checked, the first" if index == 0
                 else "checked, warm-up" if index in checked and index < defaults["warmup_steps"]
@@ -277,6 +290,10 @@ def work_counts(data, epochs: int, val=None) -> None:
         row[0] += 1
         row[1] += on[0].get(index, 0) - off[0].get(index, 0)
         row[2] += on[1].get(index, 0) - off[1].get(index, 0)
+        if top:
+            extra = functions.setdefault(kind, collections.Counter())
+            extra.update(on[2].get(index, {}))
+            extra.subtract(off[2].get(index, {}))
     print(f"tiny MLP, {n} steps ({len(checked)} checked; the first includes fit()'s start)"
           + (", evaluated after every epoch" if val is not None else "") + ", guards on minus off:")
     rows = [kinds[k] for k in kinds if k.startswith("checked")]
@@ -284,6 +301,8 @@ def work_counts(data, epochs: int, val=None) -> None:
     for kind, (count, extra_ops, extra_calls) in kinds.items():
         print(f"  {kind:>20}: {count:4d} step(s), {extra_ops / count:7.1f} operators and {extra_calls / count:8.1f} "
               f"Python calls more per step ({extra_ops} and {extra_calls} in all)")
+        for where, extra in sorted(functions.get(kind, {}).items(), key=lambda item: -abs(item[1]))[:top]:
+            print(f"{'':>24}{extra / count:9.1f}  {where}")
 
 
 def main() -> None:
@@ -306,6 +325,10 @@ def main() -> None:
                              "per kind of step, guards on minus off): no timing, so the same on any machine")
     parser.add_argument("--val", action="store_true",
                         help="with --work: the engine evaluates on the digits validation split after every epoch")
+    parser.add_argument("--top", type=int, default=0, metavar="N",
+                        help="with --work: under each kind of step, the N functions whose own calls (Python "
+                             "functions and builtins they call) change the most with the guards on (a wrapper's "
+                             "callee has another caller: a pair of rows)")
     parser.add_argument("--every-step-checked", action="store_true",
                         help="what one checked step costs on the tiny MLP: every step checked, per-step minima "
                              "of --repeats repetitions (--epochs per run)")
@@ -329,7 +352,7 @@ def main() -> None:
         per_step_minima(data, args.epochs, args.repeats)
         return
     if args.work:
-        work_counts(data, args.epochs, val if args.val else None)
+        work_counts(data, args.epochs, val if args.val else None, args.top)
         return
     if args.every_step_checked:
         every_step_checked(data, args.epochs, args.repeats)

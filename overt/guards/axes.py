@@ -42,7 +42,7 @@ from overt.guards.singleton import FUNCS as SINGLETON_FUNCS
 from overt.guards.singleton import SingletonAxes, caller
 from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
-from overt.guards.where import is_overt_file, is_user_file, short_location, user_location
+from overt.guards.where import is_overt_file, is_user_file, short_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
@@ -162,7 +162,8 @@ class AxisChecks(Check):
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if name == "cross_entropy" and self.singleton.wants_loss():
-            self.singleton.loss(inp, user_location() if isinstance(inp, torch.Tensor) and inp.dim() >= 2 else None)
+            self.singleton.loss(inp, self.s.losses.site() if isinstance(inp, torch.Tensor) and inp.dim() >= 2
+                                else None)
 
     def end_of_run(self) -> None:
         self.singleton.judge()

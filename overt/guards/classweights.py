@@ -27,7 +27,6 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -104,7 +103,7 @@ class ClassWeightChecks(Check):
         w = _weight_of(name, args, kwargs)
         if w is None or "meta" in (w.device.type, target.device.type) or not target.numel():
             return
-        loc = user_location(5) or f"F.{name}"
+        loc = self.s.losses.site() or f"F.{name}"
         if loc in self.done:
             return
         t = target.detach()

@@ -366,8 +366,9 @@ class CoverageChecks(Check):
         if isinstance(replicas, int) and replicas > 1 and isinstance(getattr(sampler, "total_size", None), int):
             self._distributed(rec, sampler, replicas)
             return
-        try:
-            counts = Counter(int(i) if isinstance(i, torch.Tensor) else i for i in flat)
+        try:  # (one Python step per index only where some index is a tensor: types are looked at in C)
+            counts = Counter(int(i) if isinstance(i, torch.Tensor) else i for i in flat) \
+                if any(issubclass(t, torch.Tensor) for t in set(map(type, flat))) else Counter(flat)
         except TypeError:
             return  # indices that are not hashable: nothing to compare
         if len(counts) < len(flat):

@@ -35,7 +35,6 @@ import torch
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
 from overt.guards.padding import token_ids
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -76,7 +75,7 @@ class IgnoredLabelChecks(Check):
         ids = self.ids
         if target.dim() < 2 and (ids is None or ids.shape[0] == 0):
             return  # one label per example and no lengths to judge by: unlabelled samples may be deliberate
-        loc = user_location(5) or f"F.{name}"
+        loc = self.s.losses.site() or f"F.{name}"
         if loc in self.done:
             return
         ii = ignore_index_of(args, kwargs)

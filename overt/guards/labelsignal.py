@@ -40,7 +40,6 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -99,7 +98,7 @@ class LabelSignalChecks(Check):
         self.classes = classes
         step = self.s.step
         if self.first is None:
-            self.first, self.loc = step, user_location(5) or f"F.{name}"
+            self.first, self.loc = step, self.s.losses.site() or f"F.{name}"
         # a copy of the labels, masked at the end (-1: ignored): one copy here instead of a mask per step
         t = target.detach().clone()
         ii = ignore_index_of(args, kwargs)

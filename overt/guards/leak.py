@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -69,7 +68,7 @@ class TargetLeakChecks(Check):
             t = t[:, 0]
         if t.dim() != 1 or t.shape[0] != x.shape[0] or t.device != x.device or t.dtype == torch.bool:
             return
-        loc = user_location(5) or f"F.{name}"
+        loc = self.s.losses.site() or f"F.{name}"
         if loc in self.done:
             return
         flat = x.reshape(x.shape[0], -1)  # (x was detached when kept)

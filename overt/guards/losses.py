@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import user_location
+from overt.guards.where import user_location, user_location_from
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -78,6 +79,9 @@ def graph_leaves(fn: Any, limit: int = 100_000) -> frozenset[int] | None:
     return frozenset(leaves)
 
 
+_UNSEEN = object()  # LossChecks.site() not asked yet for this loss call
+
+
 class LossChecks(Check):
     """Called by the loss-function wrappers of :mod:`overt.guards.patches`
     (:meth:`before`, :meth:`after`, :meth:`on_error`)."""
@@ -93,6 +97,20 @@ class LossChecks(Check):
         #: (step, ids of the leaves its graph reaches, where) of the last loss of a checked step: an optimizer
         #: step of the same step that finds no gradient asks whether that loss has a path to its parameters
         self.last: tuple[int, frozenset[int] | None, str] | None = None
+
+    _frame: Any = None  # while the checks see a checked loss call: a frame of it below the user's code
+    _site: Any = None
+
+    def site(self) -> str | None:
+        """``"file.py:LINE"``: the user's line of the loss call that the checks' ``on_checked_loss`` are seeing,
+        found once per call (the innermost frame of the user's code: the stack walked once, not once per
+        check that keys its findings on the line); outside such a call, the line of the caller's user code."""
+        if self._frame is None:
+            return user_location(2)
+        site = self._site
+        if site is _UNSEEN:
+            site = self._site = user_location_from(self._frame)
+        return site
 
     def _loc(self, name: str) -> str:
         loc = self.locs.get(name)
@@ -136,7 +154,12 @@ class LossChecks(Check):
         elif name == "kl_div":
             self._kl_div(name, inp, target, _log_target(args, kwargs))
         if torch.is_grad_enabled():
-            self.s._each("on_checked_loss", name, inp, target, args, kwargs)
+            outer = self._frame, self._site
+            self._frame, self._site = sys._getframe(1), _UNSEEN  # the loss call's frames, for site()
+            try:
+                self.s._each("on_checked_loss", name, inp, target, args, kwargs)
+            finally:
+                self._frame, self._site = outer  # no frame kept past the call
             # a divergence term is no training loss's trend, nor are a GAN's BCE losses meant to fall
             return name not in ("kl_div", "binary_cross_entropy")
         return False

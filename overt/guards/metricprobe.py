@@ -74,10 +74,11 @@ NOT_OVERLAP = frozenset({"auc", "auroc", "ssim", "r2", "pearson", "spearman", "c
 RELATIVE = 1e-3  # how close to the best value a perfect prediction must score
 
 
-def _words(name: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)  # a script's function names, looked at again at every evaluation pass
+def _words(name: str) -> frozenset[str]:
     name = re.sub(r"m?IoU", lambda m: "_" + m.group(0).lower() + "_", name)  # the acronyms written in mixed case
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-    return {w for w in re.split(r"[_\W]+", spaced) if w}
+    return frozenset(w for w in re.split(r"[_\W]+", spaced) if w)
 
 
 def metric_kind(fn: Any) -> str | None:
@@ -106,6 +107,7 @@ def _roles(fn: Any) -> tuple[str, str] | None:
     return preds[0], targets[0]
 
 
+@functools.lru_cache(maxsize=256)  # looked at again at every evaluation pass; equal code, equal answer
 def _writes_globals(code: types.CodeType) -> bool:
     import dis
 
@@ -125,15 +127,17 @@ def candidates(namespace: dict, filename: str) -> dict[str, Candidate]:
     found = {}
     for name, fn in list(namespace.items()):
         if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != filename \
-                or getattr(fn, "__wrapped__", None) is not None or _writes_globals(fn.__code__):
+                or getattr(fn, "__wrapped__", None) is not None:
             continue
         kind = metric_kind(fn)
         roles = _roles(fn) if kind else None
         words = _words(fn.__name__)
         known = metricdef.definition_of(words) if not words & NOT_METRIC else None
+        if not (kind and roles or known) or _writes_globals(fn.__code__):  # the bytecode read last: only a metric's
+            continue
         if kind and roles:
             found[name] = (fn, kind, *roles, known)
-        elif known:
+        else:
             found[name] = (fn, None, None, None, known)
     return found
 

@@ -30,7 +30,6 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -105,7 +104,7 @@ class OneTargetChecks(Check):
     def _site(self, name: str, classes: int, binary: bool = False) -> tuple[str, _Site] | None:
         """The loss call site (the user's line) and what its checked targets showed so far; None for a site
         whose targets already took two values."""
-        loc = user_location(5) or f"F.{name}"
+        loc = self.s.losses.site() or f"F.{name}"
         if loc in self.varied:
             return None
         site = self.sites.get(loc)

@@ -34,7 +34,6 @@ import torch
 from overt.guards.check import Check
 from overt.guards.losses import ignore_index_of
 from overt.guards.padding import padding, token_ids
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -66,7 +65,7 @@ class PaddingLossChecks(Check):
         m = target.numel()
         if m % n or m // n < 4:  # one row of targets per sequence (its own length: a decoder's targets)
             return
-        loc = user_location(5) or f"F.{name}"
+        loc = self.s.losses.site() or f"F.{name}"
         if loc in self.done:
             return
         ii = ignore_index_of(args, kwargs)

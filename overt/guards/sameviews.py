@@ -33,7 +33,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.watched import _DROPOUT, output_tensors
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import _IS_USER, is_user_file, short_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -69,9 +69,13 @@ def _call_site() -> tuple[str | None, tuple | None]:
     """``("file.py:LINE", (file, line, bytecode offset))`` of the innermost frame of the user's code: two
     forwards from one call expression (a loop running it again) share all three."""
     frame = sys._getframe(2)
+    known = _IS_USER
     while frame is not None:
         code = frame.f_code
-        if is_user_file(code.co_filename):
+        user = known.get(code.co_filename)  # (is_user_file's answer, read inline: a dozen frames per forward)
+        if user is None:
+            user = is_user_file(code.co_filename)
+        if user:
             site = (code.co_filename, frame.f_lineno, frame.f_lasti)
             return short_location(code.co_filename, frame.f_lineno), site
         frame = frame.f_back

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -51,7 +50,7 @@ class SelfLossChecks(Check):
         shared = inp.untyped_storage().data_ptr() == target.untyped_storage().data_ptr()
         if not shared and (inp.requires_grad or target.requires_grad):
             return  # a prediction equal to its target is a perfect fit, not the same quantity
-        loc = user_location(5) or f"F.{name}"
+        loc = self.s.losses.site() or f"F.{name}"
         if loc in self.done:
             return
         a, b = inp.detach().float(), target.detach().float()

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -55,7 +54,7 @@ class SoftTargetChecks(Check):
         if name == "kl_div":
             if target.dim() != 2 or not target.is_floating_point() or target.shape[1] < 3 or inp.shape != target.shape:
                 return
-            loc = user_location(2) or "F.kl_div"
+            loc = self.s.losses.site() or "F.kl_div"
             if loc in self.done:
                 return
             log_target = kwargs.get("log_target", args[5] if len(args) > 5 else False)
@@ -67,7 +66,7 @@ class SoftTargetChecks(Check):
             # a cross-entropy with probability targets is the soft-target form of distillation
             if target.dim() != 2 or target.shape[1] < 3 or inp.shape != target.shape:
                 return
-            loc = user_location(2) or "F.cross_entropy"
+            loc = self.s.losses.site() or "F.cross_entropy"
             if loc in self.done:
                 return
             top, arg = target.detach().float().max(dim=1)
@@ -75,7 +74,7 @@ class SoftTargetChecks(Check):
         elif name in _CE:
             if inp.dim() != 2 or target.dim() != 1 or target.is_floating_point() or inp.shape[1] < 3:
                 return
-            self.ce = (step, target.detach(), inp.shape[1], user_location(2) or f"F.{name}")
+            self.ce = (step, target.detach(), inp.shape[1], self.s.losses.site() or f"F.{name}")
         else:
             return
         kd, ce = self.kd, self.ce

@@ -6,6 +6,7 @@ import inspect
 import os
 import sys
 import sysconfig
+from typing import Any
 
 _SKIP_DIRS: tuple[str, ...] = ()
 _IS_USER: dict[str, bool] = {}  # code file name -> outside torch, overt and the standard library
@@ -45,7 +46,11 @@ def _short(path: str) -> str:
 
 def user_location(skip: int = 1) -> str | None:
     """``"file.py:LINE"`` of the innermost frame that belongs to the user's code, or None."""
-    frame = sys._getframe(skip)
+    return user_location_from(sys._getframe(skip))
+
+
+def user_location_from(frame: Any) -> str | None:
+    """``"file.py:LINE"`` of the innermost frame of the user's code from ``frame`` outwards, or None."""
     known = _IS_USER
     while frame is not None:
         filename = frame.f_code.co_filename

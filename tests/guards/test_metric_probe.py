@@ -140,3 +140,29 @@ def test_metric_names_are_read_as_words():
     assert metric_kind(SimpleNamespace(__name__="dice_loss")) is None
     assert metric_kind(SimpleNamespace(__name__="plot_accuracy")) is None
     assert metric_kind(SimpleNamespace(__name__="forward")) is None
+
+
+def test_only_functions_named_as_metrics_have_their_bytecode_read(tmp_path):
+    """The script's functions are looked at again at every evaluation pass: a function whose name and parameters
+    make it no metric is left out without its bytecode being read (the disassembly cost ~40k Python calls per
+    pass on a script of a dozen functions); a metric that writes module globals is still left out."""
+    from overt.guards import metricprobe
+
+    source = tmp_path / "train.py"
+    source.write_text("COUNT = 0\n"
+                      "def helper(pred, target):\n    global COUNT\n    COUNT += 1\n    return pred\n"
+                      "def accuracy(pred, target):\n    return (pred == target).float().mean()\n"
+                      "def counted_accuracy(pred, target):\n    global COUNT\n    COUNT += 1\n"
+                      "    return (pred == target).float().mean()\n")
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    read = []
+    real = metricprobe._writes_globals
+    metricprobe._writes_globals = lambda code: read.append(code.co_name) or real(code)
+    try:
+        found = metricprobe.candidates(namespace, str(source))
+    finally:
+        metricprobe._writes_globals = real
+    assert sorted(found) == ["accuracy"]
+    assert found["accuracy"][1:4] == ("higher", "pred", "target")
+    assert sorted(read) == ["accuracy", "counted_accuracy"]
