@@ -38,6 +38,10 @@ Round eight: the reports N169-N188 (docs/wild.md, "Issue 33, round eight"), gath
 was measured, are shuffled with ``random.Random(SEED8)`` into ``dev8`` and ``test8`` (10 and 10).
 The keys of rounds one to seven are written exactly as before.
 
+Round nine: the reports N189-N208 (docs/wild.md, "Issue 33, round nine"), gathered after round eight
+was measured, are shuffled with ``random.Random(SEED9)`` into ``dev9`` and ``test9`` (10 and 10).
+The keys of rounds one to eight are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -81,11 +85,15 @@ SEED8 = 3808
 #: the round-eight reports, in the order they were gathered (docs/wild.md, "Issue 33, round eight")
 NEW8 = [f"N{i:02d}" for i in range(169, 189)]
 
+SEED9 = 3909
+#: the round-nine reports, in the order they were gathered (docs/wild.md, "Issue 33, round nine")
+NEW9 = [f"N{i:02d}" for i in range(189, 209)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
 HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
-          "dev7", "test7", "dev8", "test8")
+          "dev7", "test7", "dev8", "test8", "dev9", "test9")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -96,13 +104,14 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
 
 
 def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4,
-         seed5: int = SEED5, seed6: int = SEED6, seed7: int = SEED7, seed8: int = SEED8) -> dict:
+         seed5: int = SEED5, seed6: int = SEED6, seed7: int = SEED7, seed8: int = SEED8,
+         seed9: int = SEED9) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
     N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
     "test5"}: the halves of N101-N124), round six ({"dev6", "test6"}: the halves of N125-N148), round
-    seven ({"dev7", "test7"}: the halves of N149-N168) and round eight ({"dev8", "test8"}: the halves of
-    N169-N188)."""
+    seven ({"dev7", "test7"}: the halves of N149-N168), round eight ({"dev8", "test8"}: the halves of
+    N169-N188) and round nine ({"dev9", "test9"}: the halves of N189-N208)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
@@ -111,10 +120,12 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     dev6, test6 = _halve(NEW6, seed6)
     dev7, test7 = _halve(NEW7, seed7)
     dev8, test8 = _halve(NEW8, seed8)
+    dev9, test9 = _halve(NEW9, seed9)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
             "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6,
-            "seed7": seed7, "dev7": dev7, "test7": test7, "seed8": seed8, "dev8": dev8, "test8": test8}
+            "seed7": seed7, "dev7": dev7, "test7": test7, "seed8": seed8, "dev8": dev8, "test8": test8,
+            "seed9": seed9, "dev9": dev9, "test9": test9}
 
 
 def load() -> dict:
