@@ -4,8 +4,8 @@ The runtime check (:mod:`overt.guards.metricdef`) recomputes functions named aft
 calls; a metric written inline in an evaluation loop has no function to call again.  Here the code itself
 proves the formula wrong, in four forms (one module each): a confusion-count metric whose formula is not
 the one its name or label says (:mod:`.countformula`), an absolute or squared error of two unsigned-integer
-arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`), a top-k list of item ids padded
-with item 0 and scored whole (:mod:`.padids`).
+arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`), a
+top-k list of item ids padded with item 0 and scored whole (:mod:`.padids`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 
 Precision@k, recall@k and hit@k count the items the model *recommended* that the user liked.  A list of
 recommended ids kept in a buffer of k slots that starts as zeros (``np.zeros(k, dtype=int)``,
-``torch.zeros(k, dtype=torch.long)``, ``[0] * k``), filled with a ranking that can be shorter than k (the
-candidates left after filtering the items already seen, cut by ``argsort(...)[:k]``) and then scored whole
-counts each unfilled slot as a recommendation of item 0 -- an item the model never ranked, and in
+``torch.zeros(k, dtype=torch.long)``, ``np.full(k, 0)``, ``[0] * k``), filled with a ranking that can be
+shorter than k (the candidates left after filtering the items already seen, cut by ``argsort(...)[:k]``)
+and then scored whole counts each unfilled slot as a recommendation of item 0 -- an item the model never ranked, and in
 popularity-ordered catalogues the most liked one -- so the metric is inflated (benfred/implicit#330, w223).
 
 Proven from the code, in one scope: a name bound to an integer buffer of zeros whose last dimension is
@@ -48,6 +48,17 @@ def _zeros_size(node: ast.AST) -> ast.AST | None:
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "astype" \
             and node.args and (dotted(node.args[0]) in _INT_DTYPES or is_const(node.args[0], "int64")):
         node, integer = node.func.value, True
+    if isinstance(node, ast.Call) and dotted(node.func) in ("torch.full", "np.full", "numpy.full") and \
+            len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and type(node.args[1].value) is int \
+            and node.args[1].value == 0:  # np.full(k, 0): an integer array of zeros unless a dtype says otherwise
+        dtype = kwarg(node, "dtype")
+        if dtype is not None and not (dotted(dtype) in _INT_DTYPES or
+                                      (isinstance(dtype, ast.Constant) and str(dtype.value).startswith("int"))):
+            return None
+        shape = node.args[0]
+        if isinstance(shape, (ast.Tuple, ast.List)):
+            return shape.elts[-1] if shape.elts else None
+        return shape
     if not (isinstance(node, ast.Call) and dotted(node.func) in ("torch.zeros", "np.zeros", "numpy.zeros")
             and node.args):
         return None
@@ -100,8 +111,14 @@ def _index_array(ix: FileIndex, scope: ast.AST, node: ast.AST) -> bool:
     if len(values) != 1 or values[0] is None:
         return False
     value = values[0]
-    while isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and value.slice.value == 0:
-        value = value.value
+    while True:
+        if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and value.slice.value == 0:
+            value = value.value
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr in ("squeeze", "flatten", "ravel", "view", "reshape", "cpu", "numpy"):
+            value = value.func.value
+        else:
+            break
     if not isinstance(value, ast.Call):
         return False
     last = value.func.attr if isinstance(value.func, ast.Attribute) else (dotted(value.func) or "")
@@ -192,7 +209,7 @@ def _membership(ix: FileIndex, scope: ast.AST, buf: str, after: int) -> ast.AST 
             gen = node.generators[0]
             if isinstance(gen.target, ast.Name) and _whole(gen.iter, buf):
                 var = gen.target.id
-                for sub in ast.walk(node.elt):
+                for sub in (n for part in [node.elt, *gen.ifs] for n in ast.walk(part)):
                     if isinstance(sub, ast.Compare) and len(sub.ops) == 1 and isinstance(sub.ops[0], ast.In) and \
                             var in names_in(sub.left):
                         return node
@@ -244,9 +261,11 @@ def padded_ids(ix: FileIndex) -> Iterator[Hit]:
             if read is None:
                 continue
             yield Hit("metric-off-definition", node.value,
-                      f"`{buf} = {ix.segment(node.value)}` keeps item ids in slots that start as 0, and `{ix.segment(stmt).splitlines()[0]}` "
-                      f"(line {stmt.lineno}) fills only as many as the ranking `{ix.segment(ids)}` holds, a cut of "
-                      f"a ranking that has fewer than {ix.segment(size)} items when fewer candidates are left; "
+                      f"`{buf} = {ix.segment(node.value)}` keeps item ids in slots that start as 0, and "
+                      f"`{ix.segment(stmt).splitlines()[0]}` "
+                      f"(line {stmt.lineno}) fills only as many slots as `{ix.segment(ids)}` holds: the candidates "
+                      f"a condition kept, ranked and cut to {ix.segment(size)}, fewer whenever fewer candidates are "
+                      "left; "
                       f"`{ix.segment(read).splitlines()[0]}` (line {read.lineno}) then scores every slot as a "
                       "recommended item, so each unfilled slot counts as a recommendation of item 0, which the model "
                       "never ranked, and a hit whenever item 0 is relevant: the precision/recall/hit rate reported "
