@@ -6,7 +6,8 @@ A neighbour-sampled batch holds its seed nodes first and then the neighbours sam
 The model predicts for every node of the subgraph, but only the first ``batch_size`` are the batch's
 evaluation items: comparing the predictions with the labels of the whole batch scores each sampled
 neighbour as well -- nodes outside the evaluation set among them, and every node again in each batch that
-samples it -- so the metric counts more predictions than the evaluation set has items and is not the metric over that set.
+samples it -- so the metric counts more predictions than the evaluation set has items
+and is not the metric over that set.
 
 Proven from the code, in an evaluation loop (under ``no_grad``):
 
