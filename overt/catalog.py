@@ -568,7 +568,8 @@ ENTRIES: tuple[Entry, ...] = (
           _E, False, True),
     Entry("eval-samples-repeated", "OVT536", "an evaluation pass that scores some samples more than once",
           "a sampler that draws with replacement (a WeightedRandomSampler or RandomSampler(replacement=True) copied "
-          "from training) hands some samples out twice and others never: the metric weighs them unevenly and is "
+          "from training) hands some samples out twice and others never, or a neighbour-sampled batch is scored on "
+          "its sampled neighbours as well as its seed nodes: the metric weighs them unevenly and is "
           "not the metric over the evaluation set",
           _W, True, True),
     Entry("eval-samples-missed", "OVT537",
