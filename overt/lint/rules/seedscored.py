@@ -12,7 +12,8 @@ and is not the metric over that set.
 Proven from the code, in an evaluation loop (under ``no_grad``):
 
 - a loop over a ``NeighborLoader(...)`` / ``HGTLoader(...)`` bound once, whose body compares the batch's
-  labels ``batch.y`` whole (``==``, ``.eq``) and never reads the batch's ``batch_size``, ``input_id``,
+  labels ``batch.y`` whole (``==``, ``.eq``, or a metric or loss
+  function given them: ``accuracy_score``, ``f1_score``, ``F.cross_entropy``) and never reads the batch's ``batch_size``, ``input_id``,
   ``n_id`` or a ``*_mask`` attribute (which select the seeds, or the evaluation nodes, of the subgraph);
 - a loop over ``range(0, n, B)`` that cuts seeds ``s = idx[i:i + B]``, builds the subgraph's nodes as
   ``torch.cat([s, ...])`` (``np.concatenate``; inline, or in a function of the file called with ``s``),
@@ -26,11 +27,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.index import FileIndex, dotted
+from overt.lint.index import FileIndex, dotted, tokens
 from overt.lint.rules.base import Hit
 
 _LOADERS = ("NeighborLoader", "HGTLoader")
 _SEED_ATTRS = ("batch_size", "input_id", "n_id", "seed_node", "seed_nodes")
+#: name words of a function that scores predictions against labels
+_METRIC_WORDS = frozenset({"accuracy", "acc", "f1", "score", "auc", "roc", "precision", "recall", "mae", "mse",
+                           "entropy", "nll", "metric", "correct"})
 
 
 def _once(ix: FileIndex, name: str) -> ast.AST | None:
@@ -48,6 +52,14 @@ def _loop_target(loop: ast.For) -> tuple[ast.AST, str | None]:
     return it, target.id if isinstance(target, ast.Name) else None
 
 
+def _bare(node: ast.AST) -> ast.AST:
+    """``node`` without ``.cpu()``, ``.numpy()``, ``.tolist()``, ``.detach()``, ``.long()``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args and \
+            node.func.attr in ("cpu", "numpy", "tolist", "detach", "long", "float", "squeeze", "view_as"):
+        node = node.func.value
+    return node
+
+
 def _compared_whole(loop: ast.For, is_labels) -> ast.AST | None:
     """The first ``==`` / ``.eq(...)`` in ``loop`` with one side the labels (``is_labels(side)``)."""
     for node in ast.walk(loop):
@@ -57,6 +69,9 @@ def _compared_whole(loop: ast.For, is_labels) -> ast.AST | None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "eq" \
                 and node.args and (is_labels(node.func.value) or is_labels(node.args[0])):
             return node
+        if isinstance(node, ast.Call) and set(tokens(dotted(node.func) or "")) & _METRIC_WORDS and \
+                any(is_labels(a) for a in list(node.args) + [k.value for k in node.keywords]):
+            return node  # accuracy_score(batch.y, pred), F.cross_entropy(out, batch.y), metric(out, y)
     return None
 
 
@@ -71,7 +86,7 @@ def _pyg_batches(ix: FileIndex, loop: ast.For) -> Iterator[Hit]:
                 (node.attr in _SEED_ATTRS or node.attr.endswith("_mask") or node.attr.endswith("_index")
                  and node.attr != "edge_index"):
             return
-    cmp = _compared_whole(loop, lambda side: dotted(side) == f"{var}.y")
+    cmp = _compared_whole(loop, lambda side: dotted(_bare(side)) == f"{var}.y")
     if cmp is None:
         return
     name = (dotted(loader.func) or "").rsplit(".", 1)[-1]
