@@ -12,9 +12,9 @@ and is not the metric over that set.
 Proven from the code, in an evaluation loop (under ``no_grad``):
 
 - a loop over a ``NeighborLoader(...)`` / ``HGTLoader(...)`` bound once, whose body compares the batch's
-  labels ``batch.y`` whole (``==``, ``.eq``, or a metric or loss
-  function given them: ``accuracy_score``, ``f1_score``, ``F.cross_entropy``) and never reads the batch's ``batch_size``, ``input_id``,
-  ``n_id`` or a ``*_mask`` attribute (which select the seeds, or the evaluation nodes, of the subgraph);
+  labels ``batch.y`` whole (``==``, ``.eq``, or a metric or loss function given them: ``accuracy_score``,
+  ``f1_score``, ``F.cross_entropy``) and never reads the batch's ``batch_size``, ``input_id``, ``n_id`` or a
+  ``*_mask`` attribute (which select the seeds, or the evaluation nodes, of the subgraph);
 - a loop over ``range(0, n, B)`` that cuts seeds ``s = idx[i:i + B]``, builds the subgraph's nodes as
   ``torch.cat([s, ...])`` (``np.concatenate``; inline, or in a function of the file called with ``s``),
   and compares labels indexed by those nodes (``y[nodes]``, bound once) whole with ``==``.
