@@ -568,7 +568,8 @@ ENTRIES: tuple[Entry, ...] = (
           _E, False, True),
     Entry("eval-samples-repeated", "OVT536", "an evaluation pass that scores some samples more than once",
           "a sampler that draws with replacement (a WeightedRandomSampler or RandomSampler(replacement=True) copied "
-          "from training) hands some samples out twice and others never: the metric weighs them unevenly and is "
+          "from training) hands some samples out twice and others never, or a neighbour-sampled batch is scored on "
+          "its sampled neighbours as well as its seed nodes: the metric weighs them unevenly and is "
           "not the metric over the evaluation set",
           _W, True, True),
     Entry("eval-samples-missed", "OVT537",
@@ -794,7 +795,8 @@ ENTRIES: tuple[Entry, ...] = (
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
           "the images' range, an error computed in uint8 that wraps), or a value written inline under such a name "
           "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "
-          "an NDCG whose ideal is the retrieved list re-sorted) "
+          "an NDCG whose ideal is the retrieved list re-sorted, a top-k list of ids padded with item 0 and scored "
+          "whole) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
           _E, True, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",

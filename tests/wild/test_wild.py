@@ -258,6 +258,11 @@ EXPECTED = {
     "w205_filtered_ranking_misses_validation_triples": ("lint",),
     # ... and a re-identification ranking that reads the camera ids and never removes the own-camera matches
     "w207_reid_same_camera_matches_kept": ("lint",),
+    # ... and a top-k id buffer that starts as zeros, filled from a filtered ranking and scored whole, so its
+    # unfilled slots count as item 0 (branch scored)
+    "w223_topk_buffer_zeros_read_as_item0": ("lint",),
+    # an evaluation over batches of seed nodes that scores each batch's sampled neighbours too (branch scored)
+    "w225_metric_over_all_sampled_nodes": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

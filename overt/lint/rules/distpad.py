@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted, is_const, kwarg
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.seedscored import context_scored
 
 
 def _single(ix: FileIndex, node: ast.AST | None) -> ast.AST | None:
@@ -101,7 +102,8 @@ def _data_set_length(ix: FileIndex, den: ast.AST, sampler: ast.Call, loader: ast
 
 @rule("eval-samples-repeated")
 def eval_samples_repeated(ix: FileIndex) -> Iterator[Hit]:
-    """A count over a padding ``DistributedSampler``'s samples divided by the size of the data set."""
+    """A count over a padding ``DistributedSampler``'s samples divided by the size of the data set; seed
+    batches scored with their sampled context (:mod:`.seedscored`)."""
     seen: set[int] = set()
     for loop in ix.loops:
         if not isinstance(loop, ast.For) or not ix.under_no_grad(loop):
@@ -132,3 +134,4 @@ def eval_samples_repeated(ix: FileIndex) -> Iterator[Hit]:
                       fix="gather the per-sample results with their dataset indices and count each index once (or "
                           "keep the first len(dataset) gathered results), or evaluate with a sampler that does not "
                           "pad")
+    yield from context_scored(ix)

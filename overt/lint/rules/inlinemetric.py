@@ -2,9 +2,10 @@
 
 The runtime check (:mod:`overt.guards.metricdef`) recomputes functions named after a metric on their own
 calls; a metric written inline in an evaluation loop has no function to call again.  Here the code itself
-proves the formula wrong, in three forms (one module each): a confusion-count metric whose formula is not
+proves the formula wrong, in four forms (one module each): a confusion-count metric whose formula is not
 the one its name or label says (:mod:`.countformula`), an absolute or squared error of two unsigned-integer
-arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`).
+arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`), a
+top-k list of item ids padded with item 0 and scored whole (:mod:`.padids`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from overt.lint.index import FileIndex
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.countformula import count_formulas
 from overt.lint.rules.idealdcg import ideal_from_retrieved
+from overt.lint.rules.padids import padded_ids
 from overt.lint.rules.unsigneddiff import unsigned_differences
 
 
@@ -24,3 +26,4 @@ def metric_off_definition(ix: FileIndex) -> Iterator[Hit]:
     yield from count_formulas(ix)
     yield from unsigned_differences(ix)
     yield from ideal_from_retrieved(ix)
+    yield from padded_ids(ix)
