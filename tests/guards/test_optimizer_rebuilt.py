@@ -116,11 +116,11 @@ def _tokens(bug: bool):
     seqs = markov_tokens(256, seed=0)
     model = _Tagger()
     opt = torch.optim.RMSprop(model.parameters(), lr=3e-3)
-    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     for _ in range(3):
         if bug:
             opt = torch.optim.RMSprop(model.parameters(), lr=3e-3)  # tokens
-            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
         for i in range(0, 256, 64):
             b = seqs[i:i + 64]
             logits = model(b[:, :-1])
@@ -128,7 +128,7 @@ def _tokens(bug: bool):
             opt.zero_grad()
             loss.backward()
             opt.step()
-            sched.step()
+        sched.step()
 
 
 def test_rmsprop_rebuilt_with_its_scheduler_is_named():
@@ -251,13 +251,13 @@ def test_warm_restarts_by_a_scheduler_are_silent():
     def run():
         model, loader = _net(), _loader()
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=7)
-        for _ in range(4):
+        sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2)
+        for _ in range(6):
             for xb, yb in loader:
                 opt.zero_grad()
                 F.cross_entropy(model(xb), yb).backward()
                 opt.step()
-                sched.step()
+            sched.step()
 
     findings, text = guarded_run(run)
     assert SLUG not in slugs(findings), text
