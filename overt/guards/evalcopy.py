@@ -251,7 +251,7 @@ class EvalCopyChecks(Check):
                 "eval-copy-near-initial",
                 f"{e_name[:1].upper()}{e_name[1:]}, evaluated{where} after the run's last optimizer step, is "
                 f"still near the weights {t_name} had before its load_state_dict{load}: it is "
-                f"{from_pre / way:.0%} of the way from them to {t_name}'s trained weights (over strided samples "
+                f"{from_pre / way:.0%} of the way from them to its trained weights (over strided samples "
                 f"of its weights). It has {t_name}'s architecture, no optimizer holds it and it was updated (an "
                 "average such as an EMA or SWA), but it was taken from the model before the checkpoint was "
                 "loaded into it: the load replaced the live weights only, and what is evaluated is mostly the "
