@@ -159,6 +159,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the new head's rate and forgets what it knew, or the head crawls at the backbone's, while the loss "
           "falls",
           _W, False, True),
+    Entry("optimizer-state-discarded", "OVT136",
+          "an optimizer built anew over the same parameters again and again during the run, its state thrown away",
+          "an Adam built inside the epoch loop or a train_epoch() helper starts every epoch from empty moments and "
+          "step 0: each epoch opens with the bias-corrected first steps (about lr per weight, in the sign of the "
+          "gradient), momentum never builds up and training never settles, while the loss still falls a little",
+          _W, False, True),
     Entry("steps-counted-from-samples", "OVT133", "a number of optimizer steps counted from the number of samples",
           "an epoch of a DataLoader is len(dataset) / batch_size steps: counted with len(dataset) it is batch_size "
           "times too long, so epochs = max_steps / steps_per_epoch stops the run after a fraction of the steps asked "

@@ -259,6 +259,9 @@ def _optimizer_init_wrapper(orig: Any) -> Any:
                 rates = getattr(s, "grouprates", None)
                 if rates is not None:
                     safely(rates.built, self, where)  # group-lr-not-applied (overt/guards/grouprates.py)
+                rebuilt = getattr(s, "optrebuilt", None)
+                if rebuilt is not None:
+                    safely(rebuilt.built, self, where)  # optimizer-state-discarded (overt/guards/optrebuilt.py)
                 orders = getattr(s, "orders", None)
                 if orders is not None:
                     orders.built += 1  # a new run, for shuffle-order-repeats (overt/guards/orders.py)

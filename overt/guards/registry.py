@@ -50,6 +50,7 @@ from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.grouprates import GroupRates
+from overt.guards.optrebuilt import OptimizerRebuilt
 from overt.guards.modes import ModeChecks
 from overt.guards.normstats import NormStatsChecks
 from overt.guards.orders import OrderChecks
@@ -132,6 +133,7 @@ CHECKS: tuple[type[Check], ...] = (
     SchedulerChecks,
     GroupsLeftBehind,
     GroupRates,
+    OptimizerRebuilt,
     StateChecks,
     DistributedChecks,
 )

@@ -274,6 +274,12 @@ def _state_dict_wrapper(active: list, orig: Callable) -> Callable:
 def _load_state_dict_wrapper(active: list, orig: Callable) -> Callable:
     @functools.wraps(orig)
     def load_state_dict(self: nn.Module, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        if active:  # the weights the load replaces (eval-copy-near-initial, overt/guards/evalcopy.py)
+            where = user_location(2) or ""
+            for s in active:
+                evalcopy = getattr(s, "evalcopy", None)
+                if evalcopy is not None:
+                    _safely(s, evalcopy.before_load, self, where)
         result = orig(self, state_dict, strict=strict, assign=assign)
         if active:
             where = user_location(2) or ""
