@@ -79,8 +79,9 @@ def stored_arrays(ds: Any) -> list[tuple[str, Any]]:
 
 
 def _numpy_sum(a: Any) -> int | None:
-    """A checksum of a contiguous numpy array (None: not contiguous, too large, object dtype)."""
-    if a.nbytes > _NUMPY_BYTES or a.dtype.hasobject or not a.flags.c_contiguous:
+    """A checksum of a contiguous numpy array (None: not contiguous, too large, object dtype, a memmap that
+    would be read from disk)."""
+    if a.nbytes > _NUMPY_BYTES or a.dtype.hasobject or not a.flags.c_contiguous or hasattr(a, "filename"):
         return None
     return zlib.adler32(memoryview(a).cast("B"))
 
@@ -127,10 +128,11 @@ class DataMutationChecks(Check):
 
     def __init__(self, session: Any):
         super().__init__(session)
-        self.arrays: dict[int, list[tuple[str, Any]]] = {}  # id(dataset) -> its stored arrays
         self.passes: dict[int, int] = {}  # id(dataset) -> passes looked at
         self.wrote: dict[int, int] = {}  # id(dataset) -> passes whose reading wrote into it
-        self.before: dict[int, list[Any]] = {}  # id(iterator) -> fingerprint at the pass's start
+        # id(iterator) -> (the stored arrays, their fingerprint) at the pass's start, until its first batch is
+        # fetched (collected per pass: an attribute rebound between epochs is followed, the old array not held)
+        self.before: dict[int, tuple[list[tuple[str, Any]], list[Any]]] = {}
         self.done: set[int] = set()
 
     def before_fetch(self, it: Any) -> Any:
@@ -142,14 +144,13 @@ class DataMutationChecks(Check):
         key = id(ds)
         if ds is None or key in self.done:
             return None
-        arrays = self.arrays.get(key)
-        if arrays is None:
-            arrays = self.arrays[key] = stored_arrays(ds)
+        arrays = stored_arrays(ds)
         if not arrays:
-            self.done.add(key)
+            if key not in self.passes:
+                self.done.add(key)  # holds no per-sample arrays (files read from disk, an iterable)
             return None
         n = self.passes[key] = self.passes.get(key, 0) + 1
-        self.before[id(it)] = _fingerprint(arrays, n <= _NUMPY_PASSES or key in self.wrote)
+        self.before[id(it)] = (arrays, _fingerprint(arrays, n <= _NUMPY_PASSES or key in self.wrote))
         if key not in self.wrote:
             return None
         ptrs = set()
@@ -163,12 +164,12 @@ class DataMutationChecks(Check):
 
     def after_fetch(self, it: Any, tracer: Any) -> None:
         """The pass's first batch was fetched: did its reading change the stored data?"""
-        before = self.before.pop(id(it), None)
+        noted = self.before.pop(id(it), None)
         ds = getattr(it, "_dataset", None)
         key = id(ds)
-        if before is None or key in self.done:
+        if noted is None or key in self.done:
             return
-        arrays = self.arrays[key]
+        arrays, before = noted
         after = _fingerprint(arrays, any(b is not None and not isinstance(a, torch.Tensor)
                                          for b, (_, a) in zip(before, arrays)))
         changed = [name for (name, _), b, a in zip(arrays, before, after) if b is not None and a != b]
