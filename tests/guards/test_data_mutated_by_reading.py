@@ -1,7 +1,8 @@
 """data-mutated-by-reading (issue 33, invariants: reading data does not change it): a __getitem__ or a
 collate_fn that normalises or augments a view of the stored data in place.  Planted bugs of different
 forms (a user Dataset over a tensor with sub_/div_, a TensorDataset edited in a collate_fn, a user Dataset
-over numpy arrays with ``/= 16``, an augmentation written with ``.copy_()``), each with a clean twin, and
+over numpy arrays with ``/= 16``, an augmentation written with ``.copy_()``, a transform wrapper over a
+Subset of a TensorDataset with ``-=``), each with a clean twin, and
 two programs that write their data on purpose (a cache filled on first read, pseudo-labels rewritten
 between epochs): all on digits."""
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, TensorDataset, default_collate
+from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset, default_collate
 
 from tests.conftest import TIMING
 from tests.guards.helpers import digits, guarded, mlp, slugs
@@ -68,6 +69,25 @@ class FlipImages(Dataset):
         return img.reshape(64), self.y[i]
 
 
+class Standardised(Dataset):
+    """A transform wrapper over a Subset of a TensorDataset: standardises the inner row in place (bug) or
+    returns a new tensor (twin)."""
+
+    def __init__(self, dataset, bug):
+        self.dataset, self.bug = dataset, bug
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        xb, yb = self.dataset[i]
+        if self.bug:
+            xb -= MEAN
+        else:
+            xb = xb - MEAN
+        return xb, yb
+
+
 def scale_in_collate(batch):
     """A TensorDataset's rows rescaled in the collate function, in place."""
     for xb, _ in batch:
@@ -102,10 +122,12 @@ def _sets(form, bug):
         return NumpyImages(x, y, bug), {}
     if form == "copy_":
         return FlipImages(x, y, bug), {}
+    if form == "wrapper":
+        return Standardised(Subset(TensorDataset(x, y), range(100, 900)), bug), {}
     return TensorDataset(x, y), {"collate_fn": scale_in_collate if bug else scale_in_collate_twin}
 
 
-@pytest.mark.parametrize("form", ["tensor", "numpy", "copy_", "collate"])
+@pytest.mark.parametrize("form", ["tensor", "numpy", "copy_", "collate", "wrapper"])
 @pytest.mark.parametrize("bug", [True, False])
 def test_reading_that_writes_the_stored_data(form, bug):
     data, kw = _sets(form, bug)
@@ -117,7 +139,8 @@ def test_reading_that_writes_the_stored_data(form, bug):
     where = {"tensor": "sub_() at ",
              "numpy": "__getitem__ at ",
              "copy_": "copy_() at ",
-             "collate": "mul_() at "}[form]
+             "collate": "mul_() at ",
+             "wrapper": "sub_() at "}[form]
     assert where in text and "test_data_mutated_by_reading.py:" in text, text
     assert ".clone()" in text
 
