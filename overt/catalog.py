@@ -510,6 +510,13 @@ ENTRIES: tuple[Entry, ...] = (
           "displacement the image is already flipped about its diagonal and a spatial transformer or registration "
           "network must undo a reflection no small displacement can, with no error",
           _E, False, True),
+    Entry("data-mutated-by-reading", "OVT429", "reading a sample writes into the data set's stored data (an "
+          "in-place normalisation or augmentation of a view)",
+          "a sample taken as a view of the stored tensor or array (self.x[i], a TensorDataset row) and then "
+          "normalised or augmented in place (sub_, /=, copy_) edits the data set itself: every epoch normalises or "
+          "augments the already edited data again, so training drifts further from what evaluation sees each pass "
+          "and the model stops learning, with no error",
+          _E, False, True),
     Entry("dataloader-starvation", "OVT501", "the training step waits on the data loader (not counting the time "
           "it waits for a CPU that other processes hold: on a busy machine that is an info line)",
           "the accelerator sits idle while batches are prepared",

@@ -98,7 +98,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, repeated runs start fresh and Monte Carlo samples differ (branch lintloops)
          "model-carried-across-folds", "mc-samples-identical",
          # issue 33, a flip, rotation or roll whose default axes take in the batch (branch causal)
-         "transform-over-batch-axis", "grid-coordinates-swapped",
+         "transform-over-batch-axis", "grid-coordinates-swapped", "data-mutated-by-reading",
          # issue 33, sets a correct program keeps disjoint (branch leakage)
          "split-over-copies", "disjoint-sets-overlap",
          # issue 33, hand-written metrics that read better than the metric they are named for (branch metrics8)

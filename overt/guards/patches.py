@@ -113,9 +113,10 @@ def _checked(name: str, orig: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _loader_start(it: Any) -> None:
+def _loader_start(it: Any) -> Any:
     """A DataLoader pass begins: epoch boundary for the scheduler checks, arm the forwards,
-    and note the index of the pass's last batch (-2: unknown)."""
+    and note the index of the pass's last batch (-2: unknown).  Returns a torch function mode to fetch
+    the first batch under (:mod:`overt.guards.datamut`), or None."""
     try:
         it._overt_last = len(it) - 1
     except TypeError:
@@ -138,6 +139,19 @@ def _loader_start(it: Any) -> None:
         if n < _ARMED_PASSES:
             s.loader_passes[key] = n + 1
             s.arm_forwards(3)
+    tracer = None
+    if not workers:  # data-mutated-by-reading (overt/guards/datamut.py): the stored data before the fetch
+        for s in ACTIVE:
+            datamut = getattr(s, "datamut", None)
+            if datamut is not None:
+                tracer = safely(datamut.before_fetch, it) or tracer
+    return tracer
+
+
+def _fetch_traced(orig: Any, it: Any, tracer: Any) -> Any:
+    """The first batch of a pass fetched under ``tracer`` (a torch function mode)."""
+    with tracer:
+        return orig(it)
 
 
 def _next_wrapper(orig: Any) -> Any:
@@ -148,15 +162,16 @@ def _next_wrapper(orig: Any) -> Any:
         if not ACTIVE:
             return orig(self)
         index = self._num_yielded  # of the batch about to be returned
+        tracer = None
         if not index:
-            _loader_start(self)
+            tracer = _loader_start(self)
         else:
             for s in ACTIVE:
                 if not s.data.batches:  # this batch opens DataChecks' window: how long it waited for a CPU so far
                     s.data.mark_cpu_wait()
         t0 = clock()
         try:
-            batch = orig(self)
+            batch = orig(self) if tracer is None else _fetch_traced(orig, self, tracer)
         except StopIteration:  # the end of the pass (free when not raised): how much of the data it covered
             for s in ACTIVE:
                 safely(s.coverage.pass_ended, self, index)
@@ -171,6 +186,9 @@ def _next_wrapper(orig: Any) -> Any:
                 safely(s.evaldata.first_batch, self, batch)
                 safely(s.evaldrop.first_batch, self)
                 safely(s.evaloverlap.first_batch, self)
+                datamut = getattr(s, "datamut", None)
+                if datamut is not None and not self._num_workers:
+                    safely(datamut.after_fetch, self, tracer)
         for s in ACTIVE:  # the batch index and DataChecks' counters, inline: this runs on every batch
             s.batch_index = index
             if index:  # the first batch of a pass includes starting the workers: not counted

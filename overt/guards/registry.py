@@ -19,6 +19,7 @@ from overt.guards.classweights import ClassWeightChecks
 from overt.guards.coverage import CoverageChecks
 from overt.guards.ctcblank import CtcBlankChecks
 from overt.guards.data import DataChecks
+from overt.guards.datamut import DataMutationChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.adversary import AdversaryChecks
@@ -119,6 +120,7 @@ CHECKS: tuple[type[Check], ...] = (
     GraphChecks,
     ActivationChecks,
     DataChecks,
+    DataMutationChecks,
     EvalDataChecks,
     EvalDropChecks,
     EvalOverlapChecks,

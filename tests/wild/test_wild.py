@@ -266,6 +266,9 @@ EXPECTED = {
     # state that lives beside the model follows it through the run (branch optreset): an Adam built anew in a
     # train_epoch() helper at every epoch
     "w226_optimizer_rebuilt_every_epoch": ("run",),
+    # reading data does not change it (branch datamut): a __getitem__ that normalises and flips a view of the
+    # stored tensor in place, so every epoch renormalises the data set
+    "w220_augmentation_in_place_on_stored_data": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
