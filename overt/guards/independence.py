@@ -68,6 +68,13 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def _mode_words(info: ModelInfo) -> str:
+    if not info.module.training:
+        return "in eval mode"
+    return ("in an evaluation under no_grad with the model still in training mode (none of its layers behaves "
+            "differently in eval mode, so this is how it predicts)")
+
+
 def _forward_at(info: ModelInfo) -> str:
     """`` at file.py:LINE`` of the user's ``forward`` of the watched model, or ''."""
     code = getattr(type(info.module).forward, "__code__", None)
@@ -165,6 +172,71 @@ class _Saved:
                     b.copy_(copy)
 
 
+#: torch.nn layers whose forward is the same in training and eval mode (no dropout, no batch statistics)
+_MODE_FREE = frozenset({
+    "Linear", "Bilinear", "Identity", "Flatten", "Unflatten", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
+    "RMSNorm", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",
+    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle",
+    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
+    "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
+    "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+    "ReplicationPad1d", "ReplicationPad2d", "Sequential", "ModuleList", "ModuleDict", "Dropout", "Dropout1d",
+    "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "MultiheadAttention", "NonDynamicallyQuantizableLinear",
+    "LSTM", "GRU", "RNN"})
+#: names in a module's own code that make its forward depend on the mode
+_MODE_NAMES = frozenset({"training", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d",
+                         "dropout3d", "batch_norm", "instance_norm", "rrelu", "train", "eval"})
+
+
+def _code_names(code: Any, depth: int = 0) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names") and depth < 4:
+            names |= _code_names(const, depth + 1)
+    return names
+
+
+def _class_reads_mode(cls: type) -> bool:
+    """Does code of ``cls`` (its own methods and those of its bases up to nn.Module) read the mode or call
+    functional dropout / batch norm?  Unknown code (a method without Python code) counts as reading it."""
+    for klass in cls.__mro__:
+        if klass is nn.Module or klass is object:
+            break
+        for value in vars(klass).values():
+            func = getattr(value, "__func__", value)
+            if isinstance(value, property):
+                func = value.fget
+            code = getattr(func, "__code__", None)
+            if code is not None and _code_names(code) & _MODE_NAMES:
+                return True
+    return False
+
+
+def mode_free(root: nn.Module) -> bool:
+    """Is ``root``'s forward provably the same in training and eval mode?  Every submodule is a torch.nn
+    layer known to behave the same (dropout with p=0, BatchNorm/InstanceNorm without running statistics,
+    attention and recurrent layers without dropout) or a class outside torch.nn whose code never reads the
+    mode nor calls functional dropout or batch norm.  Anything else (a Transformer layer, whose eval mode
+    takes another path) cannot be proven: False."""
+    for m in root.modules():
+        cls = type(m)
+        if cls.__module__.startswith("torch.nn."):
+            name = cls.__name__
+            if name not in _MODE_FREE:
+                return False
+            if name.startswith(("Dropout", "AlphaDropout", "FeatureAlphaDropout")) and getattr(m, "p", 1) > 0:
+                return False
+            if name.startswith(("BatchNorm", "InstanceNorm")) and getattr(m, "track_running_stats", True):
+                return False
+            if name in ("MultiheadAttention", "LSTM", "GRU", "RNN") and getattr(m, "dropout", 1) > 0:
+                return False
+        elif cls.__module__.startswith("torch.") or _class_reads_mode(cls):
+            return False
+    return True
+
+
 class IndependenceChecks(Check):
     name = "independence"
 
@@ -173,6 +245,26 @@ class IndependenceChecks(Check):
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards looked at
         self.hook = OneShotHook()
         self.running = False
+        self.mode_free: dict[int, bool] = {}  # id(ModelInfo) -> its forward is the same in both modes
+
+    def _mode_free(self, info: ModelInfo) -> bool:
+        known = self.mode_free.get(id(info))
+        if known is None:
+            known = self.mode_free[id(info)] = not info.dropbn and not info.compiled and mode_free(info.module)
+        return known
+
+    def no_grad_entered(self) -> None:
+        """A ``no_grad``/``inference_mode`` block of the user's code was entered: an evaluation pass may
+        run a model still in training mode.  A model whose forward is provably the same in both modes
+        (:func:`mode_free`) gets the probe on its next forward, as if it were in eval mode; at most
+        :data:`TRIES` placements per model over the run, never on a model with Dropout or BatchNorm."""
+        if self.running or self.hook.pending:
+            return
+        for info in self.s.models.values():
+            if info.module.training and self.tries.get(id(info), 0) < TRIES and self._mode_free(info) \
+                    and not self.s.reporter.has("batch-dependent-eval", info.name):
+                self._arm(info, train_mode=True)
+                return
 
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
         self._arm(info)
@@ -183,9 +275,9 @@ class IndependenceChecks(Check):
     def eval_looks_left(self, info: ModelInfo) -> bool:
         return self.tries.get(id(info), 0) < TRIES and not self.s.reporter.has("batch-dependent-eval", info.name)
 
-    def _arm(self, info: ModelInfo) -> None:
+    def _arm(self, info: ModelInfo, train_mode: bool = False) -> None:
         self.hook.clear_stale()
-        if self.running or self.hook.pending or info.module.training:
+        if self.running or self.hook.pending or (info.module.training and not train_mode):
             return
         n = self.tries.get(id(info), 0)
         if n >= TRIES or self.s.reporter.has("batch-dependent-eval", info.name):
@@ -197,8 +289,8 @@ class IndependenceChecks(Check):
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
             if not self.hook.fired():
                 return
-            if output is None:
-                return
+            if output is None or module.training and (torch.is_grad_enabled() or not self._mode_free(info)):
+                return  # training mode: only an evaluation (no_grad) of a model the mode does not change
             try:
                 self._probe(info, args, kwargs, output)
             except Exception as exc:  # a guard never breaks the user's forward
@@ -276,7 +368,7 @@ class IndependenceChecks(Check):
         where, cause = self._cause(info, rec_full.calls, rec_part.calls, batch, k, start)
         self.s.report(
             "batch-dependent-eval",
-            f"in eval mode, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} samples of a "
+            f"{_mode_words(info)}, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} samples of a "
             f"batch of {batch} change when "
             f"those samples are run on their own: {cause}. A prediction then depends on which other samples share "
             "its batch (and on the batch size), so evaluation metrics and predictions are wrong.",
@@ -343,7 +435,7 @@ class IndependenceChecks(Check):
         at = _forward_at(info)
         self.s.report(
             "batch-dependent-eval",
-            f"in eval mode, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} (padded "
+            f"{_mode_words(info)}, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} (padded "
             f"to {length} positions) change when they are padded only to their own longest ({width}): the model "
             "reads the padding, so a sequence's prediction depends on how long the other sequences of its batch "
             "are.",
