@@ -368,7 +368,8 @@ class IndependenceChecks(Check):
         where, cause = self._cause(info, rec_full.calls, rec_part.calls, batch, k, start)
         self.s.report(
             "batch-dependent-eval",
-            f"{_mode_words(info)}, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} samples of a "
+            f"{_mode_words(info)}, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} "
+            f"samples of a "
             f"batch of {batch} change when "
             f"those samples are run on their own: {cause}. A prediction then depends on which other samples share "
             "its batch (and on the batch size), so evaluation metrics and predictions are wrong.",
@@ -435,7 +436,8 @@ class IndependenceChecks(Check):
         at = _forward_at(info)
         self.s.report(
             "batch-dependent-eval",
-            f"{_mode_words(info)}, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} (padded "
+            f"{_mode_words(info)}, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} "
+            f"(padded "
             f"to {length} positions) change when they are padded only to their own longest ({width}): the model "
             "reads the padding, so a sequence's prediction depends on how long the other sequences of its batch "
             "are.",

@@ -30,7 +30,7 @@ class Packed(nn.Module):
     def forward(self, x):
         n = len(x)
         h = (self.embed(x.reshape(n, 8, 8)) + self.pos).reshape(1, n * 8, 32)
-        owner = torch.arange(n).repeat_interleave(8)
+        owner = torch.arange(n, device=x.device).repeat_interleave(8)
         a, _ = self.attn(h, h, h, attn_mask=owner[:, None] != owner[None, :] if self.mask else None)
         return torch.log_softmax(self.head((h + a).reshape(n, 8, 32).mean(1)), dim=1)
 
@@ -50,7 +50,7 @@ class SortedLengths(nn.Module):
         lengths = (ink > ink.mean(1, keepdim=True)).sum(1).clamp(min=1)  # a length of its own per digit
         lengths, order = torch.sort(lengths, descending=True)
         h = torch.relu(self.rows(rows[order]))
-        keep = torch.arange(8)[None, :] < lengths[:, None]
+        keep = torch.arange(8, device=x.device)[None, :] < lengths[:, None]
         summed = (h * keep[..., None]).sum(1)[torch.argsort(order)]
         if self.unsort:
             lengths = lengths[torch.argsort(order)]
