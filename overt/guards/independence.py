@@ -23,6 +23,11 @@ that mixes the batch), or the code of the parent's ``forward`` before the first 
 already differs.  The extra forwards run under ``no_grad`` with the random generator, the buffers
 and every module attribute put back afterwards: the user's run is unchanged.  Never on a
 training step.
+
+An evaluation under ``no_grad`` that never calls ``eval()`` is probed too when the model's forward is
+provably the same in both modes (:func:`mode_free`): then training mode is how it predicts, and the
+two runs compare like with like.  The probe is placed when the user's code enters ``no_grad``
+(:meth:`IndependenceChecks.no_grad_entered`, at most :data:`TRIES` placements per model).
 """
 
 from __future__ import annotations
