@@ -41,6 +41,7 @@ from torch import nn
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
 from overt.guards.where import class_location, is_user_file, short_location
+from overt.modefree import MODE_FREE_IF_SET, MODE_FREE_LAYERS
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -177,19 +178,9 @@ class _Saved:
                     b.copy_(copy)
 
 
-#: torch.nn layers whose forward is the same in training and eval mode (no dropout, no batch statistics)
-_MODE_FREE = frozenset({
-    "Linear", "Bilinear", "Identity", "Flatten", "Unflatten", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
-    "RMSNorm", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",
-    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle",
-    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
-    "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
-    "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
-    "ReplicationPad1d", "ReplicationPad2d", "Sequential", "ModuleList", "ModuleDict", "Dropout", "Dropout1d",
-    "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "MultiheadAttention", "NonDynamicallyQuantizableLinear",
-    "LSTM", "GRU", "RNN"})
+#: torch.nn classes the probe knows (containers, the mode-free layers, those that are with some settings)
+_MODE_FREE = MODE_FREE_LAYERS | MODE_FREE_IF_SET | {"Sequential", "ModuleList", "ModuleDict",
+                                                    "NonDynamicallyQuantizableLinear"}
 #: names in a module's own code that make its forward depend on the mode
 _MODE_NAMES = frozenset({"training", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d",
                          "dropout3d", "batch_norm", "instance_norm", "rrelu", "train", "eval"})

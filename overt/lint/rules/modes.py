@@ -11,6 +11,7 @@ from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
+from overt.modefree import MODE_FREE_LAYERS
 
 _NOT_TRAINED = {"teacher", "ema", "target", "frozen", "reference", "ref", "pretrained", "old"}
 
@@ -172,15 +173,7 @@ def _needs_grad(ix: FileIndex, region: ast.AST) -> bool:
 
 
 #: torch layers whose forward is the same in training and eval mode (no dropout, no batch statistics)
-_MODE_FREE = frozenset({
-    "Linear", "Bilinear", "Identity", "Flatten", "Unflatten", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
-    "RMSNorm", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",
-    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle",
-    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
-    "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
-    "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
-    "ReplicationPad1d", "ReplicationPad2d"})
+_MODE_FREE = MODE_FREE_LAYERS
 #: module methods that return the module itself
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "requires_grad_"})
 #: calls whose results are values, not modules (a scale, a buffer's tensor, a parameter)
