@@ -210,8 +210,9 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, True),
     Entry("batch-dependent-eval", "OVT206", "in eval mode, a sample's output depends on the other samples of its batch",
           "something mixes the batch (softmax or normalisation over dimension 0, a view that folds batch and "
-          "time, BatchNorm using the batch's statistics), so predictions and every "
-          "evaluation metric change with the batch they are computed in",
+          "time, BatchNorm using the batch's statistics, a packed sequence without its block mask), so predictions "
+          "and every evaluation metric change with the batch they are computed in (also probed in no_grad "
+          "evaluations without eval() of models whose layers behave the same in both modes)",
           _E, False, True),
     Entry("eval-state-carried", "OVT207",
           "evaluation batches fed the state the previous batch ended with, while training starts each batch fresh",

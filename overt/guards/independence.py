@@ -23,6 +23,11 @@ that mixes the batch), or the code of the parent's ``forward`` before the first 
 already differs.  The extra forwards run under ``no_grad`` with the random generator, the buffers
 and every module attribute put back afterwards: the user's run is unchanged.  Never on a
 training step.
+
+An evaluation under ``no_grad`` that never calls ``eval()`` is probed too when the model's forward is
+provably the same in both modes (:func:`mode_free`): then training mode is how it predicts, and the
+two runs compare like with like.  The probe is placed when the user's code enters ``no_grad``
+(:meth:`IndependenceChecks.no_grad_entered`, at most :data:`TRIES` placements per model).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from torch import nn
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
 from overt.guards.where import class_location, is_user_file, short_location
+from overt.modefree import MODE_FREE_IF_SET, MODE_FREE_LAYERS
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -66,6 +72,13 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, dict):
         return [t for v in list(value.values())[:8] for t in _tensors(v)][:8]
     return []
+
+
+def _mode_words(info: ModelInfo) -> str:
+    if not info.module.training:
+        return "in eval mode"
+    return ("in an evaluation under no_grad with the model still in training mode (none of its layers behaves "
+            "differently in eval mode, so this is how it predicts)")
 
 
 def _forward_at(info: ModelInfo) -> str:
@@ -165,6 +178,61 @@ class _Saved:
                     b.copy_(copy)
 
 
+#: torch.nn classes the probe knows (containers, the mode-free layers, those that are with some settings)
+_MODE_FREE = MODE_FREE_LAYERS | MODE_FREE_IF_SET | {"Sequential", "ModuleList", "ModuleDict",
+                                                    "NonDynamicallyQuantizableLinear"}
+#: names in a module's own code that make its forward depend on the mode
+_MODE_NAMES = frozenset({"training", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d",
+                         "dropout3d", "batch_norm", "instance_norm", "rrelu", "train", "eval"})
+
+
+def _code_names(code: Any, depth: int = 0) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names") and depth < 4:
+            names |= _code_names(const, depth + 1)
+    return names
+
+
+def _class_reads_mode(cls: type) -> bool:
+    """Does code of ``cls`` (its own methods and those of its bases up to nn.Module) read the mode or call
+    functional dropout / batch norm?  Unknown code (a method without Python code) counts as reading it."""
+    for klass in cls.__mro__:
+        if klass is nn.Module or klass is object:
+            break
+        for value in vars(klass).values():
+            func = getattr(value, "__func__", value)
+            if isinstance(value, property):
+                func = value.fget
+            code = getattr(func, "__code__", None)
+            if code is not None and _code_names(code) & _MODE_NAMES:
+                return True
+    return False
+
+
+def mode_free(root: nn.Module) -> bool:
+    """Is ``root``'s forward provably the same in training and eval mode?  Every submodule is a torch.nn
+    layer known to behave the same (dropout with p=0, BatchNorm/InstanceNorm without running statistics,
+    attention and recurrent layers without dropout) or a class outside torch.nn whose code never reads the
+    mode nor calls functional dropout or batch norm.  Anything else (a Transformer layer, whose eval mode
+    takes another path) cannot be proven: False."""
+    for m in root.modules():
+        cls = type(m)
+        if cls.__module__.startswith("torch.nn."):
+            name = cls.__name__
+            if name not in _MODE_FREE:
+                return False
+            if name.startswith(("Dropout", "AlphaDropout", "FeatureAlphaDropout")) and getattr(m, "p", 1) > 0:
+                return False
+            if name.startswith(("BatchNorm", "InstanceNorm")) and getattr(m, "track_running_stats", True):
+                return False
+            if name in ("MultiheadAttention", "LSTM", "GRU", "RNN") and getattr(m, "dropout", 1) > 0:
+                return False
+        elif cls.__module__.startswith("torch.") or _class_reads_mode(cls):
+            return False
+    return True
+
+
 class IndependenceChecks(Check):
     name = "independence"
 
@@ -173,6 +241,26 @@ class IndependenceChecks(Check):
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards looked at
         self.hook = OneShotHook()
         self.running = False
+        self.mode_free: dict[int, bool] = {}  # id(ModelInfo) -> its forward is the same in both modes
+
+    def _mode_free(self, info: ModelInfo) -> bool:
+        known = self.mode_free.get(id(info))
+        if known is None:
+            known = self.mode_free[id(info)] = not info.dropbn and not info.compiled and mode_free(info.module)
+        return known
+
+    def no_grad_entered(self) -> None:
+        """A ``no_grad``/``inference_mode`` block of the user's code was entered: an evaluation pass may
+        run a model still in training mode.  A model whose forward is provably the same in both modes
+        (:func:`mode_free`) gets the probe on its next forward, as if it were in eval mode; at most
+        :data:`TRIES` placements per model over the run, never on a model with Dropout or BatchNorm."""
+        if self.running or self.hook.pending:
+            return
+        for info in self.s.models.values():
+            if info.module.training and self.tries.get(id(info), 0) < TRIES and self._mode_free(info) \
+                    and not self.s.reporter.has("batch-dependent-eval", info.name):
+                self._arm(info, train_mode=True)
+                return
 
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
         self._arm(info)
@@ -183,9 +271,9 @@ class IndependenceChecks(Check):
     def eval_looks_left(self, info: ModelInfo) -> bool:
         return self.tries.get(id(info), 0) < TRIES and not self.s.reporter.has("batch-dependent-eval", info.name)
 
-    def _arm(self, info: ModelInfo) -> None:
+    def _arm(self, info: ModelInfo, train_mode: bool = False) -> None:
         self.hook.clear_stale()
-        if self.running or self.hook.pending or info.module.training:
+        if self.running or self.hook.pending or (info.module.training and not train_mode):
             return
         n = self.tries.get(id(info), 0)
         if n >= TRIES or self.s.reporter.has("batch-dependent-eval", info.name):
@@ -197,8 +285,8 @@ class IndependenceChecks(Check):
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
             if not self.hook.fired():
                 return
-            if output is None:
-                return
+            if output is None or module.training and (torch.is_grad_enabled() or not self._mode_free(info)):
+                return  # training mode: only an evaluation (no_grad) of a model the mode does not change
             try:
                 self._probe(info, args, kwargs, output)
             except Exception as exc:  # a guard never breaks the user's forward
@@ -276,7 +364,8 @@ class IndependenceChecks(Check):
         where, cause = self._cause(info, rec_full.calls, rec_part.calls, batch, k, start)
         self.s.report(
             "batch-dependent-eval",
-            f"in eval mode, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} samples of a "
+            f"{_mode_words(info)}, the outputs of {info.name} for the {'first' if start == 0 else 'last'} {k} "
+            f"samples of a "
             f"batch of {batch} change when "
             f"those samples are run on their own: {cause}. A prediction then depends on which other samples share "
             "its batch (and on the batch size), so evaluation metrics and predictions are wrong.",
@@ -313,16 +402,16 @@ class IndependenceChecks(Check):
             return False
         length = ids.shape[1]
 
-        def cut(value: Any) -> Any:
+        def cut(value: Any, trim: bool = True) -> Any:
             if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == batch:
                 value = value[order]
-                return value[:, :width] if value.dim() >= 2 and value.shape[1] == length else value
+                return value[:, :width] if trim and value.dim() >= 2 and value.shape[1] == length else value
             if isinstance(value, tuple):
-                return tuple(cut(v) for v in value)
+                return tuple(cut(v, trim) for v in value)
             if isinstance(value, list):
-                return [cut(v) for v in value]
+                return [cut(v, trim) for v in value]
             if isinstance(value, dict):
-                return {key: cut(v) for key, v in value.items()}
+                return {key: cut(v, trim) for key, v in value.items()}
             return value
 
         full = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
@@ -335,15 +424,22 @@ class IndependenceChecks(Check):
                     part = module_forward(info)(*cut(args), **cut(kwargs))
                 except Exception:  # noqa: BLE001  the model cannot take a shorter padding: nothing to compare
                     return True
+                mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
+                if len(mine) != len(full) or all(_close(a, b[order]) for a, b in zip(mine, full)):
+                    return True
+                # the same sequences with the batch's full padding: changed too, then it is not the padding
+                # but the other samples (lengths kept in another order, a reduction over the batch)
+                untrimmed = module_forward(info)(*cut(args, False), **cut(kwargs, False))
+                same = [t for t in _tensors(untrimmed) if t.dim() and t.shape[0] == k and t.is_floating_point()]
+                if len(same) != len(full) or not all(_close(a, b[order]) for a, b in zip(same, full)):
+                    return False  # the half-batch probe names it
         finally:
             self.running = False
-        mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
-        if len(mine) != len(full) or all(_close(a, b[order]) for a, b in zip(mine, full)):
-            return True
         at = _forward_at(info)
         self.s.report(
             "batch-dependent-eval",
-            f"in eval mode, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} (padded "
+            f"{_mode_words(info)}, the outputs of {info.name} for the {k} shortest sequences of a batch of {batch} "
+            f"(padded "
             f"to {length} positions) change when they are padded only to their own longest ({width}): the model "
             "reads the padding, so a sequence's prediction depends on how long the other sequences of its batch "
             "are.",

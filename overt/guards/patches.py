@@ -418,6 +418,12 @@ def _enter_wrapper(orig: Any) -> Any:
                         user = code is not None and is_user_file(code.co_filename)
                     if user:
                         safely(probe.no_grad_entered)
+                independence = getattr(s, "independence", None)
+                if independence is not None and not independence.hook.pending and s.models:
+                    if user is None:  # an evaluation without eval() of a model the mode does not change?
+                        user = code is not None and is_user_file(code.co_filename)
+                    if user:
+                        safely(independence.no_grad_entered)
                 blank = getattr(s, "ctc_blank", None)
                 if blank is not None and blank.loss:  # a CTC loss was trained: the script's decoders, wrapped
                     if user is None:

@@ -73,7 +73,7 @@ def test_no_source_line_imports_upwards(package, forbidden):
 #: its own package and of lower layers only.  ``overt`` itself (the package root: ``__version__``
 #: and the lazily loaded public names) is left out.
 LAYERS: list[tuple[str, ...]] = [
-    ("overt.errors", "overt.catalog", "overt.text", "overt.frames"),
+    ("overt.errors", "overt.catalog", "overt.text", "overt.frames", "overt.modefree"),
     ("overt.findings", "overt.torchrun", "overt.config", "overt.pyproject", "overt.preprocessing", "overt.record"),
     ("overt.command", "overt.serving"),
     ("overt.engine",),

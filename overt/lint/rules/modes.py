@@ -11,6 +11,7 @@ from overt.lint.analysis.values import values_for
 from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
+from overt.modefree import MODE_FREE_LAYERS
 
 _NOT_TRAINED = {"teacher", "ema", "target", "frozen", "reference", "ref", "pretrained", "old"}
 
@@ -172,15 +173,7 @@ def _needs_grad(ix: FileIndex, region: ast.AST) -> bool:
 
 
 #: torch layers whose forward is the same in training and eval mode (no dropout, no batch statistics)
-_MODE_FREE = frozenset({
-    "Linear", "Bilinear", "Identity", "Flatten", "Unflatten", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
-    "RMSNorm", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",
-    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle",
-    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
-    "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
-    "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
-    "ReplicationPad1d", "ReplicationPad2d"})
+_MODE_FREE = MODE_FREE_LAYERS
 #: module methods that return the module itself
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "requires_grad_"})
 #: calls whose results are values, not modules (a scale, a buffer's tensor, a parameter)
@@ -202,15 +195,52 @@ def _mode_free_call(ix: FileIndex, call: ast.AST, depth: int) -> bool:
     if last in ("LSTM", "GRU", "RNN") and name in (last, f"nn.{last}", f"torch.nn.{last}"):
         dropout = kwarg(call, "dropout")
         return len(call.args) < 6 and (dropout is None or (isinstance(dropout, ast.Constant) and not dropout.value))
+    if last == "MultiheadAttention" and name in (last, f"nn.{last}", f"torch.nn.{last}"):
+        # attention dropout (default 0.0) is its only mode-dependent part
+        return _zero_or_default(call, "dropout", 2, default_zero=True)
+    if last in ("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d") and name in (last, f"nn.{last}",
+                                                                                   f"torch.nn.{last}"):
+        # without running statistics (the default) it normalises each sample by itself in both modes
+        return _zero_or_default(call, "track_running_stats", 4, default_zero=True)
     if last in ("Sequential", "ModuleList") and name in (last, f"nn.{last}", f"torch.nn.{last}"):
-        items = call.args[0].elts if last == "ModuleList" and call.args and isinstance(
-            call.args[0], (ast.List, ast.Tuple)) else call.args
-        return (last == "Sequential" or bool(call.args)) and all(_mode_free_call(ix, a, depth) for a in items)
+        items = _layer_items(call.args[0]) if last == "ModuleList" and call.args else _layer_items(
+            ast.List(elts=list(call.args)))
+        return (last == "Sequential" or bool(call.args)) and items is not None and all(
+            _mode_free_call(ix, a, depth) for a in items)
     if last in _MODE_FREE and name in (last, f"nn.{last}", f"torch.nn.{last}"):
         return True
     if last in ix.classes and last in ix.module_classes and depth < 3:
         return _mode_free_class(ix, ix.classes[last], depth + 1)
     return False
+
+
+def _zero_or_default(call: ast.Call, param: str, position: int, default_zero: bool) -> bool:
+    """Is ``param`` of ``call`` (keyword or the ``position``-th positional argument) a literal 0/False,
+    or left out where its default is 0/False?"""
+    value = kwarg(call, param)
+    if value is None and len(call.args) > position:
+        value = call.args[position]
+    if value is None:
+        return default_zero
+    return isinstance(value, ast.Constant) and not value.value and not isinstance(value.value, str)
+
+
+def _layer_items(node: ast.expr) -> list[ast.expr] | None:
+    """The layer expressions of a ModuleList/Sequential argument: a list or tuple display (``[Block()] * n``
+    too), or the element of a comprehension (``Block() for _ in range(n)``); None when they cannot be seen."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        node = node.left if isinstance(node.left, (ast.List, ast.Tuple)) else node.right
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items: list[ast.expr] = []
+        for e in node.elts:
+            inner = _layer_items(e.value) if isinstance(e, ast.Starred) else [e]
+            if inner is None:
+                return None
+            items += inner
+        return items
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        return [node.elt]
+    return None
 
 
 def _mode_free_class(ix: FileIndex, cls: ast.ClassDef, depth: int) -> bool:
