@@ -10,9 +10,11 @@ classes are still predicted consistently, only under other numbers: the metric f
 labels against predictions, the accuracy as given, and the accuracy under a one-to-one relabelling found
 greedily (largest counts first).  It concludes only when the relabelling is far better than the labels as
 given, moves at least two well-populated labels, and enough pairs were seen (32; under 64, the size of a
-small tabular test split, only a relabelled accuracy of 0.8 or more, which chance does not reach); a model
-that merely confuses classes moves no label wholesale, and an untrained one has no relabelling that scores
-well.
+small tabular test split, only a relabelled accuracy of 0.8 or more, which chance does not reach), and the
+relabelled accuracy stands well above what the same relabelling search gives predictions drawn independently
+of the labels with the same class frequencies (:func:`_chance`: two classes and 64 random pairs otherwise
+conclude now and then, since swapping two labels doubles the chances); a model that merely confuses classes
+moves no label wholesale, and an untrained one has no relabelling that scores well.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MIN_MAPPED = 0.5  # the relabelled accuracy must be at least this
 FEW_PAIRS = 64  # below this many pairs (a small tabular test split) ...
 MIN_MAPPED_FEW = 0.8  # ... the relabelled accuracy must be at least this (chance cannot reach it)
 MIN_GAIN = 0.25  # ... and this much above the accuracy as given
+CHANCE_SIGMAS = 5.0  # the relabelled accuracy must stand this many standard errors above chance's
 MIN_MOVED = 2  # labels that move wholesale to another prediction
 MOVED_COUNT = 5  # samples a moved label needs
 MOVED_SHARE = 0.5  # the share of a label's samples that land on the one other prediction
@@ -80,5 +83,23 @@ def reindexed(preds: torch.Tensor, labels: torch.Tensor) -> Reindexing | None:
     if relabelled < (MIN_MAPPED if n >= FEW_PAIRS else MIN_MAPPED_FEW) or relabelled - as_given < MIN_GAIN \
             or len(moved) < MIN_MOVED:
         return None
+    chance = _chance(rows, counts.sum(0), n)
+    if relabelled < chance + CHANCE_SIGMAS * (chance * (1.0 - chance) / n) ** 0.5:
+        return None
     moved.sort(key=lambda m: -m[2])
     return Reindexing(n, as_given, relabelled, tuple(moved))
+
+
+def _chance(label_counts: torch.Tensor, pred_counts: torch.Tensor, n: int) -> float:
+    """The accuracy the greedy relabelling reaches on the counts expected when predictions are drawn
+    independently of the labels with these class frequencies (the outer product of the two shares)."""
+    expected = torch.outer(label_counts.double(), pred_counts.double()) / (n * n)
+    total = 0.0
+    while True:
+        best = float(expected.max())
+        if best <= 0:
+            return total
+        a, b = divmod(int(expected.argmax()), expected.shape[1])
+        total += best
+        expected[a, :] = -1
+        expected[:, b] = -1
