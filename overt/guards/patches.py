@@ -412,27 +412,33 @@ def _enter_wrapper(orig: Any) -> Any:
                     if user is None:
                         user = code is not None and is_user_file(code.co_filename)
                     safely(skew.no_grad_entered, user)
-                probe = getattr(s, "metric_probe", None)
-                if probe is not None and probe.wants_no_grad:  # the script's metrics, wrapped once it evaluates
+                for listener in _user_block_listeners(s):
                     if user is None:
                         user = code is not None and is_user_file(code.co_filename)
-                    if user:
-                        safely(probe.no_grad_entered)
-                independence = getattr(s, "independence", None)
-                if independence is not None and not independence.hook.pending and s.models:
-                    if user is None:  # an evaluation without eval() of a model the mode does not change?
-                        user = code is not None and is_user_file(code.co_filename)
-                    if user:
-                        safely(independence.no_grad_entered)
-                blank = getattr(s, "ctc_blank", None)
-                if blank is not None and blank.loss:  # a CTC loss was trained: the script's decoders, wrapped
-                    if user is None:
-                        user = code is not None and is_user_file(code.co_filename)
-                    if user:
-                        safely(blank.no_grad_entered)
+                    if not user:
+                        break
+                    safely(listener)
         return out
 
     return __enter__
+
+
+def _user_block_listeners(s: GuardSession) -> list[Any]:
+    """The checks of ``s`` that want to hear when the user's code enters a ``no_grad``/``inference_mode``
+    block (an evaluation may begin), as bound methods: the script's metrics, wrapped once it evaluates
+    (metric probe); an evaluation without ``eval()`` of a model the mode does not change (independence);
+    the script's decoders once a CTC loss was trained (ctc blank)."""
+    found = []
+    probe = getattr(s, "metric_probe", None)
+    if probe is not None and probe.wants_no_grad:
+        found.append(probe.no_grad_entered)
+    independence = getattr(s, "independence", None)
+    if independence is not None and not independence.hook.pending and s.models:
+        found.append(independence.no_grad_entered)
+    blank = getattr(s, "ctc_blank", None)
+    if blank is not None and blank.loss:
+        found.append(blank.no_grad_entered)
+    return found
 
 
 def _block_code() -> Any:
