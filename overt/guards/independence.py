@@ -242,6 +242,7 @@ class IndependenceChecks(Check):
         self.hook = OneShotHook()
         self.running = False
         self.mode_free: dict[int, bool] = {}  # id(ModelInfo) -> its forward is the same in both modes
+        self.block_armed: dict[int, tuple[ModelInfo, Any]] = {}  # id(user no_grad block) -> its placement
 
     def _mode_free(self, info: ModelInfo) -> bool:
         known = self.mode_free.get(id(info))
@@ -249,18 +250,38 @@ class IndependenceChecks(Check):
             known = self.mode_free[id(info)] = not info.dropbn and not info.compiled and mode_free(info.module)
         return known
 
-    def no_grad_entered(self) -> None:
+    def no_grad_entered(self, block: object = None) -> bool:
         """A ``no_grad``/``inference_mode`` block of the user's code was entered: an evaluation pass may
         run a model still in training mode.  A model whose forward is provably the same in both modes
         (:func:`mode_free`) gets the probe on its next forward, as if it were in eval mode; at most
-        :data:`TRIES` placements per model over the run, never on a model with Dropout or BatchNorm."""
+        :data:`TRIES` placements per model over the run, never on a model with Dropout or BatchNorm.
+        True when a placement was made for ``block``: its exit (:meth:`no_grad_exited`) takes it back if
+        the block ran no forward of the model (an EMA update under ``no_grad`` spends no try)."""
         if self.running or self.hook.pending:
-            return
+            return False
         for info in self.s.models.values():
             if info.module.training and self.tries.get(id(info), 0) < TRIES and self._mode_free(info) \
                     and not self.s.reporter.has("batch-dependent-eval", info.name):
                 self._arm(info, train_mode=True)
-                return
+                if block is None or not self.hook.pending:
+                    return False
+                self.block_armed[id(block)] = (info, self.hook.handle)
+                return True
+        return False
+
+    def no_grad_exited(self, block: object) -> bool | None:
+        """The user's block that :meth:`no_grad_entered` armed has exited: whether a forward came to the
+        placement (None if the block armed nothing).  A placement no forward used is removed and its try
+        given back."""
+        armed = self.block_armed.pop(id(block), None)
+        if armed is None:
+            return None
+        info, handle = armed
+        if self.hook.handle is not handle:
+            return True  # fired in the block (and perhaps placed again since)
+        self.hook.remove()
+        self.tries[id(info)] = max(0, self.tries.get(id(info), 0) - 1)
+        return False
 
     def on_eval_forward(self, info: ModelInfo, args: tuple) -> None:
         self._arm(info)

@@ -42,6 +42,7 @@ from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
 from overt.guards import termscale
+from overt.guards.blocksites import block_site
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
 from overt.guards.where import from_torch, from_torch_or_overt_file, is_user_file, user_location
@@ -396,7 +397,8 @@ def _enter_wrapper(orig: Any) -> Any:
     def __enter__(self: Any) -> Any:
         out = orig(self)
         if ACTIVE:
-            code = _block_code()
+            site = block_site()
+            code = None if site is None else site[0]
             if code is None or not from_torch_or_overt_file(code.co_filename):
                 # torch's and overt's own blocks (clip_grad_norm_, nn.init, the engine's gradient
                 # norms at log points, the checks' probes) are no evaluation of the user's: arming
@@ -411,16 +413,47 @@ def _enter_wrapper(orig: Any) -> Any:
                 if skew is not None and skew.wants_no_grad:  # an evaluation without eval() of any model?
                     if user is None:
                         user = code is not None and is_user_file(code.co_filename)
-                    safely(skew.no_grad_entered, user)
+                    if not (user and s.block_sites.skip(site)):
+                        if safely(skew.no_grad_entered, user, self) and user:
+                            self._overt_site = site
                 for listener in _user_block_listeners(s):
                     if user is None:
                         user = code is not None and is_user_file(code.co_filename)
                     if not user:
                         break
+                    if listener.__self__ is getattr(s, "independence", None):
+                        if s.block_sites.skip(site):
+                            continue
+                        if safely(listener, self):
+                            self._overt_site = site
+                        continue
                     safely(listener)
         return out
 
     return __enter__
+
+
+def _exit_wrapper(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def __exit__(self: Any, *exc: Any) -> Any:
+        out = orig(self, *exc)
+        site = getattr(self, "_overt_site", None)
+        if site is not None:
+            # a block of the user's whose entry armed a training-mode model's forward: what no forward
+            # used is taken back, and a site that never evaluates stops being armed (blocksites.py)
+            self._overt_site = None
+            for s in ACTIVE:
+                seen = []
+                for name in ("skew", "independence"):
+                    check = getattr(s, name, None)
+                    if check is not None:
+                        saw = safely(check.no_grad_exited, self)
+                        if saw is not None:
+                            seen.append(saw)
+                s.block_sites.closed(site, any(seen) if seen else None)
+        return out
+
+    return __exit__
 
 
 def _user_block_listeners(s: GuardSession) -> list[Any]:
@@ -439,15 +472,6 @@ def _user_block_listeners(s: GuardSession) -> list[Any]:
     if blank is not None and blank.loss:
         found.append(blank.no_grad_entered)
     return found
-
-
-def _block_code() -> Any:
-    """The code that owns the ``no_grad``/``inference_mode`` block being entered: the function with
-    the ``with``, or the function under the ``@torch.no_grad()`` decorator (None if unknown)."""
-    frame = sys._getframe(2)  # _block_code <- __enter__ wrapper <- its caller
-    if frame.f_code.co_filename.endswith("_contextlib.py"):  # @torch.no_grad(): the decorated function
-        return getattr(frame.f_locals.get("func"), "__code__", None)
-    return frame.f_code
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
@@ -508,6 +532,8 @@ def activate(session: GuardSession) -> None:
         _patch(torch.nn.Module, "__getstate__", _getstate_wrapper)
         _patch(torch.no_grad, "__enter__", _enter_wrapper)
         _patch(torch.inference_mode, "__enter__", _enter_wrapper)
+        _patch(torch.no_grad, "__exit__", _exit_wrapper)
+        _patch(torch.inference_mode, "__exit__", _exit_wrapper)
         from overt.guards import states  # state_dict, load_state_dict, torch.save
 
         states.install(_patch, ACTIVE)

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from overt.findings import Finding
+from overt.guards.blocksites import BlockSites
 from overt.guards import clock, patches
 from overt.guards.check import HOOKS, Check
 from overt.guards.deferred import DeferredReads
@@ -123,6 +124,7 @@ class GuardSession(ForwardHooks):
         self.loader_batch_size: int | None = None  # of the DataLoader pass started last, when known
         self.loader_passes: dict[int, int] = {}  # id(dataset) -> DataLoader passes started
         self.step_watchers: list[Check] = []  # checks that see every step (see watch_steps)
+        self.block_sites = BlockSites()  # the user's no_grad blocks that evaluate (blocksites.py)
         self.unclocked = False  # idle: training forwards but no optimizer step (_idle_without_optimizer)
         self._skip_roots: set[int] = set()
         self._submodules: set[int] = set()

@@ -24,9 +24,10 @@ shift there proves no difference in preparation; the model that reads the data i
 
 Evaluations without ``model.eval()`` (``with torch.no_grad(): model(x)`` on a model without Dropout
 or BatchNorm, whose mode changes nothing) are looked at too: entering a ``no_grad`` block of the
-user's own code arms the model's forward hook for one forward, at most :data:`NO_GRAD_ARMS` times
-per model without an evaluation forward following, so a loop that enters ``no_grad`` on every
-step (an EMA update) stops paying for it.
+user's own code arms the model's forward hook for one forward; a block that ran no forward of the
+model gives its arming back at its exit, and a site that never evaluates (an EMA update under
+``no_grad`` after every step) is no longer armed after a few entries (:mod:`overt.guards.blocksites`),
+so such a loop neither spends the looks its evaluation needs nor pays for them on every step.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class SkewChecks(Check):
         self.looks: dict[int, int] = {}
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
+        self.block_armed: dict[int, list[int]] = {}  # id(user no_grad block) -> the models its entry armed
         self.downstream: set[int] = set()  # models whose training inputs are another trained model's outputs
         self.sizes: dict[int, tuple[int, ...] | None] = {}  # id(ModelInfo) -> training images' size (() if mixed)
         self.hook = OneShotHook()
@@ -141,12 +143,15 @@ class SkewChecks(Check):
         if st[0] >= MIN_TRAIN and not info.dropbn:
             self.wants_no_grad = True
 
-    def no_grad_entered(self, user: bool) -> None:
+    def no_grad_entered(self, user: bool, block: object = None) -> bool:
         """A ``no_grad``/``inference_mode`` block begins (``user``: in the user's code): arm the
-        forward of the training-mode models without Dropout/BatchNorm that may be evaluated in it."""
+        forward of the training-mode models without Dropout/BatchNorm that may be evaluated in it.
+        True when some model was armed for ``block``: its exit (:meth:`no_grad_exited`) gives the
+        arming back if no forward of the model came (an EMA update under ``no_grad`` spends none)."""
         if not user:
-            return
+            return False
         wanted = False
+        armed = []
         for info in self.s.models.values():
             key = id(info)
             st = self.stats.get(key)
@@ -157,11 +162,30 @@ class SkewChecks(Check):
                 continue
             wanted = True
             self.arms[key] = self.arms.get(key, 0) + 1
+            armed.append(key)
             if info.fwd_left < 1:
                 info.fwd_left = 1
             if info.pre_handle is None:
                 info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre)
         self.wants_no_grad = wanted
+        if armed and block is not None:
+            self.block_armed[id(block)] = armed
+            return True
+        return False
+
+    def no_grad_exited(self, block: object) -> bool | None:
+        """The user's block that :meth:`no_grad_entered` armed has exited: whether a forward of an armed
+        model came in it (None if the block armed nothing).  An arming no forward used is given back."""
+        keys = self.block_armed.pop(id(block), None)
+        if keys is None:
+            return None
+        saw = False
+        for key in keys:
+            if self.arms.get(key, 0) == 0:
+                saw = True  # on_no_grad_forward: an evaluation forward came
+            else:
+                self.arms[key] -= 1
+        return saw
 
     def eval_looks_left(self, info: ModelInfo) -> bool:
         st = self.stats.get(id(info))

@@ -83,19 +83,26 @@ class StandardisedBN(Standardised):
         return super().forward(x) + 0 * self.bn(self.fc1(x)).sum(1, keepdim=True)
 
 
-def _run(model: nn.Module, epochs: int = 2):
+def _run(model: nn.Module, epochs: int = 2, ema: bool = False):
     torch.manual_seed(0)
     x, y = digits()
     train = DataLoader(TensorDataset(x[:1200], y[:1200]), batch_size=64, shuffle=True)
     val = DataLoader(TensorDataset(x[1200:], y[1200:]), batch_size=64)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    average = [p.detach().clone() for p in model.parameters()]
     g = guarded(model, opt, ignore=TIMING)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         model.train()
         for xb, yb in train:
             opt.zero_grad()
             nn.functional.nll_loss(model(xb), yb).backward()
             opt.step()
+            if ema:  # an average of the weights updated under no_grad after every step: no forward there
+                with torch.no_grad():
+                    for a, p in zip(average, model.parameters()):
+                        a.mul_(0.99).add_(p, alpha=0.01)
+        if ema and epoch < epochs - 1:
+            continue  # evaluated once, at the end
         with torch.no_grad():  # no model.eval(): the layers above behave the same in both modes
             correct = sum(int((model(xb).argmax(1) == yb).sum()) for xb, yb in val)
         assert correct > 0
@@ -118,3 +125,40 @@ def test_an_evaluation_in_training_mode_of_a_mode_free_model_is_probed(bug, twin
 def test_a_model_the_mode_changes_is_not_probed_in_training_mode():
     findings, text = _run(StandardisedBN())
     assert "batch-dependent-eval" not in slugs(findings), text
+
+
+@pytest.mark.parametrize("bug", [True, False])
+def test_no_grad_blocks_without_a_forward_do_not_use_up_the_probe(bug):
+    """An average of the weights updated under ``no_grad`` after each of the 57 steps of three epochs, then one
+    evaluation: those blocks run no forward, so they spend none of the probe's
+    tries, and the evaluation after them is still probed (before, each such block placed the probe for
+    the next forward, a training one, and 20 of them left nothing for the evaluation)."""
+    findings, text = _run(Standardised(0 if bug else 1), epochs=3, ema=True)
+    assert slugs(findings) == (["batch-dependent-eval"] if bug else []), text
+
+
+def test_a_no_grad_site_that_never_evaluates_stops_being_armed():
+    """The averaging block's site is armed on its first entries only (then skipped: no hook placed and
+    removed on every step), the evaluation's site stays armed; counts, so the same on every machine."""
+    from overt.guards.blocksites import EMPTY_ENTRIES
+
+    model = Standardised(1)
+    torch.manual_seed(0)
+    x, y = digits()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    average = [p.detach().clone() for p in model.parameters()]
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(0, 1280, 64):
+        opt.zero_grad()
+        nn.functional.nll_loss(model(x[i:i + 64]), y[i:i + 64]).backward()
+        opt.step()
+        with torch.no_grad():
+            for a, p in zip(average, model.parameters()):
+                a.mul_(0.99).add_(p, alpha=0.01)
+    sites = g.session.block_sites
+    assert list(sites.empty.values()) == [EMPTY_ENTRIES] and not sites.evaluates
+    assert g.session.independence.tries == {id(next(iter(g.session.models.values()))): 0}
+    with torch.no_grad():
+        model(x[1280:1344])
+    assert len(sites.evaluates) == 1
+    assert g.report() == []

@@ -140,3 +140,32 @@ def test_images_normalised_with_other_statistics_in_evaluation_are_named(same):
     assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
     if not same:
         assert "the evaluation inputs of Sequential" in text and "test_skew.py:" in text
+
+
+@pytest.mark.parametrize("same", [False, True])
+def test_no_grad_blocks_without_a_forward_do_not_use_up_the_armings(same):
+    """An average of the weights updated under ``no_grad`` after each of 66 steps, then one evaluation
+    under ``no_grad`` without ``eval()`` (the MLP has no Dropout/BatchNorm): the averaging blocks run no
+    forward, so they give their arming back and the evaluation is still compared (before, 20 such blocks
+    used up the armings and the raw-pixel evaluation went unseen)."""
+    torch.manual_seed(0)
+    x, y = digits()
+    mean, std = x[:1400].mean(0), x[:1400].std(0) + 1e-3
+    train = DataLoader(TensorDataset((x[:1400] - mean) / std, y[:1400]), batch_size=64, shuffle=True)
+    val_x = (x[1400:] - mean) / std if same else x[1400:]  # the bug: raw pixels in evaluation
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    average = [p.detach().clone() for p in model.parameters()]
+    g = guarded(model, opt, ignore=TIMING)
+    for epoch in range(3):
+        for xb, yb in train:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            with torch.no_grad():
+                for a, p in zip(average, model.parameters()):
+                    a.mul_(0.99).add_(p, alpha=0.01)
+    with torch.no_grad():
+        model(val_x)
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
