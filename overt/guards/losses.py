@@ -556,6 +556,8 @@ class LossChecks(Check):
         if hist[-1][0] - hist[0][0] < max(20, 10 * s.options.check_every):
             return  # a span of at least ten check intervals: the checked steps are fixed, not stretched
         self.not_decreasing_checked = True
+        if agent_generated_data():
+            return  # no fixed objective: the data come from the model's own behaviour (see the function)
         first = sum(v for _, v in hist[:_WINDOW]) / _WINDOW
         last = sum(v for _, v in hist[-_WINDOW:]) / _WINDOW
         if last >= 0.99 * first and first > 1e-6:
@@ -678,3 +680,18 @@ def _made_by(t: torch.Tensor) -> str:
 def _op(node_name: str) -> str:
     """``Addmm`` of autograd's ``AddmmBackward0``."""
     return re.sub(r"Backward\d*$", "", node_name)
+
+
+#: packages whose import means the program trains an agent in an environment (reinforcement learning)
+ENV_PACKAGES = ("gym", "gymnasium", "dm_env", "dm_control", "pettingzoo", "procgen", "minigrid", "ale_py")
+
+
+def agent_generated_data() -> bool:
+    """Whether the program trains an agent on data its own behaviour generates: an environment package is
+    loaded.  ``loss-not-decreasing`` rests on a fixed objective (a data set and targets that do not move
+    with the model); a value loss against bootstrapped targets (a DQN's TD target from a target network
+    refreshed every N steps, PPO's returns) and a policy loss on the agent's own rollouts need not fall
+    while the agent improves -- the returns rise and the loss with them -- so there the check cannot prove
+    its premise and stays silent (cleanrl's dqn.py and minimalRL's ppo-lstm had this false finding)."""
+    modules = sys.modules
+    return any(name in modules for name in ENV_PACKAGES)
