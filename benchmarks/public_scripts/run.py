@@ -130,8 +130,8 @@ def cora_standin(dest: Path, seed: int = 0) -> None:
     into the smallest of 7 classes, as Cora has 7), and 1,433 binary word features drawn per class (40
     words typical of the class at 12%, every word at 0.5%: about 12 words a paper).  Learnable from
     the words and from the graph, as Cora."""
-    import networkx as nx  # noqa: PLC0415 (only this data kind needs it)
-    import numpy as np  # noqa: PLC0415
+    import networkx as nx  # only this data kind needs networkx and numpy
+    import numpy as np
     edges = [tuple(line.split()) for line in (dest / "cora.cites").read_text().splitlines() if line.strip()]
     graph = nx.Graph(edges)
     papers = sorted(graph.nodes, key=int)
