@@ -3,7 +3,7 @@ code they were not built from (issue 33, "no new finding on the public scripts")
 findings stay the same on a busy machine.
 
     python benchmarks/public_scripts/run.py --setup            # once: torchvision + gymnasium, see below
-    python benchmarks/public_scripts/run.py [--only NAME,...] [--load] [--out results.json]
+    python benchmarks/public_scripts/run.py [--only NAME,...] [--group tuned|fresh] [--load] [--out results.json]
 
 Only manifest.json and patches/ are kept here: no code from the projects.  For each entry of
 ``manifest.json`` the script's project is exported at its pinned commit from the local mirror
@@ -19,8 +19,11 @@ loader that cannot keep up with the steps) measure the machine and are left out 
 
 Every run is ``nice -n 5`` with ``OMP_NUM_THREADS=1`` and a subprocess timeout.
 
+Entries with ``"group": "fresh"`` are scripts from projects nobody here had run under overt before
+session 45 (issue 33's precision on code not tuned on); ``--group fresh`` (or ``tuned``) runs one set.
+
 Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``,
-``jsonargparse`` for LightningCLI)
+``jsonargparse`` for LightningCLI, ``tyro`` for cleanrl)
 go into a separate directory (``--site``, default ``$TMPDIR/overt-public-scripts-site``) put on
 the scripts' ``PYTHONPATH``, never into the environment overt is tested in.  ``--setup`` installs
 them with pip (``--no-deps``); torchvision's PyPI wheel is built against CUDA, so its compiled ops
@@ -58,7 +61,8 @@ DATA = REPO.parent / "shared" / "data"
 MIRRORS = Path("/work/.mirror")
 SITE = Path(tempfile.gettempdir()) / "overt-public-scripts-site"
 SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3", "farama-notifications==0.0.6",
-                 "jsonargparse==4.53.0", "docstring-parser==0.18.0", "typeshed-client==2.15.0"]
+                 "jsonargparse==4.53.0", "docstring-parser==0.18.0", "typeshed-client==2.15.0",
+                 "tyro==1.0.17", "shtab==1.13.0", "typeguard==4.6.1"]  # the last three: cleanrl's command lines
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
@@ -119,6 +123,36 @@ def mnist_idx(dest: Path, train: int = MNIST_TRAIN) -> None:
         _write_idx(raw / f"{name}-labels-idx1-ubyte", 0x801, (n,), lab[sl])
 
 
+def cora_standin(dest: Path, seed: int = 0) -> None:
+    """A stand-in for Cora's ``cora.content`` (absent from the pygcn mirror: a large file) next to the
+    real ``cora.cites`` already in ``dest``: the 2,708 real papers and citations, each paper's class
+    a group of whole communities of the real citation graph (Louvain communities dealt, largest first,
+    into the smallest of 7 classes, as Cora has 7), and 1,433 binary word features drawn per class (40
+    words typical of the class at 12%, every word at 0.5%: about 12 words a paper).  Learnable from
+    the words and from the graph, as Cora."""
+    import networkx as nx  # only this data kind needs networkx and numpy
+    import numpy as np
+    edges = [tuple(line.split()) for line in (dest / "cora.cites").read_text().splitlines() if line.strip()]
+    graph = nx.Graph(edges)
+    papers = sorted(graph.nodes, key=int)
+    sizes, label = [0] * 7, {}
+    for community in sorted(nx.community.louvain_communities(graph, seed=seed), key=len, reverse=True):
+        k = sizes.index(min(sizes))  # each community whole into the smallest class so far
+        sizes[k] += len(community)
+        label.update({p: f"c{k}" for p in community})
+    rng = np.random.default_rng(seed)
+    papers = [papers[i] for i in rng.permutation(len(papers))]
+    words = rng.permutation(1433)
+    rows = []
+    for paper in papers:
+        k = int(label[paper][1:])
+        p = np.full(1433, 0.005)
+        p[words[k * 40:(k + 1) * 40]] = 0.12
+        bits = (rng.random(1433) < p).astype(int)
+        rows.append("\t".join([paper, *map(str, bits), label[paper]]))
+    (dest / "cora.content").write_text("\n".join(rows) + "\n")
+
+
 def lay_data(spec: dict[str, Any], root: Path) -> None:
     kind, dest = spec["kind"], root / spec["dest"]
     if kind == "mnist-idx":
@@ -130,6 +164,8 @@ def lay_data(spec: dict[str, Any], root: Path) -> None:
         lines = (DATA / spec["src"]).read_text(encoding="utf-8").splitlines(keepends=True)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text("".join(lines[spec.get("start", 0):spec["stop"]]), encoding="utf-8")
+    elif kind == "cora-standin":  # cora.content made from the exported cora.cites (cora_standin)
+        cora_standin(dest)
     elif kind == "tiny-lm":  # a local tiny model + data set for the Hugging Face entries (tiny_lm.py)
         subprocess.run([sys.executable, str(HERE / "tiny_lm.py"), str(DATA / spec["src"]), str(dest / "model"),
                         str(dest / "data")], check=True, capture_output=True, timeout=600,
@@ -150,7 +186,9 @@ def data_present(entry: dict[str, Any]) -> bool:
 # ---------------------------------------------------------------- export and run
 
 def mirror_of(repo: str, mirrors: Path) -> Path:
-    return mirrors / repo.replace("/", "+") / "repo"
+    """The bare git directory of ``repo``'s mirror (``OWNER+NAME/repo``, or ``OWNER+NAME/repo/.git``)."""
+    bare = mirrors / repo.replace("/", "+") / "repo"
+    return bare / ".git" if (bare / ".git").is_dir() else bare
 
 
 def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: Path) -> None:
@@ -247,6 +285,9 @@ class Load:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated entry names")
+    parser.add_argument("--group", default="all",
+                        help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
+                             "tuned on, session 45), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")
@@ -268,6 +309,8 @@ def main() -> int:
     results: list[dict[str, Any]] = []
     for entry in manifest["scripts"]:
         if only and entry["name"] not in only:
+            continue
+        if args.group != "all" and entry.get("group", "tuned") != args.group:
             continue
         source = manifest["sources"][entry["source"]]
         res: dict[str, Any] = {"name": entry["name"], "repo": source["repo"], "commit": source["commit"],

@@ -38,7 +38,8 @@ def test_the_manifest_is_well_formed():
         assert e["source"] in manifest["sources"], e["name"]
         assert e["paths"] and e["script"], e["name"]
         for spec in e.get("data", []):
-            assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm"), (e["name"], spec)
+            assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm", "cora-standin"), (e["name"], spec)
+        assert e.get("group", "tuned") in ("tuned", "fresh"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
@@ -64,3 +65,21 @@ def test_mnist_layout_reads_back(tmp_path):
     assert struct.unpack(">II", labels[:8]) == (0x801, 2000)
     with gzip.open(data / "t10k-labels-idx1-ubyte.gz") as f:
         assert labels[8:] == f.read()[8 + 8000:]  # the test split is t10k's last 2,000 digits
+
+
+def test_the_cora_standin_labels_whole_communities(tmp_path):
+    """pygcn's cora.content stand-in: one row per paper of cora.cites, 1,433 binary words and one of
+    7 classes, and two papers of one dense clique share their class."""
+    pytest.importorskip("networkx")
+    run = _run_module()
+    cliques = [range(i * 10, i * 10 + 10) for i in range(14)]
+    edges = [f"{a} {b}" for c in cliques for a in c for b in c if a < b]
+    edges += [f"{c.start} {c.start + 10}" for c in cliques[:-1]]  # one edge between neighbouring cliques
+    (tmp_path / "cora.cites").write_text("\n".join(edges) + "\n")
+    run.cora_standin(tmp_path)
+    rows = [line.split("\t") for line in (tmp_path / "cora.content").read_text().splitlines()]
+    assert len(rows) == 140 and all(len(r) == 1 + 1433 + 1 for r in rows)
+    assert all(set(r[1:-1]) <= {"0", "1"} for r in rows)
+    label = {r[0]: r[-1] for r in rows}
+    assert len(set(label.values())) == 7
+    assert all(len({label[str(p)] for p in c}) == 1 for c in cliques)
