@@ -103,6 +103,12 @@ ENTRIES: tuple[Entry, ...] = (
           "an exhausted generator (model.parameters() already consumed) or parameters without gradients (the "
           "clip placed before backward) make clip_grad_norm_ a silent no-op: the run trains unclipped",
           _W, True, True),
+    Entry("autocast-stale-weights", "OVT137",
+          "a torch.autocast region left open across optimizer steps: its forwards read cached copies of old weights",
+          "autocast casts each weight to low precision once per region and serves the cached copy until the region "
+          "exits, so forwards after a step inside the same region compute with the weights from before it: the "
+          "parameters change, the outputs do not, and the loss stays flat with no error",
+          _E, False, True),
     Entry("fp16-without-scaler", "OVT118", "a backward through float16 autocast without a GradScaler",
           "float16 gradients below about 6e-8 flush to zero (and lose precision below 6e-5): the small gradients "
           "vanish in the backward pass and the weights they should move never move, with no error, no NaN and no "

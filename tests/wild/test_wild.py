@@ -274,6 +274,9 @@ EXPECTED = {
     # one sequence with the block mask never passed to attention, mean pooling divided by the sorted lengths
     "w233_block_mask_not_passed_to_attention": ("run",),
     "w229_lengths_left_sorted_for_mean_pool": ("run",),
+    # the order of training events (branch lifecycle): one autocast region around the whole loop, whose cast
+    # cache serves every forward the bfloat16 copies of the weights from before the steps
+    "w219_autocast_cache_spans_optimizer_steps": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
