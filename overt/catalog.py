@@ -768,6 +768,12 @@ ENTRIES: tuple[Entry, ...] = (
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
           _W, True, False),
+    Entry("state-snapshot-not-restored", "OVT817",
+          "a copy of the model's or the optimizer's state taken before training steps and never read",
+          "a state is copied to be put back: a learning-rate range test or a trial run whose copy is never loaded "
+          "leaves its changes in the weights and the optimizer's moments, and the real training starts from where "
+          "the trial left them (a diverged model, in a range test)",
+          _W, True, False),
     Entry("best-kept-in-wrong-direction", "OVT816", "a best model kept when its metric gets worse: a loss "
           "kept when it rises, an accuracy when it falls, a checkpoint callback's mode against its monitor",
           "the model kept as the best is the worst one seen and early stopping runs out of patience while the "
