@@ -150,6 +150,13 @@ ENTRIES: tuple[Entry, ...] = (
           "loss divided by the accumulation count with a step after every backward accumulates nothing: each update "
           "uses about one micro-batch, with a learning rate k times smaller than configured",
           _W, True, False),
+    Entry("grad-sync-window-misaligned", "OVT138",
+          "gradient accumulation across ranks that synchronises the gradients on another micro-batch than the "
+          "one the optimizer step follows",
+          "the all-reduce then sums a partial window (the first micro-batch, say) and the micro-batches after it "
+          "stay rank-local: every rank steps on mostly its own gradients and the replicas drift apart, with no "
+          "error",
+          _W, True, False),
     Entry("lr-schedule-skips-groups", "OVT130",
           "a learning-rate schedule written by hand that updates only some parameter groups",
           "param_groups[0]['lr'] = lr, or the assignment left after the loop over param_groups, moves one group's "

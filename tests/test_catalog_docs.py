@@ -115,7 +115,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "optimizer-state-discarded",
          # issue 33, the order of training events: a forward reads autocast's copy of a weight a step changed
          # (branch lifecycle)
-         "autocast-stale-weights", "state-snapshot-not-restored"}
+         "autocast-stale-weights", "state-snapshot-not-restored",
+         "grad-sync-window-misaligned"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
