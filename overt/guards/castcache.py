@@ -11,19 +11,19 @@ model's outputs do not, and the loss stays flat with no error (X-GenGroup/Flow-F
 change of a weight inside such a region is read the same way (an EMA or reference swap, a SAM
 perturbation, weight clipping between two forwards).
 
-What is proven, on checked steps only (host state and two tiny casts; the values are read with the
-session's deferred reads, no synchronisation of their own):
+What is proven, on checked steps only (host state and tiny casts; the sentinel is read at once, the
+parameters' comparison with the session's deferred reads):
 
 - after a checked step taken while autocast is on for the parameters' device type with the cache on, a
   sentinel (a 1x1 float32 leaf that requires grad) is cast under autocast: the cache keeps its copy;
 - before the optimizer's next checked step, still under autocast: the sentinel is written in place and cast
   again.  Served the old value: the cache was never cleared, so one autocast region spans the earlier step
   and the forwards that made this step's gradients;
-- in the same breath a few of the optimizer's float32 parameters with a gradient are cast by a matrix
-  product (``matmul(p, v)``, the cache's path) and by hand from their current values: a cached copy that
-  differs from the current weights was cast in that region before the weights changed, and every forward
-  since has read it.  A parameter this guard has itself cast in the live region is never judged there (its
-  own cast could be the stale one).
+- only then, a few of the optimizer's float32 parameters with a gradient are cast by a matrix product
+  (``matmul(p, v)``, the cache's path) and by hand from their current values: a cached copy that differs
+  from the current weights was cast in that region before the weights changed, and every forward since has
+  read it.  A parameter this guard has itself cast in the live region is never cast or judged there again
+  (its own cast could be the stale one), and nothing is cast in a region not yet proven open across a step.
 
 Silent when autocast is off at the step (a region around the forward and the loss only, the recommended
 form), when the cache is off (``cache_enabled=False``), when the region was closed and opened again between
@@ -132,34 +132,34 @@ class AutocastCacheChecks(Check):
             return
         if token is None or _autocast_on(token.device_type) != token.dtype:
             return
-        params = _candidates(oi, token.sentinel.device)
-        if not params:
-            return
-        dtype = token.dtype
         s = token.sentinel
         with torch.no_grad():
             s.fill_(2.0)
+        with torch.enable_grad():
+            live = torch.mm(s, s).item() == 1.0  # served from the cache: the region never closed (4.0: cast anew)
+        if not live:
+            return  # a region per iteration: closed since the earlier step
+        # the region is open since the earlier checked step: cast a few parameters this guard has not cast in it
+        params = [p for p in _candidates(oi, s.device) if id(p) not in token.probed]
+        self.region_probed[key] = set(token.probed) | {id(p) for p in params}
+        if not params:
+            return
+        dtype = token.dtype
         with torch.enable_grad():  # a cast made here (a parameter not cached yet) keeps its gradient path
-            live = torch.mm(s, s).detach().float().reshape(1)  # 1.0: served from the cache; 4.0: cast anew
             v = [torch.linspace(1.0, 2.0, p.shape[-1], device=p.device) for p in params]
             cached = [torch.matmul(p, x).detach() for p, x in zip(params, v)]
         with torch.no_grad():
             fresh = [torch.matmul(p.detach().to(dtype), x.to(dtype)) for p, x in zip(params, v)]
             differ = torch.stack([(a != b).any() for a, b in zip(cached, fresh)]).float()
-        ids = [id(p) for p in params]
-        self.region_probed[key] = set(ids)
         step_loc = user_location(2)
         step = self.s.step
 
         def judge(values: list[float]) -> None:
-            if values[0] != 1.0:
-                return  # the region was closed since the earlier step: a region per iteration
-            self.region_probed[key] = self.region_probed.get(key, set()) | token.probed
-            stale = [p for p, flag, i in zip(params, values[1:], ids) if flag and i not in token.probed]
+            stale = [p for p, flag in zip(params, values) if flag]
             if stale:
                 self._report(oi, stale, len(params), dtype, token, step_loc, step)
 
-        self.s.defer(torch.cat([live, differ]), judge)
+        self.s.defer(differ, judge)
 
     def after_checked_step(self, oi: OptInfo) -> None:
         key = id(oi.opt)
