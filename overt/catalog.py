@@ -103,6 +103,12 @@ ENTRIES: tuple[Entry, ...] = (
           "an exhausted generator (model.parameters() already consumed) or parameters without gradients (the "
           "clip placed before backward) make clip_grad_norm_ a silent no-op: the run trains unclipped",
           _W, True, True),
+    Entry("autocast-stale-weights", "OVT137",
+          "a torch.autocast region left open across optimizer steps: its forwards read cached copies of old weights",
+          "autocast casts each weight to low precision once per region and serves the cached copy until the region "
+          "exits, so forwards after a step inside the same region compute with the weights from before it: the "
+          "parameters change, the outputs do not, and the loss stays flat with no error",
+          _E, False, True),
     Entry("fp16-without-scaler", "OVT118", "a backward through float16 autocast without a GradScaler",
           "float16 gradients below about 6e-8 flush to zero (and lose precision below 6e-5): the small gradients "
           "vanish in the backward pass and the weights they should move never move, with no error, no NaN and no "
@@ -143,6 +149,13 @@ ENTRIES: tuple[Entry, ...] = (
           "a window test written `if i % k:` is true on every micro-batch but the one that fills the window, and a "
           "loss divided by the accumulation count with a step after every backward accumulates nothing: each update "
           "uses about one micro-batch, with a learning rate k times smaller than configured",
+          _W, True, False),
+    Entry("grad-sync-window-misaligned", "OVT138",
+          "gradient accumulation across ranks that synchronises the gradients on another micro-batch than the "
+          "one the optimizer step follows",
+          "the all-reduce then sums a partial window (the first micro-batch, say) and the micro-batches after it "
+          "stay rank-local: every rank steps on mostly its own gradients and the replicas drift apart, with no "
+          "error",
           _W, True, False),
     Entry("lr-schedule-skips-groups", "OVT130",
           "a learning-rate schedule written by hand that updates only some parameter groups",
@@ -761,6 +774,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the best weights are copied whenever the validation improves, but the model evaluated, saved or "
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
+          _W, True, False),
+    Entry("state-snapshot-not-restored", "OVT817",
+          "a copy of the model's or the optimizer's state taken before training steps and never read",
+          "a state is copied to be put back: a learning-rate range test or a trial run whose copy is never loaded "
+          "leaves its changes in the weights and the optimizer's moments, and the real training starts from where "
+          "the trial left them (a diverged model, in a range test)",
           _W, True, False),
     Entry("best-kept-in-wrong-direction", "OVT816", "a best model kept when its metric gets worse: a loss "
           "kept when it rises, an accuracy when it falls, a checkpoint callback's mode against its monitor",

@@ -112,7 +112,11 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, conventions two places of one program share (branch conventions)
          "decoder-blank-not-loss-blank",
          # issue 33, state that lives beside the model follows it through the run (branch optreset)
-         "optimizer-state-discarded"}
+         "optimizer-state-discarded",
+         # issue 33, the order of training events: a forward reads autocast's copy of a weight a step changed
+         # (branch lifecycle)
+         "autocast-stale-weights", "state-snapshot-not-restored",
+         "grad-sync-window-misaligned"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -14,6 +14,7 @@ from overt.guards.attnmask import AttentionMaskChecks
 from overt.guards.axes import AxisChecks
 from overt.guards.axisflip import TransformAxisChecks
 from overt.guards.carried import CarriedStateChecks
+from overt.guards.castcache import AutocastCacheChecks
 from overt.guards.check import Check
 from overt.guards.classweights import ClassWeightChecks
 from overt.guards.coverage import CoverageChecks
@@ -132,6 +133,7 @@ CHECKS: tuple[type[Check], ...] = (
     ClipOrderChecks,
     ScalerChecks,
     PrecisionChecks,
+    AutocastCacheChecks,
     SchedulerChecks,
     GroupsLeftBehind,
     GroupRates,

@@ -31,6 +31,8 @@ from overt.lint.rules import axiszero, derivgraph  # noqa: F401  (issue 33: axis
 from overt.lint.rules import copysplit, draws  # noqa: F401  (issue 33: a split over copies, sets drawn apart)
 from overt.lint.rules import folds, mcsamples  # noqa: F401  (issue 33: repeated runs start fresh, MC samples differ)
 from overt.lint.rules import inlinemetric  # noqa: F401  (issue 33: inline metrics off their definition)
+from overt.lint.rules import snapshotdead  # noqa: F401  (issue 33: a state copy taken before steps, never read)
+from overt.lint.rules import syncwindow  # noqa: F401  (issue 33: a gradient sync off the step's micro-batch)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
