@@ -274,6 +274,13 @@ EXPECTED = {
     # one sequence with the block mask never passed to attention, mean pooling divided by the sorted lengths
     "w233_block_mask_not_passed_to_attention": ("run",),
     "w229_lengths_left_sorted_for_mean_pool": ("run",),
+    # a copy of the model that the program reads follows it (branch shadows): a DQN target network whose sync
+    # never runs, read at every step while it still holds the random initialisation; an EMA whose update has
+    # its sign flipped, so its weights grow beyond any the model had
+    "w27_target_net_never_synced": ("run",),
+    "w214_ema_update_sign_flipped": ("run",),
+    # ... and an EMA kept as a dictionary of tensors, taken from the model before the checkpoint is loaded
+    "w221_ema_created_before_resume_load": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
