@@ -241,13 +241,20 @@ ENTRIES: tuple[Entry, ...] = (
           _W, True, True),
     Entry("eval-model-stale", "OVT209", "an evaluated copy of the model that training never updates",
           "a copy made once (copy.deepcopy before training, an EMA whose update is never called, the wrong "
-          "variable) keeps the initial weights: every validation metric, early stopping and model selection "
-          "measure a model that never trained while the run looks normal",
+          "variable, a target network whose sync never runs) keeps the initial weights: every validation metric, "
+          "early stopping and model selection, or every target bootstrapped from it while training, measures a "
+          "model that never trained while the run looks normal",
           _W, False, True),
     Entry("eval-copy-near-initial", "OVT210", "an evaluated average of the model that is still its initialisation",
           "an EMA, SWA or other average evaluated at the end of the run has moved less than a tenth of the way the "
           "trained model moved (a warm-up term never used, a decay whose horizon is longer than the run): the "
           "reported model is mostly the random initialisation while the trained one is good",
+          _W, False, True),
+    Entry("average-diverges-from-model", "OVT214", "an average of the model whose weights grow beyond any the model had",
+          "an EMA, SWA or soft-updated target is a weighted mean of weights the model had, so its norm never exceeds "
+          "theirs; an update that pushes the copy away instead (a sign flipped in s -= (1 - d) * (s - p), a decay "
+          "above 1, a missing 1 - d) grows it without bound, and the evaluated, bootstrapped or saved copy is "
+          "garbage while training looks normal",
           _W, False, True),
     Entry("running-stats-never-computed", "OVT211",
           "a trained BatchNorm evaluated with the running statistics it was built with",

@@ -68,6 +68,7 @@ from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.softtargets import SoftTargetChecks
+from overt.guards.shadow import ShadowChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
@@ -89,6 +90,7 @@ CHECKS: tuple[type[Check], ...] = (
     EmaDecayChecks,
     AdversaryChecks,
     EvalCopyChecks,
+    ShadowChecks,
     EvalLoopChecks,
     FrozenChecks,
     RepeatChecks,

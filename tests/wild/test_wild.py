@@ -281,6 +281,13 @@ EXPECTED = {
     "w130_lr_finder_state_not_restored": ("lint",),
     # ... and gradients all-reduced on the first micro-batch of an accumulation window while the step waits for the last
     "w218_grad_sync_on_first_microbatch": ("lint",),
+    # a copy of the model that the program reads follows it (branch shadows): a DQN target network whose sync
+    # never runs, read at every step while it still holds the random initialisation; an EMA whose update has
+    # its sign flipped, so its weights grow beyond any the model had
+    "w27_target_net_never_synced": ("run",),
+    "w214_ema_update_sign_flipped": ("run",),
+    # ... and an EMA kept as a dictionary of tensors, taken from the model before the checkpoint is loaded
+    "w221_ema_created_before_resume_load": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
