@@ -73,6 +73,7 @@ from overt.guards.states import StateChecks
 from overt.guards.stopgrad import StopGradientChecks
 from overt.guards.targetcopy import TargetCopyChecks
 from overt.guards.termscale import TermScaleChecks
+from overt.guards.maskpick import MaskPickChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -104,6 +105,7 @@ CHECKS: tuple[type[Check], ...] = (
     SoftTargetChecks,
     StopGradientChecks,
     TermScaleChecks,
+    MaskPickChecks,
     TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

@@ -274,6 +274,12 @@ EXPECTED = {
     # one sequence with the block mask never passed to attention, mean pooling divided by the sorted lengths
     "w233_block_mask_not_passed_to_attention": ("run",),
     "w229_lengths_left_sorted_for_mean_pool": ("run",),
+    # a mining selection never takes the entries its mask excluded (branch losses11): the diagonal filled with
+    # -inf in similarity space, turned into +inf by 1 - sim, taken by the max as every anchor's hardest negative
+    "w202_triplet_hardest_negative_is_masked_diagonal": ("run",),
+    # a prediction computed is read (branch losses11): the teacher's labels computed and left unused while the
+    # student distils on the data's labels
+    "w192_label_only_distillation_on_data_labels": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
