@@ -360,6 +360,20 @@ ENTRIES: tuple[Entry, ...] = (
           "regressed on the noisy input instead of the noise, a denoiser on its noisy input instead of the clean "
           "signal)",
           _E, False, True),
+    Entry("selection-picks-masked", "OVT349", "a max or min in a loss that selects, in every row, the entries "
+          "its mask excluded",
+          "a mining step (the hardest negative of a triplet loss, a nearest neighbour) masks each anchor's own pair "
+          "with a constant so that the selection skips it; a mask turned around on the way (-inf in similarity "
+          "space made +inf by 1 - sim, +inf filled for a min and then a max) is selected for every anchor: the "
+          "mined term is a constant with no gradient, so it trains nothing while the run looks normal",
+          _E, False, True),
+    Entry("prediction-never-read", "OVT350", "a model's prediction computed, kept under a name and never read",
+          "a prediction is computed to be used: one that nothing reads means the line that should use it reads "
+          "something else (a student distilled on the data's labels while the teacher's labels are left unused, "
+          "a loss given the teacher's logits where the student's output was meant, early stopping on the "
+          "training loss while the validation loss is dropped), so the model trains or is judged on another "
+          "quantity than the code computed for it",
+          _W, True, False),
     Entry("loss-over-padding", "OVT327", "a sequence loss that counts the padding as targets",
           "padded positions whose target is the pad id (no ignore_index for it, labels padded with the pad id) "
           "teach the model to predict padding after padding: an easy, meaningless target that dilutes the loss "

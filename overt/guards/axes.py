@@ -56,6 +56,7 @@ _RESHAPES = ((torch.Tensor, "reshape"), (torch.Tensor, "view"), (torch, "reshape
 _INDEXING = {torch.Tensor.__getitem__: "[]", torch.Tensor.__setitem__: "[]=",
              torch.Tensor.index_select: "index_select", torch.index_select: "index_select"}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8)
+_PICKS = frozenset(("max", "min", "topk"))  # selections whose user line maskpick names
 _OWN: dict[str, bool] = {}  # code file name -> the user's own (not an installed package)
 
 
@@ -400,6 +401,10 @@ class _IndexMode(TorchFunctionMode):
                 loc = caller(sys._getframe(1), _own)
                 if loc is not None:
                     singles.call(known[0], known[1], args, kwargs, out, loc)
+                    if known[0] in _PICKS:  # the line of a max/min/topk, for maskpick's finding
+                        pick = getattr(self.check.s, "maskpick", None)
+                        if pick is not None:
+                            pick.selected(out, loc)
             except Exception as exc:  # noqa: BLE001
                 self.check.s.check_failed(self.check, exc)
         return out

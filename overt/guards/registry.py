@@ -75,6 +75,7 @@ from overt.guards.states import StateChecks
 from overt.guards.stopgrad import StopGradientChecks
 from overt.guards.targetcopy import TargetCopyChecks
 from overt.guards.termscale import TermScaleChecks
+from overt.guards.maskpick import MaskPickChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -107,6 +108,7 @@ CHECKS: tuple[type[Check], ...] = (
     SoftTargetChecks,
     StopGradientChecks,
     TermScaleChecks,
+    MaskPickChecks,
     TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

@@ -437,6 +437,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
         for s in active:
             check = getattr(s, "termscale", None)
             if s.armed and check is not None:
+                pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
+                if pick is not None and not pick.retired:
+                    safely(pick.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
         return orig(tensors, *args, **kwargs)
 

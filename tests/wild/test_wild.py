@@ -288,6 +288,12 @@ EXPECTED = {
     "w214_ema_update_sign_flipped": ("run",),
     # ... and an EMA kept as a dictionary of tensors, taken from the model before the checkpoint is loaded
     "w221_ema_created_before_resume_load": ("run",),
+    # a mining selection never takes the entries its mask excluded (branch losses11): the diagonal filled with
+    # -inf in similarity space, turned into +inf by 1 - sim, taken by the max as every anchor's hardest negative
+    "w202_triplet_hardest_negative_is_masked_diagonal": ("run",),
+    # a prediction computed is read (branch losses11): the teacher's labels computed and left unused while the
+    # student distils on the data's labels
+    "w192_label_only_distillation_on_data_labels": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

@@ -33,6 +33,7 @@ from overt.lint.rules import folds, mcsamples  # noqa: F401  (issue 33: repeated
 from overt.lint.rules import inlinemetric  # noqa: F401  (issue 33: inline metrics off their definition)
 from overt.lint.rules import snapshotdead  # noqa: F401  (issue 33: a state copy taken before steps, never read)
 from overt.lint.rules import syncwindow  # noqa: F401  (issue 33: a gradient sync off the step's micro-batch)
+from overt.lint.rules import unreadpred  # noqa: F401  (issue 33: a prediction computed and never read)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
