@@ -31,6 +31,8 @@ from overt.lint.rules import axiszero, derivgraph  # noqa: F401  (issue 33: axis
 from overt.lint.rules import copysplit, draws  # noqa: F401  (issue 33: a split over copies, sets drawn apart)
 from overt.lint.rules import folds, mcsamples  # noqa: F401  (issue 33: repeated runs start fresh, MC samples differ)
 from overt.lint.rules import inlinemetric  # noqa: F401  (issue 33: inline metrics off their definition)
+from overt.lint.rules import subsetpos  # noqa: F401  (issue 33: positions in a subset read as whole-set ids)
+from overt.lint.rules import axisscale  # noqa: F401  (issue 33: x scaled by the height, y by the width)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
