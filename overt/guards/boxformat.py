@@ -12,7 +12,8 @@ overlap the objects poorly.  The same holds for a box flipped without swapping i
 What is seen: functions of the running script (``__main__``, defined in its file) named after a box
 operation (``iou``, ``giou``, ``diou``, ``ciou``, ``box``, ``bbox``, ``nms`` among the name's words;
 not a format conversion, not one with a format parameter, not one the metric probe of
-:mod:`overt.guards.metricprobe` already records) are wrapped on a checked training forward.  On
+:mod:`overt.guards.metricprobe` already records) are wrapped on a checked training forward, when the metric
+probe sees the script's namespace grow (no work of this check's own on any step).  On
 checked steps only, the first call with gradients enabled where one box argument (a tensor of shape
 ``(N, 4)``, floating point) requires gradients (the prediction) and another does not (data: the
 target) is recorded by reference; nothing else is done on any step.
@@ -38,7 +39,6 @@ import functools
 import inspect
 import io
 import re
-import sys
 import types
 from typing import Any
 
@@ -186,27 +186,22 @@ class BoxFormatChecks(Check):
         self.calls: dict[str, list[_Call]] = {}  # name -> its recorded calls (at most LOOKS)
         self.looks: dict[str, int] = {}
         self.namespace: dict | None = None
-        self.seen = -1
 
-    def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
-        """A checked training step: wrap the script's box functions defined by now (a namespace size
-        compared; nothing else on the step)."""
-        main = sys.modules.get("__main__")
-        if main is None or len(main.__dict__) == self.seen:
+    def wrap_new(self, namespace: dict, filename: str) -> None:
+        """The script's namespace grew, seen on a checked training forward by the metric probe
+        (:meth:`overt.guards.metricprobe.MetricProbeChecks.on_checked_forward`, which compares its size
+        there: this check adds no work of its own to a step): wrap the box functions defined by now."""
+        if self.namespace is not None and namespace is not self.namespace:
             return
-        filename = getattr(main, "__file__", None)
-        if not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
-            return
-        self.namespace = main.__dict__
-        self.seen = len(self.namespace)
-        for name, fn in list(self.namespace.items()):
+        self.namespace = namespace
+        for name, fn in list(namespace.items()):
             if name in self.wrapped or not isinstance(fn, types.FunctionType) \
                     or fn.__code__.co_filename != filename or getattr(fn, "__wrapped__", None) is not None \
                     or not box_function(fn) or metricprobe.candidates({name: fn}, filename):
                 continue
             wrapper = self._wrapper(name, fn)
             self.wrapped[name] = (fn, wrapper)
-            self.namespace[name] = wrapper
+            namespace[name] = wrapper
 
     def _wrapper(self, name: str, fn: Any) -> Any:
         signature = inspect.signature(fn)
