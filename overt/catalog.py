@@ -680,6 +680,25 @@ ENTRIES: tuple[Entry, ...] = (
           "box x1 > x2, an impossible box of negative width, so the box loss, IoU and anchor matching train on "
           "garbage for half of the augmented samples",
           _E, True, False),
+    Entry("subset-positions-as-ids", "OVT545", "positions within a subset read as indices of the whole set",
+          "a ranking of scores computed over a subset (the unlabelled pool, the candidates a filter kept) gives "
+          "positions in that subset; reading the whole set's arrays (its labels, its documents) at those positions "
+          "instead of at the items they stand for returns other items' values: an active-learning oracle labels "
+          "the queried samples with other samples' labels, a re-ranker returns other documents, while nothing "
+          "fails",
+          _E, True, False),
+    Entry("coordinates-scaled-by-other-axis", "OVT546", "an x coordinate scaled by the image's height, or a y "
+          "coordinate by its width",
+          "points, boxes and flow vectors list x first while an image's shape lists its height first: normalised, "
+          "resized or rescaled with the other axis's size, every coordinate of a non-square image is stretched by "
+          "the aspect ratio, boxes leave the image and flow vectors point elsewhere, while nothing fails",
+          _E, True, False),
+    Entry("box-format-mismatch", "OVT544", "boxes in another format given to a function that reads corners",
+          "a box IoU, GIoU loss or NMS written for corners (x1, y1, x2, y2) given centre (cx, cy, w, h) or "
+          "corner-size (x, y, w, h) boxes reads x2 = w before x1 = cx for most boxes: it compares other rectangles, "
+          "so the box loss trains the regressor toward the wrong boxes (or the metric scores them), while nothing "
+          "fails",
+          _E, False, True),
     Entry("eval-inputs-augmented", "OVT512", "evaluation inputs that change from one pass to the next",
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",

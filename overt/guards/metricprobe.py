@@ -269,6 +269,9 @@ class MetricProbeChecks(Check):
         self.namespace = main.__dict__
         self.seen_training = len(self.namespace)
         self._wrap(filename, training=True)
+        box_format = getattr(self.s, "box_format", None)  # box functions given another format (boxformat.py)
+        if box_format is not None:
+            box_format.wrap_new(self.namespace, filename)
 
     @property
     def wants_no_grad(self) -> bool:

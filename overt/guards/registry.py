@@ -50,6 +50,7 @@ from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
+from overt.guards.boxformat import BoxFormatChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.grouprates import GroupRates
 from overt.guards.optrebuilt import OptimizerRebuilt
@@ -120,6 +121,7 @@ CHECKS: tuple[type[Check], ...] = (
     AxisChecks,
     PredictionShapeChecks,
     MetricProbeChecks,
+    BoxFormatChecks,
     CtcBlankChecks,
     OutputLinkChecks,
     GraphChecks,

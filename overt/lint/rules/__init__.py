@@ -34,6 +34,8 @@ from overt.lint.rules import inlinemetric  # noqa: F401  (issue 33: inline metri
 from overt.lint.rules import snapshotdead  # noqa: F401  (issue 33: a state copy taken before steps, never read)
 from overt.lint.rules import syncwindow  # noqa: F401  (issue 33: a gradient sync off the step's micro-batch)
 from overt.lint.rules import unreadpred  # noqa: F401  (issue 33: a prediction computed and never read)
+from overt.lint.rules import subsetpos  # noqa: F401  (issue 33: positions in a subset read as whole-set ids)
+from overt.lint.rules import axisscale  # noqa: F401  (issue 33: x scaled by the height, y by the width)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
