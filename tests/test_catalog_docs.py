@@ -112,7 +112,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, conventions two places of one program share (branch conventions)
          "decoder-blank-not-loss-blank",
          # issue 33, state that lives beside the model follows it through the run (branch optreset)
-         "optimizer-state-discarded"}
+         "optimizer-state-discarded",
+         # issue 33, model code that breaks its own structure (branch modelcode)
+         "graph-edges-cross-batch", "adapter-not-identity-at-init"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

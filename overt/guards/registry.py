@@ -10,6 +10,7 @@ are worth reporting), the data pipeline after them, the cross-rank collective la
 from __future__ import annotations
 
 from overt.guards.activations import ActivationChecks
+from overt.guards.adapterinit import AdapterInitChecks
 from overt.guards.attnmask import AttentionMaskChecks
 from overt.guards.axes import AxisChecks
 from overt.guards.axisflip import TransformAxisChecks
@@ -45,6 +46,7 @@ from overt.guards.onetarget import OneTargetChecks
 from overt.guards.outputlink import OutputLinkChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
+from overt.guards.graphbatch import GraphBatchChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
 from overt.guards.mcsamples import McSampleChecks
@@ -125,6 +127,8 @@ CHECKS: tuple[type[Check], ...] = (
     EvalDropChecks,
     EvalOverlapChecks,
     EvalEdgeChecks,
+    GraphBatchChecks,
+    AdapterInitChecks,
     CoverageChecks,
     SkewChecks,
     SamplerChecks,
