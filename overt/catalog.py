@@ -667,6 +667,12 @@ ENTRIES: tuple[Entry, ...] = (
           "so the adapted model does not start as the pretrained one and fine-tuning spends itself undoing the "
           "perturbation",
           _W, False, True),
+    Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
+          "normalize/denormalize, transform/inverse_transform and the like must compose to the identity on the "
+          "data fed to them: an inverse that multiplies by a scale the forward never divided by (or adds a mean "
+          "it never subtracted) puts every output back into other units than the data's, so forecasts and "
+          "predictions are off by the statistics while training runs normally",
+          _E, False, True),
     Entry("graph-edges-cross-batch", "OVT548", "edges of a batched graph that join nodes of two different graphs",
           "graphs batched as one disconnected graph must keep every edge inside its own graph (batch[src] == "
           "batch[dst]): an edge_index shifted by anything but the cumulative node count of the graphs before it "

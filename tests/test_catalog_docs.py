@@ -114,7 +114,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, state that lives beside the model follows it through the run (branch optreset)
          "optimizer-state-discarded",
          # issue 33, model code that breaks its own structure (branch modelcode)
-         "graph-edges-cross-batch", "adapter-not-identity-at-init"}
+         "graph-edges-cross-batch", "adapter-not-identity-at-init", "inverse-transform-not-inverse"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

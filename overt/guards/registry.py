@@ -61,6 +61,7 @@ from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.repeats import RepeatChecks
+from overt.guards.roundtrip import RoundTripChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.sameviews import SameViewsChecks
@@ -129,6 +130,7 @@ CHECKS: tuple[type[Check], ...] = (
     EvalEdgeChecks,
     GraphBatchChecks,
     AdapterInitChecks,
+    RoundTripChecks,
     CoverageChecks,
     SkewChecks,
     SamplerChecks,
