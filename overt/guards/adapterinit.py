@@ -9,7 +9,7 @@ up-projection), so the adapted model's first forward is the pretrained model's. 
 are all drawn at random (``kaiming_uniform_`` on B, hao-ai-lab/FastVideo#781) perturbs every adapted layer
 before the first step: fine-tuning spends itself undoing the perturbation and ends worse, with no error.
 
-What is proved, on the model's first checked training forward only (nothing on any other step): for each
+What is proved, on the model's first checked training forward only (among its first eight) (nothing on any other step): for each
 module ``M`` with a child ``C`` whose parameters are all frozen and with trainable parameters outside
 ``C``, one forward hook on ``M`` and ``C`` for that forward.  When ``M``'s output has ``C``'s output's shape
 and differs from it by more than :data:`MIN_CHANGE` of its norm, ``M`` is run again (no_grad, the random
@@ -42,6 +42,7 @@ MIN_CHANGE = 0.05  # the branch's share of the frozen output's norm at the first
 MAX_MODULES = 16  # wrappers probed per model
 MAX_FACTORS = 8  # trainable tensors of one wrapper zeroed in turn
 EXACT = 1e-6
+EARLY = 8  # a model is probed at one of its first forwards (counted from when it is watched)
 MAX_SNAPSHOT = 1 << 23  # elements of initial values kept, over the run
 
 
@@ -86,7 +87,7 @@ class AdapterInitChecks(Check):
         self.snapshot_size = 0
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        if id(info.module) in self.looked:
+        if info.forwards > EARLY or id(info.module) in self.looked:
             return
         self.looked.add(id(info.module))
         where = user_location(1) or info.name
@@ -95,11 +96,14 @@ class AdapterInitChecks(Check):
         for p in info.module.parameters():  # initial values kept only for the factors about to be probed
             if id(p) not in probed and self.snapshot.pop(id(p), None) is not None:
                 self.snapshot_size -= p.numel()
+        self.remove_hooks()  # hooks of an earlier model whose wrapper never ran
         for m, c, factors in cands:
             seen: dict[str, Any] = {}
-            self.handles.append(c.register_forward_hook(self._inner(seen)))
-            self.handles.append(m.register_forward_hook(self._outer(info, m, c, factors, seen, where),
-                                                        with_kwargs=True, always_call=True))
+            handles: list[Any] = []
+            handles.append(c.register_forward_hook(self._inner(seen)))
+            handles.append(m.register_forward_hook(self._outer(info, m, c, factors, seen, where, handles),
+                                                   with_kwargs=True, always_call=True))
+            self.handles += handles
 
     @staticmethod
     def _inner(seen: dict):
@@ -108,7 +112,8 @@ class AdapterInitChecks(Check):
                 seen["out"] = output
         return hook
 
-    def _outer(self, info: ModelInfo, m: nn.Module, c: nn.Module, factors: list, seen: dict, where: str):
+    def _outer(self, info: ModelInfo, m: nn.Module, c: nn.Module, factors: list, seen: dict, where: str,
+               handles: list):
         done = [False]
 
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
@@ -120,6 +125,8 @@ class AdapterInitChecks(Check):
             except Exception as exc:  # noqa: BLE001  a guard never breaks the user's forward
                 self.s.check_failed(self, exc)
             finally:
+                for h in handles:  # one forward looked at: no hook stays on the model
+                    h.remove()
                 seen.clear()
                 seen["done"] = True
                 for _, p in factors:  # probed once: its initial values are no longer needed
@@ -216,11 +223,9 @@ class AdapterInitChecks(Check):
                 where = class_location(m) or where
             self.pending.append((f"{info.label(m)} ({type(m).__name__})", gates, change, where))
 
-    def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
-        self.remove_hooks()  # one forward looked at: no hook stays on the model
-
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
-        self._judge()
+        if self.pending:
+            self._judge()
 
     def end_of_run(self) -> None:
         self._judge()

@@ -10,7 +10,7 @@ off-by-one, offsets added to one row of ``edge_index`` only, node features conca
 order than the edges: each joins nodes of different graphs, message passing mixes the molecules of a
 batch, and training and evaluation run with no error because every index stays in range.
 
-What is seen: checked training forwards and evaluation-mode forwards of a watched model whose
+What is seen: checked training forwards among a model's first 12 and evaluation-mode forwards of a watched model whose
 arguments hold node features (a floating-point tensor of ``N`` rows), an ``edge_index`` (an integer
 ``(2, E)`` tensor) and a batch vector (a 1-D integer tensor of length ``N`` passed to a parameter whose
 name says batch or graph, or a ``batch`` attribute of a PyG-like ``Data`` argument holding ``x`` and
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
 
 LOOKS = 4  # forwards judged per model
+EARLY = 12  # training forwards of a model (counted from when it is watched) that may be looked at
+MISSES = 3  # forwards without a batched graph before a model is looked at no more
 _BATCH_WORDS = ("batch", "graph", "segment", "node2graph")
 
 
@@ -67,6 +69,8 @@ def find_batch(module: torch.nn.Module, args: tuple) -> tuple[torch.Tensor, torc
         if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.is_floating_point() and _edge_index(e) \
                 and _int_tensor(b) and b.dim() == 1 and b.shape[0] == x.shape[0]:
             return x, e, b
+    if not any(_edge_index(a) for a in args):
+        return None
     named = _named_args(module, args)
     x = next((a for _, a in named if isinstance(a, torch.Tensor) and a.dim() >= 2 and a.is_floating_point()), None)
     e = next((a for _, a in named if _edge_index(a)), None)
@@ -83,25 +87,34 @@ class GraphBatchChecks(Check):
 
     def __init__(self, session: Any):
         super().__init__(session)
-        self.looks: dict[int, int] = {}  # id(ModelInfo) -> forwards judged
+        self.counts: dict[tuple[int, str], list[int]] = {}  # (id(ModelInfo), phase) -> [judged, misses]
+        self.done: set[tuple[int, str]] = set()  # (id(ModelInfo), phase) looked at no more
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        self._look(info, args, "training")
+        if info.forwards <= EARLY:  # a training batch of the first steps is a fair sample of the batching
+            self._look(info, args, "training")
 
     def on_eval_mode_forward(self, info: ModelInfo, args: tuple) -> None:
-        self._look(info, args, "evaluation")
+        if (id(info), "evaluation") not in self.done:
+            self._look(info, args, "evaluation")
 
     def eval_looks_left(self, info: ModelInfo) -> bool:
-        return self.looks.get(id(info), 0) < LOOKS
+        return (id(info), "evaluation") not in self.done
 
     def _look(self, info: ModelInfo, args: tuple, phase: str) -> None:
-        n_looks = self.looks.get(id(info), 0)
-        if n_looks >= LOOKS or self.s.reporter.has("graph-edges-cross-batch", info.name):
+        key = (id(info), phase)
+        if key in self.done:
             return
+        counts = self.counts.setdefault(key, [0, 0])
         found = find_batch(info.module, args)
         if found is None:
+            counts[1] += 1
+            if counts[1] >= MISSES:
+                self.done.add(key)  # not a batched-graph model: looked at no more
             return
-        self.looks[id(info)] = n_looks + 1
+        counts[0] += 1
+        if counts[0] >= LOOKS:
+            self.done.add(key)
         x, e, b = found
         n = x.shape[0]
         with torch.no_grad():
@@ -112,10 +125,10 @@ class GraphBatchChecks(Check):
             graphs = b[-1] + 1
             in_range = (e.min() >= 0) & (e.max() < n)
             e_safe = e.clamp(0, n - 1).to(b.device)
-            crossing = (b[e_safe[0]] != b[e_safe[1]]).sum()
-            first = torch.argmax((b[e_safe[0]] != b[e_safe[1]]).to(torch.int8))
+            cross = b[e_safe[0]] != b[e_safe[1]]
+            first = torch.argmax(cross.to(torch.int8))
             pair = e_safe[:, first]
-            values = torch.stack([ids_ok.long(), graphs.long(), in_range.long().to(b.device), crossing.long(),
+            values = torch.stack([ids_ok.long(), graphs.long(), in_range.long().to(b.device), cross.sum().long(),
                                   pair[0], pair[1], b[pair[0]], b[pair[1]]])
         where = user_location(1) or info.name
         self.s.defer(values, self._judge(info, phase, e.shape[1], n, where))

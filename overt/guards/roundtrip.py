@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
 
 LOOKS = 3  # checked forwards per model that look for pairs
+EARLY = 8  # among a model's first forwards (counted from when it is watched)
 MAX_OBJECTS = 8
 _ABSENT = object()
 MIN_ELEMENTS = 16
@@ -102,6 +103,8 @@ class RoundTripChecks(Check):
         self.user_classes: dict[type, list[tuple[str, str]]] = {}
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if info.forwards > EARLY:
+            return
         n = self.looks.get(id(info), 0)
         if n >= LOOKS or len(self.seen) >= MAX_OBJECTS:
             return
