@@ -12,7 +12,7 @@ off by the statistics, and nothing fails.
 What is done: on the first checked training forwards of a watched model (three at most per model), the
 model's submodules and the objects in the user's frames (locals and module globals) whose class is the
 user's own and defines such a pair are noted; the forward method of each (eight objects at most) is wrapped
-on the instance for its next call only.  At that call, the inverse is applied once to the output
+on its class for that object's next call only (within two steps; other instances pass straight through).  At that call, the inverse is applied once to the output
 (``no_grad``; the object's attributes and the random state put back after): where the output is not
 exactly zero (a mask zeroes what it leaves out) the result must give back the input.  Reported when, over
 16 or more such elements, at least half differ from the input by more than 1e-4 of their scale.  Silent:
@@ -101,6 +101,7 @@ class RoundTripChecks(Check):
         self.wrapped: list[tuple[type, str, Any, Any]] = []  # (class, method, its own attribute, the wrapper)
         self.targets: dict[tuple[int, str], set[int]] = {}  # (id(class), method) -> ids of objects to probe
         self.user_classes: dict[type, list[tuple[str, str]]] = {}
+        self.wrapped_at: dict[tuple[int, str], int] = {}  # (id(class), method) -> the step it was wrapped at
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         if info.forwards > EARLY:
@@ -168,6 +169,7 @@ class RoundTripChecks(Check):
         except (AttributeError, TypeError):
             return
         self.wrapped.append((cls, f, own, wrapper))
+        self.wrapped_at.setdefault((id(cls), f), self.s.step)
 
     def _unwrap(self, cls: type, f: str) -> None:
         for entry in [e for e in self.wrapped if e[0] is cls and e[1] == f]:
@@ -179,6 +181,7 @@ class RoundTripChecks(Check):
                 else:
                     setattr(cls, f, own)
         self.targets.pop((id(cls), f), None)
+        self.wrapped_at.pop((id(cls), f), None)
 
     def _probe(self, obj: Any, f: str, g: str, args: tuple, out: Any) -> None:
         x = _as_tensor(args[0]) if args else None
@@ -229,6 +232,12 @@ class RoundTripChecks(Check):
             f"added or multiplied back by {g}, in reverse order, on the same axes (and each one {g} uses is "
             f"applied by {f}).",
             where=where, key=f"{cls}.{f}")
+
+    def after_checked_step(self, oi: Any) -> None:
+        if self.wrapped:  # a wrapped object that did not call its method within two steps is not waited for
+            for cls, f, _, _ in list(self.wrapped):
+                if self.s.step >= self.wrapped_at.get((id(cls), f), 0) + 2:
+                    self._unwrap(cls, f)
 
     def remove_hooks(self) -> None:
         for cls, f, _, _ in list(self.wrapped):
