@@ -714,6 +714,24 @@ ENTRIES: tuple[Entry, ...] = (
           "aggregated over by the encoder: the link-prediction score measures recognition of edges the model was "
           "shown, not prediction of held-out ones",
           _E, False, True),
+    Entry("adapter-not-identity-at-init", "OVT438", "an adapter whose added branch is not zero before training",
+          "a LoRA or adapter branch added to a frozen pretrained module must start at zero (one factor, LoRA's B "
+          "or the up-projection, initialised to zero): drawn at random it perturbs every adapted layer at step 0, "
+          "so the adapted model does not start as the pretrained one and fine-tuning spends itself undoing the "
+          "perturbation",
+          _W, False, True),
+    Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
+          "normalize/denormalize, transform/inverse_transform and the like must compose to the identity on the "
+          "data fed to them: an inverse that multiplies by a scale the forward never divided by (or adds a mean "
+          "it never subtracted) puts every output back into other units than the data's, so forecasts and "
+          "predictions are off by the statistics while training runs normally",
+          _E, False, True),
+    Entry("graph-edges-cross-batch", "OVT548", "edges of a batched graph that join nodes of two different graphs",
+          "graphs batched as one disconnected graph must keep every edge inside its own graph (batch[src] == "
+          "batch[dst]): an edge_index shifted by anything but the cumulative node count of the graphs before it "
+          "makes message passing mix the graphs of a batch, so each prediction depends on its batch mates in "
+          "training and evaluation while every index stays in range",
+          _E, False, True),
     Entry("val-overlaps-train", "OVT510", "validation samples that are also training samples",
           "validation then measures memorisation: its metrics, early stopping and model selection are meaningless",
           _E, False, True),

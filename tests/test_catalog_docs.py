@@ -123,7 +123,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "selection-picks-masked", "prediction-never-read",
          # issue 33, evaluation that computes another number than it says (branch metrics11)
          "box-format-mismatch", "subset-positions-as-ids",
-         "coordinates-scaled-by-other-axis"}
+         "coordinates-scaled-by-other-axis",
+         # issue 33, model code that breaks its own structure (branch modelcode)
+         "graph-edges-cross-batch", "adapter-not-identity-at-init", "inverse-transform-not-inverse"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

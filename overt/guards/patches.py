@@ -282,6 +282,9 @@ def _optimizer_init_wrapper(orig: Any) -> Any:
                 rebuilt = getattr(s, "optrebuilt", None)
                 if rebuilt is not None:
                     safely(rebuilt.built, self, where)  # optimizer-state-discarded (overt/guards/optrebuilt.py)
+                adapter = getattr(s, "adapterinit", None)
+                if adapter is not None:
+                    safely(adapter.built, self)  # adapter-not-identity-at-init (overt/guards/adapterinit.py)
                 orders = getattr(s, "orders", None)
                 if orders is not None:
                     orders.built += 1  # a new run, for shuffle-order-repeats (overt/guards/orders.py)

@@ -10,6 +10,7 @@ are worth reporting), the data pipeline after them, the cross-rank collective la
 from __future__ import annotations
 
 from overt.guards.activations import ActivationChecks
+from overt.guards.adapterinit import AdapterInitChecks
 from overt.guards.attnmask import AttentionMaskChecks
 from overt.guards.axes import AxisChecks
 from overt.guards.axisflip import TransformAxisChecks
@@ -46,6 +47,7 @@ from overt.guards.onetarget import OneTargetChecks
 from overt.guards.outputlink import OutputLinkChecks
 from overt.guards.predshape import PredictionShapeChecks
 from overt.guards.graphs import GraphChecks
+from overt.guards.graphbatch import GraphBatchChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
 from overt.guards.mcsamples import McSampleChecks
@@ -61,6 +63,7 @@ from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.repeats import RepeatChecks
+from overt.guards.roundtrip import RoundTripChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.sameviews import SameViewsChecks
@@ -132,6 +135,9 @@ CHECKS: tuple[type[Check], ...] = (
     EvalDropChecks,
     EvalOverlapChecks,
     EvalEdgeChecks,
+    GraphBatchChecks,
+    AdapterInitChecks,
+    RoundTripChecks,
     CoverageChecks,
     SkewChecks,
     SamplerChecks,
