@@ -35,6 +35,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils.data import get_worker_info
 
+from overt.guards import aside
+from overt.guards.aside import off_the_stack, under_the_stack
 from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tensor_index, expand_index,
                                     suggested_permutation)
 from overt.guards.check import Check
@@ -63,13 +65,13 @@ _OWN: dict[str, bool] = {}  # code file name -> the user's own (not an installed
 def _own(frame: Any) -> str | None:
     """``"file.py:LINE"`` of ``frame`` when its code is the user's own file, else None (also in a
     DataLoader worker: a copy of the session there reports to nobody)."""
-    if get_worker_info() is not None:
-        return None
     filename = frame.f_code.co_filename
     own = _OWN.get(filename)
     if own is None:
         own = _OWN[filename] = is_user_file(filename) and "-packages" not in filename
-    return short_location(filename, frame.f_lineno) if own else None
+    if not own or get_worker_info() is not None:
+        return None
+    return short_location(filename, frame.f_lineno)
 
 
 class AxisChecks(Check):
@@ -151,7 +153,8 @@ class AxisChecks(Check):
         _WRAPPERS.listen(self)
         if self.mode is None:
             self.mode = _IndexMode(self)
-            _under_the_stack(self.mode)
+            under_the_stack(self.mode)
+            aside.WINDOW = self.mode  # the session's hooks take it off while they run (overt/guards/aside.py)
 
     def _unwrap(self) -> None:
         self.bidi = []
@@ -159,7 +162,9 @@ class AxisChecks(Check):
         mode, self.mode = self.mode, None
         if mode is not None:
             mode.live = False
-            _off_the_stack(mode)
+            off_the_stack(mode)
+            if aside.WINDOW is mode:
+                aside.WINDOW = None
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if name == "cross_entropy" and self.singleton.wants_loss():
@@ -344,25 +349,6 @@ def _reshape_wrapper(orig: Any, name: str) -> Any:
     return reshape
 
 
-def _under_the_stack(mode: TorchFunctionMode) -> None:
-    """Put ``mode`` at the bottom of torch's function-mode stack.  A mode leaves the stack from its top
-    (``__exit__`` pops whatever is there), so a mode of the user's entered before the window opens and
-    left while it is open would otherwise take this one off instead of its own; below every other mode
-    it is never on top when another one leaves (it then sees only what those modes pass on)."""
-    above = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
-    torch._C._push_on_torch_function_stack(mode)
-    for other in reversed(above):
-        torch._C._push_on_torch_function_stack(other)
-
-
-def _off_the_stack(mode: TorchFunctionMode) -> None:
-    """Take ``mode`` off torch's function-mode stack wherever it is, the others kept in their order."""
-    stack = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
-    for other in reversed(stack):
-        if other is not mode:
-            torch._C._push_on_torch_function_stack(other)
-
-
 class _IndexMode(TorchFunctionMode):
     """Sees ``x[i]``, ``x[i] = v`` and ``index_select`` while a window is open.  Indexing cannot be
     wrapped on the class: a ``__getitem__`` set on ``torch.Tensor`` makes every tensor a Python
@@ -372,11 +358,18 @@ class _IndexMode(TorchFunctionMode):
         super().__init__()
         self.check = check
         self.live = True  # False once the window closed (a mode some torch code holds on to passes calls on)
+        self.off_in: int | None = None  # the thread whose guard hook took it off the stack (overt/guards/aside.py)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        try:
+            inner = _INNER[func]  # inline: this runs on every torch call of the window
+        except KeyError:
+            inner = _inner(func)
+        except TypeError:  # an unhashable callable
+            inner = _unwrapped(func)
         if not self.live or compiling():
-            return _unwrapped(func)(*args, **kwargs)
+            return inner(*args, **kwargs)
         if func in _INDEXING and args and isinstance(args[0], torch.Tensor):
             loc = _own(sys._getframe(1))
             if loc is not None:
@@ -390,7 +383,6 @@ class _IndexMode(TorchFunctionMode):
                 singles.seen(args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 self.check.s.check_failed(self.check, exc)
-        inner = _unwrapped(func)
         out = inner(*args, **kwargs)
         try:
             known = SINGLETON_FUNCS.get(inner)  # inline: this runs on every torch call of the window
@@ -408,6 +400,17 @@ class _IndexMode(TorchFunctionMode):
             except Exception as exc:  # noqa: BLE001
                 self.check.s.check_failed(self.check, exc)
         return out
+
+
+_INNER: dict[Any, Any] = {}  # function torch hands the mode -> what it runs (:func:`_unwrapped`)
+
+
+def _inner(func: Any) -> Any:
+    """:func:`_unwrapped`, kept per function (a function's wrappers are made once per process)."""
+    if len(_INNER) >= 4096:
+        _INNER.clear()
+    inner = _INNER[func] = _unwrapped(func)
+    return inner
 
 
 def _unwrapped(func: Any) -> Any:

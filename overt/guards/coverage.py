@@ -60,6 +60,7 @@ import torch
 from torch.utils.data import BatchSampler
 
 from overt.catalog import Severity
+from overt.guards.aside import as_user
 from overt.guards.check import Check
 
 if TYPE_CHECKING:
@@ -220,7 +221,7 @@ class CoverageChecks(Check):
         if getattr(it, "_dataset_kind", None) != _DatasetKind.Map or dataset is None:
             return
         try:
-            n = len(dataset)
+            n = as_user(len, dataset)  # the user's __len__
         except Exception:
             return
         if not 0 < n <= MAX_RECORDED:
@@ -276,7 +277,7 @@ class CoverageChecks(Check):
         if getattr(it, "_dataset_kind", None) != _DatasetKind.Iterable or workers < 2 or dataset is None:
             return
         try:
-            n = len(dataset)
+            n = as_user(len, dataset)  # the user's __len__
         except Exception:
             return  # no length: nothing to compare with
         size = getattr(getattr(it, "_index_sampler", None), "batch_size", None) if getattr(
@@ -327,7 +328,7 @@ class CoverageChecks(Check):
     @staticmethod
     def _empty_cause(dataset: Any, name: str, index_sampler: Any, sampler: Any) -> tuple[str, str]:
         try:
-            n = len(dataset)
+            n = as_user(len, dataset)  # the user's __len__
         except Exception:
             n = None
         if n is None:

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import torch
 
+from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.where import short_location, user_location
 
@@ -259,7 +260,7 @@ def _quiet_call(call: _Call, scores: torch.Tensor) -> Any:
     handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, a: ran.append(m) and None)
     sink = io.StringIO()
     try:
-        with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), user_code():
             out = call.fn(*args, **kwargs)
     except Exception:  # noqa: BLE001  the user's function on other values: no premise
         return _FAILED

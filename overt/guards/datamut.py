@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from overt.guards.aside import as_user
 from overt.guards.check import Check
 from overt.guards.where import is_user_file, short_location, user_location
 
@@ -56,7 +57,7 @@ def stored_arrays(ds: Any) -> list[tuple[str, Any]]:
     while ds is not None and seen < 4:
         seen += 1
         try:
-            n = len(ds)
+            n = as_user(len, ds)  # the user's __len__
         except Exception:
             n = -1
         owner = type(ds).__name__

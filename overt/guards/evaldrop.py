@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler
 
+from overt.guards.aside import as_user
 from overt.guards.check import Check
 from overt.guards.where import user_location
 
@@ -45,7 +46,7 @@ class EvalDropChecks(Check):
             return  # a training pass: dropping a ragged last batch is a choice there
         self.seen.add(id(dataset))
         try:
-            n, size = len(batches.sampler), int(batches.batch_size)
+            n, size = as_user(len, batches.sampler), int(batches.batch_size)  # the user's __len__
         except TypeError:
             return
         dropped = n % size if size > 0 else 0

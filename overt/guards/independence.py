@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
 from overt.guards.where import class_location, is_user_file, short_location
@@ -349,7 +350,7 @@ class IndependenceChecks(Check):
         starts = (0, batch - k) if self.s.loader_batch_size == batch else (0,)
         self.running = True
         try:
-            with torch.no_grad():
+            with torch.no_grad(), user_code():  # the user's model runs again: as the user's code runs
                 full = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
                 for start in starts:
                     try:
@@ -440,7 +441,7 @@ class IndependenceChecks(Check):
             return False  # per-position outputs: their length changes with the padding
         self.running = True
         try:
-            with torch.no_grad():
+            with torch.no_grad(), user_code():  # the user's model runs again: as the user's code runs
                 try:
                     part = module_forward(info)(*cut(args), **cut(kwargs))
                 except Exception:  # noqa: BLE001  the model cannot take a shorter padding: nothing to compare

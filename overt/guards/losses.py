@@ -15,6 +15,7 @@ calls :meth:`LossChecks.before`, :meth:`after` and, when the loss raises,
 from __future__ import annotations
 
 import math
+import operator
 import re
 import sys
 from typing import TYPE_CHECKING, Any
@@ -58,24 +59,33 @@ def _log_target(args: tuple, kwargs: dict) -> bool:
     return bool(args[5]) if len(args) > 5 else False
 
 
+_FIRST = operator.itemgetter(0)  # the node of a ``next_functions`` entry
+
+
 def graph_leaves(fn: Any, limit: int = 100_000) -> frozenset[int] | None:
     """The ids of the leaf tensors (parameters) a graph reaches from ``fn`` (a ``grad_fn``), walked once
     on a checked step; None when the graph is larger than ``limit`` nodes (nothing proven)."""
     leaves: set[int] = set()
     seen: set[int] = set()
     stack = [fn]
+    pop, extend, mark = stack.pop, stack.extend, seen.add  # a checked step's hot loop: no generator per node
+    nodes = 0
     while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+        node = pop()
+        if node is None:
             continue
-        seen.add(id(node))
-        if len(seen) > limit:
+        key = id(node)
+        if key in seen:
+            continue
+        mark(key)
+        nodes += 1
+        if nodes > limit:
             return None
         var = getattr(node, "variable", None)
         if var is not None:
             leaves.add(id(var))
             continue
-        stack.extend(f for f, _ in getattr(node, "next_functions", ()))
+        extend(map(_FIRST, getattr(node, "next_functions", ())))
     return frozenset(leaves)
 
 

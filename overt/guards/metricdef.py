@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from overt.guards.aside import user_code
 from overt.guards import metricrank
 from overt.guards import metricrefs as refs
 
@@ -80,7 +81,7 @@ def _values(result: Any) -> torch.Tensor | None:
 
 def _quiet(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     sink = io.StringIO()
-    with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), user_code():
         return fn(*args, **kwargs)
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from overt.guards import metricdef
+from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.where import short_location, user_location
 
@@ -388,7 +389,7 @@ class MetricProbeChecks(Check):
         bound = inspect.BoundArguments(call.bound.signature, changed)  # type: ignore[arg-type]
         sink = io.StringIO()
         try:
-            with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), user_code():
                 value = _number(call.fn(*bound.args, **bound.kwargs))
         except Exception:  # noqa: BLE001  the user's function on other values: no premise
             return None

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import torch
 
+from overt.guards import aside
 from overt.guards.report import GuardError
 
 _DISABLED: dict[Callable[..., Any], Callable[..., Any]] = {}
@@ -34,10 +35,13 @@ def compiler_disable(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The session's own hooks follow the checks' policy: a failure is reported once and
-    the hook returns (a :class:`GuardError` that stops the run on purpose passes through)."""
+    the hook returns (a :class:`GuardError` that stops the run on purpose passes through).
+    While the axes window is open its function mode stands aside (:mod:`overt.guards.aside`)."""
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any) -> Any:
+        mode = aside.WINDOW  # the axes window's function mode stands aside while the hook runs
+        token = aside.step_aside(mode) if mode is not None else None
         try:
             return fn(self, *args)
         except GuardError:
@@ -45,5 +49,8 @@ def never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             self.check_failed(f"{type(self).__name__}.{fn.__name__}", exc)
             return None
+        finally:
+            if token is not None:
+                aside.back(token)
 
     return wrapper

@@ -44,6 +44,7 @@ from torch.utils.data import dataloader as _dl
 
 from overt.guards import termscale
 from overt.guards.blocksites import block_site
+from overt.guards import aside, termscale
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
 from overt.guards.where import from_torch, from_torch_or_overt_file, is_user_file, user_location
@@ -68,7 +69,10 @@ LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", 
 def safely(fn: Any, *args: Any) -> Any:
     """Run a check's method under the session's never-break policy: a failure is reported
     once (:meth:`~overt.guards.session.GuardSession.check_failed`) and the program goes on
-    (a :class:`GuardError` that stops the run is not a failure)."""
+    (a :class:`GuardError` that stops the run is not a failure).  While the axes window is open
+    its function mode stands aside (:mod:`overt.guards.aside`)."""
+    mode = aside.WINDOW
+    token = aside.step_aside(mode) if mode is not None else None
     try:
         return fn(*args)
     except GuardError:
@@ -79,6 +83,9 @@ def safely(fn: Any, *args: Any) -> Any:
         if session is not None:
             session.check_failed(check, exc)
         return None
+    finally:
+        if token is not None:
+            aside.back(token)
 
 
 def _loss_wrapper(name: str, orig: Any) -> Any:
@@ -200,8 +207,11 @@ def _next_wrapper(orig: Any) -> Any:
                     d.workers = self._num_workers
                 d.wait += waited
                 d.batches += 1
-        last = getattr(self, "_overt_last", None)
-        if last is None:  # an iterator started before the session
+        try:
+            last = self._overt_last  # an attribute read, not a getattr() call: this runs on every batch
+        except AttributeError:  # an iterator started before the session
+            last = None
+        if last is None:
             try:
                 last = self._overt_last = len(self) - 1
             except TypeError:

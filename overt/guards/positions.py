@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module
 
+from overt.guards.aside import user_code
 from overt.guards.independence import _Saved, module_forward
 from overt.guards.where import user_location
 
@@ -196,7 +197,7 @@ def traced_pair(info: Any, first: torch.Tensor, second: torch.Tensor, args: tupl
             m.training = False
         rest = tuple(cut(a) for a in args[1:])
         kw = {key: cut(v) for key, v in kwargs.items()}
-        with torch.no_grad():
+        with torch.no_grad(), user_code():  # the user's model runs again: as the user's code runs
             forward = module_forward(info)
             with Trace(module, batch, t, locate=False) as trace_a:
                 a = forward(first, *rest, **kw)
