@@ -42,9 +42,8 @@ import torch.nn.functional as F
 from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
-from overt.guards import termscale
-from overt.guards.blocksites import block_site
 from overt.guards import aside, termscale
+from overt.guards.blocksites import block_site
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
 from overt.guards.where import from_torch, from_torch_or_overt_file, is_user_file, user_location
