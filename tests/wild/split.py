@@ -42,6 +42,10 @@ Round nine: the reports N189-N208 (docs/wild.md, "Issue 33, round nine"), gather
 was measured, are shuffled with ``random.Random(SEED9)`` into ``dev9`` and ``test9`` (10 and 10).
 The keys of rounds one to eight are written exactly as before.
 
+Round ten: the reports N209-N228 (docs/wild.md, "Issue 33, round ten"), gathered after round nine
+was measured, are shuffled with ``random.Random(SEED10)`` into ``dev10`` and ``test10`` (10 and 10).
+The keys of rounds one to nine are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -89,11 +93,15 @@ SEED9 = 3909
 #: the round-nine reports, in the order they were gathered (docs/wild.md, "Issue 33, round nine")
 NEW9 = [f"N{i:02d}" for i in range(189, 209)]
 
+SEED10 = 3910
+#: the round-ten reports, in the order they were gathered (docs/wild.md, "Issue 33, round ten")
+NEW10 = [f"N{i:02d}" for i in range(209, 229)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
 HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
-          "dev7", "test7", "dev8", "test8", "dev9", "test9")
+          "dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -105,13 +113,14 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
 
 def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4,
          seed5: int = SEED5, seed6: int = SEED6, seed7: int = SEED7, seed8: int = SEED8,
-         seed9: int = SEED9) -> dict:
+         seed9: int = SEED9, seed10: int = SEED10) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
     N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
     "test5"}: the halves of N101-N124), round six ({"dev6", "test6"}: the halves of N125-N148), round
     seven ({"dev7", "test7"}: the halves of N149-N168), round eight ({"dev8", "test8"}: the halves of
-    N169-N188) and round nine ({"dev9", "test9"}: the halves of N189-N208)."""
+    N169-N188), round nine ({"dev9", "test9"}: the halves of N189-N208) and round ten ({"dev10", "test10"}: the
+    halves of N209-N228)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
@@ -121,11 +130,12 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     dev7, test7 = _halve(NEW7, seed7)
     dev8, test8 = _halve(NEW8, seed8)
     dev9, test9 = _halve(NEW9, seed9)
+    dev10, test10 = _halve(NEW10, seed10)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
             "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6,
             "seed7": seed7, "dev7": dev7, "test7": test7, "seed8": seed8, "dev8": dev8, "test8": test8,
-            "seed9": seed9, "dev9": dev9, "test9": test9}
+            "seed9": seed9, "dev9": dev9, "test9": test9, "seed10": seed10, "dev10": dev10, "test10": test10}
 
 
 def load() -> dict:
