@@ -392,6 +392,19 @@ def _step_loop(ix: FileIndex, loop: ast.AST) -> bool:
     return any(e.kind == "step" and ix.enclosing_loops(e.node)[:1] == [loop] for e in events(ix, loop, depth=0))
 
 
+def _own_scheduler_class(ix: FileIndex, target: str | None) -> bool:
+    """Is ``target`` made by a class this file defines that is not a torch scheduler?  Its ``step()`` may set
+    the rate for the step about to run (a warm-up written by hand that starts from step 1), so stepping it
+    before ``optimizer.step()`` skips nothing: the premise that the first value is lost holds for torch's
+    ``LRScheduler``, which applies its first value when it is built."""
+    for value in ix.assigns.get(target or "", []):
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ix.classes:
+            bases = {(dotted(b) or "").rsplit(".", 1)[-1] for b in ix.classes[value.func.id].bases}
+            if not any("LR" in b or "Scheduler" in b for b in bases):
+                return True
+    return False
+
+
 @rule("scheduler-cadence")
 def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
     yield from configure_optimizers_cadence(ix)
@@ -410,7 +423,8 @@ def scheduler_cadence(ix: FileIndex) -> Iterator[Hit]:
             if kind == "ReduceLROnPlateau":
                 continue
             steps = [e for e in evs if e.kind == "step"]
-            if steps and ev.node.lineno < steps[0].site.lineno and not ev.node.args:
+            if steps and ev.node.lineno < steps[0].site.lineno and not ev.node.args \
+                    and not _own_scheduler_class(ix, ev.target):
                 yield Hit("scheduler-cadence", ev.node,
                           f"{ev.target}.step() runs before optimizer.step() in this loop, so the first value of "
                           f"the schedule is skipped (PyTorch warns about it)", fix="call it after optimizer.step()")

@@ -198,6 +198,14 @@ def _mode_free_call(ix: FileIndex, call: ast.AST, depth: int) -> bool:
     if last == "MultiheadAttention" and name in (last, f"nn.{last}", f"torch.nn.{last}"):
         # attention dropout (default 0.0) is its only mode-dependent part
         return _zero_or_default(call, "dropout", 2, default_zero=True)
+    if last in ("TransformerEncoderLayer", "TransformerDecoderLayer") and name in (last, f"nn.{last}",
+                                                                                   f"torch.nn.{last}"):
+        # its dropouts (default 0.1, the fourth argument) are its only mode-dependent parts
+        return _zero_or_default(call, "dropout", 3, default_zero=False)
+    if last in ("TransformerEncoder", "TransformerDecoder") and name in (last, f"nn.{last}", f"torch.nn.{last}"):
+        layer = call.args[0] if call.args else kwarg(call, "encoder_layer" if last.endswith("Encoder")
+                                                     else "decoder_layer")
+        return layer is not None and _mode_free_call(ix, layer, depth)
     if last in ("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d") and name in (last, f"nn.{last}",
                                                                                    f"torch.nn.{last}"):
         # without running statistics (the default) it normalises each sample by itself in both modes
