@@ -422,24 +422,18 @@ def _enter_wrapper(orig: Any) -> Any:
                     s.arm_forwards(2, only_dropbn_training=True)  # an evaluation without eval()?
             user = None
             for s in ACTIVE:
-                skew = getattr(s, "skew", None)
-                if skew is not None and skew.wants_no_grad:  # an evaluation without eval() of any model?
-                    if user is None:
-                        user = code is not None and is_user_file(code.co_filename)
-                    if not (user and s.block_sites.skip(site)):
-                        if safely(skew.no_grad_entered, user, self) and user:
-                            self._overt_site = site
-                for listener in _user_block_listeners(s):
-                    if user is None:
-                        user = code is not None and is_user_file(code.co_filename)
-                    if not user:
-                        break
-                    if listener.__self__ is getattr(s, "independence", None):
-                        if s.block_sites.skip(site):
-                            continue
-                        if safely(listener, self):
-                            self._overt_site = site
-                        continue
+                armers, listeners = _arming_checks(s), _user_block_listeners(s)
+                if not armers and not listeners:
+                    continue
+                if user is None:
+                    user = code is not None and is_user_file(code.co_filename)
+                if not user:
+                    continue
+                if armers and not s.block_sites.skip(site):
+                    for check in armers:
+                        if safely(check.no_grad_entered, self):
+                            self._overt_site = site  # its exit gives back what no forward used
+                for listener in listeners:
                     safely(listener)
         return out
 
@@ -457,7 +451,7 @@ def _exit_wrapper(orig: Any) -> Any:
             self._overt_site = None
             for s in ACTIVE:
                 seen = []
-                for name in ("skew", "independence"):
+                for name in _ARMING:
                     check = getattr(s, name, None)
                     if check is not None:
                         saw = safely(check.no_grad_exited, self)
@@ -469,18 +463,33 @@ def _exit_wrapper(orig: Any) -> Any:
     return __exit__
 
 
+#: the checks whose ``no_grad_entered(block) -> bool`` arms a training-mode model's forward when the user's code
+#: enters a ``no_grad`` block, and whose ``no_grad_exited(block)`` gives back what no forward used (blocksites.py)
+_ARMING = ("skew", "independence")
+
+
+def _arming_checks(s: GuardSession) -> list[Any]:
+    """The checks of ``s`` that would arm a model at a user ``no_grad`` block now: an evaluation without
+    ``eval()`` of a model without Dropout/BatchNorm (train/serve skew), or of a model the mode does not change
+    (per-sample independence)."""
+    found = []
+    skew = getattr(s, "skew", None)
+    if skew is not None and skew.wants_no_grad:
+        found.append(skew)
+    independence = getattr(s, "independence", None)
+    if independence is not None and not independence.hook.pending and s.models:
+        found.append(independence)
+    return found
+
+
 def _user_block_listeners(s: GuardSession) -> list[Any]:
     """The checks of ``s`` that want to hear when the user's code enters a ``no_grad``/``inference_mode``
     block (an evaluation may begin), as bound methods: the script's metrics, wrapped once it evaluates
-    (metric probe); an evaluation without ``eval()`` of a model the mode does not change (independence);
-    the script's decoders once a CTC loss was trained (ctc blank)."""
+    (metric probe); the script's decoders once a CTC loss was trained (ctc blank)."""
     found = []
     probe = getattr(s, "metric_probe", None)
     if probe is not None and probe.wants_no_grad:
         found.append(probe.no_grad_entered)
-    independence = getattr(s, "independence", None)
-    if independence is not None and not independence.hook.pending and s.models:
-        found.append(independence.no_grad_entered)
     blank = getattr(s, "ctc_blank", None)
     if blank is not None and blank.loss:
         found.append(blank.no_grad_entered)

@@ -143,13 +143,11 @@ class SkewChecks(Check):
         if st[0] >= MIN_TRAIN and not info.dropbn:
             self.wants_no_grad = True
 
-    def no_grad_entered(self, user: bool, block: object = None) -> bool:
-        """A ``no_grad``/``inference_mode`` block begins (``user``: in the user's code): arm the
-        forward of the training-mode models without Dropout/BatchNorm that may be evaluated in it.
-        True when some model was armed for ``block``: its exit (:meth:`no_grad_exited`) gives the
-        arming back if no forward of the model came (an EMA update under ``no_grad`` spends none)."""
-        if not user:
-            return False
+    def no_grad_entered(self, block: object = None) -> bool:
+        """A ``no_grad``/``inference_mode`` block of the user's code begins: arm the forward of the
+        training-mode models without Dropout/BatchNorm that may be evaluated in it.  True when some model
+        was armed for ``block``: its exit (:meth:`no_grad_exited`) gives the arming back if no forward of
+        the model came (an EMA update under ``no_grad`` spends none)."""
         wanted = False
         armed = []
         for info in self.s.models.values():
