@@ -1,6 +1,6 @@
 """Lint a corpus of public PyTorch projects and say how precise lint is on it.
 
-    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test] [--mirror DIR] [--verdicts FILE]
+    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test] [--mirror DIR] [--verdicts FILE]
                                          [--findings OUT] [--only SLUG,...]
 
 The corpus is ``manifest.json`` beside this script: for each project its GitHub repository, the
@@ -17,7 +17,9 @@ and 22, ``verdicts.txt``); ``known`` the ten codebases of issue 30 whose false f
 there (``verdicts-known.txt``); ``dev`` and ``test`` the two halves of the projects added for issue 30,
 drawn by ``split.py`` (``split.json``; ``verdicts-dev.txt``, ``verdicts-test.txt``); ``fresh-dev`` and
 ``fresh-test`` the two halves of the ten projects added for issue 33, which no session had linted
-before (``split-fresh.json``, seed 20261127; ``verdicts-fresh-dev.txt``, ``verdicts-fresh-test.txt``).  Projects whose
+before (``split-fresh.json``, seed 20261127; ``verdicts-fresh-dev.txt``, ``verdicts-fresh-test.txt``); ``fresh2-dev``
+and ``fresh2-test`` the two halves of ten more such projects added in session 46 (``split-fresh2.json``, seed
+20261128; ``verdicts-fresh2-dev.txt``, ``verdicts-fresh2-test.txt``).  Projects whose
 manifest entry says ``"notebooks": true`` have their ``.ipynb`` files linted too.
 
 Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
@@ -123,18 +125,19 @@ def _lines(path: Path) -> int:
     return sum(len(s) if isinstance(s, list) else s.count("\n") + 1 for s in src)
 
 
-GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test")
+GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test", "fresh2-dev", "fresh2-test")
 
 
 def select(projects: list[dict], group: str) -> list[dict]:
     """The manifest's projects of ``group`` (``dev``/``test``: the halves split.json drew;
-    ``fresh-dev``/``fresh-test``: the halves split-fresh.json drew)."""
+    ``fresh-dev``/``fresh-test``: the halves split-fresh.json drew; ``fresh2-dev``/``fresh2-test``: those of
+    split-fresh2.json)."""
     if group == "tuned":
         return [p for p in projects if "group" not in p]
     if group == "known":
         return [p for p in projects if p.get("group") == "known"]
     kind, _, half_name = group.rpartition("-")
-    split = "split-fresh.json" if kind == "fresh" else "split.json"
+    split = f"split-{kind}.json" if kind else "split.json"
     half = set(json.loads((HERE / split).read_text())[half_name])
     return [p for p in projects if p.get("group") == (kind or "new") and p["slug"] in half]
 

@@ -1,6 +1,6 @@
-"""Split the corpus's "new" and "fresh" projects into development and test halves by a seeded draw.
+"""Split the corpus's "new", "fresh" and "fresh2" projects into development and test halves by a seeded draw.
 
-    python benchmarks/lint_corpus/split.py    # writes split.json and split-fresh.json beside this script
+    python benchmarks/lint_corpus/split.py    # writes split.json, split-fresh.json and split-fresh2.json beside this script
 
 Held out means held out: the draw is made once, before any finding on these projects is read,
 and committed with its seed.  Rules are built against the development half only; the test half
@@ -18,6 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SEED = 20261126  # the day the draw was made (issue 30)
 FRESH_SEED = 20261127  # the day the "fresh" projects' draw was made (issue 33)
+FRESH2_SEED = 20261128  # the "fresh2" projects' draw (session 46)
 
 
 def draw(slugs: list[str], seed: int = SEED) -> dict[str, list[str]]:
@@ -30,7 +31,8 @@ def draw(slugs: list[str], seed: int = SEED) -> dict[str, list[str]]:
 
 def main() -> int:
     projects = json.loads((HERE / "manifest.json").read_text())["projects"]
-    for group, seed, name in (("new", SEED, "split.json"), ("fresh", FRESH_SEED, "split-fresh.json")):
+    for group, seed, name in (("new", SEED, "split.json"), ("fresh", FRESH_SEED, "split-fresh.json"),
+                              ("fresh2", FRESH2_SEED, "split-fresh2.json")):
         halves = draw([p["slug"] for p in projects if p.get("group") == group], seed)
         (HERE / name).write_text(json.dumps(halves, indent=2) + "\n")
         print(f"{group}, seed {halves['seed']}: dev {len(halves['dev'])} {halves['dev']}\n"

@@ -155,3 +155,43 @@ def test_a_data_write_is_a_warning_only_between_a_forward_and_its_backward(where
     findings = [f for f in lint_source(src, "wgan.py") if f.slug == "data-attribute"]
     assert [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings] == \
         (["info"] if where == "before" else ["warning"])
+
+
+CLIP_THEN_GENERATOR = """\
+import torch
+import torch.nn as nn
+
+G = nn.Linear(2, 1)
+D = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 1))
+g_opt = torch.optim.RMSprop(G.parameters(), lr=2e-3)
+d_opt = torch.optim.RMSprop(D.parameters(), lr=2e-3)
+for it in range(10):
+    d_opt.zero_grad()
+    d_loss = D(G(torch.randn(64, 2)).detach()).mean() - D(torch.randn(64, 1)).mean()
+    {clip_here}
+    {critic_backward}
+    d_opt.step()
+    {clip_after}
+    if it % 5 == 0:
+        g_opt.zero_grad()
+        (-D(G(torch.randn(64, 2))).mean()).backward()
+        g_opt.step()
+"""
+
+
+@pytest.mark.parametrize("case, severity", [
+    ("after the critic's step", "info"),
+    ("between forward and backward", "warning"),
+    ("after a backward that keeps its graph", "warning"),
+])
+def test_a_data_write_after_the_backward_that_consumed_the_graph_is_hygiene(case, severity):
+    """Clipping the critic right after its step, with the generator's forward and backward() after it: the
+    critic's graph was freed by its backward() before the write, and the generator's forward reads the clipped
+    weights, so no saved tensor changed (info).  The write before that backward(), or after one that keeps the
+    graph with retain_graph=True, is the bug (warning)."""
+    src = CLIP_THEN_GENERATOR.format(
+        critic_backward="d_loss.backward(retain_graph=True)" if "keeps" in case else "d_loss.backward()",
+        clip_here=CLIP if case.startswith("between") else "pass",
+        clip_after=CLIP if not case.startswith("between") else "pass")
+    findings = [f for f in lint_source(src, "wgan.py") if f.slug == "data-attribute"]
+    assert [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings] == [severity]

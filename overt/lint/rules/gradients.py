@@ -165,9 +165,13 @@ def _innermost_loop(ix: FileIndex, node: ast.AST) -> ast.AST | None:
 
 def _window_resets(ix: FileIndex, loop: ast.AST) -> Iterator[Event]:
     """Resets that discard an accumulation window: the step runs only under a ``%`` window test while the
-    reset runs in every iteration (and so after the backward of every micro-batch whose step is skipped)."""
+    reset runs in every iteration (and so after the backward of every micro-batch whose step is skipped).
+    A step whose window runs its own backward() before it is no accumulation (a GAN's generator updated
+    every n_critic iterations): the every-iteration backward() feeds another optimizer's step, and the
+    reset only clears what it left behind."""
     evs = [e for e in events(ix, loop, depth=0) if _innermost_loop(ix, e.node) is loop]
-    steps = [e for e in evs if e.kind == "step" and _under_mod_if(ix, e.node, loop)]
+    steps = [e for e in evs if e.kind == "step" and _under_mod_if(ix, e.node, loop)
+             and not _window_backward(ix, evs, e, loop)]
     if not steps:
         return
     backs = [e for e in evs if e.kind == "backward" and _unconditional(ix, e.node, loop)]
@@ -179,6 +183,14 @@ def _window_resets(ix: FileIndex, loop: ast.AST) -> Iterator[Event]:
             continue
         if r.target == steps[0].target or (len({s.target for s in steps}) == 1 and not ix.is_optimizer(r.target)):
             yield r
+
+
+def _window_backward(ix: FileIndex, evs: list[Event], step: Event, loop: ast.AST) -> bool:
+    """Does the ``%`` window holding ``step`` run a backward() of its own before it?"""
+    window = _under_mod_if(ix, step.node, loop)
+    at = (step.node.lineno, step.node.col_offset)
+    return any(e.kind == "backward" and (e.node.lineno, e.node.col_offset) < at
+               and any(a is window for a in ix.ancestors(e.node)) for e in evs)
 
 
 @rule("zero-grad-misplaced")

@@ -355,6 +355,37 @@ def _frozen(ix: FileIndex, model: str | None) -> bool:
     return False
 
 
+def _parameters_of(arg: ast.expr) -> str | None:
+    """``X.parameters()`` (or ``filter(f, X.parameters())``, ``list(X.parameters())``): X's text, else None."""
+    if isinstance(arg, ast.Call) and dotted(arg.func) in ("filter", "list") and arg.args:
+        arg = arg.args[-1]
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "parameters" \
+            and not arg.args:
+        return dotted(arg.func.value)
+    return None
+
+
+def _steps_other_modules(ix: FileIndex, unit: ast.AST, model: str | None) -> bool:
+    """Is every optimizer stepped in ``unit`` built, wherever this file assigns it, over the parameters of a
+    module other than ``model`` (neither of them part of the other)?  Then ``model`` is not shown to be trained
+    there: it may be a fixed feature extractor, or hand its trained parts to that module, whose own mode counts."""
+    targets = {e.target for e in events(ix, unit) if e.kind == "step"}
+    if not model or not targets or None in targets:
+        return False
+    for target in targets:
+        values = ix.assigns.get(target or "", [])
+        if not values:
+            return False
+        for v in values:
+            if not isinstance(v, ast.Call):
+                return False
+            arg = v.args[0] if v.args else kwarg(v, "params")
+            owner = _parameters_of(arg) if arg is not None else None
+            if owner is None or owner == model or owner.startswith(model + ".") or model.startswith(owner + "."):
+                return False
+    return True
+
+
 @rule("eval-mode-in-train")
 def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
     yield from lightning_eval_mode_left(ix)
@@ -404,6 +435,8 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
         evals = [e.site for e in events(ix, func.body if func else ix.tree, depth=0) if e.kind == "eval"]
         if evals and all(exclusive(ix, e, steps) for e in evals):
             continue  # `if mode == "train": model.train() else: model.eval()` ... `if mode == "train": step()`
+        if _steps_other_modules(ix, unit, model):
+            continue  # the optimizers it steps hold other modules' parameters: the model is not shown trained
         if mode_at(ix, calls[0], model, strict=True) == "eval":
             yield Hit("eval-mode-in-train", calls[0],
                       f"{model} is trained here while still in eval mode (an earlier {model}.eval() is never undone), "

@@ -192,6 +192,15 @@ def _moved_where_used(cls: ast.ClassDef, attr: str) -> bool:
     return True
 
 
+def _used_only_in_init(ix: FileIndex, init: ast.AST, attr: str) -> bool:
+    """Is ``self.attr`` read in ``__init__`` (to build something else) and ``.attr`` read nowhere else in the
+    file?  Then no code uses the tensor after construction, so where ``.to(device)`` leaves it and whether a
+    checkpoint holds it change nothing."""
+    inside = {id(n) for n in ast.walk(init)}
+    reads = [a for a in ix.attributes if a.attr == attr and isinstance(a.ctx, ast.Load)]
+    return bool(reads) and all(id(a) in inside for a in reads)
+
+
 @rule("unregistered-tensor")
 def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
     if ix.is_test_file:
@@ -212,6 +221,8 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 if attr == "example_input_array" or _scalar_tensor(n.value) or _moved_where_used(cls, attr):
                     continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
+                if _used_only_in_init(ix, init, attr):
+                    continue  # a construction-time value: nothing reads it once the module is built
                 yield Hit("unregistered-tensor", n,
                           f"self.{attr} is a plain tensor attribute of {name}, not a buffer: model.to(device) "
                           f"leaves it where it is and state_dict()/checkpoints do not save it", fix=f"use "

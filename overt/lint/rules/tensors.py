@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from overt.lint.analysis.devices import device_meetings
-from overt.lint.analysis.events import events
+from overt.lint.analysis.events import Event, events
 from overt.lint.analysis.values import values_for
 from overt.lint.analysis.units import (loader_iter, loop_units, model_calls, param_names, target_names,
                                        tensor_names)
@@ -174,10 +174,20 @@ def _training_step(ix: FileIndex, node: ast.AST) -> str | None:
         if not any((e.node.lineno, e.node.col_offset) > at for e in backs):
             continue
         # between a forward and its backward: a write before the iteration's first forward (WGAN's weight clipping
-        # at the top of the critic loop) changes the values the next forward reads, with no graph holding them
-        if any((c.lineno, c.col_offset) < at for c in model_calls(ix, loop)):
+        # at the top of the critic loop) changes the values the next forward reads, with no graph holding them;
+        # so does a write after the backward() that consumed the last forward's graph (the same clipping right
+        # after the critic's step), unless that backward() keeps its graph (retain_graph)
+        fwds = [(c.lineno, c.col_offset) for c in model_calls(ix, loop) if (c.lineno, c.col_offset) < at]
+        if fwds and not any(max(fwds) < (e.node.end_lineno, e.node.end_col_offset) < at and _frees_graph(e)
+                            for e in backs):
             return "the training loop, between a forward and its backward()"
     return None
+
+
+def _frees_graph(back: Event) -> bool:
+    """Does this backward() free the graph it ran through (no ``retain_graph``, or ``retain_graph=False``)?"""
+    retain = kwarg(back.node, "retain_graph") if isinstance(back.node, ast.Call) else None
+    return retain is None or is_const(retain, False)
 
 
 def _storage_swap(ix: FileIndex, attr: ast.Attribute) -> bool:
