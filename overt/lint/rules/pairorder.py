@@ -5,7 +5,8 @@ Premise: two sequences paired by position -- zipped, or a dictionary's keys read
 values -- must come from one ordering.  A correct program pairs ``names[i]`` with the value computed for
 ``names[i]``.  The rule reports five forms where the two orders are provably different:
 
-- **a sorted copy against the original order.**  ``zip(sorted(tasks), values)`` where ``values`` was
+- **a sorted copy against the original order.**  ``zip(sorted(tasks), values)`` (or ``values[i]`` read in
+  ``for i, name in enumerate(sorted(tasks))``) where ``values`` was
   computed by iterating ``tasks`` itself (a comprehension or an ``append`` loop over ``tasks``,
   ``zip(..., tasks)``, ``enumerate(tasks)``, ``tasks.items()``; ``d.values()`` beside ``sorted(d)``): each
   value is reported under another name unless ``tasks`` happens to be sorted already.  Reported when
@@ -178,32 +179,56 @@ class _Pairing:
             return self.in_order_of(v, at, depth + 1) if v is not None else set()
         return set()
 
-    def unsorted(self, name: str, at: ast.AST) -> bool:
-        """``name`` is a collection of the program's whose order is provably not sorted, or that
-        nothing sorts."""
+    def unsorted(self, name: str, at: ast.AST, depth: int = 0) -> bool:
+        """``name`` is a collection of the program's whose order is provably not sorted: a literal (or a
+        comprehension over one) whose items are out of order, that nothing sorts."""
         key = self.scopes.defined(name, at)
-        if key is None or key in self.scopes.sorted_in_place or (0, name) in self.scopes.sorted_in_place:
+        if depth > 3 or key is None or key in self.scopes.sorted_in_place or (0, name) in self.scopes.sorted_in_place:
             return False
         v = self.scopes.value(name, at)
         if v is None or isinstance(v, ast.Starred):  # a loop variable: its order is unknown
             return False
-        if _is_sorted_call(self.ix, v):
-            return False
-        if isinstance(v, (ast.List, ast.Tuple, ast.Dict)):
-            items = v.keys if isinstance(v, ast.Dict) else v.elts
-            if not items or not all(isinstance(e, ast.Constant) for e in items):
-                return False
-            values = [e.value for e in items]
+        items = _literal_keys(self.ix, v)
+        if items is not None:
             try:
-                return values != sorted(values)
+                return items != sorted(items)
             except TypeError:
                 return False
         if isinstance(v, (ast.ListComp, ast.DictComp)) and v.generators:
-            inner = _iterated(self.ix, v.generators[0].iter)
-            if isinstance(v.generators[0].iter, ast.Call) and _is_sorted_call(self.ix, v.generators[0].iter):
+            if _is_sorted_call(self.ix, v.generators[0].iter):
                 return False
-            return any(self.unsorted(c, at) for c in inner)
+            return any(self.unsorted(c, at, depth + 1) for c in _iterated(self.ix, v.generators[0].iter))
         return False
+
+
+_DICT_TYPES = frozenset({"dict", "collections.OrderedDict", "torch.nn.ModuleDict", "torch.nn.ParameterDict"})
+
+
+def _literal_keys(ix: FileIndex, node: ast.AST) -> list | None:
+    """The constants a literal lists in its order: ``[a, b]``, ``(a, b)``, ``{a: .., b: ..}``, a dictionary
+    type built from one (``nn.ModuleDict({...})``, ``OrderedDict([(a, ..), ...])``, ``dict(a=.., b=..)``)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = node.elts
+    elif isinstance(node, ast.Dict):
+        items = node.keys
+    elif isinstance(node, ast.Call) and ix.qualname(node.func) in _DICT_TYPES:
+        if node.keywords and not node.args and all(k.arg for k in node.keywords):
+            return [k.arg for k in node.keywords]
+        if len(node.args) != 1 or node.keywords:
+            return None
+        arg = node.args[0]
+        if isinstance(arg, ast.Dict):
+            items = arg.keys
+        elif isinstance(arg, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Tuple) and len(e.elts) == 2
+                                                            for e in arg.elts):
+            items = [e.elts[0] for e in arg.elts]  # type: ignore[attr-defined]
+        else:
+            return None
+    else:
+        return None
+    if len(items) < 2 or not all(isinstance(e, ast.Constant) for e in items):
+        return None
+    return [e.value for e in items]  # type: ignore[union-attr]
 
 
 def _numeric(ix: FileIndex, scopes: _Scopes, node: ast.AST, at: ast.AST) -> bool:
@@ -275,6 +300,8 @@ def pairing_order_mismatch(ix: FileIndex) -> Iterator[Hit]:
         yield from _layout_hits(p)
     if "sorted" not in text:
         return
+    for loop in ix.loops:
+        yield from _enumerate_hits(p, loop)
     for node in ix.calls:
         if ix.qualname(node.func) == "zip" and len(node.args) == 2 and not node.keywords:
             yield from _zip_hits(p, node)
@@ -282,6 +309,26 @@ def pairing_order_mismatch(ix: FileIndex) -> Iterator[Hit]:
             hit = _decimal_sort_hit(p, node)
             if hit is not None:
                 yield hit
+
+
+def _enumerate_hits(p: _Pairing, loop: ast.stmt) -> Iterator[Hit]:
+    """``for i, name in enumerate(sorted(tasks)):`` whose body reads ``values[i]``, ``values`` in ``tasks``'
+    own order: the zip form written with an index."""
+    ix = p.ix
+    if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and ix.qualname(loop.iter.func) == "enumerate"
+            and len(loop.iter.args) == 1 and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2
+            and isinstance(loop.target.elts[0], ast.Name)):
+        return
+    coll = p.sorted_of(loop.iter.args[0], loop)
+    if coll is None:
+        return
+    index = loop.target.elts[0].id
+    for node in ix.stmts_nodes(loop.body):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id == index \
+                and isinstance(node.ctx, ast.Load) and coll in p.in_order_of(node.value, loop) \
+                and p.unsorted(coll, loop):
+            yield _sorted_hit(ast.unparse(loop.iter.args[0]), ast.unparse(node.value), coll, node)
+            return
 
 
 def _zip_hits(p: _Pairing, call: ast.Call) -> Iterator[Hit]:
@@ -293,18 +340,21 @@ def _zip_hits(p: _Pairing, call: ast.Call) -> Iterator[Hit]:
         if not p.unsorted(coll, call):
             continue
         shown = ast.unparse(names) if isinstance(names, ast.Call) else f"{ast.unparse(names)} (sorted({coll}))"
-        yield Hit(
-            _SLUG, call,
-            f"{shown} is paired by position with {ast.unparse(values)}, whose "
-            f"items come in {coll}'s own order, and {coll} is not sorted: each value is paired with another "
-            "item's name (a task's metric reported under another task, a class's weight given to another "
-            "class) and nothing fails",
-            fix=f"pair the values with {coll} itself, or compute them in the sorted order "
-            f"([f(k) for k in sorted({coll})])",
-            why="two sequences zipped together must come from one ordering; a sorted copy of a collection and "
-            "values computed in its creation order line up only if it was created sorted",
-        )
+        yield _sorted_hit(shown, ast.unparse(values), coll, call)
         return
+
+
+def _sorted_hit(shown: str, values: str, coll: str, node: ast.AST) -> Hit:
+    return Hit(
+        _SLUG, node,
+        f"{shown} is paired by position with {values}, whose items come in {coll}'s own order, and {coll} is not "
+        "sorted: each value is paired with another item's name (a task's metric reported under another task, a "
+        "class's weight given to another class) and nothing fails",
+        fix=f"pair the values with {coll} itself, or compute them in the sorted order "
+        f"([f(k) for k in sorted({coll})])",
+        why="two sequences zipped together must come from one ordering; a sorted copy of a collection and "
+        "values computed in its creation order line up only if it was created sorted",
+    )
 
 
 def _is_items(node: ast.AST) -> bool:
