@@ -365,11 +365,13 @@ def _decimal_sort_hit(p: _Pairing, call: ast.Call) -> Hit | None:
     ix = p.ix
     arg = call.args[0]
     name = _collection(arg)
-    if name is None or not _decimal_keyed(ix, p.scopes, name, call):
+    if name is None or (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+                        and arg.func.attr == "values") or not _decimal_keyed(ix, p.scopes, name, call):
         return None
+    items = _is_items(arg)
     parent = ix.parents.get(call)
     positional = False
-    if isinstance(parent, ast.Call) and ix.qualname(parent.func) == "dict":
+    if isinstance(parent, ast.Call) and ix.qualname(parent.func) == "dict" and items:
         # d2 = dict(sorted(d.items())) then d2.values() read as a sequence
         stmt = ix.parents.get(parent)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -380,10 +382,14 @@ def _decimal_sort_hit(p: _Pairing, call: ast.Call) -> Hit | None:
                         and node.func.value.id == target and node.lineno > stmt.lineno:
                     positional = True
     elif isinstance(parent, ast.comprehension) and parent.iter is call:
+        # a list of the values in key order: items, or d[k] read for each sorted key (a list of the keys
+        # alone is a label encoder, consistent wherever it is used)
         comp = ix.parents.get(parent)
-        positional = isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and comp.generators[0] is parent
+        positional = isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and comp.generators[0] is parent and (
+            items or any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+                         for n in ast.walk(comp.elt)))
     elif isinstance(parent, ast.Call) and ix.qualname(parent.func) in ("list", "tuple"):
-        positional = True
+        positional = items
     if not positional:
         return None
     return Hit(
