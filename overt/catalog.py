@@ -591,6 +591,15 @@ ENTRIES: tuple[Entry, ...] = (
           "images with masks) by position get another sample's label: the model trains on shuffled labels and "
           "nothing fails",
           _E, True, False),
+    Entry("pairing-order-mismatch", "OVT530",
+          "two sequences paired by position that come in different orders",
+          "names and values, rows and their partners, a table and a vocabulary paired by position must come from "
+          "one ordering: a sorted copy zipped with values computed in creation order, decimal string keys sorted as "
+          "text ('0', '1', '10', ..., '2') and read as a per-class tensor, repeat_interleave paired with blocks "
+          "concatenated one after the other, a returned tuple unpacked in the other order, a pretrained table "
+          "indexed by the new vocabulary's own positions: each value goes to another name, class or pair and "
+          "nothing fails",
+          _E, True, False),
     Entry("dataset-length-wrong", "OVT523", "a Dataset whose __len__ counts its fields, not its samples",
           "__len__ returns the length of the list that holds the arrays ([images, labels]: 2), so every epoch "
           "of a DataLoader yields the first few samples and the rest of the data set is never seen",
