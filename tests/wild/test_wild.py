@@ -314,6 +314,9 @@ EXPECTED = {
     "w190_graph_batch_offsets_not_cumulative": ("run",),
     # ... and reversible instance normalisation whose denormalize multiplies by a scale normalize never divided by
     "w186_revin_scale_not_applied": ("run",),
+    # targets built from memory the program never filled (branch rltargets): value targets summed from an
+    # advantage buffer still holding its zeros, so they equal the critic's own prediction from the first step
+    "w236_value_targets_from_zeroed_advantage_buffer": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
