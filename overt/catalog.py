@@ -354,6 +354,18 @@ ENTRIES: tuple[Entry, ...] = (
           "makes the agent greedy on an untrained network from the start, or ends a warm-up before it began, with no "
           "error",
           _E, True, False),
+    Entry("history-holds-one-buffer", "OVT368", "a history that keeps, step after step, the one buffer an object "
+          "overwrites in place",
+          "a method that returns its own buffer while its class overwrites it in place hands out the same array at "
+          "every call: a replay memory or rollout that appends what it returned holds one array many times, every "
+          "entry equal to the latest step, and each stored action and reward is paired with another step's "
+          "observation, with no error",
+          _E, True, False),
+    Entry("nstep-bootstrap-single-discount", "OVT369", "an n-step target bootstrapped with a single discount",
+          "a target that sums n discounted rewards must discount the value it bootstraps from by gamma ** n: "
+          "discounted once, every n steps of the future count as one, distant rewards are overvalued and the "
+          "greedy policy prefers detours whose true value is lower, with no error",
+          _E, True, False),
     Entry("derivative-without-graph", "OVT345", "a derivative taken without create_graph=True used as a loss term",
           "torch.autograd.grad (and autograd.functional's jacobian, hessian, vjp) returns results with no graph "
           "unless create_graph=True: a loss term built from one (a physics-informed residual, a gradient penalty, "

@@ -321,6 +321,10 @@ EXPECTED = {
     # divides the step counter, pinned to its floor from the second step
     "w38_td_target_no_done_mask": ("lint",),
     "w157_epsilon_precedence": ("lint",),
+    # ... and a vectorised environment that returns its observation buffer, overwritten in place, into a replay list
+    "w201_vec_env_obs_returned_by_reference": ("lint",),
+    # ... and an n-step Q target whose bootstrap is discounted once, not by gamma ** n
+    "w147_nstep_target_single_discount": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
