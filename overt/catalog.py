@@ -340,6 +340,32 @@ ENTRIES: tuple[Entry, ...] = (
           "at the next state what was right at this one is worth, so wherever the right action changes between "
           "states the target is wrong, and the critic and the policy learn from it while the loss looks normal",
           _E, True, False),
+    Entry("bootstrap-ignores-done", "OVT366", "a bootstrapped target that ignores the episode-end flags the "
+          "program has",
+          "r + gamma * V(s') must not bootstrap past the end of an episode: flags unpacked beside the rewards and "
+          "never read leave every terminal step credited with the value of whatever state comes next (the next "
+          "episode's start, after an auto-reset), so values and the policy learn returns that do not exist while "
+          "the loss looks normal",
+          _E, True, False),
+    Entry("schedule-clamped-at-once", "OVT367", "a schedule over the step counter pinned to its bound from the "
+          "second step",
+          "a clamped schedule (max(eps_end, ...), min(1.0, ...)) written over a horizon of many steps that leaves its "
+          "bound after one step never schedules anything: an operator-precedence slip (start - step + 1 / horizon) "
+          "makes the agent greedy on an untrained network from the start, or ends a warm-up before it began, with no "
+          "error",
+          _E, True, False),
+    Entry("history-holds-one-buffer", "OVT368", "a history that keeps, step after step, the one buffer an object "
+          "overwrites in place",
+          "a method that returns its own buffer while its class overwrites it in place hands out the same array at "
+          "every call: a replay memory or rollout that appends what it returned holds one array many times, every "
+          "entry equal to the latest step, and each stored action and reward is paired with another step's "
+          "observation, with no error",
+          _E, True, False),
+    Entry("nstep-bootstrap-single-discount", "OVT369", "an n-step target bootstrapped with a single discount",
+          "a target that sums n discounted rewards must discount the value it bootstraps from by gamma ** n: "
+          "discounted once, every n steps of the future count as one, distant rewards are overvalued and the "
+          "greedy policy prefers detours whose true value is lower, with no error",
+          _E, True, False),
     Entry("derivative-without-graph", "OVT345", "a derivative taken without create_graph=True used as a loss term",
           "torch.autograd.grad (and autograd.functional's jacobian, hessian, vjp) returns results with no graph "
           "unless create_graph=True: a loss term built from one (a physics-informed residual, a gradient penalty, "

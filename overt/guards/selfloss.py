@@ -9,8 +9,13 @@ nothing, while the total loss, summed with other terms, looks normal.
 Seen on checked steps, for ``F.kl_div`` (``KLDivLoss``) and the regression losses whose two sides are
 provably one quantity's -- they share storage (``x`` and ``x.detach()``), or neither has a gradient
 path to a trainable parameter (both computed under ``no_grad`` or detached: the term can train
-nothing whatever its value); a prediction that equals its target while it carries gradients is a
-perfect fit, not a bug, and is not looked at.  On the device: the largest difference between the two
+nothing whatever its value), or exactly one of them carries a gradient and they are equal from the
+call site's first checked call on, taken among the run's first ``EARLY`` optimizer steps.  A
+prediction can come to equal its target by fitting it, but not before training: equal from the
+start, the target was built from the model's own output (value targets summed as ``advantages +
+values`` from an advantage buffer that still holds the zeros it was allocated with; a target that
+adds to the prediction a correction nobody filled).  A site first seen later, or unequal once, is
+left alone (a fit reached by training is not a bug).  On the device: the largest difference between the two
 sides (``exp(input)`` against the target for ``kl_div`` without ``log_target``) relative to their
 scale.  Reported, once per call site, when the two sides agree on every checked call of
 ``SAME_CALLS`` or more, over at least ``SPAN`` optimizer steps (all optimizers counted): a term that
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
 SAME_CALLS = 3
 SPAN = 8
 TOL = 1e-6
+EARLY = 8  # optimizer steps (all optimizers): a prediction this early cannot have fitted its target
 LOSSES = ("kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 
 
@@ -41,6 +47,7 @@ class SelfLossChecks(Check):
         super().__init__(session)
         self.same: dict[str, list[int]] = {}  # call site -> the steps whose checked call compared equal sides
         self.done: set[str] = set()
+        self.first: dict[str, int] = {}  # call site -> the optimizer clock at its first checked call
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if name not in LOSSES or not inp.is_floating_point() or not target.is_floating_point():
@@ -48,10 +55,15 @@ class SelfLossChecks(Check):
         if inp.shape != target.shape or not inp.numel() or inp.device != target.device:
             return
         shared = inp.untyped_storage().data_ptr() == target.untyped_storage().data_ptr()
-        if not shared and (inp.requires_grad or target.requires_grad):
-            return  # a prediction equal to its target is a perfect fit, not the same quantity
+        both = inp.requires_grad and target.requires_grad
+        if not shared and both:
+            return  # two quantities that both train: not provably one
         loc = self.s.losses.site() or f"F.{name}"
         if loc in self.done:
+            return
+        clock = sum(oi.steps for oi in self.s.optimizers.values())  # moves with any optimizer's steps
+        if self.first.setdefault(loc, clock) > EARLY and not shared and (inp.requires_grad or target.requires_grad):
+            self.done.add(loc)  # first seen after training began: an equal prediction may be a fit
             return
         a, b = inp.detach().float(), target.detach().float()
         if name == "kl_div" and not kwargs.get("log_target", args[5] if len(args) > 5 else False):
@@ -59,10 +71,9 @@ class SelfLossChecks(Check):
         diff = (a - b).abs().amax()
         scale = torch.maximum(a.abs().amax(), b.abs().amax())
         grads = torch.tensor([float(inp.requires_grad), float(target.requires_grad)], device=diff.device)
-        clock = sum(oi.steps for oi in self.s.optimizers.values())  # moves with any optimizer's steps
-        self.s.defer(torch.cat((torch.stack((diff, scale)), grads)), self._judge(name, loc, clock))
+        self.s.defer(torch.cat((torch.stack((diff, scale)), grads)), self._judge(name, loc, clock, shared))
 
-    def _judge(self, name: str, loc: str, clock: int):
+    def _judge(self, name: str, loc: str, clock: int, shared: bool):
         def callback(vals: list[float]) -> None:
             if loc in self.done:
                 return
@@ -74,12 +85,15 @@ class SelfLossChecks(Check):
             steps.append(clock)
             if len(steps) >= SAME_CALLS and steps[-1] - steps[0] >= SPAN:
                 self.done.add(loc)
-                self._report(name, loc, len(steps), bool(inp_grad or target_grad))
+                self._report(name, loc, len(steps), bool(inp_grad or target_grad), shared)
 
         return callback
 
-    def _report(self, name: str, loc: str, n: int, grad: bool) -> None:
+    def _report(self, name: str, loc: str, n: int, grad: bool, shared: bool) -> None:
         side = "exp(input) equals the target" if name == "kl_div" else "the input equals the target"
+        if grad and not shared:
+            self._report_own_output(name, loc, n, side)
+            return
         graph = ("" if grad else " Neither argument has a gradient path to a trainable parameter (both were computed "
                  "under no_grad or detached).")
         msg = (f"F.{name} at {loc} compares a quantity with itself: on each of {n} checked calls {side}, so the "
@@ -88,4 +102,17 @@ class SelfLossChecks(Check):
                "output on both sides does this.")
         fix = ("pass the model's own output as the input: e.g. F.kl_div(F.log_softmax(student_logits / T, dim=1), "
                "F.softmax(teacher_logits / T, dim=1)), with the teacher's output only as the target.")
+        self.s.report("loss-compares-itself", msg, where=f"F.{name} call at {loc}", fix=fix, key=loc)
+
+    def _report_own_output(self, name: str, loc: str, n: int, side: str) -> None:
+        first = self.first.get(loc, 0)
+        msg = (f"F.{name} at {loc} compares the model's output with itself: {side} on each of {n} checked calls, "
+               f"from the first (optimizer step {first}), while one side carries gradients. A prediction can fit its "
+               "target by training, not before it: the target was built from the model's own output, so the term is "
+               "at its minimum with zero gradient and the part of the model it should train never learns while the "
+               "run looks normal. Value targets computed as advantages + values from an advantage buffer that still "
+               "holds the zeros it was allocated with (the advantages written elsewhere) do this, as does any target "
+               "that adds to the model's detached prediction a correction never filled.")
+        fix = ("build the target from the quantities actually computed (returns = advantages + values with the "
+               "advantages just written, or r + gamma * V(s')), and read a preallocated buffer only after it is filled.")
         self.s.report("loss-compares-itself", msg, where=f"F.{name} call at {loc}", fix=fix, key=loc)
