@@ -39,6 +39,7 @@ from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.gridorder import GridOrderChecks
+from overt.guards.recompute import RecomputeChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
@@ -106,6 +107,7 @@ CHECKS: tuple[type[Check], ...] = (
     ForecastChecks,
     TransformAxisChecks,
     GridOrderChecks,
+    RecomputeChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
     SameViewsChecks,

@@ -314,12 +314,16 @@ EXPECTED = {
     "w190_graph_batch_offsets_not_cumulative": ("run",),
     # ... and reversible instance normalisation whose denormalize multiplies by a scale normalize never divided by
     "w186_revin_scale_not_applied": ("run",),
+    # model code whose numbers break the structure it names (branch modelnum): activation checkpointing with
+    # preserve_rng_state=False, whose recomputation draws other dropout masks than the forward it replaces
+    "w237_checkpoint_recompute_fresh_dropout": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
 SLOW_CASES = {"w48_critic_value_detached", "w110_diffusion_target_noisy",
               "w154_global_seed_reset_in_evaluation",  # 150 epochs: the repeats start after the first evaluation
-              "w132_giou_on_center_format_boxes"}  # about 20 s under overt run (a detector trained on 64x64 images)
+              "w132_giou_on_center_format_boxes",  # about 20 s under overt run (a detector trained on 64x64 images)
+              "w237_checkpoint_recompute_fresh_dropout"}  # about 40 s under overt run on a loaded machine (570 steps)
 DISTRIBUTED = {cid for cid, c in CASES.items() if getattr(c, "WORLD", 1) > 1}
 
 PAIRS = [(cid, face) for cid, faces in EXPECTED.items() for face in faces]
