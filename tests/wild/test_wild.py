@@ -317,6 +317,8 @@ EXPECTED = {
     # model code whose numbers break the structure it names (branch modelnum): activation checkpointing with
     # preserve_rng_state=False, whose recomputation draws other dropout masks than the forward it replaces
     "w237_checkpoint_recompute_fresh_dropout": ("run",),
+    # ... and attention logits divided by a scale defined as head_dim ** -0.5 (multiplied by sqrt(head_dim))
+    "w241_attention_logits_divided_by_inverse_scale": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
