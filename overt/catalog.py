@@ -733,6 +733,11 @@ ENTRIES: tuple[Entry, ...] = (
           "never saves), the gradients are taken for another network sample than the one that produced the loss, "
           "and training degrades with no error",
           _E, False, True),
+    Entry("lengths-do-not-fit-output", "OVT446", "a module's returned lengths that fit no axis of its output",
+          "a module that shrinks a padded batch and returns new lengths must give the items that fill its input the "
+          "output's full length: lengths subsampled twice, by another stride or off by one make the CTC loss, the "
+          "masks or the pooling read only part of every item (or past it), with no error",
+          _E, False, True),
     Entry("divided-by-reciprocal", "OVT835", "a tensor divided by a factor defined as a reciprocal",
           "a scale written as a reciprocal (head_dim ** -0.5, 1 / tau, var.rsqrt()) is a factor to multiply by: "
           "dividing by it multiplies by the quantity it inverts, so attention logits come out head_dim times too "

@@ -127,7 +127,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, model code that breaks its own structure (branch modelcode)
          "graph-edges-cross-batch", "adapter-not-identity-at-init", "inverse-transform-not-inverse",
          # issue 33, model code whose numbers break the structure it names (branch modelnum)
-         "checkpoint-recompute-differs", "divided-by-reciprocal"}
+         "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

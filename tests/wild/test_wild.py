@@ -319,6 +319,9 @@ EXPECTED = {
     "w237_checkpoint_recompute_fresh_dropout": ("run",),
     # ... and attention logits divided by a scale defined as head_dim ** -0.5 (multiplied by sqrt(head_dim))
     "w241_attention_logits_divided_by_inverse_scale": ("lint",),
+    # ... and a subsampling front end whose lengths are divided by the stride a second time, so the items that
+    # fill the input come out with a length that is no axis of the output
+    "w246_subsampled_lengths_divided_twice": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
