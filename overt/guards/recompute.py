@@ -17,7 +17,9 @@ What is proved, on checked training steps only, for a few calls per call site: a
 torch state saved before the forward when ``preserve_rng_state`` is true, the state the forward left
 otherwise; Python's and numpy's as the forward left them.  Everything the probe moved is put back (every
 random state, the buffers of the modules ``fn`` belongs to or closes over, e.g. BatchNorm's running
-statistics), so the program's own draws and numbers are unchanged.  An output that differs from the
+statistics), so the program's own draws and numbers are unchanged.  Not put back: a Python side effect of
+``fn`` itself (a block that appends an auxiliary loss to a list runs the append once more on a probed call, as
+its real recomputation does too).  An output that differs from the
 forward's by more than :data:`TOL` of its norm (read with the next checked step) is reported at the call.
 Silent: a deterministic block (no dropout, eval mode, dropout 0) with either setting, a stochastic block with
 its torch random state preserved, a function no module can be found for (its buffers could not be put back),
