@@ -761,6 +761,23 @@ ENTRIES: tuple[Entry, ...] = (
           "it never subtracted) puts every output back into other units than the data's, so forecasts and "
           "predictions are off by the statistics while training runs normally",
           _E, False, True),
+    Entry("checkpoint-recompute-differs", "OVT445", "an activation checkpoint whose recomputation differs from "
+          "its forward",
+          "checkpointing rebuilds a block's activations in the backward pass by running it again: when that second "
+          "run draws fresh randomness (dropout under preserve_rng_state=False, Python or numpy randomness checkpoint "
+          "never saves), the gradients are taken for another network sample than the one that produced the loss, "
+          "and training degrades with no error",
+          _E, False, True),
+    Entry("lengths-do-not-fit-output", "OVT446", "a module's returned lengths that fit no axis of its output",
+          "a module that shrinks a padded batch and returns new lengths must give the items that fill its input the "
+          "output's full length: lengths subsampled twice, by another stride or off by one make the CTC loss, the "
+          "masks or the pooling read only part of every item (or past it), with no error",
+          _E, False, True),
+    Entry("divided-by-reciprocal", "OVT835", "a tensor divided by a factor defined as a reciprocal",
+          "a scale written as a reciprocal (head_dim ** -0.5, 1 / tau, var.rsqrt()) is a factor to multiply by: "
+          "dividing by it multiplies by the quantity it inverts, so attention logits come out head_dim times too "
+          "large (the softmax saturates) or a normalised value is multiplied by the deviation, with no error",
+          _E, True, False),
     Entry("graph-edges-cross-batch", "OVT548", "edges of a batched graph that join nodes of two different graphs",
           "graphs batched as one disconnected graph must keep every edge inside its own graph (batch[src] == "
           "batch[dst]): an edge_index shifted by anything but the cumulative node count of the graphs before it "

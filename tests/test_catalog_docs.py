@@ -130,7 +130,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "pairing-order-mismatch",
          # issue 33, targets built from memory never filled or filled wrongly (branch rltargets)
          "bootstrap-ignores-done", "schedule-clamped-at-once", "history-holds-one-buffer",
-         "nstep-bootstrap-single-discount"}
+         "nstep-bootstrap-single-discount",
+         # issue 33, model code whose numbers break the structure it names (branch modelnum)
+         "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -12,6 +12,7 @@
 - ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`), ``clip_grad_norm_``/``clip_grad_value_``
   (:mod:`overt.guards.clipping`), ``F.cosine_similarity`` (:mod:`overt.guards.stopgrad`, checked steps);
 - ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps);
+- ``torch.utils.checkpoint.checkpoint`` (:mod:`overt.guards.recompute`, checked steps);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
 - ``torch.autograd.backward`` (:mod:`overt.guards.termscale`, which also hands the loss to
@@ -577,6 +578,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import gridorder  # F.grid_sample (checked steps)
 
         gridorder.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import recompute  # torch.utils.checkpoint.checkpoint (checked steps)
+
+        recompute.install(_patch, ACTIVE, lambda: ARMED)
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)

@@ -39,6 +39,8 @@ from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.gridorder import GridOrderChecks
+from overt.guards.recompute import RecomputeChecks
+from overt.guards.lengths import LengthChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
@@ -106,6 +108,8 @@ CHECKS: tuple[type[Check], ...] = (
     ForecastChecks,
     TransformAxisChecks,
     GridOrderChecks,
+    RecomputeChecks,
+    LengthChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
     SameViewsChecks,
