@@ -36,6 +36,7 @@ from overt.lint.rules import syncwindow  # noqa: F401  (issue 33: a gradient syn
 from overt.lint.rules import unreadpred  # noqa: F401  (issue 33: a prediction computed and never read)
 from overt.lint.rules import subsetpos  # noqa: F401  (issue 33: positions in a subset read as whole-set ids)
 from overt.lint.rules import axisscale  # noqa: F401  (issue 33: x scaled by the height, y by the width)
+from overt.lint.rules import runningmean  # noqa: F401  (issue 33: a running mean weighting the newest by the count)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
