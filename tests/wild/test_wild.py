@@ -314,6 +314,13 @@ EXPECTED = {
     "w190_graph_batch_offsets_not_cumulative": ("run",),
     # ... and reversible instance normalisation whose denormalize multiplies by a scale normalize never divided by
     "w186_revin_scale_not_applied": ("run",),
+    # existing premises widened to code written another way (branch losses12): an MLM collator that lets padding
+    # be chosen for masking (the padding proven on the sequence the targets restore); a BPR loss whose averaged
+    # ranking term is divided by the batch size again with its regulariser; an SWA update that weights the
+    # newest model by the count
+    "w254_mlm_collator_masks_padding": ("run",),
+    "w250_bpr_loss_divided_by_pairs_twice": ("run",),
+    "w243_swa_scales_newest_model_by_epoch": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
