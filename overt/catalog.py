@@ -256,6 +256,13 @@ ENTRIES: tuple[Entry, ...] = (
           "above 1, a missing 1 - d) grows it without bound, and the evaluated, bootstrapped or saved copy is "
           "garbage while training looks normal",
           _W, False, True),
+    Entry("running-mean-weights-newest", "OVT215", "a running mean updated with the count's weight on the newest "
+          "value instead of on the mean",
+          "an incremental mean folds the next value in as (mean * k + new) / (k + 1): the stored mean stands for "
+          "the k values already averaged; written (new * k + mean) / (k + 1), the past keeps a weight 1 / (k + 1) "
+          "that falls as the run goes on, and the SWA or Polyak average, running loss or statistic is nearly the "
+          "last value while nothing fails",
+          _W, True, False),
     Entry("running-stats-never-computed", "OVT211",
           "a trained BatchNorm evaluated with the running statistics it was built with",
           "an averaged or copied model whose parameters alone were averaged or loaded (SWA or an EMA over "

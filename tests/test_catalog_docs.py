@@ -120,7 +120,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, a copy of the model the program reads follows it (branch shadows)
          "average-diverges-from-model",
          # issue 33, losses and targets consistent with what they claim (branch losses11)
-         "selection-picks-masked", "prediction-never-read",
+         "selection-picks-masked", "prediction-never-read", "running-mean-weights-newest",
          # issue 33, evaluation that computes another number than it says (branch metrics11)
          "box-format-mismatch", "subset-positions-as-ids",
          "coordinates-scaled-by-other-axis",

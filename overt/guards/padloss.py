@@ -7,7 +7,7 @@ after padding: an easy, meaningless target that dilutes the loss and the gradien
 (huggingface/transformers#2759, 01-ai/Yi#110, lucidrains/DALLE-pytorch#57).
 
 Seen on checked steps, for ``cross_entropy``/``nll_loss`` whose integer targets form one row per
-sequence of the forward's 2-D token ids (``(N, L)``, or flattened ``N * L``), in either of two ways:
+sequence of the forward's 2-D token ids (``(N, L)``, or flattened ``N * L``), in one of three ways:
 
 - the padding of the targets and of the ids, each proven from the values alone (the id most rows end,
   or start, with, every occurrence of it in a contiguous run at that end, in at least half the rows;
@@ -16,7 +16,13 @@ sequence of the forward's 2-D token ids (``(N, L)``, or flattened ``N * L``), in
 - targets aligned with the ids (``L`` equal to their length, or one less: targets shifted by one)
   that hold one value, not the ``ignore_index``, wherever the ids are padding: what a collate function
   wrote as the labels' padding (a token-classification batch whose labels are padded with the tag 0
-  while its ids are padded with 1).  Targets that vary there (a decoder's own sequence) say nothing.
+  while its ids are padded with 1).  Targets that vary there (a decoder's own sequence) say nothing;
+- inputs corrupted where the loss has targets (masked language modelling, denoising: mask and random
+  tokens break the ids' own padding): the padding proven on the sequence the targets restore (the target
+  where the loss counts one, the input id elsewhere), its id filling at least half of those positions in
+  the ids too, and the loss's classes covering every id (tokens predicted, not tags); counted targets
+  inside it that are that id (the run's first position left out) are padding made targets (an MLM
+  collator whose masking may choose padding, huggingface/transformers#11155, w254).
 
 Counted on the device: targets that the loss counts and that lie in the padding, one per row left out
 (the first padding position may be a real end-of-sequence target when the pad token is the end
@@ -86,14 +92,31 @@ class PaddingLossChecks(Check):
             filled = at.any() & (low == high) & (low != ii) & ~same
             extra = torch.where(filled, ((at & (tgt != ii)).sum(1) - 1).clamp(min=0).sum(), extra)
             fill = torch.where(filled, low, fill)
+            # inputs corrupted where the loss has targets (masked language modelling, denoising): the padding
+            # is proven on the sequence the targets restore -- the target where one is counted, the input id
+            # elsewhere -- and a counted target inside it that is that padding id is padding made a target
+            restored = torch.where(tgt != ii, tgt, ids[:, t - w:])
+            pad_r, id_r = padding(restored)
+            edge = pad_r & ~(_shift(pad_r, 1) & _shift(pad_r, -1))  # a run's first (or, left, last) position
+            inside = pad_r & ~edge & (tgt != ii) & (tgt == id_r)
+            shown = (pad_r & (ids[:, t - w:] == id_r)).sum() * 2 >= pad_r.sum()  # the inputs mostly padding there
+            classes = inp.shape[1] if isinstance(inp, torch.Tensor) and inp.dim() >= 2 else 0
+            vocab = ids.max() < classes  # the loss predicts over the ids' own vocabulary (tokens, not tags)
+            corrupt = pad_r.any() & (id_r != ii) & shown & vocab & ~same & ~filled
+            extra = torch.where(corrupt, inside.sum(), extra)
+            fill = torch.where(corrupt, id_r, fill)
+            id_x = torch.where(corrupt, id_r, id_x)
+            kind = corrupt.long()
+        else:
+            kind = torch.zeros((), dtype=torch.long, device=tgt.device)
         counted = (tgt != ii).sum()
-        self.s.defer(torch.stack((extra, counted, fill, id_x)).float(), self._judge(name, loc, ii))
+        self.s.defer(torch.stack((extra, counted, fill, id_x, kind)).float(), self._judge(name, loc, ii))
 
     def _judge(self, name: str, loc: str, ii: int):
         def callback(vals: list[float]) -> None:
             if loc in self.done:
                 return
-            extra, counted, pad_id, input_pad = vals
+            extra, counted, pad_id, input_pad, kind = vals
             sums = self.sums.setdefault(loc, [0.0, 0.0, 0.0])
             sums[0] += 1
             sums[1] += extra
@@ -104,6 +127,9 @@ class PaddingLossChecks(Check):
             if not sums[2] or sums[1] < SHARE * sums[2]:
                 return
             share = 100 * sums[1] / sums[2]
+            if kind:
+                self._report_corrupted(name, loc, ii, sums, share, pad_id)
+                return
             self.s.report(
                 "loss-over-padding",
                 f"F.{name} at {loc} trains on the padding: {int(sums[1])} of the {int(sums[2])} targets it counted "
@@ -121,6 +147,28 @@ class PaddingLossChecks(Check):
                 where=f"F.{name} call at {loc}", key=loc)
 
         return callback
+
+    def _report_corrupted(self, name: str, loc: str, ii: int, sums: list[float], share: float, pad_id: float) -> None:
+        self.s.report(
+            "loss-over-padding",
+            f"F.{name} at {loc} trains on the padding: {int(sums[1])} of the {int(sums[2])} targets it counted on "
+            f"checked steps ({share:.0f}%) are the padding id {int(pad_id)}, inside the padded end of their "
+            f"sequence, at positions whose inputs were masked or replaced (the sequence the targets restore is "
+            f"padded with {int(pad_id)} there), and ignore_index={ii} does not exclude them. "
+            "The masking or noise chose padding positions: the model is taught to predict padding inside padding, "
+            "an easy, meaningless target that takes a share of the masking budget and of the loss from the real "
+            "tokens, and a masked-token accuracy over these targets reads better than the model is.",
+            fix=(f"exclude the padding from the positions the collate function may mask or corrupt, as the special "
+                 f"tokens are (probability_matrix.masked_fill_(input_ids == {int(pad_id)}, 0.0) before sampling "
+                 f"the mask), or set the labels there to {ii} (labels[input_ids == {int(pad_id)}] = {ii}, on the "
+                 "ids before masking)."),
+            where=f"F.{name} call at {loc}", key=loc)
+
+
+def _shift(mask: torch.Tensor, by: int) -> torch.Tensor:
+    """``mask`` moved ``by`` positions along its rows, padded with True (the neighbour outside a row)."""
+    edge = torch.ones_like(mask[:, :1])
+    return torch.cat((edge, mask[:, :-1]), 1) if by > 0 else torch.cat((mask[:, 1:], edge), 1)
 
 
 def _filled(pad_id: float, input_pad: float) -> str:

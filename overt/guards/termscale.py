@@ -49,6 +49,7 @@ MIN_BATCH = 16  # rows of the reduced tensors: fewer and a batch-sum's weight is
 RATIO = 0.25  # the summed term's coefficient over the averaged one's at and above which nothing makes up for N
 MIN_T = 3.0  # a distillation temperature at and above which a missing T² changes the soft term's share 9-fold
 MAX_TERMS = 16  # additive terms followed from the root
+MAX_CONCAT = 4  # per-sample tensors of one batch concatenated into a term's rows
 MAX_NODES = 20000  # autograd nodes walked per term (model outputs and parameters reached)
 MAX_SOFT = 60  # nodes walked per term looking for a log_softmax of divided logits
 MAX_OUTPUTS = 64  # model outputs of a step remembered
@@ -156,6 +157,12 @@ def reduction(node: Any) -> tuple[str, tuple[int, ...]] | None:
             if sizes and dims == set(range(len(sizes))) and not node._saved_keepdim:
                 return ("mean" if kind.startswith("Mean") else "sum"), sizes
             return None
+        if kind == "PowBackward0" and getattr(node, "_saved_exponent", None) == 2:
+            norm = node.next_functions[0][0] if node.next_functions else None
+            if (type(norm).__name__ == "LinalgVectorNormBackward0" and norm._saved_ord == 2
+                    and norm._saved_dim is None and isinstance(norm._saved_self, torch.Tensor)):
+                return "sum", tuple(norm._saved_self.shape)  # a squared L2 norm: a sum of squares
+            return None
         red = getattr(node, "_saved_reduction", None)
         if red in (1, 2):
             saved = node._saved_self
@@ -166,12 +173,13 @@ def reduction(node: Any) -> tuple[str, tuple[int, ...]] | None:
     return None
 
 
-def batch_order(t: _Term, r: tuple[str, tuple[int, ...]]) -> tuple[int, float]:
+def batch_order(t: _Term, r: tuple[str, tuple[int, ...]], n: int | None = None) -> tuple[int, float]:
     """How a term scales with its batch of ``N`` rows, and the rest of its weight: (the power of ``N``, the
     coefficient with the divisions and multiplications by ``N`` taken out).  A mean over the rows is -1, a sum
     0; each division of the term by ``N`` on its way to the root (``reduction="batchmean"``, ``/ len(x)``)
-    takes one off."""
-    n = r[1][0]
+    takes one off.  ``n``: the batch size when the term's rows are a multiple of it (a concatenation of
+    several per-sample tensors), else its own rows."""
+    n = r[1][0] if n is None else n
     order = -1 if r[0] == "mean" else 0
     rest = abs(t.coef)
     for op, value in t.factors:
@@ -250,15 +258,15 @@ class TermScaleChecks(Check):
         loc = user_location(4) or "the backward call"
         if loc in self.done:
             return
-        if self._batch_mix(terms, loc) or self._soft_without_t2(terms, loc):
+        reds = [(t, reduction(t.node)) for t in terms if t.coef != 0]
+        if self._batch_mix(reds, loc) or self._averaged_twice(reds, loc) or self._soft_without_t2(terms, loc):
             self.done.add(loc)
 
     # -- a batch mean next to a batch sum ------------------------------------------------------
-    def _batch_mix(self, terms: list[_Term], loc: str) -> bool:
+    def _batch_mix(self, reds: list[tuple[_Term, Any]], loc: str) -> bool:
         rows: list[tuple[_Term, tuple[str, tuple[int, ...]], int, float]] = []
-        for t in terms:
-            r = reduction(t.node)
-            if t.coef != 0 and r is not None and r[1] and r[1][0] >= MIN_BATCH:
+        for t, r in reds:
+            if r is not None and r[1] and r[1][0] >= MIN_BATCH:
                 order, rest = batch_order(t, r)
                 rows.append((t, r, order, rest))
         for b, rb, ob, wb in rows:
@@ -273,6 +281,48 @@ class TermScaleChecks(Check):
                 self._report_mix(a, ra, b, rb, loc)
                 return True
         return False
+
+    # -- a mean over the batch divided by the batch size again ---------------------------------
+    def _averaged_twice(self, reds: list[tuple[_Term, Any]], loc: str) -> bool:
+        """A term that is a mean over ``N >= MIN_BATCH`` rows and is divided by ``N`` again on its way to the root
+        (its per-sample weight ``1 / N**2``), next to a term over the same batch (``k * N`` rows, ``k <=
+        MAX_CONCAT``: users, positives and negatives concatenated) that is not: no objective weighs one term by
+        the batch size against another, so the division was meant for the other term (PyG's BPR loss,
+        ``(-log_prob + reg) / n_pairs`` with ``log_prob`` already a mean).  No ratio of coefficients excuses it:
+        the weight ``1 / N`` is the reduction's, not the user's."""
+        for a, ra in reds:
+            if ra is None or ra[0] != "mean" or not ra[1] or ra[1][0] < MIN_BATCH or ra[1][0] in ra[1][1:]:
+                continue
+            n = ra[1][0]
+            oa, _ = batch_order(a, ra)
+            if oa > -2:
+                continue
+            for b, rb in reds:
+                if b is a or rb is None or not rb[1] or rb[1][0] % n or rb[1][0] // n > MAX_CONCAT:
+                    continue
+                if a.unknown != b.unknown or batch_order(b, rb, n)[0] <= oa or _on_leaf(b.node):
+                    continue
+                held = {id(p) for oi in self.s.optimizers.values() for p in oi.params}
+                out_a, leaves_a = self._reach(a.node)
+                _, leaves_b = self._reach(b.node)
+                if not (out_a and leaves_a & leaves_b & held):
+                    continue
+                self._report_twice(a, ra, b, rb, n, loc)
+                return True
+        return False
+
+    def _report_twice(self, a: _Term, ra: tuple, b: _Term, rb: tuple, n: int, loc: str) -> None:
+        msg = (f"The loss backwarded at {loc} divides {self._describe(a, ra)} by the batch size {n} again: that "
+               f"term is averaged over the batch twice, so each sample weighs 1/{n}² in it, while "
+               f"{self._describe(b, rb)}, over the same batch, is not. The averaged-twice term is {n} times "
+               "lighter against the other than the objective means (a ranking loss against its regulariser), and "
+               "the balance between them changes with the batch size, while every loss falls.")
+        fix = ("divide by the batch size only the terms that are not already averaged over it (loss = "
+               "per_sample.mean() + reg_sum / n, not (per_sample.mean() + reg_sum) / n), or sum that term over the "
+               "batch before the shared division; put any intended weight in an explicit coefficient.")
+        call = self._loss_call(a.node)
+        where = f"F.{call[0]} call at {call[1]}" if call is not None and call[1] else loc
+        self.s.report("loss-terms-misscaled", msg, where=where, fix=fix, key=loc)
 
     def _reach(self, node: Any) -> tuple[bool, set[int]]:
         """Whether ``node``'s graph reaches a watched model's output of this step, and the leaves it reaches."""
@@ -368,6 +418,16 @@ class TermScaleChecks(Check):
                "hard.")
         where = f"F.{rec[1]} call at {rec[2]}" if rec is not None and rec[0] is lsm and rec[2] else loc
         self.s.report("loss-terms-misscaled", msg, where=where, fix=fix, key=loc)
+
+
+def _on_leaf(node: Any) -> bool:
+    """Whether the tensor that ``node`` reduces is a parameter itself (or a view of one): a weight penalty,
+    not a term over the batch."""
+    nxt = node.next_functions
+    if type(node).__name__ == "PowBackward0" and nxt and nxt[0][0] is not None:
+        nxt = nxt[0][0].next_functions  # the squared norm's norm
+    child = _past_shape(nxt[0][0]) if nxt and nxt[0][0] is not None else None
+    return child is None or type(child).__name__ == "AccumulateGrad"
 
 
 def _past_shape(fn: Any) -> Any:

@@ -264,3 +264,44 @@ def _multiterm(form: str) -> list:
 @pytest.mark.parametrize("form", ["detection", "multibox", "actor-critic"])
 def test_multi_term_losses_reduced_as_meant_are_quiet(form):
     assert SLUG not in slugs(_multiterm(form))
+
+
+# -- a mean over the batch divided by the batch size again (branch losses12) ---------------------------------
+def _twice(form: str) -> list:
+    """A classifier on the digits whose loss adds an L2 penalty on the batch's features (PyG's BPR loss's
+    regulariser, the norm of the batch's embeddings), divided by the batch size in the forms it is written."""
+    torch.manual_seed(0)
+    body = nn.Sequential(nn.Linear(64, 32), nn.ReLU())
+    head = nn.Linear(32, 10)
+    model = nn.Sequential(body, head)
+
+    def step(x, y):
+        feats = body(x)
+        out = head(feats)
+        ce = F.cross_entropy(out, y)
+        n = len(x)
+        if form == "twice":  # the bug: the averaged term divided by n once more with the penalty
+            return (ce + 1e-3 * feats.pow(2).sum()) / n
+        if form == "twice-norm":  # the penalty a squared norm over two per-sample tensors concatenated (2n rows)
+            return (ce + 1e-4 * torch.cat([feats, body(x.flip(1))]).norm(p=2).pow(2)) / n
+        if form == "once":  # the fix: only the summed penalty divided by n
+            return ce + 1e-3 * feats.pow(2).sum() / n
+        if form == "weights":  # both over n, but the penalty is on the parameters: not a term over the batch
+            return (ce + 1e-4 * sum(p.norm(p=2).pow(2) for p in model.parameters())) / n
+        return (ce + 1e-3 * feats.pow(2).sum(1).mean()) / n  # "both": every term divided alike (accumulation)
+
+    return _run(step, [model])
+
+
+@pytest.mark.parametrize("form", ["twice", "twice-norm"])
+def test_mean_divided_by_the_batch_again_is_named(form):
+    found = [f for f in _twice(form) if f.slug == SLUG]
+    assert len(found) == 1, found
+    msg = found[0].message
+    assert "by the batch size 64 again" in msg and "averaged over the batch twice" in msg, msg
+    assert "F.cross_entropy" in msg and "test_termscale.py" in found[0].where
+
+
+@pytest.mark.parametrize("form", ["once", "weights", "both"])
+def test_mean_divided_once_is_silent(form):
+    assert [f for f in _twice(form) if f.slug == SLUG] == []

@@ -342,6 +342,13 @@ EXPECTED = {
     # ... and a subsampling front end whose lengths are divided by the stride a second time, so the items that
     # fill the input come out with a length that is no axis of the output
     "w246_subsampled_lengths_divided_twice": ("run",),
+    # existing premises widened to code written another way (branch losses12): an MLM collator that lets padding
+    # be chosen for masking (the padding proven on the sequence the targets restore); a BPR loss whose averaged
+    # ranking term is divided by the batch size again with its regulariser; an SWA update that weights the
+    # newest model by the count
+    "w254_mlm_collator_masks_padding": ("run",),
+    "w250_bpr_loss_divided_by_pairs_twice": ("run",),
+    "w243_swa_scales_newest_model_by_epoch": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
