@@ -13,7 +13,8 @@ The check is a metamorphic call of the user's function (named after a k-NN / nea
 classifier, with one parameter holding the training labels and one the test labels) at the end of the
 run, on its first call's own features: the training labels replaced by one class, the test labels by
 another (two choices of that class, the smallest and the largest of the labels after it, so that an
-order of ties does not hide the bug).  Every number it returns must then be 0.  Silent when the premise
+order of ties does not hide the bug).  Every number it returns must then be 0 (a number the new labels leave
+as it was, such as a count of test items, is not read as an accuracy).  Silent when the premise
 cannot be proven: parameters whose roles the names do not say, labels that are not one integer tensor or
 array per item, fewer than two classes, a call that raises (a classifier that refuses a single class), a
 result that is not numbers (a number, or a tuple/list/dict of them), or a first call whose numbers are not
@@ -28,7 +29,8 @@ import numpy as np
 import torch
 
 _NEIGHBOUR = frozenset({"neighbor", "neighbors", "neighbour", "neighbours"})
-_NOT = frozenset({"loss", "graph", "build", "index", "search", "plot", "save", "update", "distance", "distances"})
+_NOT = frozenset({"loss", "graph", "build", "index", "search", "plot", "save", "update", "distance", "distances",
+                  "error", "errors", "err", "mse", "mae", "rmse", "entropy"})
 _LABEL = ("label", "target", "class", "ids", "pid")
 _TRAIN = ("train", "support", "gallery", "bank", "memory", "database", "db", "fit", "ref")
 _TEST = ("test", "query", "val", "eval")
@@ -116,7 +118,8 @@ def check(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any],
             return None
         if values is None or len(values) != len(first):
             return None
-        credited = [i for i, v in enumerate(values) if v > 0]
+        # a number the labels do not move (a count of test items, a mean distance) is no accuracy of them
+        credited = [i for i, v in enumerate(values) if v > 0 and v != first[i]]
         if credited:
             shown = ", ".join(f"{v:.4g}" for v in values)
             return (f"{name}() scores test items of class {b} at {shown} when every training label "

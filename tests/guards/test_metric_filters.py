@@ -230,3 +230,21 @@ print("mass", kept.sum(1).mean().item())
 
 def test_a_nucleus_filter_without_the_crossing_token_on_probabilities_is_a_convention(tmp_path):
     assert _run(tmp_path, NUCLEUS_UNSHIFTED) == []
+
+
+KNN_WITH_COUNT = '''
+def knn_eval(train_feats, train_labels, test_feats, test_labels, k=5):
+    idx = torch.cdist(test_feats, train_feats).topk(k, largest=False).indices
+    pred = torch.mode(train_labels[idx], dim=1).values
+    return (pred == test_labels).float().mean().item(), len(test_labels) // 10
+
+
+model.eval()
+with torch.no_grad():
+    emb = model[:2](x)
+print(knn_eval(emb[:300], y[:300], emb[300:600], y[300:600]))
+'''
+
+
+def test_a_count_returned_beside_the_accuracy_is_not_read_as_one(tmp_path):
+    assert _run(tmp_path, KNN_WITH_COUNT) == []
