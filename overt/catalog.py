@@ -943,10 +943,12 @@ ENTRIES: tuple[Entry, ...] = (
           "MAE, MSE or RMSE whose value on its own call's inputs matches none of the definition's accepted "
           "conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word error rate, a "
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
-          "the images' range, an error computed in uint8 that wraps), or a value written inline under such a name "
+          "the images' range, an error computed in uint8 that wraps), a top-k or nucleus filter that keeps "
+          "another set than the largest scores its cut-off asks for, a k-NN classifier that scores test items of "
+          "a class no training label carries, or a value written inline under such a name "
           "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "
           "an NDCG whose ideal is the retrieved list re-sorted, a top-k list of ids padded with item 0 and scored "
-          "whole) "
+          "whole, a recall computed by the precision's function, an MRR taken as the reciprocal of the mean rank) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
           _E, True, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",

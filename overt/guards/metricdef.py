@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.aside import user_code
-from overt.guards import metricrank
+from overt.guards import knnprobe, metricrank, topkfilter
 from overt.guards import metricrefs as refs
 
 #: name words that make a metric something else than the one its other words name
@@ -41,7 +41,11 @@ _CUTOFF = frozenset({"k", "topk", "top_k", "at_k", "n", "cutoff", "p"})
 def definition_of(words: set[str]) -> str | None:
     """The well-known metric (or decoding rule) a function named with ``words`` claims to be: "iou",
     "giou", "wer", "cer", "ndcg", "ctc" (greedy CTC decoding), a ranking or reconstruction metric of
-    :mod:`overt.guards.metricrank`, or None."""
+    :mod:`overt.guards.metricrank`, a top-k decoding filter (:mod:`overt.guards.topkfilter`), a k-NN
+    classifier (:mod:`overt.guards.knnprobe`), or None."""
+    claimed = topkfilter.definition_of(words) or knnprobe.definition_of(words)
+    if claimed is not None:
+        return claimed
     if not words & _NEVER:
         ranked = metricrank.definition_of(words)
         if ranked is not None:
@@ -268,4 +272,10 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
         return _ndcg(fn, name, given, bound)
     if metric == "ctc":
         return _ctc(fn, name, given, bound, result)
+    if metric == "topk-filter":
+        return topkfilter.check(fn, name, given, bound)
+    if metric == "topp-filter":
+        return topkfilter.check_nucleus(fn, name, given, bound)
+    if metric == "knn":
+        return knnprobe.check(fn, name, given, bound, result)
     return metricrank.check(fn, metric, name, given, bound, result)

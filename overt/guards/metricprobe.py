@@ -117,6 +117,37 @@ def _writes_globals(code: types.CodeType) -> bool:
     return any(isinstance(c, types.CodeType) and _writes_globals(c) for c in code.co_consts)
 
 
+_TORCH = torch.__file__.rsplit("/", 1)[0] + "/"
+
+
+def _inner(fn: Any) -> Any:
+    """The script's own function under a ``torch.no_grad()`` / ``torch.inference_mode()`` decorator."""
+    while getattr(fn, "__wrapped__", None) is not None and isinstance(fn, types.FunctionType) \
+            and fn.__code__.co_filename.startswith(_TORCH):
+        fn = fn.__wrapped__
+    return fn
+
+
+def _defined(fn: Any) -> str | None:
+    """The file a script function is defined in: its own, or under a torch gradient-mode decorator; None for
+    any other wrapper (this module's own among them)."""
+    inner = _inner(fn)
+    if not isinstance(inner, types.FunctionType) or getattr(inner, "__wrapped__", None) is not None:
+        return None
+    return inner.__code__.co_filename
+
+
+#: definitions whose functions may change their input in place (their first call's input is copied first)
+_IN_PLACE = frozenset({"topk-filter", "topp-filter"})
+
+
+def _copies(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    def copy_of(v: Any) -> Any:
+        return v.detach().clone() if isinstance(v, torch.Tensor) else v
+
+    return tuple(copy_of(v) for v in args), {k: copy_of(v) for k, v in kwargs.items()}
+
+
 Candidate = tuple[Any, "str | None", "str | None", "str | None", "str | None"]
 
 
@@ -127,14 +158,13 @@ def candidates(namespace: dict, filename: str) -> dict[str, Candidate]:
     :mod:`overt.guards.metricdef` can recompute (roles None then, unless named)."""
     found = {}
     for name, fn in list(namespace.items()):
-        if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != filename \
-                or getattr(fn, "__wrapped__", None) is not None:
+        if not isinstance(fn, types.FunctionType) or _defined(fn) != filename:
             continue
         kind = metric_kind(fn)
         roles = _roles(fn) if kind else None
         words = _words(fn.__name__)
         known = metricdef.definition_of(words) if not words & NOT_METRIC else None
-        if not (kind and roles or known) or _writes_globals(fn.__code__):  # the bytecode read last: only a metric's
+        if not (kind and roles or known) or _writes_globals(_inner(fn).__code__):  # the bytecode read last: only a metric's
             continue
         if kind and roles:
             found[name] = (fn, kind, *roles, known)
@@ -301,12 +331,15 @@ class MetricProbeChecks(Check):
 
         @functools.wraps(fn)
         def metric(*args: Any, **kwargs: Any) -> Any:
-            result = fn(*args, **kwargs)
             recorded = self.calls.get(name)
+            seen = (args, kwargs)
+            if recorded is None and self.roles[name][3] in _IN_PLACE:
+                seen = _copies(args, kwargs)  # a filter may work in place: its input as it was given
+            result = fn(*args, **kwargs)
             if recorded is None or (recorded.kind is None and self.roles[name][0] is not None):
                 # the first call, or the first of an evaluation after one recorded during training
                 try:
-                    bound = signature.bind(*args, **kwargs)
+                    bound = signature.bind(*seen[0], **seen[1])
                     given = tuple(bound.arguments)
                     bound.apply_defaults()
                     self.calls[name] = _Call(fn, self.roles[name], given, bound, result, user_location(2))
@@ -318,7 +351,7 @@ class MetricProbeChecks(Check):
 
     def end_of_run(self) -> None:
         for name, call in self.calls.items():
-            code = call.fn.__code__
+            code = _inner(call.fn).__code__
             defined = short_location(code.co_filename, code.co_firstlineno)
             at = f"the call at {call.loc}" if call.loc else "its first call"
             if call.kind is not None:

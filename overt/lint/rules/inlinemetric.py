@@ -5,7 +5,9 @@ calls; a metric written inline in an evaluation loop has no function to call aga
 proves the formula wrong, in four forms (one module each): a confusion-count metric whose formula is not
 the one its name or label says (:mod:`.countformula`), an absolute or squared error of two unsigned-integer
 arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`), a
-top-k list of item ids padded with item 0 and scored whole (:mod:`.padids`).
+top-k list of item ids padded with item 0 and scored whole (:mod:`.padids`), a value named after one
+confusion-count metric computed by another's function (:mod:`.crossmetric`), an MRR computed as the
+reciprocal of the mean rank (:mod:`.reciprocalmean`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from collections.abc import Iterator
 from overt.lint.index import FileIndex
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.countformula import count_formulas
+from overt.lint.rules.crossmetric import crossed_metrics
 from overt.lint.rules.idealdcg import ideal_from_retrieved
 from overt.lint.rules.padids import padded_ids
+from overt.lint.rules.reciprocalmean import reciprocal_of_mean_rank
 from overt.lint.rules.unsigneddiff import unsigned_differences
 
 
@@ -27,3 +31,5 @@ def metric_off_definition(ix: FileIndex) -> Iterator[Hit]:
     yield from unsigned_differences(ix)
     yield from ideal_from_retrieved(ix)
     yield from padded_ids(ix)
+    yield from crossed_metrics(ix)
+    yield from reciprocal_of_mean_rank(ix)
