@@ -199,6 +199,58 @@ def _used_only_in_init(ix: FileIndex, init: ast.AST, attr: str) -> bool:
     inside = {id(n) for n in ast.walk(init)}
     reads = [a for a in ix.attributes if a.attr == attr and isinstance(a.ctx, ast.Load)]
     return bool(reads) and all(id(a) in inside for a in reads)
+#: calls whose result is a Python value or an iterator over the tensor's elements, not a tensor that meets others
+_PYTHON_SIDE = frozenset({"tolist", "item", "numel", "dim", "size"})
+_ITERATING = frozenset({"enumerate", "zip", "reversed", "len", "list", "tuple", "bool", "int", "float"})
+
+
+def _read_only_as_python_values(cls: ast.ClassDef, init: ast.FunctionDef, attr: str) -> bool:
+    """Every read of ``self.attr`` outside ``__init__`` yields Python values or a loop over a 1-d tensor's 0-dim
+    elements (``for flag in self.mask``, ``enumerate(self.mask)``, ``len(self.mask)``, ``self.mask.tolist()``),
+    which mix with tensors on any device: where it lives does not matter, and moving it is nobody's loss.
+    Only a tensor built from a flat Python list or a 1-d factory qualifies (a row of a 2-d one is not 0-dim)."""
+    in_init = {id(n) for n in ast.walk(init)}
+    parents = {c: n for n in ast.walk(cls) for c in ast.iter_child_nodes(n)}
+    reads = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr
+             and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
+             and id(n) not in in_init]
+    writes = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr
+              and isinstance(n.value, ast.Name) and n.value.id == "self" and not isinstance(n.ctx, ast.Load)
+              and id(n) not in in_init]
+    if not reads or writes:
+        return False  # state the run changes is state a checkpoint must hold
+    for r in reads:
+        up = parents.get(r)
+        if isinstance(up, ast.Attribute) and up.attr in _PYTHON_SIDE and isinstance(parents.get(up), ast.Call):
+            continue
+        if isinstance(up, (ast.For, ast.comprehension)) and up.iter is r:
+            continue
+        if (isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id in _ITERATING
+                and r in up.args):
+            outer = parents.get(up)
+            if up.func.id == "len" or (isinstance(outer, (ast.For, ast.comprehension)) and outer.iter is up):
+                continue
+        return False
+    return True
+
+
+def _flat(value: ast.expr) -> bool:
+    """``torch.tensor([...flat...])``/``torch.tensor(name)`` of a list of scalars, or a 1-d factory call."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _TENSOR_METHODS \
+            and isinstance(value.func.value, ast.Call):
+        value = value.func.value
+    if not isinstance(value, ast.Call) or not value.args:
+        return False
+    fn = (dotted(value.func) or "").rsplit(".", 1)[-1]
+    arg = value.args[0]
+    if fn in ("tensor", "as_tensor"):
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            return not any(isinstance(e, (ast.List, ast.Tuple, ast.ListComp)) for e in arg.elts)
+        if isinstance(arg, ast.ListComp):
+            return not isinstance(arg.elt, (ast.List, ast.Tuple, ast.ListComp))
+        return False
+    return fn in ("zeros", "ones", "full", "empty", "arange", "rand", "randn", "randperm") and len(value.args) == 1 \
+        and not isinstance(arg, (ast.List, ast.Tuple))
 
 
 @rule("unregistered-tensor")
@@ -223,6 +275,8 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                     continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
                 if _used_only_in_init(ix, init, attr):
                     continue  # a construction-time value: nothing reads it once the module is built
+                if _flat(n.value) and _read_only_as_python_values(cls, init, attr):
+                    continue  # read as Python values only (a loop over flags): its device never matters
                 yield Hit("unregistered-tensor", n,
                           f"self.{attr} is a plain tensor attribute of {name}, not a buffer: model.to(device) "
                           f"leaves it where it is and state_dict()/checkpoints do not save it", fix=f"use "
