@@ -1,6 +1,6 @@
 """Reentrant activation checkpointing of blocks whose input does not require a gradient: with
-``use_reentrant=True`` the checkpointed segment is recomputed only for inputs that need a gradient, and
-behind a frozen first layer none does, so the checkpointed blocks get no gradient and stay at their
+``use_reentrant=True`` a checkpointed segment's output requires a gradient only if one of its inputs does,
+and behind a frozen first layer none does, so the checkpointed blocks get no gradient and stay at their
 initialisation while the head trains on their random features -- with a warning at most, no error.
 
 Source: huggingface/transformers#26221 (https://github.com/huggingface/transformers/issues/26221), "Gradient
