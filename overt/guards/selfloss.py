@@ -38,6 +38,7 @@ SPAN = 8
 TOL = 1e-6
 EARLY = 8  # optimizer steps (all optimizers): a prediction this early cannot have fitted its target
 LOSSES = ("kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")  # a prediction against a target it may be built from
 
 
 class SelfLossChecks(Check):
@@ -48,6 +49,7 @@ class SelfLossChecks(Check):
         self.same: dict[str, list[int]] = {}  # call site -> the steps whose checked call compared equal sides
         self.done: set[str] = set()
         self.first: dict[str, int] = {}  # call site -> the optimizer clock at its first checked call
+        self.outputs: dict[str, set[float]] = {}  # call site -> the sums of the prediction on its equal calls
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         if name not in LOSSES or not inp.is_floating_point() or not target.is_floating_point():
@@ -62,8 +64,12 @@ class SelfLossChecks(Check):
         if loc in self.done:
             return
         clock = sum(oi.steps for oi in self.s.optimizers.values())  # moves with any optimizer's steps
-        if self.first.setdefault(loc, clock) > EARLY and not shared and (inp.requires_grad or target.requires_grad):
-            self.done.add(loc)  # first seen after training began: an equal prediction may be a fit
+        one_side = not shared and (inp.requires_grad or target.requires_grad)
+        if one_side and (name not in REGRESSION or self.first.setdefault(loc, clock) > EARLY):
+            # a divergence between two models' distributions may be zero from the start and stay zero (two copies of
+            # one initialisation trained alike, as in mutual learning); first seen after training began, an equal
+            # prediction may be a fit
+            self.done.add(loc)
             return
         a, b = inp.detach().float(), target.detach().float()
         if name == "kl_div" and not kwargs.get("log_target", args[5] if len(args) > 5 else False):
@@ -71,21 +77,28 @@ class SelfLossChecks(Check):
         diff = (a - b).abs().amax()
         scale = torch.maximum(a.abs().amax(), b.abs().amax())
         grads = torch.tensor([float(inp.requires_grad), float(target.requires_grad)], device=diff.device)
-        self.s.defer(torch.cat((torch.stack((diff, scale)), grads)), self._judge(name, loc, clock, shared))
+        moved = a.sum()  # the prediction's fingerprint: a model whose output never changes may fit a constant exactly
+        self.s.defer(torch.cat((torch.stack((diff, scale)), grads, moved.reshape(1))),
+                     self._judge(name, loc, clock, shared))
 
     def _judge(self, name: str, loc: str, clock: int, shared: bool):
         def callback(vals: list[float]) -> None:
             if loc in self.done:
                 return
-            diff, scale, inp_grad, target_grad = vals
+            diff, scale, inp_grad, target_grad, moved = vals
             if not diff <= TOL * max(scale, 1.0):
                 self.done.add(loc)  # the sides differ: a real distance
                 return
             steps = self.same.setdefault(loc, [])
             steps.append(clock)
+            self.outputs.setdefault(loc, set()).add(moved)
             if len(steps) >= SAME_CALLS and steps[-1] - steps[0] >= SPAN:
+                grad = bool(inp_grad or target_grad)
+                if grad and not shared and len(self.outputs[loc]) < 2:
+                    return  # the prediction never changed: a model that fits a constant target exactly from its
+                    # initialisation (nothing to learn) is not a target built from its output; wait for a change
                 self.done.add(loc)
-                self._report(name, loc, len(steps), bool(inp_grad or target_grad), shared)
+                self._report(name, loc, len(steps), grad, shared)
 
         return callback
 
