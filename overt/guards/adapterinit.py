@@ -173,7 +173,7 @@ class AdapterInitChecks(Check):
         rng = torch.get_rng_state()
         cuda = output.device.type == "cuda"
         cuda_rng = torch.cuda.get_rng_state(output.device) if cuda else None
-        buffers = [(b, b._version, b.detach().clone()) for b in m.buffers()]
+        buffers = [(b, b.detach().clone()) for b in m.buffers()]
 
         def run(values: dict[str, torch.Tensor]) -> tuple[Any, Any]:
             """``m`` on the same inputs with ``values`` in place of its tensors for this call only (the user's
@@ -214,9 +214,8 @@ class AdapterInitChecks(Check):
             if cuda:
                 torch.cuda.set_rng_state(cuda_rng, output.device)
             with torch.no_grad():
-                for b, version, copy in buffers:
-                    if b._version != version:
-                        b.copy_(copy)
+                for b, copy in buffers:  # every one: batch_norm's running statistics move without a version bump
+                    b.data.copy_(copy)  # through .data: the buffer's version counter is left as it was
         if len(gates) >= 2:
             found = class_source(m)  # the fix is in the wrapper's own code: name its class where it is the user's
             if found and is_user_file(found[0]):

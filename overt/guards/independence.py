@@ -158,7 +158,7 @@ class _Saved:
         self.cuda_rng = torch.cuda.get_rng_state(device) if self.cuda else None
         self.device = device
         self.attrs = [(m, dict(vars(m))) for m in root.modules()]
-        self.buffers = [(b, b._version, b.detach().clone()) for b in root.buffers()]
+        self.buffers = [(b, b.detach().clone()) for b in root.buffers()]
 
     def restore_rng(self) -> None:
         torch.set_rng_state(self.cpu_rng)
@@ -174,9 +174,8 @@ class _Saved:
                 if current.get(key) is not value:
                     current[key] = value
         with torch.no_grad():
-            for b, version, copy in self.buffers:
-                if b._version != version:
-                    b.copy_(copy)
+            for b, copy in self.buffers:  # every one: batch_norm's running statistics move without a version bump
+                b.data.copy_(copy)  # through .data: the buffer's version counter is left as it was
 
 
 #: torch.nn classes the probe knows (containers, the mode-free layers, those that are with some settings)

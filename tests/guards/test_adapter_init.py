@@ -163,3 +163,38 @@ def test_second_stage_over_trained_factors_is_quiet():
 
     findings, _ = guarded_run(train)
     assert SLUG not in slugs(findings)
+
+
+class BNBlock(nn.Module):
+    """A frozen linear layer followed by a BatchNorm in training mode: its running statistics move with every
+    forward, without a version bump of the running buffers."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.in_features, self.out_features = layer.in_features, layer.out_features
+        self.linear = layer
+        self.norm = nn.BatchNorm1d(layer.out_features, affine=False)
+
+    def forward(self, x):
+        return self.norm(self.linear(x))
+
+
+def _bn_adapted(guard: bool):
+    base = _pretrained()
+    torch.manual_seed(3)
+    block = BNBlock(base[0])
+    model = nn.Sequential(ParallelAdapter(block, up_random=True), nn.ReLU(), base[2])
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05)
+    g = guarded(model, opt) if guard else None
+    _adapt(model, opt, steps=6)
+    return block.norm, (g.report() if g else [])
+
+
+def test_the_probe_leaves_batchnorm_statistics_as_an_unguarded_run_has_them():
+    # the probe runs the adapted module again with its factors zeroed; BatchNorm's running statistics move on
+    # those forwards without bumping their version counter, so they must be put back whatever their version says
+    plain, _ = _bn_adapted(False)
+    norm, findings = _bn_adapted(True)
+    assert SLUG in slugs(findings)
+    assert torch.equal(norm.running_mean, plain.running_mean) and torch.equal(norm.running_var, plain.running_var)
+    assert int(norm.num_batches_tracked) == int(plain.num_batches_tracked)

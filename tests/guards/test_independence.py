@@ -181,3 +181,37 @@ def test_a_pooling_over_padding_is_named_and_the_masked_twin_is_silent(masked):
     assert slugs(findings) == ([] if masked else ["batch-dependent-eval"]), text
     if not masked:
         assert "the model reads the padding" in text
+
+
+class NormLeftTraining(Norm):
+    """Running statistics kept, but the norm layer put back in training mode for evaluation (the root in eval
+    mode): evaluation normalises with the batch's statistics and moves the running ones on every forward."""
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.bn.train()
+        return self
+
+
+def test_the_probe_puts_back_running_statistics_that_move_without_a_version_bump():
+    # batch_norm updates running_mean/running_var in place without bumping their version counters: the probe's
+    # extra forwards must not leave them where those forwards took them
+    torch.manual_seed(1)
+    model = NormLeftTraining(True)
+    findings, text, _ = _run(model, epochs=1)
+    assert "batch-dependent-eval" in slugs(findings), text
+    torch.manual_seed(1)
+    plain = NormLeftTraining(True)
+    torch.manual_seed(0)
+    x, y = digits()
+    opt = torch.optim.Adam(plain.parameters(), lr=1e-2)
+    for xb, yb in DataLoader(TensorDataset(x[:1200], y[:1200]), batch_size=64, shuffle=True):
+        opt.zero_grad()
+        nn.functional.nll_loss(plain(xb), yb).backward()
+        opt.step()
+    plain.eval()
+    with torch.no_grad():
+        for xb, yb in DataLoader(TensorDataset(x[1200:], y[1200:]), batch_size=64):
+            plain(xb)
+    for (name, a), b in zip(model.state_dict().items(), plain.state_dict().values()):
+        assert torch.equal(a, b), name
