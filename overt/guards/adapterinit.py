@@ -33,6 +33,7 @@ from torch import nn
 from torch.func import functional_call
 
 from overt.guards.check import Check
+from overt.guards.putback import restore_buffers, save_buffers
 from overt.guards.where import class_location, class_source, is_user_file, user_location
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ class AdapterInitChecks(Check):
         rng = torch.get_rng_state()
         cuda = output.device.type == "cuda"
         cuda_rng = torch.cuda.get_rng_state(output.device) if cuda else None
-        buffers = [(b, b.detach().clone()) for b in m.buffers()]
+        buffers = save_buffers([m])
 
         def run(values: dict[str, torch.Tensor]) -> tuple[Any, Any]:
             """``m`` on the same inputs with ``values`` in place of its tensors for this call only (the user's
@@ -213,9 +214,7 @@ class AdapterInitChecks(Check):
             torch.set_rng_state(rng)
             if cuda:
                 torch.cuda.set_rng_state(cuda_rng, output.device)
-            with torch.no_grad():
-                for b, copy in buffers:  # every one: batch_norm's running statistics move without a version bump
-                    b.data.copy_(copy)  # through .data: the buffer's version counter is left as it was
+            restore_buffers(buffers)
         if len(gates) >= 2:
             found = class_source(m)  # the fix is in the wrapper's own code: name its class where it is the user's
             if found and is_user_file(found[0]):

@@ -41,6 +41,7 @@ from torch import nn
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.putback import restore_buffers, save_buffers
 from overt.guards.where import class_location, is_user_file, short_location
 from overt.modefree import MODE_FREE_IF_SET, MODE_FREE_LAYERS
 
@@ -158,7 +159,7 @@ class _Saved:
         self.cuda_rng = torch.cuda.get_rng_state(device) if self.cuda else None
         self.device = device
         self.attrs = [(m, dict(vars(m))) for m in root.modules()]
-        self.buffers = [(b, b.detach().clone()) for b in root.buffers()]
+        self.buffers = save_buffers([root])
 
     def restore_rng(self) -> None:
         torch.set_rng_state(self.cpu_rng)
@@ -173,9 +174,7 @@ class _Saved:
             for key, value in attrs.items():
                 if current.get(key) is not value:
                     current[key] = value
-        with torch.no_grad():
-            for b, copy in self.buffers:  # every one: batch_norm's running statistics move without a version bump
-                b.data.copy_(copy)  # through .data: the buffer's version counter is left as it was
+        restore_buffers(self.buffers)
 
 
 #: torch.nn classes the probe knows (containers, the mode-free layers, those that are with some settings)

@@ -37,6 +37,7 @@ from torch import nn
 
 from overt.guards import aside
 from overt.guards.check import Check
+from overt.guards.putback import restore_buffers, save_buffers
 from overt.guards.where import user_location
 
 TOL = 1e-3  # relative difference of the recomputed output: dropout moves it by far more, numerics by far less
@@ -137,7 +138,7 @@ class RecomputeChecks(Check):
             npstate = np.random.get_state()
         except Exception:  # noqa: BLE001  no numpy: nothing of it to put back
             np, npstate = None, None
-        buffers = [(b, b.detach().clone()) for m in modules for b in m.buffers()]
+        buffers = save_buffers(modules)
         inner = {k: v for k, v in kwargs.items() if k not in _OWN}
         cpu, cuda = before if preserve else after
         try:
@@ -155,9 +156,7 @@ class RecomputeChecks(Check):
             random.setstate(py)
             if np is not None and npstate is not None:
                 np.random.set_state(npstate)
-            with torch.no_grad():
-                for b, copy in buffers:  # every one: batch_norm's running statistics move without a version bump
-                    b.data.copy_(copy)  # through .data: the buffer's version counter is left as it was
+            restore_buffers(buffers)
         second = _tensors(again)
         if len(second) != len(first) or any(a.shape != b.shape for a, b in zip(first, second)):
             return
