@@ -195,3 +195,40 @@ def test_a_data_write_after_the_backward_that_consumed_the_graph_is_hygiene(case
         clip_after=CLIP if not case.startswith("between") else "pass")
     findings = [f for f in lint_source(src, "wgan.py") if f.slug == "data-attribute"]
     assert [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings] == [severity]
+
+
+FIRST_CALL_INIT = """\
+import torch
+import torch.nn as nn
+
+
+class DataInitScale(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(n))
+        self.bias = nn.Parameter(torch.zeros(n))
+        self.ready = {flag_init}
+
+    def forward(self, x):
+        {before}
+        if {test}:
+            self.weight.data.copy_(-torch.log(x.std(0) + 1e-6))
+            {set_flag}
+        return (x - self.bias) * torch.exp(self.weight)
+"""
+
+
+@pytest.mark.parametrize("case, severity", [
+    ("once", "info"), ("once, == False", "info"),
+    ("read before the branch", "warning"), ("flag never set", "warning"), ("every training call", "warning")])
+def test_a_data_dependent_init_on_the_first_forward_is_hygiene(case, severity):
+    """ActNorm-style initialisation from the first batch (``if not self.ready: w.data.copy_(...); self.ready =
+    True``) runs once, before any forward has saved the weight in a graph: hygiene (info).  The same write after
+    forward has read the weight, under a flag never set, or under a test that is true every call is the bug."""
+    src = FIRST_CALL_INIT.format(
+        flag_init="False",
+        before="y = self.weight.sum()" if case == "read before the branch" else "pass",
+        test={"once, == False": "self.ready == False", "every training call": "self.training"}.get(case, "not self.ready"),
+        set_flag="pass" if case in ("flag never set", "every training call") else "self.ready = True")
+    findings = [f for f in lint_source(src, "actnorm.py") if f.slug == "data-attribute"]
+    assert [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings] == [severity]

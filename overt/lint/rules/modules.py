@@ -192,6 +192,43 @@ def _moved_where_used(cls: ast.ClassDef, attr: str) -> bool:
     return True
 
 
+#: factories whose values follow from the shape (and a constant fill) alone: built again identically by the next
+#: construction, so no checkpoint needs to hold them
+_SHAPE_ONLY = frozenset({"zeros", "ones", "full", "eye", "arange", "linspace", "logspace"})
+
+
+def _resynced_constant(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, value: ast.expr, attr: str) -> bool:
+    """Is ``self.attr`` a shape-only constant (``torch.eye(n)``, ``torch.zeros(3, 4)``, nothing random, nothing
+    read from data) that a method outside ``__init__`` moves itself, ``self.attr = self.attr.to(...)`` (the
+    flow layers' "if my constants are not on my parameters' device, move them" at the top of forward)?
+    Then where ``.to(device)`` leaves it is corrected where it is used, and a checkpoint need not hold a value
+    every construction rebuilds: neither half of the finding holds.  A random or data-built tensor stays
+    reported: its values are lost with the checkpoint however it is moved."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _TENSOR_METHODS \
+            and isinstance(value.func.value, ast.Call):
+        value = value.func.value
+    if not isinstance(value, ast.Call):
+        return False
+    q = ix.qualname(value.func) or ""
+    if q.rsplit(".", 1)[-1] not in _SHAPE_ONLY:
+        return False
+    for n in ast.walk(init):  # filled in afterwards (``self.m[i] = ...``, ``self.m.uniform_()``): no longer shape-only
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and _self_attr(n.value) == attr:
+            return False
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_") \
+                and _self_attr(n.func.value) == attr:
+            return False
+    in_init = {id(n) for n in ast.walk(init)}
+    for n in ast.walk(cls):
+        if not isinstance(n, ast.Assign) or id(n) in in_init or not any(_self_attr(t) == attr for t in n.targets):
+            continue
+        v = n.value
+        if (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in ("to", "type_as", "cuda")
+                and isinstance(v.func.value, ast.Attribute) and _self_attr(v.func.value) == attr):
+            return True
+    return False
+
+
 def _used_only_in_init(ix: FileIndex, init: ast.AST, attr: str) -> bool:
     """Is ``self.attr`` read in ``__init__`` (to build something else) and ``.attr`` read nowhere else in the
     file?  Then no code uses the tensor after construction, so where ``.to(device)`` leaves it and whether a
@@ -273,6 +310,8 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                     continue
                 if attr == "example_input_array" or _scalar_tensor(n.value) or _moved_where_used(cls, attr):
                     continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
+                if _resynced_constant(ix, cls, init, n.value, attr):
+                    continue  # a shape-only constant the module moves to its device itself, before use
                 if _used_only_in_init(ix, init, attr):
                     continue  # a construction-time value: nothing reads it once the module is built
                 if _flat(n.value) and _read_only_as_python_values(cls, init, attr):

@@ -155,6 +155,50 @@ def _metadata_read(ix: FileIndex, attr: ast.Attribute) -> bool:
     return isinstance(parent, ast.Attribute) and parent.value is attr and parent.attr in _METADATA
 
 
+def _self_flag(test: ast.expr) -> str | None:
+    """The ``self.<flag>`` a one-shot test reads: ``not self.f``, ``self.f == False``, ``self.f is False``,
+    ``self.f == 0``, ``not self.f.item()``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "item":
+            test = test.func.value
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value in (False, 0):
+        test = test.left
+    else:
+        return None
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self":
+        return test.attr
+    return None
+
+
+def _first_call_init(ix: FileIndex, node: ast.AST, func: ast.AST) -> bool:
+    """Is this ``.data`` write a data-dependent initialisation on forward()'s first call (Glow's ActNorm:
+    ``if not self.initialized: self.weight.data.copy_(...); self.initialized = True``), made before this
+    call reads the tensor?  The branch runs once, on the first forward, when no earlier forward has saved the
+    old values in a graph, and before this forward saves any: no backward() ever reads what was overwritten.
+    The flag must be tested and set true in the same branch, and nothing in forward() may read the tensor
+    before the branch."""
+    written = dotted(node.value) if isinstance(node, ast.Attribute) else None
+    if not written:
+        return False
+    prev, cur = node, ix.parents.get(node)
+    while cur is not None and cur is not func:
+        if isinstance(cur, ast.If) and any(prev is stmt for stmt in cur.body):
+            flag = _self_flag(cur.test)
+            sets = flag is not None and any(
+                isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value in (True, 1)
+                and any(isinstance(t, ast.Attribute) and t.attr == flag and isinstance(t.value, ast.Name)
+                        and t.value.id == "self" for t in n.targets)
+                for stmt in cur.body for n in ast.walk(stmt))
+            start = (cur.lineno, cur.col_offset)
+            if sets and not any(isinstance(n, (ast.Attribute, ast.Name)) and (n.lineno, n.col_offset) < start
+                                and dotted(n) == written for n in ast.walk(func)):
+                return True
+        prev, cur = cur, ix.parents.get(cur)
+    return False
+
+
 def _training_step(ix: FileIndex, node: ast.AST) -> str | None:
     """Where a write through ``.data`` hides a change from autograd: ``forward()`` of a module, a
     Lightning ``training_step``, or a training loop between a forward (a model call before the write
@@ -165,7 +209,7 @@ def _training_step(ix: FileIndex, node: ast.AST) -> str | None:
     if func is not None:
         cls = ix.enclosing_class(func)
         if func.name == "forward" and cls is not None and cls.name in ix.module_classes:
-            return "forward()"
+            return None if _first_call_init(ix, node, func) else "forward()"
         if func.name == "training_step":
             return "training_step()"
     at = (node.lineno, node.col_offset)
