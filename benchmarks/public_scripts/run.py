@@ -21,6 +21,9 @@ Every run is ``nice -n 5`` with ``OMP_NUM_THREADS=1`` and a subprocess timeout.
 
 Entries with ``"group": "fresh"`` are scripts from projects nobody here had run under overt before
 session 45 (issue 33's precision on code not tuned on); ``--group fresh`` (or ``tuned``) runs one set.
+``"group": "fresh2"`` (session 47) is split in two halves by ``split-fresh2.json`` (drawn by
+``python run.py --split``: the lint corpus's ``draw`` with seed 20261130): ``--group fresh2-dev`` runs
+the half checks may be fixed against, ``--group fresh2-test`` the half measured once at the end.
 
 Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``,
 ``jsonargparse`` for LightningCLI, ``tyro`` for cleanrl)
@@ -62,10 +65,12 @@ MIRRORS = Path("/work/.mirror")
 SITE = Path(tempfile.gettempdir()) / "overt-public-scripts-site"
 SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3", "farama-notifications==0.0.6",
                  "jsonargparse==4.53.0", "docstring-parser==0.18.0", "typeshed-client==2.15.0",
-                 "tyro==1.0.17", "shtab==1.13.0", "typeguard==4.6.1"]  # the last three: cleanrl's command lines
+                 "tyro==1.0.17", "shtab==1.13.0", "typeguard==4.6.1",  # these three: cleanrl's command lines
+                 "lmdb==3.0.0"]  # pytorch-fm's examples/main.py imports its Criteo/Avazu readers
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
+FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -166,6 +171,9 @@ def lay_data(spec: dict[str, Any], root: Path) -> None:
         dest.write_text("".join(lines[spec.get("start", 0):spec["stop"]]), encoding="utf-8")
     elif kind == "cora-standin":  # cora.content made from the exported cora.cites (cora_standin)
         cora_standin(dest)
+    elif kind == "standin":  # a synthetic data set in the script's own format (standins.py)
+        subprocess.run([sys.executable, str(HERE / "standins.py"), spec["name"], str(dest)], check=True,
+                       capture_output=True, timeout=600)
     elif kind == "tiny-lm":  # a local tiny model + data set for the Hugging Face entries (tiny_lm.py)
         subprocess.run([sys.executable, str(HERE / "tiny_lm.py"), str(DATA / spec["src"]), str(dest / "model"),
                         str(dest / "data")], check=True, capture_output=True, timeout=600,
@@ -282,15 +290,32 @@ class Load:
             p.wait(timeout=30)
 
 
+def split_fresh2(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The fresh2 halves, drawn as the lint corpus draws its splits (its ``draw``), seed 20261130."""
+    sys.path.insert(0, str(HERE.parent / "lint_corpus"))
+    from split import draw  # noqa: E402  (benchmarks/lint_corpus/split.py)
+    return draw([e["name"] for e in manifest["scripts"] if e.get("group") == "fresh2"], FRESH2_SEED)
+
+
+def in_group(entry: dict[str, Any], group: str) -> bool:
+    if group == "all":
+        return True
+    if group in ("fresh2-dev", "fresh2-test"):
+        halves = json.loads((HERE / "split-fresh2.json").read_text())
+        return entry["name"] in halves[group.split("-")[1]]
+    return entry.get("group", "tuned") == group
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated entry names")
     parser.add_argument("--group", default="all",
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
-                             "tuned on, session 45), or all")
+                             "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")
+    parser.add_argument("--split", action="store_true", help="draw the fresh2 halves into split-fresh2.json and exit")
     parser.add_argument("--site", type=Path, default=SITE, help=f"extra packages for the scripts (default {SITE})")
     parser.add_argument("--mirrors", type=Path, default=MIRRORS,
                         help=f"bare mirrors OWNER+NAME/repo (default {MIRRORS})")
@@ -303,6 +328,11 @@ def main() -> int:
         setup(args.site)
         return 0
     manifest = json.loads((HERE / "manifest.json").read_text())
+    if args.split:
+        halves = split_fresh2(manifest)
+        (HERE / "split-fresh2.json").write_text(json.dumps(halves, indent=2) + "\n")
+        print(f"fresh2, seed {halves['seed']}: dev {halves['dev']}\n              test {halves['test']}")
+        return 0
     only = {n for n in args.only.split(",") if n}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.overt, capture_output=True,
                             text=True, timeout=60).stdout.strip() or str(args.overt)
@@ -310,7 +340,7 @@ def main() -> int:
     for entry in manifest["scripts"]:
         if only and entry["name"] not in only:
             continue
-        if args.group != "all" and entry.get("group", "tuned") != args.group:
+        if not in_group(entry, args.group):
             continue
         source = manifest["sources"][entry["source"]]
         res: dict[str, Any] = {"name": entry["name"], "repo": source["repo"], "commit": source["commit"],

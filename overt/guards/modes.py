@@ -34,13 +34,17 @@ def hidden_containers(model: nn.Module) -> list[dict[str, Any]]:
     ``modules`` (how many), ``weights`` (their elements) and ``fix`` (the container to use)."""
     found = []
     # without super().__init__() there is no module registry to walk: look at the object itself
-    pairs = model.named_modules() if "_modules" in vars(model) else [("", model)]
+    registry = "_modules" in vars(model)
+    pairs = list(model.named_modules()) if registry else [("", model)]
+    # a plain list may also hold layers registered another way (pyGAT keeps its attention heads in a
+    # list and add_module()s each one): those are seen by parameters(), .to() and state_dict()
+    seen = {id(m) for _, m in pairs} | ({id(p) for p in model.parameters()} if registry else set())
     for name, module in pairs:
         for attr, value in vars(module).items():
             if attr.startswith("_") or not isinstance(value, (list, tuple, dict, set)):
                 continue
             items = list(value.values()) if isinstance(value, dict) else list(value)
-            hidden = [v for v in items if isinstance(v, (nn.Module, nn.Parameter))]
+            hidden = [v for v in items if isinstance(v, (nn.Module, nn.Parameter)) and id(v) not in seen]
             if not hidden:
                 continue
             weights = sum(p.numel() for v in hidden for p in (v.parameters() if isinstance(v, nn.Module) else [v]))
@@ -312,8 +316,11 @@ class ModeChecks(Check):
     # -- unregistered-tensor -----------------------------------------------------
     def plain_tensors(self, info: ModelInfo, name: str, m: nn.Module) -> None:
         """Tensors assigned as plain attributes of a user's module (PyTorch's own modules keep
-        theirs on purpose): they belong in a buffer."""
-        if type(m).__module__.startswith("torch."):
+        theirs on purpose): they belong in a buffer.  A module whose class overrides ``_apply`` (what
+        ``.to()``, ``.cuda()`` and ``.half()`` call) moves what it chooses -- a torchmetrics ``Metric``
+        moves its ``add_state`` tensors there and keeps them out of ``state_dict`` on purpose -- so
+        "model.to(device) leaves it where it is" is not known of its attributes: quiet."""
+        if type(m).__module__.startswith("torch.") or type(m)._apply is not nn.Module._apply:
             return
         for attr, value in vars(m).items():
             if attr.startswith("_") or not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):

@@ -44,6 +44,40 @@ def test_module_list_is_quiet():
     assert g.report() == []
 
 
+class _AddedListNet(nn.Module):
+    """Layers kept in a plain list *and* registered one by one with add_module (as pyGAT's attention
+    heads): parameters(), .to() and state_dict() see them.  ``skip``: one left out of add_module."""
+
+    def __init__(self, skip: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = [nn.Linear(64, 32), nn.Linear(32, 32)]
+        for i, block in enumerate(self.blocks[:1] if skip else self.blocks):
+            self.add_module(f"block_{i}", block)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = torch.relu(block(x))
+        return self.head(x)
+
+
+def test_a_list_of_layers_each_registered_with_add_module_is_not_unregistered_submodule():
+    # pyGAT (fresh2, session 47): `self.attentions = [...]` then add_module per head: registered
+    model = _AddedListNet(skip=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    train(model, opt, steps=6)
+    assert "unregistered-submodule" not in slugs(g.report())
+    # the buggy twin: the second layer is in the list only, invisible to parameters()
+    model = _AddedListNet(skip=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = guarded(model, opt)
+    train(model, opt, steps=3)
+    f = next(f for f in g.report() if f.slug == "unregistered-submodule")
+    assert "_AddedListNet.blocks" in f.where and "1 module(s)" in f.message
+
+
 def test_device_mismatch_is_named_before_pytorchs_error():
     model = mlp().to("meta")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -160,6 +160,48 @@ def test_a_plain_tensor_attribute_is_reported_and_a_buffer_is_not():
     assert "unregistered-tensor" not in _slugs(_fit(Scaled(buffer=True), epochs=1))
 
 
+class Tally(nn.Module):
+    """A running sum kept as a plain tensor attribute (the buggy twin: ``.to(device)`` leaves it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = torch.zeros(())
+
+    def forward(self, out):
+        self.total = self.total + out.detach().abs().mean()
+        return out
+
+
+class MovedTally(Tally):
+    """The same sum moved by the module itself in ``_apply`` (as torchmetrics' ``Metric`` moves its
+    states): ``.to(device)`` moves it."""
+
+    def _apply(self, fn, *args, **kwargs):
+        self.total = fn(self.total)
+        return super()._apply(fn, *args, **kwargs)
+
+
+class Tallied(nn.Module):
+    def __init__(self, tally: nn.Module):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Linear(64, 10)
+        self.tally = tally
+
+    def forward(self, x):
+        return self.tally(self.body(x))
+
+
+def test_a_tensor_attribute_of_a_module_that_moves_it_in_apply_is_not_unregistered_tensor():
+    # pytorch-forecasting's N-BEATS (fresh2, session 47): torchmetrics states (`losses`, `lengths`)
+    # are plain attributes that Metric._apply moves; "model.to(device) leaves it" was not known
+    assert Tallied(MovedTally()).to(torch.float64).tally.total.dtype == torch.float64  # _apply moves it
+    assert "unregistered-tensor" not in _slugs(_fit(Tallied(MovedTally()), epochs=1))
+    summary = _fit(Tallied(Tally()), epochs=1)  # the buggy twin: nn.Module's _apply leaves it
+    finding = next(f for f in summary["findings"] if f["slug"] == "unregistered-tensor")
+    assert "tally.total" in finding["where"]
+
+
 def test_more_workers_than_cpus_is_reported_in_a_hand_written_loop():
     cpus = len(os.sched_getaffinity(0))
     x, y = digits()
