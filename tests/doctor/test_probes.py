@@ -206,6 +206,19 @@ def test_overfit_clean_and_frozen_by_zero_lr(data):
     assert r.evidence["ratio"] == pytest.approx(1.0)
 
 
+def test_overfit_stopped_by_the_clock_concludes_nothing(data):
+    """The time limit is a safety net: a run it stops while the loss still falls names no cause, so a
+    busy machine cannot turn a correct model into a finding; a loss that does not move still fails."""
+    batch = h.first_batch(data[0])
+    model, opt, loss = h.setup()
+    r = probes.overfit_batch(model, opt, loss, batch, steps=150, time_limit_s=0.0)
+    assert r.verdict is Verdict.WARN and r.slugs == [] and r.evidence["steps"] < 150
+    assert any("inconclusive" in line for line in r.lines) and "overfit_time_s" in r.fix
+    model, opt, loss = h.setup(lr=0.0)
+    r = probes.overfit_batch(model, opt, loss, batch, steps=40, time_limit_s=0.0)
+    assert r.verdict is Verdict.FAIL and "params-not-updating" in r.slugs
+
+
 # -- 6. validation twice ----------------------------------------------------------------------------
 
 def test_validation_clean_and_functional_dropout(data):
