@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
-from overt.guards import aside, termscale
+from overt.guards import aside, plainfetch, termscale
 from overt.guards.blocksites import block_site
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
@@ -180,7 +180,12 @@ def _next_wrapper(orig: Any) -> Any:
                     s.data.mark_cpu_wait()
         t0 = clock()
         try:
-            batch = orig(self) if tracer is None else _fetch_traced(orig, self, tracer)
+            if tracer is not None:
+                batch = _fetch_traced(orig, self, tracer)
+            elif aside.WINDOW is None:
+                batch = orig(self)
+            else:  # the axes window is open: a fetch of torch's own code runs with its mode aside
+                batch = plainfetch.fetch(orig, self)
         except StopIteration:  # the end of the pass (free when not raised): how much of the data it covered
             for s in ACTIVE:
                 safely(s.coverage.pass_ended, self, index)
