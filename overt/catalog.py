@@ -927,7 +927,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("metric-imperfect-on-truth", "OVT818", "a metric function that does not give a perfect prediction its "
           "best score",
           "a metric that scores the ground truth itself below its best value (a class absent from both sides scored "
-          "as a miss, a wrong denominator, a decoding step that leaves a token) misjudges every model it scores, "
+          "as a miss, a wrong denominator, a decoding step that leaves a token, an answer span that turns a "
+          "prediction of exactly a word's tokens into other text) misjudges every model it scores, "
           "and the reported number is not the metric while nothing fails",
           _E, False, True),
     Entry("metric-rewards-disjoint-prediction", "OVT823", "a metric function that scores a prediction sharing "
@@ -945,7 +946,8 @@ ENTRIES: tuple[Entry, ...] = (
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
           "the images' range, an error computed in uint8 that wraps), a top-k or nucleus filter that keeps "
           "another set than the largest scores its cut-off asks for, a k-NN classifier that scores test items of "
-          "a class no training label carries, or a value written inline under such a name "
+          "a class no training label carries, a ranking metric whose value moves when each row's candidates are "
+          "renamed (a top-k taken as a set and scored in index order), or a value written inline under such a name "
           "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "
           "an NDCG whose ideal is the retrieved list re-sorted, a top-k list of ids padded with item 0 and scored "
           "whole, a recall computed by the precision's function, an MRR taken as the reciprocal of the mean rank) "
@@ -976,11 +978,14 @@ ENTRIES: tuple[Entry, ...] = (
           "scores round to the same number: rankings, top-k, AUC and thresholds fall back on arbitrary "
           "tie-breaking, and casting the result up afterwards recovers nothing",
           _W, True, False),
-    Entry("ranking-metric-on-labels", "OVT811", "a ranking metric (ROC AUC, average precision) given hard labels",
+    Entry("ranking-metric-on-labels", "OVT811", "a ranking metric (ROC AUC, average precision) given hard labels, "
+          "or ranking its items by a field on which they tie",
           "roc_auc_score and average precision measure how the scores order the samples over every threshold: "
           "given thresholded predictions (0 or 1, argmax) only one threshold is left, so the 'AUC' is a balanced "
-          "accuracy at 0.5 and no longer measures the ranking it is reported as",
-          _E, True, False),
+          "accuracy at 0.5 and no longer measures the ranking it is reported as; a hand-written one that ranks "
+          "its items by a label field or another key on which they tie scores the order they are listed in, "
+          "which moves when they are listed in another order",
+          _E, True, True),
     Entry("logits-thresholded-as-probabilities", "OVT819", "outputs trained as logits compared with 0.5 without "
           "a sigmoid",
           "BCEWithLogitsLoss and cross_entropy train the model's outputs as logits; 0.5 (a comparison, or "

@@ -28,7 +28,11 @@ IoU, Dice, F1, precision, recall, BLEU ...) is repeated with a prediction that s
 the target (ids shifted past the target's range, the complement of 0/1 values) and must score well
 below its best (``metric-rewards-disjoint-prediction``).  A function named after a well-known
 definition (box IoU/GIoU, WER/CER, NDCG, CTC greedy decoding; also without prediction/target parameter
-names) is recomputed by that definition (:mod:`overt.guards.metricdef`, ``metric-off-definition``).
+names) is recomputed by that definition (:mod:`overt.guards.metricdef`, ``metric-off-definition``).  Ranking
+metrics are called again with their items listed in reverse and their candidates renamed
+(:mod:`overt.guards.rankorder`), span extractions with each word's own tokens (:mod:`overt.guards.spantext`);
+a ranking metric defined after the last evaluation forward is found through its module-level call
+(:mod:`overt.guards.latecalls`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from typing import Any
 
 import torch
 
-from overt.guards import metricdef
+from overt.guards import latecalls, metricdef, rankorder, spantext
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.where import short_location, user_location
@@ -73,6 +77,7 @@ TARGET = frozenset({"target", "targets", "y", "y_true", "ytrue", "label", "label
 NOT_OVERLAP = frozenset({"auc", "auroc", "ssim", "r2", "pearson", "spearman", "corr", "correlation", "mrr", "ndcg",
                          "specificity"})
 RELATIVE = 1e-3  # how close to the best value a perfect prediction must score
+SPAN_TRIES = 3  # calls of a function chosen by its arity alone looked at for a span extraction's form
 
 
 @functools.lru_cache(maxsize=1024)  # a script's function names, looked at again at every evaluation pass
@@ -148,14 +153,17 @@ def _copies(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return tuple(copy_of(v) for v in args), {k: copy_of(v) for k, v in kwargs.items()}
 
 
-Candidate = tuple[Any, "str | None", "str | None", "str | None", "str | None"]
+Candidate = tuple[Any, "str | None", "str | None", "str | None", "str | None", "str | None"]
 
 
-def candidates(namespace: dict, filename: str) -> dict[str, Candidate]:
+def candidates(namespace: dict, filename: str, forms: bool = False) -> dict[str, Candidate]:
     """The metric functions of a script's namespace: name -> (function, kind, prediction param, target param,
     the well-known metric it is named after).  A function is one when its name and parameters say which
     is the prediction and which the target (kind and roles), or when its name is a metric that
-    :mod:`overt.guards.metricdef` can recompute (roles None then, unless named)."""
+    :mod:`overt.guards.metricdef` can recompute (roles None then, unless named).  With ``forms``, also a
+    function of a form that a metamorphic probe calls again: a ranking metric (:mod:`overt.guards.rankorder`)
+    or, by its arity alone, a possible span extraction (:mod:`overt.guards.spantext`, recorded only once a
+    call has that form)."""
     found = {}
     for name, fn in list(namespace.items()):
         if not isinstance(fn, types.FunctionType) or _defined(fn) != filename:
@@ -164,13 +172,23 @@ def candidates(namespace: dict, filename: str) -> dict[str, Candidate]:
         roles = _roles(fn) if kind else None
         words = _words(fn.__name__)
         known = metricdef.definition_of(words) if not words & NOT_METRIC else None
-        if not (kind and roles or known) or _writes_globals(_inner(fn).__code__):  # the bytecode read last: only a metric's
+        form = (rankorder.form_of(words) or spantext.form_of(fn, _params(fn))) if forms else None
+        if not (kind and roles or known or form) or _writes_globals(_inner(fn).__code__):  # the bytecode read last
             continue
         if kind and roles:
-            found[name] = (fn, kind, *roles, known)
+            found[name] = (fn, kind, *roles, known, form)
         else:
-            found[name] = (fn, None, None, None, known)
+            found[name] = (fn, None, None, None, known, form)
     return found
+
+
+def _params(fn: Any) -> list[str]:
+    """The names of ``fn``'s parameters that a call can fill by position or keyword."""
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return []
 
 
 def _number(value: Any) -> float | None:
@@ -235,12 +253,12 @@ def _as_prediction(target: Any, pred: Any) -> Any:
 
 
 class _Call:
-    __slots__ = ("fn", "kind", "pred", "target", "known", "given", "bound", "result", "loc")
+    __slots__ = ("fn", "kind", "pred", "target", "known", "form", "given", "bound", "result", "loc")
 
-    def __init__(self, fn: Any, roles: tuple[str | None, str | None, str | None, str | None],
+    def __init__(self, fn: Any, roles: tuple[str | None, str | None, str | None, str | None, str | None],
                  given: tuple[str, ...], bound: inspect.BoundArguments, result: Any, loc: str | None):
         self.fn = fn
-        self.kind, self.pred, self.target, self.known = roles
+        self.kind, self.pred, self.target, self.known, self.form = roles
         self.given, self.bound, self.result, self.loc = given, bound, result, loc
 
 
@@ -255,6 +273,7 @@ class MetricProbeChecks(Check):
         self.namespace: dict | None = None
         self.seen = -1  # the namespace's size when last looked at
         self.seen_training = -1  # ... and when last looked at on a checked training step
+        self.tries: dict[str, int] = {}  # calls of a function chosen by its arity looked at for a span's form
 
     def eval_started(self) -> None:
         """A watched model was switched to eval mode: wrap the script's metric functions defined by now.
@@ -274,9 +293,9 @@ class MetricProbeChecks(Check):
         reconstruction inside the loop) is still recomputed by its definition, while the probes that repeat
         a call with other predictions wait for an evaluation."""
         originals = {n: fn for n, (fn, wrapper) in self.wrapped.items() if self.namespace.get(n) is wrapper}
-        for name, (fn, *roles) in candidates({**self.namespace, **originals}, filename).items():
+        for name, (fn, *roles) in candidates({**self.namespace, **originals}, filename, forms=not training).items():
             if training:
-                roles = [None, None, None, roles[3]]
+                roles = [None, None, None, roles[3], None]
                 if roles[3] is None:
                     continue
             if name in self.wrapped:
@@ -338,9 +357,17 @@ class MetricProbeChecks(Check):
             result = fn(*args, **kwargs)
             if recorded is None or (recorded.kind is None and self.roles[name][0] is not None):
                 # the first call, or the first of an evaluation after one recorded during training
+                roles = self.roles[name]
+                only_span = roles[0] is None and roles[3] is None and roles[4] == "span"
+                if only_span and self.tries.get(name, 0) >= SPAN_TRIES:
+                    return result
                 try:
                     bound = signature.bind(*seen[0], **seen[1])
                     given = tuple(bound.arguments)
+                    if only_span:  # a function chosen by its arity alone: recorded once a call has a span's form
+                        self.tries[name] = self.tries.get(name, 0) + 1
+                        if spantext.fits(dict(bound.arguments), result) is None:
+                            return result
                     bound.apply_defaults()
                     self.calls[name] = _Call(fn, self.roles[name], given, bound, result, user_location(2))
                 except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
@@ -350,6 +377,7 @@ class MetricProbeChecks(Check):
         return metric
 
     def end_of_run(self) -> None:
+        self._late_calls()
         for name, call in self.calls.items():
             code = _inner(call.fn).__code__
             defined = short_location(code.co_filename, code.co_firstlineno)
@@ -358,7 +386,77 @@ class MetricProbeChecks(Check):
                 self._properties(name, call, defined, at)
             if call.known is not None:
                 self._definition(name, call, defined, at)
+            if call.form is not None:
+                self._form(name, call, defined, at)
         self.calls = {}
+
+    def _late_calls(self) -> None:
+        """Ranking metrics the script defined and called after its last evaluation forward (never wrapped):
+        their module-level calls, read from the script, repeated on the names' final values."""
+        if self.namespace is None:
+            return
+        filename = self.namespace.get("__file__")
+        if not filename:
+            return
+        late = {n: c for n, c in candidates(self.namespace, filename, forms=True).items()
+                if c[5] == "rank-order" and n not in self.calls and n not in self.wrapped}
+        if not late:
+            return
+        for name, fn, args, kwargs, line in latecalls.module_calls(filename, late, self.namespace):
+            try:
+                result = metricdef._quiet(fn, *args, **kwargs)
+                bound = inspect.signature(fn).bind(*args, **kwargs)
+            except Exception:  # noqa: BLE001  the user's function on the names' final values: no premise
+                continue
+            given = tuple(bound.arguments)
+            bound.apply_defaults()
+            self.calls[name] = _Call(fn, (None, None, None, None, "rank-order"), given, bound, result,
+                                     short_location(filename, line))
+
+    def _form(self, name: str, call: _Call, defined: str, at: str) -> None:
+        """The metamorphic probes of a function's form (:mod:`overt.guards.rankorder`, :mod:`overt.guards.spantext`)."""
+        arguments = call.bound.arguments
+        given = {p: arguments[p] for p in call.given}
+        if call.form == "span":
+            found = spantext.check(call.fn, name, given, dict(arguments), call.result)
+            if found is not None:
+                self.s.report(
+                    "metric-imperfect-on-truth",
+                    f"the function {name}() defined at {defined} does not give a perfect prediction its answer "
+                    f"({at}): {found[0]} Every exact match it reports is lower than the model's, while nothing "
+                    "fails.", fix=found[1], where=f"{name}() at {defined}", key=f"span:{defined}")
+            return
+        words = _words(getattr(call.fn, "__name__", name))
+        listed = rankorder.listing_probe(call.fn, name, words, given, dict(arguments), call.result)
+        if listed is not None:
+            what, first, moved = listed
+            self.s.report(
+                "ranking-metric-on-labels",
+                f"the ranking metric {name}() defined at {defined} depends on the order its items are listed in "
+                f"({at}): with {what}, every field of every item kept, it gives {moved} instead of {first}. "
+                "A ranking metric orders the items by their scores; one whose value follows the listing order "
+                "ranks them by a key on which they tie (a label field read as the score, a hard 0/1 prediction, a "
+                "constant), so the ranking it scores is the file order, not the model's, while nothing fails.",
+                fix=f"rank by the items' scores in {name}() (check which field of an item holds its score, not "
+                    "its label or a thresholded prediction), and check it by listing the items in another order: "
+                    "the value must not move.",
+                where=f"{name}() at {defined}", key=f"listing:{defined}")
+            return
+        renamed = rankorder.relabel_probe(call.fn, name, words, given, dict(arguments), call.result)
+        if renamed is not None:
+            scores, ids, first, moved = renamed
+            self.s.report(
+                "metric-off-definition",
+                f"the ranking metric {name}() defined at {defined} depends on which ids its candidates carry, "
+                f"not only on their scores ({at}): with the columns of {scores!r} reversed and {ids!r} renamed "
+                f"alike, every row's ranking unchanged, it gives {moved} instead of {first}. A ranking metric "
+                "ranks each row's candidates by score; one whose value moves when they are renamed ranks them by "
+                "their index somewhere (a top-k taken as a set and scored in index order, a tie broken by "
+                "column), so the rank it scores is not the model's, while nothing fails.",
+                fix=f"sort each row's selected candidates by score before scoring their ranks in {name}() "
+                    "(torch.topk / np.argsort(-scores) return them in score order; np.argpartition and a "
+                    "threshold do not), and check it by renaming the candidates: the value must not move.",
+                where=f"{name}() at {defined}", key=f"relabel:{defined}")
 
     def _properties(self, name: str, call: _Call, defined: str, at: str) -> None:
         found = self._probe(call)
