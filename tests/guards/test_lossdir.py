@@ -1,7 +1,7 @@
 """loss-rises-toward-target (overt/guards/lossdir.py, issue 33): a hand-written loss of binary labels whose gradient
 does not move the two labels apart.  Named: a sigmoid focal loss whose negatives' factor is inverted (a loss
 module, and the same written as a plain function and as a method of a plain class), a BCE whose positive term lost
-its sign.  Quiet: the correct focal loss, a hand-written BCE with label smoothing, MSE on 0/1 targets, a GAN
+its sign, a focal loss whose positives' factor is inverted, a negatives' term on log(p).  Quiet: the correct focal loss, a hand-written BCE with label smoothing, MSE on 0/1 targets, a GAN
 generator scored with the real label only, a contrastive loss on a distance output (the labels moved apart, in the
 other orientation), soft labels.  Small real runs on the digits (is it a 3?), found as ``overt run`` finds models."""
 
@@ -51,6 +51,16 @@ def focal_loss(logits, targets):
 def bce_positive_sign_lost(logits, y):
     p = torch.sigmoid(logits).clamp(1e-6, 1 - 1e-6)
     return (y * torch.log(p) - (1 - y) * torch.log(1 - p)).mean()
+
+
+def focal_positives_inverted(logits, y, gamma=2.0):
+    p = torch.sigmoid(logits).clamp(1e-6, 1 - 1e-6)
+    return -(p ** gamma * torch.log(p) * y + p ** gamma * torch.log(1 - p) * (1 - y)).mean()
+
+
+def bce_negatives_wrong_log(logits, y):
+    p = torch.sigmoid(logits).clamp(1e-6, 1 - 1e-6)
+    return -(y * torch.log(p) + (1 - y) * torch.log(p)).mean()
 
 
 def bce_smoothed(logits, y, eps=0.1):
@@ -108,6 +118,12 @@ def test_inverted_focal_plain_class_named():
 def test_positive_sign_lost_named():
     findings, text = _run(bce_positive_sign_lost, out_shift=-1.0)
     assert SLUG in slugs(findings), text
+
+
+def test_other_broken_terms_named():
+    for fn in (focal_positives_inverted, bce_negatives_wrong_log):
+        findings, text = _run(fn)
+        assert SLUG in slugs(findings), (fn, text)
 
 
 def test_correct_losses_quiet():
