@@ -27,6 +27,11 @@ relative to the output cannot be proven), class-index targets (a loss of an inve
 over distances, is not told apart from an inverted loss there), losses that are plain functions or torch's
 own modules (the module call is what is seen), calls with a tensor argument that requires a gradient beside
 the output.
+
+Bounded work: nothing on unchecked steps; on a checked step the window closes when the loss is found, when
+``backward()`` starts, or after ``MAX_EVENTS`` profile events or ``MAX_HOOK_CALLS`` module calls; a run opens no
+window after ``FIND_WINDOWS`` windows found no loss of the user's, nor after ``MAX_WINDOWS`` in all.  No profile
+function is installed while another one is (a profiler, a benchmark's counter).
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ MAX_HOOK_CALLS = 256  # module calls looked at per window (the window closes aft
 TINY = 1e-12  # a gradient entry at or below this (relative to the largest) counts as none
 
 
+FIND_WINDOWS = 3  # windows in which a loss of the user's must be found, or none is looked for again
+MAX_WINDOWS = 24  # windows in a run
 MAX_EVENTS = 4000  # profile events looked at per window (the window closes after)
 _BACKWARD = frozenset(f.__code__ for f in (torch.Tensor.backward, torch.autograd.backward))
 _FUNCS: dict[Any, Any] = {}  # code object -> its one function object (None: not one)
@@ -130,18 +137,28 @@ class LossDirectionChecks(Check):
         self.busy = False
         self.user_modules: set[int] = set()  # ids of the watched models' modules
         self.codes: dict[Any, bool] = {}  # code object -> whether its calls are looked at
+        self.models_seen: set[int] = set()
+        self.windows = 0  # windows opened (checked training forwards looked after)
+        self.over = False  # no more windows in this run
+        self.sites: dict[type, str | None] = {}  # a module class -> its forward's user location (None: not a user's)
 
     # -- the window: a checked training forward's end until the step ------------------------------------------
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
-        if failed or output is None or not info.module.training or not torch.is_grad_enabled() or self.busy:
+        if self.over or failed or output is None or self.busy or self.call is not None or not self.s.armed:
             return
-        if not self.s.armed or self.call is not None:
+        if not info.module.training or not torch.is_grad_enabled():
             return
         outs = [t for t in output_tensors(output) if t.requires_grad and t.is_floating_point() and t.numel()]
         if not outs:
             return
-        self.user_modules.update(id(m) for m in info.module.modules())
+        if id(info) not in self.models_seen:
+            self.models_seen.add(id(info))
+            self.user_modules.update(id(m) for m in info.module.modules())
         self.outs = [(weakref.ref(t), storage_ptr(t)) for t in outs][:8]
+        self.windows += 1
+        if self.windows > MAX_WINDOWS or (self.windows > FIND_WINDOWS and not self.looks):
+            self.over = True  # no loss of the user's in the first windows, or enough looks: nothing more to see
+            return
         self._open()
 
     def _open(self) -> None:
@@ -176,10 +193,12 @@ class LossDirectionChecks(Check):
         if self.hook_calls > MAX_HOOK_CALLS or self.busy:
             self._close()
             return
-        if id(module) in self.user_modules or self.call is not None or not _a_loss(output):
-            return
-        site = _forward_site(module)
-        if site is None or not self._wanted(site):
+        kind = type(module)
+        site = self.sites.get(kind, "")
+        if site == "":
+            site = self.sites[kind] = _forward_site(module)
+        if site is None or id(module) in self.user_modules or self.call is not None or not _a_loss(output) \
+                or not self._wanted(site):
             return
         pos = self._candidate(list(enumerate(args)) + list(kwargs.items()))
         if pos is None:
@@ -281,10 +300,6 @@ class LossDirectionChecks(Check):
         if counts is not None:
             self.s.defer(counts, lambda v, c=call: self._judge(c, v))
 
-    def after_checked_step(self, oi: OptInfo) -> None:
-        self._close()
-        self.call = None
-
     def _probe(self, call: _Call) -> torch.Tensor | None:
         pred = call.args[call.pos] if isinstance(call.pos, int) else call.kwargs[call.pos]
         target = None
@@ -350,9 +365,11 @@ class LossDirectionChecks(Check):
         self.done.add(call.site)
         label, n_away, n_far, where, way, n_other, n_all, other = side
         cls = call.label
+        fwd = "forward " if call.module is not None else ""
+        what = f"{cls}.forward" if call.module is not None else cls
         self.s.report(
             "loss-rises-toward-target",
-            f"the loss {cls} ({'forward ' if call.module is not None else ''}at {call.site}) falls as predictions move AWAY from their binary labels: "
+            f"the loss {cls} ({fwd}at {call.site}) falls as predictions move AWAY from their binary labels: "
             f"called again on this step's outputs, its gradient pushes {n_away} of the {n_far} {label} samples whose "
             f"output is {where} (the wrong side of the boundary) further {way}, and {n_other} of the {n_all} "
             f"{other} samples {way} as well, so minimising it does not separate the labels. A loss of binary "
@@ -360,8 +377,8 @@ class LossDirectionChecks(Check):
             f"modulating factor, a sign, a log of the wrong probability) rewards the wrong side, and the model "
             f"learns to score every sample alike while the loss falls.",
             call.site,
-            fix=f"check each label's term of {cls}{'.forward' if call.module is not None else ''}: the {label} term must grow as the output moves to the "
-                f"wrong side (for a focal loss the negatives' factor is p**gamma, the positives' (1 - p)**gamma); "
+            fix=f"check each label's term of {what}: the {label} term must grow as the output moves to the wrong side"
+                f" (a focal loss's negatives are modulated by p**gamma, its positives by (1 - p)**gamma); "
                 f"compare it with torchvision.ops.sigmoid_focal_loss or F.binary_cross_entropy_with_logits",
             key=call.site)
 

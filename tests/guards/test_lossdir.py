@@ -1,9 +1,10 @@
 """loss-rises-toward-target (overt/guards/lossdir.py, issue 33): a hand-written loss of binary labels whose gradient
 does not move the two labels apart.  Named: a sigmoid focal loss whose negatives' factor is inverted (a loss
 module, and the same written as a plain function and as a method of a plain class), a BCE whose positive term lost
-its sign, a focal loss whose positives' factor is inverted, a negatives' term on log(p).  Quiet: the correct focal loss, a hand-written BCE with label smoothing, MSE on 0/1 targets, a GAN
-generator scored with the real label only, a contrastive loss on a distance output (the labels moved apart, in the
-other orientation), soft labels.  Small real runs on the digits (is it a 3?), found as ``overt run`` finds models."""
+its sign, a focal loss whose positives' factor is inverted, a negatives' term on log(p).  Quiet: the correct focal
+loss, a hand-written BCE with label smoothing, MSE on 0/1 targets, a GAN generator scored with the real label only,
+a contrastive loss on a distance output (the labels moved apart, in the other orientation), soft labels.  Small real
+runs on the digits (is it a 3?), found as ``overt run`` finds models."""
 
 from __future__ import annotations
 
