@@ -417,6 +417,13 @@ ENTRIES: tuple[Entry, ...] = (
           "cross-entropy is linear in its target: with the arguments swapped the loss falls without bound as the "
           "model's outputs grow to +-inf, the run looks like it trains, and the model learns nothing of the data",
           _E, False, True),
+    Entry("loss-rises-toward-target", "OVT370", "a loss of binary labels that falls as predictions move away from "
+          "their labels",
+          "a correct loss falls as each prediction moves toward its label's side, so its gradient moves the two "
+          "labels' outputs apart; a hand-written term that rewards the wrong side (a focal factor inverted, a sign "
+          "lost) pushes wrong-side samples further off and both labels the same way: the model learns to score "
+          "every sample alike while the loss falls",
+          _E, False, True),
     Entry("probability-loss-on-logits", "OVT329", "raw logits given to a loss written for probabilities",
           "a Dice, IoU or Tversky term computes overlaps from scores in [0, 1]: on logits of either sign its sums "
           "cancel or change sign, the term explodes or flips, and its gradient swamps the rest of the loss",

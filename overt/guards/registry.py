@@ -52,6 +52,7 @@ from overt.guards.graphs import GraphChecks
 from overt.guards.graphbatch import GraphBatchChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
+from overt.guards.lossdir import LossDirectionChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.boxformat import BoxFormatChecks
@@ -112,6 +113,7 @@ CHECKS: tuple[type[Check], ...] = (
     LengthChecks,
     IgnoredLabelChecks,
     SelfLossChecks,
+    LossDirectionChecks,
     SameViewsChecks,
     SoftTargetChecks,
     StopGradientChecks,
