@@ -1,0 +1,306 @@
+"""Guard on a user-written ``torch.autograd.Function`` whose backward is not linear in the gradient it is given
+(slug ``custom-backward-not-linear``; issue 33, the wild corpus's w262).
+
+An invariant of every correct backward: autograd computes a vector-Jacobian product, so what a node's backward
+returns is linear in the gradient that reaches it -- the chain rule multiplies the incoming gradient by the local
+derivative.  A straight-through estimator (the incoming gradient passed on, masked where the input was clipped), a
+gradient-reversal layer (``-lambda * grad``), a hand-written activation's derivative, a quantiser's learnt scales
+(``(mask * grad).sum()``): each is a linear map of ``grad`` whatever its forward computes.  A backward that builds
+part of its result from something else -- the inputs, the weights, a constant (vinsis/ternary-quantization#1:
+``a * full_precision_data * w_p`` where ``a * grad_data * w_p`` was meant) -- hands the optimizer a term the loss
+never asked for: the parameters behind it drift by their own values and the loss stops steering them, with no
+error.
+
+What is proved, on checked training steps only, for a few nodes per class over the run: while a checked step
+lasts, ``torch.autograd.Function.apply`` is wrapped (the original is back between checked steps: nothing is
+added to other steps).  When a class whose ``backward`` is defined in the user's code is applied with gradients
+enabled, a hook goes on the node it made.  After autograd has run that node's backward (its saved tensors are
+still there), the hook calls the same backward twice more on the same context, under ``no_grad``: with the
+incoming gradients and with them negated.  A linear map returns the negation of the first result; every result
+slot whose two values do not cancel (``|a + b| > TOL * (|a| + |b|)``, read with the next checked step) shows a
+part of the backward that does not come from the gradient, and is reported at the class's ``backward``.
+Negation (not doubling) is the probe on purpose: it proves only that the backward is odd in the gradient, a
+property deliberate, non-linear gradient shaping also has (a clip of the incoming gradient by its norm, its sign,
+its normalisation, a symmetric clamp), so those stay silent, while a term that ignores the gradient (or grows with
+its square) does not cancel.
+
+Silent: a backward that draws random numbers (torch's random state moved during the probe's first call: noise
+added on purpose cannot be told from a bug by one draw), a backward that cannot run twice (it raises: a saved
+tensor freed or modified in place), a backward whose code names autograd's entry points (``torch.autograd.grad``,
+``.backward``, ``enable_grad``: a hand-written reentrant checkpoint that backpropagates through its recomputed
+block would accumulate into the parameters' ``.grad`` when run again), ``boxed_grads_call`` functions, classes
+defined in torch or a library, apply calls under ``no_grad`` or while compiling.  Everything the probe moves is put
+back: torch's random state and the attributes of the context (``ctx``) the backward may set.  Not put back: a
+Python side effect of ``backward`` itself (a backward that appends to a list runs the append twice more on a
+probed node).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any, Callable
+
+import torch
+
+from overt.guards import aside
+from overt.guards.check import Check
+from overt.guards.where import is_user_file, short_location, user_location
+
+TOL = 1e-2  # |a + b| over |a| + |b|: a linear backward gives 0 (negation is exact in floating point), a term
+# independent of the gradient gives 1
+PROBES = 3  # nodes probed per class, over the run
+PER_STEP = 4  # nodes probed per checked step, over all classes
+
+_FUNCTION = torch.autograd.Function
+_ORIG: Any = None  # Function.__dict__["apply"] (a classmethod) while installed
+_WRAP: Any = None
+_AUTOGRAD_NAMES = frozenset(("backward", "grad", "enable_grad", "set_grad_enabled", "run_backward", "_run_backward",
+                             "vjp"))
+_USER: dict[type, bool] = {}  # class -> whether its backward is the user's
+
+
+def _runs_autograd(code: Any) -> bool:
+    """Whether a backward's code (or a function defined in it) names autograd's own entry points: a backward that
+    recomputes its block and backpropagates through it (a hand-written reentrant checkpoint) would accumulate into
+    the parameters' ``.grad`` when run again, so it is never probed."""
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        if _AUTOGRAD_NAMES.intersection(c.co_names):
+            return True
+        todo += [k for k in c.co_consts if hasattr(k, "co_names")]
+    return False
+
+
+def _is_user_class(cls: type) -> bool:
+    user = _USER.get(cls)
+    if user is None:
+        user = False
+        fn = cls.__dict__.get("backward") or getattr(cls, "backward", None)
+        fn = getattr(fn, "__func__", fn)
+        code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+        if code is not None and fn is not _FUNCTION.backward and not getattr(cls, "boxed_grads_call", False):
+            user = is_user_file(code.co_filename) and not _runs_autograd(code)
+        _USER[cls] = user
+    return user
+
+
+def _backward_source(cls: type) -> tuple[str, int, ast.FunctionDef] | None:
+    """(file, first line, parsed ``def``) of ``cls.backward`` (its innermost function when decorated)."""
+    fn = inspect.unwrap(getattr(cls.backward, "__func__", cls.backward))
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            return fn.__code__.co_filename, first, node
+    return None
+
+
+def backward_line(cls: type, slot: int | None = None) -> str:
+    """``file.py:LINE`` of the line of ``cls.backward`` that builds its result ``slot``: the assignment of the name
+    returned in that slot, else the ``return``, else the ``def``."""
+    fn = inspect.unwrap(getattr(cls.backward, "__func__", cls.backward))
+    found = _backward_source(cls)
+    if found is None:
+        return short_location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
+    path, first, fdef = found
+    line = fdef.lineno
+    returns = [n for n in ast.walk(fdef) if isinstance(n, ast.Return) and n.value is not None]
+    if returns:
+        value = returns[-1].value
+        line = returns[-1].lineno
+        if isinstance(value, ast.Tuple) and slot is not None and slot < len(value.elts):
+            value = value.elts[slot]
+            line = value.lineno
+        elif slot not in (None, 0):
+            value = None
+        if isinstance(value, ast.Name):
+            bound = [n.lineno for n in ast.walk(fdef) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                     and any(isinstance(t, ast.Name) and t.id == value.id
+                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+                     and n.lineno <= returns[-1].lineno]
+            if bound:
+                line = max(bound)
+    return short_location(path, first + line - 1)
+
+
+def _arg_names(cls: type) -> list[str]:
+    """The names of ``forward``'s arguments, the context left out: the slots of backward's result."""
+    try:
+        params = list(inspect.signature(cls.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    own_setup = getattr(cls, "setup_context", None) is not getattr(_FUNCTION, "setup_context", None)
+    if not own_setup and params:
+        params = params[1:]
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _as_tuple(out: Any) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
+
+
+class GradLinearityChecks(Check):
+    name = "gradinv"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.probed: dict[type, int] = {}
+        self.done: set[type] = set()
+        self.this_step = 0
+
+    def after_checked_step(self, oi: Any) -> None:
+        self.this_step = 0
+
+    def wants(self, cls: type) -> bool:
+        return cls not in self.done and self.probed.get(cls, 0) < PROBES and self.this_step < PER_STEP
+
+    def note(self, cls: type, out: Any, loc: str | None) -> None:
+        """``cls.apply`` returned ``out`` on a checked step: hook its node."""
+        node = None
+        for t in _as_tuple(out):
+            fn = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+            if fn is not None and getattr(fn, "_forward_cls", None) is cls:
+                node = fn
+                break
+        if node is None:
+            return
+        self.probed[cls] = self.probed.get(cls, 0) + 1
+        self.this_step += 1
+        check = self
+
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            try:
+                check._probe(cls, node, grad_outputs, loc)
+            except Exception as exc:  # noqa: BLE001  a guard never breaks the user's backward
+                check.s.check_failed(check, exc)
+
+        node.register_hook(hook)
+
+    def _probe(self, cls: type, node: Any, grads: tuple, loc: str | None) -> None:
+        grads = tuple(grads)
+        if not any(isinstance(g, torch.Tensor) for g in grads):
+            return
+        user_fn = node._get_user_fn() if hasattr(node, "_get_user_fn") else cls.backward
+        devices = sorted({g.device for g in grads if isinstance(g, torch.Tensor) and g.device.type == "cuda"},
+                         key=str)
+        cpu = torch.get_rng_state()
+        cuda = [torch.cuda.get_rng_state(d) for d in devices]
+        saved = dict(node.__dict__) if hasattr(node, "__dict__") else None
+        same = [g.clone() if isinstance(g, torch.Tensor) else g for g in grads]
+        neg = [-g if isinstance(g, torch.Tensor) else g for g in grads]
+        try:
+            with torch.no_grad(), aside.user_code():
+                first = _as_tuple(user_fn(node, *same))
+                drew = not torch.equal(torch.get_rng_state(), cpu) or any(
+                    not torch.equal(torch.cuda.get_rng_state(d), s) for d, s in zip(devices, cuda))
+                if drew:  # a stochastic backward: one draw proves nothing
+                    return
+                second = _as_tuple(user_fn(node, *neg))
+        except Exception:  # noqa: BLE001  a backward that cannot run again: nothing proved
+            return
+        finally:
+            torch.set_rng_state(cpu)
+            for d, s in zip(devices, cuda):
+                torch.cuda.set_rng_state(s, d)
+            if saved is not None:
+                node.__dict__.clear()
+                node.__dict__.update(saved)
+        slots, ratios = [], []
+        with torch.no_grad():
+            for i, (a, b) in enumerate(zip(first, second)):
+                if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+                    continue
+                if not (a.is_floating_point() or a.is_complex()):
+                    continue
+                a, b = a.detach().double(), b.detach().double()
+                ratios.append((a + b).norm() / (a.norm() + b.norm()).clamp_min(1e-300))
+                slots.append(i)
+        if not ratios:
+            return
+        self.s.defer(torch.stack(ratios), self._judge(cls, slots, loc))
+
+    def _judge(self, cls: type, slots: list[int], loc: str | None) -> Callable[[list[float]], None]:
+        def callback(vals: list[float]) -> None:
+            if cls in self.done:
+                return
+            bad = [(v, i) for v, i in zip(vals, slots) if v > TOL]
+            if not bad:
+                return
+            self.done.add(cls)
+            names = _arg_names(cls)
+            args = ", ".join(f"`{names[i]}`" if i < len(names) else f"#{i + 1}" for _, i in bad)
+            worst = max(v for v, _ in bad)
+            where = backward_line(cls, max(bad)[1])
+            called = f" applied at {loc}" if loc else ""
+            self.s.report(
+                "custom-backward-not-linear",
+                f"the custom autograd.Function {cls.__name__}{called} has a backward that is not linear in the "
+                f"gradient it is given: called again on the same saved context with the incoming gradient negated, "
+                f"its gradient for {args} (built at {where}) does not come back negated (|g(-grad) + g(grad)| is "
+                f"{worst:.0%} of their size; a vector-Jacobian product gives exactly 0). Part of what it returns is "
+                "built from something other than the incoming gradient (the inputs, the weights, a constant), so the "
+                "optimizer receives a term the loss never asked for: the parameters behind it drift by their own "
+                "values and the loss stops steering them, with no error.",
+                fix=(f"make every term of {cls.__name__}.backward's result a product of the incoming gradient and the "
+                     "local derivative (grad_output * d(output)/d(input), e.g. `mask * grad_output * scale` rather "
+                     "than `mask * input * scale`); a regulariser belongs in the loss, not in backward"),
+                where=f"{cls.__name__}.backward at {where}", key=cls.__qualname__)
+
+        return callback
+
+
+def _wrapper(active: list, orig: Any) -> Any:
+    func = orig.__func__
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(cls, *args, **kwargs)
+        if not active or not torch.is_grad_enabled() or torch.compiler.is_compiling() or not _is_user_class(cls):
+            return out
+        for s in active:
+            check = getattr(s, "gradinv", None)
+            if s.armed and check is not None and check.wants(cls):
+                try:
+                    check.note(cls, out, user_location(2))
+                except Exception as exc:  # noqa: BLE001  a guard never breaks the user's forward
+                    s.check_failed(check, exc)
+                break
+        return out
+
+    apply.__doc__ = func.__doc__
+    apply.__overt_original__ = orig  # type: ignore[attr-defined]
+    return classmethod(apply)
+
+
+def install(active: list) -> None:
+    """Build the wrapper of ``torch.autograd.Function.apply`` (a classmethod: not through the patcher, which
+    would put back a bound method); :func:`arm` puts it in place while a checked step lasts."""
+    global _ORIG, _WRAP
+    current = _FUNCTION.__dict__["apply"]
+    orig = getattr(current.__func__, "__overt_original__", None) or current
+    if _ORIG is not orig or _WRAP is None:
+        _ORIG, _WRAP = orig, _wrapper(active, orig)
+    arm(False)
+
+
+def arm(on: bool) -> None:
+    """Put the wrapper in place (a checked step) or the original back (between checked steps: no cost)."""
+    if _ORIG is None or _WRAP is None:
+        return
+    current = _FUNCTION.__dict__["apply"]
+    if on and current is _ORIG:
+        _FUNCTION.apply = _WRAP
+    elif not on and current is _WRAP:
+        _FUNCTION.apply = _ORIG
+
+
+def uninstalled() -> None:
+    """The last session ended: the original is back."""
+    global _ORIG, _WRAP
+    arm(False)
+    _ORIG = _WRAP = None
