@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import random
 import textwrap
 from typing import Any, Callable
 
@@ -141,6 +142,34 @@ def _arg_names(cls: type) -> list[str]:
     return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+def _random_states(devices: list) -> tuple:
+    """Torch's (CPU and the devices'), Python's and numpy's random states."""
+    try:
+        import numpy as np
+        npstate = np.random.get_state()
+    except Exception:  # noqa: BLE001  no numpy: nothing of it to compare or put back
+        npstate = None
+    return (torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices], random.getstate(), npstate)
+
+
+def _same_states(a: tuple, b: tuple) -> bool:
+    if not torch.equal(a[0], b[0]) or any(not torch.equal(x, y) for x, y in zip(a[1], b[1])) or a[2] != b[2]:
+        return False
+    if a[3] is None or b[3] is None:
+        return True
+    return a[3][0] == b[3][0] and bool((a[3][1] == b[3][1]).all()) and tuple(a[3][2:]) == tuple(b[3][2:])
+
+
+def _put_back(states: tuple, devices: list) -> None:
+    torch.set_rng_state(states[0])
+    for d, s in zip(devices, states[1]):
+        torch.cuda.set_rng_state(s, d)
+    random.setstate(states[2])
+    if states[3] is not None:
+        import numpy as np
+        np.random.set_state(states[3])
+
+
 def _as_tuple(out: Any) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
@@ -189,25 +218,23 @@ class GradLinearityChecks(Check):
         user_fn = node._get_user_fn() if hasattr(node, "_get_user_fn") else cls.backward
         devices = sorted({g.device for g in grads if isinstance(g, torch.Tensor) and g.device.type == "cuda"},
                          key=str)
-        cpu = torch.get_rng_state()
-        cuda = [torch.cuda.get_rng_state(d) for d in devices]
+        before = _random_states(devices)
         saved = dict(node.__dict__) if hasattr(node, "__dict__") else None
         same = [g.clone() if isinstance(g, torch.Tensor) else g for g in grads]
         neg = [-g if isinstance(g, torch.Tensor) else g for g in grads]
         try:
             with torch.no_grad(), aside.user_code():
                 first = _as_tuple(user_fn(node, *same))
-                drew = not torch.equal(torch.get_rng_state(), cpu) or any(
-                    not torch.equal(torch.cuda.get_rng_state(d), s) for d, s in zip(devices, cuda))
-                if drew:  # a stochastic backward: one draw proves nothing
-                    return
+                if not _same_states(before, _random_states(devices)):
+                    return  # a stochastic backward (noise added on purpose?): one draw proves nothing
+                if saved is not None:  # the second call sees the context as the first did
+                    node.__dict__.clear()
+                    node.__dict__.update(saved)
                 second = _as_tuple(user_fn(node, *neg))
         except Exception:  # noqa: BLE001  a backward that cannot run again: nothing proved
             return
         finally:
-            torch.set_rng_state(cpu)
-            for d, s in zip(devices, cuda):
-                torch.cuda.set_rng_state(s, d)
+            _put_back(before, devices)
             if saved is not None:
                 node.__dict__.clear()
                 node.__dict__.update(saved)
@@ -216,7 +243,7 @@ class GradLinearityChecks(Check):
             for i, (a, b) in enumerate(zip(first, second)):
                 if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
                     continue
-                if not (a.is_floating_point() or a.is_complex()):
+                if not a.is_floating_point() or not b.is_floating_point():
                     continue
                 a, b = a.detach().double(), b.detach().double()
                 ratios.append((a + b).norm() / (a.norm() + b.norm()).clamp_min(1e-300))
@@ -255,12 +282,19 @@ class GradLinearityChecks(Check):
         return callback
 
 
+def _transformed() -> bool:
+    """Whether a functorch transform (vmap, grad) is active: its wrapped tensors are not probed."""
+    level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", None)
+    return level is not None and level() is not None
+
+
 def _wrapper(active: list, orig: Any) -> Any:
     func = orig.__func__
 
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
         out = func(cls, *args, **kwargs)
-        if not active or not torch.is_grad_enabled() or torch.compiler.is_compiling() or not _is_user_class(cls):
+        if (not active or not torch.is_grad_enabled() or torch.compiler.is_compiling() or not _is_user_class(cls)
+                or _transformed()):
             return out
         for s in active:
             check = getattr(s, "gradinv", None)

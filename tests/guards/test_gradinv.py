@@ -9,6 +9,7 @@ program's numbers exactly as a run without the guard.  Real small runs on the di
 from __future__ import annotations
 
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -55,6 +56,11 @@ class SignSTE(torch.autograd.Function):
             return grad * (x.abs() <= 1) / grad.norm().clamp_min(1.0)
         if SignSTE.mode == "noise":  # deliberate gradient noise: drawn in backward
             return grad * (x.abs() <= 1) + 1e-3 * torch.randn_like(grad)
+        if SignSTE.mode == "npnoise":  # the same, drawn from numpy
+            return grad * (x.abs() <= 1) + 1e-3 * torch.from_numpy(np.random.randn(*grad.shape)).float()
+        if SignSTE.mode == "counter":  # a backward that keeps a count on its context (put back between calls)
+            ctx.calls = getattr(ctx, "calls", 0) + 1
+            return grad * (x.abs() <= 1) * ctx.calls
         return grad * (x.abs() <= 1)
 
 
@@ -129,6 +135,7 @@ def _ternary(bug: bool):
 def _binary(mode: str, guard: bool = True, reverse: bool = False):
     SignSTE.mode = mode
     torch.manual_seed(0)
+    np.random.seed(0)
     try:
         return _train(BinaryNet(reverse), guard)
     finally:
@@ -161,15 +168,18 @@ def test_weight_decay_folded_into_backward_is_reported():
 
 
 def test_correct_custom_backwards_near_the_premise_are_silent():
-    # straight-through with clipping, gradient reversal (setup_context style, once_differentiable), twice
-    for mode, reverse in (("clip", True), ("normclip", False), ("noise", False)):
+    # straight-through with clipping, gradient reversal (setup_context style, once_differentiable), twice; the
+    # incoming gradient clipped by its norm (odd, not linear); noise drawn in backward (torch, numpy); a count kept on
+    # the context
+    for mode, reverse in (("clip", True), ("normclip", False), ("noise", False), ("npnoise", False),
+                          ("counter", False)):
         findings, _, _ = _binary(mode, reverse=reverse)
         assert "custom-backward-not-linear" not in slugs(findings), (mode, findings)
 
 
 def test_the_probe_leaves_the_numbers_unchanged():
     # a backward that draws random numbers too: the random state is put back
-    for mode in ("clip", "noise"):
+    for mode in ("clip", "noise", "npnoise"):
         _, _, guarded = _binary(mode, guard=True)
         _, _, plain = _binary(mode, guard=False)
         assert torch.equal(guarded, plain), mode
