@@ -11,12 +11,14 @@ part of its result from something else -- the inputs, the weights, a constant (v
 never asked for: the parameters behind it drift by their own values and the loss stops steering them, with no
 error.
 
-What is proved, on checked training steps only, for a few nodes per class over the run: while a checked step
-lasts, ``torch.autograd.Function.apply`` is wrapped (the original is back between checked steps: nothing is
-added to other steps).  When a class whose ``backward`` is defined in the user's code is applied with gradients
-enabled, a hook goes on the node it made.  After autograd has run that node's backward (its saved tensors are
-still there), the hook calls the same backward twice more on the same context, under ``no_grad``: with the
-incoming gradients and with them negated.  A linear map returns the negation of the first result; every result
+What is proved, on checked training steps only, for a few nodes per class over the run: the wrapper of
+``torch.autograd.backward`` that is in place while a checked step lasts (:mod:`overt.guards.termscale`, what
+``loss.backward()`` calls) hands the roots to :meth:`GradLinearityChecks.on_backward`, which walks their graph
+(the first :data:`WALKS` checked backwards, then every :data:`EVERY`-th) for nodes of classes whose ``backward``
+is defined in the user's code, however ``apply`` was reached (``quantize = Quantize.apply`` taken at import
+included), and puts a hook on them.  After autograd has run such a node's backward (its saved tensors are still
+there), the hook calls the same backward twice more on the same context, under ``no_grad``: with the incoming
+gradients and with them negated.  A linear map returns the negation of the first result; every result
 slot whose two values do not cancel (``|a + b| > TOL * (|a| + |b|)``, read with the next checked step) shows a
 part of the backward that does not come from the gradient, and is reported at the class's ``backward``.
 Negation (not doubling) is the probe on purpose: it proves only that the backward is odd in the gradient, a
@@ -24,15 +26,15 @@ property deliberate, non-linear gradient shaping also has (a clip of the incomin
 its normalisation, a symmetric clamp), so those stay silent, while a term that ignores the gradient (or grows with
 its square) does not cancel.
 
-Silent: a backward that draws random numbers (torch's random state moved during the probe's first call: noise
-added on purpose cannot be told from a bug by one draw), a backward that cannot run twice (it raises: a saved
-tensor freed or modified in place), a backward whose code names autograd's entry points (``torch.autograd.grad``,
-``.backward``, ``enable_grad``: a hand-written reentrant checkpoint that backpropagates through its recomputed
-block would accumulate into the parameters' ``.grad`` when run again), ``boxed_grads_call`` functions, classes
-defined in torch or a library, apply calls under ``no_grad`` or while compiling.  Everything the probe moves is put
-back: torch's random state and the attributes of the context (``ctx``) the backward may set.  Not put back: a
-Python side effect of ``backward`` itself (a backward that appends to a list runs the append twice more on a
-probed node).
+Silent: a backward that draws random numbers (torch's, Python's or numpy's random state moved during the probe's
+first call: noise added on purpose cannot be told from a bug by one draw), a backward that cannot run twice (it
+raises: a saved tensor freed or modified in place), a backward whose code names autograd's entry points
+(``torch.autograd.grad``, ``.backward``, ``enable_grad``: a hand-written reentrant checkpoint that backpropagates
+through its recomputed block would accumulate into the parameters' ``.grad`` when run again), ``boxed_grads_call``
+functions, classes defined in torch or a library, gradients taken with ``torch.autograd.grad`` (not walked), a
+compiled graph. Everything the probe moves is put back: the random states and the attributes of the context
+(``ctx``) the backward may set. Not put back: a Python side effect of ``backward`` itself (a backward that appends
+to a list runs the append twice more on a probed node).
 """
 
 from __future__ import annotations
@@ -47,16 +49,18 @@ import torch
 
 from overt.guards import aside
 from overt.guards.check import Check
-from overt.guards.where import is_user_file, short_location, user_location
+from overt.guards.where import is_user_file, short_location
 
 TOL = 1e-2  # |a + b| over |a| + |b|: a linear backward gives 0 (negation is exact in floating point), a term
 # independent of the gradient gives 1
 PROBES = 3  # nodes probed per class, over the run
 PER_STEP = 4  # nodes probed per checked step, over all classes
+WALKS = 3  # checked backwards whose graph is walked for user-written nodes, from the first ...
+EVERY = 8  # ... then every EVERY-th checked backward (a Function that joins later: quantisation from epoch k)
+MAX_NODES = 20000  # autograd nodes walked per backward
+MAX_ROOTS = 16  # tensors of one backward call walked from
 
 _FUNCTION = torch.autograd.Function
-_ORIG: Any = None  # Function.__dict__["apply"] (a classmethod) while installed
-_WRAP: Any = None
 _AUTOGRAD_NAMES = frozenset(("backward", "grad", "enable_grad", "set_grad_enabled", "run_backward", "_run_backward",
                              "vjp"))
 _USER: dict[type, bool] = {}  # class -> whether its backward is the user's
@@ -182,6 +186,7 @@ class GradLinearityChecks(Check):
         self.probed: dict[type, int] = {}
         self.done: set[type] = set()
         self.this_step = 0
+        self.backwards = 0
 
     def after_checked_step(self, oi: Any) -> None:
         self.this_step = 0
@@ -189,29 +194,40 @@ class GradLinearityChecks(Check):
     def wants(self, cls: type) -> bool:
         return cls not in self.done and self.probed.get(cls, 0) < PROBES and self.this_step < PER_STEP
 
-    def note(self, cls: type, out: Any, loc: str | None) -> None:
-        """``cls.apply`` returned ``out`` on a checked step: hook its node."""
-        node = None
-        for t in _as_tuple(out):
-            fn = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
-            if fn is not None and getattr(fn, "_forward_cls", None) is cls:
-                node = fn
-                break
-        if node is None:
+    def on_backward(self, tensors: Any) -> None:
+        """``torch.autograd.backward(tensors)`` is about to run on a checked step: hook the nodes of user-written
+        autograd.Functions in its graph (a walk from the roots, at most :data:`MAX_NODES` nodes), while some class
+        may still be probed: the first :data:`WALKS` checked backwards, then every :data:`EVERY`-th."""
+        self.backwards += 1
+        if self.backwards > WALKS and self.backwards % EVERY or torch.compiler.is_compiling():
             return
+        roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors or ())[:MAX_ROOTS]
+        todo = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        seen = set(todo)
+        while todo and len(seen) <= MAX_NODES and self.this_step < PER_STEP:
+            node = todo.pop()
+            cls = getattr(node, "_forward_cls", None)
+            if cls is not None and _is_user_class(cls) and self.wants(cls):
+                self._hook(cls, node)
+            for nxt, _ in node.next_functions:
+                if nxt is not None and nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+
+    def _hook(self, cls: type, node: Any) -> None:
         self.probed[cls] = self.probed.get(cls, 0) + 1
         self.this_step += 1
         check = self
 
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             try:
-                check._probe(cls, node, grad_outputs, loc)
+                check._probe(cls, node, grad_outputs)
             except Exception as exc:  # noqa: BLE001  a guard never breaks the user's backward
                 check.s.check_failed(check, exc)
 
         node.register_hook(hook)
 
-    def _probe(self, cls: type, node: Any, grads: tuple, loc: str | None) -> None:
+    def _probe(self, cls: type, node: Any, grads: tuple) -> None:
         grads = tuple(grads)
         if not any(isinstance(g, torch.Tensor) for g in grads):
             return
@@ -250,9 +266,9 @@ class GradLinearityChecks(Check):
                 slots.append(i)
         if not ratios:
             return
-        self.s.defer(torch.stack(ratios), self._judge(cls, slots, loc))
+        self.s.defer(torch.stack(ratios), self._judge(cls, slots))
 
-    def _judge(self, cls: type, slots: list[int], loc: str | None) -> Callable[[list[float]], None]:
+    def _judge(self, cls: type, slots: list[int]) -> Callable[[list[float]], None]:
         def callback(vals: list[float]) -> None:
             if cls in self.done:
                 return
@@ -264,10 +280,9 @@ class GradLinearityChecks(Check):
             args = ", ".join(f"`{names[i]}`" if i < len(names) else f"#{i + 1}" for _, i in bad)
             worst = max(v for v, _ in bad)
             where = backward_line(cls, max(bad)[1])
-            called = f" applied at {loc}" if loc else ""
             self.s.report(
                 "custom-backward-not-linear",
-                f"the custom autograd.Function {cls.__name__}{called} has a backward that is not linear in the "
+                f"the custom autograd.Function {cls.__name__} has a backward that is not linear in the "
                 f"gradient it is given: called again on the same saved context with the incoming gradient negated, "
                 f"its gradient for {args} (built at {where}) does not come back negated (|g(-grad) + g(grad)| is "
                 f"{worst:.0%} of their size; a vector-Jacobian product gives exactly 0). Part of what it returns is "
@@ -280,61 +295,3 @@ class GradLinearityChecks(Check):
                 where=f"{cls.__name__}.backward at {where}", key=cls.__qualname__)
 
         return callback
-
-
-def _transformed() -> bool:
-    """Whether a functorch transform (vmap, grad) is active: its wrapped tensors are not probed."""
-    level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", None)
-    return level is not None and level() is not None
-
-
-def _wrapper(active: list, orig: Any) -> Any:
-    func = orig.__func__
-
-    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        out = func(cls, *args, **kwargs)
-        if (not active or not torch.is_grad_enabled() or torch.compiler.is_compiling() or not _is_user_class(cls)
-                or _transformed()):
-            return out
-        for s in active:
-            check = getattr(s, "gradinv", None)
-            if s.armed and check is not None and check.wants(cls):
-                try:
-                    check.note(cls, out, user_location(2))
-                except Exception as exc:  # noqa: BLE001  a guard never breaks the user's forward
-                    s.check_failed(check, exc)
-                break
-        return out
-
-    apply.__doc__ = func.__doc__
-    apply.__overt_original__ = orig  # type: ignore[attr-defined]
-    return classmethod(apply)
-
-
-def install(active: list) -> None:
-    """Build the wrapper of ``torch.autograd.Function.apply`` (a classmethod: not through the patcher, which
-    would put back a bound method); :func:`arm` puts it in place while a checked step lasts."""
-    global _ORIG, _WRAP
-    current = _FUNCTION.__dict__["apply"]
-    orig = getattr(current.__func__, "__overt_original__", None) or current
-    if _ORIG is not orig or _WRAP is None:
-        _ORIG, _WRAP = orig, _wrapper(active, orig)
-    arm(False)
-
-
-def arm(on: bool) -> None:
-    """Put the wrapper in place (a checked step) or the original back (between checked steps: no cost)."""
-    if _ORIG is None or _WRAP is None:
-        return
-    current = _FUNCTION.__dict__["apply"]
-    if on and current is _ORIG:
-        _FUNCTION.apply = _WRAP
-    elif not on and current is _WRAP:
-        _FUNCTION.apply = _ORIG
-
-
-def uninstalled() -> None:
-    """The last session ended: the original is back."""
-    global _ORIG, _WRAP
-    arm(False)
-    _ORIG = _WRAP = None

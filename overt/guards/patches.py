@@ -13,11 +13,10 @@
   (:mod:`overt.guards.clipping`), ``F.cosine_similarity`` (:mod:`overt.guards.stopgrad`, checked steps);
 - ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps);
 - ``torch.utils.checkpoint.checkpoint`` (:mod:`overt.guards.recompute`, checked steps);
-- ``torch.autograd.Function.apply`` (:mod:`overt.guards.gradinv`): swapped in only while a checked step lasts;
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
 - ``torch.autograd.backward`` (:mod:`overt.guards.termscale`, which also hands the loss to
-  :mod:`overt.guards.maskpick`): swapped in only while a checked step lasts;
+  :mod:`overt.guards.maskpick` and :mod:`overt.guards.gradinv`): swapped in only while a checked step lasts;
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -44,7 +43,7 @@ import torch.nn.functional as F
 from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
-from overt.guards import aside, gradinv, termscale
+from overt.guards import aside, termscale
 from overt.guards.blocksites import block_site
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
@@ -582,9 +581,6 @@ def activate(session: GuardSession) -> None:
         from overt.guards import recompute  # torch.utils.checkpoint.checkpoint (checked steps)
 
         recompute.install(_patch, ACTIVE, lambda: ARMED)
-        from overt.guards import gradinv  # torch.autograd.Function.apply (checked steps only: swapped in refresh)
-
-        gradinv.install(ACTIVE)
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)
@@ -610,7 +606,6 @@ def refresh() -> None:
     if not ACTIVE:
         return
     termscale.arm(ARMED)  # the backward wrapper: in place only while a checked step lasts
-    gradinv.arm(ARMED)  # Function.apply's wrapper: the same
     wrap = LOOK or any(s.explain_loss_errors for s in ACTIVE)
     if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
         return
@@ -666,5 +661,4 @@ def deactivate(session: GuardSession) -> None:
 
         compiled.uninstalled()
         termscale.uninstalled()
-        gradinv.uninstalled()
     refresh()
