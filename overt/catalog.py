@@ -157,6 +157,12 @@ ENTRIES: tuple[Entry, ...] = (
           "stay rank-local: every rank steps on mostly its own gradients and the replicas drift apart, with no "
           "error",
           _W, True, False),
+    Entry("custom-backward-not-linear", "OVT139", "a custom autograd.Function whose backward is not linear in the "
+          "incoming gradient",
+          "every backward is a vector-Jacobian product: a term of a hand-written backward built from the inputs, the "
+          "weights or a constant instead of the incoming gradient hands the optimizer a gradient the loss never asked "
+          "for, so the parameters behind it drift and the loss stops steering them, with no error",
+          _E, False, True),
     Entry("lr-schedule-skips-groups", "OVT130",
           "a learning-rate schedule written by hand that updates only some parameter groups",
           "param_groups[0]['lr'] = lr, or the assignment left after the loop over param_groups, moves one group's "

@@ -134,7 +134,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, model code whose numbers break the structure it names (branch modelnum)
          "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output",
          # issue 33, a loss falls as the prediction moves toward its target (branch lossmono)
-         "loss-rises-toward-target"}
+         "loss-rises-toward-target",
+         # issue 33, the gradient the optimizer receives is the gradient of the loss (branch gradinv)
+         "custom-backward-not-linear"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

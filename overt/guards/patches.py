@@ -16,7 +16,7 @@
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
 - ``torch.autograd.backward`` (:mod:`overt.guards.termscale`, which also hands the loss to
-  :mod:`overt.guards.maskpick`): swapped in only while a checked step lasts;
+  :mod:`overt.guards.maskpick` and :mod:`overt.guards.gradinv`): swapped in only while a checked step lasts;
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next

@@ -40,6 +40,7 @@ from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.gridorder import GridOrderChecks
 from overt.guards.recompute import RecomputeChecks
+from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
@@ -110,6 +111,7 @@ CHECKS: tuple[type[Check], ...] = (
     TransformAxisChecks,
     GridOrderChecks,
     RecomputeChecks,
+    GradLinearityChecks,
     LengthChecks,
     IgnoredLabelChecks,
     SelfLossChecks,

@@ -501,6 +501,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
+                inv = getattr(s, "gradinv", None)  # hooks the nodes of user-written autograd.Functions
+                if inv is not None:
+                    safely(inv.on_backward, tensors)
         return orig(tensors, *args, **kwargs)
 
     backward.__overt_original__ = orig  # type: ignore[attr-defined]

@@ -376,6 +376,9 @@ EXPECTED = {
     "w274_answer_sliced_from_shifted_offsets": ("run",),
     # session 47 (branch lossmono): a focal loss whose negatives' factor is inverted pushes both labels the same way
     "w271_focal_negatives_modulated_inverted": ("run",),
+    # session 47 (gradinv): a custom autograd.Function whose backward builds the latent weights' gradient from the
+    # weights, not from the incoming gradient
+    "w262_ternary_grad_from_weights": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
