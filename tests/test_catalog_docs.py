@@ -132,7 +132,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "bootstrap-ignores-done", "schedule-clamped-at-once", "history-holds-one-buffer",
          "nstep-bootstrap-single-discount",
          # issue 33, model code whose numbers break the structure it names (branch modelnum)
-         "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output"}
+         "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output",
+         # issue 33, evaluation computes the expectation of what training computed (branch evalscale)
+         "eval-not-train-expectation"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

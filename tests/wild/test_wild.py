@@ -367,6 +367,8 @@ EXPECTED = {
     # that never receive a gradient)
     "w259_noise_snr_argument_inverted": ("run",),
     "w265_reentrant_checkpoint_frozen_input": ("run",),
+    # session 47: a stochastic-depth block whose eval-mode output is not its training output's expectation
+    "w255_stochastic_depth_eval_scale_skipped": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
