@@ -12,8 +12,8 @@ all break it: every layer after the module sees activations of another scale in 
 was trained on, on average, and the evaluated network is not the trained one.
 
 Looked at once per model, on its first checked training forward (no device work on any other step): the user's
-own modules (a class defined in the user's files) record the input of their first call in that forward; when
-the forward ends, each is run again on that input under ``no_grad``, its submodules in eval mode so that only
+own modules (a class defined in the user's files) record the input of their first call in that forward; after
+the optimizer step, each is run again on that input under ``no_grad``, its submodules in eval mode so that only
 the module's own random numbers vary (an ``nn.Dropout`` child is PyTorch's and is not judged here; a user
 module nested inside is judged on its own), :data:`DRAWS` times with the module's ``training`` flag set and
 twice with it cleared.  The module is judged only when its training-mode output is random (the draws differ),
@@ -36,6 +36,8 @@ every module's attributes and training flags are put back afterwards: the user's
 from __future__ import annotations
 
 import inspect
+import random
+import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -142,6 +144,7 @@ class EvalScaleChecks(Check):
         self.handles: list[Any] = []
         self.inputs: dict[int, tuple[nn.Module, tuple, dict]] = {}  # id(module) -> (module, args, kwargs)
         self.model: ModelInfo | None = None
+        self.pending: ModelInfo | None = None  # a model whose recorded inputs wait for the step's end
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         if id(info) in self.done or self.handles:
@@ -166,8 +169,17 @@ class EvalScaleChecks(Check):
         if info is not self.model:
             return
         self._unhook()
-        inputs, self.inputs, self.model = self.inputs, {}, None
+        self.model = None
         if failed:
+            self.inputs = {}
+        else:
+            self.pending = info
+
+    def after_checked_step(self, oi: Any) -> None:
+        """The probes run after the step, once the other checks' views of the step's calls are closed."""
+        info, self.pending = self.pending, None
+        inputs, self.inputs = self.inputs, {}
+        if info is None:
             return
         for module, args, kwargs in inputs.values():
             found = self._probe(module, args, kwargs, info)
@@ -176,6 +188,9 @@ class EvalScaleChecks(Check):
 
     def _probe(self, module: nn.Module, args: tuple, kwargs: dict, info: ModelInfo) -> tuple[float, int] | None:
         saved, contents = _Saved(module, info.param_device), _Contents(module)
+        py_state = random.getstate()  # a module may draw from Python's or NumPy's generator too
+        np = sys.modules.get("numpy")
+        np_state = np.random.get_state() if np is not None else None
         flags = [(m, m.training) for m in module.modules()]
         try:
             with torch.no_grad(), user_code():
@@ -203,6 +218,9 @@ class EvalScaleChecks(Check):
             saved.restore()
             contents.restore()
             saved.restore_rng()
+            random.setstate(py_state)
+            if np_state is not None:
+                np.random.set_state(np_state)
         if ev is None or ev2 is None or ev.shape != first.shape or not torch.equal(ev, ev2):
             return None  # random in eval mode too (Monte Carlo sampling on purpose): not judged
         stack = torch.stack(draws)
