@@ -288,6 +288,13 @@ ENTRIES: tuple[Entry, ...] = (
           "pass: their variance is zero for every input, the mean is a single prediction, and any uncertainty "
           "built from them (variance, entropy of the mean, mutual information) ranks errors no better than chance",
           _E, True, True),
+    Entry("eval-not-train-expectation", "OVT216",
+          "a random regulariser whose eval-mode output is not the expectation of its training-mode output",
+          "stochastic depth whose keep probability is never applied in evaluation, a hand-written dropout without "
+          "1/(1-p), a dropout scaled twice: every layer after it sees activations of another scale in evaluation "
+          "than it was trained on, on average, so the evaluated network is not the one trained and its metrics "
+          "and predictions are off while nothing fails",
+          _E, False, True),
     Entry("forward-called-directly", "OVT204", "model.forward(x) called instead of model(x)",
           "forward hooks (guards, profilers, quantisation) are silently skipped",
           _W, True, False),

@@ -136,7 +136,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, a loss falls as the prediction moves toward its target (branch lossmono)
          "loss-rises-toward-target",
          # issue 33, the gradient the optimizer receives is the gradient of the loss (branch gradinv)
-         "custom-backward-not-linear"}
+         "custom-backward-not-linear",
+         # issue 33, evaluation computes the expectation of what training computed (branch evalscale)
+         "eval-not-train-expectation"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

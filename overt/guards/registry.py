@@ -29,6 +29,7 @@ from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
+from overt.guards.evalscale import EvalScaleChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
@@ -160,4 +161,5 @@ CHECKS: tuple[type[Check], ...] = (
     OptimizerRebuilt,
     StateChecks,
     DistributedChecks,
+    EvalScaleChecks,  # last: its probes run when the forward ends, after the other checks' hooks are off
 )
