@@ -28,6 +28,7 @@ def _run_module():
 
 def test_the_manifest_is_well_formed():
     manifest = json.loads((HERE / "manifest.json").read_text())
+    standins = (HERE / "standins.py").read_text()
     assert len(manifest["scripts"]) >= 8
     for source in manifest["sources"].values():
         assert re.fullmatch(r"[0-9a-f]{40}", source["commit"]), source
@@ -38,8 +39,10 @@ def test_the_manifest_is_well_formed():
         assert e["source"] in manifest["sources"], e["name"]
         assert e["paths"] and e["script"], e["name"]
         for spec in e.get("data", []):
-            assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm", "cora-standin"), (e["name"], spec)
-        assert e.get("group", "tuned") in ("tuned", "fresh"), e["name"]
+            assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm", "cora-standin", "standin"), (e["name"], spec)
+            if spec["kind"] == "standin":  # a generator of standins.py, by name
+                assert re.search(rf"^def {spec['name']}\(", standins, flags=re.M), (e["name"], spec)
+        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
