@@ -36,8 +36,6 @@ every module's attributes and training flags are put back afterwards: the user's
 from __future__ import annotations
 
 import inspect
-import random
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -46,6 +44,7 @@ from torch import nn
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.independence import _Saved
+from overt.guards.putback import restore_host_random, save_host_random
 from overt.guards.where import is_user_file, short_location
 
 if TYPE_CHECKING:
@@ -188,9 +187,7 @@ class EvalScaleChecks(Check):
 
     def _probe(self, module: nn.Module, args: tuple, kwargs: dict, info: ModelInfo) -> tuple[float, int] | None:
         saved, contents = _Saved(module, info.param_device), _Contents(module)
-        py_state = random.getstate()  # a module may draw from Python's or NumPy's generator too
-        np = sys.modules.get("numpy")
-        np_state = np.random.get_state() if np is not None else None
+        host = save_host_random()  # a module may draw from Python's or NumPy's generator too
         flags = [(m, m.training) for m in module.modules()]
         try:
             with torch.no_grad(), user_code():
@@ -218,9 +215,7 @@ class EvalScaleChecks(Check):
             saved.restore()
             contents.restore()
             saved.restore_rng()
-            random.setstate(py_state)
-            if np_state is not None:
-                np.random.set_state(np_state)
+            restore_host_random(host)
         if ev is None or ev2 is None or ev.shape != first.shape or not torch.equal(ev, ev2):
             return None  # random in eval mode too (Monte Carlo sampling on purpose): not judged
         stack = torch.stack(draws)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import random
 import textwrap
 from typing import Any, Callable
 
@@ -49,6 +48,7 @@ import torch
 
 from overt.guards import aside
 from overt.guards.check import Check
+from overt.guards.putback import restore_host_random, save_host_random
 from overt.guards.where import is_user_file, short_location
 
 TOL = 1e-2  # |a + b| over |a| + |b|: a linear backward gives 0 (negation is exact in floating point), a term
@@ -148,12 +148,7 @@ def _arg_names(cls: type) -> list[str]:
 
 def _random_states(devices: list) -> tuple:
     """Torch's (CPU and the devices'), Python's and numpy's random states."""
-    try:
-        import numpy as np
-        npstate = np.random.get_state()
-    except Exception:  # noqa: BLE001  no numpy: nothing of it to compare or put back
-        npstate = None
-    return (torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices], random.getstate(), npstate)
+    return (torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices], *save_host_random())
 
 
 def _same_states(a: tuple, b: tuple) -> bool:
@@ -168,10 +163,7 @@ def _put_back(states: tuple, devices: list) -> None:
     torch.set_rng_state(states[0])
     for d, s in zip(devices, states[1]):
         torch.cuda.set_rng_state(s, d)
-    random.setstate(states[2])
-    if states[3] is not None:
-        import numpy as np
-        np.random.set_state(states[3])
+    restore_host_random(states[2:])
 
 
 def _as_tuple(out: Any) -> tuple:

@@ -29,7 +29,6 @@ evaluation and ``no_grad`` calls (nothing is recomputed).
 from __future__ import annotations
 
 import functools
-import random
 from typing import Any, Callable
 
 import torch
@@ -37,7 +36,7 @@ from torch import nn
 
 from overt.guards import aside
 from overt.guards.check import Check
-from overt.guards.putback import restore_buffers, save_buffers
+from overt.guards.putback import restore_buffers, restore_host_random, save_buffers, save_host_random
 from overt.guards.where import user_location
 
 TOL = 1e-3  # relative difference of the recomputed output: dropout moves it by far more, numerics by far less
@@ -132,12 +131,7 @@ class RecomputeChecks(Check):
         if not first:
             return
         after = torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices]
-        py = random.getstate()
-        try:
-            import numpy as np
-            npstate = np.random.get_state()
-        except Exception:  # noqa: BLE001  no numpy: nothing of it to put back
-            np, npstate = None, None
+        host = save_host_random()
         buffers = save_buffers(modules)
         inner = {k: v for k, v in kwargs.items() if k not in _OWN}
         cpu, cuda = before if preserve else after
@@ -153,9 +147,7 @@ class RecomputeChecks(Check):
             torch.set_rng_state(after[0])
             for d, state in zip(devices, after[1]):
                 torch.cuda.set_rng_state(state, d)
-            random.setstate(py)
-            if np is not None and npstate is not None:
-                np.random.set_state(npstate)
+            restore_host_random(host)
             restore_buffers(buffers)
         second = _tensors(again)
         if len(second) != len(first) or any(a.shape != b.shape for a, b in zip(first, second)):
