@@ -38,6 +38,11 @@ REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 _FIRST_CALLS = 3
 #: optimizer steps over which trained logit-loss inputs of no [0, 1]-bounded maker must stay in [0, 1]
 _PERSIST_STEPS = 20
+#: how far above the mean input on negative targets the mean on positive ones must be, as a fraction of the
+#: inputs' range, for inputs that stay in [0, 1] to show a bound: a model that does not rank the labels the
+#: right way round (a domain classifier kept confused by gradient reversal, a task not learnt yet) keeps logits
+#: near one value, in [0, 1] or not, and proves nothing
+_SEPARATION = 0.1
 #: autograd nodes that only move or copy values: the maker of a tensor is found past them
 _SHAPE_OPS = ("View", "UnsafeView", "Reshape", "Squeeze", "Unsqueeze", "Permute", "Transpose", "T", "Expand",
               "Select", "Slice", "Index", "Clone", "ToCopy", "Alias", "Flatten", "Narrow", "Unbind", "Split",
@@ -201,7 +206,11 @@ class LossChecks(Check):
         hand-written ``1 / (1 + exp(-x))``; read from autograd's metadata on the host) and is in [0, 1] on two
         checked steps in a row; or, whatever made it, it is still all in [0, 1] on a checked step
         :data:`_PERSIST_STEPS` or more optimizer steps after the first, through training calls whose targets
-        include negatives (< 0.5), which the loss pushes below 0 when the input is a logit."""
+        include negatives (< 0.5), which the loss pushes below 0 when the input is a logit, and while the inputs
+        rank the labels the right way round on every checked step of that stretch (their mean on positive targets
+        above their mean on negative ones, by :data:`_SEPARATION` of their range at the end): a model that has learnt the labels yet keeps every output in
+        [0, 1] is bounded there, where one that does not separate them (an adversarially confused discriminator,
+        found on a twin of the wild corpus under check_every=100) proves nothing."""
         if not inp.is_floating_point() or inp.numel() < 16 or inp.device.type == "meta":
             return
         maker = unit_maker(inp.grad_fn)
@@ -211,7 +220,14 @@ class LossChecks(Check):
         x = inp.detach()
         parts = [*torch.aminmax(x)]
         if maker is None:
-            parts.append(target.detach().min().to(x.dtype))
+            t = target.detach()
+            if t.shape != x.shape:
+                return  # the inputs cannot be paired with their labels: no separation to read
+            neg = t < 0.5
+            pos = ~neg
+            parts += [t.min().to(x.dtype),
+                      (x * neg).sum() / neg.sum().clamp(min=1).to(x.dtype),
+                      (x * pos).sum() / pos.sum().clamp(min=1).to(x.dtype)]
         where, step = self._where(name), self.s.step
         s = self.s
         made = type(inp.grad_fn).__name__ if inp.grad_fn is not None else ""
@@ -242,10 +258,15 @@ class LossChecks(Check):
             else:
                 if vals[2] >= 0.5:
                     return  # no negative target: logits trained on these may well stay in [0, 1]
+                if vals[4] <= vals[3]:  # positives not above negatives: the labels are not told apart (yet)
+                    self.prob_since = None
+                    return
                 if self.prob_since is None:
                     self.prob_since = step
                 if step - self.prob_since < _PERSIST_STEPS:
                     return
+                if vals[4] - vals[3] < _SEPARATION * (vals[1] - vals[0]):
+                    return  # ranked right, but too close to tell from chance: logits near one value prove no bound
             s.report(
                 "softmax-before-cross-entropy", msg,
                 fix="give BCEWithLogitsLoss raw logits (drop a final sigmoid) and every loss meant for "

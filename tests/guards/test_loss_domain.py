@@ -238,3 +238,26 @@ def test_logits_in_unit_range_under_a_sparse_check_clock_are_quiet():
     steps, not checked ones, and by step 50 training has moved the logits out of [0, 1]."""
     findings, text = _conv_segment(lambda z: z, steps=60, check_every=50)
     assert findings == [], text
+
+
+
+@pytest.mark.slow  # a subprocess, ~15 s on the shared machine
+def test_a_discriminator_kept_confused_by_gradient_reversal_is_not_fed_probabilities(tmp_path):
+    """The correct twin of wild case w185 (a domain-adversarial network with its gradient reversal layer): the
+    domain classifier's logits stay in [0, 1] over 20 and more steps while it ranks the domains the wrong way
+    round (the reversed gradient keeps it confused). Under check_every=100 two checked steps found them in [0, 1]
+    and `softmax-before-cross-entropy` was reported; a bound is shown only by logits that rank the labels right."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.wild.cases import w185_gradient_reversal_missing as case
+
+    script = tmp_path / "dann.py"
+    script.write_text(case.script(False))
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "overt", "run", "--check-every", "100", str(script)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**__import__("os").environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+    text = out.stdout + out.stderr
+    assert out.returncode == 0 and "softmax-before-cross-entropy" not in text and "METRIC" in text, text
