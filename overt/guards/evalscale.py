@@ -43,8 +43,7 @@ from torch import nn
 
 from overt.guards.aside import user_code
 from overt.guards.check import Check
-from overt.guards.independence import _Saved
-from overt.guards.putback import restore_host_random, save_host_random
+from overt.guards.putback import ModelState, restore_host_random, save_host_random
 from overt.guards.where import is_user_file, short_location
 
 if TYPE_CHECKING:
@@ -186,7 +185,7 @@ class EvalScaleChecks(Check):
                 self._report(info, module, *found)
 
     def _probe(self, module: nn.Module, args: tuple, kwargs: dict, info: ModelInfo) -> tuple[float, int] | None:
-        saved, contents = _Saved(module, info.param_device), _Contents(module)
+        saved, contents = ModelState(module, info.param_device), _Contents(module)
         host = save_host_random()  # a module may draw from Python's or NumPy's generator too
         flags = [(m, m.training) for m in module.modules()]
         try:

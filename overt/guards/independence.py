@@ -41,7 +41,7 @@ from torch import nn
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.putback import restore_buffers, save_buffers
+from overt.guards.putback import ModelState
 from overt.guards.where import class_location, is_user_file, short_location
 from overt.modefree import MODE_FREE_IF_SET, MODE_FREE_LAYERS
 
@@ -147,34 +147,6 @@ class _Recorder:
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
-
-
-class _Saved:
-    """What a forward may change in a model, put back after the guard's extra forwards: the
-    random generators, the buffers (their values) and each module's attributes."""
-
-    def __init__(self, root: nn.Module, device: torch.device | None):
-        self.cpu_rng = torch.get_rng_state()
-        self.cuda = device is not None and device.type == "cuda"
-        self.cuda_rng = torch.cuda.get_rng_state(device) if self.cuda else None
-        self.device = device
-        self.attrs = [(m, dict(vars(m))) for m in root.modules()]
-        self.buffers = save_buffers([root])
-
-    def restore_rng(self) -> None:
-        torch.set_rng_state(self.cpu_rng)
-        if self.cuda:
-            torch.cuda.set_rng_state(self.cuda_rng, self.device)
-
-    def restore(self) -> None:
-        for m, attrs in self.attrs:
-            current = vars(m)
-            for key in [k for k in current if k not in attrs]:
-                del current[key]
-            for key, value in attrs.items():
-                if current.get(key) is not value:
-                    current[key] = value
-        restore_buffers(self.buffers)
 
 
 #: torch.nn classes the probe knows (containers, the mode-free layers, those that are with some settings)
@@ -336,7 +308,7 @@ class IndependenceChecks(Check):
             return
         self.tries[id(info)] = TRIES  # one probe per model
         module, k = info.module, batch // 2
-        saved = _Saved(module, info.param_device)
+        saved = ModelState(module, info.param_device)
         try:
             if self._padding_probe(info, args, kwargs, output, batch, k):
                 return

@@ -24,7 +24,8 @@ import torch
 from torch.nn.modules import module as _module
 
 from overt.guards.aside import user_code
-from overt.guards.independence import _Saved, module_forward
+from overt.guards.independence import module_forward
+from overt.guards.putback import ModelState
 from overt.guards.where import user_location
 
 _MAX_CALLS = 4096  # submodule calls traced per forward
@@ -190,7 +191,7 @@ def traced_pair(info: Any, first: torch.Tensor, second: torch.Tensor, args: tupl
         return value[:rows] if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == n else value
 
     module = info.module
-    saved = _Saved(module, info.param_device)
+    saved = ModelState(module, info.param_device)
     modes = [(m, m.training) for m in module.modules()]
     try:
         for m, _ in modes:

@@ -1,5 +1,6 @@
-"""What a probe's extra calls of the user's code may move, saved before and put back after: buffers, and the
-host's random generators (Python's and NumPy's; torch's own states are saved by each probe beside its devices).
+"""What a probe's extra calls of the user's code may move, saved before and put back after: buffers, a model's
+whole state (:class:`ModelState`: torch's random generators, buffers, module attributes), and the host's random
+generators (Python's and NumPy's).
 
 Every buffer is put back, whatever its version counter says: ``batch_norm`` updates ``running_mean`` and
 ``running_var`` in place without bumping their versions.  The copy goes through ``.data`` so the user's buffers
@@ -47,3 +48,32 @@ def restore_host_random(state: tuple[Any, Any]) -> None:
     random.setstate(state[0])
     if state[1] is not None:
         sys.modules["numpy"].random.set_state(state[1])
+
+
+class ModelState:
+    """What a forward may change in a model, put back after a probe's extra forwards: torch's random
+    generators (the CPU's and the model's CUDA device's), the buffers (their values) and each module's
+    attributes."""
+
+    def __init__(self, root: nn.Module, device: torch.device | None):
+        self.cpu_rng = torch.get_rng_state()
+        self.cuda = device is not None and device.type == "cuda"
+        self.cuda_rng = torch.cuda.get_rng_state(device) if self.cuda else None
+        self.device = device
+        self.attrs = [(m, dict(vars(m))) for m in root.modules()]
+        self.buffers = save_buffers([root])
+
+    def restore_rng(self) -> None:
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda:
+            torch.cuda.set_rng_state(self.cuda_rng, self.device)
+
+    def restore(self) -> None:
+        for m, attrs in self.attrs:
+            current = vars(m)
+            for key in [k for k in current if k not in attrs]:
+                del current[key]
+            for key, value in attrs.items():
+                if current.get(key) is not value:
+                    current[key] = value
+        restore_buffers(self.buffers)
