@@ -13,7 +13,7 @@ MODE_FREE_LAYERS = frozenset({
     "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
     "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin", "LogSigmoid",
     "Tanhshrink", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
-    "ReplicationPad1d", "ReplicationPad2d"})
+    "ReplicationPad1d", "ReplicationPad2d", "RNNCell", "LSTMCell", "GRUCell"})
 #: ``torch.nn`` class names that are the same in both modes only with some settings (dropout 0, no running
 #: statistics), checked by each user against the layer's arguments or attributes
 MODE_FREE_IF_SET = frozenset({

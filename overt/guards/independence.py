@@ -96,12 +96,20 @@ def module_forward(info: ModelInfo) -> Any:
     return info.module.forward
 
 
+def _sample_list(value: Any) -> bool:
+    """A batch given as a list of samples: a list or tuple of at least :data:`MIN_BATCH` tensors (one per
+    sample, e.g. sequences of their own lengths), sliced as a list when its length is the batch's."""
+    return (isinstance(value, (list, tuple)) and len(value) >= MIN_BATCH
+            and all(isinstance(v, torch.Tensor) for v in value))
+
+
 def _plain(value: Any, depth: int = 0) -> bool:
-    """A forward argument the probe can slice: tensors (nested in tuples, lists, dicts) and scalars."""
+    """A forward argument the probe can slice: tensors (nested in tuples, lists, dicts), lists of samples
+    and scalars."""
     if value is None or isinstance(value, (torch.Tensor, bool, int, float, str)):
         return True
     if isinstance(value, (list, tuple)) and depth < 2:
-        return all(isinstance(v, torch.Tensor) for v in value) and len(value) <= 8
+        return all(isinstance(v, torch.Tensor) for v in value) and (len(value) <= 8 or _sample_list(value))
     if isinstance(value, dict) and depth < 2:
         return all(_plain(v, depth + 1) for v in value.values())
     return False
@@ -111,6 +119,8 @@ def _slice(value: Any, batch: int, k: int, start: int = 0) -> Any:
     """``value`` with every tensor batched along dimension 0 cut to samples ``start`` .. ``start + k``."""
     if isinstance(value, torch.Tensor):
         return value[start:start + k] if value.dim() and value.shape[0] == batch else value
+    if _sample_list(value) and len(value) == batch:
+        return value[start:start + k]
     if isinstance(value, tuple):
         return tuple(_slice(v, batch, k, start) for v in value)
     if isinstance(value, list):
@@ -287,15 +297,23 @@ class IndependenceChecks(Check):
         return hook
 
     def _eligible(self, args: tuple, kwargs: dict, output: Any) -> int | None:
-        if not all(_plain(v) for v in list(args) + list(kwargs.values())):
+        values = list(args) + list(kwargs.values())
+        if not all(_plain(v) for v in values):
             return None  # e.g. a list of lengths or strings per sample: it could not be sliced
-        inputs = _tensors(list(args) + list(kwargs.values()))
-        batched = [t for t in inputs if t.dim()]
-        if not batched:
-            return None
-        batch = batched[0].shape[0]
-        if batch < MIN_BATCH or any(t.shape[0] != batch for t in batched):
-            return None
+        lists = [v for v in values if _sample_list(v) and len(v) > 8]
+        if lists:  # the batch is a list of samples: its length, the same for every list and tensor
+            batch = len(lists[0])
+            batched = [t for t in _tensors([v for v in values if not _sample_list(v)]) if t.dim()]
+            if any(len(v) != batch for v in lists) or any(t.shape[0] != batch for t in batched):
+                return None
+        else:
+            inputs = _tensors(values)
+            batched = [t for t in inputs if t.dim()]
+            if not batched:
+                return None
+            batch = batched[0].shape[0]
+            if batch < MIN_BATCH or any(t.shape[0] != batch for t in batched):
+                return None
         loader = self.s.loader_batch_size
         if loader is not None and batch != loader:
             return None  # dimension 0 may not be the loader's batch (time-first inputs, a last batch)
@@ -458,7 +476,9 @@ class IndependenceChecks(Check):
                 return (f"{info.name}.forward{at}, before {label}",
                         f"the input of {label} ({type(m).__name__}) already mixes samples: the code of the forward "
                         f"before it moves values across the batch (a view/reshape that folds the batch with "
-                        f"another dimension, or an operation over dimension 0)")
+                        f"another dimension, an operation over dimension 0, or rows kept by counts computed from "
+                        f"the whole batch, such as the sequences still running at each step, in another order "
+                        f"than the rows)")
             if fout is not None and pout is not None:
                 f = _batch_slice(fout, pout, batch, k, start)
                 if f is None or not _close(pout, f):

@@ -387,6 +387,9 @@ EXPECTED = {
     "w262_ternary_grad_from_weights": ("run",),
     # session 47: a stochastic-depth block whose eval-mode output is not its training output's expectation
     "w255_stochastic_depth_eval_scale_skipped": ("run",),
+    # session 48 (lead): a model that takes its batch as a list of sequences, padded in the batch's order while
+    # the counts of running rows assume length order: half the batch alone gets other outputs
+    "w291_padded_batch_sort_indices_recomputed": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
