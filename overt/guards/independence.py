@@ -97,8 +97,8 @@ def module_forward(info: ModelInfo) -> Any:
 
 
 def _sample_list(value: Any) -> bool:
-    """A batch given as a list of samples: a list or tuple of at least :data:`MIN_BATCH` tensors (one per
-    sample, e.g. sequences of their own lengths), sliced as a list when its length is the batch's."""
+    """A list or tuple of at least :data:`MIN_BATCH` tensors: with more than 8, a batch given as a list of
+    samples (e.g. sequences of their own lengths), sliced as a list when its length is the batch's."""
     return (isinstance(value, (list, tuple)) and len(value) >= MIN_BATCH
             and all(isinstance(v, torch.Tensor) for v in value))
 
@@ -119,7 +119,7 @@ def _slice(value: Any, batch: int, k: int, start: int = 0) -> Any:
     """``value`` with every tensor batched along dimension 0 cut to samples ``start`` .. ``start + k``."""
     if isinstance(value, torch.Tensor):
         return value[start:start + k] if value.dim() and value.shape[0] == batch else value
-    if _sample_list(value) and len(value) == batch:
+    if _sample_list(value) and len(value) == batch > 8:  # (a tuple of up to 8 is arguments, each sliced)
         return value[start:start + k]
     if isinstance(value, tuple):
         return tuple(_slice(v, batch, k, start) for v in value)
