@@ -76,6 +76,13 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("scheduler-cadence", "OVT109", "learning-rate scheduler stepped at the wrong cadence",
           "the learning rate follows a schedule far faster or slower than configured",
           _W, True, True),
+    Entry("schedule-past-horizon", "OVT147",
+          "a learning-rate schedule stepped past its horizon: its floor comes before the run ends",
+          "a schedule given fewer steps than the run takes (T_max shortened by a warm-up that never runs, "
+          "num_training_steps counted in optimizer steps while it steps every micro-batch) reaches its floor "
+          "part-way: a cosine then climbs back and the run ends at a high rate instead of annealed, a decay to "
+          "zero holds the rate at zero and the rest of the run trains nothing",
+          _W, False, True),
     Entry("ema-decay-swapped", "OVT124",
           "a moving average of the model that moves almost all the way to it at each update",
           "an EMA update ema = d * ema + (1 - d) * model written with d and 1 - d swapped (or tau and 1 - tau in a "
@@ -323,6 +330,11 @@ ENTRIES: tuple[Entry, ...] = (
           "re-weighting is meant to make the rare classes count more; weights listed in the wrong order (or "
           "a pos_weight inverted) weigh the common class up, and the model learns to ignore the rare ones while "
           "the loss looks fine",
+          _W, False, True),
+    Entry("class-weight-zero", "OVT357", "a balancing class weight of zero for a class the training labels hold",
+          "a weighting formula that gives the most frequent class a weight of zero (log(max_count / count), "
+          "1 - frequency / max_frequency) removes that class from the loss: the model is never taught to predict "
+          "it and misclassifies all of its examples while the loss looks fine",
           _W, False, True),
     Entry("sequence-targets-misaligned", "OVT322", "sequence targets that are not the next token of the inputs",
           "labels shifted twice (by the caller and again by the model's loss) train the prediction at position "

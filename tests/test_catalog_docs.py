@@ -138,7 +138,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, the gradient the optimizer receives is the gradient of the loss (branch gradinv)
          "custom-backward-not-linear",
          # issue 33, evaluation computes the expectation of what training computed (branch evalscale)
-         "eval-not-train-expectation"}
+         "eval-not-train-expectation",
+         # issue 33, schedules and class weights consistent with the run and the data (branch sched12)
+         "schedule-past-horizon", "class-weight-zero"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -17,6 +17,15 @@ when the classes are clearly imbalanced (the most frequent at least :data:`IMBAL
 the rarest), the weights clearly unequal (:data:`SPREAD`), and the weights rise with the
 frequency (rank correlation at least :data:`RANK`; with two classes: the frequent class has the
 larger weight).  Weights that do not vary, balanced labels, soft (probability) targets: silent.
+
+``class-weight-zero`` (issue 33, round twelve's w283), from the same counts: every class present in
+the training labels has a positive weight in the loss.  A balancing formula that reaches zero at the
+most frequent class (``log(max_count / count)``) removes that class from the loss.  Reported when a
+class seen in the labels weighs zero (or less) and either only two classes are seen, or the
+positive weights vary (:data:`SPREAD`), the weights fall with the frequency (Spearman at most
+``-ZERO_RANK``), and the zero-weighted class is among the most frequent (:data:`ZERO_NEAR`) but not
+far above every positively weighted class (:data:`ZERO_ABOVE`).  A padding or "ignore" class set to
+zero among otherwise equal weights, or a dominant background class set to zero: silent.
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ MAX_CLASSES = 1024
 IMBALANCE = 3.0  # most frequent class / rarest class (among those seen)
 SPREAD = 1.5  # largest weight / smallest weight (among the classes seen)
 RANK = 0.8  # Spearman correlation of the weights with the frequencies
+ZERO_RANK = 0.5  # class-weight-zero: weights fall with the frequencies (Spearman at most -ZERO_RANK)
+ZERO_NEAR = 1.5  # ... a class weighed zero is among the most frequent (within this factor of the top count)
+ZERO_ABOVE = 2.0  # ... and at most this many times as frequent as the most frequent class weighed up
 
 
 def _ranks(values: list[float]) -> list[float]:
@@ -74,6 +86,28 @@ def inverted(counts: list[float], weights: list[float]) -> bool:
     if len(seen) == 2:
         return (cs[0] - cs[1]) * (ws[0] - ws[1]) > 0
     return spearman(cs, ws) >= RANK
+
+
+def zeroed(counts: list[float], weights: list[float]) -> list[int]:
+    """The classes seen in ``counts`` that a balancing ``weights`` vector weighs zero (or less), when the
+    premise of ``class-weight-zero`` is proven (see :data:`ZERO_NEAR`, :data:`ZERO_ABOVE`); else []."""
+    seen = [i for i, c in enumerate(counts) if c > 0]
+    zeros = [i for i in seen if weights[i] <= 0]
+    pos = [i for i in seen if weights[i] > 0]
+    if not zeros or not pos:
+        return []
+    if len(seen) == 2:
+        return zeros  # one class left in the loss: predicting it always is the optimum
+    pw = [weights[i] for i in pos]
+    top = max(counts[i] for i in seen)
+    top_pos = max(counts[i] for i in pos)
+    if max(pw) < SPREAD * min(pw):
+        return []  # the other classes share one weight: a class set aside on purpose (a padding class)
+    if spearman([counts[i] for i in seen], [weights[i] for i in seen]) > -ZERO_RANK:
+        return []  # not weights that fall with the frequency
+    if any(counts[i] * ZERO_NEAR < top or counts[i] > ZERO_ABOVE * top_pos for i in zeros):
+        return []  # the zero is not the formula's value at the most frequent classes
+    return zeros
 
 
 def _where(name: str, loc: str) -> str:
@@ -163,6 +197,8 @@ class ClassWeightChecks(Check):
                     self._report_binary(name, loc, pairs, bad, step)
             elif inverted(counts, w):
                 self._report(name, loc, counts, w, step)
+            elif zeros := zeroed(counts, w):
+                self._report_zero(name, loc, counts, w, zeros, step)
 
         return callback
 
@@ -185,6 +221,24 @@ class ClassWeightChecks(Check):
             fix="list the weights in label order, e.g. weight = counts.sum() / (len(counts) * counts) with "
             "counts = torch.bincount(train_labels); a weight vector written by hand is easily reversed.",
             where=_where(name, loc), key=loc, step=step)
+
+    def _report_zero(self, name: str, loc: str, counts: list[float], w: list[float], zeros: list[int],
+                     step: int) -> None:
+        total = sum(counts)
+        k = max(zeros, key=counts.__getitem__)
+        rare = min((i for i, c in enumerate(counts) if c > 0), key=counts.__getitem__)
+        more = f" (and {len(zeros) - 1} more class(es) weighed zero)" if len(zeros) > 1 else ""
+        self.s.report(
+            "class-weight-zero",
+            f"the class weights given to F.{name} weigh class {k} {w[k]:.3g} although it is {counts[k] / total:.1%} "
+            f"of the {int(total)} training labels counted{more}; the weights fall with the frequency (class {rare}, "
+            f"{counts[rare] / total:.1%}, weighs {w[rare]:.3g}), so the zero is the weighting formula's value at the "
+            "most frequent class (log(max_count / count) is 0 there). A class weighed zero is removed from the loss: "
+            "the model is never taught to predict it and gets its examples wrong (look at that class's recall).",
+            fix="use a weighting that stays positive for every class, e.g. weight = 1 + log(max_count / count), "
+            "weight = counts.sum() / (len(counts) * counts) or (1 - beta) / (1 - beta ** counts); a class that "
+            "must not count (padding) belongs in ignore_index, not in a zero weight.",
+            where=_where(name, loc), key=f"zero:{loc}", step=step)
 
     def _report_binary(self, name: str, loc: str, pairs: list[tuple[float, float, float]], bad: list[int],
                        step: int) -> None:

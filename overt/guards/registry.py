@@ -43,6 +43,7 @@ from overt.guards.gridorder import GridOrderChecks
 from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
+from overt.guards.horizon import HorizonChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.labelsignal import LabelSignalChecks
@@ -156,6 +157,7 @@ CHECKS: tuple[type[Check], ...] = (
     PrecisionChecks,
     AutocastCacheChecks,
     SchedulerChecks,
+    HorizonChecks,
     GroupsLeftBehind,
     GroupRates,
     OptimizerRebuilt,
