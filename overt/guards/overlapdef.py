@@ -7,7 +7,8 @@ Two definitions, each checked on the arguments of a script function's own call:
   ``2 |A & B| / (|A| + |B|)``.  The accepted conventions: counts pooled over the whole tensor, or the
   measure taken per item (per image along the first dimension; per channel along the second, or per image
   and channel, of ``(N, C, H, W)`` masks) and averaged, an item empty on both sides skipped or scored 1 or 0, a smoothing term of 1 added
-  to both counts (per item or pooled), one value per item instead of the mean, a fraction or a percent;
+  to both counts (per item or pooled), one value per item instead of the mean, the mean of the foreground's
+  and the background's measure (the mIoU of a two-class label map), a fraction or a percent;
   either argument may be the prediction.  Judged only when both arguments are binary masks of one shape
   (0/1 values or booleans, beyond dimensions of size 1): soft scores, logits and label maps with more
   than two ids are left alone (a threshold, a softmax, a class list and an ignored id are conventions
@@ -112,24 +113,49 @@ def _ratio(inter: torch.Tensor, sizes: torch.Tensor, dice: bool, smooth: float) 
     return (inter + smooth) / (union + smooth)
 
 
-def mask_values(a: torch.Tensor, b: torch.Tensor, dice: bool) -> list[torch.Tensor]:
-    """Every accepted convention's value of the IoU (or Dice) of binary masks ``a`` and ``b``: a one-element
-    tensor for a mean, one value per item for a per-item result (empty items as NaN: any value passes)."""
-    out = []
+def _per_item(a: torch.Tensor, b: torch.Tensor, dice: bool) -> dict[tuple[str, float], torch.Tensor]:
+    """The measure per item for each cut and smoothing term (items empty on both sides NaN unsmoothed)."""
+    out = {}
     for cut, (inter, sizes) in _items(a, b).items():
         empty = sizes == 0
         for smooth in (0.0, 1.0):
             per = _ratio(inter, sizes.clamp(min=1e-300) if smooth == 0 else sizes, dice, smooth)
-            if smooth == 0:
-                per = torch.where(empty, torch.full_like(per, float("nan")), per)
-            full = per[~empty] if bool(empty.any()) and smooth == 0 else per
-            if full.numel():
-                out.append(full.mean().reshape(1))  # empty items skipped (or smoothed)
-            if smooth == 0 and bool(empty.any()):
-                out.append(torch.where(empty, torch.ones_like(per), per).mean().reshape(1))
-                out.append(torch.where(empty, torch.zeros_like(per), per).mean().reshape(1))
-            if cut != "pooled":
-                out.append(per)  # one value per item
+            out[cut, smooth] = torch.where(empty, torch.full_like(per, float("nan")), per) if smooth == 0 else per
+    return out
+
+
+def _reduced(per: torch.Tensor, cut: str) -> list[torch.Tensor]:
+    """A per-item measure's accepted reductions: the mean with empty (NaN) items skipped, scored 1, scored 0;
+    and the per-item values themselves."""
+    empty = torch.isnan(per)
+    out = []
+    if bool((~empty).any()):
+        out.append(per[~empty].mean().reshape(1))
+    if bool(empty.any()):
+        out.append(torch.where(empty, torch.ones_like(per), per).mean().reshape(1))
+        out.append(torch.where(empty, torch.zeros_like(per), per).mean().reshape(1))
+    if cut != "pooled":
+        out.append(per)
+    return out
+
+
+def mask_values(a: torch.Tensor, b: torch.Tensor, dice: bool) -> list[torch.Tensor]:
+    """Every accepted convention's value of the IoU (or Dice) of binary masks ``a`` and ``b``: a one-element
+    tensor for a mean, one value per item for a per-item result (empty items as NaN: any value passes).  Also
+    the mean over the two classes of a binary segmentation, foreground and background (``~a``, ``~b``): the
+    mIoU of a two-class label map, per item or per class first."""
+    fg, bg = _per_item(a, b, dice), _per_item(~a, ~b, dice)
+    out = []
+    for (cut, smooth), per in fg.items():
+        out += _reduced(per, cut)
+        both = torch.stack([per, bg[cut, smooth]])
+        known = (~torch.isnan(both)).sum(0)
+        per_item = torch.where(known > 0, torch.nan_to_num(both).sum(0) / known.clamp(min=1),
+                               torch.full_like(per, float("nan")))
+        out += _reduced(per_item, cut)  # each item's classes averaged, then the items
+        for f, g in zip(_reduced(per, cut), _reduced(bg[cut, smooth], cut)):
+            if f.numel() == 1 and g.numel() == 1:
+                out.append((f + g) / 2)  # each class over the items, then the two classes
     return out
 
 

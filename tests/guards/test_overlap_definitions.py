@@ -88,6 +88,13 @@ def test_mask_references_stay_quiet_where_they_cannot_judge():
     per = (pa & pb).flatten(1).sum(1) / (pa | pb).flatten(1).sum(1)
     assert metricdef.check(None, "mask-iou", "mask_iou", {"pred": pa, "target": pb}, {}, per) is None
     assert metricdef.check(None, "mask-iou", "mask_iou", {"pred": pa, "target": pb}, {}, per * 0.5) is None
+    # the mIoU of a two-class label map: foreground and background averaged
+    two = torch.stack([per, (~pa & ~pb).flatten(1).sum(1) / (~pa | ~pb).flatten(1).sum(1)]).mean(0).mean()
+    assert metricdef.check(None, "mask-iou", "mean_iou", {"pred": pa.long(), "target": pb.long()}, {}, two) is None
+    # and a Dice reported under the IoU's name is named
+    dice = 2 * (pa & pb).sum() / (pa.sum() + pb.sum())
+    found = metricdef.check(None, "mask-iou", "mean_iou", {"pred": pa, "target": pb}, {}, dice)
+    assert found is not None and "Dice coefficient" in found[0]
 
 
 def test_overlap_names():
