@@ -149,13 +149,18 @@ def _defined(fn: Any) -> str | None:
     return inner.__code__.co_filename
 
 
-#: definitions whose functions may change their input in place (their first call's input is copied first)
-_IN_PLACE = frozenset({"topk-filter", "topp-filter"})
+#: definitions whose functions may change their input in place, or whose inputs a script may reuse as buffers
+#: before the end of the run (their first call's input is copied first)
+_IN_PLACE = frozenset({"topk-filter", "topp-filter", "mask-iou", "mask-dice", "nms"})
 
 
 def _copies(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     def copy_of(v: Any) -> Any:
-        return v.detach().clone() if isinstance(v, torch.Tensor) else v
+        if isinstance(v, torch.Tensor):
+            return v.detach().clone()
+        if hasattr(v, "copy") and hasattr(v, "dtype") and hasattr(v, "shape"):  # a numpy array
+            return v.copy()
+        return v
 
     return tuple(copy_of(v) for v in args), {k: copy_of(v) for k, v in kwargs.items()}
 
