@@ -972,12 +972,15 @@ ENTRIES: tuple[Entry, ...] = (
           _E, False, True),
     Entry("metric-off-definition", "OVT824", "a metric (or decoding) function, or a metric written inline, named "
           "after a well-known definition that computes something else",
-          "a function named IoU, GIoU, WER, CER, NDCG, CTC decoding, recall@k, precision@k, hit@k, MRR, PSNR, "
+          "a function named IoU (of boxes or masks), GIoU, Dice, NMS, WER, CER, NDCG, CTC decoding, recall@k, "
+          "precision@k, hit@k, MRR, PSNR, "
           "MAE, MSE or RMSE whose value on its own call's inputs matches none of the definition's accepted "
           "conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word error rate, a "
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
           "the images' range, an error computed in uint8 that wraps), a top-k or nucleus filter that keeps "
-          "another set than the largest scores its cut-off asks for, a k-NN classifier that scores test items of "
+          "another set than the largest scores its cut-off asks for, a mask IoU or Dice whose value on the call's "
+          "binary masks is no convention of it (the Dice coefficient reported as IoU), an NMS that keeps another set "
+          "than greedy suppression of the same boxes, scores and threshold, a k-NN classifier that scores test items of "
           "a class no training label carries, a ranking metric whose value moves when each row's candidates are "
           "renamed (a top-k taken as a set and scored in index order), or a value written inline under such a name "
           "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "

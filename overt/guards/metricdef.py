@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.aside import user_code
-from overt.guards import knnprobe, metricrank, topkfilter
+from overt.guards import knnprobe, metricrank, overlapdef, topkfilter
 from overt.guards import metricrefs as refs
 
 #: name words that make a metric something else than the one its other words name
@@ -50,6 +50,9 @@ def definition_of(words: set[str]) -> str | None:
         ranked = metricrank.definition_of(words)
         if ranked is not None:
             return ranked
+    overlap = overlapdef.definition_of(words)  # mask IoU / Dice, non-maximum suppression
+    if overlap is not None:
+        return overlap
     if words & _OTHER:
         return None
     if "giou" in words or ("iou" in words and words & {"generalized", "generalised"}):
@@ -265,7 +268,14 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
     metric gives on its call's arguments (``given``: the arguments passed, ``bound``: with defaults);
     None when it agrees or the premise does not hold."""
     if metric in ("iou", "giou"):
-        return _boxes(metric, name, given, result)
+        found = _boxes(metric, name, given, result)
+        if found is None and metric == "iou" and not any(refs.as_boxes(v) is not None for v in given.values()):
+            return overlapdef.check_masks(metric, name, given, result)  # an IoU of masks, not of boxes
+        return found
+    if metric in ("mask-iou", "mask-dice"):
+        return overlapdef.check_masks(metric, name, given, result)
+    if metric == "nms":
+        return overlapdef.check_nms(name, given, bound, result)
     if metric in ("wer", "cer"):
         return _rates(metric, name, given, result)
     if metric == "ndcg":

@@ -72,6 +72,8 @@ TARGET = frozenset({"target", "targets", "y", "y_true", "ytrue", "label", "label
                     "groundtruth", "truth", "true", "mask", "masks", "gt_mask", "gt_masks", "true_mask", "true_masks",
                     "target_mask", "target_masks", "ref", "refs", "reference", "references", "actual", "true_labels",
                     "gt_labels"})
+#: parameter names that may hold either side of a segmentation metric (a predicted or a true segmentation)
+EITHER = frozenset({"seg", "segmentation", "mask", "masks"})
 #: name words of metrics that need not be low on a prediction disjoint from the target (rank and
 #: correlation measures, structural similarity)
 NOT_OVERLAP = frozenset({"auc", "auroc", "ssim", "r2", "pearson", "spearman", "corr", "correlation", "mrr", "ndcg",
@@ -108,9 +110,14 @@ def _roles(fn: Any) -> tuple[str, str] | None:
         return None
     preds = [p for p in params if p.lower() in PRED]
     targets = [p for p in params if p.lower() in TARGET]
-    if len(preds) != 1 or len(targets) != 1:
-        return None
-    return preds[0], targets[0]
+    if len(preds) == 1 and len(targets) == 1:
+        return preds[0], targets[0]
+    # a segmentation written ``seg`` (or ``mask``) beside a parameter named only as a prediction: the target
+    strong = [p for p in preds if p.lower() not in EITHER]
+    either = [p for p in params if p.lower() in EITHER and p not in strong]
+    if len(strong) == 1 and len(either) == 1 and set(targets) <= set(either):
+        return strong[0], either[0]
+    return None
 
 
 @functools.lru_cache(maxsize=256)  # looked at again at every evaluation pass; equal code, equal answer
@@ -142,13 +149,18 @@ def _defined(fn: Any) -> str | None:
     return inner.__code__.co_filename
 
 
-#: definitions whose functions may change their input in place (their first call's input is copied first)
-_IN_PLACE = frozenset({"topk-filter", "topp-filter"})
+#: definitions whose functions may change their input in place, or whose inputs a script may reuse as buffers
+#: before the end of the run (their first call's input is copied first)
+_IN_PLACE = frozenset({"topk-filter", "topp-filter", "mask-iou", "mask-dice", "nms"})
 
 
 def _copies(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     def copy_of(v: Any) -> Any:
-        return v.detach().clone() if isinstance(v, torch.Tensor) else v
+        if isinstance(v, torch.Tensor):
+            return v.detach().clone()
+        if hasattr(v, "copy") and hasattr(v, "dtype") and hasattr(v, "shape"):  # a numpy array
+            return v.copy()
+        return v
 
     return tuple(copy_of(v) for v in args), {k: copy_of(v) for k, v in kwargs.items()}
 
