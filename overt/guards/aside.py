@@ -13,6 +13,11 @@ then).
 A hook that runs the user's code again (a probe re-running the user's model, the user's metric or decoding
 function) must run it as the user's code runs: under the mode.  Such a probe runs it inside
 :func:`user_code`, which puts the mode back for that time when a hook of this thread took it off.
+
+One hook keeps the mode off after it returns: the optimizer pre-hook of a step that runs only torch's own code
+(:mod:`overt.guards.optaside`) keeps it (:func:`hold`) until the next of the guards' hooks of this thread (the
+optimizer post-hook that follows; should ``step()`` raise, whichever hook of the guards comes next):
+:func:`step_aside` hands the held mode to that hook as its own token.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ def step_aside(mode: Any) -> Any:
     """A hook of the guards begins while ``mode`` (:data:`WINDOW`) is open: take it off this thread's stack
     and return it (the token for :func:`back`), or None when it is not there (another thread, or an
     enclosing hook already took it off) or must see every call (``singleton-axis``'s pending indices)."""
+    if mode.held and mode.off_in == _ident():  # held off since a hook before this one (hold): this hook's now
+        mode.held = False
+        if not mode.check.singleton.pending:
+            return mode
+        back(mode)
     n = _len()
     if not n or _at(0) is not mode or mode.check.singleton.pending:
         return None
@@ -69,13 +79,25 @@ def step_aside(mode: Any) -> Any:
 
 def back(mode: Any) -> None:
     """The hook that :func:`step_aside` returned ``mode`` for ends: the mode goes back to the bottom of the
-    stack unless the window closed meanwhile."""
+    stack unless the window closed meanwhile, or the hook keeps it off past its end (:func:`hold`)."""
+    if mode.held:
+        return
     mode.off_in = None
     if mode.live and WINDOW is mode:
         if _len():
             under_the_stack(mode)
         else:
             _push(mode)
+
+
+def hold(mode: Any) -> bool:
+    """The hook of this thread that took ``mode`` off (:func:`step_aside`) keeps it off past its own end: the
+    next :func:`step_aside` of this thread takes it over (True), or nothing when this thread's hooks did not
+    take it off (False)."""
+    if mode.off_in != _ident():
+        return False
+    mode.held = True
+    return True
 
 
 @contextlib.contextmanager

@@ -162,6 +162,7 @@ class AxisChecks(Check):
         mode, self.mode = self.mode, None
         if mode is not None:
             mode.live = False
+            mode.held = False
             off_the_stack(mode)
             if aside.WINDOW is mode:
                 aside.WINDOW = None
@@ -359,6 +360,7 @@ class _IndexMode(TorchFunctionMode):
         self.check = check
         self.live = True  # False once the window closed (a mode some torch code holds on to passes calls on)
         self.off_in: int | None = None  # the thread whose guard hook took it off the stack (overt/guards/aside.py)
+        self.held = False  # kept off past that hook's end, until the next guard hook of that thread (aside.hold)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}

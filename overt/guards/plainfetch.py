@@ -69,6 +69,10 @@ def fetch(orig: Any, it: Any) -> Any:
         except Exception:  # noqa: BLE001
             pass
     mode = aside.WINDOW
+    if mode is not None and mode.held and not plain:  # held off since an optimizer step that raised: back now
+        token = aside.step_aside(mode)
+        if token is not None:
+            aside.back(token)
     token = aside.step_aside(mode) if plain and mode is not None else None
     try:
         return orig(it)

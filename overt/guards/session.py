@@ -33,7 +33,7 @@ from torch import nn
 
 from overt.findings import Finding
 from overt.guards.blocksites import BlockSites
-from overt.guards import clock, patches
+from overt.guards import aside, clock, optaside, patches
 from overt.guards.check import HOOKS, Check
 from overt.guards.deferred import DeferredReads
 from overt.guards.forwards import ForwardHooks
@@ -299,6 +299,8 @@ class GuardSession(ForwardHooks):
             checked = self._checked_closure(oi, closure)
             return ((args[0], checked, *args[2:]), kwargs) if len(args) > 1 else (args, {**kwargs, "closure": checked})
         self._before_checked_step(oi, closure is not None)
+        if closure is None and aside.WINDOW is not None:  # torch's own step: the axes window's mode stays aside
+            optaside.hold_through_step(opt, self._opt_pre, self._opt_post)
         return None
 
     def _before_checked_step(self, oi: OptInfo, closure: bool) -> None:
