@@ -14,6 +14,9 @@ of relevances or one path of ids, a call that passes further arguments (flags th
 a result that is not numbers, transcripts that a normalisation step could change (punctuation, mixed
 case), rows that are no boxes (judged per row only where they are), four 0/1 values (labels, not a box).
 
+Quantile (pinball) losses and concordance indices are recomputed by :mod:`overt.guards.scoredefs` (a
+``quantile_loss`` is claimed there although its name says loss).
+
 The probe itself runs at the end of the run (``MetricProbeChecks.end_of_run``), once per function.
 """
 
@@ -26,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.aside import user_code
-from overt.guards import knnprobe, metricrank, overlapdef, topkfilter
+from overt.guards import knnprobe, metricrank, overlapdef, scoredefs, topkfilter
 from overt.guards import metricrefs as refs
 
 #: name words that make a metric something else than the one its other words name
@@ -43,7 +46,7 @@ def definition_of(words: set[str]) -> str | None:
     "giou", "wer", "cer", "ndcg", "ctc" (greedy CTC decoding), a ranking or reconstruction metric of
     :mod:`overt.guards.metricrank`, a top-k decoding filter (:mod:`overt.guards.topkfilter`), a k-NN
     classifier (:mod:`overt.guards.knnprobe`), or None."""
-    claimed = topkfilter.definition_of(words) or knnprobe.definition_of(words)
+    claimed = topkfilter.definition_of(words) or knnprobe.definition_of(words) or scoredefs.definition_of(words)
     if claimed is not None:
         return claimed
     if not words & _NEVER:
@@ -288,4 +291,6 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
         return topkfilter.check_nucleus(fn, name, given, bound)
     if metric == "knn":
         return knnprobe.check(fn, name, given, bound, result)
+    if metric in ("pinball", "c-index"):
+        return scoredefs.check(fn, metric, name, given, bound, result)
     return metricrank.check(fn, metric, name, given, bound, result)

@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 
-from overt.guards import latecalls, metricdef, rankorder, spantext
+from overt.guards import latecalls, metricdef, rankorder, scoredefs, spantext
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.where import short_location, user_location
@@ -183,7 +183,7 @@ def candidates(namespace: dict, filename: str, forms: bool = False) -> dict[str,
         kind = metric_kind(fn)
         roles = _roles(fn) if kind else None
         words = _words(fn.__name__)
-        known = metricdef.definition_of(words) if not words & NOT_METRIC else None
+        known = metricdef.definition_of(words) if not words & NOT_METRIC else scoredefs.definition_of(words)
         form = (rankorder.form_of(words) or spantext.form_of(fn, _params(fn))) if forms else None
         if not (kind and roles or known or form) or _writes_globals(_inner(fn).__code__):  # the bytecode read last
             continue
