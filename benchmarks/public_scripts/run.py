@@ -24,6 +24,8 @@ session 45 (issue 33's precision on code not tuned on); ``--group fresh`` (or ``
 ``"group": "fresh2"`` (session 47) is split in two halves by ``split-fresh2.json`` (drawn by
 ``python run.py --split``: the lint corpus's ``draw`` with seed 20261130): ``--group fresh2-dev`` runs
 the half checks may be fixed against, ``--group fresh2-test`` the half measured once at the end.
+``"group": "fresh3"`` (session 48: pytorch-flows, LTSF-Linear, TCN, torchdiffeq, nlp-tutorial) is split the
+same way by ``split-fresh3.json`` (``python run.py --split fresh3``, seed 20261202).
 
 Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``,
 ``jsonargparse`` for LightningCLI, ``tyro`` for cleanrl)
@@ -66,11 +68,13 @@ SITE = Path(tempfile.gettempdir()) / "overt-public-scripts-site"
 SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3", "farama-notifications==0.0.6",
                  "jsonargparse==4.53.0", "docstring-parser==0.18.0", "typeshed-client==2.15.0",
                  "tyro==1.0.17", "shtab==1.13.0", "typeguard==4.6.1",  # these three: cleanrl's command lines
-                 "lmdb==3.0.0"]  # pytorch-fm's examples/main.py imports its Criteo/Avazu readers
+                 "lmdb==3.0.0",  # pytorch-fm's examples/main.py imports its Criteo/Avazu readers
+                 "tensorboardX==2.6.2.2", "h5py==3.16.0"]  # pytorch-flows' main.py and its datasets package
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
+SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -290,19 +294,20 @@ class Load:
             p.wait(timeout=30)
 
 
-def split_fresh2(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The fresh2 halves, drawn as the lint corpus draws its splits (its ``draw``), seed 20261130."""
+def split_group(manifest: dict[str, Any], group: str = "fresh2") -> dict[str, Any]:
+    """A group's halves, drawn as the lint corpus draws its splits (its ``draw``), with the group's seed."""
     sys.path.insert(0, str(HERE.parent / "lint_corpus"))
     from split import draw  # noqa: E402  (benchmarks/lint_corpus/split.py)
-    return draw([e["name"] for e in manifest["scripts"] if e.get("group") == "fresh2"], FRESH2_SEED)
+    return draw([e["name"] for e in manifest["scripts"] if e.get("group") == group], SPLIT_SEEDS[group])
 
 
 def in_group(entry: dict[str, Any], group: str) -> bool:
     if group == "all":
         return True
-    if group in ("fresh2-dev", "fresh2-test"):
-        halves = json.loads((HERE / "split-fresh2.json").read_text())
-        return entry["name"] in halves[group.split("-")[1]]
+    name, _, half = group.partition("-")
+    if name in SPLIT_SEEDS and half in ("dev", "test"):
+        halves = json.loads((HERE / f"split-{name}.json").read_text())
+        return entry["name"] in halves[half]
     return entry.get("group", "tuned") == group
 
 
@@ -311,11 +316,13 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated entry names")
     parser.add_argument("--group", default="all",
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
-                             "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), or all")
+                             "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
+                             "'fresh3-dev' / 'fresh3-test' (session 48's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")
-    parser.add_argument("--split", action="store_true", help="draw the fresh2 halves into split-fresh2.json and exit")
+    parser.add_argument("--split", nargs="?", const="fresh2", choices=sorted(SPLIT_SEEDS), default=None,
+                        help="draw a group's halves (default fresh2) into split-GROUP.json and exit")
     parser.add_argument("--site", type=Path, default=SITE, help=f"extra packages for the scripts (default {SITE})")
     parser.add_argument("--mirrors", type=Path, default=MIRRORS,
                         help=f"bare mirrors OWNER+NAME/repo (default {MIRRORS})")
@@ -329,9 +336,9 @@ def main() -> int:
         return 0
     manifest = json.loads((HERE / "manifest.json").read_text())
     if args.split:
-        halves = split_fresh2(manifest)
-        (HERE / "split-fresh2.json").write_text(json.dumps(halves, indent=2) + "\n")
-        print(f"fresh2, seed {halves['seed']}: dev {halves['dev']}\n              test {halves['test']}")
+        halves = split_group(manifest, args.split)
+        (HERE / f"split-{args.split}.json").write_text(json.dumps(halves, indent=2) + "\n")
+        print(f"{args.split}, seed {halves['seed']}: dev {halves['dev']}\n              test {halves['test']}")
         return 0
     only = {n for n in args.only.split(",") if n}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.overt, capture_output=True,

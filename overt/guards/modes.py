@@ -17,6 +17,7 @@ from torch import nn
 from overt.guards.check import Check
 from overt.guards.watched import _DROPOUT, output_tensors
 from overt.guards.where import class_location, user_location
+from overt.guards.tensorattrs import harmless_attributes
 from overt.text import first_names
 
 if TYPE_CHECKING:
@@ -319,11 +320,18 @@ class ModeChecks(Check):
         theirs on purpose): they belong in a buffer.  A module whose class overrides ``_apply`` (what
         ``.to()``, ``.cuda()`` and ``.half()`` call) moves what it chooses -- a torchmetrics ``Metric``
         moves its ``add_state`` tensors there and keeps them out of ``state_dict`` on purpose -- so
-        "model.to(device) leaves it where it is" is not known of its attributes: quiet."""
+        "model.to(device) leaves it where it is" is not known of its attributes: quiet.  So is an attribute
+        the class's source proves harmless (``tensorattrs``: read only while building, or a shape-only
+        constant its own methods move to their device)."""
         if type(m).__module__.startswith("torch.") or type(m)._apply is not nn.Module._apply:
             return
+        quiet = None
         for attr, value in vars(m).items():
             if attr.startswith("_") or not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):
+                continue
+            if quiet is None:
+                quiet = harmless_attributes(type(m))
+            if attr in quiet:
                 continue
             owner = f"{info.name}.{name}" if name else info.name
             shape = "x".join(map(str, value.shape)) or "scalar"

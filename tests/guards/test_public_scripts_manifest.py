@@ -42,7 +42,7 @@ def test_the_manifest_is_well_formed():
             assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm", "cora-standin", "standin"), (e["name"], spec)
             if spec["kind"] == "standin":  # a generator of standins.py, by name
                 assert re.search(rf"^def {spec['name']}\(", standins, flags=re.M), (e["name"], spec)
-        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2"), e["name"]
+        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
@@ -86,3 +86,18 @@ def test_the_cora_standin_labels_whole_communities(tmp_path):
     label = {r[0]: r[-1] for r in rows}
     assert len(set(label.values())) == 7
     assert all(len({label[str(p)] for p in c}) == 1 for c in cliques)
+
+
+def test_each_drawn_group_is_split_in_two_halves_of_its_own_scripts():
+    """split-fresh2.json and split-fresh3.json: the seeded draws cover exactly their group's scripts, and
+    run.py's --group GROUP-dev / GROUP-test selects each half."""
+    run = _run_module()
+    manifest = json.loads((HERE / "manifest.json").read_text())
+    for group, seed in run.SPLIT_SEEDS.items():
+        halves = json.loads((HERE / f"split-{group}.json").read_text())
+        assert halves["seed"] == seed
+        names = {e["name"] for e in manifest["scripts"] if e.get("group") == group}
+        assert set(halves["dev"]) | set(halves["test"]) == names and not set(halves["dev"]) & set(halves["test"])
+        for half in ("dev", "test"):
+            chosen = {e["name"] for e in manifest["scripts"] if run.in_group(e, f"{group}-{half}")}
+            assert chosen == set(halves[half])

@@ -202,6 +202,95 @@ def test_a_tensor_attribute_of_a_module_that_moves_it_in_apply_is_not_unregister
     assert "tally.total" in finding["where"]
 
 
+class Mixed(nn.Module):
+    """A learned lower-triangular mix of the features: ``L * mask + I``.  ``mask`` and ``eye`` follow from
+    the width alone; ``draft`` is read only here, to start L from.  Nothing moves the constants (the twin)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.draft = torch.randn(n, n)
+        self.L = nn.Parameter(torch.tril(self.draft, -1) * 0.01)
+        self.mask = torch.tril(torch.ones(n, n), -1)
+        self.eye = torch.eye(n)
+
+    def forward(self, x):
+        return x @ (self.L * self.mask + self.eye)
+
+
+class RehomedMixed(nn.Module):
+    """Mixed whose forward moves its constants to the weight's device first (as flow layers do)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.draft = torch.randn(n, n)
+        self.L = nn.Parameter(torch.tril(self.draft, -1) * 0.01)
+        self.mask = torch.tril(torch.ones(n, n), -1)
+        self.eye = self.mask.t().clone() * 0 + torch.eye(n)
+
+    def forward(self, x):
+        if self.mask.device != self.L.device:
+            self.mask = self.mask.to(self.L.device)
+            self.eye = self.eye.to(self.L.device)
+        return x @ (self.L * self.mask + self.eye)
+
+
+class PermutedMixed(nn.Module):
+    """RehomedMixed plus a random permutation it moves the same way: a checkpoint must hold that one."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.L = nn.Parameter(torch.zeros(n, n))
+        self.mask = torch.tril(torch.ones(n, n), -1)
+        self.perm = torch.randperm(n)
+
+    def forward(self, x):
+        if self.mask.device != self.L.device:
+            self.mask = self.mask.to(self.L.device)
+            self.perm = self.perm.to(self.L.device)
+        return (x + x @ (self.L * self.mask))[:, self.perm]
+
+
+class MixedNet(nn.Module):
+    def __init__(self, mix: nn.Module):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mix = mix
+        self.body = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.body(self.mix(x))
+
+
+def _unregistered(summary):
+    return sorted(f["where"].split(" (")[0].rsplit(".", 1)[-1] for f in summary["findings"]
+                  if f["slug"] == "unregistered-tensor")
+
+
+def test_shape_only_constants_a_module_moves_itself_and_a_build_time_tensor_are_not_unregistered_tensor():
+    # pytorch-flows' LUInvertibleMM (fresh3-dev, session 48): L_mask, U_mask and I are rebuilt identically by
+    # every construction and moved to L's device at the top of forward; W is read only in __init__
+    assert _unregistered(_fit(MixedNet(RehomedMixed(64)), epochs=1)) == []
+    # the buggy twins: the same constants that nothing moves, and a random permutation however it is moved
+    assert _unregistered(_fit(MixedNet(Mixed(64)), epochs=1)) == ["eye", "mask"]
+    assert _unregistered(_fit(MixedNet(PermutedMixed(64)), epochs=1)) == ["perm"]
+
+
+class Drafted(nn.Module):
+    """``draft`` read in forward as well as in __init__ (the twin of Mixed's build-time tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.draft = torch.randn(64)
+        self.w = nn.Parameter(self.draft.clone())
+
+    def forward(self, x):
+        return x * self.w + self.draft
+
+
+def test_a_tensor_read_after_construction_is_still_unregistered_tensor():
+    assert _unregistered(_fit(MixedNet(Drafted()), epochs=1)) == ["draft"]
+
+
 def test_more_workers_than_cpus_is_reported_in_a_hand_written_loop():
     cpus = len(os.sched_getaffinity(0))
     x, y = digits()
