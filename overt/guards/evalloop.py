@@ -12,8 +12,10 @@ every DataLoader pass, of a phase, of checked steps) is recorded with a pre-hook
 previous step are judged: a run of ``EVAL_FORWARDS`` consecutive ones that no backward reached
 means an evaluation.  Patterns that are not evaluations stay quiet: a GAN's generator forward (one per
 step, reached by its own backward later), REINFORCE (many forwards, one backward before the
-step), siamese or triplet forwards (reached by the one backward).  Steps are watched only while
-records wait to be judged; unchecked training steps never get here.
+step), siamese or triplet forwards (reached by the one backward), and a module applied to values the
+step's own graph computed (an input with a ``grad_fn``: a head run on each hidden state of a recurrence
+whose outputs but the last are dropped): an evaluation's forwards start from data.  Steps are watched
+only while records wait to be judged; unchecked training steps never get here.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class EvalLoopChecks(Check):
         key = id(info)
         if key in self.pending or self.s.reporter.has(self._slug(info), info.name):
             return
+        if any(t.grad_fn is not None for t in output_tensors(args)):
+            return  # computed from the step's own graph (a branch of a training computation), not data
         recs = self.records.setdefault(key, [])
         recs[:] = [r for r in recs if r.step == self.s.step]  # older ones were judged at their step
         if len(recs) >= KEEP:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -111,3 +112,53 @@ def test_mc_dropout_with_a_flag_is_not_dropout_always_on():
         return g
 
     assert _quiet(run) == []
+
+
+_RECOGNITION = """import torch
+from torch import nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+
+
+class Recognition(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i2h, self.h2o = nn.Linear(8 + 16, 16), nn.Linear(16, 4)
+
+    def forward(self, x, h):
+        h = torch.tanh(self.i2h(torch.cat([x, h], 1)))
+        return self.h2o(h), h
+
+
+rec = Recognition()
+opt = torch.optim.Adam(rec.parameters(), lr=1e-2)
+x, y = torch.randn(32, 8, 8), torch.randint(0, 4, (32,))
+for _ in range(60):
+    h = torch.zeros(32, 16)
+    for t in reversed(range(8)):
+        out, h = rec.forward(x[:, t], h)
+    loss = F.cross_entropy(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+__EVAL__"""
+
+
+@pytest.mark.parametrize("evaluation", [False, True])
+def test_a_head_run_on_every_hidden_state_whose_outputs_but_the_last_are_dropped(tmp_path, evaluation):
+    """A recurrent encoder run backwards over time by calling its ``forward`` directly (its own hooks never run,
+    so its two layers are the outermost modules ``overt run`` sees): the head's forwards at the earlier time
+    steps are reached by no backward, several in a row, with no step between them. They are not an evaluation,
+    since each runs on a hidden state the step's own graph computed (a public latent-ODE example trains its
+    recognition RNN this way; issue 33, fresh3 scripts). Its twin evaluates the encoder on three batches of data
+    without no_grad after the first step: still named."""
+    from tests.conftest import run_overt
+
+    script = tmp_path / "recognition.py"
+    evaluate = ("    if _ == 0:  # an evaluation on three batches of data, with gradients on\n"
+                "        for i in range(3):\n"
+                "            print(rec.forward(torch.randn(32, 8), torch.zeros(32, 16))[0].argmax(1)[:4])\n"
+                if evaluation else "")
+    script.write_text(_RECOGNITION.replace("__EVAL__", evaluate))
+    proc = run_overt("run", str(script), cwd=tmp_path, timeout=300, OMP_NUM_THREADS="1")
+    assert ("graph-in-eval" in proc.stderr) == evaluation, proc.stderr
