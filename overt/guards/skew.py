@@ -38,7 +38,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
-from overt.guards.skewrange import outside_share, report_outside
+from overt.guards.skewrange import RecentRows, range_share, report_outside
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class SkewChecks(Check):
         self.stats: dict[int, list[Any]] = {}  # id(ModelInfo) -> [forwards, n, sum, sum of squares]
         self.rows: dict[int, list[torch.Tensor]] = {}  # id(ModelInfo) -> training rows kept (copies)
         self.kept: dict[int, int] = {}  # id(ModelInfo) -> how many rows ``rows`` holds
+        self.recent: dict[int, RecentRows] = {}  # id(ModelInfo) -> the latest training rows of a table (copies)
         self.looks: dict[int, int] = {}
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
@@ -128,6 +129,7 @@ class SkewChecks(Check):
             self.stats.pop(id(info), None)
             self.rows.pop(id(info), None)
             self.kept.pop(id(info), None)
+            self.recent.pop(id(info), None)
             return
         x = _features(args)
         if x is None:
@@ -143,6 +145,8 @@ class SkewChecks(Check):
         st[1] += x.shape[0]
         st[2] += x.sum(0)
         st[3] += (x * x).sum(0)
+        if _is_table(args):
+            self.recent.setdefault(id(info), RecentRows(KEEP)).add(x)
         kept = self.kept.get(id(info), 0)
         if kept < KEEP:
             row = x[:KEEP - kept].clone()
@@ -253,8 +257,10 @@ class SkewChecks(Check):
             extreme = torch.where(judged, ((train - mean) / std.clamp_min(1e-12)).abs(), 0.0).amax(1)
             bound = torch.quantile(extreme, 0.99)
             novel = (torch.where(judged, u.abs(), 0.0).amax(1) > bound).float().mean()
-            if _is_table(args):
-                outside = outside_share(train, x.float(), judged)
+            recent = self.recent.get(id(info))
+            if _is_table(args) and recent is not None and recent.shape_fits(train):
+                # the first training rows and the latest: compared only where training itself stays in one range
+                outside = range_share(train, torch.cat(recent.rows), x.float(), judged)
         features, step = _described(args, x.shape[1]), self.s.step
         where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
         self.s.defer(torch.stack((shifted, med, novel, outside)), self._judge(info, features, step, x.shape[0], where))

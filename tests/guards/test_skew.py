@@ -193,3 +193,27 @@ def test_evaluation_values_off_the_training_range_are_named(same):
     assert slugs(findings) == ([] if same else ["train-serve-skew"]), text
     if not same:
         assert "leave the range of its training inputs" in text
+
+
+def test_a_range_that_holds_every_phase_of_training_stays_silent_on_fine_tuning_data():
+    # pretrained on clean digits, fine-tuned on noisier scans, evaluated on noisier scans (w189's twin): the
+    # first training rows alone are the clean ones; the latest rows hold the noisy phase
+    torch.manual_seed(0)
+    x, y = digits()
+    noisy = x[1000:] + 0.25 * torch.randn(len(x) - 1000, 64, generator=torch.Generator().manual_seed(0))
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = guarded(model, opt, ignore=TIMING)
+    for phase in (DataLoader(TensorDataset(x[:1000], y[:1000]), batch_size=64, shuffle=True),
+                  DataLoader(TensorDataset(noisy[:300], y[1000:1300]), batch_size=64, shuffle=True)):
+        for _ in range(4):
+            model.train()
+            for xb, yb in phase:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+    model.eval()
+    with torch.no_grad():
+        model(noisy[300:])
+    findings = g.report()
+    assert "train-serve-skew" not in slugs(findings), g.session.options.stream.getvalue()
