@@ -206,7 +206,7 @@ def test_a_range_that_holds_every_phase_of_training_stays_silent_on_fine_tuning_
     g = guarded(model, opt, ignore=TIMING)
     for phase in (DataLoader(TensorDataset(x[:1000], y[:1000]), batch_size=64, shuffle=True),
                   DataLoader(TensorDataset(noisy[:300], y[1000:1300]), batch_size=64, shuffle=True)):
-        for _ in range(4):
+        for _ in range(4 if len(phase.dataset) == 1000 else 40):  # checked steps in both phases
             model.train()
             for xb, yb in phase:
                 opt.zero_grad()
