@@ -42,6 +42,8 @@ from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
 from overt.guards.putback import ModelState
+from overt.guards.smallbatch import TrainShapes, small_batch
+from overt.guards.smallbatch import probe as small_probe
 from overt.guards.where import class_location, is_user_file, short_location
 from overt.modefree import MODE_FREE_IF_SET, MODE_FREE_LAYERS
 
@@ -224,6 +226,12 @@ class IndependenceChecks(Check):
         self.running = False
         self.mode_free: dict[int, bool] = {}  # id(ModelInfo) -> its forward is the same in both modes
         self.block_armed: dict[int, tuple[ModelInfo, Any]] = {}  # id(user no_grad block) -> its placement
+        self.shapes = TrainShapes()  # the first input's shapes on checked training forwards
+        self.small_done: set[int] = set()  # id(ModelInfo) of models whose small-batch evaluation was probed
+        self.small_seen: dict[int, tuple[int, ...]] = {}  # id(ModelInfo) -> the last small evaluation input's shape
+
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        self.shapes.record(info, args)
 
     def _mode_free(self, info: ModelInfo) -> bool:
         known = self.mode_free.get(id(info))
@@ -323,6 +331,7 @@ class IndependenceChecks(Check):
     def _probe(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any) -> None:
         batch = self._eligible(args, kwargs, output)
         if batch is None:
+            self._small(info, args, kwargs, output)
             return
         self.tries[id(info)] = TRIES  # one probe per model
         module, k = info.module, batch // 2
@@ -384,6 +393,28 @@ class IndependenceChecks(Check):
             "(track_running_stats=True), recurrent layers with batch_first=True for (batch, time, ...) inputs.",
             where=where, key=info.name,
         )
+
+    def _small(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any) -> None:
+        """An evaluation forward of 1 .. 3 rows (too few to cut in two): the rows alone against the same rows
+        tiled to a batch (:mod:`overt.guards.smallbatch`), once per model, where dimension 0 is provably the
+        batch, on the second of two evaluation forwards in a row with inputs of this shape."""
+        if id(info) in self.small_done or not all(_plain(v) for v in list(args) + list(kwargs.values())):
+            return
+        batch = small_batch(args, kwargs, output)
+        x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if batch is None or x is None or not self.shapes.batch_first(info, x):
+            self.small_seen.pop(id(info), None)  # two small forwards in a row, nothing between them
+            return
+        shape = tuple(x.shape)
+        if self.small_seen.get(id(info)) != shape:  # the same small batch twice in a row, not a sequence that grows
+            self.small_seen[id(info)] = shape
+            return
+        self.small_done.add(id(info))
+        self.running = True
+        try:
+            small_probe(self.s, info, args, kwargs, output, batch, _mode_words(info))
+        finally:
+            self.running = False
 
     def _padding_probe(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any, batch: int, k: int) -> bool:
         """Token inputs padded to the batch's longest sequence: run the ``k`` shortest sequences with

@@ -38,6 +38,7 @@ import torch
 
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.skewrange import RecentRows, range_share, report_outside
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ MAX_CHANNELS = 4  # images: per-channel statistics of inputs with at most this m
 MIN_PIXELS = 16  # ... and at least this many pixels
 KEEP = 512  # training rows kept for the range comparison
 NOVEL = 0.8  # share of evaluation samples beyond the training rows' 99th percentile
+OUTSIDE = 0.1  # evaluation values outside the central 99% of a feature's training values, in the median feature
 MIN_NOVEL = 32  # evaluation samples needed for the range comparison
 NO_GRAD_ARMS = 20  # user no_grad blocks that arm a training-mode model without an evaluation following
 TRIES = 20  # evaluation forwards offered per model (too small a batch, other inputs) before giving up
@@ -72,6 +74,12 @@ def _features(args: tuple) -> torch.Tensor | None:
     if x.dim() != 2 or not 1 < x.shape[1] <= MAX_FEATURES:
         return None
     return x.detach()
+
+
+def _is_table(args: tuple) -> bool:
+    """Whether the model's first input is a ``(batch, features)`` table (not images summarised per channel)."""
+    x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    return x is not None and x.dim() == 2
 
 
 def _spatial(args: tuple) -> tuple[int, ...] | None:
@@ -98,6 +106,7 @@ class SkewChecks(Check):
         self.stats: dict[int, list[Any]] = {}  # id(ModelInfo) -> [forwards, n, sum, sum of squares]
         self.rows: dict[int, list[torch.Tensor]] = {}  # id(ModelInfo) -> training rows kept (copies)
         self.kept: dict[int, int] = {}  # id(ModelInfo) -> how many rows ``rows`` holds
+        self.recent: dict[int, RecentRows] = {}  # id(ModelInfo) -> the latest training rows of a table (copies)
         self.looks: dict[int, int] = {}
         self.tries: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards offered to the comparison
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> no_grad blocks that armed it in vain
@@ -120,6 +129,7 @@ class SkewChecks(Check):
             self.stats.pop(id(info), None)
             self.rows.pop(id(info), None)
             self.kept.pop(id(info), None)
+            self.recent.pop(id(info), None)
             return
         x = _features(args)
         if x is None:
@@ -135,6 +145,8 @@ class SkewChecks(Check):
         st[1] += x.shape[0]
         st[2] += x.sum(0)
         st[3] += (x * x).sum(0)
+        if _is_table(args):
+            self.recent.setdefault(id(info), RecentRows(KEEP)).add(x)
         kept = self.kept.get(id(info), 0)
         if kept < KEEP:
             row = x[:KEEP - kept].clone()
@@ -237,6 +249,7 @@ class SkewChecks(Check):
         shifted = off.float().sum() / judged.float().sum().clamp_min(1)
         med = torch.where(judged, m2, torch.full_like(m2, float("nan"))).nanmedian().sqrt()
         novel = torch.zeros((), device=x.device)
+        outside = torch.zeros((), device=x.device)
         rows = self.rows.get(id(info))
         if rows and x.shape[0] >= MIN_NOVEL:
             # masks by torch.where, not boolean indexing: nothing here waits for the device
@@ -244,18 +257,24 @@ class SkewChecks(Check):
             extreme = torch.where(judged, ((train - mean) / std.clamp_min(1e-12)).abs(), 0.0).amax(1)
             bound = torch.quantile(extreme, 0.99)
             novel = (torch.where(judged, u.abs(), 0.0).amax(1) > bound).float().mean()
+            recent = self.recent.get(id(info))
+            if _is_table(args) and recent is not None and recent.shape_fits(train):
+                # the first training rows and the latest: compared only where training itself stays in one range
+                outside = range_share(train, torch.cat(recent.rows), x.float(), judged)
         features, step = _described(args, x.shape[1]), self.s.step
         where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
-        self.s.defer(torch.stack((shifted, med, novel)), self._judge(info, features, step, x.shape[0], where))
+        self.s.defer(torch.stack((shifted, med, novel, outside)), self._judge(info, features, step, x.shape[0], where))
 
     def _judge(self, info: ModelInfo, features: str, step: int, samples: int, where: str):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            shifted, med, novel = vals
+            shifted, med, novel, outside = vals
             if not shifted > 0.5:
                 if novel >= NOVEL:
                     self._report_range(info, novel, samples, step, where)
+                elif outside >= OUTSIDE:
+                    report_outside(s, info, outside, features, samples, step, where)
                 return
             s.report(
                 "train-serve-skew",
