@@ -387,6 +387,10 @@ EXPECTED = {
     "w262_ternary_grad_from_weights": ("run",),
     # session 47: a stochastic-depth block whose eval-mode output is not its training output's expectation
     "w255_stochastic_depth_eval_scale_skipped": ("run",),
+    # session 48 (optim12): a hand-written RAdam whose update from a fresh state is not torch's RAdam (its bias
+    # correction written into exp_avg); a Lion whose decoupled decay went into the sign update
+    "w275_radam_bias_correction_in_place": ("run",),
+    "w294_lion_coupled_weight_decay": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
