@@ -138,7 +138,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, the gradient the optimizer receives is the gradient of the loss (branch gradinv)
          "custom-backward-not-linear",
          # issue 33, evaluation computes the expectation of what training computed (branch evalscale)
-         "eval-not-train-expectation"}
+         "eval-not-train-expectation",
+         # issue 33, hand-written optimizers and parameter updates do what their hyperparameters say (branch optim12)
+         "optimizer-off-definition", "pruning-removes-one-sign"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
