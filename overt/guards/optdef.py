@@ -27,7 +27,7 @@ import copy
 import inspect
 import math
 import re
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -54,6 +54,9 @@ _SUFFIX = re.compile(r"(optimizer|optim|opt)$")
 _IGNORED_KEYS = {"params", "initial_lr", "name", "param_names", "foreach", "capturable", "differentiable",
                  "fused", "maximize"}
 _DECAY_KEYS = ("weight_decay", "wd")
+
+#: set in the ``__dict__`` of a probe's copy of an optimizer: the session's global optimizer hooks skip it
+PROBE_MARK = "_overt_optdef_probe"
 
 
 def algorithm(cls: type) -> str:
@@ -118,6 +121,11 @@ class _Probe:
         one); the copies' values after the last one, or None when the step failed."""
         probe = object.__new__(type(opt))  # (copy.copy keeps only what Optimizer.__getstate__ returns)
         probe.__dict__.update(opt.__dict__)
+        for name, value in opt.__dict__.items():  # none of the user's or the guards' hooks on the copy
+            if name.startswith("_optimizer_") and name.endswith("_hooks") and isinstance(value, dict):
+                probe.__dict__[name] = OrderedDict()
+        probe.__dict__[PROBE_MARK] = True  # the guards' global optimizer hooks leave it alone (a step of the
+        # user's class that calls its parent's step() goes through torch's hook wrapper again)
         groups, new_state = [], defaultdict(dict)
         copies = []
         for hyper_g, ps in self.groups:

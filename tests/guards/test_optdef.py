@@ -184,3 +184,32 @@ def test_a_radam_writing_its_bias_correction_into_the_state_is_named_and_its_twi
 def test_an_adam_whose_second_moment_takes_the_first_moments_coefficient_is_named():
     assert "optimizer-off-definition" in _slugs(lambda ps: Adam(ps, lr=1e-3, v_coef=0.1))
     assert _slugs(lambda ps: Adam(ps, lr=1e-3)) == []
+
+
+def test_correct_variants_near_the_premise_are_silent():
+    # an Adam whose decay is decoupled (AdamW's rule under Adam's name), an Adam with L2 decay
+    assert _slugs(lambda ps: Adam(ps, lr=1e-3, weight_decay=0.05, decoupled=True)) == []
+    assert _slugs(lambda ps: Adam(ps, lr=1e-3, weight_decay=0.05)) == []
+    # SGD with momentum written as v = mu * v + lr * g
+    assert _slugs(lambda ps: SGD(ps, lr=0.05, momentum=0.9)) == []
+    # an AdamW that decays after its update; a correct Lion
+    assert _slugs(lambda ps: AdamW(ps, lr=1e-3, weight_decay=0.1, after=True)) == []
+    assert _slugs(lambda ps: Lion(ps, lr=1e-3, weight_decay=1.0)) == []
+    # a class named after no algorithm torch ships is not compared with torch
+    assert _slugs(lambda ps: RAdamRectified(ps, lr=3e-3, in_place=True)) == []
+
+
+def test_a_decay_declared_decoupled_and_folded_into_the_gradient_is_named():
+    findings = _train(lambda ps: Lion(ps, lr=1e-3, weight_decay=1.0, coupled=True))[1]
+    assert slugs(findings) == ["optimizer-off-definition"]
+    f = findings[0]
+    assert "not decoupled" in f.message and "grad = grad.add(p, alpha=wd)" in open(__file__).read().splitlines()[
+        int(f.where.rsplit(":", 1)[1]) - 1]
+    assert "optimizer-off-definition" in _slugs(lambda ps: AdamW(ps, lr=1e-3, weight_decay=0.5, coupled=True))
+
+
+def test_the_probe_leaves_the_run_as_it_was():
+    guarded = _train(lambda ps: RAdam(ps, lr=3e-3, in_place=True))[0]
+    plain = _train(lambda ps: RAdam(ps, lr=3e-3, in_place=True), guard=False)[0]
+    for a, b in zip(guarded.parameters(), plain.parameters()):
+        assert torch.equal(a, b)
