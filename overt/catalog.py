@@ -295,6 +295,20 @@ ENTRIES: tuple[Entry, ...] = (
           "pass: their variance is zero for every input, the mean is a single prediction, and any uncertainty "
           "built from them (variance, entropy of the mean, mutual information) ranks errors no better than chance",
           _E, True, True),
+    Entry("optimizer-off-definition", "OVT227",
+          "a hand-written optimizer whose update is not the algorithm its name and hyperparameters define",
+          "an optimizer named after Adam, RAdam, SGD or another algorithm that writes a bias correction into its "
+          "stored moments or updates them with the wrong coefficient, or whose decoupled weight decay is folded "
+          "into the gradient the moments and the sign see: every update of the run follows another rule than the "
+          "one the hyperparameters were chosen for, with no error",
+          _E, False, True),
+    Entry("pruning-removes-one-sign", "OVT228",
+          "a pruning or quantisation that sets every weight of one sign to zero",
+          "pruning criteria (magnitude, movement, saliency, chance) do not depend on a weight's sign; a score taken "
+          "on the signed weight (no abs()) or an unsigned quantisation of signed weights removes every large "
+          "negative weight and keeps the small positive ones, and the pruned network loses its most important "
+          "weights with no error",
+          _E, False, True),
     Entry("eval-not-train-expectation", "OVT216",
           "a random regulariser whose eval-mode output is not the expectation of its training-mode output",
           "stochastic depth whose keep probability is never applied in evaluation, a hand-written dropout without "

@@ -26,6 +26,8 @@ from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.adversary import AdversaryChecks
 from overt.guards.emadecay import EmaDecayChecks
+from overt.guards.optdef import OptimizerDefinitionChecks
+from overt.guards.prunesign import PruneSignChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
@@ -99,6 +101,8 @@ CHECKS: tuple[type[Check], ...] = (
     McSampleChecks,
     NormStatsChecks,
     EmaDecayChecks,
+    OptimizerDefinitionChecks,
+    PruneSignChecks,
     AdversaryChecks,
     EvalCopyChecks,
     ShadowChecks,

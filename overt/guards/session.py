@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from overt.findings import Finding
+from overt.guards.optdef import PROBE_MARK
 from overt.guards.blocksites import BlockSites
 from overt.guards import aside, clock, optaside, patches
 from overt.guards.check import HOOKS, Check
@@ -291,7 +292,11 @@ class GuardSession(ForwardHooks):
         them inside ``step()``: then the closure is wrapped, and the checks run after its first call,
         on this step's gradients and before the optimizer uses them (before it, ``.grad`` still
         held the previous step's, so a finding named the wrong step and stopped one update late)."""
-        oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
+        oi = self.optimizers.get(id(opt))
+        if oi is None:
+            if PROBE_MARK in opt.__dict__:
+                return None  # a probe's copy of the user's optimizer (optdef): not the program's step
+            oi = self.add_optimizer(opt)
         if not oi.armed:
             return None
         closure = args[1] if len(args) > 1 else kwargs.get("closure")  # args[0] is the optimizer
@@ -346,7 +351,11 @@ class GuardSession(ForwardHooks):
 
     @never_break
     def _opt_post_slow(self, opt: torch.optim.Optimizer) -> None:
-        oi = self.optimizers.get(id(opt)) or self.add_optimizer(opt)
+        oi = self.optimizers.get(id(opt))
+        if oi is None:
+            if PROBE_MARK in opt.__dict__:
+                return  # a probe's copy of the user's optimizer (optdef): not the program's step
+            oi = self.add_optimizer(opt)
         if self.step_watchers:
             self._call([(check, check.on_step) for check in self.step_watchers], oi)
         oi.steps += 1

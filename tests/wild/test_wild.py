@@ -408,6 +408,12 @@ EXPECTED = {
     # test features lie outside the training values' central 99% in the median feature)
     "w287_tabnet_bn_skipped_for_single_row": ("run",),
     "w290_bps_radius_from_uncentered_points": ("run",),
+    # session 48 (optim12): a hand-written RAdam whose update from a fresh state is not torch's RAdam (its bias
+    # correction written into exp_avg); a Lion whose decoupled decay went into the sign update
+    "w275_radam_bias_correction_in_place": ("run",),
+    "w294_lion_coupled_weight_decay": ("run",),
+    # session 48 (optim12): a magnitude pruning scored by the signed weight (the survivors all of one sign)
+    "w277_magnitude_pruning_without_abs": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
