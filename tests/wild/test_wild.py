@@ -65,11 +65,11 @@ dev12 0 of 7 by cause; one test-half twin with a lint finding, w291's ``device-m
 unrelated to its case's bug: a tensor made in forward() without a device, docs/wild.md); development since: the
 development half's twins join ``DEV_NEW``.
 
-Round thirteen (w295-w314: ``dev13``/``test13``, drawn after round twelve was measured): both halves are held out
-until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
-runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``), the suite
-checks only each case's structure and, marked slow with plain ``python``, that each bug still changes its
-metric."""
+Round thirteen (w295-w314 but w297, w302, w305, w307, w309, w310: ``dev13``/``test13``, drawn after round twelve
+was measured): both halves are held out until the lead measures them (``runner.UNMEASURED`` leaves them out of the
+default selection); no test here runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or
+``TWIN_FINDINGS``), the suite checks only each case's structure and, marked slow with plain ``python``, that each
+bug still changes its metric."""
 
 from __future__ import annotations
 
