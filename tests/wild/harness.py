@@ -294,12 +294,13 @@ def half(case: ModuleType) -> str:
     ``"test5"`` for round five (N101-N124), ``"dev6"`` or ``"test6"`` for round six (N125-N148), ``"dev7"``
     or ``"test7"`` for round seven (N149-N168), ``"dev8"`` or ``"test8"`` for round eight (N169-N188), ``"dev9"``
     or ``"test9"`` for round nine (N189-N208), ``"dev10"`` or ``"test10"`` for round ten (N209-N228), ``"dev11"``
-    or ``"test11"`` for round eleven (N229-N248), ``"dev12"`` or ``"test12"`` for round twelve (N249-N268)."""
+    or ``"test11"`` for round eleven (N229-N248), ``"dev12"`` or ``"test12"`` for round twelve (N249-N268), ``"dev13"``
+    or ``"test13"`` for round thirteen (N269-N288)."""
     split = json.loads(Path(__file__).with_name("split.json").read_text())
     rid = report_id(case)
     for name in ("test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
                  "dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10", "dev11", "test11",
-                 "dev12", "test12"):
+                 "dev12", "test12", "dev13", "test13"):
         if rid in split.get(name, ()):
             return name
     return "dev"
