@@ -15,7 +15,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half dev9      # round nine's development half
     python -m tests.wild.runner --faces run,lint --half dev10     # round ten's development half
     python -m tests.wild.runner --faces run,lint --half dev11     # round eleven's development half
-    python -m tests.wild.runner --faces run,lint --half test12    # round twelve's halves: named only, never by default
+    python -m tests.wild.runner --faces run,lint --half test13    # round thirteen's halves: named only, never by default
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half", choices=("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4",
                                        "dev5", "test5", "dev6", "test6", "dev7", "test7", "dev8", "test8",
                                        "dev9", "test9", "dev10", "test10", "dev11", "test11", "dev12",
-                                       "test12", "all"),
+                                       "test12", "dev13", "test13", "all"),
                     default="all",
                     help="the half of the held-out split to run (tests/wild/split.json): dev/test for round "
                          "one (w01-w54), dev2/test2 for round two, dev3/test3 for round three, dev4/test4 for "
