@@ -115,9 +115,11 @@ def _run(model: nn.Module, epochs: int = 2, ema: bool = False):
     (lambda: Standardised(0), lambda: Standardised(1)),
 ], ids=["packed-without-block-mask", "lengths-left-sorted", "standardised-over-batch"])
 def test_an_evaluation_in_training_mode_of_a_mode_free_model_is_probed(bug, twin):
+    torch.manual_seed(0)  # the models' initialisation too: not whatever the tests before left in the generator
     findings, text = _run(bug())
     assert "batch-dependent-eval" in slugs(findings), text
     assert "with the model still in training mode" in text
+    torch.manual_seed(0)
     findings, text = _run(twin())
     assert findings == [], text
 
