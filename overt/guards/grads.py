@@ -41,6 +41,9 @@ _UPDATE_FOLLOWS_GRADIENT = (torch.optim.SGD, torch.optim.ASGD)
 #: every parameter's gradient norm below this on a checked step: the fit is at its minimum, and parameters that stop
 #: moving after it are not evidence of a broken update (params-not-updating stays silent)
 SETTLED = 1e-6
+#: a first layer's gradient norm under which even an update normalised by the gradient's scale stalls: every
+#: element is below the usual epsilon of adaptive optimizers (1e-8)
+VANISHED = 1e-8
 
 
 def update_follows_gradient(opt: Any) -> bool:
@@ -418,7 +421,10 @@ class GradChecks(Check):
         weights = [(n, v) for n, v, d in zip(names, vals, dims) if d >= 2]
         if len(weights) >= 3:
             (first_name, first), (_, last) = weights[0], weights[-1]
-            if last > 0 and first < 1e-4 * last:
+            # an update normalised by the gradient's own scale (Adam, RMSprop, Adagrad, ...) moves a layer as far
+            # whatever its gradient's norm, until the gradient sinks below the optimizer's epsilon: there a small
+            # ratio is no sign of an early layer that stopped learning, only a norm under VANISHED is
+            if last > 0 and first < 1e-4 * last and (judge_growth or first < VANISHED):
                 self.vanish_strikes += 1
                 if self.vanish_strikes >= 2:
                     s.report(

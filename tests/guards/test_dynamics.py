@@ -128,3 +128,27 @@ def test_loss_not_decreasing_is_not_concluded_for_an_agent_in_an_environment(mon
     monkeypatch.setitem(sys.modules, "gymnasium", types.ModuleType("gymnasium"))
     findings = _flat_loss_findings()
     assert "loss-not-decreasing" not in slugs(findings)
+
+
+def test_a_deep_sigmoid_stack_under_adam_is_quiet():
+    """Adam divides each update by the gradient's own running scale: the first layer of a deep sigmoid stack, whose
+    gradient is thousands of times smaller than the last layer's, still moves by about the learning rate at every
+    step. The ratio of the norms says nothing about learning there (a public Transformer whose embedding's gradient
+    was 1e-4 of its output layer's got this finding on some initialisations; issue 33, fresh3 scripts); a norm
+    below the optimizer's epsilon would."""
+    model = _deep(nn.Sigmoid, depth=6)  # the first layer's gradient about 3e-6 of the last's, far above 1e-8
+    first = model[0].weight.detach().clone()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, check_every=2)
+    train(model, opt, steps=10)
+    assert "vanishing-gradients" not in slugs(g.report())
+    assert (model[0].weight.detach() - first).abs().mean() > 1e-3  # the first layer learned
+
+
+def test_a_gradient_below_adams_epsilon_is_still_named():
+    """The 12-layer stack's first gradient (about 1e-11) is below Adam's epsilon: its updates stall there too."""
+    model = _deep(nn.Sigmoid)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, check_every=2)
+    train(model, opt, steps=10)
+    assert "vanishing-gradients" in slugs(g.report())
