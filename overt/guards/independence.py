@@ -42,6 +42,8 @@ from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
 from overt.guards.putback import ModelState
+from overt.guards.samerows import close as _close
+from overt.guards.samerows import tensors as _tensors
 from overt.guards.smallbatch import TrainShapes, small_batch
 from overt.guards.smallbatch import probe as small_probe
 from overt.guards.where import class_location, is_user_file, short_location
@@ -52,30 +54,6 @@ if TYPE_CHECKING:
 
 MIN_BATCH = 4  # samples along dimension 0
 TRIES = 20  # evaluation forwards looked at per model before giving up (none eligible)
-RTOL = 1e-3  # relative to the largest output magnitude (float32; half precision: 1e-2)
-
-
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a, b = a.detach().float(), b.detach().float()
-    if a.shape != b.shape:
-        return False
-    if not a.numel():
-        return True
-    scale = float(b.abs().amax()) if torch.isfinite(b).all() else 0.0
-    rtol = RTOL if a.dtype == b.dtype == torch.float32 else 1e-2
-    diff = (a - b).abs()
-    diff = diff[torch.isfinite(diff)]
-    return not diff.numel() or float(diff.amax()) <= rtol * scale + 1e-5
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value[:8] for t in _tensors(v)][:8]
-    if isinstance(value, dict):
-        return [t for v in list(value.values())[:8] for t in _tensors(v)][:8]
-    return []
 
 
 def _mode_words(info: ModelInfo) -> str:

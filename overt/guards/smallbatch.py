@@ -34,6 +34,8 @@ from torch import nn
 
 from overt.guards.aside import user_code
 from overt.guards.putback import ModelState
+from overt.guards.samerows import close as _close
+from overt.guards.samerows import tensors as _tensors
 from overt.guards.where import class_location, is_user_file, short_location
 
 if TYPE_CHECKING:
@@ -42,30 +44,6 @@ if TYPE_CHECKING:
 TILED = 4  # rows in the repeated batch (at least)
 SMALL = 4  # batches below this size are probed here (the half-batch probe takes the others)
 MIN_TRAIN_BATCH = 8  # samples along dimension 0 of the training forwards that prove it is the batch
-RTOL = 1e-3  # relative to the largest output magnitude (float32; half precision: 1e-2)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value[:8] for t in _tensors(v)][:8]
-    if isinstance(value, dict):
-        return [t for v in list(value.values())[:8] for t in _tensors(v)][:8]
-    return []
-
-
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a, b = a.detach().float(), b.detach().float()
-    if a.shape != b.shape:
-        return False
-    if not a.numel():
-        return True
-    scale = float(b.abs().amax()) if torch.isfinite(b).all() else 0.0
-    rtol = RTOL if a.dtype == b.dtype == torch.float32 else 1e-2
-    diff = (a - b).abs()
-    diff = diff[torch.isfinite(diff)]
-    return not diff.numel() or float(diff.amax()) <= rtol * scale + 1e-5
 
 
 def _tile(value: Any, batch: int, times: int) -> Any:
