@@ -73,22 +73,6 @@ def definition_of(words: set[str]) -> str | None:
     return None
 
 
-def _values(result: Any) -> torch.Tensor | None:
-    """The numbers a metric returned, as a float64 tensor (a number, a tensor, an array), else None."""
-    if isinstance(result, bool):
-        return None
-    try:
-        if isinstance(result, torch.Tensor):
-            out = result.detach().to("cpu", torch.float64)
-        elif isinstance(result, (int, float)) or (hasattr(result, "dtype") and hasattr(result, "shape")):
-            out = torch.as_tensor(result, dtype=torch.float64)
-        else:
-            return None
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    return out if out.numel() and bool(torch.isfinite(out).all()) else None
-
-
 def _quiet(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     sink = io.StringIO()
     with torch.no_grad(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), user_code():
@@ -115,7 +99,7 @@ def _boxes(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
         return None
     (pa, a), (pb, b) = pair
     ba, bb = refs.as_boxes(a), refs.as_boxes(b)
-    value = _values(result)
+    value = refs.values(result)
     if ba is None or bb is None or value is None:
         return None
     if any(bool(((t == 0) | (t == 1)).all()) for t in (ba, bb)):
@@ -145,7 +129,7 @@ def _rates(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[
         return None
     (pa, a), (pb, b) = pair
     ta, tb = refs.transcripts(a), refs.transcripts(b)
-    value = _values(result)
+    value = refs.values(result)
     if ta is None or tb is None or len(ta) != len(tb) or value is None or value.numel() != 1:
         return None
     number = float(value)
@@ -197,7 +181,7 @@ def _ndcg(fn: Callable, name: str, given: dict[str, Any], bound: dict[str, Any])
         args = dict(bound)
         args[param] = refs.like(variant, given[param])
         try:
-            value = _values(_quiet(fn, **args))
+            value = refs.values(_quiet(fn, **args))
         except Exception:  # noqa: BLE001  the user's function on other values: no premise
             return None
         if value is None or value.numel() != 1:

@@ -36,6 +36,22 @@ def close(value: Any, reference: torch.Tensor) -> bool:
     return bool(torch.allclose(got, ref, atol=ATOL, rtol=RTOL))
 
 
+def values(result: Any) -> torch.Tensor | None:
+    """The numbers a metric returned, as a float64 tensor (a number, a tensor, an array), else None."""
+    if isinstance(result, bool):
+        return None
+    try:
+        if isinstance(result, torch.Tensor):
+            out = result.detach().to("cpu", torch.float64)
+        elif isinstance(result, (int, float)) or (hasattr(result, "dtype") and hasattr(result, "shape")):
+            out = torch.as_tensor(result, dtype=torch.float64)
+        else:
+            return None
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return out if out.numel() and bool(torch.isfinite(out).all()) else None
+
+
 # --------------------------------------------------------------------------- boxes
 
 

@@ -188,21 +188,6 @@ def mask_mismatch(a: torch.Tensor, b: torch.Tensor, value: torch.Tensor, dice: b
     return float(value[0]), iou, float(2 * inter[0] / sizes[0])
 
 
-def _values(result: Any) -> torch.Tensor | None:
-    if isinstance(result, bool):
-        return None
-    try:
-        if isinstance(result, torch.Tensor):
-            out = result.detach().to("cpu", torch.float64)
-        elif isinstance(result, (int, float)) or (hasattr(result, "dtype") and hasattr(result, "shape")):
-            out = torch.as_tensor(result, dtype=torch.float64)
-        else:
-            return None
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    return out if out.numel() and bool(torch.isfinite(out).all()) else None
-
-
 def check_masks(metric: str, name: str, given: dict[str, Any], result: Any) -> tuple[str, str] | None:
     """(message, fix) when ``name``'s value on the two binary masks of its call is no convention of the IoU
     (``metric`` "iou"/"mask-iou") or Dice ("mask-dice"); None otherwise or when the premise fails."""
@@ -210,7 +195,7 @@ def check_masks(metric: str, name: str, given: dict[str, Any], result: Any) -> t
         return None
     (pa, a), (pb, b) = given.items()
     ma, mb = as_mask(a), as_mask(b)
-    value = _values(result)
+    value = refs.values(result)
     if ma is None or mb is None or value is None or ma.shape != mb.shape:
         return None
     dice = metric == "mask-dice"
