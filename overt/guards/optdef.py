@@ -253,18 +253,12 @@ class OptimizerDefinitionChecks(Check):
         probe = _Probe(opt)
         if not probe.groups:
             return
-        rng = torch.get_rng_state()
-        cuda = [p.device for p in probe.params() if p.device.type == "cuda"][:1]
-        cuda_rng = torch.cuda.get_rng_state(cuda[0]) if cuda else None
-        host = putback.save_host_random()
+        random_state = putback.RandomState(p.device for p in probe.params())
         try:
             self._reference(opt, probe)
             self._decoupled(opt, probe)
         finally:
-            torch.set_rng_state(rng)
-            if cuda:
-                torch.cuda.set_rng_state(cuda_rng, cuda[0])
-            putback.restore_host_random(host)
+            random_state.restore()
 
     # -- premise 1: torch's algorithm of the same name ---------------------------------------------------------
     def _reference(self, opt: torch.optim.Optimizer, probe: _Probe) -> None:

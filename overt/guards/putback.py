@@ -50,6 +50,22 @@ def restore_host_random(state: tuple[Any, Any]) -> None:
         sys.modules["numpy"].random.set_state(state[1])
 
 
+
+class RandomState:
+    """Every global random generator a probe that runs user code may draw from, saved now and put back by
+    :meth:`restore`: torch's CPU generator, the CUDA generators of ``devices``, Python's and NumPy's."""
+
+    def __init__(self, devices: Iterable[torch.device] = ()):
+        self.cpu = torch.get_rng_state()
+        self.cuda = [(d, torch.cuda.get_rng_state(d)) for d in dict.fromkeys(devices) if d.type == "cuda"]
+        self.host = save_host_random()
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        for device, state in self.cuda:
+            torch.cuda.set_rng_state(state, device)
+        restore_host_random(self.host)
+
 class ModelState:
     """What a forward may change in a model, put back after a probe's extra forwards: torch's random
     generators (the CPU's and the model's CUDA device's), the buffers (their values) and each module's
