@@ -328,7 +328,7 @@ def main() -> int:
     parser.add_argument("--group", default="all",
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
-                             "'fresh3-dev' / 'fresh3-test' (session 48's), or all")
+                             "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

@@ -129,9 +129,9 @@ def mnist_gz60k(dest: Path, train: int = 8000) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for part, n, sl in (("train", 60000, slice(0, train)), ("t10k", 10000, slice(train, 10000))):
         idx = np.resize(np.arange(10000)[sl], n)
-        with gzip.open(dest / f"{part}-images-idx3-ubyte.gz", "wb") as f:
+        with gzip.open(dest / f"{part}-images-idx3-ubyte.gz", "wb", compresslevel=1) as f:
             f.write(struct.pack(">IIII", 2051, n, 28, 28) + images[idx].tobytes())
-        with gzip.open(dest / f"{part}-labels-idx1-ubyte.gz", "wb") as f:
+        with gzip.open(dest / f"{part}-labels-idx1-ubyte.gz", "wb", compresslevel=1) as f:
             f.write(struct.pack(">II", 2049, n) + labels[idx].tobytes())
 
 
