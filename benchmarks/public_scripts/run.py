@@ -26,6 +26,8 @@ session 45 (issue 33's precision on code not tuned on); ``--group fresh`` (or ``
 the half checks may be fixed against, ``--group fresh2-test`` the half measured once at the end.
 ``"group": "fresh3"`` (session 48: pytorch-flows, LTSF-Linear, TCN, torchdiffeq, nlp-tutorial) is split the
 same way by ``split-fresh3.json`` (``python run.py --split fresh3``, seed 20261202).
+``"group": "fresh4"`` (session 49: five tutorial projects, none in this manifest before) is split by
+``split-fresh4.json`` (``python run.py --split fresh4``, seed 20261204).
 
 Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``,
 ``jsonargparse`` for LightningCLI, ``tyro`` for cleanrl)
@@ -69,12 +71,21 @@ SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3"
                  "jsonargparse==4.53.0", "docstring-parser==0.18.0", "typeshed-client==2.15.0",
                  "tyro==1.0.17", "shtab==1.13.0", "typeguard==4.6.1",  # these three: cleanrl's command lines
                  "lmdb==3.0.0",  # pytorch-fm's examples/main.py imports its Criteo/Avazu readers
-                 "tensorboardX==2.6.2.2", "h5py==3.16.0"]  # pytorch-flows' main.py and its datasets package
+                 "tensorboardX==2.6.2.2", "h5py==3.16.0",  # pytorch-flows' main.py and its datasets package
+                 # fresh4: MorvanZhou's tutorials plot as they train; the UvA notebook's tqdm.notebook and
+                 # matplotlib_inline need ipywidgets and IPython (MPLBACKEND=Agg: nothing is shown)
+                 "matplotlib==3.10.7", "contourpy==1.3.3", "cycler==0.12.1", "fonttools==4.68.0",
+                 "kiwisolver==1.5.1", "pyparsing==3.3.3", "ipython==9.18.1", "ipywidgets==8.1.9",
+                 "matplotlib-inline==0.2.2", "traitlets==5.16.1", "decorator==5.3.1",
+                 "ipython-pygments-lexers==1.1.1", "jedi==0.20.1", "parso==0.8.7", "pexpect==4.9.0",
+                 "ptyprocess==0.7.0", "prompt-toolkit==3.0.53", "wcwidth==0.9.4", "pygments==2.21.0",
+                 "stack-data==0.6.3", "executing==2.3.0", "asttokens==3.0.2", "pure-eval==0.2.4",
+                 "comm==0.2.3", "widgetsnbextension==4.0.16", "jupyterlab-widgets==3.0.17"]
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
-SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202}  # each drawn group's seed (split-GROUP.json)
+SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -317,7 +328,7 @@ def main() -> int:
     parser.add_argument("--group", default="all",
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
-                             "'fresh3-dev' / 'fresh3-test' (session 48's), or all")
+                             "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

@@ -9,10 +9,15 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
 - ``modelnet10``: ModelNet10's resampled layout (``modelnet10_shape_names.txt``, ``_train.txt``,
   ``_test.txt``, ``CLASS/CLASS_NNNN.txt`` with ``x,y,z,nx,ny,nz`` lines): ten solid shapes (sphere,
   cube, cylinder, cone, torus, ...), each sample randomly scaled, rotated about z and jittered.
+- ``mnist_gz60k`` (fresh4): MNIST's four gzipped IDX files at full size (60,000 training and 10,000
+  test digits, as loaders that reshape to those counts expect), made from the shared t10k split: its
+  first 8,000 digits repeated to fill the training file, its last 2,000 repeated to fill the test file.
 """
 
 from __future__ import annotations
 
+import gzip
+import struct
 import sys
 from pathlib import Path
 
@@ -115,6 +120,19 @@ def modelnet10(dest: Path, train: int = 24, test: int = 8, points: int = 1024, s
             split["train" if i < train else "test"].append(shape_id)
     for part, ids in split.items():
         (dest / f"modelnet10_{part}.txt").write_text("\n".join(ids) + "\n")
+
+
+def mnist_gz60k(dest: Path, train: int = 8000) -> None:
+    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-t10k"
+    images = np.frombuffer(gzip.open(src / "t10k-images-idx3-ubyte.gz").read()[16:], np.uint8).reshape(10000, 784)
+    labels = np.frombuffer(gzip.open(src / "t10k-labels-idx1-ubyte.gz").read()[8:], np.uint8)
+    dest.mkdir(parents=True, exist_ok=True)
+    for part, n, sl in (("train", 60000, slice(0, train)), ("t10k", 10000, slice(train, 10000))):
+        idx = np.resize(np.arange(10000)[sl], n)
+        with gzip.open(dest / f"{part}-images-idx3-ubyte.gz", "wb", compresslevel=1) as f:
+            f.write(struct.pack(">IIII", 2051, n, 28, 28) + images[idx].tobytes())
+        with gzip.open(dest / f"{part}-labels-idx1-ubyte.gz", "wb", compresslevel=1) as f:
+            f.write(struct.pack(">II", 2049, n) + labels[idx].tobytes())
 
 
 if __name__ == "__main__":

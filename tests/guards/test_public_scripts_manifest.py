@@ -42,7 +42,7 @@ def test_the_manifest_is_well_formed():
             assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm", "cora-standin", "standin"), (e["name"], spec)
             if spec["kind"] == "standin":  # a generator of standins.py, by name
                 assert re.search(rf"^def {spec['name']}\(", standins, flags=re.M), (e["name"], spec)
-        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3"), e["name"]
+        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3", "fresh4"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
@@ -89,7 +89,7 @@ def test_the_cora_standin_labels_whole_communities(tmp_path):
 
 
 def test_each_drawn_group_is_split_in_two_halves_of_its_own_scripts():
-    """split-fresh2.json and split-fresh3.json: the seeded draws cover exactly their group's scripts, and
+    """split-fresh2.json, split-fresh3.json and split-fresh4.json: the seeded draws cover exactly their group's scripts, and
     run.py's --group GROUP-dev / GROUP-test selects each half."""
     run = _run_module()
     manifest = json.loads((HERE / "manifest.json").read_text())
@@ -101,3 +101,23 @@ def test_each_drawn_group_is_split_in_two_halves_of_its_own_scripts():
         for half in ("dev", "test"):
             chosen = {e["name"] for e in manifest["scripts"] if run.in_group(e, f"{group}-{half}")}
             assert chosen == set(halves[half])
+
+
+def test_the_full_size_mnist_standin_reads_back(tmp_path):
+    """standins.py mnist_gz60k (fresh4): the four gzipped IDX files at MNIST's full counts, the training
+    file made only of t10k's first 8,000 digits and the test file only of its last 2,000."""
+    data = REPO.parent / "shared" / "data" / "mnist-t10k"
+    if not data.is_dir():
+        pytest.skip("../shared/data/mnist-t10k is absent")
+    spec = importlib.util.spec_from_file_location("public_scripts_standins", HERE / "standins.py")
+    standins = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standins)
+    standins.mnist_gz60k(tmp_path)
+    with gzip.open(data / "t10k-labels-idx1-ubyte.gz") as f:
+        t10k = f.read()[8:]
+    for part, n, first in (("train", 60000, t10k[:8000]), ("t10k", 10000, t10k[8000:])):
+        with gzip.open(tmp_path / f"{part}-images-idx3-ubyte.gz") as f:
+            assert struct.unpack(">IIII", f.read(16)) == (2051, n, 28, 28)
+        with gzip.open(tmp_path / f"{part}-labels-idx1-ubyte.gz") as f:
+            labels = f.read()
+        assert struct.unpack(">II", labels[:8]) == (2049, n) and labels[8:8 + len(first)] == first
