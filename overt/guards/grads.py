@@ -46,6 +46,40 @@ SETTLED = 1e-6
 VANISHED = 1e-8
 
 
+#: an SGD update (learning rate x gradient, momentum left out) this large a part of the parameters' norm in one
+#: step: the weights are being rewritten, not trained (healthy SGD steps move them by well under 1%)
+BLOWUP = 0.1
+
+
+def _rates(opt: Any, params: list[torch.Tensor]) -> list[float] | None:
+    """Each of ``params``' learning rate in ``opt`` as a Python float; None when one is unknown or a tensor on an
+    accelerator (reading it would synchronise)."""
+    by_id: dict[int, float] = {}
+    for group in opt.param_groups:
+        lr = group.get("lr")
+        if isinstance(lr, torch.Tensor):
+            if lr.device.type != "cpu" or lr.numel() != 1:
+                return None
+            lr = float(lr)
+        if not isinstance(lr, (int, float)):
+            return None
+        for p in group["params"]:
+            by_id[id(p)] = float(lr)
+    rates = [by_id.get(id(p)) for p in params]
+    return None if any(r is None for r in rates) else rates  # type: ignore[return-value]
+
+
+def _relative_update(grads: list[float], weights: list[float] | None, rates: list[float] | None) -> float | None:
+    """The norm of the update learning rate x gradient over the norm of the parameters it moves (None: unknown)."""
+    if weights is None or rates is None:
+        return None
+    step = math.sqrt(sum((r * g) ** 2 for r, g in zip(rates, grads)))
+    size = math.sqrt(sum(w * w for w in weights))
+    if not math.isfinite(step) or not math.isfinite(size):
+        return None
+    return step / size if size > 0 else math.inf
+
+
 def update_follows_gradient(opt: Any) -> bool:
     """Whether ``opt``'s step is proportional to the gradient (see :data:`_UPDATE_FOLLOWS_GRADIENT`)."""
     return isinstance(opt, _UPDATE_FOLLOWS_GRADIENT)
@@ -271,7 +305,10 @@ class GradChecks(Check):
                 self._reset_after_backward([self.tracks.get(id(p)) for p in plist], plist)
             # (before the first step nothing was watched: its zeros are judged at the next steps)
             judge = not closure and (reset is True or (reset is None and oi.steps > 0))
-            s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step, judge_zero=judge))
+            rates = _rates(oi.opt, plist) if update_follows_gradient(oi.opt) else None
+            if rates is not None:  # the update's size against the weights' (exploding-gradients), in the same read
+                norms = torch.cat([norms, torch.stack(torch._foreach_norm([p.detach() for p in plist]))])
+            s.defer(norms, self._on_norms(oi, meta[0], meta[1], s.step, judge_zero=judge, rates=rates))
 
     def _foreign(self, oi: OptInfo, params: list[torch.Tensor]) -> bool:
         """``optimizer-not-on-model``: ``oi`` holds none of the parameters of the models being run,
@@ -357,10 +394,14 @@ class GradChecks(Check):
                 key=oi.name,
             )
 
-    def _on_norms(self, oi: OptInfo, names: list[str], dims: list[int], step: int, judge_zero: bool = True):
+    def _on_norms(self, oi: OptInfo, names: list[str], dims: list[int], step: int, judge_zero: bool = True,
+                  rates: list[float] | None = None):
         s = self.s
 
         def callback(vals: list[float]) -> None:
+            weights = None
+            if rates is not None:
+                vals, weights = vals[:len(names)], vals[len(names):]
             bad = [n for n, v in zip(names, vals) if not math.isfinite(v)]
             if bad:
                 s.stop(
@@ -392,25 +433,31 @@ class GradChecks(Check):
                 self.settled.add(oi.name)
             else:
                 self.settled.discard(oi.name)
-            self._dynamics(oi, names, dims, vals, step)
+            self._dynamics(oi, names, dims, vals, step, _relative_update(vals, weights, rates))
 
         return callback
 
-    def _dynamics(self, oi: OptInfo, names: list[str], dims: list[int], vals: list[float], step: int) -> None:
+    def _dynamics(self, oi: OptInfo, names: list[str], dims: list[int], vals: list[float], step: int,
+                  moved: float | None = None) -> None:
         s = self.s
+        # a jump in the norm alone proves no blow-up: a model leaving a plateau (an LSTM at chance level for
+        # hundreds of steps under SGD) has gradients 50x those of the plateau and takes tiny steps; the premise
+        # holds when this step's update moves the parameters by a large part of their own norm
         judge_growth = update_follows_gradient(oi.opt)
+        blowing_up = judge_growth and moved is not None and moved >= BLOWUP
         for name, v in zip(names, vals):
             if step < s.options.warmup_steps < s.options.check_every:
                 continue  # gradients at initialisation are no baseline for those check_every steps later
             hist = self.history.setdefault(name, [])
-            if judge_growth and len(hist) >= 3:
+            if blowing_up and len(hist) >= 3:
                 med = _median(hist[-20:])
                 if v > 50.0 * med and v > 1e-3:
                     s.report(
                         "exploding-gradients",
                         f"the gradient norm of {name} is {v:.3g} at step {s.run_step(step)}, "
                         f"{v / max(med, 1e-30):.0f}x "
-                        f"its running median {med:.3g}: updates are about to blow up.",
+                        f"its running median {med:.3g}, and this step's update (learning rate x gradient) is "
+                        f"{moved:.0%} of the parameters' norm: updates are about to blow up.",
                         fix="lower the "
                         "learning rate, add warmup, or clip with torch.nn.utils.clip_grad_norm_.",
                         where=name, key=oi.name, step=step,
