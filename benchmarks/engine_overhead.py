@@ -3,6 +3,7 @@
     python benchmarks/engine_overhead.py [--repeats 11] [--epochs 20] [--guards] [--compile BACKEND] [--cpu-time]
     python benchmarks/engine_overhead.py --step-minima [--repeats 7] [--epochs 20]   # on a loaded machine
     python benchmarks/engine_overhead.py --work [--epochs 20] [--top N] [--check-every N]   # counted, not timed
+    python benchmarks/engine_overhead.py --work|--step-minima --model cnn|mid [--cpu-time]   # a costlier step
     python benchmarks/engine_overhead.py --every-step-checked [--repeats 5] [--epochs 8]   # one checked step's cost
 
 Both loops train the same model (fresh, same seed) on the same data (the
@@ -42,8 +43,38 @@ MODELS = {
 }
 
 
+#: --model for --step-minima, --work, --every-step-checked: the guards' cost as a function of the step's cost, on
+#: the same schedule (460 steps of 23 batches of 64 in 20 epochs): the tiny and mid MLPs on the digits training
+#: split; the mnist recipe's CNN (overt/recipes/mnist.py, its defaults: 16/32 channels, 64 hidden, dropout) on the
+#: first 1,437 MNIST t10k images (as many samples as the digits split: the same steps, epochs and checked steps)
+def _cnn(channels: int, hidden: int):
+    def make():
+        from overt.recipes.mnist import MnistCNN
+
+        return MnistCNN(channels, hidden, 0.25)
+    return make
+
+
+SCALED = {"tiny": ("tiny MLP", MODELS["tiny"], "digits"), "mid": ("mid MLP", MODELS["mid"], "digits"),
+          "cnn": ("mnist CNN", _cnn(16, 64), "mnist")}
+
+
+def _mnist_like(n: int, data_dir: str):
+    """The first ``n`` MNIST t10k images of ``data_dir``, standardised as the mnist recipe does: (N, 1, 28, 28)
+    floats and their labels."""
+    from torch.utils.data import TensorDataset
+
+    from overt.recipes.mnist import _pair, normalised
+
+    images, labels = _pair(data_dir, "t10k")
+    images, labels = images[:n], labels[:n]
+    mean, std = float(images.mean()) / 255.0, float(images.std()) / 255.0
+    return TensorDataset(normalised(images, mean, std), torch.as_tensor(labels.astype("int64")))
+
+
 BACKEND: str | None = None  # --compile
 CLOCK = time.perf_counter  # --cpu-time: time.process_time (this process's CPU: preemption left out)
+CLOCK_NS = time.perf_counter_ns  # the same for --step-minima
 
 
 def _reused(make):
@@ -120,7 +151,7 @@ def split_costs(data) -> None:
         print(f"tiny MLP {key:>13}: {per_step * 1e6:6.1f} us per step, {fixed * 1e3:5.2f} ms per fit()")
 
 
-def per_step_minima(data, epochs: int, repeats: int) -> None:
+def per_step_minima(data, epochs: int, repeats: int, model: str = "tiny") -> None:
     """The default guards' cost on the tiny MLP, robust to a loaded machine: every optimizer step
     of a run is timed (a global optimizer post-hook), the fastest of ``repeats`` repetitions of
     each step index is kept (preemption only adds time), and a run's time is the sum of those
@@ -133,18 +164,19 @@ def per_step_minima(data, epochs: int, repeats: int) -> None:
     from overt.guards.engine import GuardCallback
 
     defaults = GuardCallback.__init__.__kwdefaults__
+    label, make, _ = SCALED[model]
     stamps: list[int] = []
-    handle = optim_mod.register_optimizer_step_post_hook(lambda *_: stamps.append(time.perf_counter_ns()))
+    handle = optim_mod.register_optimizer_step_post_hook(lambda *_: stamps.append(CLOCK_NS()))
 
     def one(guards: bool) -> tuple[int, list[int], int]:
         torch.manual_seed(0)
-        model = MODELS["tiny"]()
+        model = make()
         trainer = overt.Trainer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), data,
                                 epochs=epochs, batch_size=64, device="cpu", progress="off", guards=guards)
         stamps.clear()
-        t0 = time.perf_counter_ns()
+        t0 = CLOCK_NS()
         trainer.fit()
-        t1 = time.perf_counter_ns()
+        t1 = CLOCK_NS()
         return stamps[0] - t0, [b - a for a, b in zip(stamps, stamps[1:])], t1 - stamps[-1]
 
     one(True), one(False)  # warm-up
@@ -166,13 +198,14 @@ def per_step_minima(data, epochs: int, repeats: int) -> None:
                 else "first of an epoch" if step % per_epoch == 0 else "other")
         kinds[kind] = kinds.get(kind, 0.0) + (on - off) / 1e6
     total = {g: (b[0] + sum(b[1]) + b[2]) / 1e6 for g, b in best.items()}
-    print(f"tiny MLP, {n} steps ({len(checked)} checked), sum of per-step minima over {repeats} repeats: "
+    print(f"{label}, {n} steps ({len(checked)} checked), sum of per-step minima over {repeats} repeats: "
           f"guards off {total[False]:.1f} ms, on {total[True]:.1f} ms, guards' cost "
           f"{(total[True] / total[False] - 1) * 100:+.1f}%")
     kinds = {"checked": kinds.get("checked, warm-up", 0.0) + kinds.get("checked, later", 0.0), **kinds}
     print(f"  extra time: start (with the first checked step) {(best[True][0] - best[False][0]) / 1e6:+.2f} ms, end "
           f"{(best[True][2] - best[False][2]) / 1e6:+.2f} ms, "
           + ", ".join(f"{k} steps {v:+.2f} ms" for k, v in kinds.items()))
+    print(f"  a plain step (median of the minima, guards off) {statistics.median(best[False][1]) / 1e3:.0f} us")
 
 
 def every_step_checked(data, epochs: int, repeats: int) -> None:
@@ -215,7 +248,7 @@ def every_step_checked(data, epochs: int, repeats: int) -> None:
           f"{statistics.median(best[False]) / 1e3:.0f} us")
 
 
-def work_counts(data, epochs: int, val=None, top: int = 0) -> None:
+def work_counts(data, epochs: int, val=None, top: int = 0, model: str = "tiny") -> None:
     """What the default guards add to each kind of step of the tiny MLP, counted instead of timed (the same
     on a busy machine and a quiet one): PyTorch operators dispatched (a ``TorchDispatchMode``) and Python
     calls (``sys.setprofile``: functions and builtins), guards on minus guards off, per step index (a global
@@ -234,6 +267,7 @@ def work_counts(data, epochs: int, val=None, top: int = 0) -> None:
     from overt.guards.engine import GuardCallback
 
     defaults = GuardCallback.__init__.__kwdefaults__
+    label, make, _ = SCALED[model]
     step = [0]
     ops: dict[int, int] = {}
     calls: dict[int, int] = {}
@@ -258,7 +292,7 @@ def work_counts(data, epochs: int, val=None, top: int = 0) -> None:
 
     def one(guards: bool) -> tuple[dict[int, int], dict[int, int]]:
         torch.manual_seed(0)
-        model = MODELS["tiny"]()
+        model = make()
         trainer = overt.Trainer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), data,
                                 epochs=epochs, batch_size=64, device="cpu", progress="off", guards=guards,
                                 val_data=val)
@@ -296,7 +330,7 @@ def work_counts(data, epochs: int, val=None, top: int = 0) -> None:
             extra = functions.setdefault(kind, collections.Counter())
             extra.update(on[2].get(index, {}))
             extra.subtract(off[2].get(index, {}))
-    print(f"tiny MLP, {n} steps ({len(checked)} checked; the first includes fit()'s start)"
+    print(f"{label}, {n} steps ({len(checked)} checked; the first includes fit()'s start)"
           + (", evaluated after every epoch" if val is not None else "") + ", guards on minus off:")
     rows = [kinds[k] for k in kinds if k.startswith("checked")]
     kinds = {"checked": [sum(r[i] for r in rows) for i in range(3)], **kinds}
@@ -318,7 +352,8 @@ def main() -> None:
     parser.add_argument("--compile", metavar="BACKEND", default=None,
                         help="torch.compile every model with this backend (aot_eager, inductor)")
     parser.add_argument("--cpu-time", action="store_true",
-                        help="time with this process's CPU time, not the wall clock (a busy shared machine)")
+                        help="time with this process's CPU time, not the wall clock (a busy shared machine; "
+                             "also for --step-minima)")
     parser.add_argument("--step-minima", action="store_true",
                         help="the default guards' cost on the tiny MLP from the fastest of --repeats repetitions "
                              "of each step (robust to a loaded machine; --epochs per run)")
@@ -335,13 +370,19 @@ def main() -> None:
                         help="with --work or --step-minima: the engine's guards check one step in N after the "
                              "warm-up instead of their default (what a sparser schedule would save; the default "
                              "schedule is the one the budget is measured on)")
+    parser.add_argument("--model", choices=sorted(SCALED), default="tiny",
+                        help="with --work or --step-minima: the model (tiny/mid MLP on digits; the mnist recipe's CNN "
+                             "on as many MNIST t10k images: the same 460-step schedule)")
+    parser.add_argument("--mnist-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"
+                                                   / "mnist-t10k"),
+                        help="the MNIST t10k files for --model cnn")
     parser.add_argument("--every-step-checked", action="store_true",
                         help="what one checked step costs on the tiny MLP: every step checked, per-step minima "
                              "of --repeats repetitions (--epochs per run)")
     args = parser.parse_args()
     if args.cpu_time:
-        global CLOCK
-        CLOCK = time.process_time
+        global CLOCK, CLOCK_NS
+        CLOCK, CLOCK_NS = time.process_time, time.process_time_ns
     if args.compile:
         global BACKEND
         BACKEND = args.compile
@@ -355,14 +396,18 @@ def main() -> None:
         GuardCallback.__init__.__kwdefaults__["check_every"] = args.check_every
     torch.set_num_threads(1)
     data, val = load_digits_split(0.2, 0)
+    if SCALED[args.model][2] == "mnist":
+        if args.val:
+            parser.error("--val is for the digits models")
+        data = _mnist_like(len(data), args.mnist_dir)
     if args.split:
         split_costs(data)
         return
     if args.step_minima:
-        per_step_minima(data, args.epochs, args.repeats)
+        per_step_minima(data, args.epochs, args.repeats, args.model)
         return
     if args.work:
-        work_counts(data, args.epochs, val if args.val else None, args.top)
+        work_counts(data, args.epochs, val if args.val else None, args.top, args.model)
         return
     if args.every_step_checked:
         every_step_checked(data, args.epochs, args.repeats)

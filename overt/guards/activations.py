@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from overt.guards import aside
 from overt.guards.check import Check
 
 if TYPE_CHECKING:
@@ -48,8 +49,12 @@ class ActivationChecks(Check):
         x = args[0] if args else None
         if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] < _MIN_BATCH or id(info) in self.handles:
             return
-        self.handles[id(info)] = [relu.register_forward_hook(self._make_hook(info.label(relu)))
-                                  for relu in info.relus]
+        early = aside.WINDOW is not None or aside.EARLY  # the axes window's mode stands aside in the hooks
+        handles = []
+        for relu in info.relus:
+            hook = self._make_hook(info.label(relu))
+            handles.append(relu.register_forward_hook(aside.hook(hook) if early else hook))
+        self.handles[id(info)] = handles
 
     def _make_hook(self, name: str):
         def hook(_m: Any, _args: tuple, out: Any) -> None:

@@ -14,6 +14,13 @@ A hook that runs the user's code again (a probe re-running the user's model, the
 function) must run it as the user's code runs: under the mode.  Such a probe runs it inside
 :func:`user_code`, which puts the mode back for that time when a hook of this thread took it off.
 
+A window opens from inside one of the guards' hooks (the forward pre-hook of a checked step, the optimizer
+post-hook that arms one, the wrapper of ``model.eval()``): its mode is not pushed there and then -- the checks
+that run after the window's in that hook are the guards' own code too -- but held off for this thread
+(:func:`opened`), and the hook's wrapper pushes it at its end (:func:`release`).  The forward hooks that checks
+place on a model (one-shot output hooks, activation hooks) stand aside like the session's own hooks
+(:func:`hook`).
+
 One hook keeps the mode off after it returns: the optimizer pre-hook of a step that runs only torch's own code
 (:mod:`overt.guards.optaside`) keeps it (:func:`hold`) until the next of the guards' hooks of this thread (the
 optimizer post-hook that follows; should ``step()`` raise, whichever hook of the guards comes next):
@@ -36,6 +43,9 @@ _ident = threading.get_ident
 
 #: the axes window's mode while a window is open (the latest session's), else None
 WINDOW: Any = None
+#: a session's axes window is open or may open on the checked step now running (its first checked steps): the
+#: forward hooks the checks place now stand aside (:func:`hook`); a hint for where to pay a wrapper, never a rule
+EARLY = False
 
 
 def under_the_stack(mode: Any) -> None:
@@ -98,6 +108,55 @@ def hold(mode: Any) -> bool:
         return False
     mode.held = True
     return True
+
+
+def opened(mode: Any) -> None:
+    """The axes window opens now with ``mode``, from inside a hook of the guards: :data:`WINDOW` is ``mode``
+    at once, but the mode stays off this thread's stack, held (:func:`hold`) until the hook that opened it
+    ends (:func:`release`, from :func:`overt.guards.never_break.never_break` and
+    :func:`overt.guards.patches.safely`); were the hook not wrapped, the next hook of the guards of this thread
+    takes it over and pushes it at its end, as after an optimizer step that raised.  Pushed at once while
+    ``singleton-axis`` follows a pending index (it sees every call then)."""
+    global WINDOW
+    WINDOW = mode
+    if mode.check.singleton.pending:
+        if _len():
+            under_the_stack(mode)
+        else:
+            _push(mode)
+        return
+    mode.off_in = _ident()
+    mode.held = True
+
+
+def release(start: Any) -> None:
+    """A hook of the guards that began with ``start`` as :data:`WINDOW` ends: a window opened during it
+    (:func:`opened`) and still held by this thread goes on the stack now."""
+    mode = WINDOW
+    if mode is not None and mode is not start and mode.held and mode.off_in == _ident():
+        mode.held = False
+        back(mode)
+
+
+def hook(fn: Any) -> Any:
+    """``fn``, a forward hook a check places on a model (the guards' own code), for registering: run with the
+    window's mode aside (:func:`step_aside`) when it fires while a window is open.  ``fn`` itself, with no
+    wrapper, when no window is open or may open (:data:`EARLY`) as it is placed: the hooks of later checked
+    steps pay nothing (the callers on their paths read the two flags inline and do not call this then).  No
+    ``functools.wraps``: copying the attributes costs more calls than the hook saves."""
+    if WINDOW is None and not EARLY:
+        return fn
+
+    def aside_hook(*args: Any) -> Any:
+        mode = WINDOW
+        token = step_aside(mode) if mode is not None else None
+        try:
+            return fn(*args)
+        finally:
+            if token is not None:
+                back(token)
+
+    return aside_hook
 
 
 @contextlib.contextmanager

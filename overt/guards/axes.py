@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.data import get_worker_info
 
 from overt.guards import aside
-from overt.guards.aside import off_the_stack, under_the_stack
+from overt.guards.aside import off_the_stack
 from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tensor_index, expand_index,
                                     suggested_permutation)
 from overt.guards.check import Check
@@ -89,6 +89,7 @@ class AxisChecks(Check):
         self.mode: _IndexMode | None = None  # sees the indexing while a window is open
         self.eval_left = 0  # evaluation forwards left to look at in this one
         self.singleton = SingletonAxes(session)  # softmax/argmax/... over a size-1 axis (singleton-axis)
+        aside.EARLY = True  # the first checked steps: the window is open or opens (aside.hook)
 
     # -- the window ---------------------------------------------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -99,7 +100,7 @@ class AxisChecks(Check):
             self.scanned.add(id(info))
             for m in info.module.modules():
                 if isinstance(m, nn.RNNBase) and m.bidirectional:
-                    self.rnn_hooks.append(m.register_forward_hook(self._rnn_output(info)))
+                    self.rnn_hooks.append(m.register_forward_hook(aside.hook(self._rnn_output(info))))
 
     def on_arming(self, oi: OptInfo) -> None:
         if self._training_window():
@@ -141,6 +142,7 @@ class AxisChecks(Check):
     def after_checked_step(self, oi: OptInfo) -> None:
         self.looked += 1
         if self.looked >= LOOK_STEPS:
+            aside.EARLY = False
             self.eval_left = 0
             self._unwrap()
             for handle in self.rnn_hooks:
@@ -153,8 +155,9 @@ class AxisChecks(Check):
         _WRAPPERS.listen(self)
         if self.mode is None:
             self.mode = _IndexMode(self)
-            under_the_stack(self.mode)
-            aside.WINDOW = self.mode  # the session's hooks take it off while they run (overt/guards/aside.py)
+            # pushed when the hook that opens the window ends; the session's hooks take it off while they run
+            # (overt/guards/aside.py)
+            aside.opened(self.mode)
 
     def _unwrap(self) -> None:
         self.bidi = []
@@ -176,6 +179,7 @@ class AxisChecks(Check):
         self.singleton.judge()
 
     def remove_hooks(self) -> None:
+        aside.EARLY = False
         self._unwrap()
         for handle in self.rnn_hooks:
             handle.remove()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from overt.guards import aside
 from overt.guards.check import Check
 from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
@@ -74,7 +75,7 @@ class EvalLoopChecks(Check):
         record = _Record(self.s.step, user_location(4))
         recs.append(record)
         self.infos[key] = info
-        self.pending[key] = (record, info.module.register_forward_hook(self._post, always_call=True))
+        self.pending[key] = (record, info.module.register_forward_hook(aside.hook(self._post), always_call=True))
         self.s.watch_steps(self, True)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:

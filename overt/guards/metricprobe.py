@@ -194,6 +194,21 @@ def candidates(namespace: dict, filename: str, forms: bool = False) -> dict[str,
     return found
 
 
+def ranked(namespace: dict, filename: str) -> dict[str, Candidate]:
+    """The functions of ``candidates(namespace, filename, forms=True)`` whose form is ``"rank-order"`` (named after
+    a ranking metric, :func:`overt.guards.rankorder.form_of`), the same set, without the work that decides the
+    other kinds and forms (a signature read per function of the script for ``spantext``'s form): the late
+    calls keep only these (:meth:`MetricProbeChecks._late_calls`)."""
+    found = {}
+    for name, fn in list(namespace.items()):
+        if not isinstance(fn, types.FunctionType) or _defined(fn) != filename:
+            continue
+        if rankorder.form_of(_words(fn.__name__)) != "rank-order" or _writes_globals(_inner(fn).__code__):
+            continue
+        found[name] = (fn, None, None, None, None, "rank-order")
+    return found
+
+
 def _params(fn: Any) -> list[str]:
     """The names of ``fn``'s parameters that a call can fill by position or keyword."""
     try:
@@ -410,8 +425,8 @@ class MetricProbeChecks(Check):
         filename = self.namespace.get("__file__")
         if not filename:
             return
-        late = {n: c for n, c in candidates(self.namespace, filename, forms=True).items()
-                if c[5] == "rank-order" and n not in self.calls and n not in self.wrapped}
+        late = {n: c for n, c in ranked(self.namespace, filename).items()
+                if n not in self.calls and n not in self.wrapped}
         if not late:
             return
         for name, fn, args, kwargs, line in latecalls.module_calls(filename, late, self.namespace):

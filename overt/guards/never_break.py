@@ -52,5 +52,7 @@ def never_break(fn: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             if token is not None:
                 aside.back(token)
+            if aside.WINDOW is not mode:  # a window opened in this hook: its mode goes on the stack now
+                aside.release(mode)
 
     return wrapper

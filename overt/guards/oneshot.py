@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from overt.guards import aside
+
 
 class OneShotHook:
     """At most one pending hook; :meth:`place` it, :meth:`fired` in it, :meth:`remove` at the end."""
@@ -29,6 +31,9 @@ class OneShotHook:
 
     def place(self, module: Any, hook: Callable[..., Any], **kwargs: Any) -> None:
         self.clear_stale()
+        # the axes window's mode stands aside while it runs (the guards' own code: overt/guards/aside.py)
+        if aside.WINDOW is not None or aside.EARLY:
+            hook = aside.hook(hook)
         self.handle = module.register_forward_hook(hook, always_call=True, **kwargs)
 
     def fired(self) -> bool:

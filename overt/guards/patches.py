@@ -86,6 +86,8 @@ def safely(fn: Any, *args: Any) -> Any:
     finally:
         if token is not None:
             aside.back(token)
+        if aside.WINDOW is not mode:  # a window opened in this hook (model.eval()): its mode goes on the stack now
+            aside.release(mode)
 
 
 def _loss_wrapper(name: str, orig: Any) -> Any:

@@ -95,3 +95,105 @@ def test_the_window_stands_aside_in_hooks_and_is_back_for_user_code():
     assert after == [index, "_Mine"], after
     # after the window: nothing to stand aside
     assert SEEN["forward"][-1] == [] and SEEN["hook"][-1] == [] and SEEN["user code"][-1] == [], SEEN
+
+
+OPENING: dict[str, list[list[str]]] = {"after axes": [], "one-shot hook": [], "hook": [], "forward": []}
+
+
+class _AfterAxes(Check):
+    """Runs after the axes check in the hook that opens the window (the first checked forward's pre-hook), and
+    places a one-shot output hook and a plain forward hook of its own (through :func:`aside.hook`)."""
+    name = "after_axes"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        from overt.guards.oneshot import OneShotHook
+
+        self.once = OneShotHook()
+        self.handle: Any = None
+
+    def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
+        OPENING["after axes"].append(_window())
+
+        def once(*_: Any) -> None:
+            if self.once.fired():
+                OPENING["one-shot hook"].append(_window())
+
+        def every(*_: Any) -> None:
+            OPENING["hook"].append(_window())
+
+        self.once.place(info.module, once)
+        if self.handle is None:
+            self.handle = info.module.register_forward_hook(aside.hook(every))
+
+    def remove_hooks(self) -> None:
+        self.once.remove()
+        if self.handle is not None:
+            self.handle.remove()
+
+
+class _Forward(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        OPENING["forward"].append(_window())
+        return self.net(x)
+
+
+def test_the_window_goes_on_the_stack_when_the_hook_that_opens_it_ends():
+    """The window opens in the first checked forward's pre-hook: the checks after ``axes`` in that hook, the
+    one-shot output hooks and the forward hooks the checks place (aside.hook) run without the mode; the user's
+    forward that follows runs under it, from the first step on; the findings are those of the default checks."""
+    for seen in OPENING.values():
+        seen.clear()
+    depth = torch._C._len_torch_function_stack()
+    torch.manual_seed(0)
+    checks = tuple(c for c in CHECKS if c.__name__ != "EvalScaleChecks")
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True,
+                           checks=(*checks, _AfterAxes))
+    try:
+        model = _Forward()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        for xb, yb in batches(32, 4):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+    finally:
+        session.close()
+    assert torch._C._len_torch_function_stack() == depth
+    assert aside.WINDOW is None
+    index = _IndexMode.__name__
+    assert OPENING["after axes"][0] == [] and OPENING["one-shot hook"][0] == [] and OPENING["hook"][0] == [], OPENING
+    assert OPENING["forward"][:3] == [[index]] * 3, OPENING  # the user's forward of each window step
+    assert OPENING["forward"][-1] == [], OPENING  # after the window
+
+
+def test_a_window_opened_outside_any_hook_is_pushed_by_the_next_hook():
+    """:func:`aside.opened` holds the mode off for the hook that opened it; should nothing wrap that hook, the next
+    hook of the guards of the thread takes it over and puts it on the stack at its end (as after a raised step)."""
+    depth = torch._C._len_torch_function_stack()
+
+    class _Singles:
+        pending: list = []
+
+    class _Check:
+        singleton = _Singles()
+
+    mode = _IndexMode.__new__(_IndexMode)
+    TorchFunctionMode.__init__(mode)
+    mode.check, mode.live, mode.off_in, mode.held = _Check(), True, None, False
+    try:
+        aside.opened(mode)
+        assert aside.WINDOW is mode and mode.held and torch._C._len_torch_function_stack() == depth
+        token = aside.step_aside(mode)  # the next hook of the guards: takes it over
+        assert token is mode and not mode.held
+        aside.back(token)  # and puts it on the stack at its end
+        assert _get_current_function_mode_stack()[0] is mode
+    finally:
+        mode.live = False
+        aside.off_the_stack(mode)
+        aside.WINDOW = None
+    assert torch._C._len_torch_function_stack() == depth
