@@ -984,6 +984,14 @@ ENTRIES: tuple[Entry, ...] = (
           "a smoothing term that dominates) counts hits that are not there, cannot tell models apart, and the "
           "reported number reads better than the model while nothing fails",
           _E, False, True),
+    Entry("targets-off-recursion", "OVT836", "returns, advantages or value targets that do not follow their "
+          "recursion on the rewards, values and flags they were computed from",
+          "a function named after returns, advantages or value targets (GAE, discounted returns, TD targets) must "
+          "give, on its own call's rewards, values and episode-end flags, what the recursion A_t = r_t + gamma c_t "
+          "V_t+1 - V_t + gamma lambda c_t A_t+1 gives under some accepted convention; one that gives something else "
+          "(a carry seeded with the bootstrap, a terminating state's value zeroed, flags ignored) trains the critic "
+          "towards other values and weights the policy by another signal while the losses fall as usual",
+          _E, False, True),
     Entry("metric-off-definition", "OVT824", "a metric (or decoding) function, or a metric written inline, named "
           "after a well-known definition that computes something else",
           "a function named IoU (of boxes or masks), GIoU, Dice, NMS, WER, CER, NDCG, CTC decoding, recall@k, "

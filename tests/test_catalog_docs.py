@@ -131,6 +131,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, targets built from memory never filled or filled wrongly (branch rltargets)
          "bootstrap-ignores-done", "schedule-clamped-at-once", "history-holds-one-buffer",
          "nstep-bootstrap-single-discount",
+         # issue 33, returns and advantages recomputed by their recursion (session 49, branch rltargets14)
+         "targets-off-recursion",
          # issue 33, model code whose numbers break the structure it names (branch modelnum)
          "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output",
          # issue 33, a loss falls as the prediction moves toward its target (branch lossmono)

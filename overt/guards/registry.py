@@ -60,6 +60,7 @@ from overt.guards.losses import LossChecks
 from overt.guards.lossdir import LossDirectionChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
+from overt.guards.returnprobe import ReturnRecursionChecks
 from overt.guards.boxformat import BoxFormatChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.grouprates import GroupRates
@@ -138,6 +139,7 @@ CHECKS: tuple[type[Check], ...] = (
     AxisChecks,
     PredictionShapeChecks,
     MetricProbeChecks,
+    ReturnRecursionChecks,
     BoxFormatChecks,
     CtcBlankChecks,
     OutputLinkChecks,

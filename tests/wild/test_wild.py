@@ -133,7 +133,7 @@ EXPECTED = {
     "w57_distill_teacher_twice": ("lint", "run"),
     "w58_attention_mask_inverted": ("run",),
     "w61_init_after_load": ("lint", "run"),
-    "w63_returns_from_past_rewards": ("lint",),
+    "w63_returns_from_past_rewards": ("lint", "run"),
     "w67_lm_without_causal_mask": ("run",),
     "w74_truncation_drops_labels": ("run",),
     # round two's test half, measured once (15:28) and development since: numeric invariants (branch numerics)
@@ -422,6 +422,10 @@ EXPECTED = {
     "w277_magnitude_pruning_without_abs": ("run",),
     # round thirteen, measured in session 48 (test13): a mean pooling over the padded width (caught at the measurement)
     "w306_mean_pooling_counts_padding": ("run",),
+    # session 49 (rltargets14): returns, advantages and value targets recomputed by their recursion on the
+    # function's own call (a GAE carry seeded with the bootstrap; a terminating state's value zeroed before the shift)
+    "w228_value_of_terminating_state_zeroed": ("run",),
+    "w313_gae_carry_seeded_with_bootstrap": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
