@@ -12,7 +12,8 @@ the labels depend on are then never learnt from, and nothing fails.
 What is proven, once per model, on its first checked training forward whose first argument is a floating-point
 ``(rows, features)`` or ``(rows, positions, features)`` tensor or an integer ``(rows, columns)`` one with at least :data:`MIN_ROWS` rows and
 :data:`MIN_COLS` features: the forward is run again (as the user's code, under ``enable_grad``, the model's
-random generators, buffers and attributes put back after) on a copy of that input that requires a gradient;
+random generators, buffers and attributes put back after, the sessions' loss wrappers told nothing of the loss
+calls it makes) on a copy of that input that requires a gradient;
 a fixed, non-constant weighting of every floating-point output is differentiated with respect to the copy
 (``torch.autograd.grad``: no parameter's ``.grad`` is touched).  A column whose gradient is exactly zero on every
 row (and position) reaches no output.  An integer input (category or token ids, ``(rows, columns)``) has no
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from overt.guards import patches
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.putback import ModelState, restore_host_random, save_host_random
@@ -172,6 +174,8 @@ class InputReachChecks(Check):
             return
         saved = ModelState(info.module, info.param_device)
         host = save_host_random()
+        sessions = list(patches.ACTIVE)  # the loss calls of the probe's forward are no step's: no session hears of them
+        patches.ACTIVE.clear()
         try:
             with user_code():
                 try:
@@ -182,6 +186,7 @@ class InputReachChecks(Check):
                 except Exception:  # noqa: BLE001  a forward that cannot run again on these arguments: silent
                     return
         finally:
+            patches.ACTIVE[:] = sessions
             saved.restore()
             saved.restore_rng()
             restore_host_random(host)
