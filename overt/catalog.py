@@ -538,6 +538,16 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("numpy-shared-memory", "OVT410", "a numpy array written in place after torch.from_numpy shared it",
           "the tensor shares the array's memory, so it changes too: data that looks random or corrupted",
           _W, True, False),
+    Entry("input-columns-unread", "OVT447", "input columns the model never reads while it reads others more than once",
+          "a slice offset that is not advanced (or advanced by the wrong width) makes every part of the input read "
+          "the first part's columns: the other features reach no output, whatever the labels owe to them is never "
+          "learnt, and training runs normally on what is left",
+          _E, False, True),
+    Entry("inputs-duplicated", "OVT448", "two inputs of a model that hold the same ids in two argument slots",
+          "a collate or unpacking that fills one field with another's values (token types filled with the input "
+          "ids, user ids where item ids belong) gives the model one input twice: what the second slot should carry "
+          "never reaches it, and the parameters meant for it learn from a copy of the first",
+          _E, False, True),
     # -- data pipeline -----------------------------------------------------------
     Entry("frozen-model-in-train-mode", "OVT413",
           "a model kept fixed (a teacher, a frozen encoder) run in training mode",

@@ -48,6 +48,8 @@ from overt.guards.lengths import LengthChecks
 from overt.guards.horizon import HorizonChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
+from overt.guards.inputreach import InputReachChecks
+from overt.guards.sameinputs import SameInputChecks
 from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.leak import TargetLeakChecks
 from overt.guards.onetarget import OneTargetChecks
@@ -133,6 +135,8 @@ CHECKS: tuple[type[Check], ...] = (
     PaddingLossChecks,
     PaddingRowChecks,
     LabelSignalChecks,
+    InputReachChecks,
+    SameInputChecks,
     OneTargetChecks,
     TargetLeakChecks,
     SoftmaxDimChecks,

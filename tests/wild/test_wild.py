@@ -426,6 +426,12 @@ EXPECTED = {
     # function's own call (a GAE carry seeded with the bootstrap; a terminating state's value zeroed before the shift)
     "w228_value_of_terminating_state_zeroed": ("run",),
     "w313_gae_carry_seeded_with_bootstrap": ("run",),
+    # session 49 (embrows14): column groups sliced with an offset never advanced (the later groups' columns reach
+    # no output while the first group's are read by every encoder)
+    "w298_embedding_columns_offset_never_advanced": ("run",),
+    # session 49 (embrows14): a collate that fills the token types with the input ids (two argument slots of the
+    # model's forward given the same ids)
+    "w264_token_types_filled_with_input_ids": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
