@@ -80,6 +80,7 @@ from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.softtargets import SoftTargetChecks
+from overt.guards.logitbound import LogitBoundChecks
 from overt.guards.shadow import ShadowChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
@@ -124,6 +125,7 @@ CHECKS: tuple[type[Check], ...] = (
     LossDirectionChecks,
     SameViewsChecks,
     SoftTargetChecks,
+    LogitBoundChecks,
     StopGradientChecks,
     TermScaleChecks,
     MaskPickChecks,

@@ -422,6 +422,8 @@ EXPECTED = {
     "w277_magnitude_pruning_without_abs": ("run",),
     # round thirteen, measured in session 48 (test13): a mean pooling over the padded width (caught at the measurement)
     "w306_mean_pooling_counts_padding": ("run",),
+    # session 49 (lossreach14): InfoNCE on cosine similarities without its temperature (logits bounded in [-1, 1])
+    "w308_infonce_without_temperature": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
