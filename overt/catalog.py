@@ -495,6 +495,12 @@ ENTRIES: tuple[Entry, ...] = (
           "classifier without its scale) or by a tanh stay in [-1, 1], so the loss has a floor far above zero, the "
           "soft-max stays nearly flat and the model learns slowly while the loss looks like it trains",
           _W, False, True),
+    Entry("log-det-sign-flipped", "OVT375", "a flow's log-determinant returned with the wrong sign",
+          "a function that returns its output with a log-determinant must return log |det| of its own Jacobian: "
+          "its negative makes the change of variables reward the flow for shrinking the volume it should spread "
+          "over (a reverse-KL flow collapses onto a point, a maximum-likelihood one expands without bound) while "
+          "the loss falls",
+          _W, False, True),
     Entry("targets-one-class", "OVT335", "classification targets that are one class for the whole run",
           "the targets lost their values between the data set and the loss (ToTensor or Normalize on a mask of "
           "class ids divides them by 255 and .long() makes them 0; float labels in [0, 1) cast with .long()): the "

@@ -81,6 +81,7 @@ from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.logitbound import LogitBoundChecks
+from overt.guards.logdet import LogDetChecks
 from overt.guards.shadow import ShadowChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
@@ -126,6 +127,7 @@ CHECKS: tuple[type[Check], ...] = (
     SameViewsChecks,
     SoftTargetChecks,
     LogitBoundChecks,
+    LogDetChecks,
     StopGradientChecks,
     TermScaleChecks,
     MaskPickChecks,
