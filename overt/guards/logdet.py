@@ -76,14 +76,15 @@ class LogDetChecks(Check):
         self.done: set[tuple[type, str]] = set()
         self.tries: dict[tuple[type, str], int] = {}
         self.probing = False
-        self.classes: tuple[tuple[int, ...], list[type]] | None = None  # (the roots' ids, their user classes)
+        self.classes: tuple[int, list[type]] | None = None  # (the number of watched models, their user classes)
         self.found: list[torch.nn.Module] | None = None  # the user's modules holding the optimizers' parameters
 
     # -- the wrappers live only through checked steps --------------------------------------------------
     def on_arming(self, oi: OptInfo) -> None:
-        if self.s.armed and not self.wrapped:
-            self._install()
-        elif not self.s.armed:
+        if self.s.armed:
+            if not self.wrapped:
+                self._install()
+        elif self.wrapped:
             self._uninstall()
 
     def after_checked_step(self, oi: OptInfo) -> None:
@@ -116,11 +117,9 @@ class LogDetChecks(Check):
         return list(roots.values())
 
     def _install(self) -> None:
-        roots = self._roots()
-        if any(info.compiled for info in self.s.models.values()):
-            return  # a compiled model: methods replaced at their class would be traced or guarded on
-        ids = tuple(id(r) for r in roots)
-        if self.classes is None or self.classes[0] != ids:
+        models = len(self.s.models)
+        if self.classes is None or self.classes[0] != models:  # the user classes found once per set of models
+            roots = self._roots()
             classes: dict[type, None] = {}
             compiled = any(getattr(m, "_compiled_call_impl", None) is not None
                            or type(m).__name__ == "OptimizedModule" for r in roots for m in r.modules())
@@ -128,7 +127,9 @@ class LogDetChecks(Check):
                 for root in roots:
                     for cls in _user_classes(root):
                         classes[cls] = None
-            self.classes = (ids, list(classes))
+            self.classes = (models, list(classes))
+        if not self.classes[1] or any(info.compiled for info in self.s.models.values()):
+            return  # a compiled model: methods replaced at their class would be traced or guarded on
         for cls in self.classes[1]:
             for name in _methods(cls):
                 if (cls, name) in self.done:
