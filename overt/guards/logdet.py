@@ -17,8 +17,9 @@ depends on that row alone (cross-row blocks zero: no batch statistics, no data-d
 the returned value is, on every probed row, the negative of ``log |det|`` of the row's own Jacobian block,
 with ``|log |det|| >= MIN_LOGDET`` on some row (a volume-preserving map says nothing about the sign).  Any
 other value (a log-probability, a per-sample loss, a log-determinant with a constant) proves nothing and keeps
-the method silent, as do methods named as an inverse (``inverse``, ``reverse``, ``rev``, ``backward``), where
-some libraries return the forward direction's log-determinant by convention.  Nothing is wrapped around a
+the method silent, as do methods named as an inverse (``inverse``, ``reverse``, ``rev``, ``backward``) and calls that
+ask for the inverse direction (``mode="inverse"``, ``reverse=True``), where some libraries (pytorch-flows'
+``mode="inverse"``) return the forward direction's log-determinant by convention.  Nothing is wrapped around a
 compiled model (``torch.compile``, ``Module.compile``: it would trace or guard on the replaced methods).
 """
 
@@ -148,7 +149,8 @@ class LogDetChecks(Check):
 
         def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(obj, *args, **kwargs)
-            if not check.probing and (cls, name) not in check.done and _shapes_fit(args, out):
+            if not check.probing and (cls, name) not in check.done and _shapes_fit(args, out) \
+                    and not _inverse_call(args, kwargs):
                 check._probe(cls, name, original, obj, args, kwargs)
             return out
 
@@ -258,3 +260,14 @@ def _shapes_fit(args: tuple, out: Any) -> bool:
         return False
     return (x.is_floating_point() and x.dim() == 2 and x.shape[0] >= 2 and 1 <= x.shape[1] <= MAX_DIM
             and y.shape == x.shape and tuple(ld.shape) == (x.shape[0],) and ld.is_floating_point())
+
+
+def _inverse_call(args: tuple, kwargs: dict) -> bool:
+    """A call that asks for the inverse direction (``mode="inverse"``, ``reverse=True``, ``rev=True``): libraries
+    (pytorch-flows' ``mode="inverse"``) return the forward direction's log-determinant there by convention."""
+    for key, value in kwargs.items():
+        if _INVERSE.search(key.lower()) and value is True:
+            return True
+        if isinstance(value, str) and _INVERSE.search(value.lower()):
+            return True
+    return any(isinstance(a, str) and _INVERSE.search(a.lower()) for a in args)
