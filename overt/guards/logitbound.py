@@ -58,6 +58,8 @@ _SQUASH = {"TanhBackward0": "tanh"}
 _NORMS = frozenset(("LinalgVectorNormBackward0", "NormBackward1", "NormBackward0", "NormBackward3"))
 _DIVISOR_PASS = frozenset(("ExpandBackward0", "ClampMinBackward0", "ClampBackward1", "CloneBackward0",
                            "UnsqueezeBackward0", "ViewBackward0", "AddBackward0", "MaximumBackward0"))
+#: the kinds of node a loss input proven bounded can have (the others are not walked)
+_FIRST = _MOVES | _CAT | _PRODUCTS | _SUMS | frozenset(_SQUASH) | {"MulBackward0", "LogSoftmaxBackward0"}
 _LIMIT = 400
 _BOUND = 1.0 + 1e-3
 _LOSSES = ("cross_entropy", "nll_loss", "binary_cross_entropy_with_logits")
@@ -183,16 +185,18 @@ class LogitBoundChecks(Check):
             if name == "cross_entropy" and _label_smoothing(args, kwargs) != 0.0:
                 return
             classes = int(inp.shape[1])
-        site = self.s.losses.site() or f"F.{name}"
-        if site in self.done:
-            return
         node = inp.grad_fn
+        if type(node).__name__ not in _FIRST:  # most losses' logits come out of a linear layer: nothing to walk
+            return
         if name == "nll_loss":
             if _kind(node) != "LogSoftmaxBackward0":
                 return
             node = _inputs(node)[0]
         maker = bounded_maker(node)
         if maker is None:
+            return
+        site = self.s.losses.site() or f"F.{name}"
+        if site in self.done:
             return
         if site not in self.made:
             self.made[site] = made_at(getattr(self.s.losses, "_frame", None), inp)
