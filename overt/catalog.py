@@ -489,6 +489,18 @@ ENTRIES: tuple[Entry, ...] = (
           "looked up by batch index) pair each sample with another sample's soft targets: they agree with the labels "
           "at chance level and the student is distilled towards noise while the loss looks normal",
           _W, False, True),
+    Entry("logits-bounded", "OVT374", "a classification loss on logits bounded by construction",
+          "cross-entropy reaches its minimum only as the right logit's lead grows without bound; logits made as "
+          "cosine similarities (dot products of normalised vectors, InfoNCE without its temperature, a cosine "
+          "classifier without its scale) or by a tanh stay in [-1, 1], so the loss has a floor far above zero, the "
+          "soft-max stays nearly flat and the model learns slowly while the loss looks like it trains",
+          _W, False, True),
+    Entry("log-det-sign-flipped", "OVT375", "a flow's log-determinant returned with the wrong sign",
+          "a function that returns its output with a log-determinant must return log |det| of its own Jacobian: "
+          "its negative makes the change of variables reward the flow for shrinking the volume it should spread "
+          "over (a reverse-KL flow collapses onto a point, a maximum-likelihood one expands without bound) while "
+          "the loss falls",
+          _W, False, True),
     Entry("targets-one-class", "OVT335", "classification targets that are one class for the whole run",
           "the targets lost their values between the data set and the loss (ToTensor or Normalize on a mask of "
           "class ids divides them by 255 and .long() makes them 0; float labels in [0, 1) cast with .long()): the "

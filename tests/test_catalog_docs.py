@@ -146,7 +146,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, hand-written optimizers and parameter updates do what their hyperparameters say (branch optim12)
          "optimizer-off-definition", "pruning-removes-one-sign",
          # issue 33, every input reaches parameters of its own (branch embrows14)
-         "input-columns-unread", "inputs-duplicated"}
+         "input-columns-unread", "inputs-duplicated",
+         # issue 33, a loss that can reach its minimum on the outputs it is given (branch lossreach14)
+         "logits-bounded", "log-det-sign-flipped"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -83,6 +83,8 @@ from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.softtargets import SoftTargetChecks
+from overt.guards.logitbound import LogitBoundChecks
+from overt.guards.logdet import LogDetChecks
 from overt.guards.shadow import ShadowChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
@@ -127,6 +129,8 @@ CHECKS: tuple[type[Check], ...] = (
     LossDirectionChecks,
     SameViewsChecks,
     SoftTargetChecks,
+    LogitBoundChecks,
+    LogDetChecks,
     StopGradientChecks,
     TermScaleChecks,
     MaskPickChecks,

@@ -432,6 +432,10 @@ EXPECTED = {
     # session 49 (embrows14): a collate that fills the token types with the input ids (two argument slots of the
     # model's forward given the same ids)
     "w264_token_types_filled_with_input_ids": ("run",),
+    # session 49 (lossreach14): InfoNCE on cosine similarities without its temperature (logits bounded in [-1, 1])
+    "w308_infonce_without_temperature": ("run",),
+    # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
+    "w301_flow_log_det_sign_flipped": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
