@@ -142,7 +142,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, schedules and class weights consistent with the run and the data (branch sched12)
          "schedule-past-horizon", "class-weight-zero",
          # issue 33, hand-written optimizers and parameter updates do what their hyperparameters say (branch optim12)
-         "optimizer-off-definition", "pruning-removes-one-sign"}
+         "optimizer-off-definition", "pruning-removes-one-sign",
+         # session 49 (evalsep14): an evaluation forward that changes what training reads afterwards
+         "eval-pass-changes-training"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -422,6 +422,10 @@ EXPECTED = {
     "w277_magnitude_pruning_without_abs": ("run",),
     # round thirteen, measured in session 48 (test13): a mean pooling over the padded width (caught at the measurement)
     "w306_mean_pooling_counts_padding": ("run",),
+    # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training; a
+    # feature cache keyed without the split (the validation tensors are the training rows)
+    "w304_eval_forward_zeroes_dropout_rate": ("run",),
+    "w299_feature_cache_shared_by_splits": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
