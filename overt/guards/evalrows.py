@@ -12,9 +12,14 @@ comparison reads (:mod:`overt.guards.skew`), each row of its first input is hash
 random integers, summed with integer wrap-around: equal rows, equal hashes, whatever batch they sit in) and the
 address of its storage is kept.  Evaluation side: each evaluation batch that comparison looks at (at least
 :data:`MIN_ROWS` rows) counts how many of its rows hash to a training row (a device count, read with the next
-checked step's values).  Judged at the end of the run, after the DataLoader comparison (which wins where it
+checked step's values) and how many of the first training batch's rows it holds.  Only models given one tensor
+argument in training and evaluation are compared: a graph model's node features beside their edges, rows beside
+a mask, are trained as a whole and scored in parts (transductive learning: the evaluation nodes are training
+inputs by design).  Judged at the end of the run, after the DataLoader comparison (which wins where it
 judged anything): reported when every compared evaluation batch that is not the training tensor itself (training
-accuracy) holds at least :data:`FAIL_SHARE` training rows and no evaluation batch was held out.  Augmented or
+accuracy) holds at least :data:`FAIL_SHARE` training rows, one of them holds at least that share of the first
+training batch's rows (the evaluation is over the training set, not over a few training rows) and no evaluation
+batch was held out.  Augmented or
 noisy training inputs never hash alike (silent); a run that also evaluates held-out rows is silent.
 """
 
@@ -30,7 +35,7 @@ from overt.guards.overlap import FAIL_SHARE
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
 
-TRAIN_LOOKS = 8  # checked training forwards whose rows are hashed, per model
+TRAIN_LOOKS = 3  # checked training forwards whose rows are hashed, per model (the first and the warm-up ones)
 MAX_ROWS = 1 << 16  # training row hashes kept per model
 MAX_COLS = 4096  # values of a row that are hashed (evenly spaced beyond this)
 MIN_ROWS = 32  # rows of an evaluation batch that is compared
@@ -92,11 +97,15 @@ class EvalRowChecks(Check):
         self.kept: dict[int, int] = {}  # id(ModelInfo) -> how many
         self.looks: dict[int, int] = {}  # id(ModelInfo) -> checked training forwards hashed
         self.storages: dict[int, set[int]] = {}  # id(ModelInfo) -> storages of training inputs
-        self.seen: list[tuple[str, int, int, str]] = []  # (model, training rows among them, rows, where)
+        self.first: dict[int, torch.Tensor] = {}  # id(ModelInfo) -> the first training batch's row hashes
+        self.inputs: dict[int, int] = {}  # id(ModelInfo) -> tensor arguments of its training forwards (-1: mixed)
+        # (model, training rows among them, rows, where, share of the first training batch's rows it holds)
+        self.seen: list[tuple[str, int, int, str, float]] = []
         self.own = 0  # evaluation batches that were a training input tensor itself
 
-    def training_input(self, info: ModelInfo, x: torch.Tensor) -> None:
-        """The first input of a checked training forward (called by the skew comparison)."""
+    def training_input(self, info: ModelInfo, x: torch.Tensor, tensors: int = 1) -> None:
+        """The first input of a checked training forward (called by the skew comparison; ``tensors``: how many
+        tensor arguments the forward was given)."""
         key = id(info)
         n = self.looks.get(key, 0)
         if n >= TRAIN_LOOKS or self.kept.get(key, 0) >= MAX_ROWS:
@@ -107,15 +116,20 @@ class EvalRowChecks(Check):
             return
         h = h[:MAX_ROWS - self.kept.get(key, 0)]
         self.train.setdefault(key, []).append(h)
+        self.first.setdefault(key, h)
         self.kept[key] = self.kept.get(key, 0) + h.shape[0]
         self.storages.setdefault(key, set()).add(_storage(x))
+        self.inputs[key] = tensors if self.inputs.get(key, tensors) == tensors else -1
 
-    def evaluation_input(self, info: ModelInfo, x: torch.Tensor, where: str) -> None:
-        """The first input of an evaluation forward the skew comparison looks at."""
+    def evaluation_input(self, info: ModelInfo, x: torch.Tensor, where: str, tensors: int = 1) -> None:
+        """The first input of an evaluation forward the skew comparison looks at (``tensors``: how many tensor
+        arguments the forward was given)."""
         key = id(info)
         rows = self.train.get(key)
         if not rows or x.shape[0] < MIN_ROWS or len(self.seen) >= 16:
             return
+        if tensors != 1 or self.inputs.get(key) != 1:
+            return  # a graph and its node features, rows and a mask: the rows may be scored apart (transductive)
         if _storage(x) in self.storages.get(key, ()):
             self.own += 1  # the training tensor itself: training accuracy, not an evaluation set
             return
@@ -126,20 +140,24 @@ class EvalRowChecks(Check):
         if len(rows) > 1:
             self.train[key] = [train]
         found = torch.isin(h, train).sum()
+        covered = torch.isin(self.first[key], h).float().mean()  # the first training batch's rows it holds
         name, n = info.name, int(x.shape[0])
 
         def seen(vals: list[float]) -> None:
-            self.seen.append((name, int(vals[0]), n, where))
+            self.seen.append((name, int(vals[0]), n, where, vals[1]))
 
-        self.s.defer(found.reshape(1), seen)
+        self.s.defer(torch.stack((found.double(), covered.double())), seen)
 
     def end_of_run(self) -> None:
         judged = getattr(getattr(self.s, "evaloverlap", None), "judged", None)
         if judged or not self.seen:
             return  # DataLoader passes were compared: their verdict stands
-        if any(shared < FAIL_SHARE * n for _, shared, n, _ in self.seen):
+        if any(shared < FAIL_SHARE * n for _, shared, n, _, _ in self.seen):
             return  # an evaluation of held-out rows exists
-        name, shared, n, where = self.seen[0]
+        same = [s for s in self.seen if s[4] >= FAIL_SHARE]
+        if not same:
+            return  # parts of the training inputs, scored apart (rows of a transductive training set)
+        name, shared, n, where, _ = same[0]
         self.s.report(
             "val-overlaps-train",
             f"every evaluation batch of {name} the run compared is made of its training inputs: {shared} of {n} "

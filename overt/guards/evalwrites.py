@@ -16,6 +16,12 @@ forward and still holds the evaluation's value after training has run a forward 
 forward puts back (a setting recomputed from ``self.training`` in every forward), one that ``train()`` restores,
 one the loop changes between passes (an annealed rate) and one that training forwards change too (a cache, a
 counter) stay silent.  Host attributes only: no device value is read, and nothing runs on unchecked steps.
+
+Parameters the same way, by value: around the first :data:`TRAIN_PRINTS` checked training forwards and the
+looked-at evaluation forwards, each parameter's sum and sum of absolute values (float64 accumulations on the
+device, read with the next checked step's values; models of up to :data:`MAX_ELEMENTS` values).  A parameter an
+evaluation forward changed and no training forward did is reported (``.data`` writes included); a constraint
+applied in every forward (a clamp in both modes) is written by training too and stays silent.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ SLUG = "eval-pass-changes-training"
 MAX_PASSES = 3  # evaluation passes looked at per model
 MAX_MODULES = 4096  # modules whose attributes are read per snapshot
 MAX_PARAMS = 1024  # parameters fingerprinted around a looked-at forward
+MAX_ELEMENTS = 1 << 27  # ... and their values in all (a bigger model's parameters are not fingerprinted)
 TRAIN_PRINTS = 2  # checked training forwards whose parameter writes are looked at first
 _TORCH_OWN = frozenset(vars(nn.Module()))  # nn.Module's own bookkeeping attributes
 
@@ -60,8 +67,8 @@ def snapshot(module: nn.Module) -> dict[tuple[int, str], Any]:
 
 
 def fingerprint(module: nn.Module) -> tuple[list[nn.Parameter], torch.Tensor] | None:
-    """The module's parameters (at most :data:`MAX_PARAMS`) and, per parameter, its float64 sum and sum of
-    squares, on the device (no read): equal before and after a forward that wrote none of them."""
+    """The module's parameters (at most :data:`MAX_PARAMS`) and, per parameter, its sum and sum of absolute
+    values, on the device (no read): equal before and after a forward that wrote none of them."""
     params = [p for p in list(module.parameters())[:MAX_PARAMS] if p.is_floating_point()]
     if not params or len({p.device for p in params}) > 1:
         return None
@@ -70,9 +77,13 @@ def fingerprint(module: nn.Module) -> tuple[list[nn.Parameter], torch.Tensor] | 
 
 
 def fingerprint_of(params: list) -> torch.Tensor | None:
+    """Per parameter, its sum and the sum of its absolute values, accumulated in float64 (no float64 copy)."""
+    if sum(p.numel() for p in params) > MAX_ELEMENTS:
+        return None
     with torch.no_grad():
         try:
-            return torch.stack([torch.stack((q.sum(), (q * q).sum())) for q in (p.detach().double() for p in params)])
+            return torch.stack([torch.stack((q.sum(dtype=torch.float64), q.abs().sum(dtype=torch.float64)))
+                                for q in (p.detach() for p in params)])
         except RuntimeError:
             return None
 
@@ -123,7 +134,8 @@ def written_at(module: nn.Module, attr: str) -> str | None:
 
 
 class _Model:
-    __slots__ = ("train", "stable", "passes", "pending", "want_eval", "looked", "prints", "printed", "written")
+    __slots__ = ("train", "stable", "passes", "pending", "want_eval", "looked", "prints", "started", "printed",
+                 "written")
 
     def __init__(self) -> None:
         self.train: dict[tuple[int, str], Any] | None = None  # after the latest checked training forward snapped
@@ -133,6 +145,7 @@ class _Model:
         self.want_eval = False  # the next eval-mode forward begins a pass to look at
         self.looked = False  # a pass was looked at since the latest training snapshot
         self.prints: tuple | None = None  # parameter fingerprint before the training forward under way
+        self.started = 0  # training forwards fingerprinted
         self.printed = 0  # training forwards whose parameter writes were read
         self.written: set[int] = set()  # id() of parameters a training forward wrote (written in both modes)
 
@@ -153,12 +166,12 @@ class EvalWriteChecks(Check):
     # -- training forwards: the values training runs with ------------------------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         st = self.models.get(id(info))
-        n_started = 0 if st is None else st.printed + (st.prints is not None)
-        if n_started < TRAIN_PRINTS and self.look is None and (st is None or not self._done_with(info, st)):
+        if (st is None or st.started < TRAIN_PRINTS and not self._done_with(info, st)) and self.look is None:
             if st is None:
                 if len(self.models) >= 8:
                     return
                 st = self.models[id(info)] = _Model()
+            st.started += 1
             st.prints = fingerprint(info.module)
 
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
@@ -185,7 +198,8 @@ class EvalWriteChecks(Check):
             st.pending = {}
         first = st.train is None
         if not first:
-            st.stable = {k for k, v in now.items() if k in st.train and st.train[k] == v and type(st.train[k]) is type(v)}
+            old = st.train
+            st.stable = {k for k, v in now.items() if k in old and old[k] == v and type(old[k]) is type(v)}
         st.train, st.looked = now, False
         st.want_eval = bool(st.stable) and st.passes < MAX_PASSES
         if not first and not st.stable:
@@ -240,7 +254,7 @@ class EvalWriteChecks(Check):
         now = fingerprint_of(params)
         if now is None:
             return
-        changed = (now != before).any(1)
+        changed = ((now != before) & now.isfinite() & before.isfinite()).any(1)  # a NaN is never "written"
         if training:
             def seen(vals: list[float]) -> None:
                 st.printed += 1

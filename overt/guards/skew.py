@@ -136,7 +136,7 @@ class SkewChecks(Check):
             return
         overlap = getattr(self.s, "evalrows", None)
         if overlap is not None:
-            overlap.training_input(info, raw)
+            overlap.training_input(info, raw, sum(isinstance(a, torch.Tensor) for a in args))
         st = self.stats.get(id(info))
         x = x.float()
         if st is None or st[2].shape != x.shape[1:] or st[2].device != x.device:
@@ -244,7 +244,8 @@ class SkewChecks(Check):
         where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
         overlap = getattr(self.s, "evalrows", None)
         if overlap is not None:
-            overlap.evaluation_input(info, next(a for a in args if isinstance(a, torch.Tensor)), where)
+            overlap.evaluation_input(info, next(a for a in args if isinstance(a, torch.Tensor)), where,
+                                     sum(isinstance(a, torch.Tensor) for a in args))
         n = st[1]
         mean = st[2] / n
         std = (st[3] / n - mean * mean).clamp_min(0).sqrt()
