@@ -302,6 +302,12 @@ ENTRIES: tuple[Entry, ...] = (
           "into the gradient the moments and the sign see: every update of the run follows another rule than the "
           "one the hyperparameters were chosen for, with no error",
           _E, False, True),
+    Entry("eval-pass-changes-training", "OVT229",
+          "an evaluation forward that changes a setting training reads afterwards",
+          "evaluating the model leaves training alone; a forward that assigns a module's own setting in eval mode "
+          "(a dropout rate set to 0, a norm's momentum or epsilon, a switch) keeps it after model.train(), so every "
+          "epoch after the first evaluation trains with another setting than configured, with no error",
+          _E, False, True),
     Entry("pruning-removes-one-sign", "OVT228",
           "a pruning or quantisation that sets every weight of one sign to zero",
           "pruning criteria (magnitude, movement, saliency, chance) do not depend on a weight's sign; a score taken "

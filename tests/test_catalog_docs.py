@@ -148,7 +148,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, every input reaches parameters of its own (branch embrows14)
          "input-columns-unread", "inputs-duplicated",
          # issue 33, a loss that can reach its minimum on the outputs it is given (branch lossreach14)
-         "logits-bounded", "log-det-sign-flipped"}
+         "logits-bounded", "log-det-sign-flipped",
+         # session 49 (evalsep14): an evaluation forward that changes what training reads afterwards
+         "eval-pass-changes-training"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

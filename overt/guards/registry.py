@@ -32,6 +32,8 @@ from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalscale import EvalScaleChecks
+from overt.guards.evalrows import EvalRowChecks
+from overt.guards.evalwrites import EvalWriteChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
@@ -100,6 +102,7 @@ CHECKS: tuple[type[Check], ...] = (
     ModeChecks,
     FrozenModeChecks,
     DropoutChecks,
+    EvalWriteChecks,
     IndependenceChecks,
     CarriedStateChecks,
     StaleEvalChecks,
@@ -164,6 +167,7 @@ CHECKS: tuple[type[Check], ...] = (
     RoundTripChecks,
     CoverageChecks,
     SkewChecks,
+    EvalRowChecks,
     SamplerChecks,
     OrderChecks,
     ClipOrderChecks,
