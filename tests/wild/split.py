@@ -58,6 +58,10 @@ Round thirteen: the reports N269-N288 (docs/wild.md, "Issue 33, round thirteen")
 twelve was measured, are shuffled with ``random.Random(SEED13)`` into ``dev13`` and ``test13`` (10 and
 10).  The keys of rounds one to twelve are written exactly as before.
 
+Round fourteen: the reports N289-N308 (docs/wild.md, "Issue 33, round fourteen"), gathered after round
+thirteen was drawn, are shuffled with ``random.Random(SEED14)`` into ``dev14`` and ``test14`` (10 and
+10).  The keys of rounds one to thirteen are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -121,12 +125,16 @@ SEED13 = 3913
 #: the round-thirteen reports, in the order they were gathered (docs/wild.md, "Issue 33, round thirteen")
 NEW13 = [f"N{i:02d}" for i in range(269, 289)]
 
+SEED14 = 3914
+#: the round-fourteen reports, in the order they were gathered (docs/wild.md, "Issue 33, round fourteen")
+NEW14 = [f"N{i:02d}" for i in range(289, 309)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
 HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
           "dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10", "dev11", "test11",
-          "dev12", "test12", "dev13", "test13")
+          "dev12", "test12", "dev13", "test13", "dev14", "test14")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -139,7 +147,7 @@ def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
 def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = SEED4,
          seed5: int = SEED5, seed6: int = SEED6, seed7: int = SEED7, seed8: int = SEED8,
          seed9: int = SEED9, seed10: int = SEED10, seed11: int = SEED11,
-         seed12: int = SEED12, seed13: int = SEED13) -> dict:
+         seed12: int = SEED12, seed13: int = SEED13, seed14: int = SEED14) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
     N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
@@ -147,8 +155,8 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     seven ({"dev7", "test7"}: the halves of N149-N168), round eight ({"dev8", "test8"}: the halves of
     N169-N188), round nine ({"dev9", "test9"}: the halves of N189-N208), round ten ({"dev10", "test10"}: the
     halves of N209-N228), round eleven ({"dev11", "test11"}: the halves of N229-N248), round twelve
-    ({"dev12", "test12"}: the halves of N249-N268) and round thirteen ({"dev13", "test13"}: the halves of
-    N269-N288)."""
+    ({"dev12", "test12"}: the halves of N249-N268), round thirteen ({"dev13", "test13"}: the halves of
+    N269-N288) and round fourteen ({"dev14", "test14"}: the halves of N289-N308)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
@@ -162,6 +170,7 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     dev11, test11 = _halve(NEW11, seed11)
     dev12, test12 = _halve(NEW12, seed12)
     dev13, test13 = _halve(NEW13, seed13)
+    dev14, test14 = _halve(NEW14, seed14)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
             "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6,
@@ -169,7 +178,8 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
             "seed9": seed9, "dev9": dev9, "test9": test9, "seed10": seed10, "dev10": dev10, "test10": test10,
             "seed11": seed11, "dev11": dev11, "test11": test11,
             "seed12": seed12, "dev12": dev12, "test12": test12,
-            "seed13": seed13, "dev13": dev13, "test13": test13}
+            "seed13": seed13, "dev13": dev13, "test13": test13,
+            "seed14": seed14, "dev14": dev14, "test14": test14}
 
 
 def load() -> dict:
