@@ -150,7 +150,9 @@ def test_the_window_goes_on_the_stack_when_the_hook_that_opens_it_ends():
         seen.clear()
     depth = torch._C._len_torch_function_stack()
     torch.manual_seed(0)
-    checks = tuple(c for c in CHECKS if c.__name__ != "EvalScaleChecks")
+    # (the probes that run the user's forward again, under a mode of their own, are left out: their extra forward
+    # would be counted as a window step's)
+    checks = tuple(c for c in CHECKS if c.__name__ not in ("EvalScaleChecks", "InputReachChecks"))
     session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True,
                            checks=(*checks, _AfterAxes))
     try:
