@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.stateless import only_stateless
 
 _CONTAINERS = (ast.List, ast.Tuple, ast.Dict, ast.ListComp, ast.DictComp, ast.Set)
 
@@ -73,7 +74,7 @@ def unregistered_submodule(ix: FileIndex) -> Iterator[Hit]:
                 continue
             value = node.value
             filled = any(_builds_module(ix, x) for x in ast.walk(value)) or attr in appended
-            if not filled:
+            if not filled or _holds_only_stateless(ix, nodes, attr, value):
                 continue
             kind = "dict" if isinstance(value, (ast.Dict, ast.DictComp)) else "list"
             fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList (nn.ParameterList for parameters)"
@@ -81,6 +82,26 @@ def unregistered_submodule(ix: FileIndex) -> Iterator[Hit]:
                       f"self.{attr} keeps layers in a plain Python {kind}, so {name} does not register them: "
                       f"their parameters are invisible to the optimizer, .to(), state_dict() and checkpoints", fix=f""
                       f"wrap it in {fix}")
+
+
+def _holds_only_stateless(ix: FileIndex, nodes: list[ast.AST], attr: str, value: ast.AST) -> bool:
+    """Everything put in ``self.<attr>`` (its literal, each append/extend/insert, each ``self.<attr>[k] = ...``)
+    is a module with no parameters, buffers or train/eval behaviour: a plain list of them loses nothing."""
+    if not only_stateless(ix, value):
+        return False
+    for n in nodes:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _self_attr(n.func.value) == attr \
+                and n.func.attr in ("append", "extend", "insert", "__setitem__", "update", "setdefault"):
+            if not n.args or not only_stateless(ix, n.args[-1]):
+                return False
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(isinstance(t, ast.Subscript) and _self_attr(t.value) == attr for t in targets) \
+                    and not only_stateless(ix, n.value):
+                return False
+            if isinstance(n, ast.AugAssign) and _self_attr(n.target) == attr and not only_stateless(ix, n.value):
+                return False
+    return True
 
 
 def _is_super_init(ix: FileIndex, node: ast.AST) -> bool:
