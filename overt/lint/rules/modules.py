@@ -251,12 +251,16 @@ def _resynced_constant(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, 
 
 
 def _used_only_in_init(ix: FileIndex, init: ast.AST, attr: str) -> bool:
-    """Is ``self.attr`` read in ``__init__`` (to build something else) and ``.attr`` read nowhere else in the
-    file?  Then no code uses the tensor after construction, so where ``.to(device)`` leaves it and whether a
-    checkpoint holds it change nothing."""
+    """Is ``.attr`` read nowhere in the file outside ``__init__`` (read there only to build something else,
+    or never read at all: an attribute left over, replaced by a local)?  Then no code uses the tensor after
+    construction, so where ``.to(device)`` leaves it and whether a checkpoint holds it change nothing.  An
+    augmented assignment (``self.total += x``) reads it."""
     inside = {id(n) for n in ast.walk(init)}
-    reads = [a for a in ix.attributes if a.attr == attr and isinstance(a.ctx, ast.Load)]
-    return bool(reads) and all(id(a) in inside for a in reads)
+    augmented = {id(n.target) for n in ast.walk(ix.tree) if isinstance(n, ast.AugAssign)}
+    reads = [a for a in ix.attributes if a.attr == attr and (isinstance(a.ctx, ast.Load) or id(a) in augmented)]
+    if any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(ix.tree)):
+        return False  # getattr(self, "attr"), a name in a list of attributes: read in a way not followed here
+    return all(id(a) in inside for a in reads)
 #: calls whose result is a Python value or an iterator over the tensor's elements, not a tensor that meets others
 _PYTHON_SIDE = frozenset({"tolist", "item", "numel", "dim", "size"})
 _ITERATING = frozenset({"enumerate", "zip", "reversed", "len", "list", "tuple", "bool", "int", "float"})
@@ -334,7 +338,7 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                 if _resynced_constant(ix, cls, init, n.value, attr):
                     continue  # a shape-only constant the module moves to its device itself, before use
                 if _used_only_in_init(ix, init, attr):
-                    continue  # a construction-time value: nothing reads it once the module is built
+                    continue  # a construction-time value or one never read: nothing reads it once the module is built
                 if _flat(n.value) and _read_only_as_python_values(cls, init, attr):
                     continue  # read as Python values only (a loop over flags): its device never matters
                 yield Hit("unregistered-tensor", n,
