@@ -49,7 +49,8 @@ def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: 
     evals: dict[tuple[int, int], ast.AST] = {}
     for ev in events(ix, stmts, depth=2):
         pos = (ev.site.lineno, ev.site.col_offset)
-        if ev.kind == "eval" and (not strict or ev.target == model or (ev.nested and ix.is_model(ev.target))):
+        if ev.kind == "eval" and (not strict or ev.target == model or (
+                ev.nested and ix.is_model(ev.target) and _hands_over(ev.site, model))):
             marks.append((pos, "eval"))
             evals[pos] = ev.site
         elif ev.kind == "train" and (ev.target == model or model is None
@@ -64,6 +65,20 @@ def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: 
     if last == "eval" and any(_other_branch(ix, evals[pos], t) for t in trains):
         return "unknown"  # `if phase == "train": model.train() else: model.eval()`: either mode follows
     return last
+
+
+def _hands_over(site: ast.AST, model: str | None) -> bool:
+    """Does the helper call ``site`` receive ``model`` (as an argument, or as the object of the method)?
+    A helper that switches some model of its own to eval mode (``load(surrogate, path)`` calling
+    ``surrogate.eval()``) says nothing of a model it was not given."""
+    if model is None:
+        return True
+    if not isinstance(site, ast.Call):
+        return False
+    if isinstance(site.func, ast.Attribute) and dotted(site.func.value) == model:
+        return True
+    return any(dotted(a.value if isinstance(a, ast.Starred) else a) == model
+               for a in [*site.args, *(k.value for k in site.keywords)])
 
 
 def _other_branch(ix: FileIndex, a: ast.AST, b: ast.AST) -> bool:
