@@ -1,6 +1,7 @@
 """Lint a corpus of public PyTorch projects and say how precise lint is on it.
 
-    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test|fresh3-dev|fresh3-test] [--mirror DIR] [--verdicts FILE]
+    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test|fresh3-dev|fresh3-test|fresh4-dev|fresh4-test]
+                                         [--mirror DIR] [--verdicts FILE]
                                          [--findings OUT] [--only SLUG,...]
 
 The corpus is ``manifest.json`` beside this script: for each project its GitHub repository, the
@@ -21,7 +22,8 @@ before (``split-fresh.json``, seed 20261127; ``verdicts-fresh-dev.txt``, ``verdi
 and ``fresh2-test`` the two halves of ten more such projects added in session 46 (``split-fresh2.json``, seed
 20261128; ``verdicts-fresh2-dev.txt``, ``verdicts-fresh2-test.txt``); ``fresh3-dev`` and ``fresh3-test`` the
 two halves of ten more added in session 47 (``split-fresh3.json``, seed 20261129; ``verdicts-fresh3-dev.txt``,
-``verdicts-fresh3-test.txt``).  Projects whose
+``verdicts-fresh3-test.txt``); ``fresh4-dev`` and ``fresh4-test`` the two halves of ten more added in session 49
+(``split-fresh4.json``, seed 20261203; ``verdicts-fresh4-dev.txt``, ``verdicts-fresh4-test.txt``).  Projects whose
 manifest entry says ``"notebooks": true`` have their ``.ipynb`` files linted too.
 
 Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
@@ -127,13 +129,15 @@ def _lines(path: Path) -> int:
     return sum(len(s) if isinstance(s, list) else s.count("\n") + 1 for s in src)
 
 
-GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test", "fresh2-dev", "fresh2-test", "fresh3-dev", "fresh3-test")
+GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test", "fresh2-dev", "fresh2-test", "fresh3-dev", "fresh3-test",
+          "fresh4-dev", "fresh4-test")
 
 
 def select(projects: list[dict], group: str) -> list[dict]:
     """The manifest's projects of ``group`` (``dev``/``test``: the halves split.json drew;
     ``fresh-dev``/``fresh-test``: the halves split-fresh.json drew; ``fresh2-dev``/``fresh2-test``: those of
-    split-fresh2.json; ``fresh3-dev``/``fresh3-test``: those of split-fresh3.json)."""
+    split-fresh2.json; ``fresh3-dev``/``fresh3-test``: those of split-fresh3.json; ``fresh4-dev``/``fresh4-test``: those of
+    split-fresh4.json)."""
     if group == "tuned":
         return [p for p in projects if "group" not in p]
     if group == "known":

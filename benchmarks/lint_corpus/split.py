@@ -1,6 +1,6 @@
-"""Split the corpus's "new", "fresh", "fresh2" and "fresh3" projects into development and test halves by a seeded draw.
+"""Split the corpus's "new", "fresh", "fresh2", "fresh3" and "fresh4" projects into development and test halves by a seeded draw.
 
-    python benchmarks/lint_corpus/split.py    # writes split.json, split-fresh.json, split-fresh2.json and split-fresh3.json beside this script
+    python benchmarks/lint_corpus/split.py    # writes split.json, split-fresh.json, split-fresh2.json, split-fresh3.json and split-fresh4.json beside this script
 
 Held out means held out: the draw is made once, before any finding on these projects is read,
 and committed with its seed.  Rules are built against the development half only; the test half
@@ -20,6 +20,7 @@ SEED = 20261126  # the day the draw was made (issue 30)
 FRESH_SEED = 20261127  # the day the "fresh" projects' draw was made (issue 33)
 FRESH2_SEED = 20261128  # the "fresh2" projects' draw (session 46)
 FRESH3_SEED = 20261129  # the "fresh3" projects' draw (session 47)
+FRESH4_SEED = 20261203  # the "fresh4" projects' draw (session 49)
 
 
 def draw(slugs: list[str], seed: int = SEED) -> dict[str, list[str]]:
@@ -34,7 +35,8 @@ def main() -> int:
     projects = json.loads((HERE / "manifest.json").read_text())["projects"]
     for group, seed, name in (("new", SEED, "split.json"), ("fresh", FRESH_SEED, "split-fresh.json"),
                               ("fresh2", FRESH2_SEED, "split-fresh2.json"),
-                              ("fresh3", FRESH3_SEED, "split-fresh3.json")):
+                              ("fresh3", FRESH3_SEED, "split-fresh3.json"),
+                              ("fresh4", FRESH4_SEED, "split-fresh4.json")):
         halves = draw([p["slug"] for p in projects if p.get("group") == group], seed)
         (HERE / name).write_text(json.dumps(halves, indent=2) + "\n")
         print(f"{group}, seed {halves['seed']}: dev {len(halves['dev'])} {halves['dev']}\n"

@@ -6,7 +6,7 @@ in an arbitrary order (the file system's).  Two listings -- input files and labe
 masks -- paired by position (``zip(xs, ys)``, or ``xs[i]`` with ``ys[i]``) then pair each input with
 some other sample's label unless both are sorted: the model trains on shuffled labels and nothing
 fails (fast-DiT#4).  Reported at the pairing when at least one of the two listings is not sorted
-(``sorted(...)`` around it, or ``.sort()`` on it, anywhere in the file).  Listings that are
+(``sorted(...)`` around it, ``.sort()`` on it or a rebinding ``xs = sorted(xs)``, anywhere in the file).  Listings that are
 filtered (``[f for f in os.listdir(d) if ...]``, ``filter``, ``list``) keep their order and count as
 listings.  Quiet when both are sorted -- the rule cannot see whether two sorted listings line up
 (names numbered ``x_00`` and ``y_0`` sort differently; the guard ``labels-unrelated-to-inputs`` sees
@@ -62,6 +62,15 @@ def listings_paired_unsorted(ix: FileIndex) -> Iterator[Hit]:
             listings[(scope, text)] = (node, state)
     if not listings:
         return
+    for node in ast.walk(ix.tree):  # xs = sorted(xs) (or ys = sorted(xs)) anywhere: sorted
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call) \
+                and ix.qualname(node.value.func) == "sorted" and node.value.args:
+            src = ast.unparse(node.value.args[0])
+            scope = _class_scope(ix, node) if src.startswith("self.") else _scope(ix, node)
+            if (scope, src) in listings:
+                text = ast.unparse(node.targets[0])
+                tscope = _class_scope(ix, node) if text.startswith("self.") else _scope(ix, node)
+                listings[(tscope, text)] = (node, True)
     for call in ix.calls:  # xs.sort() anywhere: sorted
         if isinstance(call.func, ast.Attribute) and call.func.attr == "sort":
             text = ast.unparse(call.func.value)

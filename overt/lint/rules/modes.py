@@ -49,7 +49,8 @@ def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: 
     evals: dict[tuple[int, int], ast.AST] = {}
     for ev in events(ix, stmts, depth=2):
         pos = (ev.site.lineno, ev.site.col_offset)
-        if ev.kind == "eval" and (not strict or ev.target == model or (ev.nested and ix.is_model(ev.target))):
+        if ev.kind == "eval" and (not strict or ev.target == model or (
+                ev.nested and ix.is_model(ev.target) and _hands_over(ev.site, model))):
             marks.append((pos, "eval"))
             evals[pos] = ev.site
         elif ev.kind == "train" and (ev.target == model or model is None
@@ -64,6 +65,20 @@ def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: 
     if last == "eval" and any(_other_branch(ix, evals[pos], t) for t in trains):
         return "unknown"  # `if phase == "train": model.train() else: model.eval()`: either mode follows
     return last
+
+
+def _hands_over(site: ast.AST, model: str | None) -> bool:
+    """Does the helper call ``site`` receive ``model`` (as an argument, or as the object of the method)?
+    A helper that switches some model of its own to eval mode (``load(surrogate, path)`` calling
+    ``surrogate.eval()``) says nothing of a model it was not given."""
+    if model is None:
+        return True
+    if not isinstance(site, ast.Call):
+        return False
+    if isinstance(site.func, ast.Attribute) and dotted(site.func.value) == model:
+        return True
+    return any(dotted(a.value if isinstance(a, ast.Starred) else a) == model
+               for a in [*site.args, *(k.value for k in site.keywords)])
 
 
 def _other_branch(ix: FileIndex, a: ast.AST, b: ast.AST) -> bool:
@@ -327,6 +342,96 @@ def _no_grad_reaches(ix: FileIndex, node: ast.AST, depth: int = 2) -> bool | Non
     return False if False in results else None
 
 
+def _freezes_all(ix: FileIndex, stmt: ast.stmt, model: str) -> bool:
+    """Is ``stmt`` ``model.requires_grad_(False)``, or a loop over ``model.parameters()`` /
+    ``model.named_parameters()`` whose body sets the loop's parameter ``requires_grad = False``
+    unconditionally (every parameter of the whole model, not of a part of it)?"""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        c = stmt.value
+        return isinstance(c.func, ast.Attribute) and c.func.attr == "requires_grad_" \
+            and dotted(c.func.value) == model and len(c.args) == 1 and is_false(c.args[0])
+    if not isinstance(stmt, ast.For) or not isinstance(stmt.iter, ast.Call) \
+            or not isinstance(stmt.iter.func, ast.Attribute) or stmt.iter.args \
+            or stmt.iter.func.attr not in ("parameters", "named_parameters") \
+            or dotted(stmt.iter.func.value) != model:
+        return False
+    target = stmt.target
+    if stmt.iter.func.attr == "named_parameters":
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            return False
+        target = target.elts[1]
+    if not isinstance(target, ast.Name):
+        return False
+    for b in stmt.body:
+        if isinstance(b, ast.Assign) and is_false(b.value) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" and dotted(t.value) == target.id
+                for t in b.targets):
+            return True
+        if isinstance(b, ast.Expr) and isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Attribute) \
+                and b.value.func.attr == "requires_grad_" and dotted(b.value.func.value) == target.id \
+                and len(b.value.args) == 1 and is_false(b.value.args[0]):
+            return True
+    return False
+
+
+def is_false(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _turns_grad_on(node: ast.AST) -> bool:
+    """``requires_grad=True`` / ``x.requires_grad = True`` / ``requires_grad_()`` or ``(True)`` in ``node``."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.keyword) and n.arg == "requires_grad" and not is_false(n.value):
+            return True
+        if isinstance(n, ast.Assign) and not is_false(n.value) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_" \
+                and not (len(n.args) == 1 and is_false(n.args[0])):
+            return True
+    return False
+
+
+def _frozen_models_only(ix: FileIndex, region: ast.AST) -> bool:
+    """Does every model the region calls have all its parameters frozen by a statement of the function (or
+    module) that holds the region, before the region, with nothing in that function (or the file) asking for
+    gradients again?  Then no operation of the evaluation has an input that requires grad: no graph is built,
+    and ``no_grad`` would change nothing."""
+    calls = model_calls(ix, region)
+    if not calls:
+        return False
+    if isinstance(region, (ast.FunctionDef, ast.AsyncFunctionDef)):  # an evaluation function: freezes in it
+        func, before = region, min(c.lineno for c in calls)
+    else:  # an evaluation loop: freezes before it
+        func, before = ix.enclosing_function(region), region.lineno
+    scope = func if func is not None else ix.tree
+    if _turns_grad_on(scope):
+        return False
+    top = scope.body  # a freeze under a condition or in a loop may not run
+    stmts = [s for s in ix.scope_nodes(scope) if isinstance(s, ast.stmt)]
+    for model in {dotted(c.func) for c in calls}:
+        if not model or "." in model:
+            return False  # an attribute may be reassigned anywhere
+        freezes = [s for s in top if _freezes_all(ix, s, model) and s.end_lineno < before]
+        if not freezes:
+            return False
+        after = freezes[0].lineno
+        for n in stmts:  # rebound after the freeze to anything but the same module moved (model.to(device))
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.lineno > after and any(
+                    dotted(t) == model for t in (n.targets if isinstance(n, ast.Assign) else [n.target])) \
+                    and not _same_module_moved(n.value, model):
+                return False
+    return True
+
+
+def _same_module_moved(value: ast.AST | None, model: str) -> bool:
+    """``model.to(device)``, ``model.cuda().eval()``: the same module object."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and value.func.attr in _MOVES | {"eval"}:
+        value = value.func.value
+    return dotted(value) == model
+
+
 @rule("graph-in-eval")
 def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     if ix.grad_globally_off:
@@ -335,6 +440,8 @@ def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     for region, call, named in eval_regions(ix):
         if not named or _needs_grad(ix, region):
             continue
+        if _frozen_models_only(ix, region):
+            continue  # every parameter frozen before: nothing in it requires grad, no graph is built
         if _no_grad_reaches(ix, call) is False:
             yield Hit("graph-in-eval", call,
                       "evaluation runs with autograd on: a graph is built and kept for every batch, costing "

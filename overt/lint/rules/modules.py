@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.stateless import only_stateless
 
 _CONTAINERS = (ast.List, ast.Tuple, ast.Dict, ast.ListComp, ast.DictComp, ast.Set)
 
@@ -73,7 +74,7 @@ def unregistered_submodule(ix: FileIndex) -> Iterator[Hit]:
                 continue
             value = node.value
             filled = any(_builds_module(ix, x) for x in ast.walk(value)) or attr in appended
-            if not filled:
+            if not filled or _holds_only_stateless(ix, nodes, attr, value):
                 continue
             kind = "dict" if isinstance(value, (ast.Dict, ast.DictComp)) else "list"
             fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList (nn.ParameterList for parameters)"
@@ -81,6 +82,26 @@ def unregistered_submodule(ix: FileIndex) -> Iterator[Hit]:
                       f"self.{attr} keeps layers in a plain Python {kind}, so {name} does not register them: "
                       f"their parameters are invisible to the optimizer, .to(), state_dict() and checkpoints", fix=f""
                       f"wrap it in {fix}")
+
+
+def _holds_only_stateless(ix: FileIndex, nodes: list[ast.AST], attr: str, value: ast.AST) -> bool:
+    """Everything put in ``self.<attr>`` (its literal, each append/extend/insert, each ``self.<attr>[k] = ...``)
+    is a module with no parameters, buffers or train/eval behaviour: a plain list of them loses nothing."""
+    if not only_stateless(ix, value):
+        return False
+    for n in nodes:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _self_attr(n.func.value) == attr \
+                and n.func.attr in ("append", "extend", "insert", "__setitem__", "update", "setdefault"):
+            if not n.args or not only_stateless(ix, n.args[-1]):
+                return False
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(isinstance(t, ast.Subscript) and _self_attr(t.value) == attr for t in targets) \
+                    and not only_stateless(ix, n.value):
+                return False
+            if isinstance(n, ast.AugAssign) and _self_attr(n.target) == attr and not only_stateless(ix, n.value):
+                return False
+    return True
 
 
 def _is_super_init(ix: FileIndex, node: ast.AST) -> bool:
@@ -230,12 +251,16 @@ def _resynced_constant(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, 
 
 
 def _used_only_in_init(ix: FileIndex, init: ast.AST, attr: str) -> bool:
-    """Is ``self.attr`` read in ``__init__`` (to build something else) and ``.attr`` read nowhere else in the
-    file?  Then no code uses the tensor after construction, so where ``.to(device)`` leaves it and whether a
-    checkpoint holds it change nothing."""
+    """Is ``.attr`` read nowhere in the file outside ``__init__`` (read there only to build something else,
+    or never read at all: an attribute left over, replaced by a local)?  Then no code uses the tensor after
+    construction, so where ``.to(device)`` leaves it and whether a checkpoint holds it change nothing.  An
+    augmented assignment (``self.total += x``) reads it."""
     inside = {id(n) for n in ast.walk(init)}
-    reads = [a for a in ix.attributes if a.attr == attr and isinstance(a.ctx, ast.Load)]
-    return bool(reads) and all(id(a) in inside for a in reads)
+    augmented = {id(n.target) for n in ast.walk(ix.tree) if isinstance(n, ast.AugAssign)}
+    reads = [a for a in ix.attributes if a.attr == attr and (isinstance(a.ctx, ast.Load) or id(a) in augmented)]
+    if any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(ix.tree)):
+        return False  # getattr(self, "attr"), a name in a list of attributes: read in a way not followed here
+    return all(id(a) in inside for a in reads)
 #: calls whose result is a Python value or an iterator over the tensor's elements, not a tensor that meets others
 _PYTHON_SIDE = frozenset({"tolist", "item", "numel", "dim", "size"})
 _ITERATING = frozenset({"enumerate", "zip", "reversed", "len", "list", "tuple", "bool", "int", "float"})
@@ -313,7 +338,7 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                 if _resynced_constant(ix, cls, init, n.value, attr):
                     continue  # a shape-only constant the module moves to its device itself, before use
                 if _used_only_in_init(ix, init, attr):
-                    continue  # a construction-time value: nothing reads it once the module is built
+                    continue  # a construction-time value or one never read: nothing reads it once the module is built
                 if _flat(n.value) and _read_only_as_python_values(cls, init, attr):
                     continue  # read as Python values only (a loop over flags): its device never matters
                 yield Hit("unregistered-tensor", n,

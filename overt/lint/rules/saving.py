@@ -235,6 +235,94 @@ def _used_as_mapping(ix: FileIndex, scope: ast.AST, name: str, depth: int = 2) -
     return False
 
 
+#: calls that build a plain collection (never a module): builtins and ``collections``'
+COLLECTION_CALLS = frozenset({"dict", "list", "tuple", "set", "collections.OrderedDict", "collections.defaultdict",
+                              "collections.deque"})
+COLLECTION_NODES = (ast.Dict, ast.DictComp, ast.List, ast.ListComp, ast.Tuple, ast.Set, ast.SetComp, ast.Constant)
+
+
+def _built_as_collection(ix: FileIndex, obj: ast.AST) -> bool:
+    """Is the saved local name bound, on every path to the save, to a plain collection built here (a
+    literal, a comprehension, ``dict()``, ``OrderedDict()``...)?  Then it is no module, whatever its name
+    says: a mapping filled with tensors is a state_dict."""
+    if not isinstance(obj, ast.Name):
+        return False
+    defs = values_for(ix).defs(obj)
+    if not defs:
+        return False
+    for d in defs:
+        if d.kind != "assign" or d.index is not None:
+            return False
+        v = d.value
+        if isinstance(v, COLLECTION_NODES):
+            continue
+        if isinstance(v, ast.Call) and (ix.qualname(v.func) or dotted(v.func) or "") in COLLECTION_CALLS:
+            continue
+        return False
+    return True
+
+
+REMOVERS = frozenset({"os.remove", "os.unlink"})
+
+
+def _dest_of(call: ast.Call) -> ast.AST | None:
+    if len(call.args) > 1:
+        return call.args[1]
+    return kwarg(call, "f")
+
+
+def _removes(ix: FileIndex, stmt: ast.stmt, dest: str) -> bool:
+    """Is ``stmt`` a bare call deleting the file ``dest`` (``os.remove(p)``, ``os.unlink(p)``,
+    ``Path(p).unlink()``, ``p.unlink()``)?"""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    if (ix.qualname(call.func) or "") in REMOVERS and call.args:
+        return ast.dump(call.args[0]) == dest
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "unlink" and not call.args:
+        target = call.func.value
+        if isinstance(target, ast.Call) and (dotted(target.func) or "").rsplit(".", 1)[-1] == "Path" \
+                and len(target.args) == 1:
+            target = target.args[0]
+        return ast.dump(target) == dest
+    return False
+
+
+def _rebinds(stmt: ast.stmt, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)) and n.id in names
+               for n in ast.walk(stmt))
+
+
+def _file_deleted_after(ix: FileIndex, call: ast.Call) -> bool:
+    """Is the file the save writes deleted by a later statement of the same block, the destination
+    expression unchanged in between (a save-and-load round trip that cleans up after itself)?  Then no
+    file outlives the function and no later refactor can break it."""
+    dest = _dest_of(call)
+    if dest is None or not isinstance(dest, (ast.Name, ast.Attribute, ast.BinOp, ast.Constant, ast.JoinedStr,
+                                             ast.Call)):
+        return False
+    names = {n.id for n in ast.walk(dest) if isinstance(n, ast.Name)}
+    stmt: ast.AST = call
+    while not isinstance(stmt, ast.stmt):
+        stmt = ix.parents.get(stmt)
+        if stmt is None:
+            return False
+    holder = ix.parents.get(stmt)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(holder, field, None)
+        if isinstance(block, list) and stmt in block:
+            break
+    else:
+        return False
+    text = ast.dump(dest)
+    for later in block[block.index(stmt) + 1:]:
+        if _removes(ix, later, text):
+            return True
+        if _rebinds(later, names):
+            return False
+    return False
+
+
 @rule("whole-model-save")
 def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
@@ -243,7 +331,8 @@ def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
         obj = call.args[0]
         text = dotted(obj)
         if text and isinstance(obj, (ast.Name, ast.Attribute)) and ix.is_model(text) \
-                and not _not_a_module(ix, call, text):
+                and not _not_a_module(ix, call, text) and not _built_as_collection(ix, obj) \
+                and not _file_deleted_after(ix, call):
             yield Hit("whole-model-save", call,
                       f"torch.save({text}, ...) pickles the whole module, including its class's import path, so "
                       f"the file breaks when the code is refactored or renamed", fix=f"save {text}.state_dict() and "

@@ -312,6 +312,36 @@ def _bare_refs(expr: ast.AST, names: set[str]) -> bool:
     return False
 
 
+#: calls whose result holds no graph: a Python number or list, a detached tensor, a numpy array
+_DETACHING_METHODS = frozenset({"item", "tolist", "detach", "numpy"})
+_DETACHING_FUNCS = frozenset({"float", "int", "round"})
+
+
+def _detached(value: ast.AST | None) -> bool:
+    """``loss_fn(a, b).item()``, ``float(loss)``, ``loss.detach()``, a number: a value without a graph."""
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Attribute):
+        return value.func.attr in _DETACHING_METHODS
+    return isinstance(value.func, ast.Name) and value.func.id in _DETACHING_FUNCS
+
+
+def _rebound_detached(vals, expr: ast.AST, name: str) -> bool:
+    """Is every read of ``name`` in ``expr`` reached only by assignments of graph-free values (``loss =
+    loss_fn(out, y).item()`` a few lines above the sum)?  The same name may hold the loss tensor elsewhere in
+    the loop; what is summed here is the value bound last."""
+    reads = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    if not reads:
+        return False
+    for r in reads:
+        defs = vals.defs(r)
+        if not defs or any(d.kind != "assign" or d.index is not None or not _detached(d.value) for d in defs):
+            return False
+    return True
+
+
 @rule("graph-leak")
 def graph_leak(ix: FileIndex) -> Iterator[Hit]:
     vals = values_for(ix)
@@ -360,7 +390,7 @@ def graph_leak(ix: FileIndex) -> Iterator[Hit]:
                 continue
             if ix.enclosing_loops(n)[0] is not loop:
                 continue
-            if not _bare_refs(value, losses):
+            if not _bare_refs(value, {name for name in losses if not _rebound_detached(vals, value, name)}):
                 continue
             if acc in backward_names or any(
                     isinstance(m, ast.Assign) and any(dotted(t) in backward_names for t in m.targets)
