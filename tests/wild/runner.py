@@ -48,9 +48,9 @@ def _commit() -> str:
 #: checks sees them by running the whole corpus; run only with ``--half`` naming them (the lead, once).
 #: Round five's halves were measured on 2026-11-26, round six's to round nine's on 2026-11-27 (docs/wild.md);
 #: round ten's to round thirteen's halves were measured on 2026-11-27 too (round eleven in session 46, round
-#: twelve in session 47, round thirteen in session 48); round fourteen's halves (drawn 2026-11-27, docs/wild.md
-#: "Issue 33, round fourteen") are left out until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev14", "test14")
+#: twelve in session 47, round thirteen in session 48); round fourteen's on 2026-11-28 (session 49). A new round's
+#: halves are listed here, in its split commit, until the lead measures them.
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
