@@ -45,6 +45,7 @@ from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.putback import ModelState, restore_host_random, save_host_random
 from overt.guards.samerows import tensors
+from overt.guards.swapped import hushed
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class InputReachChecks(Check):
         sessions = list(patches.ACTIVE)  # the loss calls of the probe's forward are no step's: no session hears of them
         patches.ACTIVE.clear()
         try:
-            with user_code():
+            with user_code(), hushed():
                 try:
                     if x.is_floating_point():
                         self._gradient_probe(info, args, x)

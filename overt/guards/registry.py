@@ -32,7 +32,6 @@ from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalscale import EvalScaleChecks
-from overt.guards.evalrows import EvalRowChecks
 from overt.guards.evalwrites import EvalWriteChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
@@ -167,7 +166,6 @@ CHECKS: tuple[type[Check], ...] = (
     RoundTripChecks,
     CoverageChecks,
     SkewChecks,
-    EvalRowChecks,
     SamplerChecks,
     OrderChecks,
     ClipOrderChecks,

@@ -452,7 +452,8 @@ def _diagnose(lay: _Layout, ro: _Roles, lams: list[float], shaped: list[torch.Te
         fwd = torch.zeros_like(lay.r)
         carry = torch.zeros_like(lay.r[0])
         for t in range(lay.r.shape[0]):
-            carry = lay.r[t] + ro.gamma * carry
+            # the bug's own form, built as a reference to name it:
+            carry = lay.r[t] + ro.gamma * carry  # overt: ignore[returns-from-past-rewards]
             fwd[t] = carry
         if any(_close(o, fwd) for o in shaped):
             return ("it accumulates forward in time: each step gets the discounted sum of the rewards before it, "

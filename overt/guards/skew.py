@@ -134,9 +134,6 @@ class SkewChecks(Check):
         x = _features(args)
         if x is None:
             return
-        overlap = getattr(self.s, "evalrows", None)
-        if overlap is not None:
-            overlap.training_input(info, raw, sum(isinstance(a, torch.Tensor) for a in args))
         st = self.stats.get(id(info))
         x = x.float()
         if st is None or st[2].shape != x.shape[1:] or st[2].device != x.device:
@@ -241,11 +238,6 @@ class SkewChecks(Check):
         if self.sizes.get(id(info)) != _spatial(args):
             return  # images of another size than the training images (or tables after images)
         self.looks[id(info)] = self.looks.get(id(info), 0) + 1
-        where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
-        overlap = getattr(self.s, "evalrows", None)
-        if overlap is not None:
-            overlap.evaluation_input(info, next(a for a in args if isinstance(a, torch.Tensor)), where,
-                                     sum(isinstance(a, torch.Tensor) for a in args))
         n = st[1]
         mean = st[2] / n
         std = (st[3] / n - mean * mean).clamp_min(0).sqrt()
@@ -270,6 +262,7 @@ class SkewChecks(Check):
                 # the first training rows and the latest: compared only where training itself stays in one range
                 outside = range_share(train, torch.cat(recent.rows), x.float(), judged)
         features, step = _described(args, x.shape[1]), self.s.step
+        where = f"{info.name} forward, evaluation" + (f" at {site}" if site else "")
         self.s.defer(torch.stack((shifted, med, novel, outside)), self._judge(info, features, step, x.shape[0], where))
 
     def _judge(self, info: ModelInfo, features: str, step: int, samples: int, where: str):

@@ -9,7 +9,8 @@ one stops.  An inherited method (``torch.Tensor``'s come from its C base) is del
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import contextlib
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -17,10 +18,29 @@ import torch
 compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
+#: every set of wrappers made, so that a probe can hush them all (:func:`hushed`)
+_ALL: list["Swapped"] = []
+
+
+@contextlib.contextmanager
+def hushed() -> Iterator[None]:
+    """No check hears the wrapped calls made inside: a probe that runs the user's forward again (a second
+    forward no step made) must not be seen as the program's own (the wrappers stay in place, with no listener)."""
+    saved = [(w, w.listening[:]) for w in _ALL if w.listening]
+    for w, _ in saved:
+        w.listening.clear()
+    try:
+        yield
+    finally:
+        for w, listening in saved:
+            w.listening[:] = listening + [c for c in w.listening if c not in listening]
+
+
 class Swapped:
     """The wrappers of ``targets`` (``(owner, name)`` pairs), made by ``make(orig, owner, name)``."""
 
     def __init__(self, targets: Iterable[tuple[Any, str]], make: Callable[[Any, Any, str], Any]):
+        _ALL.append(self)
         self.targets = tuple(targets)
         self.make = make
         self.listening: list[Any] = []  # the checks the wrappers call, in the order they started listening

@@ -446,10 +446,8 @@ EXPECTED = {
     "w308_infonce_without_temperature": ("run",),
     # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
     "w301_flow_log_det_sign_flipped": ("run",),
-    # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training; a
-    # feature cache keyed without the split (the validation tensors are the training rows)
+    # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
-    "w299_feature_cache_shared_by_splits": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
