@@ -16,8 +16,9 @@ from torch import nn
 
 from tests.guards.helpers import digits, guarded_run, slugs
 
-pytestmark = pytest.mark.skip(reason="log-det-sign-flipped is out of the default checks (session 49): with it the "
-                                      "HF DDP test ranks hang beside the wandb test; see docs/guards.md")
+_OUT = ("log-det-sign-flipped is out of the default checks (session 49): with it the HF DDP test ranks hang "
+        "beside the wandb test; see docs/guards.md")
+pytestmark = pytest.mark.skip(reason=_OUT)
 
 SLUG = "log-det-sign-flipped"
 
