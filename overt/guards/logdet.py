@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from overt.guards import aside, putback
+from overt.guards import aside
+from overt.guards.rerun import rerun
 from overt.guards.check import Check
 from overt.guards.where import is_user_file, short_location
 
@@ -193,24 +194,17 @@ class LogDetChecks(Check):
         rows = x[:ROWS].detach().clone()
         rest = args[1:]
         root = obj if isinstance(obj, torch.nn.Module) else None
-        state = putback.ModelState(root, x.device) if root is not None else None
-        random = putback.RandomState([x.device])
-        try:
-            with torch.enable_grad(), aside.user_code():
-                cpu = torch.get_rng_state()
+        with rerun(root, x.device), torch.enable_grad():
+            cpu = torch.get_rng_state()
 
-                def output(inp: torch.Tensor) -> torch.Tensor:
-                    torch.set_rng_state(cpu)  # the same draws on every call of the probe
-                    return original(obj, inp, *rest, **kwargs)[0]
+            def output(inp: torch.Tensor) -> torch.Tensor:
+                torch.set_rng_state(cpu)  # the same draws on every call of the probe
+                return original(obj, inp, *rest, **kwargs)[0]
 
-                with torch.no_grad():
-                    torch.set_rng_state(cpu)
-                    ld = original(obj, rows, *rest, **kwargs)[1].detach().double()
-                jac = torch.autograd.functional.jacobian(output, rows)
-        finally:
-            random.restore()
-            if state is not None:
-                state.restore()
+            with torch.no_grad():
+                torch.set_rng_state(cpu)
+                ld = original(obj, rows, *rest, **kwargs)[1].detach().double()
+            jac = torch.autograd.functional.jacobian(output, rows)
         n, d = rows.shape
         jac = jac.detach().double().reshape(n, d, n, d)
         eye = torch.eye(n, dtype=torch.bool, device=jac.device)
