@@ -28,6 +28,10 @@ the half checks may be fixed against, ``--group fresh2-test`` the half measured 
 same way by ``split-fresh3.json`` (``python run.py --split fresh3``, seed 20261202).
 ``"group": "fresh4"`` (session 49: five tutorial projects, none in this manifest before) is split by
 ``split-fresh4.json`` (``python run.py --split fresh4``, seed 20261204).
+``"group": "fresh5"`` (session 50: Time-Series-Library, nn-zero-to-hero, pg-is-all-you-need, pytorch-normalizing-flows,
+ng-video-lecture) is split by ``split-fresh5.json`` (``python run.py --split fresh5``, seed 20261206).  An
+entry's ``notebooks`` are Jupyter notebooks turned into scripts (their code cells in order, IPython magics
+commented out: ``notebook_to_script``) before its patch is applied.
 
 Third-party packages the scripts need that the project does not (``torchvision``, ``gymnasium``,
 ``jsonargparse`` for LightningCLI, ``tyro`` for cleanrl)
@@ -80,12 +84,14 @@ SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3"
                  "ipython-pygments-lexers==1.1.1", "jedi==0.20.1", "parso==0.8.7", "pexpect==4.9.0",
                  "ptyprocess==0.7.0", "prompt-toolkit==3.0.53", "wcwidth==0.9.4", "pygments==2.21.0",
                  "stack-data==0.6.3", "executing==2.3.0", "asttokens==3.0.2", "pure-eval==0.2.4",
-                 "comm==0.2.3", "widgetsnbextension==4.0.16", "jupyterlab-widgets==3.0.17"]
+                 "comm==0.2.3", "widgetsnbextension==4.0.16", "jupyterlab-widgets==3.0.17",
+                 # fresh5: Time-Series-Library's data_provider imports sktime's .ts reader and patool at import
+                 "sktime==1.2.0", "scikit-base==1.2.0", "patool==4.0.7"]
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
-SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204}  # each drawn group's seed (split-GROUP.json)
+SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -225,11 +231,34 @@ def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: P
         raise RuntimeError(f"git archive {source['repo']}@{source['commit'][:8]}: "
                            f"{archive.stderr.decode(errors='replace').strip()[-300:]}")
     subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True, timeout=300)
+    for notebook in entry.get("notebooks", []):
+        notebook_to_script(root / notebook)
     if entry.get("patch"):
         subprocess.run(["git", "apply", str(HERE / "patches" / entry["patch"])],
                        cwd=root, check=True, capture_output=True, timeout=60)
     for spec in entry.get("data", []):
         lay_data(spec, root)
+
+
+def notebook_to_script(notebook: Path) -> Path:
+    """A Jupyter notebook's code cells, in order, as the script beside it (``x.ipynb`` -> ``x.py``): what
+    "Run All" executes.  IPython's line magics and shell escapes (``%matplotlib inline``, ``!pip``) become
+    ``pass`` with the line as a comment (a block may hold nothing else), a cell magic's whole cell is
+    commented out; the entry's patch applies to the script."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    out = []
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        lines = src.splitlines()
+        magic_cell = bool(lines) and lines[0].lstrip().startswith("%%")
+        out.append("\n".join("# " + line if magic_cell else
+                             line[:len(line) - len(line.lstrip())] + "pass  # " + line.lstrip()
+                             if line.lstrip().startswith(("%", "!")) else line for line in lines))
+    script = notebook.with_suffix(".py")
+    script.write_text("\n\n# In[ ]:\n".join(out) + "\n", encoding="utf-8")
+    return script
 
 
 def _env(entry: dict[str, Any], root: Path, site: Path, overt: Path) -> dict[str, str]:
@@ -328,7 +357,8 @@ def main() -> int:
     parser.add_argument("--group", default="all",
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
-                             "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), or all")
+                             "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), "
+                             "'fresh5-dev' / 'fresh5-test' (session 50's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

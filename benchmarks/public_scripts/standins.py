@@ -12,6 +12,9 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
 - ``mnist_gz60k`` (fresh4): MNIST's four gzipped IDX files at full size (60,000 training and 10,000
   test digits, as loaders that reshape to those counts expect), made from the shared t10k split: its
   first 8,000 digits repeated to fill the training file, its last 2,000 repeated to fill the test file.
+- ``names`` (fresh5): makemore's ``names.txt`` (one lower-case name a line, a-z only) for the
+  nn-zero-to-hero notebooks, whose repository does not ship it: the distinct words of tiny
+  Shakespeare's first 30,000 lines, lower-cased, letters only, 3 to 12 letters, in a seeded order.
 """
 
 from __future__ import annotations
@@ -133,6 +136,16 @@ def mnist_gz60k(dest: Path, train: int = 8000) -> None:
             f.write(struct.pack(">IIII", 2051, n, 28, 28) + images[idx].tobytes())
         with gzip.open(dest / f"{part}-labels-idx1-ubyte.gz", "wb", compresslevel=1) as f:
             f.write(struct.pack(">II", 2049, n) + labels[idx].tobytes())
+
+
+def names(dest: Path, seed: int = 0) -> None:
+    import re
+    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare" / "input.txt"
+    lines = src.read_text(encoding="utf-8").splitlines()[:30000]
+    words = sorted({w.lower() for line in lines for w in re.findall(r"[A-Za-z]+", line) if 3 <= len(w) <= 12})
+    order = np.random.default_rng(seed).permutation(len(words))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(words[i] for i in order) + "\n")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from overt.guards.aside import user_code
 from overt.guards.check import Check
-from overt.guards.putback import ModelState, restore_host_random, save_host_random
+from overt.guards.rerun import rerun
 from overt.guards.where import is_user_file, short_location
 
 if TYPE_CHECKING:
@@ -185,11 +184,10 @@ class EvalScaleChecks(Check):
                 self._report(info, module, *found)
 
     def _probe(self, module: nn.Module, args: tuple, kwargs: dict, info: ModelInfo) -> tuple[float, int] | None:
-        saved, contents = ModelState(module, info.param_device), _Contents(module)
-        host = save_host_random()  # a module may draw from Python's or NumPy's generator too
+        contents = _Contents(module)
         flags = [(m, m.training) for m in module.modules()]
         try:
-            with torch.no_grad(), user_code():
+            with rerun(module, info.param_device), torch.no_grad():
                 for m, _ in flags:
                     m.training = False
                 module.training = True
@@ -211,10 +209,7 @@ class EvalScaleChecks(Check):
         finally:
             for m, flag in flags:
                 m.training = flag
-            saved.restore()
             contents.restore()
-            saved.restore_rng()
-            restore_host_random(host)
         if ev is None or ev2 is None or ev.shape != first.shape or not torch.equal(ev, ev2):
             return None  # random in eval mode too (Monte Carlo sampling on purpose): not judged
         stack = torch.stack(draws)

@@ -60,6 +60,12 @@ class _Sentinel:
 
 
 _RETAIN_WHY = "so memory and step time grow every step."
+#: when nothing chains the graphs: the flag keeps each graph's saved tensors until the variables holding it are
+#: next assigned (one step of activations more, not a growth), and it hides the error a real second backward
+#: through a freed graph would have raised
+_KEPT_WHY = ("so each step's activations stay in memory a step longer than needed (nothing here needs a second "
+             "backward through them), and the flag would hide the error that a backward through an earlier "
+             "step's graph raises.")
 _RETAIN_FIX = ("drop retain_graph=True (it is only needed to backward twice through the same graph within a "
                "step) and detach what is carried between steps (e.g. hidden = hidden.detach()).")
 
@@ -119,7 +125,6 @@ class GraphChecks(Check):
     def __init__(self, session: GuardSession):
         super().__init__(session)
         self.watch_next: set[int] = set()  # id(ModelInfo): watch the output of this checked forward
-        self.call_locs: dict[int, str] = {}  # id(ModelInfo) -> where the user calls the model
         self.live: list[tuple[weakref.ref, int, str]] = []
         self.current: dict[int, tuple[Any, _Sentinel, ModelInfo]] = {}
         self.strikes: dict[str, int] = {}
@@ -138,8 +143,8 @@ class GraphChecks(Check):
         self.step_post(oi)
         self.check_alive()
 
-    def report_retained(self, info: ModelInfo, loc: str | None, seen: str) -> None:
-        self.s.report("retain-graph-in-loop", f"{seen}, {_RETAIN_WHY}", fix=_RETAIN_FIX,
+    def report_retained(self, info: ModelInfo, loc: str | None, seen: str, why: str = _RETAIN_WHY) -> None:
+        self.s.report("retain-graph-in-loop", f"{seen}, {why}", fix=_RETAIN_FIX,
                       where=f"{info.name} output" + (f" at {loc}" if loc else ""), key=info.name)
 
     def step_post(self, oi: OptInfo) -> None:
@@ -163,7 +168,8 @@ class GraphChecks(Check):
                     self.report_retained(info, sentinel.loc,
                                          f"after backward and {n} checked optimizer steps in a row, the graph "
                                          f"of {info.name}'s output still held its saved tensors: "
-                                         "backward(retain_graph=True) keeps every step's graph alive")
+                                         "backward(retain_graph=True) keeps every step's graph and its saved "
+                                         "tensors", _KEPT_WHY)
             else:
                 self.strikes[info.name] = 0
 
@@ -171,9 +177,9 @@ class GraphChecks(Check):
         nodes = [t.grad_fn for t in output_tensors(output) if t.grad_fn is not None]
         if not nodes:
             return
-        loc = self.call_locs.get(id(info))
-        if loc is None:
-            loc = self.call_locs[id(info)] = user_location(4) or ""
+        # this call's own site (a model called in two places, a rollout and an update, is named where the
+        # graph that was kept was built); only the outputs of checked forwards are watched
+        loc = user_location(4) or ""
         sentinel = _Sentinel(self, info, loc)
         for node in nodes[:4]:
             node.register_hook(sentinel)

@@ -123,6 +123,36 @@ def _batch_slice(full: torch.Tensor, part: torch.Tensor, batch: int, k: int, sta
     return full.narrow(dims[0], start, k)
 
 
+def _folded_slices(full: torch.Tensor, part: torch.Tensor, batch: int, k: int, start: int = 0) -> list[torch.Tensor]:
+    """The parts of ``full`` that belong to samples ``start`` .. ``start + k`` when the batch was folded with
+    another dimension of size ``c`` into one (``batch * c`` rows in the whole run, ``k * c`` in the part): sample-
+    major (``reshape(b * c, ...)`` of ``(b, c, ...)``) and sample-minor (of ``(c, b, ...)``) orders.  Empty when the
+    shapes say no such fold."""
+    if full.dim() != part.dim() or not full.dim():
+        return []
+    dims = [d for d in range(full.dim()) if full.shape[d] != part.shape[d]]
+    if len(dims) != 1:
+        return []
+    d = dims[0]
+    n, m = full.shape[d], part.shape[d]
+    if batch <= k or n % batch or m % k or n // batch != m // k or n // batch < 2:
+        return []
+    c = n // batch
+    major = full.narrow(d, start * c, k * c)
+    shape = full.shape[:d] + (c, batch) + full.shape[d + 1:]
+    minor = full.reshape(shape).narrow(d + 1, start, k).reshape(part.shape)
+    return [major, minor]
+
+
+def _same_rows(full: torch.Tensor, part: torch.Tensor, batch: int, k: int, start: int = 0) -> bool:
+    """Whether ``part`` (the probe's run on samples ``start`` .. ``start + k``) is that slice of ``full``, with the
+    batch in its own dimension or folded with another one."""
+    f = _batch_slice(full, part, batch, k, start)
+    if f is not None:
+        return _close(part, f)
+    return any(_close(part, g) for g in _folded_slices(full, part, batch, k, start))
+
+
 class _Recorder:
     """Each submodule's first input and output tensors, in call order, during one forward."""
 
@@ -477,8 +507,7 @@ class IndependenceChecks(Check):
                 break
             same_in = True
             if fin is not None and pin is not None:
-                f = _batch_slice(fin, pin, batch, k, start)
-                same_in = f is not None and _close(pin, f)
+                same_in = _same_rows(fin, pin, batch, k, start)
             label = info.label(m)
             if not same_in:
                 at = _forward_at(info)
@@ -489,8 +518,7 @@ class IndependenceChecks(Check):
                         f"the whole batch, such as the sequences still running at each step, in another order "
                         f"than the rows)")
             if fout is not None and pout is not None:
-                f = _batch_slice(fout, pout, batch, k, start)
-                if f is None or not _close(pout, f):
+                if not _same_rows(fout, pout, batch, k, start):
                     source = getattr(sys.modules.get(type(m).__module__), "__file__", None) or "<"
                     loc = class_location(m) if is_user_file(source) else None
                     detail = ""

@@ -40,12 +40,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from overt.guards import patches
-from overt.guards.aside import user_code
 from overt.guards.check import Check
-from overt.guards.putback import ModelState, restore_host_random, save_host_random
+from overt.guards.putback import ModelState
+from overt.guards.rerun import rerun
 from overt.guards.samerows import tensors
-from overt.guards.swapped import hushed
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -173,24 +171,14 @@ class InputReachChecks(Check):
         x = _probed(args)
         if x is None:
             return
-        saved = ModelState(info.module, info.param_device)
-        host = save_host_random()
-        sessions = list(patches.ACTIVE)  # the loss calls of the probe's forward are no step's: no session hears of them
-        patches.ACTIVE.clear()
         try:
-            with user_code(), hushed():
-                try:
-                    if x.is_floating_point():
-                        self._gradient_probe(info, args, x)
-                    else:
-                        self._shuffle_probe(info, args, x, saved)
-                except Exception:  # noqa: BLE001  a forward that cannot run again on these arguments: silent
-                    return
-        finally:
-            patches.ACTIVE[:] = sessions
-            saved.restore()
-            saved.restore_rng()
-            restore_host_random(host)
+            with rerun(info.module, info.param_device) as saved:
+                if x.is_floating_point():
+                    self._gradient_probe(info, args, x)
+                else:
+                    self._shuffle_probe(info, args, x, saved)
+        except Exception:  # noqa: BLE001  a forward that cannot run again on these arguments: silent
+            return
 
     def _gradient_probe(self, info: ModelInfo, args: tuple, x: torch.Tensor) -> None:
         """A floating-point input: the columns with no gradient from a weighting of the outputs."""

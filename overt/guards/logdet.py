@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from overt.guards import aside, putback
+from overt.guards import aside
+from overt.guards.rerun import rerun
 from overt.guards.check import Check
 from overt.guards.where import is_user_file, short_location
 
@@ -78,7 +79,6 @@ class LogDetChecks(Check):
         self.tries: dict[tuple[type, str], int] = {}
         self.probing = False
         self.classes: tuple[int, list[type]] | None = None  # (the number of watched models, their user classes)
-        self.found: list[torch.nn.Module] | None = None  # the user's modules holding the optimizers' parameters
 
     # -- the wrappers live only through checked steps --------------------------------------------------
     def on_arming(self, oi: OptInfo) -> None:
@@ -98,23 +98,24 @@ class LogDetChecks(Check):
         """The watched models, and the modules of the user's frames on the stack (the optimizer step's
         callers: a script's globals, a training function's locals) that hold a watched optimizer's parameters:
         a flow trained through a method other than ``forward`` is never called as a module, only its layers
-        are."""
+        are.
+
+        Nothing found here is kept: only the classes are (``self.classes``).  A module kept past its step would
+        outlive the user's references to it -- a DistributedDataParallel wrapper found in a frame holds its
+        reducer and, through it, the process group, and gloo's process group destroyed late (after
+        ``destroy_process_group``, in whatever thread collects the guards' session) deadlocks in its
+        destructor."""
         roots = {id(i.module): i.module for i in self.s.models.values()}
-        if self.found is None:
-            params = {id(p) for oi in self.s.optimizers.values() for g in oi.opt.param_groups for p in g["params"]}
-            found: dict[int, torch.nn.Module] = {}
-            frame = sys._getframe(1)
-            while frame is not None:
-                if is_user_file(frame.f_code.co_filename):
-                    for space in (frame.f_locals, frame.f_globals):
-                        for value in list(space.values()):
-                            if isinstance(value, torch.nn.Module) and id(value) not in found \
-                                    and any(id(p) in params for p in value.parameters()):
-                                found[id(value)] = value
-                frame = frame.f_back
-            self.found = list(found.values())
-        for m in self.found:
-            roots.setdefault(id(m), m)
+        params = {id(p) for oi in self.s.optimizers.values() for g in oi.opt.param_groups for p in g["params"]}
+        frame = sys._getframe(2)
+        while frame is not None:
+            if is_user_file(frame.f_code.co_filename):
+                for space in (frame.f_locals, frame.f_globals):
+                    for value in list(space.values()):
+                        if isinstance(value, torch.nn.Module) and id(value) not in roots \
+                                and any(id(p) in params for p in value.parameters()):
+                            roots[id(value)] = value
+            frame = frame.f_back
         return list(roots.values())
 
     def _install(self) -> None:
@@ -193,24 +194,17 @@ class LogDetChecks(Check):
         rows = x[:ROWS].detach().clone()
         rest = args[1:]
         root = obj if isinstance(obj, torch.nn.Module) else None
-        state = putback.ModelState(root, x.device) if root is not None else None
-        random = putback.RandomState([x.device])
-        try:
-            with torch.enable_grad(), aside.user_code():
-                cpu = torch.get_rng_state()
+        with rerun(root, x.device), torch.enable_grad():
+            cpu = torch.get_rng_state()
 
-                def output(inp: torch.Tensor) -> torch.Tensor:
-                    torch.set_rng_state(cpu)  # the same draws on every call of the probe
-                    return original(obj, inp, *rest, **kwargs)[0]
+            def output(inp: torch.Tensor) -> torch.Tensor:
+                torch.set_rng_state(cpu)  # the same draws on every call of the probe
+                return original(obj, inp, *rest, **kwargs)[0]
 
-                with torch.no_grad():
-                    torch.set_rng_state(cpu)
-                    ld = original(obj, rows, *rest, **kwargs)[1].detach().double()
-                jac = torch.autograd.functional.jacobian(output, rows)
-        finally:
-            random.restore()
-            if state is not None:
-                state.restore()
+            with torch.no_grad():
+                torch.set_rng_state(cpu)
+                ld = original(obj, rows, *rest, **kwargs)[1].detach().double()
+            jac = torch.autograd.functional.jacobian(output, rows)
         n, d = rows.shape
         jac = jac.detach().double().reshape(n, d, n, d)
         eye = torch.eye(n, dtype=torch.bool, device=jac.device)

@@ -21,7 +21,8 @@ that, each proven before anything is said:
   once per model on a checked step) with a ``momentum`` above :data:`MAX_MOMENTUM`.  PyTorch's
   momentum is the weight of the newest batch (Keras's is the weight of the old average: 0.99 there
   is 0.01 here), so the running statistics are mostly the last training batch's.  Host attributes
-  only.
+  only.  ``momentum=1`` is no Keras value (in Keras it would never update the average: nobody writes it): in
+  PyTorch it keeps the latest batch's statistics, which transductive BatchNorm (MAML) does on purpose.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ MIN_VALUES = 16  # values per channel in the evaluation batch (samples x positio
 LOOKS = 3  # evaluation forwards looked at per model (at distinct optimizer steps)
 MAX_LAYERS = 64  # BatchNorm layers looked at per forward
 MAX_MOMENTUM = 0.5
+KERAS_NEVER_UPDATES = 1.0  # momentum=1: the latest batch's statistics on purpose (transductive BN)
 
 
 def _norms(info: ModelInfo) -> list[tuple[str, _BatchNorm]]:
@@ -83,7 +85,7 @@ class NormStatsChecks(Check):
             return
         self.momentum_seen.add(id(info))
         bad = [(name, m) for name, m in _norms(info)
-               if m.training and isinstance(m.momentum, float) and m.momentum > MAX_MOMENTUM]
+               if m.training and isinstance(m.momentum, float) and MAX_MOMENTUM < m.momentum < KERAS_NEVER_UPDATES]
         if not bad:
             return
         name, m = bad[0]

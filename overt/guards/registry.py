@@ -132,8 +132,7 @@ CHECKS: tuple[type[Check], ...] = (
     SameViewsChecks,
     SoftTargetChecks,
     LogitBoundChecks,
-    # LogDetChecks: taken out of the defaults at the end of session 49: with it, the HF-Trainer DDP test ranks hang when
-    # forked beside the wandb test (tests/integrations -n 2); not understood yet (docs/guards.md log-det-sign-flipped)
+    LogDetChecks,
     StopGradientChecks,
     TermScaleChecks,
     MaskPickChecks,

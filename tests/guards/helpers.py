@@ -185,17 +185,22 @@ for step in range(60):
 
 
 def run_script_probe(tmp_path: Path, body: str, head: str = METRIC_HEAD) -> list[dict]:
-    """``head`` then ``body`` (dedented) run as a script under ``overt run``; its findings."""
+    """``head`` then ``body`` (dedented) run as a script under ``overt run``; its findings.  A script that
+    crashes fails the test (a clean twin that never reached its code would otherwise pass as silent): exit
+    status 1 with no error-level finding to account for it."""
     path = tmp_path / "train.py"
     path.write_text(head + textwrap.dedent(body))
     report = tmp_path / "report.json"
     saved = sys.argv[:], sys.path[0], sys.modules["__main__"]
     try:
-        run_cli.main(["--report", str(report), str(path)])
+        code = run_cli.main(["--report", str(report), str(path)])
     finally:
         sys.argv, sys.path[0], sys.modules["__main__"] = saved
     assert not ACTIVE
-    return json.loads(report.read_text())["findings"]
+    findings = json.loads(report.read_text())["findings"]
+    assert code == 0 or any(f["severity"] == "error" for f in findings), \
+        f"the script exited {code} under overt run with no error finding: it crashed (its traceback is above)"
+    return findings
 
 
 def slug_set(findings: list[dict]) -> list[str]:

@@ -8,6 +8,8 @@ boxes stay quiet."""
 
 from __future__ import annotations
 
+import textwrap
+
 import torch
 
 from overt.guards import boxformat
@@ -136,12 +138,12 @@ def test_a_flip_that_leaves_the_corners_unswapped_is_named_and_its_twin_is_quiet
 
 
 def test_a_loss_that_converts_centre_boxes_itself_stays_quiet(tmp_path):
-    body = '''
+    body = textwrap.dedent('''
     def giou_box_loss(pred, target):  # DETR-style: centre boxes in, converted here
         return giou_loss(to_corners(pred), to_corners(target))
 
 
-    ''' + CENTRES.format(loss="giou_box_loss(pred, centres[i:i + 64])")
+    ''') + CENTRES.format(loss="giou_box_loss(pred, centres[i:i + 64])")
     assert _run(tmp_path, body, head=HEAD) == []
 
 

@@ -8,17 +8,13 @@ convention: silent)."""
 
 from __future__ import annotations
 
-import pytest
+import io
 import math
 
 import torch
 from torch import nn
 
 from tests.guards.helpers import digits, guarded_run, slugs
-
-_OUT = ("log-det-sign-flipped is out of the default checks (session 49): with it the HF DDP test ranks hang "
-        "beside the wandb test; see docs/guards.md")
-pytestmark = pytest.mark.skip(reason=_OUT)
 
 SLUG = "log-det-sign-flipped"
 
@@ -182,3 +178,53 @@ def test_the_probe_leaves_training_unchanged():
         return out["w"]
 
     assert torch.equal(run(True), run(False))
+
+
+class Wrapper(nn.Module):
+    """Holds the flow as DistributedDataParallel does (``.module``): found in the training function's frame."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)
+
+
+def _holds_a_module(value, depth: int = 0) -> bool:
+    if isinstance(value, nn.Module):
+        return True
+    if depth < 3 and isinstance(value, (list, tuple, set)):
+        return any(_holds_a_module(v, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return any(_holds_a_module(v, depth + 1) for v in list(value.keys()) + list(value.values()))
+    return False
+
+
+def test_the_check_keeps_no_module_it_found_past_its_step():
+    """Session 49's hang: the check kept the modules it found in the user's frames, a DDP wrapper among them, and
+    with it the wrapper's reducer and process group; freed late, gloo's process group deadlocks in its destructor.
+    After a guarded run through a wrapper, no module is held by the check (the session still open)."""
+    from overt.guards.logdet import LogDetChecks
+    from overt.guards.options import GuardOptions
+    from overt.guards.session import GuardSession
+    from tests.conftest import TIMING
+
+    data = _data()
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING, check_every=10), auto=True)
+    try:
+        torch.manual_seed(0)
+        flow = Flow(True)
+        wrapper = Wrapper(flow)
+        opt = torch.optim.Adam(flow.parameters(), lr=1e-3)
+        for step in range(30):
+            z, log_det = wrapper(data[step * 32:step * 32 + 32])
+            loss = -(-0.5 * (z ** 2).sum(1) + log_det).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        check = next(c for c in session.checks if isinstance(c, LogDetChecks))
+        assert check.done  # it probed
+        assert not any(_holds_a_module(v) for v in vars(check).values() if v is not session)
+    finally:
+        session.close()

@@ -192,3 +192,23 @@ def test_the_last_output_held_by_a_variable_across_steps_is_not_a_leak(tmp_path)
         proc = subprocess.run([sys.executable, "-m", "overt", "run", str(path)], capture_output=True,
                               text=True, timeout=240, cwd=tmp_path)
         assert ("graph-leak" in proc.stderr) == keep_all, (keep_all, proc.stderr[-2000:])
+
+
+def test_retained_graph_freed_by_the_next_assignment_is_named_at_its_own_call_without_growth():
+    """A PPO-style loop: the model runs once on a rollout (a graph never backwarded) and again in the update, whose
+    backward keeps its graph (retain_graph=True) until the next iteration's assignment frees it.  Reported at the
+    update's call, with no claim that memory grows."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = guarded(model, opt)
+    for xb, yb in batches(32, 10):
+        rollout = model(xb).argmax(1)  # the rollout's call: its graph is never backwarded
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), rollout)  # the update's call
+        loss.backward(retain_graph=True)
+        opt.step()
+    findings = g.report()
+    assert slugs(findings) == ["retain-graph-in-loop"]
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if "# the update's call" in text)
+    assert f"test_memory.py:{line}" in findings[0].where, findings[0].where
+    assert "grow" not in findings[0].message and "a step longer" in findings[0].message

@@ -239,3 +239,9 @@ def test_a_momentum_set_on_the_layers_after_construction_is_named():
 def test_the_default_a_small_and_a_cumulative_momentum_are_quiet():
     for momentum in (0.1, 0.01, None):
         assert _momentum(momentum, cnn=True) == [], momentum
+
+
+def test_momentum_one_keeps_the_latest_batch_on_purpose_and_is_quiet():
+    # MAML's transductive BatchNorm: momentum=1 keeps only the latest batch's statistics; no Keras value (in Keras,
+    # 1 would never update the average)
+    assert _momentum(1.0, cnn=False) == []

@@ -42,17 +42,40 @@ def test_the_manifest_is_well_formed():
             assert spec["kind"] in ("mnist-idx", "copy", "lines", "tiny-lm", "cora-standin", "standin"), (e["name"], spec)
             if spec["kind"] == "standin":  # a generator of standins.py, by name
                 assert re.search(rf"^def {spec['name']}\(", standins, flags=re.M), (e["name"], spec)
-        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3", "fresh4"), e["name"]
+        for nb in e.get("notebooks", []):
+            assert nb.endswith(".ipynb") and nb in e["paths"], (e["name"], nb)
+        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3", "fresh4", "fresh5"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
             text = (HERE / "patches" / e["patch"]).read_text()
             touched = re.findall(r"^\+\+\+ b/(\S+)", text, flags=re.M)
             assert touched, e["patch"]
-            for path in touched:  # a patch changes only files the entry exports
-                assert any(path == p or path.startswith(p.rstrip("/") + "/") for p in e["paths"]), (e["name"], path)
+            made = [str(Path(nb).with_suffix(".py")) for nb in e.get("notebooks", [])]  # scripts made from notebooks
+            for path in touched:  # a patch changes only files the entry exports (or makes from its notebooks)
+                assert path in made or any(path == p or path.startswith(p.rstrip("/") + "/") for p in e["paths"]), (
+                    e["name"], path)
     used = {e["patch"] for e in manifest["scripts"] if e.get("patch")}
     assert used == {p.name for p in (HERE / "patches").glob("*.patch")}
+
+
+def test_a_notebook_becomes_the_script_run_all_would_run(tmp_path):
+    """fresh5's notebooks: code cells in order, markdown left out, a magic or shell escape made ``pass``
+    (a block may hold nothing else), a cell magic's cell commented out; the result compiles and runs."""
+    run = _run_module()
+    cells = [{"cell_type": "markdown", "source": ["# title"]},
+             {"cell_type": "code", "source": ["%matplotlib inline\n", "x = 1\n", "if False:\n", "    !pip install y"]},
+             {"cell_type": "code", "source": "%%bash\necho hi"},
+             {"cell_type": "code", "source": ["print(x + 1)"]}]
+    notebook = tmp_path / "nb.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}))
+    script = run.notebook_to_script(notebook)
+    assert script == tmp_path / "nb.py"
+    text = script.read_text()
+    assert "title" not in text and "    pass  # !pip install y" in text and "# echo hi" in text
+    scope: dict = {}
+    exec(compile(text, str(script), "exec"), scope)
+    assert scope["x"] == 1
 
 
 def test_mnist_layout_reads_back(tmp_path):

@@ -445,6 +445,7 @@ EXPECTED = {
     # session 49 (lossreach14): InfoNCE on cosine similarities without its temperature (logits bounded in [-1, 1])
     "w308_infonce_without_temperature": ("run",),
     # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
+    "w301_flow_log_det_sign_flipped": ("run",),
     # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
 }

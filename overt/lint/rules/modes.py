@@ -136,7 +136,9 @@ def mode_at(ix: FileIndex, node: ast.AST, model: str | None, depth: int = 2, str
             i = next(k for k, v in enumerate(body) if v is cur)
             for stmt in reversed(body[:i]):
                 m = _last_mode(ix, [stmt], model, strict)
-                if model and isinstance(stmt, ast.Assign) and any(dotted(t) == model for t in stmt.targets):
+                if model and isinstance(stmt, ast.Assign) and any(dotted(t) == model for t in stmt.targets) \
+                        and not (m is None and _same_module_moved(stmt.value, model)):
+                    # (``model = model.to(device)``: the same module, its mode unchanged: look further up)
                     # bound here: a mode switch inside the value's helper (a teacher factory that calls
                     # teacher.eval()) may be another model's; a fresh model starts in training mode
                     return "train" if m is None and model in ix.models else None
