@@ -1033,11 +1033,15 @@ ENTRIES: tuple[Entry, ...] = (
           "than greedy suppression of the same boxes, scores and threshold, a k-NN classifier that scores test items of "
           "a class no training label carries, a quantile loss that is not max(q e, (q - 1) e) of the signed error "
           "(the absolute error taken first), a C-index that is Harrell's C under no tie convention (an event tied "
-          "with a censored time credited half whatever the predictions), a ranking metric whose value moves when each row's candidates are "
+          "with a censored time credited half whatever the predictions), an expected calibration error that is no count-weighted "
+          "bin average of its call's predictions (the bins' gaps averaged unweighted), "
+          "a ranking metric whose value moves when each row's candidates are "
           "renamed (a top-k taken as a set and scored in index order), or a value written inline under such a name "
           "whose formula the code shows is another (a precision divided by tp + fn, an F1 without its parentheses, "
           "an NDCG whose ideal is the retrieved list re-sorted, a top-k list of ids padded with item 0 and scored "
-          "whole, a recall computed by the precision's function, an MRR taken as the reciprocal of the mean rank) "
+          "whole, a recall computed by the precision's function, an MRR taken as the reciprocal of the mean rank, "
+          "an error rate, accuracy or ECE taken as the unweighted mean of per-utterance, per-batch or per-bin values, "
+          "a precision@k whose relevant set holds the rows the code itself reads as negative) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
           _E, True, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",

@@ -15,7 +15,8 @@ a result that is not numbers, transcripts that a normalisation step could change
 case), rows that are no boxes (judged per row only where they are), four 0/1 values (labels, not a box).
 
 Quantile (pinball) losses and concordance indices are recomputed by :mod:`overt.guards.scoredefs` (a
-``quantile_loss`` is claimed there although its name says loss).
+``quantile_loss`` is claimed there although its name says loss), expected calibration errors by
+:mod:`overt.guards.calibdef`.
 
 The probe itself runs at the end of the run (``MetricProbeChecks.end_of_run``), once per function.
 """
@@ -29,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.aside import user_code
-from overt.guards import knnprobe, metricrank, overlapdef, scoredefs, topkfilter
+from overt.guards import calibdef, knnprobe, metricrank, overlapdef, scoredefs, topkfilter
 from overt.guards import metricrefs as refs
 
 #: name words that make a metric something else than the one its other words name
@@ -46,7 +47,8 @@ def definition_of(words: set[str]) -> str | None:
     "giou", "wer", "cer", "ndcg", "ctc" (greedy CTC decoding), a ranking or reconstruction metric of
     :mod:`overt.guards.metricrank`, a top-k decoding filter (:mod:`overt.guards.topkfilter`), a k-NN
     classifier (:mod:`overt.guards.knnprobe`), or None."""
-    claimed = topkfilter.definition_of(words) or knnprobe.definition_of(words) or scoredefs.definition_of(words)
+    claimed = topkfilter.definition_of(words) or knnprobe.definition_of(words) or scoredefs.definition_of(words) \
+        or calibdef.definition_of(words)
     if claimed is not None:
         return claimed
     if not words & _NEVER:
@@ -277,4 +279,6 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
         return knnprobe.check(fn, name, given, bound, result)
     if metric in ("pinball", "c-index"):
         return scoredefs.check(fn, metric, name, given, bound, result)
+    if metric == "ece":
+        return calibdef.check(name, given, bound, result)
     return metricrank.check(fn, metric, name, given, bound, result)

@@ -448,6 +448,11 @@ EXPECTED = {
     "w301_flow_log_det_sign_flipped": ("run",),
     # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
+    # session 50 (metricdefs15): an ECE whose equal-width bins enter unweighted, an error rate averaged over
+    # utterances, a precision@k whose relevant set holds the rows the code itself reads as negative
+    "w319_ece_bins_unweighted": ("lint",),
+    "w320_error_rate_averaged_per_utterance": ("lint",),
+    "w322_eval_consumed_includes_negatives": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

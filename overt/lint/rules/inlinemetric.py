@@ -7,7 +7,9 @@ the one its name or label says (:mod:`.countformula`), an absolute or squared er
 arrays (:mod:`.unsigneddiff`), an NDCG whose ideal DCG is the retrieved list re-sorted (:mod:`.idealdcg`), a
 top-k list of item ids padded with item 0 and scored whole (:mod:`.padids`), a value named after one
 confusion-count metric computed by another's function (:mod:`.crossmetric`), an MRR computed as the
-reciprocal of the mean rank (:mod:`.reciprocalmean`).
+reciprocal of the mean rank (:mod:`.reciprocalmean`), a ratio-of-totals metric (an error rate, an accuracy, an
+ECE) taken as the unweighted mean of per-group values (:mod:`.groupmean`), a ranking metric's relevant set
+built from evaluation rows the code itself reads as labelled, negatives included (:mod:`.relevantrows`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from overt.lint.index import FileIndex
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.countformula import count_formulas
 from overt.lint.rules.crossmetric import crossed_metrics
+from overt.lint.rules.groupmean import unweighted_group_means
 from overt.lint.rules.idealdcg import ideal_from_retrieved
 from overt.lint.rules.padids import padded_ids
 from overt.lint.rules.reciprocalmean import reciprocal_of_mean_rank
+from overt.lint.rules.relevantrows import relevant_rows_unlabelled
 from overt.lint.rules.unsigneddiff import unsigned_differences
 
 
@@ -33,3 +37,5 @@ def metric_off_definition(ix: FileIndex) -> Iterator[Hit]:
     yield from padded_ids(ix)
     yield from crossed_metrics(ix)
     yield from reciprocal_of_mean_rank(ix)
+    yield from unweighted_group_means(ix)
+    yield from relevant_rows_unlabelled(ix)
