@@ -17,7 +17,9 @@ writes into ``buf`` and leaves it where it is) and the methods of the class that
 calls, with their arguments bound.  Branches are merged: a name that is moved on one path only
 (``if use_cuda: h = h.cuda()``) is unknown after the ``if``, and an unknown value is never
 reported.  A branch taken only while exporting to ONNX or tracing (``if torch.onnx.is_in_onnx_export():``)
-is skipped: shape tensors live on the CPU by definition there.
+is skipped: shape tensors live on the CPU by definition there.  So is the branch of
+``if torch.cuda.is_available():`` taken without CUDA (where the model's tensors are on the CPU too), in a file
+that names no other accelerator (``"mps"``, ``"xpu"``...).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ _TENSOR_HINTS = frozenset({"shape", "device", "dtype", "size", "dim", "ndim", "v
                            "sqrt", "pow", "cumsum", "flip", "roll", "topk", "sort", "argsort", "float", "long",
                            "bool", "int", "to", "cuda", "is_cuda", "requires_grad", "grad", "clone", "unbind"})
 _TRACE_TESTS = ("is_in_onnx_export", "is_tracing", "is_scripting")
+_OTHER_ACCELERATORS = frozenset({"mps", "xpu", "hpu", "npu", "mlu", "xla", "tpu", "privateuseone", "ipu"})
 _DTYPE_WORDS = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "long", "int",
                           "int8", "int16", "int32", "int64", "uint8", "bool", "complex64", "complex128", "cfloat"})
 _MAX_DEPTH = 3
@@ -289,6 +292,9 @@ class ClassDevices:
         if isinstance(s, ast.If):
             if self._tracing_only(s.test):
                 return self._block(s.orelse, dict(env))
+            cuda = self._cuda_test(s.test)
+            if cuda is not None:  # the branch taken without CUDA holds no GPU tensor to meet: skipped
+                return self._block(s.body if cuda else s.orelse, dict(env))
             self._ev(s.test, env)
             a = self._block(s.body, dict(env))
             b = self._block(s.orelse, dict(env))
@@ -334,6 +340,28 @@ class ClassDevices:
 
     def _is_range(self, expr: ast.AST) -> bool:
         return isinstance(expr, ast.Call) and dotted(expr.func) in ("range", "enumerate", "zip")
+
+    def _cuda_test(self, test: ast.AST) -> bool | None:
+        """``if torch.cuda.is_available():`` -> True, ``if not torch.cuda.is_available():`` -> False: which
+        branch runs where CUDA exists.  The other runs only on a machine without CUDA, where the model's tensors
+        are on the CPU too, unless the file uses another accelerator (``"mps"``, ``"xpu"``): None there, and
+        for any other test."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        call = test.operand if negated else test
+        if not (isinstance(call, ast.Call) and not call.args and not call.keywords
+                and self.ix.qualname(call.func) == "torch.cuda.is_available") or self._other_accelerator():
+            return None
+        return not negated
+
+    def _other_accelerator(self) -> bool:
+        """The file names an accelerator other than CUDA (``"mps"``, ``torch.backends.mps``, ``"xpu"``...)."""
+        key = ("other-accelerator",)
+        if key not in self.ix.cache:
+            self.ix.cache[key] = any(
+                (n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else
+                 n.attr if isinstance(n, ast.Attribute) else "").split(":", 1)[0].lower() in _OTHER_ACCELERATORS
+                for n in ast.walk(self.ix.tree))
+        return self.ix.cache[key]
 
     def _tracing_only(self, test: ast.AST) -> bool:
         """``if torch.onnx.is_in_onnx_export():``, ``torch.jit.is_tracing()``, ``if self.onnx_trace:``: a branch

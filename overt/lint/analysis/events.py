@@ -345,6 +345,22 @@ def module_constants(ix: FileIndex) -> dict[str, object]:
     return out
 
 
+def ruled_out_by(ix: FileIndex, node: ast.AST) -> list[ast.If]:
+    """The ``if`` statements whose test a module constant decides against the branch holding ``node``
+    (empty where ``never_runs`` is False)."""
+    consts = module_constants(ix)
+    if not consts:
+        return []
+    out, cur = [], node
+    for anc in ix.ancestors(node):
+        if isinstance(anc, ast.If):
+            truth = _truth(anc.test, consts)
+            if truth is not None and cur is not anc.test and any(cur is s for s in anc.body) != truth:
+                out.append(anc)
+        cur = anc
+    return out
+
+
 def never_runs(ix: FileIndex, node: ast.AST) -> bool:
     """Is ``node`` in a branch that a module constant rules out (``if SAVE_OPTIMIZER:`` with
     ``SAVE_OPTIMIZER = False``)?"""

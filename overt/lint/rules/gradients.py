@@ -122,6 +122,47 @@ def _on_exit_path(ix: FileIndex, node: ast.AST, step: ast.AST) -> bool:
         cur = parent
 
 
+def _copies_into_grad(ix: FileIndex, node: ast.AST, depth: int, seen: frozenset[int] = frozenset()) -> bool:
+    """``node`` writes saved values into gradients (``p.grad.copy_(buf)``, ``p.grad.data.copy_(buf)``), itself or
+    in the in-file helper it calls (``depth`` deep)."""
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and n.func.attr == "copy_":
+            recv = n.func.value
+            if isinstance(recv, ast.Attribute) and recv.attr == "data":
+                recv = recv.value
+            if isinstance(recv, ast.Attribute) and recv.attr == "grad":
+                return True
+        if depth > 0:
+            callee = ix.callee(n)
+            if callee is not None and id(callee) not in seen and \
+                    any(_copies_into_grad(ix, stmt, depth - 1, seen | {id(callee)}) for stmt in callee.body):
+                return True
+    return False
+
+
+def _grads_copied_back(ix: FileIndex, reset: ast.AST, step: ast.AST) -> bool:
+    """Between ``reset`` and ``step`` (the same scope, in this order, the copy on every path between them: a
+    statement of the block holding the reset), the gradients are written back from a saved copy (a backup
+    taken before the reset, as gradient-surgery methods do): the step does not see them zeroed."""
+    scope = ix.enclosing_function(reset)
+    if scope is not ix.enclosing_function(step):
+        return False
+    at, end = (reset.lineno, reset.col_offset), (step.lineno, step.col_offset)
+    holder = next((a for a in [reset, *ix.ancestors(reset)] if isinstance(a, ast.stmt)), None)
+    block = next((v for _, v in ast.iter_fields(ix.parents.get(holder)) if isinstance(v, list)
+                  and any(x is holder for x in v)), None) if holder is not None else None
+    if block is None:
+        return False
+    for stmt in block[block.index(holder) + 1:]:
+        if (stmt.lineno, stmt.col_offset) >= end:
+            break
+        if isinstance(stmt, ast.Expr) and _copies_into_grad(ix, stmt, depth=2):
+            return True
+    return False
+
+
 def _misplaced(ix: FileIndex, evs: list[Event], cyclic: bool) -> Iterator[tuple[Event, bool]]:
     seq = [e for e in evs if e.kind in ("backward", "step", "reset")]
     optimizers = {e.target for e in seq if e.kind == "step"}
@@ -143,6 +184,8 @@ def _misplaced(ix: FileIndex, evs: list[Event], cyclic: bool) -> Iterator[tuple[
         for r in between:
             if r.kind != "reset" or r.info.get("unknown") or _on_exit_path(ix, r.site, s.site):
                 continue
+            if not wrapped and _grads_copied_back(ix, r.site, s.site):
+                continue  # `p.grad.copy_(saved)` after the reset: the step sees the gradients put back
             if r.target == s.target or (len(optimizers) == 1 and not ix.is_optimizer(r.target)):
                 yield r, wrapped
                 break

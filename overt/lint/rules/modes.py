@@ -49,6 +49,8 @@ def _last_mode(ix: FileIndex, stmts: list[ast.stmt], model: str | None, strict: 
     evals: dict[tuple[int, int], ast.AST] = {}
     for ev in events(ix, stmts, depth=2):
         pos = (ev.site.lineno, ev.site.col_offset)
+        if ev.kind == "eval" and _mode_put_back(ix, ev.node, ev.target):
+            continue  # `was = m.training; m.eval(); ...; m.train(was)`: no mode change seen from outside
         if ev.kind == "eval" and (not strict or ev.target == model or (
                 ev.nested and ix.is_model(ev.target) and _hands_over(ev.site, model))):
             marks.append((pos, "eval"))
@@ -495,6 +497,61 @@ def _steps_other_modules(ix: FileIndex, unit: ast.AST, model: str | None) -> boo
     return True
 
 
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "requires_grad_"})
+
+
+def _loop_of(ix: FileIndex, node: ast.AST) -> ast.AST | None:
+    """The loop a ``break``/``continue`` leaves."""
+    return next((a for a in ix.ancestors(node) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))), None)
+
+
+def _mode_put_back(ix: FileIndex, call: ast.AST, target: str | None) -> bool:
+    """``was = m.training; m.eval(); ...; m.train(was)``: the ``eval()`` at ``call`` is undone by a later
+    ``train(was)`` of the same module, in the same statement list (so on every path that goes on past it, no
+    ``return`` between them), with ``was`` read from ``m.training`` before the ``eval()`` and ``m`` bound to no
+    other module in between: the module leaves in the mode it came in."""
+    func = ix.enclosing_function(call)
+    if not target or func is None:
+        return False
+    nodes = ix.scope_nodes(func)
+    at = (call.lineno, call.col_offset)
+    saved = {t.id for n in nodes if isinstance(n, ast.Assign) and (n.lineno, n.col_offset) < at
+             and isinstance(n.value, ast.Attribute) and n.value.attr == "training" and dotted(n.value.value) == target
+             for t in n.targets if isinstance(t, ast.Name)}
+    if not saved:
+        return False
+    holder = next((a for a in [call, *ix.ancestors(call)] if isinstance(a, ast.stmt)), None)
+    for restore in nodes:
+        if not (isinstance(restore, ast.Call) and isinstance(restore.func, ast.Attribute) and restore.func.attr == "train"
+                and dotted(restore.func.value) == target and (restore.lineno, restore.col_offset) > at):
+            continue
+        arg = restore.args[0] if restore.args else kwarg(restore, "mode")
+        if not (isinstance(arg, ast.Name) and arg.id in saved):
+            continue
+        stmt = ix.parents.get(restore)
+        block = _container(ix.parents.get(stmt), stmt) if isinstance(stmt, ast.Expr) else None
+        if block is None:
+            continue
+        # the statement of that block holding the eval() comes before the restore
+        mine = next((s for s in [holder, *ix.ancestors(holder)] if any(s is b for b in block)), None)
+        if mine is None or block.index(mine) >= block.index(stmt):
+            continue
+        between = [n for n in nodes if at < (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))
+                   < (restore.lineno, restore.col_offset)]
+        if any(isinstance(n, (ast.Return, ast.Raise)) for n in between):
+            continue
+        # a break/continue leaves the restore behind only from a loop around the eval() (not one after it)
+        if any(isinstance(n, (ast.Break, ast.Continue)) and
+               (getattr(_loop_of(ix, n), "lineno", 0), getattr(_loop_of(ix, n), "col_offset", 0)) < at
+               for n in between):
+            continue
+        rebound = [n for n in between if isinstance(n, ast.Assign) and any(dotted(t) == target for t in n.targets)]
+        if all(isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+               and n.value.func.attr in _SAME_MODULE and dotted(n.value.func.value) == target for n in rebound):
+            return True
+    return False
+
+
 @rule("eval-mode-in-train")
 def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
     yield from lightning_eval_mode_left(ix)
@@ -513,6 +570,8 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
                 continue  # `if train: step()` / `else: model.eval()`: one call trains or evaluates
             if ev.target and set(tokens(ev.target)) & _NOT_TRAINED:
                 continue
+            if _mode_put_back(ix, ev.node, ev.target):
+                continue  # `was = m.training; m.eval(); ...; m.train(was)`: the mode it came in with, put back
             if not ev.nested and not ix.is_model(ev.target):
                 continue
             model = ev.target if not ev.nested else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.analysis.events import never_runs
+from overt.lint.analysis.events import never_runs, ruled_out_by
 from overt.lint.analysis.units import function_units, loop_units
 from overt.lint.index import FileIndex, dotted, kwarg
 from overt.lint.rules.base import Hit, rule
@@ -128,20 +128,30 @@ def _trains_after(ix: FileIndex, load: ast.Call, scope: ast.AST) -> bool:
 def partial_resume(ix: FileIndex) -> Iterator[Hit]:
     if ix.is_test_file or not (loop_units(ix) or function_units(ix)):
         return  # nothing trains on in this file
-    stateful = _stateful(ix)
-    restored = set()
-    for call in ix.calls:
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict" \
-                and not never_runs(ix, call):  # `if SAVE_OPTIMIZER:` with SAVE_OPTIMIZER = False restores nothing
-            restored.add(dotted(call.func.value) or "")
-    # any load_state_dict of an optimizer, or a helper handed one: the author restores it
-    if any(ix.is_optimizer(r) or "optim" in r.lower() for r in restored):
-        return
-    stateful = [s for s in stateful if s not in restored]  # a restored scheduler is no longer missing
-    saved = _saved_state_keys(ix, restored)
-    if not stateful and not saved:
-        return
+    stateful_all = _stateful(ix)
+    restores = [(dotted(call.func.value) or "", call) for call in ix.calls
+                if isinstance(call.func, ast.Attribute) and call.func.attr == "load_state_dict"]
+    # `if SAVE_OPTIMIZER:` with SAVE_OPTIMIZER = False restores nothing
+    restored_live = {name for name, call in restores if not never_runs(ix, call)}
+
+    def missing(restored: set[str]) -> tuple[list[str], list[tuple[ast.Constant, str]]] | None:
+        """What the resume leaves out, given the restores that run; None where an optimizer is restored."""
+        # any load_state_dict of an optimizer, or a helper handed one: the author restores it
+        if any(ix.is_optimizer(r) or "optim" in r.lower() for r in restored):
+            return None
+        # a restored scheduler is no longer missing
+        return [s for s in stateful_all if s not in restored], _saved_state_keys(ix, restored)
+
     for ckpt, load in _checkpoints(ix).items():
+        # a checkpoint read in a branch a module constant rules out (`if resume_epoch == 0: ... else:` with
+        # `resume_epoch = 0`, edited by hand to resume) is judged as the branch reads once the constant is
+        # changed: a restore that a constant rules out with it runs with it
+        dead = ruled_out_by(ix, load)
+        left = missing(restored_live | {name for name, call in restores if dead and
+                                        all(any(d is g for g in dead) for d in ruled_out_by(ix, call))})
+        if left is None or not (left[0] or left[1]):
+            continue
+        stateful, saved = left
         scope = ix.enclosing_function(load) or ix.tree
         names = [n for n in ix.scope_nodes(scope) if isinstance(n, ast.Name) and n.id == ckpt]
         at = (load.lineno, load.col_offset)
