@@ -261,6 +261,38 @@ def _used_only_in_init(ix: FileIndex, init: ast.AST, attr: str) -> bool:
     if any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(ix.tree)):
         return False  # getattr(self, "attr"), a name in a list of attributes: read in a way not followed here
     return all(id(a) in inside for a in reads)
+
+
+def _only_updates_itself(ix: FileIndex, cls: ast.ClassDef, init: ast.AST, attr: str) -> bool:
+    """Is every read of ``self.attr`` outside ``__init__`` part of an update of one of its elements
+    (``self.counts[i] = self.counts[i] + n``, ``self.counts[i] += 1``)?  A per-index tally nothing else reads takes
+    one scalar at a time (no device clash) and a checkpoint without it loses nothing any code reads.  A whole-tensor
+    accumulation (``self.seen += x.sum(0)``) meets the batch's tensors: not this."""
+    if any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(ix.tree)):
+        return False  # getattr(self, "attr"), a name in a list of attributes: read in a way not followed here
+    inside = {id(n) for n in ast.walk(init)}
+
+    def own(node: ast.AST | None) -> bool:
+        if not isinstance(node, ast.Subscript):
+            return False
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+            and node.value.id == "self"
+
+    updating: set[int] = set()
+    for n in ast.walk(cls):
+        if isinstance(n, ast.AugAssign) and own(n.target):
+            updating.update(id(m) for m in ast.walk(n))
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and own(n.targets[0]):
+            updating.update(id(m) for m in ast.walk(n))
+    reads = [a for a in ast.walk(ix.tree) if isinstance(a, ast.Attribute) and a.attr == attr
+             and isinstance(a.ctx, ast.Load) and id(a) not in inside]
+    if not reads or any(not (isinstance(a.value, ast.Name) and a.value.id == "self") for a in reads):
+        return False
+    return all(id(a) in updating for a in reads)
+
+
 #: calls whose result is a Python value or an iterator over the tensor's elements, not a tensor that meets others
 _PYTHON_SIDE = frozenset({"tolist", "item", "numel", "dim", "size"})
 _ITERATING = frozenset({"enumerate", "zip", "reversed", "len", "list", "tuple", "bool", "int", "float"})
@@ -337,8 +369,8 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                     continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
                 if _resynced_constant(ix, cls, init, n.value, attr):
                     continue  # a shape-only constant the module moves to its device itself, before use
-                if _used_only_in_init(ix, init, attr):
-                    continue  # a construction-time value or one never read: nothing reads it once the module is built
+                if _used_only_in_init(ix, init, attr) or _only_updates_itself(ix, cls, init, attr):
+                    continue  # a construction-time value, one never read, or a tally only read to update itself
                 if _flat(n.value) and _read_only_as_python_values(cls, init, attr):
                     continue  # read as Python values only (a loop over flags): its device never matters
                 yield Hit("unregistered-tensor", n,
