@@ -39,8 +39,8 @@ _NOT = frozenset({"loss", "plot", "print", "log", "show", "save", "load", "norma
                   "sample", "add", "store", "push", "reset", "update", "train", "step", "policy", "act", "mean",
                   "std", "metric", "mc", "episode", "episodes", "eval", "evaluate", "test", "rollout", "collect"})
 _GAMMA = frozenset({"gamma", "discount", "discount_factor", "gam", "gamma_", "disc", "discount_rate"})
-_LAMBDA = frozenset({"lambda", "lam", "lmbda", "lambda_", "lambd", "lamda", "lmbd", "gae_lambda", "gae_lam", "lambda_gae",
-                     "gae_lmbda", "td_lambda", "lam_", "gae_param"})
+_LAMBDA = frozenset({"lambda", "lam", "lmbda", "lambda_", "lambd", "lamda", "lmbd", "gae_lambda", "gae_lam",
+                     "lambda_gae", "gae_lmbda", "td_lambda", "lam_", "gae_param"})  # "lambda": a module global only
 _REWARD = ("rew",)
 _MASK_WORDS = ("mask", "not_done", "notdone", "nonterminal", "non_terminal", "not_terminal", "continue", "alive",
                "nondone", "non_done", "undone")

@@ -43,6 +43,7 @@ from overt.guards.where import user_location
 LOOKS = 2  # checked training forwards looked at per model
 MIN_CALLS = 3  # one-step calls given the same state, in one forward, before a loop without memory is claimed
 MAX_MODULES = 16
+MAX_CALLS = 512  # calls (and returned states) held per module and forward: a bound on what one look keeps alive
 
 
 def _key(state: Any) -> tuple | None:
@@ -90,7 +91,7 @@ class _Forward:
     def __init__(self):
         self.calls: list[_Call] = []
         self.returned: set[int] = set()  # ids of the state tensors its calls returned
-        self.carried = False  # a call was given a state that an earlier call returned
+        self.carried: set[int] = set()  # parts of the state (0: h, 1: an LSTM's c) a call was given as returned
         self.kept: list[torch.Tensor] = []  # the returned tensors, held so that their ids are not reused
 
 
@@ -151,14 +152,13 @@ class StateCarryChecks(Check):
 
     def _record(self, info: Any, m: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         fw = self.forwards.get(id(info.module), {}).get(id(m))
-        if fw is None or not torch.is_grad_enabled() or not m.training:
+        if fw is None or not torch.is_grad_enabled() or not m.training or len(fw.kept) >= MAX_CALLS:
             return
         x = args[0] if args else kwargs.get("input")
         state = args[1] if len(args) > 1 else kwargs.get("hx")
         if isinstance(x, torch.Tensor) and state is not None:
             items = state if isinstance(state, (tuple, list)) else (state,)
-            if any(isinstance(t, torch.Tensor) and id(t) in fw.returned for t in items):
-                fw.carried = True
+            fw.carried.update(i for i, t in enumerate(items) if isinstance(t, torch.Tensor) and id(t) in fw.returned)
             key = _key(state)
             if key is not None and _one_step(m, x):
                 fw.calls.append(_Call(x, state, key, user_location(2)))
@@ -167,13 +167,22 @@ class StateCarryChecks(Check):
             fw.kept.append(t)
 
     def _judge(self, info: Any, m: nn.Module, fw: _Forward) -> None:
-        if fw.carried or len(fw.calls) < MIN_CALLS:
+        if len(fw.calls) < MIN_CALLS:
             return
-        groups: dict[tuple, list[_Call]] = {}
-        for c in fw.calls:
-            groups.setdefault((c.key, c.loc), []).append(c)
-        calls = max(groups.values(), key=len)
-        loc = calls[0].loc
+        parts = min(len(c.key) for c in fw.calls)
+        best: list[_Call] = []
+        part = 0
+        for i in range(parts):
+            if i in fw.carried:
+                continue  # this part of the state is carried (a returned tensor given to a later call)
+            groups: dict[tuple, list[_Call]] = {}
+            for c in fw.calls:
+                groups.setdefault((c.key[i], c.loc), []).append(c)
+            calls = max(groups.values(), key=len)
+            if len(calls) > len(best):
+                best, part = calls, i
+        calls = best
+        loc = calls[0].loc if calls else None
         if len(calls) < MIN_CALLS or loc is None or f"{id(m)}:{loc}" in self.done:
             return
         xs = [c.x for c in calls]
@@ -184,7 +193,18 @@ class StateCarryChecks(Check):
         label, n = info.label(m), len(calls)
         kind = type(m).__name__
         state = calls[0].state
-        shape = list(state.shape) if isinstance(state, torch.Tensor) else [list(t.shape) for t in state]
+        if isinstance(state, torch.Tensor) or not fw.carried:
+            shapes = list(state.shape) if isinstance(state, torch.Tensor) else [list(t.shape) for t in state]
+            what = (f"the very same state {shapes} while the state each call returned was never passed to a later "
+                    "call: the loop has no memory. Each step starts from the initial state and sees only its own "
+                    "input, not what came before it in the sequence, so the model trains and predicts as a worse "
+                    "one-step model with no error.")
+        else:
+            name = ("h", "c")[part] if isinstance(m, (nn.LSTMCell, nn.LSTM)) and part < 2 else f"part {part + 1}"
+            what = (f"the very same {name} {list(state[part].shape)} (part {part + 1} of its state; the other part is "
+                    f"carried) while the {name} each call returned was never passed to a later call: that part of "
+                    "the state restarts at every step, so what it holds (an LSTM's cell state is its long-term "
+                    "memory) never reaches the next step, with no error.")
         self.done.add(f"{id(m)}:{loc}")
 
         def callback(values: list[float]) -> None:
@@ -193,10 +213,7 @@ class StateCarryChecks(Check):
             self.s.report(
                 "recurrent-state-not-carried",
                 f"{info.name}'s {kind} {label} was called {n} times, one time step per call, at {loc} within one "
-                f"training forward, and every call was given the very same state tensor {shape} while the state "
-                "each call returned was never passed to a later call: the loop has no memory. Each step starts from "
-                "the initial state and sees only its own input, not what came before it in the sequence, so the "
-                "model trains and predicts as a worse one-step model with no error.",
+                f"training forward, and every call was given {what}",
                 fix="carry the state the step returns into the next step: `h = cell(x_t, h)` (GRUCell/RNNCell), "
                     "`h, c = cell(x_t, (h, c))` (LSTMCell), `out, h = rnn(x_t, h)` (nn.GRU/LSTM/RNN), or run the "
                     "module once over the whole sequence",

@@ -54,6 +54,8 @@ class RowReader(nn.Module):
                 state = new
             elif self.carry == "dropped-out":
                 state = self.drop(new) if not isinstance(new, tuple) else (self.drop(new[0]), new[1])
+            elif self.carry == "h-only":  # the cell state c given afresh at every step
+                state = (new[0], state[1])
             elif self.carry == "detached":
                 state = new.detach() if not isinstance(new, tuple) else tuple(s.detach() for s in new)
             outs.append(out)
@@ -78,6 +80,13 @@ def test_a_loop_given_the_same_state_at_every_step_is_named(kind):
     findings, text = _train(RowReader(kind, "none"))
     assert slugs(findings) == [SLUG], text
     assert "called 8 times" in text and "test_state_carry.py:" in text, text
+
+
+def test_an_lstm_cell_state_given_afresh_at_every_step_is_named():
+    torch.manual_seed(0)
+    findings, text = _train(RowReader("lstm-cell", "h-only"))
+    assert slugs(findings) == [SLUG], text
+    assert "the very same c [32, 32]" in text and "the other part is carried" in text, text
 
 
 @pytest.mark.parametrize("kind,carry", [("gru-cell", "state"), ("lstm-cell", "state"), ("gru", "state"),

@@ -447,6 +447,10 @@ EXPECTED = {
     # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
     # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
+    # session 50 (recur15): a decoder cell given the encoder's state at every step, its returned state dropped
+    # (recurrent-state-not-carried); a GAE carry masked a second time, its lambda read from a LAMBDA global
+    "w318_decoder_restarts_from_initial_state": ("run",),
+    "w328_gae_carry_masked_twice": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
