@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
+from overt.guards.oneshot import OneShotHook
 from overt.guards.where import user_location
 
 LOOKS = 2  # checked training forwards looked at per model
@@ -101,30 +102,35 @@ class StateCarryChecks(Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.looks: dict[int, int] = {}
+        self.finished: set[int] = set()  # models looked at LOOKS times, or with no recurrent module
         self.handles: dict[int, list[Any]] = {}
+        self.ends: dict[int, OneShotHook] = {}  # model id -> the hook at the end of the forward looked at
         self.forwards: dict[int, dict[int, _Forward]] = {}  # model id -> module id -> its calls
         self.modules: dict[int, dict[int, nn.Module]] = {}
         self.done: set[str] = set()
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
         key = id(info.module)
-        if self.looks.get(key, 0) >= LOOKS or key in self.handles:
+        if key in self.finished or key in self.handles:
             return
         self.looks[key] = self.looks.get(key, 0) + 1
+        if self.looks[key] >= LOOKS:
+            self.finished.add(key)
         found = [m for m in info.module.modules() if isinstance(m, (nn.RNNCellBase, nn.RNNBase))][:MAX_MODULES]
         if not found:
-            self.looks[key] = LOOKS  # no recurrent module: nothing to look at again
+            self.finished.add(key)  # no recurrent module: nothing to look at again
             return
         self.forwards[key] = {id(m): _Forward() for m in found}
         self.modules[key] = {id(m): m for m in found}
         self.handles[key] = [m.register_forward_hook(self._hook(info, m), with_kwargs=True) for m in found]
+        end = self.ends.setdefault(key, OneShotHook())
+        end.place(info.module, lambda module, a, output, _info=info, _end=end: self._end(_info, _end))
 
-    def on_forward_end(self, info: Any, output: Any, failed: bool) -> None:
+    def _end(self, info: Any, end: OneShotHook) -> None:
+        """The end of the forward looked at (its own one-shot hook: no hook on every checked forward's end)."""
+        failed = not end.fired()
         key = id(info.module)
-        handles = self.handles.pop(key, None)
-        if handles is None:
-            return
-        for h in handles:
+        for h in self.handles.pop(key, ()):
             h.remove()
         forwards = self.forwards.pop(key, {})
         modules = self.modules.pop(key, {})
@@ -140,7 +146,9 @@ class StateCarryChecks(Check):
         for handles in self.handles.values():
             for h in handles:
                 h.remove()
-        self.handles, self.forwards, self.modules = {}, {}, {}
+        for end in self.ends.values():
+            end.remove()
+        self.handles, self.forwards, self.modules, self.ends = {}, {}, {}, {}
 
     def _hook(self, info: Any, m: nn.Module):
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
