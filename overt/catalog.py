@@ -1020,6 +1020,13 @@ ENTRIES: tuple[Entry, ...] = (
           "(a carry seeded with the bootstrap, a terminating state's value zeroed, flags ignored) trains the critic "
           "towards other values and weights the policy by another signal while the losses fall as usual",
           _E, False, True),
+    Entry("recurrent-state-not-carried", "OVT837", "a recurrent module stepped through a sequence that is given the "
+          "same state at every step and whose returned state is dropped",
+          "a loop that calls an RNN, GRU or LSTM (or its cell) one time step at a time must start each step from the "
+          "state the previous step returned; given the very same state tensor at every step while the returned "
+          "state is dropped, the loop has no memory: each step sees only its own input and the initial state, and "
+          "the model trains and predicts as a worse one-step model with no error",
+          _E, False, True),
     Entry("metric-off-definition", "OVT824", "a metric (or decoding) function, or a metric written inline, named "
           "after a well-known definition that computes something else",
           "a function named IoU (of boxes or masks), GIoU, Dice, NMS, WER, CER, NDCG, CTC decoding, recall@k, "

@@ -133,6 +133,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "nstep-bootstrap-single-discount",
          # issue 33, returns and advantages recomputed by their recursion (session 49, branch rltargets14)
          "targets-off-recursion",
+         # issue 33, a recurrent module stepped through a sequence carries its state (session 50, branch recur15)
+         "recurrent-state-not-carried",
          # issue 33, model code whose numbers break the structure it names (branch modelnum)
          "checkpoint-recompute-differs", "divided-by-reciprocal", "lengths-do-not-fit-output",
          # issue 33, a loss falls as the prediction moves toward its target (branch lossmono)

@@ -64,6 +64,7 @@ from overt.guards.lossdir import LossDirectionChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.returnprobe import ReturnRecursionChecks
+from overt.guards.statecarry import StateCarryChecks
 from overt.guards.boxformat import BoxFormatChecks
 from overt.guards.lrgroups import GroupsLeftBehind
 from overt.guards.grouprates import GroupRates
@@ -150,6 +151,7 @@ CHECKS: tuple[type[Check], ...] = (
     PredictionShapeChecks,
     MetricProbeChecks,
     ReturnRecursionChecks,
+    StateCarryChecks,
     BoxFormatChecks,
     CtcBlankChecks,
     OutputLinkChecks,

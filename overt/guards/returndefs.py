@@ -39,8 +39,8 @@ _NOT = frozenset({"loss", "plot", "print", "log", "show", "save", "load", "norma
                   "sample", "add", "store", "push", "reset", "update", "train", "step", "policy", "act", "mean",
                   "std", "metric", "mc", "episode", "episodes", "eval", "evaluate", "test", "rollout", "collect"})
 _GAMMA = frozenset({"gamma", "discount", "discount_factor", "gam", "gamma_", "disc", "discount_rate"})
-_LAMBDA = frozenset({"lam", "lmbda", "lambda_", "lambd", "lamda", "lmbd", "gae_lambda", "gae_lam", "lambda_gae",
-                     "gae_lmbda", "td_lambda", "lam_", "gae_param"})
+_LAMBDA = frozenset({"lambda", "lam", "lmbda", "lambda_", "lambd", "lamda", "lmbd", "gae_lambda", "gae_lam",
+                     "lambda_gae", "gae_lmbda", "td_lambda", "lam_", "gae_param"})  # "lambda": a module global only
 _REWARD = ("rew",)
 _MASK_WORDS = ("mask", "not_done", "notdone", "nonterminal", "non_terminal", "not_terminal", "continue", "alive",
                "nondone", "non_done", "undone")
@@ -218,21 +218,24 @@ def roles(fn: Callable, words: frozenset[str], bound: dict[str, Any]) -> _Roles 
 
 
 def _recursion(r: torch.Tensor, v: torch.Tensor | None, v_next: torch.Tensor | None, c: torch.Tensor, gamma: float,
-               lam: float, seed: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+               lam: float, seed: torch.Tensor | None = None, carry_c: torch.Tensor | None = None) \
+        -> dict[str, torch.Tensor]:
     """Time on axis 0.  With values: advantages and returns by GAE; without: discounted returns.  ``v_next``:
     V_{t+1} for every step (the bootstrap in the last row); ``seed``: the carry's starting value (0 in the
-    definition)."""
+    definition); ``carry_c``: another factor on the carry than on the bootstrap (``c`` in the definition: only
+    used to name a known slip)."""
     steps = r.shape[0]
     carry = torch.zeros_like(r[0]) if seed is None else seed.clone()
     out = torch.zeros_like(r)
+    cc = c if carry_c is None else carry_c
     if v is None:
         for t in reversed(range(steps)):
-            carry = r[t] + gamma * c[t] * carry
+            carry = r[t] + gamma * cc[t] * carry
             out[t] = carry
         return {"returns": out}
     for t in reversed(range(steps)):
         delta = r[t] + gamma * c[t] * v_next[t] - v[t]
-        carry = delta + gamma * lam * c[t] * carry
+        carry = delta + gamma * lam * cc[t] * carry
         out[t] = carry
     return {"advantages": out, "returns": out + v}
 
@@ -445,6 +448,16 @@ def _diagnose(lay: _Layout, ro: _Roles, lams: list[float], shaped: list[torch.Te
                         "did: the value of a state whose own step terminates is zeroed before the shift, so the "
                         "step before a terminal transition is bootstrapped from 0 instead of from that state's "
                         "value (only one of the two flags belongs to V(s_{t+1}), by the program's convention)")
+            for c in conv.values():
+                if c.shape == both.shape and hit(_recursion(lay.r, lay.v, lay.v_next, c, ro.gamma, lam,
+                                                            carry_c=both)
+                                                 if lay.v is not None else
+                                                 _recursion(lay.r, None, None, c, ro.gamma, lam, carry_c=both)):
+                    return ("it masks the backward carry a second time: A_{t+1} (G_{t+1}) is multiplied by the "
+                            "continuation flag of step t + 1 as well as by that of step t, so the value carried "
+                            "out of an episode's last step -- the one that holds its final reward -- never "
+                            "reaches the step before it (the mask inside the recursion already stops the carry "
+                            "at the episode's end)")
             if hit(_references(lay, torch.ones_like(lay.r), ro, lam)):
                 return ("it ignores the episode-end flags it was given: the bootstrap and the carry cross episode "
                         "boundaries, so the rewards and values of the next episode leak into this one's targets")

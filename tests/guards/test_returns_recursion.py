@@ -251,3 +251,33 @@ def test_other_slips_off_the_recursion_are_found():
     bound = dict(rewards=rewards, values=torch.randn(steps + 1, envs), dones=dones)
     found = _check(td_lambda_targets, td_lambda_targets(**bound), **bound, gamma=0.99, lam=0.9)
     assert found is not None and found[0] == "differ", found
+
+
+GLOBAL_LAMBDA = '''
+GAMMA, LAMBDA = 0.9, 0.8
+
+
+def gae(rewards, values, dones, next_value):
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros(rewards.shape[1])
+    for t in reversed(range(rewards.shape[0])):
+        nv = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        nonterminal = 1.0 - dones[t]
+        adv[t] = rewards[t] + GAMMA * nv * nonterminal - values[t] + GAMMA * LAMBDA * nonterminal * last
+        {carry}
+    return adv, adv + values
+'''
+
+
+def test_a_gae_that_masks_its_carry_again_is_named_with_its_lambda_read_from_a_global_and_its_twin_is_quiet(
+        tmp_path):
+    # w328's slip on a (T, N) rollout: the carry masked by the step's own flag after the masked recursion
+    script = GLOBAL_LAMBDA.format(carry="last = adv[t] * nonterminal") \
+        + ROLLOUT.format(call="gae(rewards, values.detach(), dones, next_value)")
+    findings = _run(tmp_path, script)
+    assert _slugs(findings) == ["targets-off-recursion"], findings
+    message = findings[0]["message"]
+    assert "global LAMBDA" in message and "masks the backward carry a second time" in message, message
+    twin = GLOBAL_LAMBDA.format(carry="last = adv[t]") \
+        + ROLLOUT.format(call="gae(rewards, values.detach(), dones, next_value)")
+    assert _run(tmp_path, twin) == [] and _ran(tmp_path)
