@@ -447,6 +447,9 @@ EXPECTED = {
     # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
     # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
+    # session 50 (datalabels15): a focal loss that assigns the per-sample weights it gathered back to its per-class
+    # alpha (the loss's configuration rebound to one batch's shape)
+    "w327_focal_alpha_overwritten_by_batch_gather": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
