@@ -22,13 +22,13 @@ a different tensor whose first size is ``N`` (one per sample) or that holds one 
 batch by label, read with the checked step's deferred reads: a record of another quantity kept in an attribute
 is not that). The line named is the method's assignment of that attribute.
 
-Silent where the premise cannot be proven: a batch with as many rows as classes (per-class and per-sample
-are not told apart), a state that keeps its shape (an EMA centre, a running mean, a moved or re-cast
-weight), a cache rebuilt for a new batch size (it did not hold one value per class), attributes that were
-not tensors (lists, numbers), torch's own loss modules (configured in ``__init__``, never written in
-``forward``), losses that are plain functions, and modules of a watched model.  Nothing runs on unchecked
-steps; on a checked step only host metadata is read, and the one value comparison of a candidate rides
-on the step's deferred reads.
+Silent where the premise cannot be proven: a batch with as many rows as classes (per-class and per-sample are not
+told apart), the configuration repeated on every row (``expand(N, C)``: each row still per class), a state that
+keeps its shape (an EMA centre, a running mean, a moved or re-cast weight), a cache rebuilt for a new batch size
+(it did not hold one value per class), attributes that were not tensors (lists, numbers), torch's own loss modules
+(configured in ``__init__``, never written in ``forward``), losses that are plain functions, and modules of a
+watched model. Nothing runs on unchecked steps; on a checked step only host metadata is read, and the one value
+comparison of a candidate rides on the step's deferred reads.
 """
 
 from __future__ import annotations
@@ -180,6 +180,8 @@ class LossConfigChecks(Check):
                     continue  # set by a call (a cache, a record of the last batch), or a batch of C rows was seen
                 per_sample = new.dim() >= 1 and (new.shape[0] == rows or new.numel() == x.numel() // classes)
                 per_class = old.numel() == classes or (len(shape) >= 2 and shape[0] == classes)
+                if tuple(new.shape[1:]) in (shape, tuple(k for k in shape if k != 1)):
+                    continue  # the whole configuration repeated on every row (an expand): still one value per class
                 if per_class and shape[:1] != (rows,) and per_sample and new.device == old.device:
                     self.done.add((type(module), name))
                     with torch.no_grad():

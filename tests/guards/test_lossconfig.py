@@ -1,11 +1,11 @@
 """loss-config-overwritten (overt/guards/lossconfig.py, issue 33, session 50): a loss module whose per-class
-configuration is rebound during its call to one batch's per-sample values.  Named: a focal loss that assigns the
+configuration is rebound during its call to one batch's per-sample values. Named: a focal loss that assigns the
 weights it gathered by label back to its ``alpha`` (a plain tensor attribute, and a buffer), a centre loss that
-assigns the batch's gathered centres to its per-class centres.  Quiet: the same losses
-keeping the gathered values local, a loss that keeps an EMA centre of its inputs (a state of fixed shape), a loss
-that records the last batch's per-sample weights in an attribute of its own, a loss that caches a per-batch
-tensor rebuilt when the batch size changes, a batch with as many rows as classes.  Small real runs on the digits,
-found as ``overt run`` finds models."""
+assigns the batch's gathered centres to its per-class centres. Quiet: the same losses keeping the gathered values
+local, a loss that keeps an EMA centre of its inputs (a state of fixed shape), a loss that records the last batch's
+per-sample weights in an attribute of its own, a loss that caches a per-batch tensor rebuilt when the batch size
+changes, per-class weights expanded to the batch's shape, a batch with as many rows as classes. Small real runs on
+the digits, found as ``overt run`` finds models."""
 
 from __future__ import annotations
 
@@ -53,6 +53,19 @@ class CenterLoss(nn.Module):
         else:
             pulled = self.centers[labels]
         return F.cross_entropy(logits, labels) + 0.01 * ((logits - pulled) ** 2).sum(1).mean()
+
+
+class ExpandedLoss(nn.Module):
+    """Per-class weights broadcast to the batch's shape and kept (every row still holds every class's weight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.linspace(0.5, 1.5, 10)
+
+    def forward(self, logits, labels):
+        if self.weight.dim() == 1:
+            self.weight = self.weight.expand(logits.shape[0], 10)
+        return -(self.weight[: logits.shape[0]] * F.one_hot(labels, 10) * F.log_softmax(logits, 1)).sum(1).mean()
 
 
 class CentredLoss(nn.Module):
@@ -142,7 +155,7 @@ def test_kept_quiet():
 
 
 def test_states_and_records_quiet():
-    for loss in (CentredLoss(), RecordingLoss(), CachedLoss()):
+    for loss in (CentredLoss(), RecordingLoss(), CachedLoss(), ExpandedLoss()):
         findings, text = _run(loss)
         assert SLUG not in slugs(findings), (type(loss).__name__, text)
 
