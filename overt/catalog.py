@@ -469,6 +469,12 @@ ENTRIES: tuple[Entry, ...] = (
           "lost) pushes wrong-side samples further off and both labels the same way: the model learns to score "
           "every sample alike while the loss falls",
           _E, False, True),
+    Entry("loss-config-overwritten", "OVT376", "a loss module's per-class configuration overwritten with one "
+          "batch's per-sample values",
+          "class weights, alpha or margins describe the classes; a forward that assigns a batch's gathered values "
+          "back to the attribute makes every later call look its weights up in that batch's values by class "
+          "index: the weighting it was configured with is lost, with no error",
+          _E, False, True),
     Entry("probability-loss-on-logits", "OVT329", "raw logits given to a loss written for probabilities",
           "a Dice, IoU or Tversky term computes overlaps from scores in [0, 1]: on logits of either sign its sums "
           "cancel or change sign, the term explodes or flips, and its gradient swamps the rest of the loss",

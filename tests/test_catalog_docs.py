@@ -152,7 +152,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # issue 33, a loss that can reach its minimum on the outputs it is given (branch lossreach14)
          "logits-bounded", "log-det-sign-flipped",
          # session 49 (evalsep14): an evaluation forward that changes what training reads afterwards
-         "eval-pass-changes-training"}
+         "eval-pass-changes-training",
+         # session 50 (datalabels15): a loss module's per-class configuration rebound to one batch's values
+         "loss-config-overwritten"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

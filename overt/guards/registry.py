@@ -60,6 +60,7 @@ from overt.guards.graphs import GraphChecks
 from overt.guards.graphbatch import GraphBatchChecks
 from overt.guards.clipping import ClipOrderChecks
 from overt.guards.losses import LossChecks
+from overt.guards.lossconfig import LossConfigChecks
 from overt.guards.lossdir import LossDirectionChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
@@ -130,6 +131,7 @@ CHECKS: tuple[type[Check], ...] = (
     IgnoredLabelChecks,
     SelfLossChecks,
     LossDirectionChecks,
+    LossConfigChecks,
     SameViewsChecks,
     SoftTargetChecks,
     LogitBoundChecks,

@@ -457,6 +457,9 @@ EXPECTED = {
     # (recurrent-state-not-carried); a GAE carry masked a second time, its lambda read from a LAMBDA global
     "w318_decoder_restarts_from_initial_state": ("run",),
     "w328_gae_carry_masked_twice": ("run",),
+    # session 50 (datalabels15): a focal loss that assigns the per-sample weights it gathered back to its per-class
+    # alpha (the loss's configuration rebound to one batch's shape)
+    "w327_focal_alpha_overwritten_by_batch_gather": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
