@@ -447,6 +447,10 @@ EXPECTED = {
     # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
     # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
+    # session 50 (evalpass15): a validation loop that scores the first batch of a new iterator at every step, and an
+    # early-stopping helper whose running best no test reads (a checkpoint saved at every evaluation)
+    "w323_validation_reads_first_batch_every_step": ("run",),
+    "w332_checkpoint_saved_every_epoch": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
