@@ -131,10 +131,10 @@ class EvalRepeatChecks(Check):
         self.arms: dict[int, int] = {}  # id(ModelInfo) -> user no_grad blocks that armed it in vain, in a row
         self.block_armed: dict[int, list[int]] = {}  # id(user no_grad block) -> the models its entry armed
         self.done = False  # every model's passes looked at
+        self.wants_no_grad = False  # a plain attribute (read at every no_grad entry): training started, passes left
 
-    @property
-    def wants_no_grad(self) -> bool:
-        return self.s.step >= 1 and not self.done
+    def after_checked_step(self, oi: Any) -> None:
+        self.wants_no_grad = not self.done
 
     def no_grad_entered(self, block: object = None) -> bool:
         """A ``no_grad`` block of the user's code begins after training started: arm the forward of the
@@ -156,6 +156,7 @@ class EvalRepeatChecks(Check):
             if info.pre_handle is None:
                 info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre)
         self.done = not left and bool(self.s.models)
+        self.wants_no_grad = not self.done
         if armed and block is not None:
             self.block_armed[id(block)] = armed
             return True
