@@ -199,6 +199,21 @@ def _saves(scope: ast.AST) -> ast.Call | None:
     return None
 
 
+_DECIDING_CALLS = ("less", "greater", "better", "improv", "monitor_op", "isclose")
+
+
+def _decides(scope: ast.AST) -> bool:
+    """Does ``scope`` hold any ordering test (``a < b``, ``np.less(a, b)``, ``self.is_better(...)``)?"""
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Lt, ast.Gt, ast.LtE, ast.GtE)) for op in n.ops):
+            return True
+        if isinstance(n, ast.Call):
+            name = (dotted(n.func) or "").rsplit(".", 1)[-1].lower()
+            if any(w in name for w in _DECIDING_CALLS):
+                return True
+    return False
+
+
 def _never_compared(ix: FileIndex) -> Iterator[Hit]:
     """A running best started at +-inf, set to each new value, and read by no test: every evaluation is kept."""
     inits: dict[str, ast.AST] = {}
@@ -232,8 +247,8 @@ def _never_compared(ix: FileIndex) -> Iterator[Hit]:
         else:
             scope = ix.enclosing_function(ups[0]) or ix.tree
         save = _saves(scope)
-        if save is None:
-            continue
+        if save is None or _decides(scope):
+            continue  # nothing saved, or another test decides what is kept (a best printed beside the real one)
         up = ups[0]
         yield Hit("best-value-not-tracked", up,
                   f"`{text}` is kept as the running best (it starts at {ix.segment(init.value)}, line {init.lineno}) "
