@@ -738,9 +738,10 @@ ENTRIES: tuple[Entry, ...] = (
           _E, False, True),
     Entry("eval-samples-repeated", "OVT536", "an evaluation pass that scores some samples more than once",
           "a sampler that draws with replacement (a WeightedRandomSampler or RandomSampler(replacement=True) copied "
-          "from training) hands some samples out twice and others never, or a neighbour-sampled batch is scored on "
-          "its sampled neighbours as well as its seed nodes: the metric weighs them unevenly and is "
-          "not the metric over the evaluation set",
+          "from training) hands some samples out twice and others never, a neighbour-sampled batch is scored on "
+          "its sampled neighbours as well as its seed nodes, or every forward of the pass is fed the same batch "
+          "drawn afresh (next(iter(loader)) inside the loop, a slice that ignores the loop index): the metric "
+          "weighs them unevenly and is not the metric over the evaluation set",
           _W, True, True),
     Entry("eval-samples-missed", "OVT537",
           "an evaluation pass that leaves samples out by the way it batches them or splits them across ranks",
@@ -956,10 +957,11 @@ ENTRIES: tuple[Entry, ...] = (
           "the best of many tries on the very data that should judge the choice",
           _W, True, False),
     Entry("best-value-not-tracked", "OVT710", "a running best that the improvement test cannot track: started "
-          "on the wrong side, never updated, or updated before the test",
+          "on the wrong side, never updated, updated before the test, or read by no test at all",
           "started at +inf for a score (or -inf/0 for a loss) no evaluation ever beats it, and updated before the "
           "test it is never strictly beaten: no best model is kept and early stopping fires after patience "
-          "evaluations; never updated, every evaluation beats it: the model kept is the last one, not the best",
+          "evaluations; never updated, every evaluation beats it, and set at every evaluation with no comparison "
+          "reading it, every checkpoint is saved as the best: the model kept is the last one, not the best",
           _W, True, False),
     # -- evaluation metrics ---------------------------------------------------------
     Entry("prediction-shape-mismatch", "OVT801", "predictions compared with labels of another shape",

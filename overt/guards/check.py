@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 HOOKS = ("on_train_forward", "on_checked_forward", "on_eval_forward", "on_no_grad_forward", "on_eval_mode_forward",
-         "on_forward_end",
+         "on_eval_input", "on_forward_end",
          "on_checked_loss", "before_checked_step", "on_step", "after_checked_step", "on_arming", "end_of_run",
          "on_crash", "remove_hooks", "eval_looks_left")
 
@@ -62,6 +62,9 @@ class Check:
     def on_eval_mode_forward(self, info: ModelInfo, args: tuple) -> None:
         """A forward of a model in eval mode, with or without gradients (called before ``on_eval_forward`` or
         ``on_no_grad_forward``)."""
+
+    def on_eval_input(self, info: ModelInfo, args: tuple) -> None:
+        """An evaluation forward (eval mode, or autograd off) with its arguments, after the hooks above."""
 
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         """The end of a checked, eval-mode or discovered forward (``failed``: it raised;

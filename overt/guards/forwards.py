@@ -128,6 +128,8 @@ class ForwardHooks:
                 post = True
         else:
             self._each("on_no_grad_forward", info)
+        if not module.training or not _grad_enabled():
+            self._each("on_eval_input", info, args)
         if self._global_pre is not None:  # discovering: track nesting so inner modules are not roots
             self.depth += 1
             post = True

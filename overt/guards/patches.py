@@ -207,6 +207,7 @@ def _next_wrapper(orig: Any) -> Any:
                     safely(datamut.after_fetch, self, tracer)
         for s in ACTIVE:  # the batch index and DataChecks' counters, inline: this runs on every batch
             s.batch_index = index
+            s.drawn += 1  # batches drawn from any loader (evalrepeat: a batch drawn between two forwards)
             if index:  # the first batch of a pass includes starting the workers: not counted
                 d = s.data
                 if not d.batches:
@@ -473,7 +474,7 @@ def _exit_wrapper(orig: Any) -> Any:
 
 #: the checks whose ``no_grad_entered(block) -> bool`` arms a training-mode model's forward when the user's code
 #: enters a ``no_grad`` block, and whose ``no_grad_exited(block)`` gives back what no forward used (blocksites.py)
-_ARMING = ("skew", "independence")
+_ARMING = ("skew", "independence", "evalrepeat")
 
 
 def _arming_checks(s: GuardSession) -> list[Any]:
@@ -487,6 +488,9 @@ def _arming_checks(s: GuardSession) -> list[Any]:
     independence = getattr(s, "independence", None)
     if independence is not None and not independence.hook.pending and s.models:
         found.append(independence)
+    evalrepeat = getattr(s, "evalrepeat", None)
+    if evalrepeat is not None and evalrepeat.wants_no_grad:
+        found.append(evalrepeat)
     return found
 
 

@@ -33,6 +33,7 @@ from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalscale import EvalScaleChecks
 from overt.guards.evalwrites import EvalWriteChecks
+from overt.guards.evalrepeat import EvalRepeatChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
@@ -104,6 +105,7 @@ CHECKS: tuple[type[Check], ...] = (
     FrozenModeChecks,
     DropoutChecks,
     EvalWriteChecks,
+    EvalRepeatChecks,
     IndependenceChecks,
     CarriedStateChecks,
     StaleEvalChecks,

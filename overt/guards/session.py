@@ -104,6 +104,7 @@ class GuardSession(ForwardHooks):
         self.armed = True  # some watched optimizer's next step is a checked one
         self.depth = 0
         self.batch_index: int | None = None  # of the latest training batch, when known
+        self.drawn = 0  # batches drawn from any DataLoader so far (patches.py counts them)
         self.batch_source: Callable[[], int] | None = None  # the index, when no DataLoader gives it
         # the step findings carry: a framework's own step counter (Lightning's, HF's global_step)
         # when one is given, else the optimizer steps done plus ``step_offset`` (the steps a resumed

@@ -460,6 +460,10 @@ EXPECTED = {
     # session 50 (datalabels15): a focal loss that assigns the per-sample weights it gathered back to its per-class
     # alpha (the loss's configuration rebound to one batch's shape)
     "w327_focal_alpha_overwritten_by_batch_gather": ("run",),
+    # session 50 (evalpass15): a validation loop that scores the first batch of a new iterator at every step, and an
+    # early-stopping helper whose running best no test reads (a checkpoint saved at every evaluation)
+    "w323_validation_reads_first_batch_every_step": ("run",),
+    "w332_checkpoint_saved_every_epoch": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

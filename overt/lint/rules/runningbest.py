@@ -170,6 +170,94 @@ def best_value_not_tracked(ix: FileIndex) -> Iterator[Hit]:
         if hit is not None:
             seen.add(id(t.node))
             yield hit
+    yield from _never_compared(ix)
+
+
+_BEST_WORDS = frozenset({"best", "min", "max", "lowest", "highest", "minimum", "maximum"})
+_SHOWN = frozenset({"print", "info", "debug", "warning", "log", "write", "format", "add_scalar", "log_metrics",
+                    "set_postfix", "set_description"})
+
+
+def _shown_only(ix: FileIndex, node: ast.AST) -> bool:
+    """Is ``node`` (a read) only shown: inside an f-string, or an argument of print/logging/format?"""
+    cur = ix.parents.get(node)
+    while cur is not None and not isinstance(cur, ast.stmt):
+        if isinstance(cur, ast.JoinedStr):
+            return True
+        if isinstance(cur, ast.Call):
+            f = cur.func
+            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            return last in _SHOWN
+        cur = ix.parents.get(cur)
+    return False
+
+
+def _saves(scope: ast.AST) -> ast.Call | None:
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Call) and dotted(n.func) in ("torch.save", "save_checkpoint", "self.save_checkpoint"):
+            return n
+    return None
+
+
+_DECIDING_CALLS = ("less", "greater", "better", "improv", "monitor_op", "isclose")
+
+
+def _decides(scope: ast.AST) -> bool:
+    """Does ``scope`` hold any ordering test (``a < b``, ``np.less(a, b)``, ``self.is_better(...)``)?"""
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Lt, ast.Gt, ast.LtE, ast.GtE)) for op in n.ops):
+            return True
+        if isinstance(n, ast.Call):
+            name = (dotted(n.func) or "").rsplit(".", 1)[-1].lower()
+            if any(w in name for w in _DECIDING_CALLS):
+                return True
+    return False
+
+
+def _never_compared(ix: FileIndex) -> Iterator[Hit]:
+    """A running best started at +-inf, set to each new value, and read by no test: every evaluation is kept."""
+    inits: dict[str, ast.AST] = {}
+    updates: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(ix.tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        text = dotted(node.targets[0])
+        if not text or text.count(".") > 1 or ("." in text and not text.startswith("self.")):
+            continue
+        if not set(tokens(text)) & _BEST_WORDS:
+            continue
+        if _number(node.value) in (float("inf"), float("-inf")):
+            inits.setdefault(text, node)
+        elif isinstance(node.value, (ast.Name, ast.Attribute)) and ix.enclosing_function(node) is not None:
+            updates.setdefault(text, []).append(node)
+    for text, init in inits.items():
+        ups = updates.get(text)
+        if not ups:
+            continue
+        attr = text.split(".")[-1]
+        reads = [n for n in ast.walk(ix.tree) if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
+                 and ((isinstance(n, ast.Attribute) and n.attr == attr and "." in text)
+                      or (isinstance(n, ast.Name) and n.id == text and "." not in text))]
+        if any(not _shown_only(ix, n) for n in reads):
+            continue  # compared, passed on or computed with somewhere: an improvement test may read it
+        if "." in text:
+            scope = ix.enclosing_class(ups[0])
+            if scope is None or ix.enclosing_class(init) is not scope:
+                continue
+        else:
+            scope = ix.enclosing_function(ups[0]) or ix.tree
+        save = _saves(scope)
+        if save is None or _decides(scope):
+            continue  # nothing saved, or another test decides what is kept (a best printed beside the real one)
+        up = ups[0]
+        yield Hit("best-value-not-tracked", up,
+                  f"`{text}` is kept as the running best (it starts at {ix.segment(init.value)}, line {init.lineno}) "
+                  f"and set to `{ix.segment(up.value)}` at line {up.lineno}, but no comparison in this file ever "
+                  f"reads it: nothing decides whether an evaluation improved, so the checkpoint saved beside it "
+                  f"(line {save.lineno}) is written at every evaluation, the model kept as the best is the last one, "
+                  f"and a patience counter never counts",
+                  fix=f"compare first (`if {ix.segment(up.value)} < {text}:` for a loss), and save and update "
+                  f"`{text}` only in that branch; count the evaluations without improvement in the other")
 
 
 def _stuck(ix: FileIndex, t: Improvement) -> Hit | None:
