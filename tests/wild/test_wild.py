@@ -447,6 +447,10 @@ EXPECTED = {
     # session 49 (lossreach14): a flow whose forward_and_log_det subtracts the layers' log-determinants
     # session 49 (evalsep14): an eval-mode forward that zeroes its dropout rate for the rest of training
     "w304_eval_forward_zeroes_dropout_rate": ("run",),
+    # session 50 (normalise15): a hand-written layer norm and an utterance normalisation whose output follows the
+    # input's scale (normaliser-not-scale-invariant)
+    "w321_layernorm_variance_squared": ("run",),
+    "w270_utterance_mvn_sqrt_taken_twice": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
