@@ -12,9 +12,11 @@ standard deviation belongs (power -1), a square of it (-3).
 
 What is looked at: on a checked training forward, the functions defined at module level in the running script
 (``__main__``) whose name says it normalises (and not ``denormalize``, ``unnormalize``, an inverse, nor a power,
-square-root or log normalisation, whose powers are their own) and that write no module global are wrapped in the
-script's namespace; the first call that returns a floating tensor of the shape of exactly one of its floating
-tensor arguments is recorded (copies of its arguments), and the original function is put back at once.  After
+square-root or log normalisation, whose powers are their own; not a metric's name, such as a normalised DCG or
+mutual information, which the metric probes wrap) and that write no module global are wrapped in the script's
+namespace; the first call that returns a floating tensor of the shape of exactly one of its floating tensor arguments
+is recorded (copies of its arguments), and the original function is put back at once (after :data:`TRIES` calls
+when none fits).  After
 the next optimizer step (or at the end of the run) it is called again (``no_grad``, as user code, the random
 generators put back) with that argument scaled so that its smallest typical spread is 10, 20 and 40 (as in
 :mod:`overt.guards.normscale`): a power law whose power is neither 0 nor 1 (each off by more than
@@ -24,8 +26,10 @@ that raises, returns another shape or non-finite values, or whose output moves b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import math
 import re
 import sys
@@ -34,9 +38,10 @@ from typing import Any
 
 import torch
 
+from overt.guards import patches
 from overt.guards.aside import user_code
 from overt.guards.check import Check
-from overt.guards.metricprobe import _writes_globals
+from overt.guards.metricprobe import _writes_globals, metric_kind
 from overt.guards.normscale import SCALES, _rms, _spread, _target, _with
 from overt.guards.putback import RandomState
 from overt.guards.where import short_location, user_location
@@ -44,6 +49,7 @@ from overt.guards.where import short_location, user_location
 MIN_POWER = 0.25  # the power's distance from 0 and from 1 above which it is neither kind of normalisation
 SAME_POWER = 0.15  # |k1 - k2| under which the output follows one power of the input's scale
 MAX_ELEMENTS = 1 << 22
+TRIES = 4  # calls of a wrapped function looked at for a recordable one; the script's function is put back after
 
 _NAME = re.compile(r"(?:^|_)(?:c?mvn|normali[sz]\w*|standardi[sz]\w*|z_?score)", re.IGNORECASE)
 _NOT = re.compile(r"^(?:de|un|inv)|inverse|power|sqrt|log|rank|quantile", re.IGNORECASE)
@@ -76,7 +82,8 @@ class NormFunctionChecks(Check):
         self.seen = len(self.namespace)
         for name, fn in list(self.namespace.items()):
             if name in self.looked or not isinstance(fn, types.FunctionType) or not normalising(name) \
-                    or fn.__code__.co_filename != filename or _writes_globals(fn.__code__):
+                    or metric_kind(fn) is not None or fn.__code__.co_filename != filename \
+                    or _writes_globals(fn.__code__):  # a normalised metric (NDCG, NMI) is the metric probes' own
                 continue
             self.looked.add(name)
             wrapper = self._wrapper(name, fn)
@@ -84,15 +91,23 @@ class NormFunctionChecks(Check):
             self.namespace[name] = wrapper
 
     def _wrapper(self, name: str, fn: Any) -> Any:
+        calls = [0]
+
         @functools.wraps(fn)
         def normaliser(*args: Any, **kwargs: Any) -> Any:
             result = fn(*args, **kwargs)
-            if not isinstance(result, torch.Tensor) or not result.is_floating_point() \
-                    or not 32 <= result.numel() <= MAX_ELEMENTS or _target(args, kwargs, result.shape) is None:
+            if calls[0] < 0:  # recorded already (a reference to the wrapper kept by the script: a transform)
                 return result
+            calls[0] += 1
+            recordable = isinstance(result, torch.Tensor) and result.is_floating_point() \
+                and 32 <= result.numel() <= MAX_ELEMENTS and _target(args, kwargs, result.shape) is not None
+            if (recordable or calls[0] >= TRIES) and self.namespace is not None \
+                    and self.namespace.get(name) is normaliser:
+                self.namespace[name] = fn  # one call recorded, or none of the first few fit: the script's own again
+            if not recordable:
+                return result
+            calls[0] = -1
             try:
-                if self.namespace is not None and self.namespace.get(name) is normaliser:
-                    self.namespace[name] = fn  # one call recorded: the script's own function again
                 copy = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
                 kw = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
                 self.calls.append((fn, name, copy, kw, result.shape, user_location(2) or ""))
@@ -126,8 +141,10 @@ class NormFunctionChecks(Check):
         if spread is None:
             return None
         state = RandomState([x.device])
+        sessions = list(patches.ACTIVE)  # the probe's calls are no step's: no session hears of them
+        patches.ACTIVE.clear()
         try:
-            with torch.no_grad(), user_code():
+            with torch.no_grad(), user_code(), contextlib.redirect_stdout(io.StringIO()):
                 rms = []
                 for s in SCALES:
                     a, k = _with(args, kwargs, where, x * (s / spread))
@@ -139,6 +156,7 @@ class NormFunctionChecks(Check):
         except Exception:  # noqa: BLE001  a function that cannot be called again on its own: nothing to judge
             return None
         finally:
+            patches.ACTIVE[:] = sessions
             state.restore()
         if min(rms) <= 0 or not all(math.isfinite(r) for r in rms):
             return None

@@ -16,8 +16,9 @@ that does normalises over the batch dimension.
 What is looked at: modules whose class is the user's (its ``forward`` is in the user's files) and whose class
 name says it normalises (``LayerNorm``, ``T5LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``InstanceNorm1d``,
 ``BatchNorm``, ``ConditionalLayerNorm``, ``AdaLayerNorm``, ``PixelNorm`` ...; not torch's own layers, tested
-upstream; not weight or spectral normalisation, a frozen, fixed or running-statistics norm, nor a pre-/post-norm
-or add-and-norm block, which are not scale invariant).  On a model's first checked training forward each such
+upstream; not weight or spectral normalisation, a frozen, fixed, running-statistics or synchronised norm, nor a
+pre-/post-norm or add-and-norm block, which are not scale invariant; a batch norm not at all when several ranks run:
+it may synchronise its statistics across them).  On a model's first checked training forward each such
 module records its first call (every module of its subtree in training mode: batch norms normalise with the
 batch's statistics); after the optimizer step it is run again (``no_grad``, as user code; the random generators,
 the buffers and the module attributes put back) on that call's arguments with the one floating tensor of the
@@ -27,10 +28,11 @@ With ``k1``, ``k2`` the powers of two by which the output's RMS about its mean o
 the same for every sample, would hide the normalised part) grows from one scale to the next, a power law
 ``|k1 - k2| <`` :data:`SAME_POWER` with ``|k2| >`` :data:`MIN_POWER` is reported: the output goes as the input's
 scale to the power ``k`` (a correct layer whose ``eps`` still counts at the smallest scale moves toward
-invariance: ``k2`` is nearer 0 than ``k1``, and is not reported).  Per-sample normalisers whose output is invariant are then run with each sample of
-dimension 0 scaled by its own factor (between 1 and 10): an output that moves by more than :data:`MIXED` of its
-RMS is reported.  Silent: a non-finite output (a half-precision overflow), outputs of another shape, fewer than
-:data:`MIN_ELEMENTS` elements, modules that cannot run again on their own, inputs with no spread.
+invariance: ``k2`` is nearer 0 than ``k1``, and is not reported).  Per-sample normalisers whose output is invariant
+are then run with each sample of dimension 0 scaled by its own factor (between 1 and 10): an output that moves by
+more than :data:`MIXED` of its RMS is reported.  Silent: a non-finite output (a half-precision overflow), outputs of
+another shape, fewer than :data:`MIN_ELEMENTS` elements, modules that cannot run again on their own, inputs with no
+spread.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from overt.guards import patches
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.evalscale import _Contents, _copy, _plain
@@ -64,7 +67,7 @@ MAX_MODULES = 16  # normalisers probed per model
 # the kind of normalisation the class name ends with: per sample, or over the batch
 _KIND = re.compile(r"(layer|rms|group|instance|pixel|scale|channel|l2|ln|gn|batch|bn)_?norm"
                    r"(?:ali[sz]ation|ali[sz]er)?(?:\d*d)?$", re.IGNORECASE)
-_NOT = re.compile(r"weight|spectral|frozen|fixed|static|running|power|renorm|pre|post|add|res|block|wrap",
+_NOT = re.compile(r"weight|spectral|frozen|fixed|static|running|power|renorm|pre|post|add|res|block|wrap|sync",
                   re.IGNORECASE)
 
 
@@ -78,7 +81,11 @@ def norm_kind(m: nn.Module) -> str | None:
     found = _KIND.search(cls.__name__)
     if found is None or _NOT.search(cls.__name__[:found.start()]):
         return None
-    return "batch" if found.group(1).lower() in ("batch", "bn") else "sample"
+    if found.group(1).lower() in ("batch", "bn"):
+        # across ranks a batch norm may synchronise its statistics: a probe on one rank's schedule is no place for that
+        dist = torch.distributed
+        return None if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 else "batch"
+    return "sample"
 
 
 def _target(args: tuple, kwargs: dict, shape: torch.Size) -> tuple[str, Any] | None:
@@ -215,8 +222,12 @@ class NormScaleChecks(Check):
         saved, contents = ModelState(module, info.param_device), _Contents(module)
         host = save_host_random()
         flags = [(m, m.training) for m in module.modules()]
+        sessions = list(patches.ACTIVE)  # the probe's calls are no step's: no session hears of them
+        patches.ACTIVE.clear()
         try:
             with torch.no_grad(), user_code():
+                for m, _ in flags:  # as recorded: every module of the subtree in training mode
+                    m.training = True
                 outs = []
                 for s in SCALES:
                     y = self._run(module, args, kwargs, where, x * (s / spread), shape)
@@ -244,6 +255,7 @@ class NormScaleChecks(Check):
         except Exception:  # noqa: BLE001  a module that cannot run again on its own: nothing to judge
             return None
         finally:
+            patches.ACTIVE[:] = sessions
             for m, flag in flags:
                 m.training = flag
             saved.restore()
@@ -256,6 +268,7 @@ class NormScaleChecks(Check):
         name = info.label(module)
         line = _divisor_line(type(module)) or ""
         at = f", computed at {line}" if line else ""  # the divisor's line
+        stats = f" (its statistics at {line})" if line else ""
         if what == "scale":
             div = 1 - power
             self.s.report(
@@ -266,8 +279,8 @@ class NormScaleChecks(Check):
                 f"{power:+.2f} (a normaliser's output does not depend on its input's scale: power 0). It divides "
                 f"by something that grows as the input's spread to the power {div:.2f} (a standard deviation or "
                 f"RMS grows as power 1, a variance as 2, a squared variance as 4, a square root of the standard "
-                f"deviation as 0.5){at}. The layer does not normalise: it amplifies small activations and crushes large "
-                "ones, and the layers after it train on activations whose scale follows the data's.",
+                f"deviation as 0.5){at}. The layer does not normalise: it amplifies small activations and crushes "
+                "large ones, and the layers after it train on activations whose scale follows the data's.",
                 fix="divide the centred input by its standard deviation, torch.sqrt(variance + eps) (or multiply by "
                     "torch.rsqrt(variance + eps)); RMS norm: by torch.sqrt(mean(x**2) + eps); or use nn.LayerNorm, "
                     "nn.RMSNorm, nn.GroupNorm",
@@ -278,11 +291,11 @@ class NormScaleChecks(Check):
                 f"{name} ({cls}) normalises each sample by its name, but one sample's output depends on the scale of "
                 f"the other samples of the batch: run again on its own input of a training step with each sample "
                 f"(dimension 0) scaled by its own factor between 1 and 10, its output moved by {moved:.0%} of its "
-                f"RMS, while scaling the whole input leaves it unchanged{f' (its statistics at {line})' if line else ''}. It computes its statistics over the "
+                f"RMS, while scaling the whole input leaves it unchanged{stats}. It computes its statistics over the "
                 "batch dimension, not within each sample: every prediction depends on the rest of its batch, and "
                 "evaluation batches of another size or make-up give other outputs.",
-                fix=f"reduce over the normalised dimensions of each sample (layer/RMS norm: dim=-1, keepdim=True; "
-                    f"group/instance norm: the channel group and spatial dimensions), not over dimension 0",
+                fix="reduce over the normalised dimensions of each sample (layer/RMS norm: dim=-1, keepdim=True; "
+                    "group/instance norm: the channel group and spatial dimensions), not over dimension 0",
                 where=line or name, key=f"{info.name}:{cls}")
 
     def _unhook(self) -> None:
