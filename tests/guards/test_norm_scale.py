@@ -7,6 +7,7 @@ statistics standardiser and a norm wrapper block stay quiet.  Small real runs on
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tests.conftest import TIMING
@@ -138,7 +139,7 @@ def test_a_layer_norm_dividing_by_the_squared_variance_is_named_with_its_divisor
     assert slugs(findings) == ["normaliser-not-scale-invariant"]
     f = findings[0]
     assert f.severity == "error"
-    assert "tests/guards/test_norm_scale.py:29" in f.where  # std = (variance + self.eps) ** self.power
+    assert "tests/guards/test_norm_scale.py:30" in f.where  # std = (variance + self.eps) ** self.power
     assert "power -3.00" in f.message and "power 4.00" in f.message
     assert "torch.sqrt(variance + eps)" in f.fix
 
@@ -169,6 +170,73 @@ def test_correct_hand_written_norms_are_quiet():
 def test_fixed_statistics_and_norm_blocks_are_not_judged():
     assert _run(Body(FixedStandardNorm(32))) == []
     assert _run(Body(AddNorm(32))) == []
+
+
+class FunctionalLayerNorm(nn.Module):
+    """nanoGPT's: F.layer_norm with an optional bias."""
+
+    def __init__(self, dim: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class ChannelsFirstLayerNorm(nn.Module):
+    """ConvNeXt's channels-first layer norm on (N, C, H, W)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x):
+        u = x.mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt((x - u).pow(2).mean(1, keepdim=True) + 1e-6)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class AdaLayerNorm(nn.Module):
+    """Scale and shift from an embedding, on a sequence-first (T, B, D) input."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.lin = nn.Linear(dim, 2 * dim)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False)
+
+    def forward(self, x, emb):
+        scale, shift = self.lin(F.silu(emb)).unsqueeze(0).chunk(2, -1)
+        return self.norm(x) * (1 + scale) + shift
+
+
+class Layouts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp, self.emb, self.out = nn.Linear(64, 32), nn.Linear(64, 8), nn.Linear(32, 10)
+        self.ln, self.cf, self.ada = FunctionalLayerNorm(32, True), ChannelsFirstLayerNorm(4), AdaLayerNorm(8)
+
+    def forward(self, x):
+        h = self.cf(self.ln(self.inp(x)).reshape(-1, 4, 2, 4)).reshape(-1, 4, 8)
+        h = self.ada(h.transpose(0, 1), self.emb(x)).transpose(0, 1)
+        return self.out(torch.relu(h.reshape(-1, 32)))
+
+
+def test_functional_channels_first_and_adaptive_sequence_first_norms_are_probed_and_quiet(monkeypatch):
+    from overt.guards.normscale import NormScaleChecks
+
+    probed = []
+    probe = NormScaleChecks._probe
+
+    def recorded(self, module, *args):
+        probed.append(type(module).__name__)
+        return probe(self, module, *args)
+
+    monkeypatch.setattr(NormScaleChecks, "_probe", recorded)
+    assert _run(Layouts()) == []
+    assert sorted(probed) == ["AdaLayerNorm", "ChannelsFirstLayerNorm", "FunctionalLayerNorm"]
 
 
 def test_the_probe_leaves_the_run_unchanged(monkeypatch):
