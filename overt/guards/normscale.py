@@ -51,6 +51,7 @@ from overt.guards.check import Check
 from overt.guards.evalscale import _Contents, _copy, _plain
 from overt.guards.putback import ModelState, restore_host_random, save_host_random
 from overt.guards.where import is_user_file, short_location
+from overt.torchrun import Topology
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -83,8 +84,7 @@ def norm_kind(m: nn.Module) -> str | None:
         return None
     if found.group(1).lower() in ("batch", "bn"):
         # across ranks a batch norm may synchronise its statistics: a probe on one rank's schedule is no place for that
-        dist = torch.distributed
-        return None if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 else "batch"
+        return None if Topology.of_group().world_size > 1 else "batch"
     return "sample"
 
 
