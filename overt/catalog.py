@@ -572,6 +572,13 @@ ENTRIES: tuple[Entry, ...] = (
           "ids, user ids where item ids belong) gives the model one input twice: what the second slot should carry "
           "never reaches it, and the parameters meant for it learn from a copy of the first",
           _E, False, True),
+    Entry("normaliser-not-scale-invariant", "OVT449",
+          "a normalisation layer written by hand whose output changes with the scale of its input",
+          "a layer norm dividing by (variance + eps) ** 2 or by the variance, a square root taken twice, statistics "
+          "taken over the batch instead of each sample: the layer does not normalise, small activations are "
+          "amplified and large ones crushed, and the layers after it train on activations whose scale follows "
+          "the data's while nothing fails",
+          _E, False, True),
     # -- data pipeline -----------------------------------------------------------
     Entry("frozen-model-in-train-mode", "OVT413",
           "a model kept fixed (a teacher, a frozen encoder) run in training mode",

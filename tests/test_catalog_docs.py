@@ -149,6 +149,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "optimizer-off-definition", "pruning-removes-one-sign",
          # issue 33, every input reaches parameters of its own (branch embrows14)
          "input-columns-unread", "inputs-duplicated",
+         # issue 33, a normaliser normalises (branch normalise15)
+         "normaliser-not-scale-invariant",
          # issue 33, a loss that can reach its minimum on the outputs it is given (branch lossreach14)
          "logits-bounded", "log-det-sign-flipped",
          # session 49 (evalsep14): an evaluation forward that changes what training reads afterwards

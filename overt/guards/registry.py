@@ -73,6 +73,8 @@ from overt.guards.grouprates import GroupRates
 from overt.guards.optrebuilt import OptimizerRebuilt
 from overt.guards.modes import ModeChecks
 from overt.guards.normstats import NormStatsChecks
+from overt.guards.normscale import NormScaleChecks
+from overt.guards.normfunc import NormFunctionChecks
 from overt.guards.orders import OrderChecks
 from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
@@ -185,5 +187,7 @@ CHECKS: tuple[type[Check], ...] = (
     OptimizerRebuilt,
     StateChecks,
     DistributedChecks,
+    NormScaleChecks,
+    NormFunctionChecks,
     EvalScaleChecks,  # last: its probes run when the forward ends, after the other checks' hooks are off
 )
