@@ -15,7 +15,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half dev9      # round nine's development half
     python -m tests.wild.runner --faces run,lint --half dev10     # round ten's development half
     python -m tests.wild.runner --faces run,lint --half dev11     # round eleven's development half
-    python -m tests.wild.runner --faces run,lint --half test15    # round fifteen's halves: named only, never by default
+    python -m tests.wild.runner --faces run,lint --half test15    # round fifteen's test half
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -50,8 +50,8 @@ def _commit() -> str:
 #: round ten's to round thirteen's halves were measured on 2026-11-27 too (round eleven in session 46, round
 #: twelve in session 47, round thirteen in session 48); round fourteen's on 2026-11-28 (session 49). A new round's
 #: halves are listed here, in its split commit, until the lead measures them: round fifteen's (drawn 2026-11-28,
-#: docs/wild.md "Issue 33, round fifteen") are left out until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev15", "test15")
+#: docs/wild.md "Issue 33, round fifteen") were, until the lead measured its test half in session 50.
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
