@@ -38,12 +38,11 @@ from typing import Any
 
 import torch
 
-from overt.guards import patches
-from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.metricprobe import _writes_globals, metric_kind
 from overt.guards.normscale import SCALES, _rms, _spread, _target, _with
 from overt.guards.putback import RandomState
+from overt.guards.rerun import rerun
 from overt.guards.where import short_location, user_location
 
 MIN_POWER = 0.25  # the power's distance from 0 and from 1 above which it is neither kind of normalisation
@@ -140,11 +139,9 @@ class NormFunctionChecks(Check):
         spread = _spread(x)
         if spread is None:
             return None
-        state = RandomState([x.device])
-        sessions = list(patches.ACTIVE)  # the probe's calls are no step's: no session hears of them
-        patches.ACTIVE.clear()
+        state = RandomState([x.device])  # each call from the same draws
         try:
-            with torch.no_grad(), user_code(), contextlib.redirect_stdout(io.StringIO()):
+            with rerun(None, x.device), torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
                 rms = []
                 for s in SCALES:
                     a, k = _with(args, kwargs, where, x * (s / spread))
@@ -155,9 +152,6 @@ class NormFunctionChecks(Check):
                     rms.append(_rms(y - y.mean(0, keepdim=True)) if y.dim() > 0 and y.shape[0] > 1 else _rms(y))
         except Exception:  # noqa: BLE001  a function that cannot be called again on its own: nothing to judge
             return None
-        finally:
-            patches.ACTIVE[:] = sessions
-            state.restore()
         if min(rms) <= 0 or not all(math.isfinite(r) for r in rms):
             return None
         k1, k2 = math.log2(rms[1] / rms[0]), math.log2(rms[2] / rms[1])

@@ -45,11 +45,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from overt.guards import patches
-from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.evalscale import _Contents, _copy, _plain
-from overt.guards.putback import ModelState, restore_host_random, save_host_random
+from overt.guards.rerun import rerun
 from overt.guards.where import is_user_file, short_location
 from overt.torchrun import Topology
 
@@ -219,13 +217,10 @@ class NormScaleChecks(Check):
         spread = _spread(x)
         if spread is None:
             return None
-        saved, contents = ModelState(module, info.param_device), _Contents(module)
-        host = save_host_random()
+        contents = _Contents(module)
         flags = [(m, m.training) for m in module.modules()]
-        sessions = list(patches.ACTIVE)  # the probe's calls are no step's: no session hears of them
-        patches.ACTIVE.clear()
         try:
-            with torch.no_grad(), user_code():
+            with rerun(module, info.param_device) as saved, torch.no_grad():
                 for m, _ in flags:  # as recorded: every module of the subtree in training mode
                     m.training = True
                 outs = []
@@ -255,13 +250,9 @@ class NormScaleChecks(Check):
         except Exception:  # noqa: BLE001  a module that cannot run again on its own: nothing to judge
             return None
         finally:
-            patches.ACTIVE[:] = sessions
             for m, flag in flags:
                 m.training = flag
-            saved.restore()
             contents.restore()
-            saved.restore_rng()
-            restore_host_random(host)
 
     def _report(self, info: ModelInfo, module: nn.Module, what: str, power: float, moved: float) -> None:
         cls = type(module).__name__
