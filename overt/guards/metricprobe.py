@@ -53,6 +53,7 @@ import torch
 from overt.guards import latecalls, metricdef, rankorder, scoredefs, spantext
 from overt.guards.aside import user_code
 from overt.guards.check import Check
+from overt.guards.scriptspace import script_grown
 from overt.guards.where import short_location, user_location
 
 #: name words of metrics whose best value is their largest (1, or 100 in percent)
@@ -337,13 +338,10 @@ class MetricProbeChecks(Check):
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
         """A checked training step: wrap the script's functions named after a metric definition defined by now
         (a namespace size compared; nothing else on the step)."""
-        main = sys.modules.get("__main__")
-        if main is None or len(main.__dict__) == self.seen_training:
+        found = script_grown(self.namespace, self.seen_training)
+        if found is None:
             return
-        filename = getattr(main, "__file__", None)
-        if not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
-            return
-        self.namespace = main.__dict__
+        self.namespace, filename = found
         self.seen_training = len(self.namespace)
         self._wrap(filename, training=True)
         box_format = getattr(self.s, "box_format", None)  # box functions given another format (boxformat.py)

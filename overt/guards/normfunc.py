@@ -32,7 +32,6 @@ import inspect
 import io
 import math
 import re
-import sys
 import types
 from typing import Any
 
@@ -43,6 +42,7 @@ from overt.guards.metricprobe import _writes_globals, metric_kind
 from overt.guards.normscale import SCALES, _rms, _spread, _target, _with
 from overt.guards.putback import RandomState
 from overt.guards.rerun import rerun
+from overt.guards.scriptspace import script_grown
 from overt.guards.where import short_location, user_location
 
 MIN_POWER = 0.25  # the power's distance from 0 and from 1 above which it is neither kind of normalisation
@@ -71,13 +71,10 @@ class NormFunctionChecks(Check):
         self.calls: list[tuple[Any, str, tuple, dict, torch.Size, str]] = []
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
-        main = sys.modules.get("__main__")
-        if main is None or len(main.__dict__) == self.seen:
+        found = script_grown(self.namespace, self.seen)
+        if found is None:
             return
-        filename = getattr(main, "__file__", None)
-        if not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
-            return
-        self.namespace = main.__dict__
+        self.namespace, filename = found
         self.seen = len(self.namespace)
         for name, fn in list(self.namespace.items()):
             if name in self.looked or not isinstance(fn, types.FunctionType) or not normalising(name) \

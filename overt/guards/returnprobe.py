@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import types
 from typing import Any
 
@@ -29,6 +28,7 @@ import torch
 from overt.guards import returndefs
 from overt.guards.check import Check
 from overt.guards.metricprobe import _defined, _inner, _words, _writes_globals
+from overt.guards.scriptspace import script_grown
 from overt.guards.where import short_location, user_location
 
 AGREE, DIFFER, UNKNOWN, LOOKS = 3, 2, 5, 8
@@ -75,13 +75,10 @@ class ReturnRecursionChecks(Check):
         self.states: dict[str, _State] = {}
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
-        main = sys.modules.get("__main__")
-        if main is None or len(main.__dict__) == self.seen:
+        found = script_grown(self.namespace, self.seen)
+        if found is None:
             return
-        filename = getattr(main, "__file__", None)
-        if not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
-            return
-        self.namespace = main.__dict__
+        self.namespace, filename = found
         self.seen = len(self.namespace)
         for name, fn in list(self.namespace.items()):
             if name in self.states or not isinstance(fn, types.FunctionType):
