@@ -45,18 +45,17 @@ class RateDropout(nn.Module):
         return super().train(mode)
 
 
-def _run(how: str, anneal: bool = False, bn: bool = False) -> list:
+def _train_and_evaluate(build, epochs: int, before_epoch=None) -> list:
+    """``build()`` -> (model, optimizer), trained ``epochs`` epochs of 12 steps on digits, each followed by an
+    evaluation, under a guard session that finds them itself (``overt run``'s way): the findings."""
     x, y = digits()
     session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
     try:
         torch.manual_seed(0)
-        drop = RateDropout(0.5, how)
-        layers = [nn.Linear(64, 64)] + ([nn.BatchNorm1d(64)] if bn else []) + [nn.ReLU(), drop, nn.Linear(64, 10)]
-        model = nn.Sequential(*layers)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        for epoch in range(5):
-            if anneal:
-                drop.p = drop.keep = 0.5 - 0.1 * epoch
+        model, opt = build()
+        for epoch in range(epochs):
+            if before_epoch is not None:
+                before_epoch(epoch)
             model.train()
             for i in range(12):
                 j = (epoch * 12 + i) * 32 % 1400
@@ -71,6 +70,20 @@ def _run(how: str, anneal: bool = False, bn: bool = False) -> list:
         findings = session.close()
     assert 0.0 <= acc <= 1.0
     return findings
+
+
+def _run(how: str, anneal: bool = False, bn: bool = False) -> list:
+    drop = RateDropout(0.5, how)  # no parameters: built before the seed, the same draws
+
+    def build():
+        layers = [nn.Linear(64, 64)] + ([nn.BatchNorm1d(64)] if bn else []) + [nn.ReLU(), drop, nn.Linear(64, 10)]
+        model = nn.Sequential(*layers)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def anneal_rate(epoch: int) -> None:
+        drop.p = drop.keep = 0.5 - 0.1 * epoch
+
+    return _train_and_evaluate(build, 5, anneal_rate if anneal else None)
 
 
 def test_an_eval_forward_that_zeroes_the_dropout_rate_is_named():
@@ -124,27 +137,11 @@ class Prototypes(nn.Module):
 
 
 def _run_proto(how: str) -> list:
-    x, y = digits()
-    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
-    try:
-        torch.manual_seed(0)
+    def build():
         model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), Prototypes(how))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for epoch in range(4):
-            model.train()
-            for i in range(12):
-                j = (epoch * 12 + i) * 32 % 1400
-                loss = F.cross_entropy(model(x[j:j + 32]), y[j:j + 32])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            model.eval()
-            with torch.no_grad():
-                acc = (model(x[1500:]).argmax(1) == y[1500:]).float().mean().item()
-    finally:
-        findings = session.close()
-    assert 0.0 <= acc <= 1.0
-    return findings
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+    return _train_and_evaluate(build, 4)
 
 
 def test_a_parameter_written_by_an_evaluation_forward_is_named():
