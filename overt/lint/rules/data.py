@@ -89,6 +89,17 @@ def _first_batch_only(ix: FileIndex, call: ast.Call) -> bool:
     return bool(uses) and all(first_batch(u) for u in uses)
 
 
+def _batches_itself(call: ast.Call) -> bool:
+    """``batch_size=None`` written out: automatic batching is off, so the data set yields whole batches and
+    decides which samples go together and in what order (a pipeline that shuffles its own buffer, say); the
+    loader's ``shuffle`` could only reorder batches already made, and an iterable set refuses it.  Whether the
+    set shuffles is out of this call's view: nothing is proven."""
+    size = kwarg(call, "batch_size")
+    if size is None and len(call.args) >= 2:
+        size = call.args[1]
+    return size is not None and is_const(size, None)
+
+
 def _shuffle(call: ast.Call) -> ast.expr | None:
     value = kwarg(call, "shuffle")
     if value is None and len(call.args) >= 3:
@@ -103,7 +114,7 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
         if not ix.call_is(call, "DataLoader") or has_star_kwargs(call):
             continue
-        if kwarg(call, "sampler") is not None or kwarg(call, "batch_sampler") is not None:
+        if kwarg(call, "sampler") is not None or kwarg(call, "batch_sampler") is not None or _batches_itself(call):
             continue
         written = _shuffle(call)
         if written is not None and not is_const(written, False):
