@@ -154,7 +154,7 @@ class EvalRepeatChecks(Check):
             if info.fwd_left < 1:
                 info.fwd_left = 1
             if info.pre_handle is None:
-                info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre)
+                info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre, with_kwargs=True)
         self.done = not left and bool(self.s.models)
         self.wants_no_grad = not self.done
         if armed and block is not None:

@@ -94,21 +94,21 @@ class ForwardHooks:
             if info.fwd_left < n:
                 info.fwd_left = n
             if info.pre_handle is None:
-                info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre)
+                info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre, with_kwargs=True)
 
     def _sync_forward_hooks(self) -> None:
         for info in self.models.values():
             if not self.armed and info.module.training and not info.dropbn:
                 info.fwd_left = 0  # nothing to look at in its unchecked training forwards
             if self.armed and info.pre_handle is None:
-                info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre)
+                info.pre_handle = info.module.register_forward_pre_hook(self._fwd_pre, with_kwargs=True)
             elif not self.armed and info.fwd_left <= 0 and info.pre_handle is not None:
                 info.pre_handle.remove()
                 info.pre_handle = None
 
     @compiler_disable
     @never_break
-    def _fwd_pre(self, module: nn.Module, args: tuple) -> None:
+    def _fwd_pre(self, module: nn.Module, args: tuple, kwargs: dict | None = None) -> None:
         info = self.models[id(module)]
         info.forwards += 1
         if self.armed and not self.optimizers and info.forwards > self.options.warmup_steps \
@@ -129,7 +129,8 @@ class ForwardHooks:
         else:
             self._each("on_no_grad_forward", info)
         if not module.training or not _grad_enabled():
-            self._each("on_eval_input", info, args)
+            # a model called with keywords only (``model(input_ids=...)``): its inputs are the keywords' values
+            self._each("on_eval_input", info, args if args or not kwargs else tuple(kwargs.values()))
         if self._global_pre is not None:  # discovering: track nesting so inner modules are not roots
             self.depth += 1
             post = True

@@ -151,7 +151,8 @@ class GraphChecks(Check):
         """After a checked step: graphs that backward went through but kept their saved tensors."""
         if not self.current:
             return
-        for key, (node, sentinel, info) in list(self.current.items()):
+        for key in list(self.current):
+            info = self.current[key][2]
             pair = (id(info), id(oi))
             overlap = self.overlap.get(pair)
             if overlap is None:
@@ -159,13 +160,23 @@ class GraphChecks(Check):
                 overlap = self.overlap[pair] = any(id(p) in param_ids for p in info.module.parameters())
             if not overlap:
                 continue
-            del self.current[key]
+            node, sentinel, _ = self.current.pop(key)
             if not sentinel.fired:
                 continue
-            if _saved_alive(node):
+            kept, loc = _saved_alive(node), sentinel.loc
+            if kept:
+                # the check's own reference to the node keeps the graph alive: kept means kept by the
+                # program too (a variable, a list) -- let go of it and see whether the graph outlives that
+                # (the sentinel hangs on the graph's nodes: it lives exactly as long as the graph)
+                ref = weakref.ref(sentinel)
+                del node, sentinel
+                if ref() is not None:
+                    gc.collect()  # garbage in a cycle (a frame that held it) is not kept by the program
+                kept = ref() is not None
+            if kept:
                 n = self.strikes[info.name] = self.strikes.get(info.name, 0) + 1
                 if n >= 2:
-                    self.report_retained(info, sentinel.loc,
+                    self.report_retained(info, loc,
                                          f"after backward and {n} checked optimizer steps in a row, the graph "
                                          f"of {info.name}'s output still held its saved tensors: "
                                          "backward(retain_graph=True) keeps every step's graph and its saved "

@@ -252,7 +252,7 @@ class GuardSession(ForwardHooks):
             self.param_names.setdefault(id(p), f"{name}.{pname}")
         self._submodules.update(id(m) for m in model.modules())
         info.fwd_left = 3
-        info.pre_handle = model.register_forward_pre_hook(self._fwd_pre)
+        info.pre_handle = model.register_forward_pre_hook(self._fwd_pre, with_kwargs=True)
         return info
 
     def watch_optimizer(self, opt: torch.optim.Optimizer) -> OptInfo:

@@ -176,7 +176,7 @@ class SkewChecks(Check):
             if info.fwd_left < 1:
                 info.fwd_left = 1
             if info.pre_handle is None:
-                info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre)
+                info.pre_handle = info.module.register_forward_pre_hook(self.s._fwd_pre, with_kwargs=True)
         self.wants_no_grad = wanted
         if armed and block is not None:
             self.block_armed[id(block)] = armed

@@ -19,8 +19,9 @@ of the first and the last of those calls differing in value (one read, deferred 
 synchronisation in the forward).
 
 Silent: calls over whole sequences (more than one time step per call: independent sequences of one encoder),
-bidirectional modules, a state of None (the zero state by default: whether each call starts a new sequence on
-purpose is not proven), user-defined cells (their state argument is not known), forwards in eval mode or without
+bidirectional modules, a state of None (the zero state by default) unless every call of the loop is given none and
+their inputs are the successive time slices of one tensor (views of one storage, offsets a constant stride apart:
+``rnn(x[:, t:t + 1])`` over ``t`` -- session 51), user-defined cells (their state argument is not known), forwards in eval mode or without
 gradients, a state carried as any other tensor (a function of the returned one: detached, dropped out, projected,
 updated in place -- its object or version differs).  Where the premise cannot be told from the values: a cell used
 on purpose as a gated layer applied to independent items from one shared state (one step per item) is read as a
@@ -87,10 +88,11 @@ class _Call:
 class _Forward:
     """The calls of one recurrent module during one looked-at forward."""
 
-    __slots__ = ("calls", "returned", "carried", "kept")
+    __slots__ = ("calls", "stateless", "returned", "carried", "kept")
 
     def __init__(self):
         self.calls: list[_Call] = []
+        self.stateless: list[_Call] = []  # one-step calls given no state (None: the zero state)
         self.returned: set[int] = set()  # ids of the state tensors its calls returned
         self.carried: set[int] = set()  # parts of the state (0: h, 1: an LSTM's c) a call was given as returned
         self.kept: list[torch.Tensor] = []  # the returned tensors, held so that their ids are not reused
@@ -170,11 +172,15 @@ class StateCarryChecks(Check):
             key = _key(state)
             if key is not None and _one_step(m, x):
                 fw.calls.append(_Call(x, state, key, user_location(2)))
+        elif isinstance(x, torch.Tensor) and _one_step(m, x):
+            fw.stateless.append(_Call(x, None, (), user_location(2)))
         for t in _returned(m, output):
             fw.returned.add(id(t))
             fw.kept.append(t)
 
     def _judge(self, info: Any, m: nn.Module, fw: _Forward) -> None:
+        if not fw.calls and not fw.carried and len(fw.stateless) >= MIN_CALLS:
+            self._judge_stateless(info, m, fw)
         if len(fw.calls) < MIN_CALLS:
             return
         parts = min(len(c.key) for c in fw.calls)
@@ -222,6 +228,47 @@ class StateCarryChecks(Check):
                 "recurrent-state-not-carried",
                 f"{info.name}'s {kind} {label} was called {n} times, one time step per call, at {loc} within one "
                 f"training forward, and every call was given {what}",
+                fix="carry the state the step returns into the next step: `h = cell(x_t, h)` (GRUCell/RNNCell), "
+                    "`h, c = cell(x_t, (h, c))` (LSTMCell), `out, h = rnn(x_t, h)` (nn.GRU/LSTM/RNN), or run the "
+                    "module once over the whole sequence",
+                where=loc, key=f"state:{label}:{loc}")
+
+        self.s.defer(differ, callback)
+
+    def _judge_stateless(self, info: Any, m: nn.Module, fw: _Forward) -> None:
+        """Calls given no state at all, in a forward where no call was given one: the steps of one sequence only
+        when their inputs are the successive time slices of one tensor (views of one storage at offsets a constant
+        stride apart, ``x[:, t]`` in a loop over ``t``); inputs made afresh per call (independent items, a decoder
+        fed its own predictions) prove nothing here."""
+        groups: dict[str | None, list[_Call]] = {}
+        for c in fw.stateless:
+            groups.setdefault(c.loc, []).append(c)
+        loc, calls = max(groups.items(), key=lambda kv: len(kv[1]))
+        if len(calls) < MIN_CALLS or loc is None or f"{id(m)}:{loc}" in self.done:
+            return
+        xs = [c.x for c in calls]
+        if len({(tuple(x.shape), x.stride(), x.dtype) for x in xs}) != 1 or \
+                len({x.untyped_storage().data_ptr() for x in xs}) != 1 or xs[0]._base is None:
+            return
+        offsets = [x.storage_offset() for x in xs]
+        gaps = {b - a for a, b in zip(offsets, offsets[1:])}
+        if len(gaps) != 1 or next(iter(gaps)) <= 0:
+            return  # not successive slices of one tensor, taken in order
+        first, last = xs[0].detach(), xs[-1].detach()
+        differ = (first != last).any().reshape(1).float()
+        label, n, kind = info.label(m), len(calls), type(m).__name__
+        self.done.add(f"{id(m)}:{loc}")
+
+        def callback(values: list[float]) -> None:
+            if not values[0]:
+                return
+            self.s.report(
+                "recurrent-state-not-carried",
+                f"{info.name}'s {kind} {label} was called {n} times at {loc} within one training forward, each call "
+                f"on the next time step of one input tensor (successive slices of it) and none given a state: every "
+                "step starts from the zero state and the state each call returned is dropped, so the loop has no "
+                "memory -- each step sees only its own input, not what came before it in the sequence, and the "
+                "model trains and predicts as a worse one-step model with no error.",
                 fix="carry the state the step returns into the next step: `h = cell(x_t, h)` (GRUCell/RNNCell), "
                     "`h, c = cell(x_t, (h, c))` (LSTMCell), `out, h = rnn(x_t, h)` (nn.GRU/LSTM/RNN), or run the "
                     "module once over the whole sequence",

@@ -59,6 +59,15 @@ def _run(how: str, dropout: bool = False) -> tuple[list, float]:
                         xb, yb = next(iter(val))
                         correct += (model(xb).argmax(1) == yb).float().mean().item()
                     acc = correct / len(val)
+                elif how == "next_iter_kw":  # a model called with keywords only (HF style)
+                    for _ in range(len(val)):
+                        xb, yb = next(iter(val))
+                        correct += (model(input=xb).argmax(1) == yb).float().mean().item()
+                    acc = correct / len(val)
+                elif how == "loop_kw":
+                    for xb, yb in val:
+                        correct += (model(input=xb).argmax(1) == yb).float().mean().item()
+                    acc = correct / len(val)
                 elif how == "fixed_slice":
                     xv, yv = x[1400:], y[1400:]
                     for i in range(0, len(xv), 64):
@@ -103,6 +112,15 @@ def test_a_new_iterator_at_every_validation_step_is_named():
     assert "same batch" in f.message and "next(iter(loader))" in f.message and "shape [64, 64]" in f.message
     assert "test_evalrepeat.py:" in f.where
     assert 0.0 <= acc <= 1.0
+
+
+def test_a_model_called_with_keywords_only_is_seen_too():
+    """``model(input=xb)``: a forward pre-hook without kwargs sees no positional input (HF-style models called
+    with ``input_ids=...``); the inputs are the keywords' values. Iterating the loader the same way is silent."""
+    findings, _ = _run("next_iter_kw")
+    assert slugs(findings) == ["eval-samples-repeated"]
+    findings, acc = _run("loop_kw")
+    assert findings == [] and acc > 0.5, findings
 
 
 def test_a_slice_that_does_not_move_with_the_loop_is_named():

@@ -86,6 +86,25 @@ def test_backward_without_retain_graph_is_quiet():
     assert _loop(retain=False) == []
 
 
+def test_a_retained_graph_the_program_drops_before_the_step_is_quiet():
+    """torchdiffeq's adjoint (its backward runs the model again and calls ``autograd.grad(...,
+    retain_graph=True)`` on a graph it drops when the call returns): nothing of the program holds the
+    graph at the optimizer step, only the check's own reference did, so nothing stays in memory and
+    the check is quiet (it reported ``retain-graph-in-loop`` in runs where two checked steps watched the
+    adjoint's forwards). The same flag with the graph still held by the program's variable at the step is
+    reported (``test_retain_graph_in_loop``)."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = guarded(model, opt)
+    for xb, yb in batches(32, 10):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward(retain_graph=True)
+        del loss
+        opt.step()
+    assert g.report() == []
+
+
 def test_two_backwards_through_one_graph_within_a_step_is_quiet():
     """A GAN-style second backward through a shared graph inside one step is legitimate."""
     model = mlp()

@@ -42,6 +42,18 @@ class RowReader(nn.Module):
         fixed = state[None] if self.kind == "gru" and self.carry == "none" else state
         outs = []
         for t in range(8):
+            if self.carry in ("no-state", "no-state-copies", "zero-then-carried"):
+                given = state if self.carry == "zero-then-carried" and t > 0 else None
+                step = rows[:, t:t + 1] if self.kind == "gru" else rows[:, t]
+                if self.carry == "no-state-copies":
+                    step = step.clone()  # made afresh per call: nothing says these are one sequence's steps
+                new = self.rnn(step) if given is None else self.rnn(step, given)
+                out = new[0][:, 0] if self.kind == "gru" else (new[0] if self.kind == "lstm-cell" else new)
+                if self.kind == "gru":
+                    new = new[1]
+                state = new
+                outs.append(out)
+                continue
             if self.kind == "gru":
                 out, new = self.rnn(rows[:, t:t + 1], fixed if self.carry == "none" else state)
                 out = out[:, 0]
@@ -163,3 +175,20 @@ def test_a_bidirectional_module_is_silent():
     torch.manual_seed(0)
     findings, text = _train(Bidirectional())
     assert SLUG not in slugs(findings), text
+
+
+@pytest.mark.parametrize("kind", ["gru-cell", "lstm-cell", "gru"])
+def test_a_loop_given_no_state_over_the_slices_of_one_sequence_is_named(kind):
+    """``rnn(rows[:, t])`` over ``t`` with no state at all: every step starts from the zero state (session 51)."""
+    torch.manual_seed(0)
+    findings, _ = _train(RowReader(kind, "no-state"))
+    named = [f for f in findings if f.slug == SLUG]  # (and no-gradient: the unused start layer, true here)
+    assert len(named) == 1, findings
+    assert "none given a state" in named[0].message and "test_state_carry.py" in named[0].where
+
+
+@pytest.mark.parametrize("carry", ["no-state-copies", "zero-then-carried"])
+def test_no_state_on_inputs_made_afresh_or_a_state_carried_after_the_first_step_is_silent(carry):
+    torch.manual_seed(0)
+    findings, _ = _train(RowReader("gru-cell", carry))
+    assert SLUG not in slugs(findings), findings

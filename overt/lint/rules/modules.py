@@ -218,13 +218,10 @@ def _moved_where_used(cls: ast.ClassDef, attr: str) -> bool:
 _SHAPE_ONLY = frozenset({"zeros", "ones", "full", "eye", "arange", "linspace", "logspace"})
 
 
-def _resynced_constant(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, value: ast.expr, attr: str) -> bool:
-    """Is ``self.attr`` a shape-only constant (``torch.eye(n)``, ``torch.zeros(3, 4)``, nothing random, nothing
-    read from data) that a method outside ``__init__`` moves itself, ``self.attr = self.attr.to(...)`` (the
-    flow layers' "if my constants are not on my parameters' device, move them" at the top of forward)?
-    Then where ``.to(device)`` leaves it is corrected where it is used, and a checkpoint need not hold a value
-    every construction rebuilds: neither half of the finding holds.  A random or data-built tensor stays
-    reported: its values are lost with the checkpoint however it is moved."""
+def _shape_only(ix: FileIndex, init: ast.FunctionDef, value: ast.expr, attr: str) -> bool:
+    """Is ``self.attr = value`` a shape-only constant (``torch.eye(n)``, ``torch.zeros(3, 4)``, nothing random,
+    nothing read from data, not filled in afterwards): a value every construction builds again, so no checkpoint
+    needs to hold it?"""
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _TENSOR_METHODS \
             and isinstance(value.func.value, ast.Call):
         value = value.func.value
@@ -239,6 +236,76 @@ def _resynced_constant(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, 
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_") \
                 and _self_attr(n.func.value) == attr:
             return False
+    return True
+
+
+def _host_built(ix: FileIndex, fn: ast.AST, name: str) -> bool:
+    """Is every binding of the local ``name`` in ``fn`` a torch factory or ``torch.tensor(...)`` call given no
+    ``device`` (a tensor built on the host, whatever device the model is on; a ``*_like`` factory follows its
+    argument's device: not this)?"""
+    bound = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+               and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
+    if not assigns or len(assigns) != len(bound):
+        return False  # a loop variable, an argument, a tuple unpacking: not known here
+    for a in assigns:
+        v = a.value
+        if not isinstance(v, ast.Call) or any(k.arg == "device" for k in v.keywords):
+            return False
+        q = ix.qualname(v.func) or ""
+        fn_name = q.rsplit(".", 1)[-1]
+        if not (ix.is_torchish(q) and fn_name in _TENSOR_FACTORIES and not fn_name.endswith("_like")):
+            return False
+    return True
+
+
+def _meets_only_host_tensors(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, attr: str) -> bool:
+    """Is every read of ``self.attr`` outside ``__init__`` inside an assignment whose other tensors (targets and
+    operands) are locals its function built on the host (``preds = torch.zeros(n, k)``; ``preds[i] =
+    self.eye[idx]``)?  Then the attribute is on the device it is used on, and a buffer that ``.to(device)``
+    moved would break that line: the device half of the finding does not hold.  Any other name, attribute of
+    ``self`` or call in the statement (a parameter, the batch, a module) is not known to be on the host."""
+    parents = {c: n for n in ast.walk(cls) for c in ast.iter_child_nodes(n)}
+    in_init = {id(n) for n in ast.walk(init)}
+    reads = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr
+             and isinstance(n.value, ast.Name) and n.value.id == "self" and isinstance(n.ctx, ast.Load)
+             and id(n) not in in_init]
+    if not reads:
+        return False
+    for r in reads:
+        up = parents.get(r)
+        if (isinstance(up, ast.Attribute) and up.attr in ("shape", "ndim", "dtype")) or (
+                isinstance(up, ast.Attribute) and up.attr in _PYTHON_SIDE and isinstance(parents.get(up), ast.Call)) or (
+                isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len"):
+            continue  # its shape or size: a Python value, on no device
+        stmt, fn = r, None
+        while stmt is not None and not isinstance(stmt, ast.stmt):
+            stmt = parents.get(stmt)
+        fn = stmt
+        while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fn = parents.get(fn)
+        if not isinstance(stmt, ast.Assign) or fn is None:
+            return False
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                    and n is not r:
+                return False
+            if isinstance(n, ast.Call):
+                return False
+            if isinstance(n, ast.Name) and n.id != "self" and not _host_built(ix, fn, n.id):
+                return False
+    return True
+
+
+def _resynced_constant(ix: FileIndex, cls: ast.ClassDef, init: ast.FunctionDef, value: ast.expr, attr: str) -> bool:
+    """Is ``self.attr`` a shape-only constant (:func:`_shape_only`) that a method outside ``__init__`` moves
+    itself, ``self.attr = self.attr.to(...)`` (the flow layers' "if my constants are not on my parameters'
+    device, move them" at the top of forward)?  Then where ``.to(device)`` leaves it is corrected where it is
+    used, and a checkpoint need not hold a value every construction rebuilds: neither half of the finding
+    holds.  A random or data-built tensor stays reported: its values are lost with the checkpoint however it is
+    moved."""
+    if not _shape_only(ix, init, value, attr):
+        return False
     in_init = {id(n) for n in ast.walk(init)}
     for n in ast.walk(cls):
         if not isinstance(n, ast.Assign) or id(n) in in_init or not any(_self_attr(t) == attr for t in n.targets):
@@ -369,6 +436,8 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                     continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
                 if _resynced_constant(ix, cls, init, n.value, attr):
                     continue  # a shape-only constant the module moves to its device itself, before use
+                if _shape_only(ix, init, n.value, attr) and _meets_only_host_tensors(ix, cls, init, attr):
+                    continue  # a constant used only with tensors built on the host, into which it is written
                 if _used_only_in_init(ix, init, attr) or _only_updates_itself(ix, cls, init, attr):
                     continue  # a construction-time value, one never read, or a tally only read to update itself
                 if _flat(n.value) and _read_only_as_python_values(cls, init, attr):
