@@ -80,7 +80,9 @@ the development half's twins join ``DEV_NEW``.
 Round fifteen (w335-w354: ``dev15``/``test15``, drawn after round fourteen was measured; cases were written for
 seven test-half reports only, w337 w339 w340 w346 w347 w351 w352): held out until the lead measured the test half
 once, on the merged tree of session 50 (test15 0 of 7 by cause, one symptom only; no twin with a finding,
-docs/wild.md); development since: the development half's twins join ``DEV_NEW`` (it has none yet).
+docs/wild.md); development since: the development half's twins join ``DEV_NEW``. Twelve more cases were written
+in session 51, after that measurement, as development cases (w335 w336 w338 w341 w342 w344 w348 w349 w350 of
+``dev15``, whose twins are in ``DEV_NEW``; w343 w353 w354 of ``test15``); N319 (w345) has none.
 
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
@@ -515,7 +517,15 @@ TWIN_FINDINGS = {"w129_teacher_forcing_in_eval": "device-mismatch",
                  "w299_feature_cache_shared_by_splits": "unsafe-load",
                  # round fourteen, measured in session 49: class weights kept as a plain tensor attribute of a loss
                  # module, left behind by .to(device) (true, unrelated)
-                 "w327_focal_alpha_overwritten_by_batch_gather": "unregistered-tensor"}
+                 "w327_focal_alpha_overwritten_by_batch_gather": "unregistered-tensor",
+                 # round fifteen's development cases written in session 51: a causal mask made in forward() without
+                 # a device (true, unrelated)
+                 "w336_rotary_cache_keyed_without_offset": "device-mismatch"}
+#: development twins with a finding judged FALSE (a correct program flagged), left for the lead: the test fails
+#: loudly (strict xfail) once the finding is gone. w336's twin trains position t to output token t - 3, a past
+#: token in its causal context; ``overt run`` reads the targets as "the inputs 3 positions back" and names
+#: sequence-targets-misaligned, whose premise (targets are the next token) does not hold for this task.
+FALSE_TWIN_FINDINGS = {("w336_rotary_cache_keyed_without_offset", "run"): "sequence-targets-misaligned"}
 DEV_NEW = sorted(cid for cid, c in NEW.items()
                  if half(c) in ("dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "dev10",
                                  "dev11", "dev12", "dev13", "dev14", "dev15"))
@@ -575,6 +585,8 @@ def test_new_bug_changes_its_metric(cid: str):
 
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
+    if (cid, face) in FALSE_TWIN_FINDINGS:
+        marks.append(pytest.mark.xfail(strict=True, reason=f"false {FALSE_TWIN_FINDINGS[cid, face]} on the twin"))
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
 
 
@@ -604,7 +616,8 @@ def test_dev_twin_quiet(cid: str, face: str):
     """The development halves' correct twins (rounds one, two and three) give no finding under ``overt lint`` /
     ``overt run``; the test halves' twins are measured once, by the lead."""
     twin = harness.RUNNERS[face](NEW[cid], False)
-    assert not twin.judged and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
+    pinned = [TWIN_FINDINGS[cid]] if face == "lint" and cid in TWIN_FINDINGS else []  # true, unrelated to the bug
+    assert twin.judged == pinned and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
 
 
 @pytest.mark.parametrize(("cid", "face"), [_param(c, f) for c, f in PAIRS])
