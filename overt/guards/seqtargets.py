@@ -21,8 +21,10 @@ exactly one ``o`` matches, and
 
 - ``k >= 2`` for a model proven causal (outputs before the changed token do not move, the
   output at it does): the tokens between are never predicted from their context;
-- ``k <= 0`` for a causal model whose prediction moves with its own target token: the model
-  sees the token it is scored against.
+- ``k`` of 0 or -1 (the shift forgotten, or made once the wrong way) for a causal model whose prediction moves
+  with its own target token: the model sees the token it is scored against.  A target two or more tokens back is
+  a delay or copy task by design (session 51: a recall-the-token-three-back task, the twin of wild case w336):
+  silent.
 
 Otherwise -- targets that are not the inputs (classes, tags, another sequence), ambiguous
 periodic data, a model not proven causal (a bidirectional encoder, an autoencoder whose every
@@ -256,7 +258,9 @@ class SequenceTargetChecks(Check):
                 return
             if not causal:
                 return  # an encoder-decoder or bidirectional model: what an output sees is not proven
-            if k <= 0 and changed[p - k]:
+            if k in (0, -1) and changed[p - k]:
+                # no shift, or one shift the wrong way; a target two or more tokens back is a delay or copy task
+                # by design (recall the token k back): no slip of a shift gives it, and the model is meant to see it
                 self._report(fwd, name, loc, k, step, leak=True)
             elif k >= 2:
                 self._report(fwd, name, loc, k, step, leak=False)

@@ -106,6 +106,10 @@ def _lm(variant: str, bidirectional: bool = False):
         elif variant == "no-shift":  # the targets are the inputs: the model sees what it predicts
             _, logits = model(ids)
             loss = F.cross_entropy(logits.reshape(-1, V), ids.reshape(-1))
+        elif variant in ("shift-reversed", "delay-3"):  # logits[:, k:] scored against ids[:, :-k]: a past token
+            k = 1 if variant == "shift-reversed" else 3
+            _, logits = model(ids)
+            loss = F.cross_entropy(logits[:, k:].reshape(-1, V), ids[:, :-k].reshape(-1))
         else:  # nanoGPT's x/y pairs: y is x one position later
             x, y = ids[:, :-1], ids[:, 1:]
             _, logits = model(x)
@@ -128,8 +132,16 @@ def test_targets_equal_to_the_inputs_of_a_causal_model_are_named():
     assert "the inputs themselves" in text
 
 
-@pytest.mark.parametrize("variant", ["labels=ids", "x/y"])
+def test_a_shift_made_the_wrong_way_is_named():
+    findings, text = _lm("shift-reversed")
+    assert slugs(findings) == ["sequence-targets-misaligned"], text
+    assert "the inputs 1 position(s) back" in text
+
+
+@pytest.mark.parametrize("variant", ["labels=ids", "x/y", "delay-3"])
 def test_next_token_targets_are_silent(variant):
+    """Next-token targets; and a recall task that scores each position against the token three back (w336's
+    twin, session 51): a delay by design, which no slip of a shift gives."""
     findings, text = _lm(variant)
     assert findings == [], text
 
