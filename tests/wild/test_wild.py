@@ -478,6 +478,11 @@ EXPECTED = {
     # session 50 (normalise15): a hand-written layer norm and an utterance normalisation whose output follows the
     # input's scale (normaliser-not-scale-invariant)
     "w321_layernorm_variance_squared": ("run",),
+    # session 51 (lead): round fifteen's development cases written this session, mapped after cases15's report had
+    # shown their run findings: a hand-written SGDW whose decay subtracts a constant (optimizer-off-definition), a
+    # warm-restart schedule written by hand that skips a parameter group added later (lr-schedule-skips-groups)
+    "w342_sgdw_decay_subtracts_constant": ("run",),
+    "w343_warm_restarts_skip_added_param_group": ("run",),
     "w270_utterance_mvn_sqrt_taken_twice": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
