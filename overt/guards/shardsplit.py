@@ -56,19 +56,26 @@ def _first(obj: Any, names: tuple[str, ...]) -> tuple[str, int] | None:
     return None
 
 
-def _user_iterable(obj: Any) -> bool:
-    """A user class that iterates (a hand-written sampler), or torch's ``DistributedSampler``."""
-    if isinstance(obj, DistributedSampler):
-        return True
+def _user_iterable(obj: Any, known: dict[type, bool]) -> bool:
+    """A user class that iterates (a hand-written sampler), or torch's ``DistributedSampler``; ``known`` caches
+    the answer per class."""
     cls = type(obj)
-    if isinstance(obj, (type, types.ModuleType, types.FunctionType, torch.Tensor, np.ndarray)) \
+    found = known.get(cls)
+    if found is not None:
+        return found
+    if isinstance(obj, DistributedSampler):
+        found = True
+    elif isinstance(obj, (type, types.ModuleType, types.FunctionType, torch.Tensor, np.ndarray)) \
             or cls.__module__ == "builtins" or not callable(getattr(cls, "__iter__", None)):
-        return False
-    try:
-        path = inspect.getsourcefile(cls)
-    except (OSError, TypeError):
-        return False
-    return bool(path) and is_user_file(path)
+        found = False
+    else:
+        try:
+            path = inspect.getsourcefile(cls)
+        except (OSError, TypeError):
+            path = None
+        found = bool(path) and is_user_file(path)
+    known[cls] = found
+    return found
 
 
 def _indices(obj: Any) -> list[int] | None:
@@ -113,6 +120,7 @@ class ShardSplitChecks(Check):
         super().__init__(session)
         self.looks = 0
         self.done: set[tuple[int, int]] = set()  # (id(class), world) groups judged
+        self.known: dict[type, bool] = {}
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
         if self.looks >= LOOKS:
@@ -129,7 +137,7 @@ class ShardSplitChecks(Check):
                     inner = list(v.values()) if isinstance(v, dict) else list(v) if isinstance(v, (list, tuple)) \
                         else [v]
                     for o in inner[:MAX_GROUP]:
-                        if id(o) not in candidates and _user_iterable(o):
+                        if id(o) not in candidates and _user_iterable(o, self.known):
                             candidates[id(o)] = o
             frame = frame.f_back
         groups: dict[tuple[int, int], list[Any]] = {}
