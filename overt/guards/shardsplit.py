@@ -11,15 +11,15 @@ and nothing fails.
 
 What is looked at: on a model's first two checked training forwards, the objects of the user's frames (locals,
 module globals, and the items of lists, tuples and dicts held there) whose class is the user's own, defines
-``__iter__`` (or that are torch's ``DistributedSampler``) and hold an integer rank (``rank``, ``local_rank``, ``rank_id``, ``shard_id``, ``process_index``)
-and a world size (``world``, ``world_size``, ``num_replicas``, ``num_shards``, ``replicas``) are grouped by
-class and world size.  A group of two or more distinct ranks is iterated once each (as user code, the objects'
-attributes and the random generators put back): when every list holds plain integer indices and no rank repeats
-an index of its own (a sampler that draws with replacement, or by weights, is no partition by design), indices
-drawn by two or more ranks beyond the padding allowance (``world``) are reported, with the attributes other
-than the rank in which the ranks' samplers differ (the seed, mostly).  Silent: samplers that say they draw with
-replacement, lists of anything but integers, a single rank (a real multi-process run holds one sampler per
-process: see ``distributed.py``), ranks whose lists are all disjoint.
+``__iter__`` (or that are torch's ``DistributedSampler``) and hold an integer rank (``rank``, ``local_rank``,
+``rank_id``, ``shard_id``, ``process_index``) and a world size (``world``, ``world_size``, ``num_replicas``,
+``num_shards``, ``replicas``) are grouped by class and world size. A group of two or more distinct ranks is iterated
+once each (as user code, the objects' attributes and the random generators put back): when every list holds plain
+integer indices and no rank repeats an index of its own (a sampler that draws with replacement, or by weights, is no
+partition by design), indices drawn by two or more ranks beyond the padding allowance (``world``) are reported, with
+the attributes other than the rank in which the ranks' samplers differ (the seed, mostly). Silent: samplers that say
+they draw with replacement, lists of anything but integers, a single rank (a real multi-process run holds one
+sampler per process: see ``distributed.py``), ranks whose lists are all disjoint.
 """
 
 from __future__ import annotations
