@@ -686,7 +686,9 @@ ENTRIES: tuple[Entry, ...] = (
           "order-dependent evaluation becomes irreproducible for no benefit",
           _I, True, False),
     Entry("unsharded-sampler", "OVT505", "training DataLoader not split across ranks under DDP",
-          "every rank trains on every sample: each epoch repeats the same work world_size times",
+          "every rank trains on every sample: each epoch repeats the same work world_size times; also ranks' "
+          "samplers whose slices of one epoch overlap (each rank shuffling with its own seed): some samples are "
+          "drawn twice and others never",
           _W, False, True),
     Entry("unset-epoch", "OVT506", "DistributedSampler whose set_epoch() is never called",
           "every epoch repeats the first epoch's shuffled order (and the same split across ranks)",
@@ -851,10 +853,11 @@ ENTRIES: tuple[Entry, ...] = (
           "perturbation",
           _W, False, True),
     Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
-          "normalize/denormalize, transform/inverse_transform and the like must compose to the identity on the "
-          "data fed to them: an inverse that multiplies by a scale the forward never divided by (or adds a mean "
-          "it never subtracted) puts every output back into other units than the data's, so forecasts and "
-          "predictions are off by the statistics while training runs normally",
+          "normalize/denormalize, transform/inverse_transform, encode_x/decode_x and the like must compose to the "
+          "identity on the data fed to them: an inverse that multiplies by a scale the forward never divided by "
+          "(or adds a mean it never subtracted, or a target encoding floor-divided where its decoder multiplies) "
+          "puts every output back into other units than the data's, so forecasts and predictions are off by the "
+          "statistics while training runs normally",
           _E, False, True),
     Entry("checkpoint-recompute-differs", "OVT445", "an activation checkpoint whose recomputation differs from "
           "its forward",

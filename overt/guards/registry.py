@@ -80,8 +80,10 @@ from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.repeats import RepeatChecks
+from overt.guards.roundfunc import RoundTripFunctionChecks
 from overt.guards.roundtrip import RoundTripChecks
 from overt.guards.samplers import SamplerChecks
+from overt.guards.shardsplit import ShardSplitChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.sameviews import SameViewsChecks
 from overt.guards.selfloss import SelfLossChecks
@@ -175,6 +177,7 @@ CHECKS: tuple[type[Check], ...] = (
     CoverageChecks,
     SkewChecks,
     SamplerChecks,
+    ShardSplitChecks,
     OrderChecks,
     ClipOrderChecks,
     ScalerChecks,
@@ -189,5 +192,6 @@ CHECKS: tuple[type[Check], ...] = (
     DistributedChecks,
     NormScaleChecks,
     NormFunctionChecks,
+    RoundTripFunctionChecks,  # after NormFunctionChecks: it wraps a normaliser that one wrapped already
     EvalScaleChecks,  # last: its probes run when the forward ends, after the other checks' hooks are off
 )
