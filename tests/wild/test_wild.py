@@ -82,6 +82,11 @@ seven test-half reports only, w337 w339 w340 w346 w347 w351 w352): held out unti
 once, on the merged tree of session 50 (test15 0 of 7 by cause, one symptom only; no twin with a finding,
 docs/wild.md); development since: the development half's twins join ``DEV_NEW`` (it has none yet).
 
+Round sixteen (w355-w374: ``dev16``/``test16``, drawn after round fifteen was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
+runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
+``test_round_sixteen_is_held_out``).
+
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
 ``python``, that each bug still changes its metric."""
@@ -576,6 +581,16 @@ def test_new_bug_changes_its_metric(cid: str):
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_sixteen_is_held_out():
+    """Round sixteen's halves stay out of every test that runs an overt face, and out of the runner's default
+    selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev16", "test16"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in {"dev16", "test16"}}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_measured_rounds_are_in_the_default_selection():
