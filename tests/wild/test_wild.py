@@ -84,6 +84,11 @@ docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 in session 51, after that measurement, as development cases (w335 w336 w338 w341 w342 w344 w348 w349 w350 of
 ``dev15``, whose twins are in ``DEV_NEW``; w343 w353 w354 of ``test15``); N319 (w345) has none.
 
+Round sixteen (w355-w374: ``dev16``/``test16``, drawn after round fifteen was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
+runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
+``test_round_sixteen_is_held_out``).
+
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
 ``python``, that each bug still changes its metric."""
@@ -598,6 +603,16 @@ def _dev_param(cid: str, face: str):
     if (cid, face) in FALSE_TWIN_FINDINGS:
         marks.append(pytest.mark.xfail(strict=True, reason=f"false {FALSE_TWIN_FINDINGS[cid, face]} on the twin"))
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_sixteen_is_held_out():
+    """Round sixteen's halves stay out of every test that runs an overt face, and out of the runner's default
+    selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev16", "test16"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in {"dev16", "test16"}}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_measured_rounds_are_in_the_default_selection():
