@@ -903,7 +903,9 @@ ENTRIES: tuple[Entry, ...] = (
           _E, False, True),
     Entry("load-state-dict-no-effect", "OVT606", "load_state_dict(strict=False) that loads little or nothing",
           "keys that do not fit the model (a 'module.' prefix, another architecture) are skipped in silence, so "
-          "the model keeps its random or stale weights and is trained or evaluated as if it were restored",
+          "the model keeps its random or stale weights and is trained or evaluated as if it were restored; with "
+          "assign=True a tied weight that the state dict names once is replaced under that name only, and the "
+          "other attribute that shared it keeps its random values",
           _E, False, True),
     Entry("snapshot-aliases-weights", "OVT607", "a state_dict() kept as a snapshot that is still the live weights",
           "state_dict() returns the model's own tensors, so a 'best' snapshot follows every later step: the "

@@ -6,7 +6,8 @@ statistics of the training data at that layer under the weights being evaluated.
 that, each proven before anything is said:
 
 * ``running-stats-never-computed``: on an evaluation forward (eval mode) a BatchNorm layer still holds
-  the statistics it was built with (mean 0, variance 1, no batch tracked) although its own weight and
+  the statistics it was built with (mean 0, variance 1, exactly: also after batches tracked with
+  momentum 0, a recomputation with ``momentum = 0.`` instead of ``None``) although its own weight and
   bias have moved from their initial 1 and 0 (they were trained, averaged or loaded), and the inputs
   it receives are far from those statistics on most channels (:data:`FAR_SHARE` of them with a mean
   more than :data:`FAR_Z` running standard deviations away, or a variance more than :data:`FAR_RATIO`
@@ -160,21 +161,23 @@ class NormStatsChecks(Check):
                 z = (mean - rm).abs() / rv.sqrt()
                 ratio = (var + 1e-12) / rv
                 far = (z > FAR_Z) | (ratio > FAR_RATIO) | (ratio < 1 / FAR_RATIO)
+                # the initial values exactly, whatever num_batches_tracked says: batches tracked with momentum 0
+                # (a recomputation with momentum=0. instead of None) leave them there too
                 init = (rm == 0).all() & (m.running_var == 1).all()
-                if m.num_batches_tracked is not None:
-                    init = init & (m.num_batches_tracked == 0)
+                tracked = (m.num_batches_tracked.float() if m.num_batches_tracked is not None
+                           else torch.zeros((), device=x.device))
                 if m.weight is not None and m.bias is not None:
                     moved = (m.weight.detach() != 1).any() | (m.bias.detach() != 0).any()
                 else:
                     moved = torch.tensor(step > 0, device=x.device)
                 value = torch.stack([far.float().mean(), init.float(), moved.float(),
-                                     z.median(), ratio.log().abs().median()])
+                                     z.median(), ratio.log().abs().median(), tracked.to(x.device)])
             self.s.defer(value, lambda v: self._judge(info, name, m, v, where))
 
         return pre
 
     def _judge(self, info: ModelInfo, name: str, m: _BatchNorm, v: list[float], where: str | None) -> None:
-        far, init, moved, z, log_ratio = v
+        far, init, moved, z, log_ratio, tracked = v
         if far < FAR_SHARE or not init or not moved or id(m) in self.frozen:
             return
         if self.frozen and id(info) not in self.trained:
@@ -182,21 +185,41 @@ class NormStatsChecks(Check):
         layer = name
         averaged = type(info.module).__name__ == "AveragedModel"
         channels = m.running_mean.numel()
+        far_text = (f"on {far:.0%} of its {channels} channels the evaluation batch is far from them (median channel "
+                    f"mean {z:.1f} standard deviations off, variance {math.exp(log_ratio):.1f}x off), so every layer "
+                    "after it sees activations unlike any it was trained on and the evaluated metrics are those of a "
+                    "broken model.")
+        at = f"{layer} (evaluated at {where})" if where else layer
+        if tracked >= 1:
+            # batches were tracked and the statistics are still exactly 0 and 1: each batch's weight in the
+            # running average is the momentum, and it was 0
+            self.s.report(
+                "running-stats-never-computed",
+                f"{type(m).__name__} {layer} has tracked {int(tracked)} training batches "
+                f"(num_batches_tracked), yet its running mean and variance are still exactly their "
+                f"initial 0 and 1: those batches were averaged in with momentum 0, the weight PyTorch gives each new "
+                f"batch, so the recomputation of the statistics computed nothing. Its weight and bias were trained"
+                f"{' (an averaged model)' if averaged else ''}, and evaluation normalises with statistics that are "
+                f"not the data's: {far_text} momentum=None (a cumulative average) and momentum=0. are not the same "
+                "thing.",
+                fix="recompute with momentum=None (what torch.optim.swa_utils.update_bn does: reset_running_stats(), "
+                "momentum=None, a pass over the training data in train mode under no_grad, then the momentum put "
+                "back), or call update_bn(train_loader, model) itself.",
+                where=at, key=info.name,
+            )
+            return
         self.s.report(
             "running-stats-never-computed",
             f"{type(m).__name__} {layer} normalises evaluation inputs with the running statistics it was built "
             f"with (mean 0, variance 1, no batch ever tracked) while its weight and bias were trained"
-            f"{' (an averaged model)' if averaged else ''}: on {far:.0%} of its {channels} channels the evaluation "
-            f"batch is far from them (median channel mean {z:.1f} standard deviations off, variance "
-            f"{math.exp(log_ratio):.1f}x off), so every layer after it sees activations unlike any it was trained on "
-            "and the evaluated metrics are those of a broken model. A copy whose parameters alone were averaged or "
+            f"{' (an averaged model)' if averaged else ''}: {far_text} A copy whose parameters alone were averaged or "
             "copied (SWA or an EMA over parameters(), a checkpoint of named_parameters()) leaves the BatchNorm "
             "buffers at their initial values.",
             fix="recompute the statistics for the evaluated weights before evaluating: "
             "torch.optim.swa_utils.update_bn(train_loader, model) for an averaged model; or carry the buffers "
             "with the parameters (an EMA over state_dict() values, AveragedModel(..., use_buffers=True), saving and "
             "loading model.state_dict()).",
-            where=f"{layer} (evaluated at {where})" if where else layer, key=info.name,
+            where=at, key=info.name,
         )
 
     def remove_hooks(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from overt.guards import ties
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
 from overt.guards.where import user_location
@@ -236,6 +237,35 @@ class StateChecks(Check):
                 where=at, key=f"alias:{where}",
             )
 
+    def after_tied_load(self, module: nn.Module, state: Any, tied: list[list[str]], assign: bool,
+                        where: str) -> None:
+        """After a load of ``module`` whose parameters ``tied`` (groups of names) were shared before it."""
+        for loaded, left, differ in ties.broken(module, tied, state):
+            self.s.defer(differ.float(), self._judge_untied(module, loaded, left, assign, where))
+
+    def _judge_untied(self, module: nn.Module, loaded: list[str], left: list[str], assign: bool, where: str):
+        name = type(module).__name__
+        at = f"load_state_dict at {where}" if where else "load_state_dict"
+
+        def callback(vals: list[float]) -> None:
+            if not vals[0]:
+                return
+            how = "assign=True replaced" if assign else "the load replaced"
+            self.s.report(
+                "load-state-dict-no-effect",
+                f"{name}.load_state_dict({'assign=True' if assign else ''}) at {where or '?'} untied weights that "
+                f"the model shares: {', '.join(loaded + left)} were one parameter before the load, the state dict "
+                f"named {first_names(loaded)} only, and {how} that one with the loaded tensor while "
+                f"{first_names(left)} kept the values it had before the load (in a model just built, its random initialisation). The "
+                "model now computes with two different weights where it was built to use one, so the loaded model "
+                "is half the checkpoint and half random, with no error (strict=False accepts the missing key).",
+                fix=f"load without assign=True (an in-place copy keeps the tie), or tie again after loading "
+                f"(model.{left[0]} = model.{loaded[0]}, or the model's tie_weights()).",
+                where=at, key=f"untied:{where}:{left[0]}",
+            )
+
+        return callback
+
     def before_save(self, obj: Any, where: str) -> None:
         """``torch.save(obj, ...)`` of a state dict tagged by ``state_dict()``."""
         snap = snapshot_of(obj)
@@ -274,8 +304,13 @@ def _state_dict_wrapper(active: list, orig: Callable) -> Callable:
 def _load_state_dict_wrapper(active: list, orig: Callable) -> Callable:
     @functools.wraps(orig)
     def load_state_dict(self: nn.Module, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        tied: list[list[str]] = []
         if active:  # the weights the load replaces (eval-copy-near-initial, overt/guards/evalcopy.py)
             where = user_location(2) or ""
+            try:
+                tied = ties.groups(self)
+            except Exception:  # a module whose parameters cannot be listed: no tie check
+                tied = []
             for s in active:
                 evalcopy = getattr(s, "evalcopy", None)
                 if evalcopy is not None:
@@ -285,6 +320,8 @@ def _load_state_dict_wrapper(active: list, orig: Callable) -> Callable:
             where = user_location(2) or ""
             for s in active:
                 _safely(s, s.states.after_load, self, state_dict, strict, assign, result, where)
+                if tied:
+                    _safely(s, s.states.after_tied_load, self, state_dict, tied, assign, where)
         return result
 
     return load_state_dict

@@ -108,6 +108,63 @@ def test_swa_by_hand_without_update_bn_is_named_with_the_layer():
     assert twin_acc > acc + 0.03  # the bug costs accuracy
 
 
+def _recompute(momentum: float | None) -> tuple[list, float]:
+    """SWA with the BatchNorm statistics recomputed by hand, as a callback does: reset, set the momentum, one
+    pass over the training data in train mode under no_grad, put the momentum back (w346)."""
+    from torch.optim.swa_utils import AveragedModel
+
+    train, (xv, yv) = _data()
+    loader = DataLoader(train, batch_size=64, shuffle=True)
+    session = _session()
+    try:
+        model = _mlp()
+        swa = AveragedModel(model)
+        _train(model, loader, 4, lambda: swa.update_parameters(model))
+        momenta = {}
+        for m in swa.modules():
+            if isinstance(m, nn.BatchNorm1d):
+                m.reset_running_stats()
+                momenta[m], m.momentum = m.momentum, momentum
+        swa.train()
+        with torch.no_grad():
+            for xb, _ in loader:
+                swa(xb)
+        for m, mom in momenta.items():
+            m.momentum = mom
+        acc = _accuracy(swa, xv, yv)
+    finally:
+        findings = session.close()
+    return findings, acc
+
+
+def test_statistics_recomputed_with_momentum_zero_are_named_and_with_none_are_quiet():
+    findings, acc = _recompute(0.0)
+    assert slugs(findings) == [STATS]
+    f = findings[0]
+    assert "momentum 0" in f.message and "tracked 10 training batches" in f.message and "momentum=None" in f.fix
+    twin, twin_acc = _recompute(None)
+    assert twin == []
+    assert twin_acc > acc + 0.03
+
+
+def test_statistics_frozen_with_momentum_zero_after_training_are_quiet():
+    # momentum 0 set on trained layers to freeze their statistics while fine-tuning: they hold the data's
+    train, (xv, yv) = _data()
+    loader = DataLoader(train, batch_size=64, shuffle=True)
+    session = _session()
+    try:
+        model = _mlp()
+        _train(model, loader, 2)
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm1d):
+                m.momentum = 0.0
+        _train(model, loader, 1)
+        _accuracy(model, xv, yv)
+    finally:
+        findings = session.close()
+    assert STATS not in slugs(findings)
+
+
 def _ema(over_state: bool) -> list:
     train, (xv, yv) = _data(scale=1.0)
     loader = DataLoader(train, batch_size=64, shuffle=True)

@@ -90,3 +90,60 @@ def test_a_copied_snapshot_is_silent_and_saving_a_fresh_state_dict_too(tmp_path)
     _train(model, opt)
     torch.save(model.state_dict(), tmp_path / "last.pt")
     assert g.report() == []
+
+
+class Tied(nn.Module):
+    """Digits through one hidden layer applied twice: ``first`` and ``second`` share their weight (tied)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(64, 64)
+        self.second = nn.Linear(64, 64)
+        self.second.weight = self.first.weight
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.second(torch.tanh(self.first(x)))))
+
+
+def _accuracy(model):
+    x, y = digits()
+    with torch.no_grad():
+        return float((model(x[1500:]).argmax(1) == y[1500:]).float().mean())
+
+
+def _load_tied(assign: bool, drop: bool = True, untied: bool = False):
+    torch.manual_seed(0)
+    model = Tied()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    _train(model, opt, steps=100)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if drop:  # saved as safetensors saves shared tensors: under one name
+        del state["second.weight"]
+    if untied:  # a checkpoint of a model whose two layers were trained apart: both named, different values
+        state["second.weight"] = state["first.weight"] * 0.5
+    torch.manual_seed(1)  # a fresh model: another draw than the trained model's initial weights
+    fresh = Tied()
+    fresh.load_state_dict(state, strict=False, assign=assign)
+    acc = _accuracy(fresh)
+    return g.report(), g.session.options.stream.getvalue(), acc
+
+
+def test_tied_weights_untied_by_an_assign_load_are_named():
+    findings, text, acc = _load_tied(assign=True)
+    assert slugs(findings) == ["load-state-dict-no-effect"], text
+    assert "first.weight, second.weight were one parameter before the load" in text
+    assert "second.weight kept the values it had before the load" in text and "test_states.py:" in findings[0].where
+    twin, twin_text, twin_acc = _load_tied(assign=False)  # an in-place copy fills both names
+    assert twin == [], twin_text
+    assert twin_acc > acc + 0.05, (twin_acc, acc)  # the untied model is half random
+
+
+def test_an_assign_load_that_names_every_tied_member_is_silent():
+    # the state dict names both members: with the same tensor (state_dict() of the tied model) ...
+    findings, text, _ = _load_tied(assign=True, drop=False)
+    assert findings == [], text
+    # ... or with different values (a checkpoint that is untied on purpose: the load does what it says)
+    findings, text, _ = _load_tied(assign=True, drop=False, untied=True)
+    assert findings == [], text
