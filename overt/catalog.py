@@ -313,12 +313,13 @@ ENTRIES: tuple[Entry, ...] = (
           "pruning criteria (magnitude, movement, saliency, chance) do not depend on a weight's sign; a score taken "
           "on the signed weight (no abs()) or an unsigned quantisation of signed weights removes every large "
           "negative weight and keeps the small positive ones, and the pruned network loses its most important "
-          "weights with no error",
+          "weights with no error; a fake quantiser whose unsigned grid has its zero point left at 0 does the same "
+          "to the weight the forward computes, every step",
           _E, False, True),
     Entry("eval-not-train-expectation", "OVT216",
           "a random regulariser whose eval-mode output is not the expectation of its training-mode output",
           "stochastic depth whose keep probability is never applied in evaluation, a hand-written dropout without "
-          "1/(1-p), a dropout scaled twice: every layer after it sees activations of another scale in evaluation "
+          "1/(1-p) or with another factor in its place (the drop fraction), a dropout scaled twice: every layer after it sees activations of another scale in evaluation "
           "than it was trained on, on average, so the evaluated network is not the one trained and its metrics "
           "and predictions are off while nothing fails",
           _E, False, True),
@@ -850,7 +851,8 @@ ENTRIES: tuple[Entry, ...] = (
           "a LoRA or adapter branch added to a frozen pretrained module must start at zero (one factor, LoRA's B "
           "or the up-projection, initialised to zero): drawn at random it perturbs every adapted layer at step 0, "
           "so the adapted model does not start as the pretrained one and fine-tuning spends itself undoing the "
-          "perturbation",
+          "perturbation; a wrapper that scales the frozen output along with its branch (multiplier * scale on "
+          "the sum) does not start as the pretrained model either, and switching it off removes the base model",
           _W, False, True),
     Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
           "normalize/denormalize, transform/inverse_transform, encode_x/decode_x and the like must compose to the "

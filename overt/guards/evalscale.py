@@ -26,7 +26,9 @@ correct regulariser ``t`` is only the sampling error of the mean (about ``0.8/sq
 evaluation misses a keep probability ``q`` sits ``sqrt((1-q)/q)`` spreads away on every element.  The eval
 output must also be one that training mode produces, in range: on :data:`INSIDE` of the varying elements it lies
 between the smallest and the largest draw (a module that returns another quantity in evaluation by design, such
-as probabilities for logits, is not judged).  A median ``|t|`` above :data:`LIMIT` is reported: a keep
+as probabilities for logits, is not judged), or, outside that range, it is one constant times the draws' average on
+every element (:func:`_scaled`: a dropout whose kept units are scaled by another factor than ``1/keep``, such as
+the drop fraction, the wild corpus's w347: its eval output, the input, exceeds every draw).  A median ``|t|`` above :data:`LIMIT` is reported: a keep
 probability missed at ``p >= 0.4``; correct modules whose output passes the random numbers through a nonlinearity
 (a GELU, a softmax or a LayerNorm after a dropout in the same ``forward``) reach about 0.4, a dropout scaled
 twice at most 0.5, so that one is not told apart and stays unreported.  The random generators, the buffers,
@@ -54,6 +56,8 @@ MIN_RANDOM = 16  # output elements that vary between draws needed to judge
 MAX_MODULES = 16  # user modules probed per model
 MOVED = 0.2  # share of (draw, sample) pairs that only rearrange the eval output's values, above which not judged
 INSIDE = 0.9  # share of the varying elements whose eval value lies within the draws' range, needed to judge
+SCALED_FIT = 0.4  # median misfit (in spreads) of the draws' average to the eval output over one constant
+SCALED_AWAY = 0.2  # that constant's distance from 1 needed to judge an eval output outside the draws' range
 
 
 def _forward_code(m: nn.Module) -> Any:
@@ -112,6 +116,21 @@ def _rearranged(stack: torch.Tensor, ev: torch.Tensor, tol: float) -> bool:
     same_sorted = ((draws.sort(-1).values - ref.sort(-1).values).abs() <= tol).all(-1)
     same_place = ((draws - ref).abs() <= tol).all(-1)
     return float((same_sorted & ~same_place).float().mean()) > MOVED
+
+
+def _scaled(ev: torch.Tensor, mean: torch.Tensor, spread: torch.Tensor) -> float | None:
+    """The factor ``k`` by which the eval output exceeds the training draws' average, where the average is the
+    eval output times one constant (``mean = ev / k`` on every varying element, within :data:`SCALED_FIT` spreads
+    at the median: a dropout whose kept units are scaled by another factor than ``1/keep``), else None (the eval
+    output is another quantity: not judged)."""
+    denom = float((mean * mean).sum())
+    if denom <= 0:
+        return None
+    c = float((mean * ev).sum()) / denom  # least squares: ev ~ c * mean
+    if not c > 0 or abs(c - 1) < SCALED_AWAY:
+        return None
+    fit = ((c * mean - ev).abs() / (c * spread)).median()
+    return c if float(fit) <= SCALED_FIT else None
 
 
 class _Contents:
@@ -183,7 +202,8 @@ class EvalScaleChecks(Check):
             if found is not None:
                 self._report(info, module, *found)
 
-    def _probe(self, module: nn.Module, args: tuple, kwargs: dict, info: ModelInfo) -> tuple[float, int] | None:
+    def _probe(self, module: nn.Module, args: tuple, kwargs: dict, info: ModelInfo) \
+            -> tuple[float, int, float | None] | None:
         contents = _Contents(module)
         flags = [(m, m.training) for m in module.modules()]
         try:
@@ -226,13 +246,16 @@ class EvalScaleChecks(Check):
         if _rearranged(stack, ev, tol):
             return None  # the draws move values across positions (a random flip or permutation): augmentation
         inside = ((ev >= stack.amin(0) - tol) & (ev <= stack.amax(0) + tol))[varies]
+        ratio = None
         if float(inside.float().mean()) < INSIDE:
-            return None  # the eval output is not one training mode produces (another output by design): not judged
+            ratio = _scaled(ev[varies], mean[varies], spread[varies])
+            if ratio is None:
+                return None  # the eval output is not one training mode produces (another output by design): not judged
         t = ((ev - mean)[varies] / spread[varies]).abs()
         med = float(t.median())
-        return (med, n) if med > LIMIT else None
+        return (med, n, ratio) if med > LIMIT else None
 
-    def _report(self, info: ModelInfo, module: nn.Module, med: float, n: int) -> None:
+    def _report(self, info: ModelInfo, module: nn.Module, med: float, n: int, ratio: float | None) -> None:
         cls = type(module).__name__
         code = _forward_code(module)
         line = short_location(code.co_filename, code.co_firstlineno) if code is not None else ""
@@ -247,13 +270,16 @@ class EvalScaleChecks(Check):
             pass
         name = info.sub_names.get(id(module), info.name)
         where = f"{cls}.forward at {line}" if line else f"{cls}.forward"
+        scaled = "" if ratio is None else (
+            f"; its eval-mode output is {ratio:.2f} times their average on every element, outside the range its "
+            "training-mode draws take: the kept values are scaled by another factor than 1/keep_prob")
         self.s.report(
             "eval-not-train-expectation",
             f"{name} ({cls}, forward at {line or 'its class'}) draws random numbers in training mode, and its "
             f"eval-mode output is not their expectation: on one training batch, averaged over {DRAWS} training-mode "
             f"passes (its submodules in eval mode), its output sits a median {med:.2f} training-mode spreads away from "
             f"its eval-mode output over the {n} elements that vary (a correct random regulariser: about "
-            f"{0.8 / DRAWS ** 0.5:.2f}, the sampling error). Every layer after it sees activations of another scale in "
+            f"{0.8 / DRAWS ** 0.5:.2f}, the sampling error){scaled}. Every layer after it sees activations of another scale in "
             "evaluation than it was trained on, on average, so the evaluated network is not the trained one (a keep "
             "probability never applied in evaluation, a dropout without 1/(1-p), a dropout scaled twice).",
             fix="make the eval-mode output the training output's expectation: scale kept values by 1/keep_prob in "

@@ -28,6 +28,7 @@ from overt.guards.adversary import AdversaryChecks
 from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.optdef import OptimizerDefinitionChecks
 from overt.guards.prunesign import PruneSignChecks
+from overt.guards.quantsign import QuantSignChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
@@ -118,6 +119,7 @@ CHECKS: tuple[type[Check], ...] = (
     EmaDecayChecks,
     OptimizerDefinitionChecks,
     PruneSignChecks,
+    QuantSignChecks,
     AdversaryChecks,
     EvalCopyChecks,
     ShadowChecks,

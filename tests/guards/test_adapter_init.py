@@ -198,3 +198,61 @@ def test_the_probe_leaves_batchnorm_statistics_as_an_unguarded_run_has_them():
     assert SLUG in slugs(findings)
     assert torch.equal(norm.running_mean, plain.running_mean) and torch.equal(norm.running_var, plain.running_var)
     assert int(norm.num_batches_tracked) == int(plain.num_batches_tracked)
+
+
+class LoConLinear(nn.Module):
+    """A LoCon-style wrapper that keeps the frozen layer's bound ``forward`` (not a child) and zero-initialises its
+    up-projection; ``scaled_sum`` applies multiplier * scale to the frozen output plus the branch (the wild
+    corpus's w337, KohakuBlueleaf/LyCORIS#26) instead of to the branch alone."""
+
+    def __init__(self, org, scaled_sum, dim=4, alpha=1.0):
+        super().__init__()
+        self.org_forward = org.forward
+        self.lora_down = nn.Linear(org.in_features, dim, bias=False)
+        self.lora_up = nn.Linear(dim, org.out_features, bias=False)
+        nn.init.zeros_(self.lora_up.weight)
+        self.scale, self.multiplier, self.scaled_sum = alpha / dim, 1.0, scaled_sum
+
+    def forward(self, x):
+        if self.scaled_sum:
+            return (self.org_forward(x) + self.lora_up(self.lora_down(x))) * self.multiplier * self.scale
+        return self.org_forward(x) + self.lora_up(self.lora_down(x)) * self.multiplier * self.scale
+
+
+class GeluBlock(nn.Module):
+    """A frozen layer, a zero-initialised branch and a GELU after their sum: with the branch off the block is
+    GELU(frozen), not a multiple of the frozen output: nothing to prove."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+        self.down = nn.Linear(layer.in_features, 4, bias=False)
+        self.up = nn.Linear(4, layer.out_features, bias=False)
+        nn.init.zeros_(self.up.weight)
+
+    def forward(self, x):
+        return F.gelu(self.layer(x) + self.up(self.down(x)))
+
+
+def _wrapped(make):
+    base = _pretrained()
+    torch.manual_seed(1)
+    model = nn.Sequential(make(base[0]), nn.ReLU(), base[2])
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    g = guarded(model, opt)
+    _adapt(model, opt, steps=8)
+    return g.report()
+
+
+def test_a_wrapper_that_scales_the_frozen_output_with_its_branch_is_named():
+    findings = _wrapped(lambda layer: LoConLinear(layer, scaled_sum=True))
+    assert slugs(findings).count(SLUG) == 1, findings
+    f = next(f for f in findings if f.slug == SLUG)
+    assert "0.25 times the frozen module's output" in f.message and "lora_down.weight" in f.message
+    assert "LoConLinear" in f.message and "test_adapter_init.py" in f.where
+    assert "branch only" in f.fix
+
+
+def test_the_wrapper_scaling_its_branch_alone_and_a_gelu_block_are_quiet():
+    assert SLUG not in slugs(_wrapped(lambda layer: LoConLinear(layer, scaled_sum=False)))
+    assert SLUG not in slugs(_wrapped(GeluBlock))

@@ -169,3 +169,40 @@ def test_only_the_first_checked_forward_is_probed():
     assert g.report() == []
     extra = len(calls) - 8
     assert extra > 0 and extra <= 40  # the draws and the two eval passes of one probe, no more
+
+
+class DropFractionDropout(nn.Module):
+    """A hand-written dropout that multiplies the kept units by the fraction dropped (the wild corpus's w347,
+    ayrna/dlordinal#126) where the fraction kept's inverse belongs: the eval output (the input) lies outside
+    the range of the training draws (0 or a fraction of the input), at a constant multiple of their average."""
+
+    def __init__(self, p: float, fixed: bool):
+        super().__init__()
+        self.p, self.fixed = p, fixed
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        mask = (torch.rand_like(x) > self.p).float()
+        zeros = (mask == 0).sum()
+        factor = x.numel() / (x.numel() - zeros + 1e-9) if self.fixed else zeros / x.numel()
+        return x * mask * factor
+
+
+class Temperature(nn.Module):
+    """Noisy logits in training, probabilities in eval: another quantity by design (outside the draws' range and
+    not a multiple of their average), not judged."""
+
+    def forward(self, x):
+        return x + 0.1 * torch.randn_like(x) if self.training else x.softmax(-1)
+
+
+def test_a_dropout_scaled_by_the_drop_fraction_is_named_with_the_factor():
+    findings = _run(_model(DropFractionDropout(0.5, fixed=False)))
+    assert slugs(findings) == ["eval-not-train-expectation"]
+    assert "DropFractionDropout" in findings[0].where and "times their average" in findings[0].message
+
+
+def test_its_twin_and_an_eval_output_of_another_kind_are_quiet():
+    assert _run(_model(DropFractionDropout(0.5, fixed=True))) == []
+    assert _run(_model(Temperature())) == []

@@ -498,6 +498,12 @@ EXPECTED = {
     # (load-state-dict-no-effect, overt/guards/ties.py)
     "w346_swa_bn_recomputed_with_zero_momentum": ("run",),
     "w352_tied_weights_untied_by_assign_load": ("run",),
+    # session 51 (modules16): a hand-written dropout scaled by the drop fraction (eval-not-train-expectation), a
+    # LoCon wrapper scaling the frozen output with its branch (adapter-not-identity-at-init), a weight fake
+    # quantiser whose unsigned grid keeps its zero point at 0 (pruning-removes-one-sign)
+    "w347_dropout_kept_units_scaled_by_drop_fraction": ("run",),
+    "w337_locon_scale_applied_to_base_output": ("run",),
+    "w351_asymmetric_weight_quant_zero_point_stuck": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
