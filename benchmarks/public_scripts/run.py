@@ -29,7 +29,9 @@ same way by ``split-fresh3.json`` (``python run.py --split fresh3``, seed 202612
 ``"group": "fresh4"`` (session 49: five tutorial projects, none in this manifest before) is split by
 ``split-fresh4.json`` (``python run.py --split fresh4``, seed 20261204).
 ``"group": "fresh5"`` (session 50: Time-Series-Library, nn-zero-to-hero, pg-is-all-you-need, pytorch-normalizing-flows,
-ng-video-lecture) is split by ``split-fresh5.json`` (``python run.py --split fresh5``, seed 20261206).  An
+ng-video-lecture) is split by ``split-fresh5.json`` (``python run.py --split fresh5``, seed 20261206).
+``"group": "fresh6"`` (session 51: Pytorch-UNet, LightGCN-PyTorch, tabnet, MAML-Pytorch, pytorch-made) is split by
+``split-fresh6.json`` (``python run.py --split fresh6``, seed 20261208).  An
 entry's ``notebooks`` are Jupyter notebooks turned into scripts (their code cells in order, IPython magics
 commented out: ``notebook_to_script``) before its patch is applied.
 
@@ -86,12 +88,15 @@ SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3"
                  "stack-data==0.6.3", "executing==2.3.0", "asttokens==3.0.2", "pure-eval==0.2.4",
                  "comm==0.2.3", "widgetsnbextension==4.0.16", "jupyterlab-widgets==3.0.17",
                  # fresh5: Time-Series-Library's data_provider imports sktime's .ts reader and patool at import
-                 "sktime==1.2.0", "scikit-base==1.2.0", "patool==4.0.7"]
+                 "sktime==1.2.0", "scikit-base==1.2.0", "patool==4.0.7",
+                 # fresh6: tabnet's notebooks import wget
+                 "wget==3.2"]
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
-SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206}  # each drawn group's seed (split-GROUP.json)
+SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206,
+               "fresh6": 20261208}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 

@@ -15,6 +15,20 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
 - ``names`` (fresh5): makemore's ``names.txt`` (one lower-case name a line, a-z only) for the
   nn-zero-to-hero notebooks, whose repository does not ship it: the distinct words of tiny
   Shakespeare's first 30,000 lines, lower-cased, letters only, 3 to 12 letters, in a seeded order.
+- ``binarized_mnist`` (fresh6): pytorch-made's ``binarized_mnist.npz`` (``train_data``, ``valid_data``:
+  float32 rows of 784 zeros and ones) from the shared t10k split: its first 8,000 digits thresholded at
+  half intensity as the training rows, its last 2,000 as the validation rows.
+- ``omniglot_npy`` (fresh6): MAML-Pytorch's cached ``omniglot.npy`` (classes x 20 x 28 x 28 x 1 in [0, 1],
+  the loader's own cache: with it present nothing is downloaded): 1,300 synthetic "characters", each a
+  seeded set of three random strokes, drawn 20 times with a random shift and stroke jitter.
+- ``adult`` (fresh6): UCI Adult's ``adult.data`` (no header; 15 comma-and-space separated fields: age,
+  workclass, fnlwgt, education, education-num, marital-status, occupation, relationship, race, sex,
+  capital-gain, capital-loss, hours-per-week, native-country, ``<=50K``/``>50K``), saved where the tabnet
+  notebooks cache their download: the income label from a logistic model of education, age, hours,
+  capital gain and marital status, about a quarter ``>50K`` as in Adult.
+- ``carvana`` (fresh6): Pytorch-UNet's Carvana layout (``imgs/ID.jpg``, ``masks/ID_mask.gif``, the mask a
+  0/255 palette image): 96 RGB scenes of 32 x 32, a noisy textured background with one to three
+  coloured ellipses and a distractor square; the mask is the ellipses (two classes).
 """
 
 from __future__ import annotations
@@ -146,6 +160,102 @@ def names(dest: Path, seed: int = 0) -> None:
     order = np.random.default_rng(seed).permutation(len(words))
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("\n".join(words[i] for i in order) + "\n")
+
+
+def _t10k_images() -> np.ndarray:
+    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-t10k" / "t10k-images-idx3-ubyte.gz"
+    with gzip.open(src) as f:
+        return np.frombuffer(f.read()[16:], np.uint8).reshape(10000, 784)
+
+
+def binarized_mnist(dest: Path, train: int = 8000) -> None:
+    bits = (_t10k_images() > 127).astype(np.float32)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(dest, train_data=bits[:train], valid_data=bits[train:])
+
+
+def _strokes(rng: np.random.Generator, n: int = 3) -> np.ndarray:
+    return rng.uniform(6, 22, (n, 2, 2))  # n strokes, each from one point to another (row, col)
+
+
+def _draw(strokes: np.ndarray, rng: np.random.Generator, size: int = 28) -> np.ndarray:
+    img = np.zeros((size, size), np.float32)
+    shift = rng.integers(-2, 3, 2)
+    ends = strokes + rng.normal(0, 0.7, strokes.shape)
+    t = np.linspace(0, 1, 30)[None, :, None]
+    pts = np.clip(np.round(ends[:, None, 0] + t * (ends[:, None, 1] - ends[:, None, 0]) + shift).astype(int),
+                  0, size - 1).reshape(-1, 2)
+    for dr in (0, 1):  # two pixels wide
+        for dc in (0, 1):
+            img[np.maximum(pts[:, 0] - dr, 0), np.maximum(pts[:, 1] - dc, 0)] = 1.0
+    return img
+
+
+def omniglot_npy(dest: Path, classes: int = 1300, per: int = 20, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.stack([np.stack([_draw(s, rng) for _ in range(per)]) for s in (_strokes(rng) for _ in range(classes))])
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    np.save(dest, x[..., None])
+
+
+_ADULT_CATS = {
+    "workclass": ["Private", "Self-emp-not-inc", "Local-gov", "State-gov", "Self-emp-inc", "Federal-gov", "?"],
+    "education": ["HS-grad", "Some-college", "Bachelors", "Masters", "Assoc-voc", "11th", "Doctorate", "9th"],
+    "marital": ["Married-civ-spouse", "Never-married", "Divorced", "Separated", "Widowed"],
+    "occupation": ["Prof-specialty", "Craft-repair", "Exec-managerial", "Adm-clerical", "Sales", "Other-service",
+                   "Machine-op-inspct", "?"],
+    "relationship": ["Husband", "Not-in-family", "Own-child", "Unmarried", "Wife", "Other-relative"],
+    "race": ["White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other"],
+    "sex": ["Male", "Female"],
+    "country": ["United-States", "Mexico", "Philippines", "Germany", "Canada", "India", "?"],
+}
+_EDU_NUM = {"HS-grad": 9, "Some-college": 10, "Bachelors": 13, "Masters": 14, "Assoc-voc": 11, "11th": 7,
+            "Doctorate": 16, "9th": 5}
+
+
+def adult(dest: Path, rows: int = 6000, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    pick = {k: rng.choice(len(v), rows, p=np.linspace(2, 1, len(v)) / np.linspace(2, 1, len(v)).sum())
+            for k, v in _ADULT_CATS.items()}
+    age = rng.integers(17, 80, rows)
+    hours = np.clip(rng.normal(40, 12, rows), 1, 99).astype(int)
+    gain = np.where(rng.random(rows) < 0.08, rng.integers(1000, 20000, rows), 0)
+    loss = np.where(rng.random(rows) < 0.05, rng.integers(200, 3000, rows), 0)
+    edu = np.array([_EDU_NUM[_ADULT_CATS["education"][i]] for i in pick["education"]])
+    married = pick["marital"] == 0
+    logit = -9.5 + 0.45 * edu + 0.04 * np.minimum(age, 60) + 0.03 * hours + 1.5 * married + 2.5 * (gain > 5000)
+    rich = rng.random(rows) < 1 / (1 + np.exp(-logit))
+    lines = []
+    for i in range(rows):
+        c = {k: _ADULT_CATS[k][pick[k][i]] for k in _ADULT_CATS}
+        fields = [age[i], c["workclass"], rng.integers(20000, 500000), c["education"], edu[i], c["marital"],
+                  c["occupation"], c["relationship"], c["race"], c["sex"], gain[i], loss[i], hours[i],
+                  c["country"], ">50K" if rich[i] else "<=50K"]
+        lines.append(", ".join(str(f) for f in fields))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(lines) + "\n")
+
+
+def carvana(dest: Path, count: int = 96, size: int = 32, seed: int = 0) -> None:
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    (dest / "imgs").mkdir(parents=True, exist_ok=True)
+    (dest / "masks").mkdir(parents=True, exist_ok=True)
+    yy, xx = np.mgrid[:size, :size]
+    for i in range(count):
+        img = rng.normal(110, 25, (size, size, 3)) + 20 * np.sin(xx / rng.uniform(3, 9))[..., None]
+        mask = np.zeros((size, size), bool)
+        for _ in range(rng.integers(1, 4)):
+            cy, cx = rng.uniform(size / 6, size * 5 / 6, 2)
+            ry, rx = rng.uniform(size / 12, size / 4, 2)
+            mask |= ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
+        side = size // 6
+        sy, sx = rng.integers(0, size - side, 2)
+        img[sy:sy + side, sx:sx + side] = rng.uniform(0, 255, 3)
+        img[mask] = rng.uniform(150, 255, 3) + rng.normal(0, 10, (mask.sum(), 3))
+        name = f"{i:05d}"
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(dest / "imgs" / f"{name}.jpg", quality=95)
+        Image.fromarray((mask * 255).astype(np.uint8)).convert("P").save(dest / "masks" / f"{name}_mask.gif")
 
 
 if __name__ == "__main__":

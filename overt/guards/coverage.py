@@ -97,6 +97,8 @@ class Pass:
     left_at: str | None = None  # the user's line running when the iterator was dropped before its end (a break)
     ended: bool = False  # ran to StopIteration
     reset: bool = False  # its iterator was reset (a persistent-workers loader) before the end
+    steps0: int = 0  # optimizer steps the session had taken when the pass began
+    trained: bool = False  # an optimizer stepped during the pass: a training pass after all, not judged
 
 
 def _weights(opt: torch.optim.Optimizer) -> torch.Tensor | None:
@@ -112,11 +114,12 @@ def _weights(opt: torch.optim.Optimizer) -> torch.Tensor | None:
         return None
 
 
-def _dropped(rec: Pass) -> None:
+def _dropped(rec: Pass, steps_taken: Any) -> None:
     """An evaluation pass's iterator was freed: before its end, the line that dropped it (a ``break`` leaves
     the loop, CPython frees the iterator at once) is the one running now."""
     if rec.ended:
         return
+    rec.trained = rec.trained or steps_taken() > rec.steps0
     try:
         from overt.guards.where import user_location
 
@@ -205,10 +208,14 @@ class CoverageChecks(Check):
         previous = self.iters.get(id(it))
         if previous is not None and previous.it() is it and not previous.ended:
             previous.reset = True
+            if previous.evaluation:
+                self._trained(previous)
         evaluation = not torch.is_grad_enabled() or (
             bool(self.s.models) and not any(info.module.training for info in self.s.models.values()))
         it._overt_eval = evaluation
         rec = Pass(weakref.ref(it), evaluation, built)
+        if evaluation:
+            rec.steps0 = self.steps_taken()
         if len(self.iters) > 64:
             self.iters = {k: v for k, v in self.iters.items() if v.it() is not None}
         self.iters[id(it)] = rec
@@ -237,13 +244,28 @@ class CoverageChecks(Check):
         rec.auto_collation = bool(getattr(it, "_auto_collation", True))
         rec.library = _driven_by_a_library()
         it._sampler_iter = _recorded(it._sampler_iter, rec.batches)
-        weakref.finalize(it, _dropped, rec).atexit = False
+        weakref.finalize(it, _dropped, rec, self.steps_taken).atexit = False
         if rec.key not in self.passes and len(self.passes) >= 256:  # a data set made per pass: keep the latest
             del self.passes[next(iter(self.passes))]
         passes = self.passes.setdefault(rec.key, [])
         passes.append(rec)
         if len(passes) > 64:  # a long run: the early passes are judged already
             del passes[0]
+
+    def steps_taken(self) -> int:
+        """Optimizer steps of the session so far, every optimizer's (none is ever dropped from the session)."""
+        return sum(oi.steps for oi in self.s.optimizers.values())
+
+    def _trained(self, rec: Pass) -> bool:
+        """Whether an optimizer stepped during a pass classified as evaluation when its iterator was made
+        (autograd off, or every model seen so far in eval mode): a pass that trains is no evaluation (a
+        library's fit() that builds a new model, not yet seen, after the previous fit left its model in eval
+        mode; pytorch-tabnet, session 51).  Its indices are a training sampler's, not judged."""
+        if not rec.trained and self.steps_taken() > rec.steps0:
+            rec.trained = True
+        if rec.trained:
+            rec.batches = []
+        return rec.trained
 
     def pass_ended(self, it: Any, yielded: int) -> None:
         """The pass's ``next()`` raised ``StopIteration`` after ``yielded`` batches."""
@@ -256,6 +278,8 @@ class CoverageChecks(Check):
             rec.ended = True
         if not yielded:
             self._empty(it)
+            return
+        if rec is not None and rec.evaluation and self._trained(rec):
             return
         if rec is not None and rec.evaluation and rec.batches is None:
             self._iterable_repeats(it, rec, yielded)
@@ -441,12 +465,15 @@ class CoverageChecks(Check):
         self._never_stepped()
 
     def _stopped_early(self) -> None:
-        for recs in self.passes.values():
+        for every in self.passes.values():
+            recs = [r for r in every if not r.trained]  # (a pass that ran to its end is judged already)
             for r in recs:  # a loop that stops at len(loader) without asking for more (Lightning's): complete
                 if not r.ended and r.total is not None and len(r.batches or ()) >= r.total:
                     r.ended = True
-                    self._judge(r)
-            if not recs or any(r.ended for r in recs):
+                    if not self._trained(r):
+                        self._judge(r)
+            recs = [r for r in recs if not r.trained]
+            if not recs or any(r.ended for r in every):
                 continue
             left = [r for r in recs if r.reset or r.it() is None]  # abandoned, not paused
             if len(left) < len(recs):

@@ -150,7 +150,10 @@ class SchedulerChecks(Check):
 
     def _idle_optimizers(self) -> None:
         """Counts since the scheduler's optimizer last stepped (any cadence: a per-epoch scheduler stepped
-        after validation falls between two DataLoader passes of its own)."""
+        after validation falls between two DataLoader passes of its own).  Only the scheduler's steps taken
+        after another optimizer began to step count: while no optimizer has stepped since its own last did,
+        its steps end its own training (the epoch-end step after the last epoch, before a new optimizer and
+        scheduler are built for the next fit) and are absorbed at the next DataLoader pass."""
         for entry in self.any_sched:
             sc, opt, sched0, own0, all0 = entry
             count = getattr(sc, "last_epoch", 0)
@@ -159,6 +162,9 @@ class SchedulerChecks(Check):
                 entry[2], entry[3], entry[4] = count, own, total
                 continue
             n_sched, n_others = count - sched0, total - all0
+            if n_others == 0:  # nothing trained since its optimizer's last step: the scheduler's steps so far
+                entry[2] = count  # closed that training (the step after the last epoch), not another's
+                continue
             if n_sched < 1 or n_others < MIN_STEPS:
                 continue
             name = type(sc).__name__

@@ -466,3 +466,46 @@ def test_iterable_evaluation_set_read_whole_by_every_worker(split):
     else:
         assert slugs(findings) == ["eval-samples-repeated"], text
         assert "each of its 2 worker processes iterated the whole data set" in text
+
+
+def _two_fits(weighted_evaluation: bool):
+    """A library's fit() called twice (pytorch-tabnet, session 51): each fit builds a new model and optimizer
+    and a training loader with a WeightedRandomSampler (class balancing, with replacement), validates in eval
+    mode after every epoch, and leaves the model in eval mode.  The second fit's first training pass starts
+    before its new model has run a forward (so before a session that finds models itself has seen it), with
+    the one model seen so far in eval mode."""
+    from overt.guards.options import GuardOptions
+    from overt.guards.session import GuardSession
+    import io
+
+    train_ds, val_ds = _data()
+    y = train_ds.tensors[1]
+    weights = (1.0 / torch.bincount(y).float())[y]
+    train = DataLoader(train_ds, batch_size=100, sampler=WeightedRandomSampler(weights, num_samples=len(train_ds)))
+    yv = val_ds.tensors[1]
+    val = DataLoader(val_ds, batch_size=100, sampler=WeightedRandomSampler(
+        (1.0 / torch.bincount(yv).float())[yv], num_samples=len(val_ds))) if weighted_evaluation else \
+        DataLoader(val_ds, batch_size=100)
+    session = GuardSession(GuardOptions(stream=io.StringIO(), ignore=TIMING), auto=True)
+    try:
+        for fit in range(2):
+            model = mlp()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+            for epoch in range(2):
+                _fit(model, opt, train)
+                _evaluate(model, val)
+    finally:
+        findings = session.close()
+    return [f for f in findings if f.slug in COVERAGE], session.options.stream.getvalue()
+
+
+def test_a_training_pass_begun_before_a_new_model_is_seen_is_not_an_evaluation():
+    """The second fit's training passes draw with replacement, as training samplers may: the pass steps the
+    optimizer, so it is no evaluation, whatever the modes of the models seen when its iterator was made."""
+    findings, text = _two_fits(weighted_evaluation=False)
+    assert findings == [], text
+
+
+def test_a_weighted_evaluation_loader_across_two_fits_is_still_named():
+    findings, text = _two_fits(weighted_evaluation=True)
+    assert slugs(findings) == ["eval-samples-repeated"], text
