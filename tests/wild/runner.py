@@ -16,7 +16,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half dev10     # round ten's development half
     python -m tests.wild.runner --faces run,lint --half dev11     # round eleven's development half
     python -m tests.wild.runner --faces run,lint --half test15    # round fifteen's test half
-    python -m tests.wild.runner --faces run,lint --half test16    # round sixteen's test half (held out)
+    python -m tests.wild.runner --faces run,lint --half test16    # round sixteen's test half
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -52,8 +52,9 @@ def _commit() -> str:
 #: twelve in session 47, round thirteen in session 48); round fourteen's on 2026-11-28 (session 49). A new round's
 #: halves are listed here, in its split commit, until the lead measures them: round fifteen's (drawn 2026-11-28,
 #: docs/wild.md "Issue 33, round fifteen") were, until the lead measured its test half in session 50; round
-#: sixteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round sixteen") are, until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev16", "test16")
+#: sixteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round sixteen") were, until the lead measured both halves
+#: in session 51.
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
