@@ -42,7 +42,7 @@ from overt.guards.metricprobe import _writes_globals, metric_kind
 from overt.guards.normscale import SCALES, _rms, _spread, _target, _with
 from overt.guards.putback import RandomState
 from overt.guards.rerun import rerun
-from overt.guards.scriptspace import script_grown
+from overt.guards.scriptspace import OneCallWrappers
 from overt.guards.where import short_location, user_location
 
 MIN_POWER = 0.25  # the power's distance from 0 and from 1 above which it is neither kind of normalisation
@@ -64,54 +64,29 @@ class NormFunctionChecks(Check):
 
     def __init__(self, session: Any):
         super().__init__(session)
-        self.namespace: dict | None = None
-        self.seen = -1  # the namespace's size when last looked at
-        self.looked: set[str] = set()  # names wrapped once already
-        self.wrapped: dict[str, tuple[Any, Any]] = {}  # name -> (the script's function, its wrapper)
+        self.script = OneCallWrappers(self, TRIES)
         self.calls: list[tuple[Any, str, tuple, dict, torch.Size, str]] = []
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
-        found = script_grown(self.namespace, self.seen)
-        if found is None:
+        filename = self.script.grown()
+        if filename is None:
             return
-        self.namespace, filename = found
-        self.seen = len(self.namespace)
-        for name, fn in list(self.namespace.items()):
-            if name in self.looked or not isinstance(fn, types.FunctionType) or not normalising(name) \
+        for name, fn in list(self.script.namespace.items()):
+            if name in self.script.looked or not isinstance(fn, types.FunctionType) or not normalising(name) \
                     or metric_kind(fn) is not None or fn.__code__.co_filename != filename \
                     or _writes_globals(fn.__code__):  # a normalised metric (NDCG, NMI) is the metric probes' own
                 continue
-            self.looked.add(name)
-            wrapper = self._wrapper(name, fn)
-            self.wrapped[name] = (fn, wrapper)
-            self.namespace[name] = wrapper
+            self.script.wrap(name, fn, functools.partial(self._record, fn, name))
 
-    def _wrapper(self, name: str, fn: Any) -> Any:
-        calls = [0]
-
-        @functools.wraps(fn)
-        def normaliser(*args: Any, **kwargs: Any) -> Any:
-            result = fn(*args, **kwargs)
-            if calls[0] < 0:  # recorded already (a reference to the wrapper kept by the script: a transform)
-                return result
-            calls[0] += 1
-            recordable = isinstance(result, torch.Tensor) and result.is_floating_point() \
-                and 32 <= result.numel() <= MAX_ELEMENTS and _target(args, kwargs, result.shape) is not None
-            if (recordable or calls[0] >= TRIES) and self.namespace is not None \
-                    and self.namespace.get(name) is normaliser:
-                self.namespace[name] = fn  # one call recorded, or none of the first few fit: the script's own again
-            if not recordable:
-                return result
-            calls[0] = -1
-            try:
-                copy = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
-                kw = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-                self.calls.append((fn, name, copy, kw, result.shape, user_location(2) or ""))
-            except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
-                self.s.check_failed(self, exc)
-            return result
-
-        return normaliser
+    def _record(self, fn: Any, name: str, args: tuple, kwargs: dict, result: Any) -> bool:
+        """Keep a call whose result is a floating tensor of a size to probe, with an input of its shape to scale."""
+        if not (isinstance(result, torch.Tensor) and result.is_floating_point()
+                and 32 <= result.numel() <= MAX_ELEMENTS and _target(args, kwargs, result.shape) is not None):
+            return False
+        copy = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+        kw = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        self.calls.append((fn, name, copy, kw, result.shape, user_location(3) or ""))
+        return True
 
     def after_checked_step(self, oi: Any) -> None:
         if self.calls:
@@ -181,9 +156,5 @@ class NormFunctionChecks(Check):
             where=line, key=f"fn:{name}")
 
     def remove_hooks(self) -> None:
-        if self.namespace is not None:
-            for name, (fn, wrapper) in self.wrapped.items():
-                if self.namespace.get(name) is wrapper:
-                    self.namespace[name] = fn
-        self.wrapped = {}
+        self.script.put_back()
         self.calls = []

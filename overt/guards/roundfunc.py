@@ -44,7 +44,7 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 from overt.guards.check import Check
 from overt.guards.metricprobe import _writes_globals
 from overt.guards.rerun import rerun
-from overt.guards.scriptspace import script_grown
+from overt.guards.scriptspace import OneCallWrappers
 from overt.guards.where import short_location, user_location
 
 MIN_ELEMENTS = 16
@@ -134,59 +134,34 @@ class RoundTripFunctionChecks(Check):
 
     def __init__(self, session: Any):
         super().__init__(session)
-        self.namespace: dict | None = None
-        self.seen = -1
-        self.looked: set[str] = set()
-        self.wrapped: dict[str, tuple[Any, Any]] = {}
+        self.script = OneCallWrappers(self, TRIES)
         self.calls: list[tuple[str, Any, str, Any, tuple, dict, Any, str]] = []
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
-        found = script_grown(self.namespace, self.seen)
-        if found is None:
+        filename = self.script.grown()
+        if filename is None:
             return
-        self.namespace, filename = found
-        self.seen = len(self.namespace)
-        for name, found in list(self.namespace.items()):
+        namespace = self.script.namespace
+        for name, found in list(namespace.items()):
             fn = _own(found, filename)
-            if name in self.looked or fn is None or _LOSSY.search(name):
+            if name in self.script.looked or fn is None or _LOSSY.search(name):
                 continue
-            dec = next((d for d in (_own(self.namespace.get(n), filename) for n in _decoder_names(name))
+            dec = next((d for d in (_own(namespace.get(n), filename) for n in _decoder_names(name))
                         if d is not None), None)
             if dec is None or _writes_globals(fn.__code__) or _writes_globals(dec.__code__):
                 continue
-            self.looked.add(name)
-            wrapper = self._wrapper(name, found, dec)
-            self.wrapped[name] = (found, wrapper)
-            self.namespace[name] = wrapper
+            self.script.wrap(name, found, functools.partial(self._record, name, found, dec))
 
-    def _wrapper(self, name: str, fn: Any, dec: Any) -> Any:
-        calls = [0]
-
-        @functools.wraps(fn)
-        def encoder(*args: Any, **kwargs: Any) -> Any:
-            result = fn(*args, **kwargs)
-            if calls[0] < 0:
-                return result
-            calls[0] += 1
-            x = _tensor(args[0]) if args else None
-            y = _tensor(result)
-            recordable = x is not None and y is not None and MIN_ELEMENTS <= x.numel() <= MAX_ELEMENTS \
-                and not (isinstance(result, torch.Tensor) and result.requires_grad)  # a learned encoder: no inverse
-            if (recordable or calls[0] >= TRIES) and self.namespace is not None \
-                    and self.namespace.get(name) is encoder:
-                self.namespace[name] = fn
-            if not recordable:
-                return result
-            calls[0] = -1
-            try:
-                self.calls.append((name, inspect.unwrap(fn), dec.__name__, dec, tuple(_copy(a) for a in args),
-                                   {k: _copy(v) for k, v in kwargs.items()}, _copy(result),
-                                   user_location(2) or ""))
-            except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
-                self.s.check_failed(self, exc)
-            return result
-
-        return encoder
+    def _record(self, name: str, fn: Any, dec: Any, args: tuple, kwargs: dict, result: Any) -> bool:
+        """Keep a call whose first argument and result are floating values of a size to probe, not learned."""
+        x = _tensor(args[0]) if args else None
+        y = _tensor(result)
+        if x is None or y is None or not MIN_ELEMENTS <= x.numel() <= MAX_ELEMENTS \
+                or (isinstance(result, torch.Tensor) and result.requires_grad):  # a learned encoder: no inverse
+            return False
+        self.calls.append((name, inspect.unwrap(fn), dec.__name__, dec, tuple(_copy(a) for a in args),
+                           {k: _copy(v) for k, v in kwargs.items()}, _copy(result), user_location(3) or ""))
+        return True
 
     def after_checked_step(self, oi: Any) -> None:
         if self.calls:
@@ -283,9 +258,5 @@ class RoundTripFunctionChecks(Check):
             where=line, key=f"fn:{name}")
 
     def remove_hooks(self) -> None:
-        if self.namespace is not None:
-            for name, (fn, wrapper) in self.wrapped.items():
-                if self.namespace.get(name) is wrapper:
-                    self.namespace[name] = fn
-        self.wrapped = {}
+        self.script.put_back()
         self.calls = []
