@@ -550,12 +550,6 @@ TWIN_FINDINGS = {"w129_teacher_forcing_in_eval": "device-mismatch",
                  # round fifteen's development cases written in session 51: a causal mask made in forward() without
                  # a device (true, unrelated)
                  "w336_rotary_cache_keyed_without_offset": "device-mismatch"}
-#: development twins with a finding judged FALSE (a correct program flagged), left for the lead: the test fails
-#: loudly (strict xfail) once the finding is gone. w336's twin trains position t to output token t - 3, a past
-#: token in its causal context; ``overt run`` reads the targets as "the inputs 3 positions back" and names
-#: sequence-targets-misaligned, whose premise (targets are the next token) does not hold for this task.
-#: (w336's was fixed at its cause in session 51: a target two or more tokens back is a delay task by design.)
-FALSE_TWIN_FINDINGS: dict[tuple[str, str], str] = {}
 DEV_NEW = sorted(cid for cid, c in NEW.items()
                  if half(c) in ("dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "dev10",
                                  "dev11", "dev12", "dev13", "dev14", "dev15", "dev16"))
@@ -615,8 +609,6 @@ def test_new_bug_changes_its_metric(cid: str):
 
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
-    if (cid, face) in FALSE_TWIN_FINDINGS:
-        marks.append(pytest.mark.xfail(strict=True, reason=f"false {FALSE_TWIN_FINDINGS[cid, face]} on the twin"))
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
 
 
