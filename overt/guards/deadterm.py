@@ -63,7 +63,7 @@ MAX_NODES = 20000  # autograd nodes walked per term
 MAX_OUTPUTS = 32  # model outputs of a step remembered
 
 _ORIG_REGISTER: Any = None
-_USER_HOOK_STEP: dict[int, int] = {}  # id(session) -> its step at which the program's code last registered a tensor hook
+_USER_HOOK_STEP: dict[int, int] = {}  # id(session) -> its step when the program's code last registered a tensor hook
 
 
 class _Site:
@@ -82,7 +82,7 @@ class DeadTermChecks(Check):
     def __init__(self, session: GuardSession):
         super().__init__(session)
         self.sites: dict[str, _Site] = {}
-        self.outputs: dict[int, tuple[Any, str, int, str]] = {}  # id(grad_fn) -> (it, model, output index, forward)
+        self.outputs: dict[int, tuple[Any, str, int, type]] = {}  # id(grad_fn) -> (it, model, output index, class)
         self.at = -1
 
     # -- what the step's forwards returned (named in a finding) -----------------------------------
@@ -99,9 +99,7 @@ class DeadTermChecks(Check):
         for k, t in enumerate(tensors):
             fn = t.grad_fn
             if fn is not None:
-                code = getattr(inspect.unwrap(type(info.module).forward), "__code__", None)
-                where = short_location(code.co_filename, code.co_firstlineno) if code is not None else ""
-                self.outputs[id(fn)] = (fn, info.name, k if len(tensors) > 1 else -1, where)
+                self.outputs[id(fn)] = (fn, info.name, k if len(tensors) > 1 else -1, type(info.module))
 
     def after_checked_step(self, oi: OptInfo) -> None:
         self.outputs.clear()
@@ -234,8 +232,8 @@ class DeadTermChecks(Check):
         worst = max(v for _, v in seen)
         msg = (f"The loss backwarded at {loc} adds {len(terms)} terms, and one of them -- {what}, entering the sum "
                f"with weight {t.coef:.3g} -- is constant in the parameters it reaches: its own gradient on them is "
-               f"at most {worst:.1e} of another term's at steps {steps} (rounding, not a signal). Its graph reaches the "
-               "model, so nothing raises and the total loss looks normal, but the term moves no weight: whatever "
+               f"at most {worst:.1e} of another term's at steps {steps} (rounding, not a signal). Its graph reaches "
+               "the model, so nothing raises and the total loss looks normal, but the term moves no weight: whatever "
                "it was written to encourage (a balance between experts, a regularisation, an auxiliary task) does "
                "not happen. A term of this kind is usually constant by its algebra: a quantity normalised before "
                "the term sees it (weights renormalised to sum to one, probabilities summed), a product broadcast "
@@ -246,16 +244,14 @@ class DeadTermChecks(Check):
                "(E * (fraction * probs.mean(0)).sum(), both of shape [E]).")
         self.s.report("loss-term-constant", msg, where=loc, fix=fix, key=loc)
 
-
     def _output_of(self, node: Any) -> tuple[str, int, str] | None:
         """(model, output index, its forward's location) when ``node`` is, up to constant factors, a watched
         model's output of this step."""
-        for fn, name, k, where in self.outputs.values():
-            if fn is node:
-                return name, k, where
-            terms = additive_terms(fn)
-            if terms is not None and len(terms) == 1 and terms[0].node is node:
-                return name, k, where
+        for fn, name, k, cls in self.outputs.values():
+            terms = additive_terms(fn) if fn is not node else None
+            if fn is node or terms is not None and len(terms) == 1 and terms[0].node is node:
+                code = getattr(inspect.unwrap(cls.forward), "__code__", None)
+                return name, k, short_location(code.co_filename, code.co_firstlineno) if code is not None else ""
         return None
 
 
