@@ -16,13 +16,16 @@ its additive terms (:func:`overt.guards.termscale.additive_terms`: ``+``, ``-``,
 factors); with two to :data:`MAX_TERMS` terms, none reachable from another's graph, each term's
 gradient on the parameters the watched optimizers hold is computed alone (``torch.autograd.grad`` of the
 root with ``retain_graph=True``, the other terms' incoming gradients replaced by zeros through node
-pre-hooks), its norm compared with the largest other term's.  A term whose gradient is *non-zero* and at
-most :data:`REL` of another term's -- rounding left over from a cancellation -- on :data:`SAME` probes
-over at least :data:`SPAN` optimizer steps, and never more on any probe, is reported at the backward's
-line.  A gradient that is exactly zero proves nothing (a hinge whose margins all hold, free bits below
-their floor, a penalty at its clamp: saturated by design) and neither counts for nor against; a term
-seen once with a real share of the gradient silences its site for good, and a site whose terms are all
-seen live is not probed again.
+pre-hooks), its norm divided by its weight in the sum and compared with the largest other term's (so a
+small coefficient is the user's choice, not a constant).  A term whose gradient is *non-zero* and at most
+:data:`REL` of another term's -- rounding left over from a cancellation -- on :data:`SAME` probes over at
+least :data:`SPAN` optimizer steps, never more on any probe, and whose direction does not stay put from
+probe to probe (a small real gradient, such as a weak penalty averaged over the weights of a very large
+layer, points the same way at every probe: the cosine of a sample of its coordinates with the previous
+probe's above :data:`SAME_DIRECTION` every time), is reported at the backward's line.  A gradient that is exactly zero
+proves nothing (a hinge whose margins all hold, free bits below their floor, a penalty at its clamp:
+saturated by design) and neither counts for nor against; a term seen once with a real share of the
+gradient silences its site for good, and a site whose terms are all seen live is not probed again.
 
 Silent (nothing probed): a distributed process group (a backward of its own would run the gradient
 hooks of data-parallel wrappers), any module backward hook of a watched model or a global one, a
@@ -53,7 +56,10 @@ if TYPE_CHECKING:
     from overt.guards.session import GuardSession
     from overt.guards.watched import ModelInfo, OptInfo
 
-REL = 1e-5  # a term's gradient norm over the largest other term's at and below which it is rounding
+REL = 1e-6  # a term's gradient norm over the largest other term's (each divided by its weight in the sum) at and
+# below which it is rounding
+SAME_DIRECTION = 0.9  # cosine of a term's gradient with its previous probe's above which the direction is kept
+SAMPLE = 2048  # gradient coordinates kept per term between probes
 SAME = 3  # probes on which a term's gradient is rounding
 SPAN = 20  # optimizer steps the probes must cover: a stationary point at the start is not a constant
 MAX_TERMS = 6  # additive terms probed (one backward each)
@@ -67,13 +73,14 @@ _USER_HOOK_STEP: dict[int, int] = {}  # id(session) -> its step when the program
 
 
 class _Site:
-    __slots__ = ("dead", "live", "probes", "done")
+    __slots__ = ("dead", "live", "probes", "done", "samples")
 
     def __init__(self) -> None:
-        self.dead: dict[int, list[tuple[int, float]]] = {}  # term index -> (step, relative norm) probes
+        self.dead: dict[int, list[tuple[int, float, float]]] = {}  # term -> (step, relative norm, cosine) probes
         self.live: set[int] = set()  # term indices seen with a real share of the gradient
         self.probes = 0
         self.done = False
+        self.samples: dict[int, torch.Tensor] = {}  # term index -> its gradient's sampled coordinates, last probe
 
 
 class DeadTermChecks(Check):
@@ -142,11 +149,11 @@ class DeadTermChecks(Check):
         params = [held[i] for i in sorted(set().union(*reach), key=list(held).index)]
         if not params or not self._hooks_clear(params):
             return
-        norms = self._term_norms(tensors, terms, params)
-        if norms is None:
+        probe = self._probe(tensors, terms, params, site)
+        if probe is None:
             return
         site.probes += 1
-        self._judge(site, loc, terms, norms)
+        self._judge(site, loc, terms, *probe)
 
     def _may_probe(self) -> bool:
         if _USER_HOOK_STEP.get(id(self.s)) == self.s.step:
@@ -173,12 +180,14 @@ class DeadTermChecks(Check):
                 return False
         return True
 
-    def _term_norms(self, root: torch.Tensor, terms: list, params: list[torch.Tensor]) -> list[float] | None:
-        zero = _zeros
-        out = []
+    def _probe(self, root: torch.Tensor, terms: list, params: list[torch.Tensor],
+               site: _Site) -> tuple[list[float], list[float]] | None:
+        """Each term's own gradient norm on ``params`` (divided by its weight in the sum) and the cosine of its
+        sampled coordinates with the same term's at the site's previous probe (0 when there is none)."""
+        norms, cosines = [], []
         with probing.active():
-            for t in terms:
-                handles = [o.node.register_prehook(zero) for o in terms if o is not t]
+            for i, t in enumerate(terms):
+                handles = [o.node.register_prehook(_zeros) for o in terms if o is not t]
                 try:
                     grads = torch.autograd.grad(root, params, retain_graph=True, allow_unused=True)
                 except Exception:  # noqa: BLE001  a graph that cannot be backwarded twice: nothing proved
@@ -186,14 +195,24 @@ class DeadTermChecks(Check):
                 finally:
                     for h in handles:
                         h.remove()
-                sq = [g.detach().float().pow(2).sum() for g in grads if g is not None]
-                out.append(torch.stack(sq).sum().sqrt() if sq else torch.zeros(()))
-        values = torch.stack(out).tolist()  # one read of the device per probed step (checked steps only)
+                grads = [g.detach().float() for g in grads if g is not None]
+                if not grads:
+                    norms.append(torch.zeros(()))
+                    cosines.append(torch.zeros(()))
+                    continue
+                norms.append(torch.stack([g.pow(2).sum() for g in grads]).sum().sqrt() / abs(t.coef))
+                sample = _sample(grads)
+                sample = sample / sample.abs().max().clamp_min(1e-30)  # unit scale: the cosine of tiny gradients
+                before = site.samples.get(i)
+                site.samples[i] = sample
+                cosines.append(torch.nn.functional.cosine_similarity(sample, before, dim=0)
+                               if before is not None and before.shape == sample.shape else torch.zeros(()))
+        values = torch.stack(norms + cosines).tolist()  # one read of the device per probed step (checked steps)
         if not all(math.isfinite(v) for v in values):
             return None
-        return values
+        return values[:len(terms)], values[len(terms):]
 
-    def _judge(self, site: _Site, loc: str, terms: list, norms: list[float]) -> None:
+    def _judge(self, site: _Site, loc: str, terms: list, norms: list[float], cosines: list[float]) -> None:
         step = self.s.step
         for i, n in enumerate(norms):
             if i in site.live:
@@ -203,33 +222,39 @@ class DeadTermChecks(Check):
                 continue  # nothing to compare with, or saturated: proves nothing
             rel = n / top
             if rel > REL:
-                site.live.add(i)
+                site.live.add(i)  # a real share of the gradient
                 site.dead.pop(i, None)
                 continue
             seen = site.dead.setdefault(i, [])
             if not seen or seen[-1][0] != step:
-                seen.append((step, rel))
+                seen.append((step, rel, cosines[i]))
         if len(site.live) == len(norms):
             site.done = True
+            site.samples.clear()
             return
         for i, seen in site.dead.items():
             if len(seen) >= SAME and seen[-1][0] - seen[0][0] >= SPAN:
+                if all(c > SAME_DIRECTION for _, _, c in seen[1:]):
+                    site.live.add(i)  # a small gradient that keeps its direction: a signal, not rounding
+                    site.dead.pop(i)
+                    return
                 site.done = True
+                site.samples.clear()
                 self._report(loc, terms, i, seen, norms)
                 return
 
-    def _report(self, loc: str, terms: list, i: int, seen: list[tuple[int, float]], norms: list[float]) -> None:
+    def _report(self, loc: str, terms: list, i: int, seen: list[tuple[int, float, float]], norms: list[float]) -> None:
         t = terms[i]
         r = reduction(t.node)
         what = (f"{'a mean' if r[0] == 'mean' else 'a sum'} over a {'x'.join(str(n) for n in r[1]) or 'scalar'} "
                 "tensor" if r is not None else f"a term ending in {type(t.node).__name__}")
-        steps = ", ".join(str(s) for s, _ in seen[:6])
+        steps = ", ".join(str(s) for s, _, _ in seen[:6])
         out = self._output_of(t.node)
         if out is not None:
             name, k, fwd = out
             at = f" at {fwd}" if fwd else ""
             what += f" (the output of {name}'s forward{at})" if k < 0 else f" (output {k} of {name}'s forward{at})"
-        worst = max(v for _, v in seen)
+        worst = max(v for _, v, _ in seen)
         msg = (f"The loss backwarded at {loc} adds {len(terms)} terms, and one of them -- {what}, entering the sum "
                f"with weight {t.coef:.3g} -- is constant in the parameters it reaches: its own gradient on them is "
                f"at most {worst:.1e} of another term's at steps {steps} (rounding, not a signal). Its graph reaches "
@@ -253,6 +278,20 @@ class DeadTermChecks(Check):
                 code = getattr(inspect.unwrap(cls.forward), "__code__", None)
                 return name, k, short_location(code.co_filename, code.co_firstlineno) if code is not None else ""
         return None
+
+
+def _sample(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The first coordinates of each gradient, :data:`SAMPLE` in all: enough to tell a direction kept from
+    step to step (a small real gradient) from rounding, whose direction changes with every batch."""
+    out, left = [], SAMPLE
+    per = max(1, SAMPLE // len(grads))
+    for g in grads:
+        take = min(per, left, g.numel())
+        out.append(g.reshape(-1)[:take])
+        left -= take
+        if left <= 0:
+            break
+    return torch.cat(out)
 
 
 def _zeros(grad_outputs: tuple) -> tuple:

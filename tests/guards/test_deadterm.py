@@ -1,7 +1,8 @@
 """loss-term-constant (overt/guards/deadterm.py, issue 33; the wild corpus's w364): a term of a summed loss whose
 own gradient on the parameters it reaches is rounding.  Planted: a "confidence" term that sums each row's softmax
 (always 1), and a load-balancing term over a router whose top-k weights are renormalised before they are summed.
-Twins stay quiet: an entropy term (a real gradient), a hinge whose margins all hold (a gradient exactly zero,
+Twins stay quiet: an entropy term (a real gradient), a weak penalty on the weights (a gradient far below the
+other term's that keeps its direction), a hinge whose margins all hold (a gradient exactly zero,
 saturated by design), a run too short to span the probes, and a program that registers a tensor hook of its
 own on the checked steps (the probe stands aside, and the hook runs once per backward).  Small real runs on the
 digits, found as ``overt run`` finds models (global hooks)."""
@@ -51,6 +52,25 @@ def test_a_real_regulariser_is_quiet():
         return (p * p.clamp_min(1e-8).log()).sum(1).mean()
 
     assert _found(_run(entropy)) == []
+
+
+def test_a_tiny_real_penalty_that_keeps_its_direction_is_quiet():
+    # the gradient is 1e-10 of the cross-entropy's, but it is 2 * 1e-8 * w / n at every step: a signal, not rounding
+    model_weight = []
+
+    def penalty(z):
+        w = model_weight[0]
+        return (1e-4 * w).pow(2).mean()
+
+    model = _mlp()
+    model_weight.append(model[0].weight)
+
+    def losses():
+        for xb, yb in batches(64, 70):
+            logits = model(xb)
+            yield F.cross_entropy(logits, yb) + penalty(logits)
+
+    assert _found(guarded_fit(model.parameters(), losses())) == []
 
 
 def test_a_hinge_whose_margins_all_hold_is_quiet():
