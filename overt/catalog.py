@@ -377,6 +377,12 @@ ENTRIES: tuple[Entry, ...] = (
           "log_softmax(t) against softmax(t)) is constant: it gives the model no gradient, so the term trains "
           "nothing while the total loss looks normal",
           _E, True, True),
+    Entry("loss-term-constant", "OVT390", "a term of a summed loss that is constant in the parameters it reaches",
+          "a term whose value cannot change with the weights (a load-balancing loss whose broadcast product always "
+          "sums to the number of experts, a penalty on a quantity normalised before the penalty sees it) has a "
+          "graph and no gradient: it trains nothing, and what it was added for never happens while the loss looks "
+          "normal",
+          _W, False, True),
     Entry("returns-from-past-rewards", "OVT326", "discounted returns accumulated forward in time",
           "G = r[t] + gamma * G iterated from the first step to the last gives each step the discounted sum of "
           "the rewards before it, not after it: actions are credited for what already happened, and the policy "

@@ -39,7 +39,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "eval-state-carried", "dropout-drops-most", "eval-order-mismatch",
          "scheduler-optimizer-idle", "eval-model-stale",
          # issue 33, sequence models, masks, targets and state (branch seqmodel)
-         "causal-mask-missing", "attention-mask-inverted", "labels-all-ignored", "loss-compares-itself",
+         "causal-mask-missing", "attention-mask-inverted", "labels-all-ignored", "loss-compares-itself", "loss-term-constant",
          "returns-from-past-rewards", "init-after-load", "loss-over-padding",
          # issue 33, numeric invariants (branch numerics)
          "fp16-without-scaler", "optimizer-eps-underflow",

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from overt.guards import probing
 from overt.guards.check import Check
 from overt.guards.where import user_location
 
@@ -119,6 +120,8 @@ class AdversaryChecks(Check):
 
     def _on_grad(self, d: int, g: int, attached: bool | None, where: str | None):
         def hook(grad: torch.Tensor) -> None:
+            if probing.ACTIVE:  # a check's own backward, not the step's
+                return
             try:
                 self.pending.append((d, g, attached, where, grad.detach().float().sum()))
                 if not self.watching:

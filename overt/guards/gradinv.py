@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 import torch
 
-from overt.guards import aside
+from overt.guards import aside, probing
 from overt.guards.check import Check
 from overt.guards.putback import restore_host_random, save_host_random
 from overt.guards.where import is_user_file, short_location
@@ -212,6 +212,8 @@ class GradLinearityChecks(Check):
         check = self
 
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if probing.ACTIVE:  # a check's own backward, not the step's
+                return
             try:
                 check._probe(cls, node, grad_outputs)
             except Exception as exc:  # noqa: BLE001  a guard never breaks the user's backward

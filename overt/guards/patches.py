@@ -596,6 +596,9 @@ def activate(session: GuardSession) -> None:
 
         axisflip.install(_patch, ACTIVE)
         termscale.install(_patch, ACTIVE, safely)  # torch.autograd.backward (checked steps only: swapped in refresh)
+        from overt.guards import deadterm  # Tensor.register_hook (the program's own hooks on a checked step)
+
+        deadterm.install(_patch)
         from overt.guards import orders  # torch.manual_seed, random.seed, np.random.seed (shuffle-order-repeats)
 
         orders.install(_patch)

@@ -22,6 +22,7 @@ from overt.guards.coverage import CoverageChecks
 from overt.guards.ctcblank import CtcBlankChecks
 from overt.guards.data import DataChecks
 from overt.guards.datamut import DataMutationChecks
+from overt.guards.deadterm import DeadTermChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.adversary import AdversaryChecks
@@ -146,6 +147,7 @@ CHECKS: tuple[type[Check], ...] = (
     LogDetChecks,
     StopGradientChecks,
     TermScaleChecks,
+    DeadTermChecks,
     MaskPickChecks,
     TargetCopyChecks,
     AttentionMaskChecks,

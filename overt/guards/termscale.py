@@ -497,6 +497,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
         for s in active:
             check = getattr(s, "termscale", None)
             if s.armed and check is not None:
+                dead = getattr(s, "deadterm", None)  # backwards each term alone: before any hook is put on the graph
+                if dead is not None:
+                    safely(dead.on_backward, tensors)
                 pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)

@@ -502,6 +502,7 @@ EXPECTED = {
     # (normaliser-not-scale-invariant, from session 50's normalise15; lint's divided-by-reciprocal, added to the
     # mapping after the measurement, which counted the run face only)
     "w373_rmsnorm_divides_by_inverse_rms": ("run", "lint"),
+    "w364_load_balance_loss_broadcast_constant": ("run",),  # session 52, loss-term-constant
     # session 51 (modules16): a hand-written dropout scaled by the drop fraction (eval-not-train-expectation), a
     # LoCon wrapper scaling the frozen output with its branch (adapter-not-identity-at-init), a weight fake
     # quantiser whose unsigned grid keeps its zero point at 0 (pruning-removes-one-sign)
