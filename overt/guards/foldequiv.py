@@ -151,6 +151,7 @@ class FoldChecks(Check):
         self.looks = 0
         self.hook: Any = None
         self.running = False
+        self.wants_no_grad = False  # see _want
 
     # -- the trained models, on checked steps ------------------------------------------------
     def after_checked_step(self, oi: OptInfo) -> None:
@@ -172,6 +173,8 @@ class FoldChecks(Check):
                 frozen = [p for p in params if id(p) not in ids and p.is_floating_point()]
                 rec = self.trained[key] = _Trained(info, oi, trainable, frozen)
             rec.record()
+        if not self.wants_no_grad and self.hook is None:
+            self._want()
 
     # -- candidates: evaluation forwards ------------------------------------------------------
     def on_eval_input(self, info: ModelInfo, args: tuple) -> None:
@@ -179,26 +182,27 @@ class FoldChecks(Check):
             return
         self._judge(info.module, args, info.name)
 
-    @property
-    def wants_no_grad(self) -> bool:
-        """Whether a user ``no_grad`` block should look at the first model it runs: a model was trained with
-        weights it does not train, and looks are left."""
-        return self.hook is None and self.looks < MAX_LOOKS and any(
-            r.oi.steps > 0 and not r.unprovable for r in self.trained.values())
+    def _want(self) -> None:
+        """Whether a user ``no_grad`` block should look at the first model it runs (``wants_no_grad``, a plain
+        attribute: read at every ``no_grad`` entry): a model was trained, no look is pending, looks are left."""
+        self.wants_no_grad = self.hook is None and self.looks < MAX_LOOKS and any(
+            not r.unprovable for r in self.trained.values())
 
     def no_grad_entered(self) -> None:
-        site = user_location(3) or ""
+        site = user_location() or ""
         n = self.sites.get(site, 0)
         if n >= SITE_LOOKS:
             return
         self.sites[site] = n + 1
         self.looks += 1
         self.hook = nn.modules.module.register_module_forward_pre_hook(self._first_forward)
+        self.wants_no_grad = False
 
     def _first_forward(self, module: nn.Module, args: tuple) -> None:
         if self.hook is not None:
             self.hook.remove()
             self.hook = None
+            self._want()
         if self.running:
             return
         try:
