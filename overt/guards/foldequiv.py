@@ -209,6 +209,8 @@ class FoldChecks(Check):
             key = id(module)
             if key in self.seen or key in self.trained or key in self.s._submodules and key not in self.s.models:
                 return
+            if module.training and torch.is_grad_enabled():
+                return  # a training forward after the block: no evaluation
             if next(module.parameters(), None) is None:
                 return
             info = self.s.models.get(key)
@@ -246,8 +248,12 @@ class FoldChecks(Check):
         used: set[int] = set()
         pairs = []  # (model's name, its parameter, index in tnamed)
         pos = 0
+        frozen = {id(p) for p in rec.frozen}
+        # a parameter another optimizer holds is trained there, unless it is the trained model's frozen one (a base
+        # pretrained earlier): a model fine-tuned from the trained one's weights is a model of its own, not a fold
+        held = {id(p) for oi in self.s.optimizers.values() for p in oi.params} - frozen
         for en, e in model.named_parameters():
-            if id(e) in trainable or not e.is_floating_point():
+            if id(e) in trainable or id(e) in held or not e.is_floating_point():
                 return None
             i = where.get(id(e))
             if i is None:

@@ -209,3 +209,23 @@ def test_norm_folded_without_square_root_is_named():
 def test_norm_folded_right_is_quiet():
     findings, text = _fold_bn(True)
     assert SLUG not in slugs(findings), text
+
+
+def test_model_fine_tuned_from_the_trained_weights_is_quiet():
+    def program():
+        base, model, xv, yv = _adapted(steps=20)
+        # a smaller model initialised from the adapted one's base layers and trained on its own
+        student = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+        with torch.no_grad():
+            student[0].weight.copy_(model[0].base.weight)
+            student[0].bias.copy_(model[0].base.bias)
+        x, y = digits()
+        _fit(student, student.parameters(), x, y, 20)
+        with torch.no_grad():
+            student[0].bias.copy_(model[0].base.bias)  # one tensor still the trained model's
+        student.eval()
+        with torch.no_grad():
+            student(xv)
+
+    findings, text = guarded_run(program)
+    assert SLUG not in slugs(findings), text
