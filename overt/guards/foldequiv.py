@@ -25,7 +25,8 @@ Silent where the trained function cannot be proven: the optimizer's parameters w
 anything else (their version counters follow a constant count per step from the checked steps on; a merge that
 zeroes the adapter after folding it), T's frozen parameters written between checked steps during training, frozen
 weights above :data:`MAX_FROZEN` values (no snapshot), a fold with no parameter proven T's (a teacher, a baseline,
-a model loaded from another file), T's frozen base evaluated on its own (nothing changed), a best checkpoint loaded
+a model loaded from another file), a model another optimizer trains (fine-tuned from T's weights: a model of its
+own), T's frozen base evaluated on its own (nothing changed), a best checkpoint loaded
 into a copy (every parameter of T has its counterpart: nothing is folded), a change of training below
 :data:`MIN_CHANGE` of the output.  Cost: on checked steps, the version counters of T's parameters and one snapshot
 of its frozen weights; at evaluation, three forwards once per folded model; after training, at a user ``no_grad``
