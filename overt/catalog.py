@@ -860,6 +860,13 @@ ENTRIES: tuple[Entry, ...] = (
           "perturbation; a wrapper that scales the frozen output along with its branch (multiplier * scale on "
           "the sum) does not start as the pretrained model either, and switching it off removes the base model",
           _W, False, True),
+    Entry("merged-model-differs", "OVT453", "a merged or folded model that does not compute what the trained "
+          "model computed",
+          "merging what was trained into the weights (a LoRA or adapter merge, merge_and_unload, a scale folded "
+          "into the layer before it) must leave the function unchanged: a merge applied twice, or without the "
+          "alpha / r scale the forward applied, evaluates and exports another model than the one that was "
+          "trained, and its metrics say nothing about the training",
+          _E, False, True),
     Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
           "normalize/denormalize, transform/inverse_transform, encode_x/decode_x and the like must compose to the "
           "identity on the data fed to them: an inverse that multiplies by a scale the forward never divided by "

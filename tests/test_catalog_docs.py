@@ -126,6 +126,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "coordinates-scaled-by-other-axis",
          # issue 33, model code that breaks its own structure (branch modelcode)
          "graph-edges-cross-batch", "adapter-not-identity-at-init", "inverse-transform-not-inverse",
+         # issue 33, a model folded from the trained one computes what it computed (branch export17)
+         "merged-model-differs",
          # issue 33, two sequences paired by position come from one ordering (branch orders)
          "pairing-order-mismatch",
          # issue 33, targets built from memory never filled or filled wrongly (branch rltargets)

@@ -497,7 +497,8 @@ def _arming_checks(s: GuardSession) -> list[Any]:
 def _user_block_listeners(s: GuardSession) -> list[Any]:
     """The checks of ``s`` that want to hear when the user's code enters a ``no_grad``/``inference_mode``
     block (an evaluation may begin), as bound methods: the script's metrics, wrapped once it evaluates
-    (metric probe); the script's decoders once a CTC loss was trained (ctc blank)."""
+    (metric probe); the script's decoders once a CTC loss was trained (ctc blank); the first model run once a
+    model was trained with weights it does not train (fold: a merged model built after training)."""
     found = []
     probe = getattr(s, "metric_probe", None)
     if probe is not None and probe.wants_no_grad:
@@ -505,6 +506,9 @@ def _user_block_listeners(s: GuardSession) -> list[Any]:
     blank = getattr(s, "ctc_blank", None)
     if blank is not None and blank.loss:
         found.append(blank.no_grad_entered)
+    fold = getattr(s, "fold", None)
+    if fold is not None and fold.wants_no_grad:
+        found.append(fold.no_grad_entered)
     return found
 
 

@@ -39,6 +39,7 @@ from overt.guards.evalrepeat import EvalRepeatChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
 from overt.guards.evalloop import EvalLoopChecks
+from overt.guards.foldequiv import FoldChecks
 from overt.guards.forecast import ForecastChecks
 from overt.guards.freezeattr import FreezeAttrChecks
 from overt.guards.frozen import FrozenChecks
@@ -177,6 +178,7 @@ CHECKS: tuple[type[Check], ...] = (
     EvalEdgeChecks,
     GraphBatchChecks,
     AdapterInitChecks,
+    FoldChecks,
     RoundTripChecks,
     CoverageChecks,
     SkewChecks,

@@ -509,6 +509,10 @@ EXPECTED = {
     "w347_dropout_kept_units_scaled_by_drop_fraction": ("run",),
     "w337_locon_scale_applied_to_base_output": ("run",),
     "w351_asymmetric_weight_quant_zero_point_stuck": ("run",),
+    # session 52 (export17): a LoRA merge applied twice into the shared base layers, and one into new nn.Linear
+    # layers without alpha / r (merged-model-differs, overt/guards/foldequiv.py)
+    "w88_lora_merged_twice": ("run",),
+    "w257_lora_merged_without_scaling": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
