@@ -37,6 +37,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from overt.guards.losses import ignore_index_of
+
+#: the classification losses whose ignore_index is read (their input's dimension 1 holds the classes)
+INDEX_LOSSES = frozenset({"cross_entropy", "nll_loss"})
 #: name words of a parameter or module-level name that holds the ignored label
 _IGNORE_WORDS = ("ignore", "void", "unlabel", "ignored")
 MIN_SHARE, MAX_SHARE = 0.005, 0.95
@@ -45,11 +49,9 @@ MIN_SHARE, MAX_SHARE = 0.005, 0.95
 RELATIVE = 1e-4
 
 
-def index_losses(name: str, inp: Any, args: tuple, kwargs: dict) -> tuple[int, int] | None:
-    """(ignored label, number of classes) of a checked ``cross_entropy``/``nll_loss`` call, else None."""
-    from overt.guards.losses import ignore_index_of
-
-    if name not in ("cross_entropy", "nll_loss") or not isinstance(inp, torch.Tensor) or inp.dim() < 2:
+def index_losses(inp: Any, args: tuple, kwargs: dict) -> tuple[int, int] | None:
+    """(ignored label, number of classes) of a checked call of one of :data:`INDEX_LOSSES`, else None."""
+    if not isinstance(inp, torch.Tensor) or inp.dim() < 2:
         return None
     try:
         return ignore_index_of(args, kwargs), int(inp.shape[1])

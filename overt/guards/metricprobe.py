@@ -80,6 +80,7 @@ EITHER = frozenset({"seg", "segmentation", "mask", "masks"})
 NOT_OVERLAP = frozenset({"auc", "auroc", "ssim", "r2", "pearson", "spearman", "corr", "correlation", "mrr", "ndcg",
                          "specificity"})
 RELATIVE = 1e-3  # how close to the best value a perfect prediction must score
+LOSS_LOOKS = 8  # checked classification loss calls read for the label they ignore
 SPAN_TRIES = 3  # calls of a function chosen by its arity alone looked at for a span extraction's form
 
 
@@ -303,11 +304,15 @@ class MetricProbeChecks(Check):
         self.seen_training = -1  # ... and when last looked at on a checked training step
         self.tries: dict[str, int] = {}  # calls of a function chosen by its arity looked at for a span's form
         self.ignored: dict[int, int] = {}  # label a training index loss ignored -> its classes (0: conflicting)
+        self.loss_looks = 0  # checked classification losses read for their ignore_index
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         """A checked training loss: the label a classification loss ignores, with its number of classes (read
         from the call, no device work), for :mod:`overt.guards.ignoredpreds`."""
-        found = ignoredpreds.index_losses(name, inp, args, kwargs)
+        if self.loss_looks >= LOSS_LOOKS or name not in ignoredpreds.INDEX_LOSSES:
+            return
+        self.loss_looks += 1
+        found = ignoredpreds.index_losses(inp, args, kwargs)
         if found is not None:
             label, classes = found
             self.ignored[label] = classes if self.ignored.get(label, classes) == classes else 0
