@@ -42,7 +42,7 @@ _SPEARMAN = frozenset({"spearman", "spearmans", "spearmanr", "srcc", "srocc", "s
 _KENDALL = frozenset({"kendall", "kendalls", "kendalltau", "krcc", "krocc"})
 #: parameter names that switch how ties or ranks are taken (a documented variant: not judged)
 _SWITCHES = ("tie", "method", "rank", "variant", "weight", "nan", "alternative")
-MIN_ITEMS, MAX_ITEMS, MAX_KENDALL = 10, 100_000, 3000
+MIN_ITEMS, MAX_ITEMS, MAX_KENDALL = 10, 100_000, 2000  # Kendall: n x n sign matrices
 #: how far a value may be from a convention and still be it (float32 arithmetic on a few thousand items)
 MARGIN = 1e-3
 
