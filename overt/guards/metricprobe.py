@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 
-from overt.guards import latecalls, metricdef, rankorder, scoredefs, spantext
+from overt.guards import ignoredpreds, latecalls, metricdef, rankorder, scoredefs, spantext
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.scriptspace import script_grown
@@ -64,7 +64,7 @@ HIGHER = frozenset({"iou", "miou", "jaccard", "dice", "accuracy", "acc", "f1", "
 LOWER = frozenset({"mse", "mae", "rmse", "mape", "smape", "wer", "cer", "error", "err"})
 #: words that make a name something else than a metric (a loss is not required to reach 0)
 NOT_METRIC = frozenset({"loss", "criterion", "objective", "plot", "print", "log", "show", "save", "load", "update",
-                        "reset", "train", "step", "backward", "map", "ap"})
+                        "reset", "train", "step", "backward", "map", "ap", "footrule"})
 PRED = frozenset({"pred", "preds", "prediction", "predictions", "output", "outputs", "out", "y_pred", "ypred",
                   "y_hat", "yhat", "logits", "probs", "probabilities", "hyp", "hyps", "hypothesis", "hypotheses",
                   "pred_mask", "pred_masks", "seg", "segmentation", "estimate", "estimates", "pred_labels",
@@ -80,6 +80,7 @@ EITHER = frozenset({"seg", "segmentation", "mask", "masks"})
 NOT_OVERLAP = frozenset({"auc", "auroc", "ssim", "r2", "pearson", "spearman", "corr", "correlation", "mrr", "ndcg",
                          "specificity"})
 RELATIVE = 1e-3  # how close to the best value a perfect prediction must score
+LOSS_LOOKS = 8  # checked classification loss calls read for the label they ignore
 SPAN_TRIES = 3  # calls of a function chosen by its arity alone looked at for a span extraction's form
 
 
@@ -302,6 +303,19 @@ class MetricProbeChecks(Check):
         self.seen = -1  # the namespace's size when last looked at
         self.seen_training = -1  # ... and when last looked at on a checked training step
         self.tries: dict[str, int] = {}  # calls of a function chosen by its arity looked at for a span's form
+        self.ignored: dict[int, int] = {}  # label a training index loss ignored -> its classes (0: conflicting)
+        self.loss_looks = 0  # checked classification losses read for their ignore_index
+
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        """A checked training loss: the label a classification loss ignores, with its number of classes (read
+        from the call, no device work), for :mod:`overt.guards.ignoredpreds`."""
+        if self.loss_looks >= LOSS_LOOKS or name not in ignoredpreds.INDEX_LOSSES:
+            return
+        self.loss_looks += 1
+        found = ignoredpreds.index_losses(inp, args, kwargs)
+        if found is not None:
+            label, classes = found
+            self.ignored[label] = classes if self.ignored.get(label, classes) == classes else 0
 
     def eval_started(self) -> None:
         """A watched model was switched to eval mode: wrap the script's metric functions defined by now.
@@ -409,6 +423,8 @@ class MetricProbeChecks(Check):
             at = f"the call at {call.loc}" if call.loc else "its first call"
             if call.kind is not None:
                 self._properties(name, call, defined, at)
+                if self.ignored:
+                    self._ignored(name, call, defined, at)
             if call.known is not None:
                 self._definition(name, call, defined, at)
             if call.form is not None:
@@ -516,6 +532,23 @@ class MetricProbeChecks(Check):
                 "prediction equals its target (a class missing from both sides is usually left out of the "
                 "average, not scored 0), or use a maintained implementation (torchmetrics, scikit-learn).",
             where=f"{name}() at {defined}", key=f"metric:{defined}")
+
+    def _ignored(self, name: str, call: _Call, defined: str, at: str) -> None:
+        """The call repeated with its predictions changed where the target is a label training ignored
+        (:mod:`overt.guards.ignoredpreds`)."""
+        try:
+            found = ignoredpreds.check(call.fn, name, call.bound.signature, str(call.pred), str(call.target),
+                                       dict(call.bound.arguments), self.ignored)
+        except Exception:  # noqa: BLE001  values the probe does not know: no premise
+            return
+        if found is None:
+            return
+        message, fix = found
+        self.s.report(
+            "metric-off-definition",
+            f"the metric function {name}() defined at {defined} scores positions that carry no label ({at}): "
+            f"{message} Every number reported through it is another quantity under the metric's name, while "
+            "nothing fails.", fix=fix, where=f"{name}() at {defined}", key=f"ignored:{defined}")
 
     def _definition(self, name: str, call: _Call, defined: str, at: str) -> None:
         arguments = call.bound.arguments
