@@ -508,6 +508,11 @@ EXPECTED = {
     "w347_dropout_kept_units_scaled_by_drop_fraction": ("run",),
     "w337_locon_scale_applied_to_base_output": ("run",),
     "w351_asymmetric_weight_quant_zero_point_stuck": ("run",),
+    # session 52 (rl17): a NAF target that adds the next value undiscounted (targets-off-recursion, inline targets:
+    # overt/guards/bootshift.py) and an A2C critic loss differentiated through its GAE target (stop-gradient-missing:
+    # overt/guards/tdgrad.py)
+    "w360_naf_target_adds_next_value": ("run",),
+    "w193_critic_loss_through_gae": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
