@@ -245,9 +245,11 @@ class BootShiftChecks(Check):
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         if self.mode is None and self.windows >= WINDOWS:
             return
-        if self.s.armed and not self.s.engine_loop and info.module.training and not self.hook.pending:
+        if self.s.armed and not self.s.engine_loop and info.module.training and not self.hook.pending \
+                and self.s.optimizers:
             # a module no optimizer holds (a target network called with gradients, its output detached by the
-            # program) gives next values as a no_grad forward does; a trained one may be a value head
+            # program) gives next values as a no_grad forward does; a trained one may be a value head (before
+            # the first optimizer step is seen, no module is known to be either)
             self._place(info, grad=self._trained(info.module))
 
     def _trained(self, module: Any) -> bool:
