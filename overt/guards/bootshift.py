@@ -261,6 +261,8 @@ class BootShiftChecks(Check):
             return
         if any(i.compiled for i in self.s.models.values()):
             return  # a compiled model would run under the function mode: not followed
+        if aside.WINDOW is not None or aside.EARLY:
+            return  # the axes window looks at the user's calls now: a mode above it would hide their lines
         if grad and len(self.td.done) >= 8:
             return  # enough squared-error lines judged
         self.hook.place(info.module, lambda m, a, out: self._seed(info, out, grad))

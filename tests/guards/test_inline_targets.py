@@ -44,8 +44,8 @@ class Agent:
 
 
 agent = Agent({gamma})
-for step in range(40):
-    i = (step * 40) % 1600
+for step in range(80):
+    i = (step * 20) % 1600
     s, s2 = x[i:i + 32], x[i + 1:i + 33]
     a = torch.randint(0, 10, (32,))
     r = (a == y[i:i + 32]).float()
