@@ -492,10 +492,13 @@ ENTRIES: tuple[Entry, ...] = (
           "exploring while the loss still falls",
           _E, True, False),
     Entry("stop-gradient-missing", "OVT331",
-          "a positive-pair loss without negatives that trains both of its sides",
+          "a loss trained through a target that must carry no gradient: a positive pair without negatives, a "
+          "critic's bootstrapped target",
           "SimSiam- and BYOL-style losses pull a prediction towards a target that must carry no gradient (a "
           "stop-gradient, or a momentum network no optimizer holds): trained through both sides, mapping every "
-          "input to the same vector minimises the loss, so the representation collapses while the loss falls",
+          "input to the same vector minimises the loss, so the representation collapses while the loss falls; a "
+          "critic regressed onto r + gamma V(s') or GAE returns differentiated through the later values minimises "
+          "the Bellman residual instead and settles on biased values",
           _E, False, True),
     Entry("kl-divergence-maximised", "OVT332", "a KL divergence term that enters a minimised loss with a minus sign",
           "a VAE minimises reconstruction + KL(q(z|x) || p(z)); the KL written out is -0.5 * sum(1 + logvar - mu**2 - "
@@ -1052,8 +1055,10 @@ ENTRIES: tuple[Entry, ...] = (
           "a function named after returns, advantages or value targets (GAE, discounted returns, TD targets) must "
           "give, on its own call's rewards, values and episode-end flags, what the recursion A_t = r_t + gamma c_t "
           "V_t+1 - V_t + gamma lambda c_t A_t+1 gives under some accepted convention; one that gives something else "
-          "(a carry seeded with the bootstrap, a terminating state's value zeroed, flags ignored) trains the critic "
-          "towards other values and weights the policy by another signal while the losses fall as usual",
+          "(a carry seeded with the bootstrap, a terminating state's value zeroed, flags ignored), or a TD target "
+          "written inline that adds the next value undiscounted instead of moving with it by gamma (1 - done), "
+          "trains the critic towards other values and weights the policy by another signal while the losses fall "
+          "as usual",
           _E, False, True),
     Entry("recurrent-state-not-carried", "OVT837", "a recurrent module stepped through a sequence that is given the "
           "same state at every step and whose returned state is dropped",

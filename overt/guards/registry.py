@@ -69,6 +69,7 @@ from overt.guards.lossdir import LossDirectionChecks
 from overt.guards.mcsamples import McSampleChecks
 from overt.guards.metricprobe import MetricProbeChecks
 from overt.guards.returnprobe import ReturnRecursionChecks
+from overt.guards.bootshift import BootShiftChecks
 from overt.guards.statecarry import StateCarryChecks
 from overt.guards.boxformat import BoxFormatChecks
 from overt.guards.lrgroups import GroupsLeftBehind
@@ -164,6 +165,7 @@ CHECKS: tuple[type[Check], ...] = (
     PredictionShapeChecks,
     MetricProbeChecks,
     ReturnRecursionChecks,
+    BootShiftChecks,
     StateCarryChecks,
     BoxFormatChecks,
     CtcBlankChecks,

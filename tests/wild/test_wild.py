@@ -520,6 +520,11 @@ EXPECTED = {
     "w344_spearman_ties_ranked_in_order": ("run",),
     "w353_spearman_computed_as_pearson": ("run",),
     "w361_iou_ignored_class_pixels_kept_in_unions": ("run",),
+    # session 52 (rl17): a NAF target that adds the next value undiscounted (targets-off-recursion, inline targets:
+    # overt/guards/bootshift.py) and an A2C critic loss differentiated through its GAE target (stop-gradient-missing:
+    # overt/guards/tdgrad.py)
+    "w360_naf_target_adds_next_value": ("run",),
+    "w193_critic_loss_through_gae": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
