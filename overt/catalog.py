@@ -689,9 +689,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("batchnorm-tiny-batch", "OVT502", "a tiny training batch reaches BatchNorm in train mode",
           "batch statistics from one or a few samples are noise, or raise an error",
           _W, False, True),
-    Entry("unshuffled-training", "OVT503", "training DataLoader without shuffle",
-          "ordered data gives correlated batches and a model biased to the last classes seen",
-          _W, True, False),
+    Entry("unshuffled-training", "OVT503", "training DataLoader without shuffle, or a training sampler whose epochs "
+          "follow a per-sample quantity",
+          "ordered data gives correlated batches and a model biased to the last classes (or lengths, or scores) "
+          "seen: every epoch goes from one end of the data to the other",
+          _W, True, True),
     Entry("shuffled-evaluation", "OVT504", "evaluation DataLoader with shuffle=True",
           "order-dependent evaluation becomes irreproducible for no benefit",
           _I, True, False),

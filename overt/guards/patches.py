@@ -248,6 +248,10 @@ def _iter_prepared(it: Any, loader: Any) -> None:
     for s in ACTIVE:
         safely(s.coverage.prepared, it, built)
     if not getattr(it, "_overt_eval", True):  # a training pass: its first indices (overt/guards/orders.py)
+        for s in ACTIVE:  # and the loader whose epochs' order is looked at (overt/guards/epochorder.py)
+            epochorder = getattr(s, "epochorder", None)
+            if epochorder is not None:
+                safely(epochorder.prepared, it, loader)
         first = safely_taken(it)
         if first is not None:
             for s in ACTIVE:

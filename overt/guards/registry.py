@@ -88,6 +88,7 @@ from overt.guards.roundfunc import RoundTripFunctionChecks
 from overt.guards.roundtrip import RoundTripChecks
 from overt.guards.samplers import SamplerChecks
 from overt.guards.shardsplit import ShardSplitChecks
+from overt.guards.epochorder import EpochOrderChecks
 from overt.guards.scaler import ScalerChecks
 from overt.guards.sameviews import SameViewsChecks
 from overt.guards.selfloss import SelfLossChecks
@@ -186,6 +187,7 @@ CHECKS: tuple[type[Check], ...] = (
     SkewChecks,
     SamplerChecks,
     ShardSplitChecks,
+    EpochOrderChecks,
     OrderChecks,
     ClipOrderChecks,
     ScalerChecks,

@@ -120,7 +120,7 @@ EXPECTED = {
     "w12_loss_history": ("lint", "run"),
     "w13_layers_in_list": ("run",),
     "w14_mse_broadcast": ("run",),
-    "w15_sorted_unshuffled": ("lint",),
+    "w15_sorted_unshuffled": ("lint", "run"),  # run: overt/guards/epochorder.py (session 52, data17)
     "w16_scheduler_per_batch": ("lint", "run"),
     "w17_batchnorm_last_batch": ("run",),
     "w18_nan_inputs": ("run",),
@@ -525,6 +525,9 @@ EXPECTED = {
     # overt/guards/tdgrad.py)
     "w360_naf_target_adds_next_value": ("run",),
     "w193_critic_loss_through_gae": ("run",),
+    # session 52 (data17): a bucketing batch sampler that yields its batches in length order every epoch
+    # (unshuffled-training at run time, overt/guards/epochorder.py)
+    "w335_bucket_batches_never_shuffled": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
