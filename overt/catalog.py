@@ -858,6 +858,24 @@ ENTRIES: tuple[Entry, ...] = (
           "aggregated over by the encoder: the link-prediction score measures recognition of edges the model was "
           "shown, not prediction of held-out ones",
           _E, False, True),
+    Entry("linear-layers-collapse", "OVT450", "two Linear layers applied one after the other with nothing between "
+          "them", "two affine maps composed are one affine map: the middle layer adds parameters and no capacity, "
+          "and whatever the network was meant to compute nonlinearly there is out of its reach",
+          _W, False, True),
+    Entry("result-discarded", "OVT451", "a new value computed from a function's tensor and thrown away",
+          "an expression statement such as `x + pe` or `F.relu(x)` changes nothing in place: the function goes on "
+          "with the old value, and the step the line was written for never happens",
+          _W, True, False),
+    Entry("residual-skip-missing", "OVT452", "a block named residual whose output does not carry its input",
+          "with its branch's weights off a residual block returns its input; one that returns the branch alone "
+          "(or adds the branch to itself) has lost its skip connection, and a stack of such blocks trains like a "
+          "plain deep network, far slower than the residual network it was written to be",
+          _W, False, True),
+    Entry("sample-not-reparameterised", "OVT454", "a draw by sample() fed to a trained layer, from a distribution "
+          "whose parameters are trained", "sample() draws under no_grad: the loss's gradient stops at the draw and "
+          "never reaches the layers that computed the distribution (a VAE's encoder learns only from the KL term "
+          "and the posterior collapses); rsample() carries it",
+          _E, False, True),
     Entry("adapter-not-identity-at-init", "OVT438", "an adapter whose added branch is not zero before training",
           "a LoRA or adapter branch added to a frozen pretrained module must start at zero (one factor, LoRA's B "
           "or the up-projection, initialised to zero): drawn at random it perturbs every adapted layer at step 0, "

@@ -158,7 +158,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 49 (evalsep14): an evaluation forward that changes what training reads afterwards
          "eval-pass-changes-training",
          # session 50 (datalabels15): a loss module's per-class configuration rebound to one batch's values
-         "loss-config-overwritten"}
+         "loss-config-overwritten",
+         # session 52 (modules17): a model's structure computes what its code names
+         "linear-layers-collapse", "result-discarded", "residual-skip-missing", "sample-not-reparameterised"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

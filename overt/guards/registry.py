@@ -30,6 +30,9 @@ from overt.guards.emadecay import EmaDecayChecks
 from overt.guards.optdef import OptimizerDefinitionChecks
 from overt.guards.prunesign import PruneSignChecks
 from overt.guards.quantsign import QuantSignChecks
+from overt.guards.affinepair import AffinePairChecks
+from overt.guards.residualskip import ResidualSkipChecks
+from overt.guards.samplegrad import SampleGradChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
@@ -124,6 +127,9 @@ CHECKS: tuple[type[Check], ...] = (
     OptimizerDefinitionChecks,
     PruneSignChecks,
     QuantSignChecks,
+    AffinePairChecks,
+    ResidualSkipChecks,
+    SampleGradChecks,
     AdversaryChecks,
     EvalCopyChecks,
     ShadowChecks,

@@ -528,6 +528,13 @@ EXPECTED = {
     # session 52 (data17): a bucketing batch sampler that yields its batches in length order every epoch
     # (unshuffled-training at run time, overt/guards/epochorder.py)
     "w335_bucket_batches_never_shuffled": ("run",),
+    # session 52 (modules17): a block named residual returning its branch alone (residual-skip-missing), a latent drawn
+    # by sample() and decoded (sample-not-reparameterised), two Linear layers with nothing between
+    # (linear-layers-collapse), a positional encoding's sum computed as a bare statement (lint: result-discarded)
+    "w363_residual_block_returns_branch_only": ("run",),
+    "w366_vae_latent_sampled_without_reparameterisation": ("run",),
+    "w371_head_linear_layers_without_activation": ("run",),
+    "w367_positional_encoding_sum_not_assigned": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

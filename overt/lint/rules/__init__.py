@@ -38,6 +38,7 @@ from overt.lint.rules import subsetpos  # noqa: F401  (issue 33: positions in a 
 from overt.lint.rules import axisscale  # noqa: F401  (issue 33: x scaled by the height, y by the width)
 from overt.lint.rules import pairorder  # noqa: F401  (issue 33: names paired with values in another order)
 from overt.lint.rules import donemask, nstep, refbuffer, schedclamp  # noqa: F401  (issue 33: RL targets and memories)
+from overt.lint.rules import discarded  # noqa: F401  (issue 33: a pure result computed and thrown away)
 from overt.lint.rules import reciprocal  # noqa: F401  (issue 33: a tensor divided by a factor defined as a reciprocal)
 from overt.lint.rules import runningmean  # noqa: F401  (issue 33: a running mean weighting the newest by the count)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
