@@ -378,6 +378,57 @@ def _freezes_all(ix: FileIndex, stmt: ast.stmt, model: str) -> bool:
     return False
 
 
+def _sets_grad_off(node: ast.AST, param: str) -> bool:
+    """Does ``node`` hold ``param.requires_grad = False`` or ``param.requires_grad_(False)``?"""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assign) and is_false(n.value) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" and dotted(t.value) == param
+                for t in n.targets):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_" \
+                and dotted(n.func.value) == param and len(n.args) == 1 and is_false(n.args[0]):
+            return True
+    return False
+
+
+def _freezes_part(ix: FileIndex, model: str) -> bool:
+    """Does the file switch ``requires_grad`` off for some of ``model``'s parameters: ``model.requires_grad_(False)``
+    (or a submodule's), or a loop over ``model.parameters()`` / ``model.named_parameters()`` (or a submodule's)
+    whose body, under any condition, sets the loop's parameter ``requires_grad = False``?  Then the model is (partly)
+    a frozen feature extractor, and an eval() on it may be the protocol (a linear probe keeps the frozen
+    BatchNorm statistics as they are): which of its layers still train, and whether any of them depends on the
+    mode, is not known."""
+    def _of_model(expr: ast.AST) -> bool:
+        text = dotted(expr) or ""
+        return text == model or text.startswith(model + ".")
+    for n in ast.walk(ix.tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_" \
+                and _of_model(n.func.value) and len(n.args) == 1 and is_false(n.args[0]):
+            return True
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.iter, ast.Call) \
+                and isinstance(n.iter.func, ast.Attribute) and not n.iter.args \
+                and n.iter.func.attr in ("parameters", "named_parameters") and _of_model(n.iter.func.value):
+            target = n.target
+            if n.iter.func.attr == "named_parameters":
+                if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                    continue
+                target = target.elts[1]
+            if isinstance(target, ast.Name) and any(_sets_grad_off(b, target.id) for b in n.body):
+                return True
+    return False
+
+
+def _module_at_site(ix: FileIndex, ev) -> str | None:
+    """The module an in-file helper's ``eval()`` is on, as the loop names it: the argument the helper called at
+    ``ev.site`` receives for the parameter the ``eval()`` is called on (None when not known)."""
+    if not ev.nested or not ev.target or not isinstance(ev.site, ast.Call):
+        return ev.target if not ev.nested else None
+    func = ix.enclosing_function(ev.node)
+    if func is None or (dotted(ev.site.func) or "").rsplit(".", 1)[-1] != func.name:
+        return None
+    return _arg_for_param(func, ev.site, ev.target)
+
+
 def is_false(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
 
@@ -572,6 +623,9 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
                 continue
             if _mode_put_back(ix, ev.node, ev.target):
                 continue  # `was = m.training; m.eval(); ...; m.train(was)`: the mode it came in with, put back
+            frozen = _module_at_site(ix, ev)
+            if frozen and _freezes_part(ix, frozen):
+                continue  # requires_grad switched off on (part of) it: a frozen feature extractor kept in eval mode
             if not ev.nested and not ix.is_model(ev.target):
                 continue
             model = ev.target if not ev.nested else None
