@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from overt.lint.analysis.events import events, exclusive
 from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.values import values_for
+from overt.lint.analysis.requirements import torch_floor_of
 from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
@@ -487,6 +488,59 @@ def _same_module_moved(value: ast.AST | None, model: str) -> bool:
     return dotted(value) == model
 
 
+def _feeds_backward(ix: FileIndex, loop: ast.AST, names: set[str]) -> bool:
+    """Do ``names`` flow, through the assignments of ``loop``'s body, into a value ``loop`` calls ``backward()``
+    on (``loss = f(pos, neg)`` ... ``loss.backward()``)?"""
+    nodes = ix.scope_nodes(loop)
+    wanted = {dotted(n.func.value) for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr == "backward" and dotted(n.func.value)}
+    if not wanted:
+        return False
+    assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None]
+    for _ in range(8):  # the names the backward's value is computed from, a few assignments back
+        grown = set(wanted)
+        for a in assigns:
+            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+            if any(isinstance(x, ast.Name) and x.id in wanted for t in targets for x in ast.walk(t)):
+                grown |= {x.id for x in ast.walk(a.value) if isinstance(x, ast.Name)}
+        if grown == wanted:
+            break
+        wanted = grown
+    return bool(wanted & names)
+
+
+def _called_by_training(ix: FileIndex, func: ast.AST) -> bool:
+    """Is the function ``func`` (named like an evaluation routine) called in this file inside a loop whose
+    ``backward()`` reads its result (spotlight's ``_get_negative_prediction`` scores the negatives ``fit()``'s
+    loss is built from)?  Then it is part of training, and its graph is needed."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for n in ast.walk(ix.tree):
+        if not (isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] == func.name):
+            continue
+        stmt = next((a for a in ix.ancestors(n) if isinstance(a, (ast.Assign, ast.AnnAssign))), None)
+        loop = next(iter(ix.enclosing_loops(n)), None)
+        if stmt is None or loop is None or ix.enclosing_function(n) is func:
+            continue
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        names = {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+        if _feeds_backward(ix, loop, names):
+            return True
+    return False
+
+
+def _volatile_before_04(ix: FileIndex, region: ast.AST) -> bool:
+    """Does ``region`` wrap values in ``Variable(..., volatile=True)`` in a project whose torch floor is below
+    0.4?  Up to torch 0.3 ``volatile`` is how autograd was switched off (no graph); it is ignored from 0.4 on,
+    so whether a graph is built depends on a torch the project allows either way: not provable."""
+    if not any(isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] == "Variable"
+               and any(k.arg == "volatile" and not is_false(k.value) for k in n.keywords)
+               for n in ast.walk(region)):
+        return False
+    floor = torch_floor_of(ix.path)
+    return floor is not None and floor < (0, 4)
+
+
 @rule("graph-in-eval")
 def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     if ix.grad_globally_off:
@@ -495,6 +549,10 @@ def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     for region, call, named in eval_regions(ix):
         if not named or _needs_grad(ix, region):
             continue
+        if _called_by_training(ix, region):
+            continue  # named like prediction, but a training loop of this file calls it and backpropagates
+        if _volatile_before_04(ix, region):
+            continue  # Variable(..., volatile=True) turns autograd off on the torch < 0.4 the project allows
         if _frozen_models_only(ix, region):
             continue  # every parameter frozen before: nothing in it requires grad, no graph is built
         if _no_grad_reaches(ix, call) is False:
