@@ -16,7 +16,9 @@ sum; ``mean``/``sum`` of an accumulated list) when the accumulator is (1) bound 
 ``x.clear()``), and (4) read after that inner loop, still inside the loop over passes.  Quiet when the
 denominator grows with the passes (``total / (epoch + 1)``: a cumulative mean written on purpose), when a
 counter of steps (``+= 1``) is divided by anything but another accumulator (progress, not a metric), and when
-the accumulator is a parameter or an attribute (whose resets are not followed).
+the accumulator is a parameter or an attribute (whose resets are not followed), and when the outer loop
+iterates a data loader (its iterations are the batches of one pass, not passes: a sum across them, read inside
+it, is that pass's running value; session 52, vq-vae-2-pytorch's per-batch sum of the parts all_gather returns).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from overt.lint.analysis.units import loader_iter
 from overt.lint.index import LOOP_TYPES, FileIndex, dotted, names_in
 from overt.lint.rules.base import Hit, rule
 from overt.lint.rules.metrics import _strip as _plain  # x.item(), float(x), x.float() -> x
@@ -174,6 +177,8 @@ def _hits_across_passes(ix: FileIndex, sc: _Scope) -> Iterator[Hit]:
         if name in sc.params:
             continue
         for outer in sc.loops:
+            if isinstance(outer, (ast.For, ast.AsyncFor)) and loader_iter(ix, outer.iter):
+                continue  # its iterations are the batches of one pass: a sum across them is that pass's own
             inner_events = [(e, added) for e, added in events if _inside(ix, e, outer) and any(
                 lp is not outer and _inside(ix, lp, outer) for lp in ix.enclosing_loops(e))]
             if not inner_events or sc.bound_in(name, outer):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from overt.lint.analysis.events import events, exclusive
 from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.values import values_for
+from overt.lint.analysis.requirements import torch_floor_of
 from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
@@ -378,6 +379,57 @@ def _freezes_all(ix: FileIndex, stmt: ast.stmt, model: str) -> bool:
     return False
 
 
+def _sets_grad_off(node: ast.AST, param: str) -> bool:
+    """Does ``node`` hold ``param.requires_grad = False`` or ``param.requires_grad_(False)``?"""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assign) and is_false(n.value) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" and dotted(t.value) == param
+                for t in n.targets):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_" \
+                and dotted(n.func.value) == param and len(n.args) == 1 and is_false(n.args[0]):
+            return True
+    return False
+
+
+def _freezes_part(ix: FileIndex, model: str) -> bool:
+    """Does the file switch ``requires_grad`` off for some of ``model``'s parameters: ``model.requires_grad_(False)``
+    (or a submodule's), or a loop over ``model.parameters()`` / ``model.named_parameters()`` (or a submodule's)
+    whose body, under any condition, sets the loop's parameter ``requires_grad = False``?  Then the model is (partly)
+    a frozen feature extractor, and an eval() on it may be the protocol (a linear probe keeps the frozen
+    BatchNorm statistics as they are): which of its layers still train, and whether any of them depends on the
+    mode, is not known."""
+    def _of_model(expr: ast.AST) -> bool:
+        text = dotted(expr) or ""
+        return text == model or text.startswith(model + ".")
+    for n in ast.walk(ix.tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_" \
+                and _of_model(n.func.value) and len(n.args) == 1 and is_false(n.args[0]):
+            return True
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.iter, ast.Call) \
+                and isinstance(n.iter.func, ast.Attribute) and not n.iter.args \
+                and n.iter.func.attr in ("parameters", "named_parameters") and _of_model(n.iter.func.value):
+            target = n.target
+            if n.iter.func.attr == "named_parameters":
+                if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                    continue
+                target = target.elts[1]
+            if isinstance(target, ast.Name) and any(_sets_grad_off(b, target.id) for b in n.body):
+                return True
+    return False
+
+
+def _module_at_site(ix: FileIndex, ev) -> str | None:
+    """The module an in-file helper's ``eval()`` is on, as the loop names it: the argument the helper called at
+    ``ev.site`` receives for the parameter the ``eval()`` is called on (None when not known)."""
+    if not ev.nested or not ev.target or not isinstance(ev.site, ast.Call):
+        return ev.target if not ev.nested else None
+    func = ix.enclosing_function(ev.node)
+    if func is None or (dotted(ev.site.func) or "").rsplit(".", 1)[-1] != func.name:
+        return None
+    return _arg_for_param(func, ev.site, ev.target)
+
+
 def is_false(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
 
@@ -436,6 +488,59 @@ def _same_module_moved(value: ast.AST | None, model: str) -> bool:
     return dotted(value) == model
 
 
+def _feeds_backward(ix: FileIndex, loop: ast.AST, names: set[str]) -> bool:
+    """Do ``names`` flow, through the assignments of ``loop``'s body, into a value ``loop`` calls ``backward()``
+    on (``loss = f(pos, neg)`` ... ``loss.backward()``)?"""
+    nodes = ix.scope_nodes(loop)
+    wanted = {dotted(n.func.value) for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr == "backward" and dotted(n.func.value)}
+    if not wanted:
+        return False
+    assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None]
+    for _ in range(8):  # the names the backward's value is computed from, a few assignments back
+        grown = set(wanted)
+        for a in assigns:
+            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+            if any(isinstance(x, ast.Name) and x.id in wanted for t in targets for x in ast.walk(t)):
+                grown |= {x.id for x in ast.walk(a.value) if isinstance(x, ast.Name)}
+        if grown == wanted:
+            break
+        wanted = grown
+    return bool(wanted & names)
+
+
+def _called_by_training(ix: FileIndex, func: ast.AST) -> bool:
+    """Is the function ``func`` (named like an evaluation routine) called in this file inside a loop whose
+    ``backward()`` reads its result (spotlight's ``_get_negative_prediction`` scores the negatives ``fit()``'s
+    loss is built from)?  Then it is part of training, and its graph is needed."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for n in ast.walk(ix.tree):
+        if not (isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] == func.name):
+            continue
+        stmt = next((a for a in ix.ancestors(n) if isinstance(a, (ast.Assign, ast.AnnAssign))), None)
+        loop = next(iter(ix.enclosing_loops(n)), None)
+        if stmt is None or loop is None or ix.enclosing_function(n) is func:
+            continue
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        names = {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+        if _feeds_backward(ix, loop, names):
+            return True
+    return False
+
+
+def _volatile_before_04(ix: FileIndex, region: ast.AST) -> bool:
+    """Does ``region`` wrap values in ``Variable(..., volatile=True)`` in a project whose torch floor is below
+    0.4?  Up to torch 0.3 ``volatile`` is how autograd was switched off (no graph); it is ignored from 0.4 on,
+    so whether a graph is built depends on a torch the project allows either way: not provable."""
+    if not any(isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] == "Variable"
+               and any(k.arg == "volatile" and not is_false(k.value) for k in n.keywords)
+               for n in ast.walk(region)):
+        return False
+    floor = torch_floor_of(ix.path)
+    return floor is not None and floor < (0, 4)
+
+
 @rule("graph-in-eval")
 def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     if ix.grad_globally_off:
@@ -444,6 +549,10 @@ def graph_in_eval(ix: FileIndex) -> Iterator[Hit]:
     for region, call, named in eval_regions(ix):
         if not named or _needs_grad(ix, region):
             continue
+        if _called_by_training(ix, region):
+            continue  # named like prediction, but a training loop of this file calls it and backpropagates
+        if _volatile_before_04(ix, region):
+            continue  # Variable(..., volatile=True) turns autograd off on the torch < 0.4 the project allows
         if _frozen_models_only(ix, region):
             continue  # every parameter frozen before: nothing in it requires grad, no graph is built
         if _no_grad_reaches(ix, call) is False:
@@ -572,6 +681,9 @@ def eval_mode_in_train(ix: FileIndex) -> Iterator[Hit]:
                 continue
             if _mode_put_back(ix, ev.node, ev.target):
                 continue  # `was = m.training; m.eval(); ...; m.train(was)`: the mode it came in with, put back
+            frozen = _module_at_site(ix, ev)
+            if frozen and _freezes_part(ix, frozen):
+                continue  # requires_grad switched off on (part of) it: a frozen feature extractor kept in eval mode
             if not ev.nested and not ix.is_model(ev.target):
                 continue
             model = ev.target if not ev.nested else None

@@ -323,6 +323,38 @@ def _file_deleted_after(ix: FileIndex, call: ast.Call) -> bool:
     return False
 
 
+def _removed_finally(ix: FileIndex, call: ast.Call) -> bool:
+    """Is the save inside a ``try:`` whose ``finally:`` deletes the file, or the folder it is written into
+    (``fname = os.path.join(tmpdir, "m.pkl")`` ... ``finally: shutil.rmtree(tmpdir)``)?  Then no file outlives
+    the round trip either, on any path."""
+    dest = _dest_of(call)
+    if dest is None:
+        return False
+    func = ix.enclosing_function(call)
+    gone = {ast.dump(dest)}
+    values = [dest]
+    if isinstance(dest, ast.Name):
+        values += [n.value for n in ix.scope_nodes(func if func is not None else ix.tree)
+                   if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == dest.id for t in n.targets)]
+    for v in values:  # the folder of os.path.join(folder, name) / Path(folder) / name
+        if isinstance(v, ast.Call) and (ix.qualname(v.func) or dotted(v.func) or "").endswith("path.join") and v.args:
+            gone.add(ast.dump(v.args[0]))
+        if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Div):
+            gone.add(ast.dump(v.left))
+    above = {id(a) for a in ix.ancestors(call)}
+    for anc in ix.ancestors(call):
+        if anc is func:
+            break
+        if isinstance(anc, ast.Try) and any(id(s) in above for s in anc.body):  # in the try's body
+            for stmt in anc.finalbody:
+                if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.value.args):
+                    continue
+                q = ix.qualname(stmt.value.func) or ""
+                if (q in REMOVERS or q == "shutil.rmtree") and ast.dump(stmt.value.args[0]) in gone:
+                    return True
+    return False
+
+
 @rule("whole-model-save")
 def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
     for call in ix.calls:
@@ -332,7 +364,7 @@ def whole_model_save(ix: FileIndex) -> Iterator[Hit]:
         text = dotted(obj)
         if text and isinstance(obj, (ast.Name, ast.Attribute)) and ix.is_model(text) \
                 and not _not_a_module(ix, call, text) and not _built_as_collection(ix, obj) \
-                and not _file_deleted_after(ix, call):
+                and not _file_deleted_after(ix, call) and not _removed_finally(ix, call):
             yield Hit("whole-model-save", call,
                       f"torch.save({text}, ...) pickles the whole module, including its class's import path, so "
                       f"the file breaks when the code is refactored or renamed", fix=f"save {text}.state_dict() and "
