@@ -31,7 +31,9 @@ same way by ``split-fresh3.json`` (``python run.py --split fresh3``, seed 202612
 ``"group": "fresh5"`` (session 50: Time-Series-Library, nn-zero-to-hero, pg-is-all-you-need, pytorch-normalizing-flows,
 ng-video-lecture) is split by ``split-fresh5.json`` (``python run.py --split fresh5``, seed 20261206).
 ``"group": "fresh6"`` (session 51: Pytorch-UNet, LightGCN-PyTorch, tabnet, MAML-Pytorch, pytorch-made) is split by
-``split-fresh6.json`` (``python run.py --split fresh6``, seed 20261208).  An
+``split-fresh6.json`` (``python run.py --split fresh6``, seed 20261208).
+``"group": "fresh7"`` (session 52: NCF, deep-active-learning, continual-learning, pytorch-3dunet,
+pytorch-beginner) is split by ``split-fresh7.json`` (``python run.py --split fresh7``, seed 20261210).  An
 entry's ``notebooks`` are Jupyter notebooks turned into scripts (their code cells in order, IPython magics
 commented out: ``notebook_to_script``) before its patch is applied.
 
@@ -90,13 +92,15 @@ SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3"
                  # fresh5: Time-Series-Library's data_provider imports sktime's .ts reader and patool at import
                  "sktime==1.2.0", "scikit-base==1.2.0", "patool==4.0.7",
                  # fresh6: tabnet's notebooks import wget
-                 "wget==3.2"]
+                 "wget==3.2",
+                 # fresh7: pytorch-3dunet's transforms and metrics import scikit-image
+                 "scikit-image==0.26.0", "lazy-loader==0.6", "imageio==2.38.1", "tifffile==2026.3.3"]
 #: findings that measure time (as tests/conftest.py's TIMING): a loader that cannot keep up is a fact
 #: about the machine's load, so they are shown but left out of the --load comparison
 TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
 SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206,
-               "fresh6": 20261208}  # each drawn group's seed (split-GROUP.json)
+               "fresh6": 20261208, "fresh7": 20261210}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -139,14 +143,15 @@ def _write_idx(path: Path, magic: int, dims: tuple[int, ...], payload: bytes) ->
     path.write_bytes(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload)
 
 
-def mnist_idx(dest: Path, train: int = MNIST_TRAIN) -> None:
+def mnist_idx(dest: Path, train: int = MNIST_TRAIN, folder: str = "MNIST") -> None:
     """torchvision's MNIST layout (``dest/MNIST/raw``, uncompressed IDX) from the shared t10k split:
-    its first ``train`` digits as the training split, its last 2,000 as the test split."""
+    its first ``train`` digits as the training split, its last 2,000 as the test split.  ``folder``
+    names the data set's directory (``FashionMNIST``: the same files where that class looks)."""
     src = DATA / "mnist-t10k"
     images, labels = _idx(src / "t10k-images-idx3-ubyte.gz"), _idx(src / "t10k-labels-idx1-ubyte.gz")
     px = images[16:]
     lab = labels[8:]
-    raw = dest / "MNIST" / "raw"
+    raw = dest / folder / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for name, sl in (("train", slice(0, train)), ("t10k", slice(MNIST_TRAIN, len(lab)))):
         n = sl.stop - sl.start
@@ -184,10 +189,10 @@ def cora_standin(dest: Path, seed: int = 0) -> None:
     (dest / "cora.content").write_text("\n".join(rows) + "\n")
 
 
-def lay_data(spec: dict[str, Any], root: Path) -> None:
+def lay_data(spec: dict[str, Any], root: Path, site: Path = SITE) -> None:
     kind, dest = spec["kind"], root / spec["dest"]
     if kind == "mnist-idx":
-        mnist_idx(dest, spec.get("train", MNIST_TRAIN))
+        mnist_idx(dest, spec.get("train", MNIST_TRAIN), spec.get("folder", "MNIST"))
     elif kind == "copy":
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(DATA / spec["src"], dest)
@@ -199,7 +204,9 @@ def lay_data(spec: dict[str, Any], root: Path) -> None:
         cora_standin(dest)
     elif kind == "standin":  # a synthetic data set in the script's own format (standins.py)
         subprocess.run([sys.executable, str(HERE / "standins.py"), spec["name"], str(dest)], check=True,
-                       capture_output=True, timeout=600)
+                       capture_output=True, timeout=600,  # the site's packages for formats like HDF5 (h5py)
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"),
+                                                                                      str(site)]))})
     elif kind == "tiny-lm":  # a local tiny model + data set for the Hugging Face entries (tiny_lm.py)
         subprocess.run([sys.executable, str(HERE / "tiny_lm.py"), str(DATA / spec["src"]), str(dest / "model"),
                         str(dest / "data")], check=True, capture_output=True, timeout=600,
@@ -225,7 +232,7 @@ def mirror_of(repo: str, mirrors: Path) -> Path:
     return bare / ".git" if (bare / ".git").is_dir() else bare
 
 
-def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: Path) -> None:
+def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: Path, site: Path = SITE) -> None:
     """The project's files at the pinned commit (only the entry's ``paths``), patched, with data."""
     git_dir = mirror_of(source["repo"], mirrors)
     if not git_dir.is_dir():
@@ -242,7 +249,7 @@ def export(entry: dict[str, Any], source: dict[str, Any], mirrors: Path, root: P
         subprocess.run(["git", "apply", str(HERE / "patches" / entry["patch"])],
                        cwd=root, check=True, capture_output=True, timeout=60)
     for spec in entry.get("data", []):
-        lay_data(spec, root)
+        lay_data(spec, root, site)
 
 
 def notebook_to_script(notebook: Path) -> Path:
@@ -299,7 +306,7 @@ def one_run(entry: dict[str, Any], source: dict[str, Any], args: argparse.Namesp
     """Export, lay out data, run the entry's `pre` commands and its script; the findings if guarded."""
     with tempfile.TemporaryDirectory(prefix="overt-public-") as tmp:
         root = Path(tmp)
-        export(entry, source, args.mirrors, root)
+        export(entry, source, args.mirrors, root, args.site)
         cwd = root / entry.get("cwd", ".")
         env = _env(entry, root, args.site, args.overt)
         for pre in entry.get("pre", []):
@@ -363,7 +370,7 @@ def main() -> int:
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
                              "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), "
-                             "'fresh5-dev' / 'fresh5-test' (session 50's), or all")
+                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh7-dev' / 'fresh7-test' (session 52's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

@@ -29,6 +29,18 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
 - ``carvana`` (fresh6): Pytorch-UNet's Carvana layout (``imgs/ID.jpg``, ``masks/ID_mask.gif``, the mask a
   0/255 palette image): 96 RGB scenes of 32 x 32, a noisy textured background with one to three
   coloured ellipses and a distractor square; the mask is the ellipses (two classes).
+- ``rtdl_adult`` (fresh7): the Adult directory of yandex-research/tabular-dl-revisiting-models (``data/adult``:
+  ``N_{train,val,test}.npy`` float32 numerical features, ``C_...npy`` string categorical features, ``y_...npy``
+  int64 labels, ``info.json`` with the task type and sizes): rows drawn as ``adult``'s (six numerical and
+  eight categorical fields, the same logistic income label), split 3,000 / 1,000 / 1,000.
+- ``ncf_ml1m`` (fresh7): guoyang9/NCF's leave-one-out MovieLens files (``ml-1m.train.rating``: ``user\titem\t
+  rating\ttime``; ``ml-1m.test.rating``; ``ml-1m.test.negative``: ``(user,item)`` then 99 items the user never
+  rated, tab separated): 300 users, 500 items from a rank-4 taste model, each user's 30 best-liked items
+  seen, the last one held out as the test item.
+- ``unet3d_cells`` (fresh7): pytorch-3dunet's HDF5 volumes (``train/vol_N.h5``, ``val/vol_N.h5``, each a float32
+  ``raw`` of 16 x 64 x 64, 64 the smallest patch side the package takes, and a ``label`` of cell ids): 24
+  Voronoi cells filling the volume (ids from 1, as the boundary configurations' instance labels), the raw
+  bright on the cell boundaries, dim inside, with noise.
 """
 
 from __future__ import annotations
@@ -256,6 +268,82 @@ def carvana(dest: Path, count: int = 96, size: int = 32, seed: int = 0) -> None:
         name = f"{i:05d}"
         Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(dest / "imgs" / f"{name}.jpg", quality=95)
         Image.fromarray((mask * 255).astype(np.uint8)).convert("P").save(dest / "masks" / f"{name}_mask.gif")
+
+
+def _adult_arrays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Adult-like numerical fields, categorical strings and income labels (the ``adult`` model)."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(17, 80, rows)
+    edu = rng.integers(3, 17, rows)
+    hours = np.clip(rng.normal(40, 12, rows).round(), 1, 99)
+    gain = np.where(rng.random(rows) < 0.08, rng.integers(1000, 20000, rows), 0)
+    loss = np.where(rng.random(rows) < 0.05, rng.integers(200, 3000, rows), 0)
+    fnlwgt = rng.integers(20000, 500000, rows)
+    pick = {k: rng.integers(0, len(v), rows) for k, v in _ADULT_CATS.items()}
+    married = pick["marital"] == 0
+    logit = -9.5 + 0.45 * edu + 0.04 * np.minimum(age, 60) + 0.03 * hours + 1.5 * married + 2.5 * (gain > 5000)
+    rich = rng.random(rows) < 1 / (1 + np.exp(-logit))
+    num = np.stack([age, fnlwgt, edu, gain, loss, hours], 1).astype(np.float32)
+    cat = np.stack([np.array(v)[pick[k]] for k, v in _ADULT_CATS.items()], 1).astype(str)
+    return num, cat, rich.astype(np.int64)
+
+
+def rtdl_adult(dest: Path, sizes: tuple[int, int, int] = (3000, 1000, 1000), seed: int = 0) -> None:
+    import json
+    num, cat, y = _adult_arrays(sum(sizes), seed)
+    dest.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for part, size in zip(("train", "val", "test"), sizes):
+        np.save(dest / f"N_{part}.npy", num[start:start + size])
+        np.save(dest / f"C_{part}.npy", cat[start:start + size])
+        np.save(dest / f"y_{part}.npy", y[start:start + size])
+        start += size
+    (dest / "info.json").write_text(json.dumps({
+        "name": "adult", "basename": "adult", "split": 0, "task_type": "binclass",
+        "n_num_features": num.shape[1], "n_cat_features": cat.shape[1],
+        "train_size": sizes[0], "val_size": sizes[1], "test_size": sizes[2]}, indent=1))
+
+
+def ncf_ml1m(dest: Path, users: int = 300, items: int = 500, seen: int = 30, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    taste = rng.normal(size=(users, 4)) @ rng.normal(size=(4, items)) + rng.normal(0, 0.5, (users, items))
+    dest.mkdir(parents=True, exist_ok=True)
+    train, test, negative = [], [], []
+    for u in range(users):
+        liked = np.argsort(-taste[u])[:seen]
+        liked = rng.permutation(liked)
+        for t, i in enumerate(liked[:-1]):
+            train.append(f"{u}\t{i}\t{rng.integers(3, 6)}\t{978300000 + t}")
+        held = liked[-1]
+        test.append(f"{u}\t{held}\t5\t{978300000 + seen}")
+        others = rng.choice(np.setdiff1d(np.arange(items), liked), 99, replace=False)
+        negative.append("\t".join([f"({u},{held})"] + [str(i) for i in others]))
+    (dest / "ml-1m.train.rating").write_text("\n".join(train) + "\n")
+    (dest / "ml-1m.test.rating").write_text("\n".join(test) + "\n")
+    (dest / "ml-1m.test.negative").write_text("\n".join(negative) + "\n")
+
+
+def unet3d_cells(dest: Path, train: int = 4, val: int = 1, shape: tuple[int, int, int] = (16, 64, 64),
+                 cells: int = 24, seed: int = 0) -> None:
+    import h5py
+    rng = np.random.default_rng(seed)
+    grid = np.stack(np.mgrid[:shape[0], :shape[1], :shape[2]], -1).astype(np.float32)
+    for part, count in (("train", train), ("val", val)):
+        (dest / part).mkdir(parents=True, exist_ok=True)
+        for n in range(count):
+            centres = rng.uniform(0, 1, (cells, 3)) * shape
+            dist = ((grid[..., None, :] - centres) ** 2 * (4.0, 1.0, 1.0)).sum(-1)
+            label = dist.argmin(-1) + 1
+            edge = np.zeros(shape, bool)
+            for axis in range(3):
+                diff = np.diff(label, axis=axis) != 0
+                pad = [(0, 0)] * 3
+                pad[axis] = (0, 1)
+                edge |= np.pad(diff, pad)
+            raw = 0.2 + 0.7 * edge + rng.normal(0, 0.1, shape)
+            with h5py.File(dest / part / f"vol_{n}.h5", "w") as f:
+                f.create_dataset("raw", data=raw.astype(np.float32))
+                f.create_dataset("label", data=label.astype(np.uint16))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ exactly as long as the graph: alive three optimizer steps later means
 something (``losses.append(loss)``, ``total += loss``, a hidden state never
 detached) holds the graph.  The sentinel is also called when a backward pass
 goes through the node.  After the optimizer step, a graph that backward went
-through but whose saved tensors are still there was kept by
+through (at the output node it went through: an output beside the loss's
+keeps its saved tensors without any flag) but whose saved tensors are still there was kept by
 ``backward(retain_graph=True)``; two checked steps in a row like that, or a
 graph traversed again after the model ran forward again *and* an optimizer
 stepped, is reported as ``retain-graph-in-loop``.
@@ -34,7 +35,7 @@ _LAG = 3
 
 
 class _Sentinel:
-    __slots__ = ("checks", "info", "step", "forwards", "loc", "fired", "__weakref__")
+    __slots__ = ("checks", "info", "step", "forwards", "loc", "fired", "through", "__weakref__")
 
     def __init__(self, checks: GraphChecks, info: ModelInfo, loc: str | None):
         self.checks = checks
@@ -43,6 +44,7 @@ class _Sentinel:
         self.forwards = info.forwards
         self.loc = loc
         self.fired = False
+        self.through = 0  # bit i: backward went through the i-th watched output's node
 
     def __call__(self, *_: Any) -> None:
         self.fired = True
@@ -57,6 +59,21 @@ class _Sentinel:
             except Exception as exc:  # a guard never breaks backward
                 s.check_failed(self.checks, exc)
         return None
+
+
+class _Through:
+    """The hook on one watched output's node: notes that backward went through that node, then calls the
+    sentinel (owned by the node, as the sentinel: it holds no node, so the graph's lifetime is unchanged)."""
+
+    __slots__ = ("sentinel", "bit")
+
+    def __init__(self, sentinel: _Sentinel, index: int):
+        self.sentinel = sentinel
+        self.bit = 1 << index
+
+    def __call__(self, *args: Any) -> None:
+        self.sentinel.through |= self.bit
+        return self.sentinel(*args)
 
 
 _RETAIN_WHY = "so memory and step time grow every step."
@@ -160,16 +177,20 @@ class GraphChecks(Check):
                 overlap = self.overlap[pair] = any(id(p) in param_ids for p in info.module.parameters())
             if not overlap:
                 continue
-            node, sentinel, _ = self.current.pop(key)
+            nodes, sentinel, _ = self.current.pop(key)
             if not sentinel.fired:
                 continue
-            kept, loc = _saved_alive(node), sentinel.loc
+            # only the outputs backward went through: an output beside the loss's (a model that returns
+            # probabilities and logits, the loss taken on the logits) keeps its saved tensors with no
+            # retain_graph at all, since no backward ever ran through it to free them
+            through = [n for i, n in enumerate(nodes) if sentinel.through >> i & 1]
+            kept, loc = any(_saved_alive(n) for n in through), sentinel.loc
             if kept:
                 # the check's own reference to the node keeps the graph alive: kept means kept by the
                 # program too (a variable, a list) -- let go of it and see whether the graph outlives that
                 # (the sentinel hangs on the graph's nodes: it lives exactly as long as the graph)
                 ref = weakref.ref(sentinel)
-                del node, sentinel
+                del nodes, through, sentinel
                 if ref() is not None:
                     gc.collect()  # garbage in a cycle (a frame that held it) is not kept by the program
                 kept = ref() is not None
@@ -192,10 +213,11 @@ class GraphChecks(Check):
         # graph that was kept was built); only the outputs of checked forwards are watched
         loc = user_location(4) or ""
         sentinel = _Sentinel(self, info, loc)
-        for node in nodes[:4]:
-            node.register_hook(sentinel)
+        nodes = nodes[:4]
+        for i, node in enumerate(nodes):
+            node.register_hook(_Through(sentinel, i))
         self.live.append((weakref.ref(sentinel), self.s.step, info.name))
-        self.current[id(info)] = (nodes[0], sentinel, info)
+        self.current[id(info)] = (nodes, sentinel, info)
 
     def check_alive(self) -> None:
         if not self.live:

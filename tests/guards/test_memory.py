@@ -231,3 +231,48 @@ def test_retained_graph_freed_by_the_next_assignment_is_named_at_its_own_call_wi
     line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if "# the update's call" in text)
     assert f"test_memory.py:{line}" in findings[0].where, findings[0].where
     assert "grow" not in findings[0].message and "a step longer" in findings[0].message
+
+
+class _ProbsAndLogits(torch.nn.Module):
+    """A network that returns its probabilities beside its logits (pytorch-3dunet's ``return_logits=True``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+
+    def forward(self, x):
+        logits = self.body(x)
+        return torch.softmax(logits, 1), logits
+
+
+def _probs_and_logits_loop(retain: bool) -> list:
+    """The loss on the logits, the probabilities kept bound across the step for a metric (as a trainer's
+    ``output, loss = self._forward_pass(...)``): the softmax node is never backwarded, so its saved result
+    stays until ``output`` is next assigned, whatever the flag."""
+    model = _ProbsAndLogits()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = guarded(model, opt)
+    hits = 0
+    for xb, yb in batches(32, 10):
+        output, logits = model(xb)
+        loss = F.cross_entropy(logits, yb)
+        opt.zero_grad()
+        loss.backward(retain_graph=retain)
+        opt.step()
+        hits += int((output.argmax(1) == yb).sum())
+    assert hits > 0
+    return g.report()
+
+
+def test_an_output_beside_the_loss_that_backward_never_went_through_is_quiet():
+    """pytorch-3dunet's trainer (fresh7-dev, unet2d-boundary): the model returns (sigmoid output, logits), the
+    loss is on the logits, ``loss.backward()`` without any flag.  The check inspected the first output's node,
+    the sigmoid, which no backward ever frees, and reported ``retain-graph-in-loop``; it now looks only at the
+    output nodes backward went through."""
+    assert _probs_and_logits_loop(retain=False) == []
+
+
+def test_retain_graph_on_the_logits_beside_a_probabilities_output_is_still_named():
+    findings = _probs_and_logits_loop(retain=True)
+    assert slugs(findings) == ["retain-graph-in-loop"]
+    assert "_ProbsAndLogits" in findings[0].where

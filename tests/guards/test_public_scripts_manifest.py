@@ -44,12 +44,13 @@ def test_the_manifest_is_well_formed():
                 assert re.search(rf"^def {spec['name']}\(", standins, flags=re.M), (e["name"], spec)
         for nb in e.get("notebooks", []):
             assert nb.endswith(".ipynb") and nb in e["paths"], (e["name"], nb)
-        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6"), e["name"]
+        assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6",
+                                          "fresh7"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
             text = (HERE / "patches" / e["patch"]).read_text()
-            touched = re.findall(r"^\+\+\+ b/(\S+)", text, flags=re.M)
+            touched = re.findall(r"^\+\+\+ b/(.+?)\s*$", text, flags=re.M)  # a path may hold spaces
             assert touched, e["patch"]
             made = [str(Path(nb).with_suffix(".py")) for nb in e.get("notebooks", [])]  # scripts made from notebooks
             for path in touched:  # a patch changes only files the entry exports (or makes from its notebooks)
