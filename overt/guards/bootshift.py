@@ -281,6 +281,12 @@ class BootShiftChecks(Check):
             if self.mode is None:
                 if self.windows >= WINDOWS:
                     return
+                from overt.guards import patches
+
+                if not patches.ACTIVE or torch._C._len_torch_function_stack():
+                    # another check's probe re-runs the model (its own mode on the stack, sessions set aside): a
+                    # mode pushed now would be the one that probe's ``with`` pops, leaving the probe's for good
+                    return
                 self.windows += 1
                 shift = outs[0].detach().abs().amax().clamp_min(1.0)
                 self.mode = _Follow(self, shift)

@@ -149,3 +149,23 @@ def test_a_pairwise_squared_margin_between_values_is_no_bootstrap(tmp_path):
     # both sides are predictions, weighted alike: no discounted bootstrap, silent
     margin = CRITIC.format(loss="((values[:-1] - values[1:] - (rewards - 0.5)) ** 2).mean()")
     assert _run(tmp_path, HEAD + margin, head="") == [] and _ran(tmp_path)
+
+
+def test_a_guarded_run_leaves_the_function_mode_stack_as_it_found_it():
+    """A forward under no_grad in training mode that runs inside another check's probe (input-columns-unread re-runs
+    the model under a mode of its own, w100's twin) must not get the inline-target mode pushed above the probe's:
+    the probe's ``with`` would pop it and leave its own mode on the stack for the rest of the process (the next
+    guarded program's axes window then saw nothing: w137 missed in the wild suite, session 52)."""
+    import glob
+    import importlib
+    import os
+
+    import torch
+
+    from tests.wild import harness
+
+    path = glob.glob(os.path.join(os.path.dirname(__file__), "..", "wild", "cases", "w100_*.py"))[0]
+    case = importlib.import_module("tests.wild.cases." + os.path.basename(path)[:-3])
+    before = torch._C._len_torch_function_stack()
+    harness.run_face(case, False)
+    assert torch._C._len_torch_function_stack() == before
