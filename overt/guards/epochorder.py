@@ -382,7 +382,9 @@ class EpochOrderChecks(Check):
             sampler = getattr(ref, "sampler", None)
             bs = getattr(ref, "batch_sampler", None)
             plain_batches = bs is None or type(bs) is BatchSampler
-            shuffled = isinstance(sampler, _RANDOM) or (isinstance(sampler, DistributedSampler) and sampler.shuffle)
+            shuffled = isinstance(sampler, _RANDOM) or (isinstance(sampler, DistributedSampler) and sampler.shuffle) \
+                or (type(sampler).__module__ == "overt.engine.data" and getattr(sampler, "shuffle", False) is True)
+            # (the engine's EpochSampler with shuffle=True draws a seeded permutation per epoch: not looked at)
             if not (plain_batches and shuffled) and not isinstance(getattr(ref, "dataset", None), IterableDataset):
                 obj = bs if bs is not None else sampler
                 if obj is not None:
