@@ -174,7 +174,7 @@ class AutocastCacheChecks(Check):
             return
         s = torch.ones(1, 1, device=p0.device, requires_grad=True)
         with torch.enable_grad():
-            torch.mm(s, s)  # the cache keeps this cast until the outermost autocast region exits
+            _ = torch.mm(s, s)  # the cache keeps this cast until the outermost autocast region exits
         probed = self.region_probed.pop(key, set())
         self.tokens[key] = _Token(s, p0.device.type, dtype, probed, user_location(2))
 

@@ -86,12 +86,13 @@ def test_zero_grad_placed_right_is_quiet():
 def test_params_not_optimized_layer_added_after_optimizer():
     model = mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.append(nn.ReLU())  # (a nonlinearity between: two Linear layers in a row are linear-layers-collapse)
     model.append(nn.Linear(10, 10))  # added after the optimizer was built
     g = guarded(model, opt)
     train(model, opt, steps=7)
     findings = g.report()
     assert slugs(findings) == ["params-not-optimized"]
-    assert "Sequential.3.weight" in findings[0].message and "Sequential.3.bias" in findings[0].message
+    assert "Sequential.4.weight" in findings[0].message and "Sequential.4.bias" in findings[0].message
 
 
 def test_params_not_optimized_all_frozen_optimizer():
@@ -114,6 +115,7 @@ def test_params_not_optimized_all_frozen_optimizer():
 
 def test_params_all_in_optimizer_is_quiet():
     model = mlp()
+    model.append(nn.ReLU())
     model.append(nn.Linear(10, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # built after the model is complete
     g = guarded(model, opt)

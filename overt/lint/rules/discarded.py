@@ -57,9 +57,34 @@ def _pure(ix: FileIndex, node: ast.AST) -> list[ast.AST] | None:
     if base in ("torch", "F", "torch.nn.functional", "nn.functional"):
         return list(node.args)
     if isinstance(f.value, ast.Name) and not ix.is_model(f.value.id) and (
-            f.value.id in tensor_names(ix) or values_for(ix).of(f.value).tensor):
+            values_for(ix).of(f.value).tensor
+            or f.value.id in tensor_names(ix) and not _bound_otherwise(ix, node, f.value.id)):
         return [f.value, *node.args]  # x.add(y), x.view(n, -1) on a name known to hold a tensor (a set's add is not)
     return None
+
+
+_CONTAINERS = (ast.Set, ast.List, ast.Dict, ast.Tuple, ast.SetComp, ast.ListComp, ast.DictComp)
+_CONTAINER_CALLS = frozenset({"set", "list", "dict", "tuple", "frozenset", "deque", "defaultdict", "Counter",
+                              "OrderedDict"})
+
+
+def _bound_otherwise(ix: FileIndex, node: ast.AST, name: str) -> bool:
+    """Whether the function around ``node`` binds ``name`` itself in a way that proves no tensor (a Python
+    container, ``names = set()``; a loop target, ``for _, names in pairs``): a name that holds a tensor elsewhere
+    in the file is then not known to hold one here, and a set's ``add`` changes it in place."""
+    scope = ix.enclosing_function(node)
+    if scope is None:
+        return False
+    for n in ast.walk(scope):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
+            return True
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+            v = n.value
+            if isinstance(v, _CONTAINERS) or isinstance(v, ast.Call) and isinstance(v.func, ast.Name) \
+                    and v.func.id in _CONTAINER_CALLS:
+                return True
+    return False
 
 
 def _own_names(func: ast.AST) -> set[str]:
