@@ -80,6 +80,25 @@ LABEL_NAMES = frozenset({"targets", "target", "labels", "label", "y", "ys", "cla
 _RANDOM = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
 
 
+_LIBRARIES = frozenset({"torch", "accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers"})
+
+
+def _shuffled_within(obj: Any, depth: int = 4) -> bool:
+    """Whether ``obj`` or a sampler it wraps (``.sampler``, ``.batch_sampler``: a framework's shard of a batch
+    sampler, Accelerate's, Lightning's) draws a random order by construction: torch's random samplers (a
+    seedable subclass included), a shuffling ``DistributedSampler``, the engine's ``EpochSampler(shuffle=True)``.
+    Such a loader is not iterated: iterating a wrapper moves its epoch and generator state."""
+    for _ in range(depth):
+        if obj is None:
+            return False
+        if isinstance(obj, _RANDOM) or (isinstance(obj, DistributedSampler) and obj.shuffle):
+            return True
+        if type(obj).__module__ == "overt.engine.data" and getattr(obj, "shuffle", False) is True:
+            return True
+        obj = getattr(obj, "sampler", None) or getattr(obj, "batch_sampler", None)
+    return False
+
+
 def _user_class(cls: type, known: dict[type, bool]) -> bool:
     found = known.get(cls)
     if found is None:
@@ -382,8 +401,9 @@ class EpochOrderChecks(Check):
             sampler = getattr(ref, "sampler", None)
             bs = getattr(ref, "batch_sampler", None)
             plain_batches = bs is None or type(bs) is BatchSampler
-            shuffled = isinstance(sampler, _RANDOM) or (isinstance(sampler, DistributedSampler) and sampler.shuffle) \
-                or (type(sampler).__module__ == "overt.engine.data" and getattr(sampler, "shuffle", False) is True)
+            library = bs is not None and type(bs).__module__.split(".")[0] in _LIBRARIES  # a framework's shard
+            shuffled = _shuffled_within(sampler) or (library and _shuffled_within(bs))
+            plain_batches = plain_batches or library
             # (the engine's EpochSampler with shuffle=True draws a seeded permutation per epoch: not looked at)
             if not (plain_batches and shuffled) and not isinstance(getattr(ref, "dataset", None), IterableDataset):
                 obj = bs if bs is not None else sampler
