@@ -113,6 +113,7 @@ class DeadTermChecks(Check):
 
     def remove_hooks(self) -> None:
         self.outputs.clear()
+        _USER_HOOK_STEP.pop(id(self.s), None)  # a later session may get this one's id
 
     # -- the backward of a checked step ----------------------------------------------------------
     def on_backward(self, tensors: Any) -> None:
