@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
+from overt.guards.evalrepeat import fingerprint, first_tensor
 from overt.guards.watched import _DROPOUT, output_tensors
 from overt.guards.where import class_location, user_location
 from overt.guards.tensorattrs import harmless_attributes
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from overt.guards.session import GuardSession
     from overt.guards.watched import ModelInfo, OptInfo
 
+
+MC_LOOKS = 512  # inputs of one no_grad phase fingerprinted to tell Monte Carlo sampling from an evaluation
 
 _CONTAINER_FIX = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "set": "nn.ModuleList", "dict": "nn.ModuleDict"}
 
@@ -67,7 +70,8 @@ def _attribute_where(owner: str, attr: str, module: nn.Module) -> str:
 class _Modes:
     """This check's state for one watched model."""
 
-    __slots__ = ("max_batch", "scanned", "suspects", "post_eval", "nograd_pending", "eval_grad_step", "eval_out")
+    __slots__ = ("max_batch", "scanned", "suspects", "post_eval", "nograd_pending", "eval_grad_step", "eval_out",
+                 "mc_look", "mc_prints", "mc_suspect")
 
     def __init__(self) -> None:
         self.max_batch = 0  # the largest training batch seen
@@ -77,6 +81,9 @@ class _Modes:
         self.nograd_pending: tuple[int, str] | None = None  # (step, location) of a no_grad forward in train mode
         self.eval_grad_step: int | None = None  # step of the last grad-enabled eval-mode forward
         self.eval_out: dict[str, Any] | None = None  # that forward: step, whether backward reached it, location
+        self.mc_look = False  # this no_grad forward in training mode has only Dropout active: fingerprint its input
+        self.mc_prints: list[tuple[tuple[int, ...], torch.Tensor]] = []  # (shape, fingerprint) of this phase's inputs
+        self.mc_suspect: tuple[str, list[nn.Module]] | None = None  # (location, active) judged at the phase's end
 
 
 class ModeChecks(Check):
@@ -129,7 +136,20 @@ class ModeChecks(Check):
             st.post_eval = False
             self.watch_eval_output(info, output)
 
+    def on_eval_input(self, info: ModelInfo, args: tuple) -> None:
+        st = self.per_model.get(id(info))
+        if st is None or not st.mc_look:
+            return
+        st.mc_look = False
+        if len(st.mc_prints) >= MC_LOOKS:
+            return
+        x = first_tensor(args)
+        printed = fingerprint(x) if x is not None else None
+        if printed is not None:
+            st.mc_prints.append((tuple(x.shape), printed))
+
     def on_step(self, oi: OptInfo) -> None:
+        self.judge_sampling()
         self.judge_twice()
         self.check_eval_mode_step(oi)
 
@@ -150,12 +170,16 @@ class ModeChecks(Check):
         encoder's training-time use (:meth:`judge_twice`; frozen-model-in-train-mode's to name)."""
         st = self._of(info)
         active = [m for m in info.dropbn if m.training]
-        if active and not info.module.training and all(isinstance(m, _DROPOUT) for m in active):
+        dropout_only = all(isinstance(m, _DROPOUT) for m in active)
+        if active and not info.module.training and dropout_only:
             active = []  # model.eval() and then its Dropout layers switched on by hand: Monte Carlo dropout, deliberate
         if not active:
             st.nograd_pending = None
             return
         pending = st.nograd_pending
+        if pending is None or pending[0] != self.s.step:
+            st.mc_prints = []  # a new no_grad phase
+        st.mc_look = dropout_only
         if pending is not None and pending[0] == self.s.step:
             if self._trained(info):
                 self._report_train_mode(info, active, pending[1])
@@ -183,8 +207,56 @@ class ModeChecks(Check):
             active = [m for m in info.dropbn if m.training]
             if pending is not None and pending[0] == self.s.step and active and self._trained(info):
                 self._report_train_mode(info, active, pending[1])
+                self._judge_sampling(info, st)
 
-    def _report_train_mode(self, info: ModelInfo, active: list[nn.Module], loc: str) -> None:
+    def judge_sampling(self) -> None:
+        """At the end of a no_grad phase (an optimizer step, the end of the run): judge the suspects whose
+        active layers were all Dropout (:meth:`_report_train_mode`)."""
+        for info in self.s.models.values():
+            st = self.per_model.get(id(info))
+            if st is not None and st.mc_suspect is not None:
+                self._judge_sampling(info, st)
+
+    def _judge_sampling(self, info: ModelInfo, st: _Modes) -> None:
+        """Monte Carlo dropout in training mode (``model.train()`` under ``no_grad``, each input passed several
+        times to sample the dropout masks, as BALD does) feeds the same input values again within one phase; an
+        evaluation left in training mode feeds each batch once.  Report unless two of the phase's fingerprinted
+        inputs of one shape are equal (read with the deferred values: no host read here)."""
+        suspect, prints = st.mc_suspect, st.mc_prints
+        st.mc_suspect, st.mc_prints = None, []
+        if suspect is None:
+            return
+        loc, active = suspect
+        groups: dict[tuple[int, ...], list[torch.Tensor]] = {}
+        for shape, printed in prints:
+            groups.setdefault(shape, []).append(printed)
+        repeats = []
+        with torch.no_grad():
+            for same in groups.values():
+                if len(same) >= 2:
+                    p = torch.stack(same)
+                    eq = (p[:, None, :] == p[None, :, :]).all(-1)
+                    eq.fill_diagonal_(False)
+                    repeats.append(eq.any())
+        if not repeats:
+            self._report_train_mode(info, active, loc, sampling_known=True)
+            return
+
+        def judge(vals: list[float]) -> None:
+            if not any(v > 0.5 for v in vals):
+                self._report_train_mode(info, active, loc, sampling_known=True)
+
+        self.s.defer(torch.stack([r.to(repeats[0].device) for r in repeats]).to(torch.float32), judge)
+
+    def _report_train_mode(self, info: ModelInfo, active: list[nn.Module], loc: str,
+                           sampling_known: bool = False) -> None:
+        st = self._of(info)
+        if not sampling_known and all(isinstance(m, _DROPOUT) for m in active) and st.mc_prints:
+            # Dropout alone: Monte Carlo sampling or a forgotten model.eval(), told apart at the phase's end
+            if st.mc_suspect is None:
+                st.mc_suspect = (loc, active)
+                self.s.watch_steps(self, True)
+            return
         names = first_names([f"{info.label(m)} ({type(m).__name__})" for m in active], 4)
         self.s.report(
             "train-mode-in-eval",
@@ -270,7 +342,7 @@ class ModeChecks(Check):
             else:
                 keep.append(info)
         self.eval_grad_models = keep
-        if not keep and not self.twice:
+        if not keep and not self.twice and not any(st.mc_suspect for st in self.per_model.values()):
             self.s.watch_steps(self, False)
 
     # -- batchnorm-tiny-batch ----------------------------------------------------
@@ -412,6 +484,7 @@ class ModeChecks(Check):
                 active = [m for m in info.dropbn if m.training]
                 if active:
                     self._report_train_mode(info, active, pending[1])
+            self._judge_sampling(info, st)
             rec = st.eval_out
             if rec is not None and not rec["reached"] and rec["step"] == self.s.step:
                 self._report_graph_in_eval(info, rec)

@@ -56,6 +56,41 @@ def test_monte_carlo_dropout_after_eval_is_deliberate_but_batchnorm_switched_bac
         assert slugs(g.report()) == expected, layers
 
 
+def _mc_dropout_in_train_mode(model, passes: int, per_batch: bool) -> None:
+    """BALD-style Monte Carlo dropout: model.train() under no_grad, each evaluation batch passed ``passes`` times
+    (all batches once per pass, or each batch ``passes`` times in a row)."""
+    model.train()
+    with torch.no_grad():
+        if per_batch:
+            for xb, _ in val_batches():
+                torch.stack([model(xb).softmax(1) for _ in range(passes)]).mean(0)
+        else:
+            for _ in range(passes):
+                for xb, _ in val_batches():
+                    model(xb).softmax(1)
+
+
+def test_monte_carlo_dropout_in_train_mode_is_sampling_but_a_single_pass_is_an_evaluation():
+    """A model of Dropout layers only, run in training mode under no_grad: several passes over the same inputs
+    sample the dropout masks (deep-active-learning's BALD, a false finding in session 52's public scripts); one
+    pass over distinct batches is an evaluation that forgot model.eval(), reported at the phase's end.  With a
+    BatchNorm in training mode the repeated passes still move its running statistics: reported."""
+    cases = (({"dropout": 0.3}, 5, False, []), ({"dropout": 0.3}, 5, True, []),
+             ({"dropout": 0.3}, 1, False, ["train-mode-in-eval"]),
+             ({"dropout": 0.3, "bn": True}, 5, False, ["train-mode-in-eval"]))
+    for kwargs, passes, per_batch, expected in cases:
+        model = mlp(**kwargs)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = guarded(model, opt)
+        for _ in range(2):
+            train(model, opt, steps=6)
+            _mc_dropout_in_train_mode(model, passes, per_batch)
+        findings = g.report()
+        assert slugs(findings) == expected, (kwargs, passes, per_batch, findings)
+        if expected:
+            assert "test_modes.py" in findings[0].where
+
+
 def test_eval_with_eval_call_is_quiet():
     model = mlp(dropout=0.3, bn=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
