@@ -139,6 +139,21 @@ def _flat(rec: Pass) -> list[Any]:
     return flat
 
 
+def _separate_draws(rec: Pass, index_sampler: Any) -> bool:
+    """Whether a pass's batches came from a batch sampler of the program's own (``batch_sampler=``, not
+    torch's ``BatchSampler`` over a sampler), each batch holding distinct indices."""
+    if not rec.auto_collation or index_sampler is None or isinstance(index_sampler, BatchSampler):
+        return False
+    try:
+        for batch in rec.batches or ():
+            items = batch.tolist() if isinstance(batch, torch.Tensor) else list(batch)
+            if len(set(items)) < len(items):
+                return False
+    except TypeError:  # indices that are not hashable, a batch that is not a sequence
+        return False
+    return bool(rec.batches)
+
+
 def _from_the_start(rec: Pass) -> bool:
     """Whether a pass handed out the data set's first samples in order (0, 1, 2, ...): a sequential loader."""
     try:
@@ -383,6 +398,7 @@ class CoverageChecks(Check):
     # -- a complete evaluation pass --------------------------------------------------------------
     def _judge(self, rec: Pass) -> None:
         index_sampler, rec.index_sampler = rec.index_sampler, None
+        draws = _separate_draws(rec, index_sampler)
         flat, rec.batches = _flat(rec), []  # a judged pass keeps nothing of its indices
         if index_sampler is None:
             return
@@ -397,6 +413,12 @@ class CoverageChecks(Check):
         except TypeError:
             return  # indices that are not hashable: nothing to compare
         if len(counts) < len(flat):
+            if draws and len(flat) < rec.n:
+                # a batch sampler of the program's own whose every batch is a set of distinct samples, in a
+                # pass that hands out fewer indices than the data set holds: not a pass over the set but a
+                # few separate draws from it (few-shot episodes: each batch one random task), whose metric is
+                # the mean over the draws; a sample in two draws is what independent draws give
+                return
             self._repeated(rec, sampler, counts, len(flat))
             return
         if sampler is index_sampler or (isinstance(index_sampler, BatchSampler) and index_sampler.drop_last):
