@@ -25,7 +25,10 @@ per step:
     over several replicas is judged from its sizes (one rank sees only its share): ``total_size`` smaller
     than the data set means ``drop_last`` left samples out on every rank (``eval-samples-missed``).  Its
     padding (the first samples dealt again, pytorch/pytorch#25162) is not judged: a correct program drops
-    the repeats when it gathers the results (w62's twin), which no guard sees;
+    the repeats when it gathers the results (w62's twin), which no guard sees.  Nor are separate draws:
+    a batch sampler of the program's own whose batches each hold distinct indices, in a pass handing out
+    fewer indices than the data set holds (few-shot episodes, one random task a batch: the metric is the
+    mean over tasks);
   * a batch sampler that hands out fewer indices than its sampler draws (a custom bucket sampler that
     drops its remainders) loses samples (``eval-samples-missed``); ``BatchSampler(drop_last=True)`` is
     ``eval-drops-samples``'s (:mod:`overt.guards.evaldrop`).  A sampler that covers a part of the data set
