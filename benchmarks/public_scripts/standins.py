@@ -41,6 +41,17 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
   ``raw`` of 16 x 64 x 64, 64 the smallest patch side the package takes, and a ``label`` of cell ids): 24
   Voronoi cells filling the volume (ids from 1, as the boundary configurations' instance labels), the raw
   bright on the cell boundaries, dim inside, with noise.
+- ``omniglot_png`` (fresh8): oscarknagg/few-shot's prepared Omniglot folders (``Omniglot/images_background`` and
+  ``Omniglot/images_evaluation``, each ``ALPHABET/CHARACTER/N.png``, 28 x 28 grey, as its prepare_omniglot.py
+  writes): ``omniglot_npy``'s stroke characters, 5 alphabets of 20 characters for background and 3 of 10 for
+  evaluation, each drawn 20 times.
+- ``spotlight_ml1m`` (fresh8): spotlight's cached MovieLens-1M file (``spotlight_data/movielens/v0.2.0/
+  movielens_movielens_1M.hdf5`` under the directory given, its ``user_id``, ``item_id``, ``rating``, ``timestamp`` arrays: what
+  ``get_movielens_dataset`` reads before it would download): 200 users each watching 30 to 80 of 600 items in
+  time order, the items grouped into 20 genres of 30, each user moving through two genres with the next item
+  usually the next one in the genre (learnable as a sequence).
+- ``digits_folder`` (fresh8): an ImageFolder tree (``DIGIT/N.png``, 28 x 28 grey) of the shared t10k split's first
+  2,560 digits, for vq-vae-2's ``train_vqvae.py``, which reads any image folder.
 """
 
 from __future__ import annotations
@@ -180,6 +191,18 @@ def _t10k_images() -> np.ndarray:
         return np.frombuffer(f.read()[16:], np.uint8).reshape(10000, 784)
 
 
+def digits_folder(dest: Path, count: int = 2560) -> None:
+    from PIL import Image
+    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-t10k" / "t10k-labels-idx1-ubyte.gz"
+    with gzip.open(src) as f:
+        labels = np.frombuffer(f.read()[8:], np.uint8)
+    images = _t10k_images()
+    for i in range(count):
+        folder = dest / str(int(labels[i]))
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(images[i].reshape(28, 28)).save(folder / f"{i:05d}.png")
+
+
 def binarized_mnist(dest: Path, train: int = 8000) -> None:
     bits = (_t10k_images() > 127).astype(np.float32)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +231,45 @@ def omniglot_npy(dest: Path, classes: int = 1300, per: int = 20, seed: int = 0) 
     x = np.stack([np.stack([_draw(s, rng) for _ in range(per)]) for s in (_strokes(rng) for _ in range(classes))])
     dest.parent.mkdir(parents=True, exist_ok=True)
     np.save(dest, x[..., None])
+
+
+def omniglot_png(dest: Path, seed: int = 0) -> None:
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for subset, alphabets, characters in (("background", 5, 20), ("evaluation", 3, 10)):
+        for a in range(alphabets):
+            for c in range(characters):
+                folder = dest / "Omniglot" / f"images_{subset}" / f"alphabet{a:02d}" / f"character{c:02d}"
+                folder.mkdir(parents=True, exist_ok=True)
+                strokes = _strokes(rng)
+                for n in range(20):
+                    img = _draw(strokes, rng)
+                    Image.fromarray((255 - 255 * img).astype(np.uint8)).save(folder / f"{n:02d}.png")
+
+
+def spotlight_ml1m(dest: Path, users: int = 200, genres: int = 20, per: int = 30, seed: int = 0) -> None:
+    import h5py
+    rng = np.random.default_rng(seed)
+    uid, iid, rating, stamp = [], [], [], []
+    for u in range(1, users + 1):
+        liked = rng.choice(genres, 2, replace=False)
+        pos = {g: int(rng.integers(per)) for g in liked}
+        t = int(rng.integers(10**8, 10**9))
+        for _ in range(int(rng.integers(30, 81))):
+            g = int(liked[int(rng.random() < 0.3)])
+            pos[g] = (pos[g] + (1 if rng.random() < 0.8 else int(rng.integers(per)))) % per
+            uid.append(u)
+            iid.append(1 + g * per + pos[g])
+            rating.append(float(rng.integers(3, 6)))
+            t += int(rng.integers(60, 86400))
+            stamp.append(t)
+    out = dest / "spotlight_data" / "movielens" / "v0.2.0"
+    out.mkdir(parents=True, exist_ok=True)
+    with h5py.File(out / "movielens_movielens_1M.hdf5", "w") as f:
+        f.create_dataset("user_id", data=np.array(uid, np.int32))
+        f.create_dataset("item_id", data=np.array(iid, np.int32))
+        f.create_dataset("rating", data=np.array(rating, np.float32))
+        f.create_dataset("timestamp", data=np.array(stamp, np.int32))
 
 
 _ADULT_CATS = {

@@ -25,7 +25,10 @@ per step:
     over several replicas is judged from its sizes (one rank sees only its share): ``total_size`` smaller
     than the data set means ``drop_last`` left samples out on every rank (``eval-samples-missed``).  Its
     padding (the first samples dealt again, pytorch/pytorch#25162) is not judged: a correct program drops
-    the repeats when it gathers the results (w62's twin), which no guard sees;
+    the repeats when it gathers the results (w62's twin), which no guard sees.  Nor are separate draws:
+    a batch sampler of the program's own whose batches each hold distinct indices, in a pass handing out
+    fewer indices than the data set holds (few-shot episodes, one random task a batch: the metric is the
+    mean over tasks);
   * a batch sampler that hands out fewer indices than its sampler draws (a custom bucket sampler that
     drops its remainders) loses samples (``eval-samples-missed``); ``BatchSampler(drop_last=True)`` is
     ``eval-drops-samples``'s (:mod:`overt.guards.evaldrop`).  A sampler that covers a part of the data set
@@ -137,6 +140,21 @@ def _flat(rec: Pass) -> list[Any]:
         else:
             flat.append(batch)
     return flat
+
+
+def _separate_draws(rec: Pass, index_sampler: Any) -> bool:
+    """Whether a pass's batches came from a batch sampler of the program's own (``batch_sampler=``, not
+    torch's ``BatchSampler`` over a sampler), each batch holding distinct indices."""
+    if not rec.auto_collation or index_sampler is None or isinstance(index_sampler, BatchSampler):
+        return False
+    try:
+        for batch in rec.batches or ():
+            items = batch.tolist() if isinstance(batch, torch.Tensor) else list(batch)
+            if len(set(items)) < len(items):
+                return False
+    except TypeError:  # indices that are not hashable, a batch that is not a sequence
+        return False
+    return bool(rec.batches)
 
 
 def _from_the_start(rec: Pass) -> bool:
@@ -383,6 +401,7 @@ class CoverageChecks(Check):
     # -- a complete evaluation pass --------------------------------------------------------------
     def _judge(self, rec: Pass) -> None:
         index_sampler, rec.index_sampler = rec.index_sampler, None
+        draws = _separate_draws(rec, index_sampler)
         flat, rec.batches = _flat(rec), []  # a judged pass keeps nothing of its indices
         if index_sampler is None:
             return
@@ -397,6 +416,12 @@ class CoverageChecks(Check):
         except TypeError:
             return  # indices that are not hashable: nothing to compare
         if len(counts) < len(flat):
+            if draws and len(flat) < rec.n:
+                # a batch sampler of the program's own whose every batch is a set of distinct samples, in a
+                # pass that hands out fewer indices than the data set holds: not a pass over the set but a
+                # few separate draws from it (few-shot episodes: each batch one random task), whose metric is
+                # the mean over the draws; a sample in two draws is what independent draws give
+                return
             self._repeated(rec, sampler, counts, len(flat))
             return
         if sampler is index_sampler or (isinstance(index_sampler, BatchSampler) and index_sampler.drop_last):

@@ -10,7 +10,9 @@ detached) holds the graph.  The sentinel is also called when a backward pass
 goes through the node.  After the optimizer step, a graph that backward went
 through (at the output node it went through: an output beside the loss's
 keeps its saved tensors without any flag) but whose saved tensors are still there was kept by
-``backward(retain_graph=True)``; two checked steps in a row like that, or a
+``backward(retain_graph=True)``, unless a second backward pass went through the same graph within the
+step (what the flag is for: a FactorVAE's discriminator loss back through the encoder after the VAE's
+loss, which leaves the decoder's part retained); two checked steps in a row like that, or a
 graph traversed again after the model ran forward again *and* an optimizer
 stepped, is reported as ``retain-graph-in-loop``.
 """
@@ -35,7 +37,7 @@ _LAG = 3
 
 
 class _Sentinel:
-    __slots__ = ("checks", "info", "step", "forwards", "loc", "fired", "through", "__weakref__")
+    __slots__ = ("checks", "info", "step", "forwards", "loc", "fired", "through", "passes", "__weakref__")
 
     def __init__(self, checks: GraphChecks, info: ModelInfo, loc: str | None):
         self.checks = checks
@@ -45,6 +47,7 @@ class _Sentinel:
         self.loc = loc
         self.fired = False
         self.through = 0  # bit i: backward went through the i-th watched output's node
+        self.passes: set[int] = set()  # the backward passes (autograd graph tasks) that went through
 
     def __call__(self, *_: Any) -> None:
         self.fired = True
@@ -72,8 +75,19 @@ class _Through:
         self.bit = 1 << index
 
     def __call__(self, *args: Any) -> None:
-        self.sentinel.through |= self.bit
-        return self.sentinel(*args)
+        s = self.sentinel
+        # which backward pass this is: autograd's graph-task id (one per backward() / autograd.grad call);
+        # where torch has none, the same node reached twice is two passes
+        task = _graph_task() if _graph_task is not None else -1
+        if task < 0:  # no id from torch
+            task = -2 if s.through & self.bit else -1
+        s.passes.add(task)
+        s.through |= self.bit
+        return s(*args)
+
+
+#: the running backward pass's id (torch's autograd engine numbers its graph tasks), or None
+_graph_task = getattr(torch._C, "_current_graph_task_id", None)
 
 
 _RETAIN_WHY = "so memory and step time grow every step."
@@ -179,6 +193,12 @@ class GraphChecks(Check):
                 continue
             nodes, sentinel, _ = self.current.pop(key)
             if not sentinel.fired:
+                continue
+            if len(sentinel.passes) > 1:
+                # two backward passes went through this graph within the step: the first needed
+                # retain_graph=True for the second (whatever part of the graph the second did not reach,
+                # e.g. a decoder beside the encoder it went back through, stays until its variables go)
+                self.strikes[info.name] = 0
                 continue
             # only the outputs backward went through: an output beside the loss's (a model that returns
             # probabilities and logits, the loss taken on the logits) keeps its saved tensors with no

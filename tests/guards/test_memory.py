@@ -120,6 +120,64 @@ def test_two_backwards_through_one_graph_within_a_step_is_quiet():
     assert g.report() == []
 
 
+class _TrunkTwoHeads(torch.nn.Module):
+    """A shared trunk, a class head and a code head: (logits, code)."""
+
+    def __init__(self):
+        super().__init__()
+        self.trunk = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU())
+        self.classes = torch.nn.Linear(32, 10)
+        self.code = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return self.classes(h), self.code(h)
+
+
+def _second_backward_through_the_code(second: bool) -> list:
+    """The first loss on both heads, ``backward(retain_graph=True)``; then (``second``) a critic's loss on the
+    code, not detached, backward again through the code head and the trunk only, both stepped together (as
+    disentangling-vae's FactorVAE: the discriminator's loss back through the encoder after the VAE's).  The
+    class head's part of the graph is reached by the first pass only and stays retained while ``logits`` is
+    bound across the step."""
+    model = _TrunkTwoHeads()
+    critic = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt_critic = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    g = guarded([model, critic], [opt, opt_critic])
+    hits = 0
+    for xb, yb in batches(32, 10):
+        logits, code = model(xb)
+        loss = F.cross_entropy(logits, yb) + 1e-3 * code.pow(2).mean()
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        if second:
+            critic_loss = F.cross_entropy(critic(code), (yb % 2))
+            opt_critic.zero_grad()
+            critic_loss.backward()
+            opt_critic.step()
+        opt.step()
+        hits += int((logits.argmax(1) == yb).sum())
+    assert hits > 0
+    return g.report()
+
+
+def test_a_second_backward_through_part_of_the_graph_within_the_step_is_quiet():
+    """disentangling-vae's FactorVAE (fresh8-dev, disvae-factor): ``vae_loss.backward(retain_graph=True)``, then the
+    discriminator's loss on the VAE's latent sample (not detached) backward through the encoder: the flag is
+    what that second pass needs.  The second pass frees the encoder's part; the decoder's, reached by the first
+    pass only, stays while the outputs are bound, and the check read that as a needless flag
+    (``retain-graph-in-loop``).  Two backward passes through one graph within a step now mean the flag was
+    needed."""
+    assert _second_backward_through_the_code(second=True) == []
+
+
+def test_retain_graph_with_one_backward_on_the_two_heads_is_still_named():
+    findings = _second_backward_through_the_code(second=False)
+    assert slugs(findings) == ["retain-graph-in-loop"]
+    assert "_TrunkTwoHeads" in findings[0].where
+
+
 def test_a_compiled_graph_freed_by_backward_reads_as_freed():
     """A compiled graph's backward node raises on access to its freed saved tensors where an eager
     node gives None; the graph check took that for its own failure and switched itself off
