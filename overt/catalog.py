@@ -675,6 +675,13 @@ ENTRIES: tuple[Entry, ...] = (
           "displacement the image is already flipped about its diagonal and a spatial transformer or registration "
           "network must undo a reflection no small displacement can, with no error",
           _E, False, True),
+    Entry("label-map-interpolated", "OVT475", "a class-index target made by resampling a label map with linear "
+          "interpolation and rounding it",
+          "a bilinear or bicubic resampling averages class ids as if they were intensities: where class 0 meets "
+          "class 2 the averages pass through 1, so after rounding every border carries a ring of a class no source "
+          "pixel has there, and the model is trained to predict classes the image does not show; label maps are "
+          "resampled with nearest-neighbour sampling",
+          _E, False, True),
     Entry("data-mutated-by-reading", "OVT429", "reading a sample writes into the data set's stored data (an "
           "in-place normalisation or augmentation of a view)",
           "a sample taken as a view of the stored tensor or array (self.x[i], a TensorDataset row) and then "
