@@ -897,6 +897,13 @@ ENTRIES: tuple[Entry, ...] = (
           "alpha / r scale the forward applied, evaluates and exports another model than the one that was "
           "trained, and its metrics say nothing about the training",
           _E, False, True),
+    Entry("transform-statistics-shared", "OVT476", "fitted transforms that hold one statistics object through a "
+          "default argument",
+          "a default argument is evaluated once, so every scaler or normaliser built without it shares one statistics "
+          "object: fitting the second overwrites the first's statistics, and the first then transforms and inverts "
+          "its data with another data set's mean, range or scale, so its inputs and forecasts are in the wrong units "
+          "with no error",
+          _E, False, True),
     Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
           "normalize/denormalize, transform/inverse_transform, encode_x/decode_x and the like must compose to the "
           "identity on the data fed to them: an inverse that multiplies by a scale the forward never divided by "

@@ -51,6 +51,7 @@ from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.gridorder import GridOrderChecks
 from overt.guards.labelresample import LabelResampleChecks
+from overt.guards.sharedstats import SharedStatsChecks
 from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
@@ -145,6 +146,7 @@ CHECKS: tuple[type[Check], ...] = (
     TransformAxisChecks,
     GridOrderChecks,
     LabelResampleChecks,
+    SharedStatsChecks,
     RecomputeChecks,
     GradLinearityChecks,
     LengthChecks,

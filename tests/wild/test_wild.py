@@ -548,6 +548,9 @@ EXPECTED = {
     # session 53 (data18): an integer segmentation mask resampled with the image by a bilinear grid_sample and
     # rounded (label-map-interpolated, overt/guards/labelresample.py)
     "w386_label_mask_resampled_bilinearly": ("run",),
+    # session 53 (data18): two scalers sharing one statistics object through a default argument of __init__
+    # (transform-statistics-shared, overt/guards/sharedstats.py)
+    "w382_scalers_share_default_transformer": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
