@@ -42,6 +42,11 @@ KEPT = 16  # resamplings kept per checked step
 LOOKS = 8  # resamplings measured per pair of resampling and loss sites (an image's and a mask's may share a line)
 
 
+@functools.lru_cache(maxsize=8)
+def _signature(fn: Callable) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
 class _Resampled:
     __slots__ = ("fn", "orig", "bound", "mode", "inp", "out", "loc")
 
@@ -83,9 +88,9 @@ class LabelResampleChecks(Check):
     # -- the resampling wrappers --------------------------------------------------------------------------
     def on_resample(self, fn: str, orig: Callable, args: tuple, kwargs: dict, out: Any) -> None:
         """A call of ``F.<fn>`` on a checked step, with its result."""
-        if len(self.kept) >= KEPT or not isinstance(out, torch.Tensor):
-            return
-        bound = inspect.signature(orig).bind(*args, **kwargs)
+        if len(self.kept) >= KEPT or not isinstance(out, torch.Tensor) or out.requires_grad:
+            return  # a model's own upsampling (it carries the gradient) is no label map
+        bound = _signature(orig).bind(*args, **kwargs)
         bound.apply_defaults()
         mode = bound.arguments.get("mode")
         inp = bound.arguments.get("input")
