@@ -675,6 +675,13 @@ ENTRIES: tuple[Entry, ...] = (
           "displacement the image is already flipped about its diagonal and a spatial transformer or registration "
           "network must undo a reflection no small displacement can, with no error",
           _E, False, True),
+    Entry("label-map-interpolated", "OVT475", "a class-index target made by resampling a label map with linear "
+          "interpolation and rounding it",
+          "a bilinear or bicubic resampling averages class ids as if they were intensities: where class 0 meets "
+          "class 2 the averages pass through 1, so after rounding every border carries a ring of a class no source "
+          "pixel has there, and the model is trained to predict classes the image does not show; label maps are "
+          "resampled with nearest-neighbour sampling",
+          _E, False, True),
     Entry("data-mutated-by-reading", "OVT429", "reading a sample writes into the data set's stored data (an "
           "in-place normalisation or augmentation of a view)",
           "a sample taken as a view of the stored tensor or array (self.x[i], a TensorDataset row) and then "
@@ -889,6 +896,13 @@ ENTRIES: tuple[Entry, ...] = (
           "into the layer before it) must leave the function unchanged: a merge applied twice, or without the "
           "alpha / r scale the forward applied, evaluates and exports another model than the one that was "
           "trained, and its metrics say nothing about the training",
+          _E, False, True),
+    Entry("transform-statistics-shared", "OVT476", "fitted transforms that hold one statistics object through a "
+          "default argument",
+          "a default argument is evaluated once, so every scaler or normaliser built without it shares one statistics "
+          "object: fitting the second overwrites the first's statistics, and the first then transforms and inverts "
+          "its data with another data set's mean, range or scale, so its inputs and forecasts are in the wrong units "
+          "with no error",
           _E, False, True),
     Entry("inverse-transform-not-inverse", "OVT439", "a transform whose named inverse does not undo it",
           "normalize/denormalize, transform/inverse_transform, encode_x/decode_x and the like must compose to the "

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import torch
 
+from overt.guards import labelresample
 from overt.guards.check import Check
 from overt.guards.where import user_location
 
@@ -110,15 +111,18 @@ class GridOrderChecks(Check):
 def _wrapper(active: list, is_armed: Callable[[], bool], orig: Callable) -> Callable:
     @functools.wraps(orig)
     def grid_sample(input: Any, grid: Any, *args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling() or not active or not is_armed() or not torch.is_grad_enabled():
+        if torch.compiler.is_compiling() or not active or not is_armed():
             return orig(input, grid, *args, **kwargs)
-        for s in active:
-            if s.armed:
-                try:
-                    s.gridorder.on_grid(grid)
-                except Exception as exc:  # never break the user's call over a check
-                    s.check_failed(s.gridorder, exc)
-        return orig(input, grid, *args, **kwargs)
+        if torch.is_grad_enabled():
+            for s in active:
+                if s.armed:
+                    try:
+                        s.gridorder.on_grid(grid)
+                    except Exception as exc:  # never break the user's call over a check
+                        s.check_failed(s.gridorder, exc)
+        out = orig(input, grid, *args, **kwargs)
+        labelresample.notify("grid_sample", orig, (input, grid) + args, kwargs, out, active)  # label-map-interpolated
+        return out
 
     return grid_sample
 

@@ -11,7 +11,8 @@
 - ``nn.Module.state_dict``/``load_state_dict`` and ``torch.save`` (:mod:`overt.guards.states`);
 - ``GradScaler.scale``/``update`` (:mod:`overt.guards.scaler`), ``clip_grad_norm_``/``clip_grad_value_``
   (:mod:`overt.guards.clipping`), ``F.cosine_similarity`` (:mod:`overt.guards.stopgrad`, checked steps);
-- ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps);
+- ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps) and ``F.interpolate``
+  (:mod:`overt.guards.labelresample`, checked steps);
 - ``torch.utils.checkpoint.checkpoint`` (:mod:`overt.guards.recompute`, checked steps);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
@@ -597,6 +598,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import gridorder  # F.grid_sample (checked steps)
 
         gridorder.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import labelresample  # F.interpolate (checked steps; grid_sample's calls come from gridorder)
+
+        labelresample.install(_patch, ACTIVE, lambda: ARMED)
         from overt.guards import recompute  # torch.utils.checkpoint.checkpoint (checked steps)
 
         recompute.install(_patch, ACTIVE, lambda: ARMED)

@@ -50,6 +50,8 @@ from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.gridorder import GridOrderChecks
+from overt.guards.labelresample import LabelResampleChecks
+from overt.guards.sharedstats import SharedStatsChecks
 from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
@@ -143,6 +145,8 @@ CHECKS: tuple[type[Check], ...] = (
     ForecastChecks,
     TransformAxisChecks,
     GridOrderChecks,
+    LabelResampleChecks,
+    SharedStatsChecks,
     RecomputeChecks,
     GradLinearityChecks,
     LengthChecks,

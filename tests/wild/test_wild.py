@@ -545,6 +545,12 @@ EXPECTED = {
     "w366_vae_latent_sampled_without_reparameterisation": ("run",),
     "w371_head_linear_layers_without_activation": ("run",),
     "w367_positional_encoding_sum_not_assigned": ("lint",),
+    # session 53 (data18): an integer segmentation mask resampled with the image by a bilinear grid_sample and
+    # rounded (label-map-interpolated, overt/guards/labelresample.py)
+    "w386_label_mask_resampled_bilinearly": ("run",),
+    # session 53 (data18): two scalers sharing one statistics object through a default argument of __init__
+    # (transform-statistics-shared, overt/guards/sharedstats.py)
+    "w382_scalers_share_default_transformer": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
