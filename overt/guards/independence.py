@@ -379,6 +379,8 @@ class IndependenceChecks(Check):
                 again_t = [t for t in _tensors(again) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
                 if len(again_t) != len(full) or not all(_close(a, b) for a, b in zip(again_t, full)):
                     return  # not deterministic: dropout-always-on or a random layer, named elsewhere
+                if self._context_argument(module, args, kwargs, batch, k, start, full):
+                    return
                 rec_part = _Recorder(module)
                 try:
                     module.forward(*_slice(args, batch, k, start), **_slice(kwargs, batch, k, start))
@@ -401,6 +403,31 @@ class IndependenceChecks(Check):
             "(track_running_stats=True), recurrent layers with batch_first=True for (batch, time, ...) inputs.",
             where=where, key=info.name,
         )
+
+    @staticmethod
+    def _context_argument(module: nn.Module, args: tuple, kwargs: dict, batch: int, k: int, start: int,
+                          full: list) -> bool:
+        """Whether one of two or more batch-sized tensor arguments is a set every sample reads whole (a matching
+        network's support set, a memory, the keys of a retrieval) rather than more samples: kept whole while the
+        others are cut, the cut samples' outputs are then the batch's own.  A support set that happens to hold as
+        many rows as the queries is no batch, and cutting it proves nothing (oscarknagg/few-shot's matching
+        network, session 53's fresh8 public scripts)."""
+        names = [("a", i) for i, v in enumerate(args) if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == batch]
+        names += [("k", key) for key, v in kwargs.items()
+                  if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == batch]
+        if len(names) < 2:
+            return False
+        for kind, which in names:
+            a2 = tuple(v if (kind, i) == ("a", which) else _slice(v, batch, k, start) for i, v in enumerate(args))
+            k2 = {key: v if (kind, key) == ("k", which) else _slice(v, batch, k, start) for key, v in kwargs.items()}
+            try:
+                part = module.forward(*a2, **k2)
+            except Exception:  # noqa: BLE001  the arguments must be cut together: they are all samples
+                continue
+            mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
+            if len(mine) == len(full) and all(_close(a, b[start:start + k]) for a, b in zip(mine, full)):
+                return True
+        return False
 
     def _small(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any) -> None:
         """An evaluation forward of 1 .. 3 rows (too few to cut in two): the rows alone against the same rows

@@ -131,6 +131,49 @@ def test_a_batch_mixing_model_is_named_and_its_twin_is_silent(bug, twin, cause):
     assert findings == [], text
 
 
+class Matching(nn.Module):
+    """A matching network's head: each query attends over a support set of embedded digits (read whole by every
+    query) and is classified from what it attends to; ``mix`` normalises the log-probabilities over the queries
+    (dimension 0), the bug."""
+
+    def __init__(self, mix: bool):
+        super().__init__()
+        self.mix = mix
+        self.embed, self.fc = nn.Linear(64, 32), nn.Linear(32, 10)
+
+    def forward(self, x, support):
+        q, s = self.embed(x), self.embed(support)
+        att = torch.softmax(q @ s.T / 4, dim=1)
+        return torch.log_softmax(self.fc(torch.relu(q + att @ s)), dim=0 if self.mix else 1)
+
+
+def test_a_support_set_as_large_as_the_batch_is_read_whole_not_cut():
+    """fresh8's few-shot matching network: a support set of as many rows as the queries is an argument every query
+    reads whole; cutting it with the queries changed the outputs and was reported (false).  Kept whole, the queries'
+    outputs are their own: silent.  Normalising over the queries is still named."""
+    x, y = digits()
+    support = x[1300:1364]
+    for mix, expected in ((False, []), (True, ["batch-dependent-eval"])):
+        torch.manual_seed(0)
+        model = Matching(mix)
+        train = DataLoader(TensorDataset(x[:1200], y[:1200]), batch_size=64, shuffle=True)
+        val = DataLoader(TensorDataset(x[1200:1264], y[1200:1264]), batch_size=64)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        g = guarded(model, opt, ignore=TIMING | {"softmax-over-batch"})
+        for _ in range(2):
+            model.train()
+            for xb, yb in train:
+                opt.zero_grad()
+                nn.functional.nll_loss(model(xb, support), yb).backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for xb, yb in val:
+                    model(xb, support)
+        findings = g.report()
+        assert slugs(findings) == expected, g.session.options.stream.getvalue()
+
+
 def test_the_probe_leaves_the_run_unchanged():
     # the buggy model's extra forwards: module attributes, buffers and the random stream put back
     torch.manual_seed(1)
