@@ -883,6 +883,13 @@ ENTRIES: tuple[Entry, ...] = (
           "perturbation; a wrapper that scales the frozen output along with its branch (multiplier * scale on "
           "the sum) does not start as the pretrained model either, and switching it off removes the base model",
           _W, False, True),
+    Entry("backward-discarded", "OVT460", "gradients a backward wrote, reset before any optimizer step used "
+          "them",
+          "every backward's gradients on an optimizer's parameters must reach a step: a zero_grad() that erases "
+          "gradients the program's own training backward accumulated since the last step, with no step in between, "
+          "throws those batches' training signal away (gradient accumulation that steps only when its window "
+          "fills leaves the last micro-batches of every epoch to the next epoch's zero_grad), with no error",
+          _W, False, True),
     Entry("merged-model-differs", "OVT453", "a merged or folded model that does not compute what the trained "
           "model computed",
           "merging what was trained into the weights (a LoRA or adapter merge, merge_and_unload, a scale folded "

@@ -49,6 +49,7 @@ from overt.guards.frozen import FrozenChecks
 from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
+from overt.guards.wastedgrad import WastedGradChecks
 from overt.guards.gridorder import GridOrderChecks
 from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
@@ -112,6 +113,7 @@ from overt.guards.maskpick import MaskPickChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
+    WastedGradChecks,
     FrozenMoveChecks,
     ModeChecks,
     FrozenModeChecks,

@@ -507,7 +507,16 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 inv = getattr(s, "gradinv", None)  # hooks the nodes of user-written autograd.Functions
                 if inv is not None:
                     safely(inv.on_backward, tensors)
-        return orig(tensors, *args, **kwargs)
+            wasted = getattr(s, "wastedgrad", None)  # where this backward was called (backward-discarded)
+            if s.armed and wasted is not None:
+                safely(wasted.on_backward)
+        try:
+            return orig(tensors, *args, **kwargs)
+        finally:
+            for s in active:
+                wasted = getattr(s, "wastedgrad", None)
+                if wasted is not None:
+                    wasted.after_backward()
 
     backward.__overt_original__ = orig  # type: ignore[attr-defined]
     return backward
