@@ -55,6 +55,7 @@ from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
 from overt.guards.horizon import HorizonChecks
+from overt.guards.warmupend import WarmupEndChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.inputreach import InputReachChecks
@@ -203,6 +204,7 @@ CHECKS: tuple[type[Check], ...] = (
     AutocastCacheChecks,
     SchedulerChecks,
     HorizonChecks,
+    WarmupEndChecks,
     GroupsLeftBehind,
     GroupRates,
     OptimizerRebuilt,
