@@ -146,7 +146,8 @@ class GradChecks(Check):
         self.lbfgs_iters: dict[int, int] = {}
         self.converged: set[str] = set()
         # what backward-discarded (wastedgrad.py) reads: the user's call site of the backward now running, and
-        # whether a backward may have accumulated into a tracked parameter since a scan found none (its fast path)
+        # whether a backward may have accumulated into a tracked parameter since the last step or a scan that found
+        # none (its fast path)
         self.site_now: Any = None
         self.accumulated = False
 
@@ -172,6 +173,7 @@ class GradChecks(Check):
             return
         if self.s.engine_loop:  # the engine resets the gradients after every step itself: nothing to track
             return
+        self.accumulated = False  # a step: no gradient written before it can be one a reset discards
         handles = self.hooks.get(id(oi.opt))
         install = handles is None
         if install:

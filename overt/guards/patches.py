@@ -630,7 +630,8 @@ def refresh() -> None:
     if not ACTIVE:
         return
     termscale.arm(ARMED)  # the backward wrapper: in place only while a checked step lasts
-    wastedgrad.arm(ARMED)  # the zero_grad wrappers, likewise
+    if wastedgrad.STATE is not ARMED:  # the zero_grad wrappers, likewise (a call only when the state changes)
+        wastedgrad.arm(ARMED)
     wrap = LOOK or any(s.explain_loss_errors for s in ACTIVE)
     if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
         return

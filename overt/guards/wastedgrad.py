@@ -47,6 +47,7 @@ FRAMES = 3  # user frames that name a backward's call site
 MAX_NORMS = 64  # erased gradients whose norms are read
 MAX_PENDING = 16  # discards waiting for their backward to be seen feeding a step
 _PAIRS: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, wrapper)
+STATE = False  # what arm() last put in place (patches.refresh calls it only when the checked state changes)
 
 
 def _site() -> tuple[tuple[str, int], ...] | None:
@@ -109,8 +110,9 @@ class WastedGradChecks(Check):
     def after_backward(self) -> None:
         self.s.grads.site_now = None  # a backward not called through the wrapper is not this one
 
-    def on_arming(self, oi: OptInfo) -> None:
-        self.backwards.clear()
+    def after_checked_step(self, oi: OptInfo) -> None:
+        if self.backwards:  # backwards are counted while a checked step lasts: from here to the next one's end
+            self.backwards.clear()
 
     def _steps(self) -> int:
         return sum(o.steps for o in self.s.optimizers.values())
@@ -246,7 +248,8 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
         seen = []
         for s in active:
             check = getattr(s, "wastedgrad", None)
-            if s.armed and check is not None:
+            if s.armed and check is not None and not s.engine_loop and getattr(s, "grads", None) is not None \
+                    and s.grads.accumulated:  # (the fast path: no backward accumulated since a scan found none)
                 intact = safely(check.before_reset)
                 if intact:
                     seen.append((check, intact))
@@ -275,6 +278,8 @@ def install(patch: Callable, active: list, safely: Callable) -> None:
 
 def arm(on: bool) -> None:
     """Put the wrappers in place (a checked step) or the originals back (between checked steps: no cost)."""
+    global STATE
+    STATE = on
     for owner, name, orig, wrap in _PAIRS:
         current = owner.__dict__.get(name)
         if on and current is orig:
@@ -285,4 +290,6 @@ def arm(on: bool) -> None:
 
 def uninstalled() -> None:
     """The originals are back (the last session ended): forget the pairs."""
+    global STATE
+    STATE = False
     _PAIRS.clear()

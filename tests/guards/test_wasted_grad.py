@@ -182,3 +182,16 @@ def test_lbfgs_closure_a_non_finite_skip_and_a_first_reset_are_silent():
 
     findings, _ = guarded_run(skip)
     assert SLUG not in slugs(findings)
+
+
+def test_a_reset_before_every_micro_batch_of_an_accumulation_window_is_named():
+    x, y = digits()
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with guarded(model, opt) as g:
+        for i, start in enumerate(range(0, 1280, 32)):
+            model.zero_grad()  # bad: each micro-batch erases the one before it
+            F.cross_entropy(model(x[start:start + 32]), y[start:start + 32]).backward()
+            if (i + 1) % 4 == 0:
+                opt.step()
+    assert SLUG in slugs(g.findings)
