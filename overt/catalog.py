@@ -890,6 +890,19 @@ ENTRIES: tuple[Entry, ...] = (
           "perturbation; a wrapper that scales the frozen output along with its branch (multiplier * scale on "
           "the sum) does not start as the pretrained model either, and switching it off removes the base model",
           _W, False, True),
+    Entry("backward-discarded", "OVT460", "gradients a backward wrote, reset before any optimizer step used "
+          "them",
+          "every backward's gradients on an optimizer's parameters must reach a step: a zero_grad() that erases "
+          "gradients the program's own training backward accumulated since the last step, with no step in between, "
+          "throws those batches' training signal away (gradient accumulation that steps only when its window "
+          "fills leaves the last micro-batches of every epoch to the next epoch's zero_grad), with no error",
+          _W, False, True),
+    Entry("warmup-outlasts-run", "OVT461", "a learning-rate warm-up that lasts the whole run",
+          "a schedule's warm-up is a part of the run: a LambdaLR whose rate rises at every step the run uses it "
+          "(warm-up and total step counts swapped, a warm-up counted in samples or steps while the scheduler steps "
+          "per batch or per epoch) never holds or decays from its peak, and training ends at the largest rate it "
+          "ever had instead of annealed, with no error",
+          _W, False, True),
     Entry("merged-model-differs", "OVT453", "a merged or folded model that does not compute what the trained "
           "model computed",
           "merging what was trained into the weights (a LoRA or adapter merge, merge_and_unload, a scale folded "

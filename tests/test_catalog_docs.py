@@ -162,7 +162,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 52 (modules17): a model's structure computes what its code names
          "linear-layers-collapse", "result-discarded", "residual-skip-missing", "sample-not-reparameterised",
          # session 53 (data18)
-         "label-map-interpolated", "transform-statistics-shared"}
+         "label-map-interpolated", "transform-statistics-shared",
+         # session 53 (optim18): every backward's gradients reach a step
+         "backward-discarded", "warmup-outlasts-run"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

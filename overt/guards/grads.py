@@ -96,7 +96,7 @@ def _clear_empty_hook_dicts(params: list[torch.Tensor]) -> None:
 
 
 class _Track:
-    __slots__ = ("ref", "ver", "seen", "carried", "probe", "acc", "want", "bwd")
+    __slots__ = ("ref", "ver", "seen", "carried", "probe", "acc", "want", "bwd", "site")
 
     def __init__(self) -> None:
         self.ref: Any = None
@@ -109,6 +109,7 @@ class _Track:
         # gradient's count of non-zero elements, 2 where it is zero; ``bwd`` holds it
         self.want = 0
         self.bwd: torch.Tensor | None = None
+        self.site: Any = None  # where the backward that accumulated ``acc`` was called (wastedgrad.py)
 
 
 def _median(values: list[float]) -> float:
@@ -144,6 +145,11 @@ class GradChecks(Check):
         # returned at once because the gradient was already below tolerance_grad (a converged fit)
         self.lbfgs_iters: dict[int, int] = {}
         self.converged: set[str] = set()
+        # what backward-discarded (wastedgrad.py) reads: the user's call site of the backward now running, and
+        # whether a backward may have accumulated into a tracked parameter since the last step or a scan that found
+        # none (its fast path)
+        self.site_now: Any = None
+        self.accumulated = False
 
     # -- the hooks -------------------------------------------------------------------
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
@@ -167,6 +173,7 @@ class GradChecks(Check):
             return
         if self.s.engine_loop:  # the engine resets the gradients after every step itself: nothing to track
             return
+        self.accumulated = False  # a step: no gradient written before it can be one a reset discards
         handles = self.hooks.get(id(oi.opt))
         install = handles is None
         if install:
@@ -185,6 +192,7 @@ class GradChecks(Check):
             tr.probe = None
             tr.acc = None
             tr.bwd = None
+            tr.site = None
             if install:
                 handles.append(p.register_hook(self._make_hook(p, tr)))
                 handles.append(p.register_post_accumulate_grad_hook(self._make_acc_hook(tr)))
@@ -212,6 +220,8 @@ class GradChecks(Check):
         def hook(param: torch.Tensor) -> None:
             g = param.grad
             tr.acc = (weakref.ref(g), g._version) if g is not None else None
+            tr.site = self.site_now
+            self.accumulated = True
             if tr.want and g is not None and not g.is_sparse:  # (no torch.no_grad(): entering it arms forwards)
                 g = g.detach()
                 tr.bwd = g.count_nonzero() if tr.want == 1 else g.eq(0)

@@ -18,6 +18,7 @@
   default axes notes its result);
 - ``torch.autograd.backward`` (:mod:`overt.guards.termscale`, which also hands the loss to
   :mod:`overt.guards.maskpick` and :mod:`overt.guards.gradinv`): swapped in only while a checked step lasts;
+- ``Optimizer.zero_grad``/``Module.zero_grad`` (:mod:`overt.guards.wastedgrad`): likewise;
 - ``nn.Module.__getstate__`` (a pickled or deep-copied module leaves the guards' hooks out);
 - ``nn.Module.train`` (when the mode changes) and entering
   ``torch.no_grad``/``inference_mode``: they arm the forward checks for the next
@@ -44,7 +45,7 @@ import torch.nn.functional as F
 from torch.optim import lr_scheduler as _sched
 from torch.utils.data import dataloader as _dl
 
-from overt.guards import aside, plainfetch, termscale
+from overt.guards import aside, plainfetch, termscale, wastedgrad
 from overt.guards.blocksites import block_site
 from overt.guards.report import GuardError
 from overt.guards.unwrap import unwrap_model
@@ -608,6 +609,7 @@ def activate(session: GuardSession) -> None:
 
         axisflip.install(_patch, ACTIVE)
         termscale.install(_patch, ACTIVE, safely)  # torch.autograd.backward (checked steps only: swapped in refresh)
+        wastedgrad.install(_patch, ACTIVE, safely)  # Optimizer/Module.zero_grad (checked steps only: refresh)
         from overt.guards import deadterm  # Tensor.register_hook (the program's own hooks on a checked step)
 
         deadterm.install(_patch)
@@ -632,6 +634,8 @@ def refresh() -> None:
     if not ACTIVE:
         return
     termscale.arm(ARMED)  # the backward wrapper: in place only while a checked step lasts
+    if wastedgrad.STATE is not ARMED:  # the zero_grad wrappers, likewise (a call only when the state changes)
+        wastedgrad.arm(ARMED)
     wrap = LOOK or any(s.explain_loss_errors for s in ACTIVE)
     if wrap is _LOSSES_WRAPPED:  # as set last time (twice per checked step: a loop over the losses saved)
         return
@@ -687,4 +691,5 @@ def deactivate(session: GuardSession) -> None:
 
         compiled.uninstalled()
         termscale.uninstalled()
+        wastedgrad.uninstalled()
     refresh()

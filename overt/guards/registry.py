@@ -49,6 +49,7 @@ from overt.guards.frozen import FrozenChecks
 from overt.guards.frozenmoves import FrozenMoveChecks
 from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
+from overt.guards.wastedgrad import WastedGradChecks
 from overt.guards.gridorder import GridOrderChecks
 from overt.guards.labelresample import LabelResampleChecks
 from overt.guards.sharedstats import SharedStatsChecks
@@ -56,6 +57,7 @@ from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
 from overt.guards.horizon import HorizonChecks
+from overt.guards.warmupend import WarmupEndChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.inputreach import InputReachChecks
@@ -114,6 +116,7 @@ from overt.guards.maskpick import MaskPickChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
+    WastedGradChecks,
     FrozenMoveChecks,
     ModeChecks,
     FrozenModeChecks,
@@ -205,6 +208,7 @@ CHECKS: tuple[type[Check], ...] = (
     AutocastCacheChecks,
     SchedulerChecks,
     HorizonChecks,
+    WarmupEndChecks,
     GroupsLeftBehind,
     GroupRates,
     OptimizerRebuilt,

@@ -494,6 +494,7 @@ def _hard_on(node: Any, logits: Any) -> bool:
 def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
     @functools.wraps(orig)
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        noted = []
         for s in active:
             check = getattr(s, "termscale", None)
             if s.armed and check is not None:
@@ -507,7 +508,17 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 inv = getattr(s, "gradinv", None)  # hooks the nodes of user-written autograd.Functions
                 if inv is not None:
                     safely(inv.on_backward, tensors)
-        return orig(tensors, *args, **kwargs)
+            wasted = getattr(s, "wastedgrad", None)  # where this backward was called (backward-discarded)
+            if s.armed and wasted is not None and not s.engine_loop:
+                noted.append(wasted)
+                safely(wasted.on_backward)
+        if not noted:
+            return orig(tensors, *args, **kwargs)
+        try:
+            return orig(tensors, *args, **kwargs)
+        finally:
+            for wasted in noted:
+                wasted.after_backward()
 
     backward.__overt_original__ = orig  # type: ignore[attr-defined]
     return backward

@@ -513,6 +513,12 @@ EXPECTED = {
     # round seventeen, measured once in session 52: a fake-quantiser Function that returns no gradient for its
     # learnable scales (no-gradient)
     "w376_fake_quant_function_drops_scale_gradient": ("run",),
+    # session 53 (optim18): an epoch's accumulation remainder erased by the next epoch's zero_grad
+    # (backward-discarded, overt/guards/wastedgrad.py)
+    "w379_accumulation_remainder_never_stepped": ("run",),
+    # session 53 (optim18): a warm-up and a total step count swapped, the rate rises the whole run
+    # (warmup-outlasts-run, overt/guards/warmupend.py)
+    "w388_warmup_and_training_steps_swapped": ("run",),
     # session 51 (modules16): a hand-written dropout scaled by the drop fraction (eval-not-train-expectation), a
     # LoCon wrapper scaling the frozen output with its branch (adapter-not-identity-at-init), a weight fake
     # quantiser whose unsigned grid keeps its zero point at 0 (pruning-removes-one-sign)
