@@ -12,6 +12,10 @@ counting convention (token or entity level, one-vs-rest summed over the positive
 hold; a count that breaks them mixes cells (false positives counted over every mismatch, the false negatives
 among them: chakki-works/seqeval#20, w390).
 
+On the call's own arguments the same counts bound each other: TP + FP is at most the positions predicted positive,
+TP + FN at most the positions truly positive (an entity-level count is lower still; a count above them counts a
+position twice).  The call must also give the same cells twice (no tally across calls).
+
 Observed on values: the function is chosen by its code (local names or string constants of two count cells or
 more), recorded at its first call whose result carries the cells, and called again at the end of the run
 (quietly, without gradients, as user code) with filled copies of its own two arguments.  Silent where the
@@ -164,6 +168,9 @@ def check(fn: Callable, name: str, bound: dict[str, Any], pred: str, target: str
         except Exception:  # noqa: BLE001  the user's function on other labels: no premise
             return None
 
+    first = counted(y_pred, y_true)
+    if first is None or counted(y_pred, y_true) != first:
+        return None  # counts that accumulate across calls (a global tally) or depend on anything else: no premise
     negative, positive = [], []
     for label in labels:
         got = counted(_filled(y_pred, label), _filled(y_true, label))
@@ -203,4 +210,13 @@ def check(fn: Callable, name: str, bound: dict[str, Any], pred: str, target: str
                     "a target with nothing positive has no true positives or false negatives, so its FN count "
                     "takes in positions whose target is negative (the false positives among them) and every "
                     "recall or F1 built on it is lower than the model's.", fix)
+    if first["TP"] + first["FP"] > pred_positive or first["TP"] + first["FN"] > truth_positive:
+        over = "FP" if first["TP"] + first["FP"] > pred_positive else "FN"
+        side, count = (pred, pred_positive) if over == "FP" else (target, truth_positive)
+        return (f"on its own call it returns TP={first['TP']:g}, {over}={first[over]:g}, more than the "
+                f"{count} positions of {side!r} that carry a positive label (any other than {_show(neg)}, the "
+                f"label it counts as negative itself: {_show(neg)} on both sides gives only true negatives): every "
+                f"{'true or false positive is a positive prediction' if over == 'FP' else 'true positive or false negative is a positive target'}"
+                ", so the cells count some positions twice or positions that are not theirs, and every precision, "
+                "recall or F1 built on them is off.", fix)
     return None

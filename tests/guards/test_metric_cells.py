@@ -64,6 +64,16 @@ def test_false_negatives_over_every_mismatch_are_named(tmp_path):
     assert "'y_true' set to 0 everywhere" in findings[0]["message"], findings[0]["message"]
 
 
+def test_a_position_counted_in_two_cells_is_named(tmp_path):
+    # a wrong positive label counted as a true positive (both sides are entities) and as a false positive
+    body = COUNTS.replace("tp = ((y_true == y_pred) & (y_true != O)).sum().item()",
+                          "tp = ((y_true != O) & (y_pred != O)).sum().item()")
+    findings = _run(tmp_path, body.format(fp="((y_true != y_pred) & (y_pred != O)).sum().item()"), head=HEAD)
+    assert _slugs(findings) == ["metric-off-definition"], findings
+    message = findings[0]["message"]
+    assert "on its own call it returns TP=" in message and "positions of 'y_pred'" in message, message
+
+
 ONE_VS_REST = '''
 def confusion_counts(y_true, y_pred):
     tp = fp = fn = tn = 0
