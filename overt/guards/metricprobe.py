@@ -45,12 +45,13 @@ import io
 import math
 import re
 import sys
+import time
 import types
 from typing import Any
 
 import torch
 
-from overt.guards import ignoredpreds, latecalls, metricdef, rankorder, scoredefs, spantext
+from overt.guards import batchdecode, countcells, ignoredpreds, latecalls, metricdef, rankorder, scoredefs, spantext
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.scriptspace import script_grown
@@ -186,7 +187,9 @@ def candidates(namespace: dict, filename: str, forms: bool = False) -> dict[str,
         roles = _roles(fn) if kind else None
         words = _words(fn.__name__)
         known = metricdef.definition_of(words) if not words & NOT_METRIC else scoredefs.definition_of(words)
-        form = (rankorder.form_of(words) or spantext.form_of(fn, _params(fn))) if forms else None
+        form = (rankorder.form_of(words) or countcells.form_of(_inner(fn)) or batchdecode.form_of(words)
+                or spantext.form_of(fn, _params(fn))) \
+            if forms else None
         if not (kind and roles or known or form) or _writes_globals(_inner(fn).__code__):  # the bytecode read last
             continue
         if kind and roles:
@@ -282,13 +285,14 @@ def _as_prediction(target: Any, pred: Any) -> Any:
 
 
 class _Call:
-    __slots__ = ("fn", "kind", "pred", "target", "known", "form", "given", "bound", "result", "loc")
+    __slots__ = ("fn", "kind", "pred", "target", "known", "form", "given", "bound", "result", "loc", "seconds")
 
     def __init__(self, fn: Any, roles: tuple[str | None, str | None, str | None, str | None, str | None],
                  given: tuple[str, ...], bound: inspect.BoundArguments, result: Any, loc: str | None):
         self.fn = fn
         self.kind, self.pred, self.target, self.known, self.form = roles
         self.given, self.bound, self.result, self.loc = given, bound, result, loc
+        self.seconds = 0.0  # how long the recorded call took (a probe that calls it again many times reads it)
 
 
 class MetricProbeChecks(Check):
@@ -393,22 +397,29 @@ class MetricProbeChecks(Check):
             seen = (args, kwargs)
             if recorded is None and self.roles[name][3] in _IN_PLACE:
                 seen = _copies(args, kwargs)  # a filter may work in place: its input as it was given
+            started = time.perf_counter()
             result = fn(*args, **kwargs)
             if recorded is None or (recorded.kind is None and self.roles[name][0] is not None):
                 # the first call, or the first of an evaluation after one recorded during training
                 roles = self.roles[name]
-                only_span = roles[0] is None and roles[3] is None and roles[4] == "span"
-                if only_span and self.tries.get(name, 0) >= SPAN_TRIES:
+                only_form = roles[0] is None and roles[3] is None and roles[4] in ("span", "counts", "decode")
+                if only_form and self.tries.get(name, 0) >= SPAN_TRIES:
                     return result
                 try:
                     bound = signature.bind(*seen[0], **seen[1])
                     given = tuple(bound.arguments)
-                    if only_span:  # a function chosen by its arity alone: recorded once a call has a span's form
+                    if only_form:  # a function chosen by its arity or code alone: recorded once a call has the form
                         self.tries[name] = self.tries.get(name, 0) + 1
-                        if spantext.fits(dict(bound.arguments), result) is None:
+                        if roles[4] == "span" and spantext.fits(dict(bound.arguments), result) is None:
+                            return result
+                        if roles[4] == "counts" and not countcells.fits(dict(bound.arguments), *(_roles(fn) or
+                                                                          (None, None)), result):
+                            return result
+                        if roles[4] == "decode" and not batchdecode.fits(dict(bound.arguments), result):
                             return result
                     bound.apply_defaults()
                     self.calls[name] = _Call(fn, self.roles[name], given, bound, result, user_location(2))
+                    self.calls[name].seconds = time.perf_counter() - started
                 except Exception as exc:  # noqa: BLE001  a guard never breaks the user's call
                     self.s.check_failed(self, exc)
             return result
@@ -458,6 +469,12 @@ class MetricProbeChecks(Check):
         """The metamorphic probes of a function's form (:mod:`overt.guards.rankorder`, :mod:`overt.guards.spantext`)."""
         arguments = call.bound.arguments
         given = {p: arguments[p] for p in call.given}
+        if call.form == "counts":
+            self._counts(name, call, defined, at)
+            return
+        if call.form == "decode":
+            self._decode(name, call, defined, at)
+            return
         if call.form == "span":
             found = spantext.check(call.fn, name, given, dict(arguments), call.result)
             if found is not None:
@@ -498,6 +515,44 @@ class MetricProbeChecks(Check):
                     "(torch.topk / np.argsort(-scores) return them in score order; np.argpartition and a "
                     "threshold do not), and check it by renaming the candidates: the value must not move.",
                 where=f"{name}() at {defined}", key=f"relabel:{defined}")
+
+    def _decode(self, name: str, call: _Call, defined: str, at: str) -> None:
+        """A batched decoding called again on rows of its batch alone (:mod:`overt.guards.batchdecode`)."""
+        params = call.bound.signature.parameters.values()
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
+            return
+        models = [info.module for info in self.s.models.values()]
+        try:
+            found = batchdecode.check(call.fn, name, dict(call.bound.arguments), call.result, call.seconds, models)
+        except Exception:  # noqa: BLE001  values the probe does not know: no premise
+            return
+        if found is None:
+            return
+        message, fix = found
+        self.s.report(
+            "metric-off-definition",
+            f"the decoding function {name}() defined at {defined} returns tokens past each sequence's end ({at}): "
+            f"{message} Every number computed from its rows is another quantity than the model's decoding, while "
+            "nothing fails.", fix=fix, where=f"{name}() at {defined}", key=f"decode:{defined}")
+
+    def _counts(self, name: str, call: _Call, defined: str, at: str) -> None:
+        """Confusion cells recounted on a prediction (or a target) of the function's own negative label
+        (:mod:`overt.guards.countcells`)."""
+        roles = _roles(call.fn)
+        if roles is None:
+            return
+        try:
+            found = countcells.check(call.fn, name, dict(call.bound.arguments), *roles)
+        except Exception:  # noqa: BLE001  values the probe does not know: no premise
+            return
+        if found is None:
+            return
+        message, fix = found
+        self.s.report(
+            "metric-off-definition",
+            f"the function {name}() defined at {defined} counts confusion cells that are not theirs ({at}): "
+            f"{message} Every number reported through it is another quantity under the metric's name, while "
+            "nothing fails.", fix=fix, where=f"{name}() at {defined}", key=f"counts:{defined}")
 
     def _properties(self, name: str, call: _Call, defined: str, at: str) -> None:
         found = self._probe(call)
