@@ -73,7 +73,7 @@ print(f"METRIC {err:.4f}")
 
 
 def script(bug: bool) -> str:
-    velocity = ('        v = np.gradient(pos, DT, axis=0)[:HIST]             # the whole scene, then the cut\n'
+    velocity = ('    v = np.gradient(pos, DT, axis=0)[:HIST]             # the whole scene, then the cut\n'
                 if bug else
-                '        v = np.gradient(pos[:HIST], DT, axis=0)             # the observed history only\n')
+                '    v = np.gradient(pos[:HIST], DT, axis=0)             # the observed history only\n')
     return _SCRIPT.replace('__VELOCITY__', velocity)

@@ -69,9 +69,9 @@ print(f"METRIC {(correct.sum(1) / valid_te.sum(1)).mean().item():.4f}")
 
 
 def script(bug: bool) -> str:
-    extent = ('        extent = kps.max(1).values - kps.min(1).values              # the -1 padding counts\n'
+    extent = ('    extent = kps.max(1).values - kps.min(1).values              # the -1 padding counts\n'
               if bug else
-              "        big = torch.where(valid[..., None], kps, torch.full_like(kps, float('inf')))\n"
-              "        small = torch.where(valid[..., None], kps, torch.full_like(kps, -float('inf')))\n"
-              '        extent = small.max(1).values - big.min(1).values\n')
+              "    big = torch.where(valid[..., None], kps, torch.full_like(kps, float('inf')))\n"
+              "    small = torch.where(valid[..., None], kps, torch.full_like(kps, -float('inf')))\n"
+              '    extent = small.max(1).values - big.min(1).values\n')
     return _SCRIPT.replace('__EXTENT__', extent)
