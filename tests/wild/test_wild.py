@@ -96,6 +96,11 @@ case's bug: w383's lint ``device-mismatch``, a tensor made in forward() without 
 ``dead-activations``, 92-96% of the hidden units dead over every training sample at a learning rate of 0.5 with
 momentum, docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 
+Round eighteen (w395-w414: ``dev18``/``test18``, drawn after round seventeen was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
+runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
+``test_round_eighteen_is_held_out``).
+
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
 ``python``, that each bug still changes its metric."""
@@ -677,6 +682,16 @@ def _pinned(cid: str, face: str) -> list[str]:
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_eighteen_is_held_out():
+    """Round eighteen's halves stay out of every test that runs an overt face, and out of the runner's default
+    selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev18", "test18"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in {"dev18", "test18"}}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_measured_rounds_are_in_the_default_selection():
