@@ -108,9 +108,13 @@ class LogDetChecks(Check):
         roots = {id(i.module): i.module for i in self.s.models.values()}
         params = {id(p) for oi in self.s.optimizers.values() for g in oi.opt.param_groups for p in g["params"]}
         frame = sys._getframe(2)
+        read: set[int] = set()  # the namespaces read (a module's globals are every frame of its functions')
         while frame is not None:
             if is_user_file(frame.f_code.co_filename):
                 for space in (frame.f_locals, frame.f_globals):
+                    if id(space) in read:
+                        continue
+                    read.add(id(space))
                     for value in list(space.values()):
                         if isinstance(value, torch.nn.Module) and id(value) not in roots \
                                 and any(id(p) in params for p in value.parameters()):

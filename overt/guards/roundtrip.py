@@ -101,6 +101,7 @@ class RoundTripChecks(Check):
         self.wrapped: list[tuple[type, str, Any, Any]] = []  # (class, method, its own attribute, the wrapper)
         self.targets: dict[tuple[int, str], set[int]] = {}  # (id(class), method) -> ids of objects to probe
         self.user_classes: dict[type, list[tuple[str, str]]] = {}
+        self.without: set[type] = set()  # the classes of user_classes with no pair
         self.wrapped_at: dict[tuple[int, str], int] = {}  # (id(class), method) -> the step it was wrapped at
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -118,20 +119,24 @@ class RoundTripChecks(Check):
                 if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
                     objs += list(frame.f_globals.values())
             frame = frame.f_back
+        without = self.without
         for obj in objs:
-            if len(self.seen) >= MAX_OBJECTS:
-                break
+            cls = type(obj)
+            if cls in without:  # (a class with no pair: passed over without a call)
+                continue
             if id(obj) in self.seen or isinstance(obj, (torch.Tensor, np.ndarray)):
                 continue
-            cls = type(obj)
             pairs = self.user_classes.get(cls)
             if pairs is None:
                 pairs = self.user_classes[cls] = _pairs_of(cls) if _user_class(obj) else []
             if not pairs:
+                without.add(cls)
                 continue
             self.seen.add(id(obj))
             for f, g in pairs:
                 self._wrap(obj, f, g)
+            if len(self.seen) >= MAX_OBJECTS:
+                break
 
     def _wrap(self, obj: Any, f: str, g: str) -> None:
         """Wrap ``f`` on ``obj``'s class (never on the instance: a copy of the object must not call back

@@ -120,13 +120,15 @@ class ShardSplitChecks(Check):
         super().__init__(session)
         self.looks = 0
         self.done: set[tuple[int, int]] = set()  # (id(class), world) groups judged
-        self.known: dict[type, bool] = {}
+        self.known: dict[type, bool] = {}  # class -> whether its objects are candidates (by their class alone)
+        self.skip: set[type] = set()  # the classes known not to be, but for lists, tuples and dicts
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
         if self.looks >= LOOKS:
             return
         self.looks += 1
         candidates: dict[int, Any] = {}
+        skip = self.skip
         frame = sys._getframe(1)
         while frame is not None:
             if is_user_file(frame.f_code.co_filename):
@@ -134,11 +136,17 @@ class ShardSplitChecks(Check):
                 if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
                     values += list(frame.f_globals.values())
                 for v in values:
+                    if type(v) in skip:
+                        continue
                     inner = list(v.values()) if isinstance(v, dict) else list(v) if isinstance(v, (list, tuple)) \
                         else [v]
                     for o in inner[:MAX_GROUP]:
-                        if id(o) not in candidates and _user_iterable(o, self.known):
+                        if type(o) in skip or id(o) in candidates:
+                            continue
+                        if _user_iterable(o, self.known):
                             candidates[id(o)] = o
+                        elif o.__class__ is type(o) and not isinstance(o, (dict, list, tuple)):
+                            skip.add(type(o))  # (its class decides: the walk passes over its objects)
             frame = frame.f_back
         groups: dict[tuple[int, int], list[Any]] = {}
         for o in candidates.values():
