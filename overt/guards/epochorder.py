@@ -64,7 +64,7 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, DistributedSamp
 
 from overt.guards.check import Check
 from overt.guards.rerun import rerun
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import is_user_file, short_location, user_class, user_frames
 
 RHO = 0.8  # |rank correlation| between a sample's place in the epoch and its value
 MIN_SAMPLES = 64
@@ -102,11 +102,7 @@ def _shuffled_within(obj: Any, depth: int = 4) -> bool:
 def _user_class(cls: type, known: dict[type, bool]) -> bool:
     found = known.get(cls)
     if found is None:
-        try:
-            path = inspect.getsourcefile(cls)
-        except (OSError, TypeError):
-            path = None
-        found = known[cls] = bool(path) and is_user_file(path)
+        found = known[cls] = user_class(cls)
     return found
 
 
@@ -433,23 +429,20 @@ class EpochOrderChecks(Check):
         seen = {id(o) for o, _, _, _ in out}
         seen |= {id(getattr(o, "sampler", None)) for o, _, _, _ in out}
         skip = self.skip
-        frame = sys._getframe(1)
-        while frame is not None:
-            if is_user_file(frame.f_code.co_filename):
-                items = list(frame.f_locals.items())
-                if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
-                    items += list(frame.f_globals.items())
-                for name, v in items:
-                    if type(v) in skip or name.startswith("__") or _evaluation_name(name):
-                        continue
-                    inner = itertools.islice(v.values(), MAX_ITEMS) if isinstance(v, dict) \
-                        else v[:MAX_ITEMS] if isinstance(v, (list, tuple)) else (v,)
-                    for o in inner:
-                        if type(o) not in skip and id(o) not in seen and _candidate(o, self.known, skip):
-                            seen.add(id(o))
-                            data = getattr(o, "data_source", None)
-                            out.append((o, name, data if data is not None else getattr(o, "dataset", None), True))
-            frame = frame.f_back
+        for frame, outermost in user_frames(sys._getframe(1)):
+            items = list(frame.f_locals.items())
+            if outermost:
+                items += list(frame.f_globals.items())
+            for name, v in items:
+                if type(v) in skip or name.startswith("__") or _evaluation_name(name):
+                    continue
+                inner = itertools.islice(v.values(), MAX_ITEMS) if isinstance(v, dict) \
+                    else v[:MAX_ITEMS] if isinstance(v, (list, tuple)) else (v,)
+                for o in inner:
+                    if type(o) not in skip and id(o) not in seen and _candidate(o, self.known, skip):
+                        seen.add(id(o))
+                        data = getattr(o, "data_source", None)
+                        out.append((o, name, data if data is not None else getattr(o, "dataset", None), True))
         return out
 
     def _ordered(self, obj: Any, dataset: Any, bare: bool, batch: int | None) \

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import class_location, is_user_file, user_location
+from overt.guards.where import class_location, user_class, user_frames, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -67,11 +67,7 @@ def _user_class(obj: Any) -> bool:
     cls = type(obj)
     if isinstance(obj, (type, types.ModuleType, types.FunctionType)) or cls.__module__ == "builtins":
         return False
-    try:
-        path = inspect.getsourcefile(cls)
-    except (OSError, TypeError):
-        return False
-    return bool(path) and is_user_file(path)
+    return user_class(cls)
 
 
 def _one_argument(fn: Any) -> bool:
@@ -112,13 +108,10 @@ class RoundTripChecks(Check):
             return
         self.looks[id(info)] = n + 1
         objs: list[Any] = list(info.module.modules())
-        frame = sys._getframe(1)
-        while frame is not None:
-            if is_user_file(frame.f_code.co_filename):
-                objs += list(frame.f_locals.values())
-                if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
-                    objs += list(frame.f_globals.values())
-            frame = frame.f_back
+        for frame, outermost in user_frames(sys._getframe(1)):
+            objs += list(frame.f_locals.values())
+            if outermost:
+                objs += list(frame.f_globals.values())
         without = self.without
         for obj in objs:
             cls = type(obj)
