@@ -64,7 +64,7 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, DistributedSamp
 
 from overt.guards.check import Check
 from overt.guards.rerun import rerun
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import is_user_file, short_location, user_class, user_frames
 
 RHO = 0.8  # |rank correlation| between a sample's place in the epoch and its value
 MIN_SAMPLES = 64
@@ -102,31 +102,45 @@ def _shuffled_within(obj: Any, depth: int = 4) -> bool:
 def _user_class(cls: type, known: dict[type, bool]) -> bool:
     found = known.get(cls)
     if found is None:
-        try:
-            path = inspect.getsourcefile(cls)
-        except (OSError, TypeError):
-            path = None
-        found = known[cls] = bool(path) and is_user_file(path)
+        found = known[cls] = user_class(cls)
     return found
 
 
-def _candidate(obj: Any, known: dict[type, bool]) -> bool:
+_NEVER = (type, types.ModuleType, types.FunctionType, types.GeneratorType, torch.Tensor, np.ndarray, DataLoader,
+          Dataset, str, bytes, *_RANDOM)
+
+
+def _candidate(obj: Any, known: dict[type, bool], skip: set[type]) -> bool:
     """A hand-written iterable (a sampler the training loop iterates) or one of torch's samplers that is not
     shuffled by construction, holding no stream that iterating it again would advance (an iterator, a file, a
-    generator): iterating it here moves nothing the program reads afterwards."""
-    if isinstance(obj, (type, types.ModuleType, types.FunctionType, types.GeneratorType, torch.Tensor, np.ndarray,
-                        DataLoader, Dataset, str, bytes, *_RANDOM)):
-        return False
+    generator): iterating it here moves nothing the program reads afterwards.  A class whose objects are no
+    candidate by their class alone (and are no list, tuple or dict the frames' walk looks into) goes into
+    ``skip``: the walk passes over its objects without a call."""
     cls = type(obj)
+    if isinstance(obj, _NEVER):
+        _never(obj, cls, skip)
+        return False
     if isinstance(obj, DistributedSampler) and obj.shuffle:
         return False
     if not isinstance(obj, Sampler):
-        if cls.__module__ == "builtins" or not callable(getattr(cls, "__iter__", None)) or hasattr(obj, "__next__"):
+        if cls.__module__ == "builtins" or not callable(getattr(cls, "__iter__", None)):
+            _never(obj, cls, skip)
+            return False
+        if hasattr(obj, "__next__"):
             return False
         if not _user_class(cls, known):
+            _never(obj, cls, skip)
             return False
     return not any(hasattr(v, "__next__") or isinstance(v, (io.IOBase, types.GeneratorType))
                    for v in _attrs(obj).values())
+
+
+def _never(obj: Any, cls: type, skip: set[type]) -> None:
+    if obj.__class__ is cls and not isinstance(obj, _CONTAINERS):  # (an object that names another class: not)
+        skip.add(cls)
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 def _ints(v: Any) -> np.ndarray | None:
@@ -353,6 +367,7 @@ class EpochOrderChecks(Check):
         super().__init__(session)
         self.looks = 0
         self.known: dict[type, bool] = {}
+        self.skip: set[type] = set()  # classes whose objects are no candidate by their class alone
         self.judged: set[int] = set()  # ids of the candidates judged on a first look
         self.seen: dict[int, tuple[Any, str, _Seen]] = {}  # id -> (object, its name, what the first look saw)
         self.loader: Any = None  # a weak reference to the latest training DataLoader
@@ -413,23 +428,21 @@ class EpochOrderChecks(Check):
             return out
         seen = {id(o) for o, _, _, _ in out}
         seen |= {id(getattr(o, "sampler", None)) for o, _, _, _ in out}
-        frame = sys._getframe(1)
-        while frame is not None:
-            if is_user_file(frame.f_code.co_filename):
-                items = list(frame.f_locals.items())
-                if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
-                    items += list(frame.f_globals.items())
-                for name, v in items:
-                    if name.startswith("__") or _evaluation_name(name):
-                        continue
-                    inner = itertools.islice(v.values(), MAX_ITEMS) if isinstance(v, dict) \
-                        else v[:MAX_ITEMS] if isinstance(v, (list, tuple)) else (v,)
-                    for o in inner:
-                        if id(o) not in seen and _candidate(o, self.known):
-                            seen.add(id(o))
-                            data = getattr(o, "data_source", None)
-                            out.append((o, name, data if data is not None else getattr(o, "dataset", None), True))
-            frame = frame.f_back
+        skip = self.skip
+        for frame, outermost in user_frames(sys._getframe(1)):
+            items = list(frame.f_locals.items())
+            if outermost:
+                items += list(frame.f_globals.items())
+            for name, v in items:
+                if type(v) in skip or name.startswith("__") or _evaluation_name(name):
+                    continue
+                inner = itertools.islice(v.values(), MAX_ITEMS) if isinstance(v, dict) \
+                    else v[:MAX_ITEMS] if isinstance(v, (list, tuple)) else (v,)
+                for o in inner:
+                    if type(o) not in skip and id(o) not in seen and _candidate(o, self.known, skip):
+                        seen.add(id(o))
+                        data = getattr(o, "data_source", None)
+                        out.append((o, name, data if data is not None else getattr(o, "dataset", None), True))
         return out
 
     def _ordered(self, obj: Any, dataset: Any, bare: bool, batch: int | None) \

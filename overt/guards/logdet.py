@@ -35,7 +35,7 @@ import torch
 from overt.guards import aside
 from overt.guards.rerun import rerun
 from overt.guards.check import Check
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import short_location, user_class, user_frames
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -54,11 +54,7 @@ def _user_classes(root: torch.nn.Module) -> list[type]:
         cls = type(m)
         if cls in seen or cls.__module__.startswith(("torch.", "overt.")):
             continue
-        try:
-            path = inspect.getsourcefile(cls)
-        except (OSError, TypeError):
-            continue
-        if path and is_user_file(path):
+        if user_class(cls):
             seen[cls] = None
     return list(seen)
 
@@ -107,15 +103,16 @@ class LogDetChecks(Check):
         destructor."""
         roots = {id(i.module): i.module for i in self.s.models.values()}
         params = {id(p) for oi in self.s.optimizers.values() for g in oi.opt.param_groups for p in g["params"]}
-        frame = sys._getframe(2)
-        while frame is not None:
-            if is_user_file(frame.f_code.co_filename):
-                for space in (frame.f_locals, frame.f_globals):
-                    for value in list(space.values()):
-                        if isinstance(value, torch.nn.Module) and id(value) not in roots \
-                                and any(id(p) in params for p in value.parameters()):
-                            roots[id(value)] = value
-            frame = frame.f_back
+        read: set[int] = set()  # the namespaces read (a module's globals are every frame of its functions')
+        for frame, _ in user_frames(sys._getframe(2)):
+            for space in (frame.f_locals, frame.f_globals):
+                if id(space) in read:
+                    continue
+                read.add(id(space))
+                for value in list(space.values()):
+                    if isinstance(value, torch.nn.Module) and id(value) not in roots \
+                            and any(id(p) in params for p in value.parameters()):
+                        roots[id(value)] = value
         return list(roots.values())
 
     def _install(self) -> None:

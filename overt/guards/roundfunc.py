@@ -65,10 +65,12 @@ def _decoder_names(name: str) -> list[str]:
     """Names the decoder of an encoding function called ``name`` would have."""
     out = [f"inverse_{name}", f"inv_{name}", f"{name}_inverse", f"{name}_inv"]
     parts = name.split("_")
+    lowered = [p.lower() for p in parts]
     for a, b in _SWAPS:
-        for i, p in enumerate(parts):
-            if p.lower() == a:
-                out.append("_".join(parts[:i] + [b] + parts[i + 1:]))
+        if a in lowered:
+            for i, p in enumerate(lowered):
+                if p == a:
+                    out.append("_".join(parts[:i] + [b] + parts[i + 1:]))
     if len(parts) >= 2 and parts[0] == "to":
         out.append("_".join(["from"] + parts[1:]))
     if "to" in parts[1:-1]:
@@ -146,7 +148,7 @@ class RoundTripFunctionChecks(Check):
             fn = _own(found, filename)
             if name in self.script.looked or fn is None or _LOSSY.search(name):
                 continue
-            dec = next((d for d in (_own(namespace.get(n), filename) for n in _decoder_names(name))
+            dec = next((d for d in (_own(namespace[n], filename) for n in _decoder_names(name) if n in namespace)
                         if d is not None), None)
             if dec is None or _writes_globals(fn.__code__) or _writes_globals(dec.__code__):
                 continue

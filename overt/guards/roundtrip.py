@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import class_location, is_user_file, user_location
+from overt.guards.where import class_location, user_class, user_frames, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
@@ -67,11 +67,7 @@ def _user_class(obj: Any) -> bool:
     cls = type(obj)
     if isinstance(obj, (type, types.ModuleType, types.FunctionType)) or cls.__module__ == "builtins":
         return False
-    try:
-        path = inspect.getsourcefile(cls)
-    except (OSError, TypeError):
-        return False
-    return bool(path) and is_user_file(path)
+    return user_class(cls)
 
 
 def _one_argument(fn: Any) -> bool:
@@ -101,6 +97,7 @@ class RoundTripChecks(Check):
         self.wrapped: list[tuple[type, str, Any, Any]] = []  # (class, method, its own attribute, the wrapper)
         self.targets: dict[tuple[int, str], set[int]] = {}  # (id(class), method) -> ids of objects to probe
         self.user_classes: dict[type, list[tuple[str, str]]] = {}
+        self.without: set[type] = set()  # the classes of user_classes with no pair
         self.wrapped_at: dict[tuple[int, str], int] = {}  # (id(class), method) -> the step it was wrapped at
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
@@ -111,27 +108,28 @@ class RoundTripChecks(Check):
             return
         self.looks[id(info)] = n + 1
         objs: list[Any] = list(info.module.modules())
-        frame = sys._getframe(1)
-        while frame is not None:
-            if is_user_file(frame.f_code.co_filename):
-                objs += list(frame.f_locals.values())
-                if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
-                    objs += list(frame.f_globals.values())
-            frame = frame.f_back
+        for frame, outermost in user_frames(sys._getframe(1)):
+            objs += list(frame.f_locals.values())
+            if outermost:
+                objs += list(frame.f_globals.values())
+        without = self.without
         for obj in objs:
-            if len(self.seen) >= MAX_OBJECTS:
-                break
+            cls = type(obj)
+            if cls in without:  # (a class with no pair: passed over without a call)
+                continue
             if id(obj) in self.seen or isinstance(obj, (torch.Tensor, np.ndarray)):
                 continue
-            cls = type(obj)
             pairs = self.user_classes.get(cls)
             if pairs is None:
                 pairs = self.user_classes[cls] = _pairs_of(cls) if _user_class(obj) else []
             if not pairs:
+                without.add(cls)
                 continue
             self.seen.add(id(obj))
             for f, g in pairs:
                 self._wrap(obj, f, g)
+            if len(self.seen) >= MAX_OBJECTS:
+                break
 
     def _wrap(self, obj: Any, f: str, g: str) -> None:
         """Wrap ``f`` on ``obj``'s class (never on the instance: a copy of the object must not call back

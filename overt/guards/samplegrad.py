@@ -11,8 +11,9 @@ VAE's encoder, a policy's mean and spread) receive nothing from that loss, only 
 REINFORCE puts ``log_prob`` of the sample into the loss, which carries the gradient instead.
 
 What is proven, on at most :data:`MAX_WINDOWS` checked steps (the forwards of a step whose optimizer step is
-checked, until that step; no work on any other step): while such a step lasts, the ``sample`` and ``log_prob``
-methods of every ``torch.distributions`` class are wrapped and a global forward pre-hook watches module calls.
+checked, until that step; no work on any other step): while such a step lasts, the ``sample`` methods of every
+``torch.distributions`` class are wrapped; from the step's first draw of the kind below, their ``log_prob`` methods
+too, and a global forward pre-hook watches module calls (before that draw there is nothing for them to see).
 A draw by ``sample()`` (the outermost one: a ``sample`` that calls another counts once) from a distribution that
 offers ``rsample`` and whose parameter tensors require gradients, under autograd, is followed by identity: when
 it is passed, the tensor itself, as an argument to a module, and it is never passed to a ``log_prob``.  At the
@@ -44,11 +45,10 @@ MAX_DRAWS = 16
 
 
 def _classes() -> list[type]:
-    out, todo = [], [D.Distribution]
-    while todo:
-        c = todo.pop()
-        out.append(c)
-        todo.extend(c.__subclasses__())
+    """``Distribution`` and every subclass of it (a class reached twice, through two bases, listed twice)."""
+    out = [D.Distribution]
+    for c in out:  # (the list grows as it is walked: every class's subclasses are visited in turn)
+        out += c.__subclasses__()
     return out
 
 
@@ -81,6 +81,7 @@ class SampleGradChecks(Check):
         self.windows = 0
         self.open = False
         self.swapped: list[tuple[type, str, Any]] = []
+        self.classes: list[type] = []  # the distribution classes of the open window
         self.handle: Any = None
         self.draws: list[_Draw] = []
         self.depth = 0
@@ -91,14 +92,23 @@ class SampleGradChecks(Check):
             return
         self.windows += 1
         self.open = True
-        for cls in _classes():
-            for meth in ("sample", "log_prob"):
-                orig = cls.__dict__.get(meth)
-                if orig is None or not callable(orig):
-                    continue
-                wrapped = self._wrap_sample(orig) if meth == "sample" else self._wrap_log_prob(orig)
-                self.swapped.append((cls, meth, orig))
-                setattr(cls, meth, wrapped)
+        self.classes = _classes()
+        self._swap("sample", self._wrap_sample)
+
+    def _swap(self, meth: str, wrap: Any) -> None:
+        """Wrap ``meth`` on every distribution class that defines it."""
+        for cls in self.classes:
+            own = cls.__dict__
+            if meth in own:
+                orig = own[meth]
+                if orig is not None and callable(orig):
+                    self.swapped.append((cls, meth, orig))
+                    setattr(cls, meth, wrap(orig))
+
+    def _first_draw(self) -> None:
+        """The window's first draw: from now on its ``log_prob`` calls and the module calls it is passed to are
+        watched (before it, no draw could be scored or fed)."""
+        self._swap("log_prob", self._wrap_log_prob)
         self.handle = register_module_forward_pre_hook(self._fed)
 
     def _wrap_sample(self, orig: Any):
@@ -118,6 +128,8 @@ class SampleGradChecks(Check):
                     rs = False
                 params = _trained_params(dist) if rs else []
                 if params and not out.requires_grad:
+                    if not check.draws:
+                        check._first_draw()
                     check.draws.append(_Draw(out, dist, params, user_location(2)))
             return out
         return sample
@@ -145,6 +157,7 @@ class SampleGradChecks(Check):
         for cls, meth, orig in reversed(self.swapped):
             setattr(cls, meth, orig)
         self.swapped = []
+        self.classes = []
         if self.handle is not None:
             self.handle.remove()
             self.handle = None

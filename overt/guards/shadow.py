@@ -65,7 +65,7 @@ from overt.guards.evalcopy import MOVED as LOAD_MOVED
 from overt.guards.evalcopy import NEAR
 from overt.guards.samples import weight_sample
 from overt.guards.stale_eval import param_shapes
-from overt.guards.where import is_user_file, short_location, user_location
+from overt.guards.where import short_location, user_frames, user_location
 
 if TYPE_CHECKING:
     from overt.guards.watched import OptInfo
@@ -155,16 +155,12 @@ def _objects(frame: Any) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     seen: set[int] = set()
     outer = None
-    n = 0
-    while frame is not None and n < MAX_FRAMES:
-        if is_user_file(frame.f_code.co_filename):
-            n += 1
-            outer = frame
-            for name, value in list(frame.f_locals.items())[:MAX_NAMES]:
-                if id(value) not in seen:
-                    seen.add(id(value))
-                    out.append((name, value))
-        frame = frame.f_back
+    for frame, _ in user_frames(frame)[:MAX_FRAMES]:
+        outer = frame
+        for name, value in list(frame.f_locals.items())[:MAX_NAMES]:
+            if id(value) not in seen:
+                seen.add(id(value))
+                out.append((name, value))
     if outer is not None:
         for name, value in list(outer.f_globals.items())[:MAX_NAMES]:
             if id(value) not in seen and not name.startswith("__"):

@@ -25,7 +25,6 @@ sampler per process: see ``distributed.py``), ranks whose lists are all disjoint
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import itertools
 import sys
@@ -38,7 +37,7 @@ from torch.utils.data import DistributedSampler
 
 from overt.guards.check import Check
 from overt.guards.rerun import rerun
-from overt.guards.where import is_user_file, short_location
+from overt.guards.where import short_location, user_class, user_frames
 
 LOOKS = 2
 MAX_INDICES = 1 << 20  # per sampler; a longer list is not read
@@ -69,11 +68,7 @@ def _user_iterable(obj: Any, known: dict[type, bool]) -> bool:
             or cls.__module__ == "builtins" or not callable(getattr(cls, "__iter__", None)):
         found = False
     else:
-        try:
-            path = inspect.getsourcefile(cls)
-        except (OSError, TypeError):
-            path = None
-        found = bool(path) and is_user_file(path)
+        found = user_class(cls)
     known[cls] = found
     return found
 
@@ -120,26 +115,31 @@ class ShardSplitChecks(Check):
         super().__init__(session)
         self.looks = 0
         self.done: set[tuple[int, int]] = set()  # (id(class), world) groups judged
-        self.known: dict[type, bool] = {}
+        self.known: dict[type, bool] = {}  # class -> whether its objects are candidates (by their class alone)
+        self.skip: set[type] = set()  # the classes known not to be, but for lists, tuples and dicts
 
     def on_checked_forward(self, info: Any, args: tuple, light: bool) -> None:
         if self.looks >= LOOKS:
             return
         self.looks += 1
         candidates: dict[int, Any] = {}
-        frame = sys._getframe(1)
-        while frame is not None:
-            if is_user_file(frame.f_code.co_filename):
-                values = list(frame.f_locals.values())
-                if frame.f_back is None or not is_user_file(frame.f_back.f_code.co_filename):
-                    values += list(frame.f_globals.values())
-                for v in values:
-                    inner = list(v.values()) if isinstance(v, dict) else list(v) if isinstance(v, (list, tuple)) \
-                        else [v]
-                    for o in inner[:MAX_GROUP]:
-                        if id(o) not in candidates and _user_iterable(o, self.known):
-                            candidates[id(o)] = o
-            frame = frame.f_back
+        skip = self.skip
+        for frame, outermost in user_frames(sys._getframe(1)):
+            values = list(frame.f_locals.values())
+            if outermost:
+                values += list(frame.f_globals.values())
+            for v in values:
+                if type(v) in skip:
+                    continue
+                inner = list(v.values()) if isinstance(v, dict) else list(v) if isinstance(v, (list, tuple)) \
+                    else [v]
+                for o in inner[:MAX_GROUP]:
+                    if type(o) in skip or id(o) in candidates:
+                        continue
+                    if _user_iterable(o, self.known):
+                        candidates[id(o)] = o
+                    elif o.__class__ is type(o) and not isinstance(o, (dict, list, tuple)):
+                        skip.add(type(o))  # (its class decides: the walk passes over its objects)
         groups: dict[tuple[int, int], list[Any]] = {}
         for o in candidates.values():
             rank, world = _first(o, RANK_NAMES), _first(o, WORLD_NAMES)

@@ -63,14 +63,52 @@ def user_location_from(frame: Any) -> str | None:
     return None
 
 
+def user_frames(frame: Any) -> list[tuple[Any, bool]]:
+    """The user's frames from ``frame`` outwards, innermost first, each with whether it is the outermost of its run
+    (its caller is not the user's code: a script's top level, or a user function that torch or overt called) --
+    the walk of the checks that read the objects of the user's frames, with a file's answer read inline (a walk
+    goes through some thirty frames of the engine and torch per call)."""
+    known = _IS_USER
+    frames: list[Any] = []
+    users: list[bool] = []
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        frames += (frame,)
+        users += (known[filename] if filename in known else is_user_file(filename),)
+        frame = frame.f_back
+    users += (False,)
+    return [(f, not users[i + 1]) for i, f in enumerate(frames) if users[i]]
+
+
 def is_user_file(filename: str) -> bool:
     """Whether code from ``filename`` is the user's (not torch, overt, the standard library)."""
     if filename.startswith("<"):
+        _IS_USER[filename] = False
         return False
     user = _IS_USER.get(filename)
     if user is None:  # realpath costs system calls: once per file
         user = _IS_USER[filename] = not os.path.realpath(filename).startswith(_skip_dirs())
     return user
+
+
+_USER_CLASS: dict[type, bool] = {}  # class -> defined in a user's file
+_MAX_CLASSES = 1 << 14  # (a program that makes classes on the fly: the table starts again past this many)
+
+
+def user_class(cls: type) -> bool:
+    """Whether ``cls`` is defined in a user's file (its source file, as ``inspect`` finds it, is the user's); one
+    look at the source per class for the whole process, shared by the checks that ask."""
+    found = _USER_CLASS.get(cls)
+    if found is None:
+        try:
+            path = inspect.getsourcefile(cls)
+        except (OSError, TypeError):
+            path = None
+        found = bool(path) and is_user_file(path)
+        if len(_USER_CLASS) >= _MAX_CLASSES:
+            _USER_CLASS.clear()
+        _USER_CLASS[cls] = found
+    return found
 
 
 def short_location(filename: str, lineno: int) -> str:
