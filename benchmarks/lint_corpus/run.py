@@ -1,6 +1,6 @@
 """Lint a corpus of public PyTorch projects and say how precise lint is on it.
 
-    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test|fresh3-dev|fresh3-test|fresh4-dev|fresh4-test|fresh5-dev|fresh5-test|fresh6-dev|fresh6-test|fresh7-dev|fresh7-test]
+    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test|fresh3-dev|fresh3-test|fresh4-dev|fresh4-test|fresh5-dev|fresh5-test|fresh6-dev|fresh6-test|fresh7-dev|fresh7-test|fresh8-dev|fresh8-test]
                                          [--mirror DIR] [--verdicts FILE]
                                          [--findings OUT] [--only SLUG,...]
 
@@ -28,7 +28,9 @@ two halves of ten more added in session 47 (``split-fresh3.json``, seed 20261129
 ``verdicts-fresh5-dev.txt``, ``verdicts-fresh5-test.txt``); ``fresh6-dev`` and ``fresh6-test`` the two halves of
 ten more added in session 51 (``split-fresh6.json``, seed 20261207; ``verdicts-fresh6-dev.txt``,
 ``verdicts-fresh6-test.txt``); ``fresh7-dev`` and ``fresh7-test`` the two halves of ten more added in session 52
-(``split-fresh7.json``, seed 20261209; ``verdicts-fresh7-dev.txt``, ``verdicts-fresh7-test.txt``).  Projects whose
+(``split-fresh7.json``, seed 20261209; ``verdicts-fresh7-dev.txt``, ``verdicts-fresh7-test.txt``); ``fresh8-dev`` and
+``fresh8-test`` the two halves of ten more added in session 53 (``split-fresh8.json``, seed 20261211;
+``verdicts-fresh8-dev.txt``, ``verdicts-fresh8-test.txt``).  Projects whose
 manifest entry says ``"notebooks": true`` have their ``.ipynb`` files linted too.
 
 Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
@@ -136,7 +138,7 @@ def _lines(path: Path) -> int:
 
 GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test", "fresh2-dev", "fresh2-test", "fresh3-dev", "fresh3-test",
           "fresh4-dev", "fresh4-test", "fresh5-dev", "fresh5-test", "fresh6-dev", "fresh6-test",
-          "fresh7-dev", "fresh7-test")
+          "fresh7-dev", "fresh7-test", "fresh8-dev", "fresh8-test")
 
 
 def select(projects: list[dict], group: str) -> list[dict]:
@@ -144,7 +146,8 @@ def select(projects: list[dict], group: str) -> list[dict]:
     ``fresh-dev``/``fresh-test``: the halves split-fresh.json drew; ``fresh2-dev``/``fresh2-test``: those of
     split-fresh2.json; ``fresh3-dev``/``fresh3-test``: those of split-fresh3.json; ``fresh4-dev``/``fresh4-test``: those of
     split-fresh4.json; ``fresh5-dev``/``fresh5-test``: those of split-fresh5.json; ``fresh6-dev``/``fresh6-test``:
-    those of split-fresh6.json; ``fresh7-dev``/``fresh7-test``: those of split-fresh7.json)."""
+    those of split-fresh6.json; ``fresh7-dev``/``fresh7-test``: those of split-fresh7.json; ``fresh8-dev``/``fresh8-test``:
+    those of split-fresh8.json)."""
     if group == "tuned":
         return [p for p in projects if "group" not in p]
     if group == "known":

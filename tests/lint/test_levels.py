@@ -232,3 +232,34 @@ def test_a_data_dependent_init_on_the_first_forward_is_hygiene(case, severity):
         set_flag="pass" if case in ("flag never set", "every training call") else "self.ready = True")
     findings = [f for f in lint_source(src, "actnorm.py") if f.slug == "data-attribute"]
     assert [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings] == [severity]
+
+
+VERSION_ARMS = """\
+import torch
+
+
+def load_cache(path, other, trusted):
+    {bind}
+    if {test}:
+        data = torch.load({first})
+    else:
+        data = torch.load(path, weights_only=False)
+    return data
+"""
+
+
+@pytest.mark.parametrize("bind, test, first, severity", [
+    ("torch_version = torch.__version__", 'torch_version < "2.6"', "path", "info"),
+    ("pass", 'torch.__version__ < "2.6"', "path", "info"),
+    ("pass", "trusted", "path", "warning"),  # two loads for two kinds of file: the bare one is undecided
+    ("pass", 'torch.__version__ < "2.6"', "other", "warning"),  # another file than the decided arm's
+])
+def test_a_load_in_a_torch_version_arm_whose_other_arm_writes_the_choice_out_is_decided(bind, test, first, severity):
+    """``if <torch's version> < 2.6: torch.load(f)`` / ``else: torch.load(f, weights_only=False)``: the author
+    wrote the decision out in one arm; the bare arm is that decision on a torch whose default is the same, so
+    it is reported at info level like the explicit one.  An ``if`` on anything else, or a load of another
+    file, stays a warning."""
+    src = VERSION_ARMS.format(bind=bind, test=test, first=first)
+    findings = [f for f in lint_source(src, "cache.py") if f.slug == "unsafe-load" and f.line == 7]
+    levels = [str(f.severity.value if hasattr(f.severity, "value") else f.severity) for f in findings]
+    assert [level if level == "info" else "warning" for level in levels] == [severity]  # None: the rule's level

@@ -64,7 +64,8 @@ def _exits(stmts: list[ast.stmt]) -> bool:
 def _guarded(ix: FileIndex, call: ast.AST, depth: int = 2) -> bool:
     """Inside ``if <rank test>:`` (or its else), or after ``if <rank test>: return`` in the same function;
     or in a function every call of which (in this file) is guarded so (``if self.gpu_id == 0:
-    self._save_snapshot(epoch)``), ``depth`` callers up."""
+    self._save_snapshot(epoch)``), ``depth`` callers up.  A function this file never calls is judged by its
+    call sites in the modules beside it that import it (``train.py``'s ``if H.rank == 0: save_model(...)``)."""
     node: ast.AST = call
     for parent in ix.ancestors(call):
         if isinstance(parent, (ast.If, ast.IfExp)) and node is not parent.test and _mentions_rank(parent.test, ix):
@@ -79,10 +80,56 @@ def _guarded(ix: FileIndex, call: ast.AST, depth: int = 2) -> bool:
                 return False
             if any(_mentions_rank(d, ix) for d in parent.decorator_list):
                 return True  # @rank_zero_only
-            sites = ix.call_sites(parent)
-            return bool(sites) and all(_guarded(ix, site, depth - 1) for site in sites)
+            sites = [(ix, site) for site in ix.call_sites(parent)] or _call_sites_elsewhere(ix, parent)
+            return bool(sites) and all(_guarded(there, site, depth - 1) for there, site in sites)
         node = parent
     return False
+
+
+def _importers(ix: FileIndex) -> list[FileIndex]:
+    """The project's modules beside this one (its folder, and the folders above it while they are packages)
+    that import it: ``from train_helpers import save_model``, ``import train_helpers``, ``from .base import X``.
+    Empty without a project index or a path."""
+    if ix.project is None or ix.path is None:
+        return []
+    found = ix.cache.get("importers")
+    if found is not None:
+        return found
+    me = ix.path.resolve()
+    folders = [me.parent]
+    while (folders[-1] / "__init__.py").is_file() and folders[-1].parent != folders[-1]:
+        folders.append(folders[-1].parent)
+    found = []
+    for folder in folders:
+        for path in sorted(folder.glob("*.py")):
+            if path.resolve() == me:
+                continue
+            other = ix.project.index_for(path)
+            if other is None:
+                continue
+            for module, level, name in other.imports.values():
+                cands = [module] + ([f"{module}.{name}" if module else name] if name else [])
+                if any((at := ix.project.module_path(other, c, level)) is not None and at.resolve() == me
+                       for c in cands):
+                    found.append(other)
+                    break
+    ix.cache["importers"] = found
+    return found
+
+
+def _call_sites_elsewhere(ix: FileIndex, func: ast.AST) -> list[tuple[FileIndex, ast.Call]]:
+    """A function this file never calls is a helper other modules call: its call sites (by name) in the modules
+    that import this one, each with its file's index.  Empty when none is found (the helper is then taken as
+    run by every rank, as before)."""
+    name = getattr(func, "name", None)
+    out = []
+    for other in _importers(ix):
+        for call in other.calls:
+            f = call.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if called == name:
+                out.append((other, call))
+    return out
 
 
 def _per_rank_path(ix: FileIndex, expr: ast.AST, depth: int = 3) -> bool:

@@ -66,6 +66,47 @@ def _loaded_as_state_dict(ix: FileIndex, call: ast.Call) -> bool:
     return True
 
 
+def _reads_torch_version(ix: FileIndex, test: ast.AST, scope: ast.AST) -> bool:
+    """Does ``test`` read ``torch.__version__``, directly or through a name the function (or module) binds
+    from an expression that reads it (``v = torch.__version__`` ... ``if v < "2.6":``)?"""
+    def reads(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "__version__"
+                   and (ix.qualname(n.value) or dotted(n.value) or "").split(".")[0] == "torch" for n in ast.walk(node))
+    if reads(test):
+        return True
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    return bool(names) and any(
+        isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)
+        and reads(node.value) for where in {id(scope): scope, id(ix.tree): ix.tree}.values()
+        for node in ix.scope_nodes(where))
+
+
+def _version_arm_decided(ix: FileIndex, call: ast.Call) -> bool:
+    """``if <torch's version> < 2.6: torch.load(f)`` ``else: torch.load(f, weights_only=False)``: the arm
+    without the argument loads the same file as the arm that writes ``weights_only=False`` out, on a torch
+    whose default is that same False.  The author's choice is recorded in the other arm, so this arm is that
+    decision spelled for older torch, not a load nobody decided on.  Only an ``if`` whose test reads
+    torch's version counts (an ``if trusted:`` / ``else:`` pair is two different loads), and only a load of
+    the same first argument."""
+    if not call.args:
+        return False
+    target = ast.dump(call.args[0])
+    scope = ix.enclosing_function(call) or ix.tree
+    child: ast.AST = call
+    for anc in ix.ancestors(call):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            break
+        if isinstance(anc, ast.If) and _reads_torch_version(ix, anc.test, scope):
+            other = anc.orelse if child in anc.body else anc.body if child in anc.orelse else []
+            for stmt in other:
+                for n in ast.walk(stmt):
+                    if isinstance(n, ast.Call) and (_is(ix, n, "torch.load") or _url_loader(ix, n)) and n.args \
+                            and is_const(kwarg(n, "weights_only"), False) and ast.dump(n.args[0]) == target:
+                        return True
+        child = anc
+    return False
+
+
 #: loaders whose ``weights_only`` defaults to False in every torch release (read in torch 2.13: torch.load's
 #: default is None, which means True from 2.6 on; these two keep False)
 URL_LOADERS = ("torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url")
@@ -149,6 +190,10 @@ def unsafe_load(ix: FileIndex) -> Iterator[Hit]:
             fix = ("pass weights_only=True (state_dicts and tensors load as before), or require torch>=2.6, "
                    "where it is the default")
         hit = Hit("unsafe-load", call, msg, fix=fix, edits=edits, fix_note=note)
+        if flag is None and _version_arm_decided(ix, call):
+            hit.edits, hit.fix_note = [], ""
+            yield decided(hit, "weights_only=False, in the other arm of this torch-version branch,")
+            continue
         yield decided(hit, "weights_only=False") if flag is not None else hit
 
 
