@@ -305,8 +305,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("eval-pass-changes-training", "OVT229",
           "an evaluation forward that changes a setting training reads afterwards",
           "evaluating the model leaves training alone; a forward that assigns a module's own setting in eval mode "
-          "(a dropout rate set to 0, a norm's momentum or epsilon, a switch) keeps it after model.train(), so every "
-          "epoch after the first evaluation trains with another setting than configured, with no error",
+          "(a dropout rate set to 0, a norm's momentum or epsilon, a switch) keeps it after model.train(), and a "
+          "running average copied into the model for an evaluation and never put back makes training resume from "
+          "the average, so every epoch after the first evaluation trains another model than configured, with no "
+          "error",
           _E, False, True),
     Entry("pruning-removes-one-sign", "OVT228",
           "a pruning or quantisation that sets every weight of one sign to zero",

@@ -38,6 +38,7 @@ from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalscale import EvalScaleChecks
 from overt.guards.evalwrites import EvalWriteChecks
+from overt.guards.swapback import SwapBackChecks
 from overt.guards.evalrepeat import EvalRepeatChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
@@ -117,6 +118,7 @@ CHECKS: tuple[type[Check], ...] = (
     FrozenModeChecks,
     DropoutChecks,
     EvalWriteChecks,
+    SwapBackChecks,
     EvalRepeatChecks,
     IndependenceChecks,
     CarriedStateChecks,
