@@ -267,7 +267,8 @@ ENTRIES: tuple[Entry, ...] = (
           "an EMA, SWA or soft-updated target is a weighted mean of weights the model had, so its norm never exceeds "
           "theirs; an update that pushes the copy away instead (a sign flipped in s -= (1 - d) * (s - p), a decay "
           "above 1, a missing 1 - d) grows it without bound, and the evaluated, bootstrapped or saved copy is "
-          "garbage while training looks normal",
+          "garbage while training looks normal; the same for a model set to an aggregate of copies trained from it "
+          "(federated averaging) whose coefficients sum to more than one",
           _W, False, True),
     Entry("running-mean-weights-newest", "OVT215", "a running mean updated with the count's weight on the newest "
           "value instead of on the mean",

@@ -103,6 +103,7 @@ from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.logitbound import LogitBoundChecks
 from overt.guards.logdet import LogDetChecks  # noqa: F401  (out of the defaults: see CHECKS)
 from overt.guards.shadow import ShadowChecks
+from overt.guards.aggregate import AggregateChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
@@ -135,6 +136,7 @@ CHECKS: tuple[type[Check], ...] = (
     AdversaryChecks,
     EvalCopyChecks,
     ShadowChecks,
+    AggregateChecks,
     EvalLoopChecks,
     FrozenChecks,
     RepeatChecks,
