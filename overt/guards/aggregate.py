@@ -77,32 +77,37 @@ class AggregateChecks(Check):
     def before_checked_step(self, oi: OptInfo, closure: bool) -> None:
         if id(oi) in self.done:
             return
-        params = _params(oi)
-        if not params:
-            return
         key = self.shapes.get(id(oi))
         if key is None:
+            params = _params(oi)
+            if not params:
+                return
             key = self.shapes[id(oi)] = tuple(tuple(p.shape) for p in params)
         self.seq += 1
-        try:
-            now = weight_sample(params)
-        except RuntimeError:
-            return
-        if oi.steps <= 1 and id(oi) not in self.mine:
-            rec = self.mine[id(oi)] = _Copy(oi, now, self.seq)
+        if oi.steps <= 1 and id(oi) not in self.mine:  # its first step seen: where the copy starts
+            try:
+                start = weight_sample(_params(oi))
+            except RuntimeError:
+                return
+            rec = self.mine[id(oi)] = _Copy(oi, start, self.seq)
             self.copies.setdefault(key, deque(maxlen=MAX_COPIES)).append(rec)
-        since = self.prev.get(id(oi))
+        since = self.prev.get(id(oi), 0)
         self.prev[id(oi)] = self.seq
-        if since is None:
-            since = 0
-        cands = [c for c in self.copies.get(key, ()) if c.seq > since and c.oi != id(oi)][-MAX_CANDS:]
+        same = self.copies.get(key)
+        if not same or len(same) <= MIN_COPIES:
+            return  # no other optimizer of this architecture: nothing to compare (no device work)
+        cands = [c for c in same if c.seq > since and c.oi != id(oi)][-MAX_CANDS:]
         if len(cands) >= MIN_COPIES:
+            try:
+                now = weight_sample(_params(oi))
+            except RuntimeError:
+                return
             self.pending[id(oi)] = (now, cands, user_location(skip=3))
 
     def after_checked_step(self, oi: OptInfo) -> None:
         rec = self.mine.get(id(oi))
         params = None
-        if rec is not None:
+        if rec is not None and len(self.copies.get(self.shapes.get(id(oi)), ())) > 1:
             params = _params(oi)
             try:
                 rec.last = weight_sample(params)
