@@ -267,7 +267,8 @@ ENTRIES: tuple[Entry, ...] = (
           "an EMA, SWA or soft-updated target is a weighted mean of weights the model had, so its norm never exceeds "
           "theirs; an update that pushes the copy away instead (a sign flipped in s -= (1 - d) * (s - p), a decay "
           "above 1, a missing 1 - d) grows it without bound, and the evaluated, bootstrapped or saved copy is "
-          "garbage while training looks normal",
+          "garbage while training looks normal; the same for a model set to an aggregate of copies trained from it "
+          "(federated averaging) whose coefficients sum to more than one",
           _W, False, True),
     Entry("running-mean-weights-newest", "OVT215", "a running mean updated with the count's weight on the newest "
           "value instead of on the mean",
@@ -305,8 +306,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("eval-pass-changes-training", "OVT229",
           "an evaluation forward that changes a setting training reads afterwards",
           "evaluating the model leaves training alone; a forward that assigns a module's own setting in eval mode "
-          "(a dropout rate set to 0, a norm's momentum or epsilon, a switch) keeps it after model.train(), so every "
-          "epoch after the first evaluation trains with another setting than configured, with no error",
+          "(a dropout rate set to 0, a norm's momentum or epsilon, a switch) keeps it after model.train(), and a "
+          "running average copied into the model for an evaluation and never put back makes training resume from "
+          "the average, so every epoch after the first evaluation trains another model than configured, with no "
+          "error",
           _E, False, True),
     Entry("pruning-removes-one-sign", "OVT228",
           "a pruning or quantisation that sets every weight of one sign to zero",

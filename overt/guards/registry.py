@@ -38,6 +38,7 @@ from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
 from overt.guards.evalscale import EvalScaleChecks
 from overt.guards.evalwrites import EvalWriteChecks
+from overt.guards.swapback import SwapBackChecks
 from overt.guards.evalrepeat import EvalRepeatChecks
 from overt.guards.evaledges import EvalEdgeChecks
 from overt.guards.evaloverlap import EvalOverlapChecks
@@ -106,6 +107,7 @@ from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.logitbound import LogitBoundChecks
 from overt.guards.logdet import LogDetChecks  # noqa: F401  (out of the defaults: see CHECKS)
 from overt.guards.shadow import ShadowChecks
+from overt.guards.aggregate import AggregateChecks
 from overt.guards.softmax_dim import SoftmaxDimChecks
 from overt.guards.stale_eval import StaleEvalChecks
 from overt.guards.states import StateChecks
@@ -122,6 +124,7 @@ CHECKS: tuple[type[Check], ...] = (
     FrozenModeChecks,
     DropoutChecks,
     EvalWriteChecks,
+    SwapBackChecks,
     EvalRepeatChecks,
     IndependenceChecks,
     CarriedStateChecks,
@@ -138,6 +141,7 @@ CHECKS: tuple[type[Check], ...] = (
     AdversaryChecks,
     EvalCopyChecks,
     ShadowChecks,
+    AggregateChecks,
     EvalLoopChecks,
     FrozenChecks,
     RepeatChecks,

@@ -566,13 +566,19 @@ EXPECTED = {
     # batched greedy decoding whose rows go on past their end token (batchdecode.py); metric-off-definition
     "w390_false_positives_include_false_negatives": ("run",),
     "w383_batched_decoding_keeps_tokens_after_eos": ("run",),
+    # session 53 (state18): a per-step EMA copied into the model for validation and never put back
+    # (eval-pass-changes-training, swapback), FedAvg coefficients summing to more than one (average-diverges-from-model,
+    # aggregate)
+    "w326_ema_weights_copied_into_live_model": ("run",),
+    "w375_fedavg_coefficients_do_not_sum_to_one": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
 SLOW_CASES = {"w48_critic_value_detached", "w110_diffusion_target_noisy",
               "w154_global_seed_reset_in_evaluation",  # 150 epochs: the repeats start after the first evaluation
               "w132_giou_on_center_format_boxes",  # about 20 s under overt run (a detector trained on 64x64 images)
-              "w237_checkpoint_recompute_fresh_dropout"}  # about 40 s under overt run on a loaded machine (570 steps)
+              "w237_checkpoint_recompute_fresh_dropout",
+              "w375_fedavg_coefficients_do_not_sum_to_one"}  # 600 local optimizers: over 100 s on a loaded machine  # about 40 s under overt run on a loaded machine (570 steps)
 DISTRIBUTED = {cid for cid, c in CASES.items() if getattr(c, "WORLD", 1) > 1}
 
 PAIRS = [(cid, face) for cid, faces in EXPECTED.items() for face in faces]
