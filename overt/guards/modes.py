@@ -9,6 +9,7 @@ Slugs: ``train-mode-in-eval``, ``eval-mode-in-train``, ``graph-in-eval``,
 from __future__ import annotations
 
 import math
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -71,7 +72,7 @@ class _Modes:
     """This check's state for one watched model."""
 
     __slots__ = ("max_batch", "scanned", "suspects", "post_eval", "nograd_pending", "eval_grad_step", "eval_out",
-                 "mc_look", "mc_prints", "mc_suspect")
+                 "mc_look", "mc_first", "mc_printing", "mc_prints", "mc_suspect")
 
     def __init__(self) -> None:
         self.max_batch = 0  # the largest training batch seen
@@ -81,7 +82,9 @@ class _Modes:
         self.nograd_pending: tuple[int, str] | None = None  # (step, location) of a no_grad forward in train mode
         self.eval_grad_step: int | None = None  # step of the last grad-enabled eval-mode forward
         self.eval_out: dict[str, Any] | None = None  # that forward: step, whether backward reached it, location
-        self.mc_look = False  # this no_grad forward in training mode has only Dropout active: fingerprint its input
+        self.mc_look = False  # this no_grad forward in training mode has only Dropout active: its input is looked at
+        self.mc_first: Any = None  # weak reference to the phase's first such input (fingerprinted only if a second comes)
+        self.mc_printing = False  # a second such forward came in this phase: inputs are fingerprinted
         self.mc_prints: list[tuple[tuple[int, ...], torch.Tensor]] = []  # (shape, fingerprint) of this phase's inputs
         self.mc_suspect: tuple[str, list[nn.Module]] | None = None  # (location, active) judged at the phase's end
 
@@ -141,12 +144,21 @@ class ModeChecks(Check):
         if st is None or not st.mc_look:
             return
         st.mc_look = False
-        if len(st.mc_prints) >= MC_LOOKS:
-            return
         x = first_tensor(args)
-        printed = fingerprint(x) if x is not None else None
-        if printed is not None:
-            st.mc_prints.append((tuple(x.shape), printed))
+        if x is None:
+            return
+        if not st.mc_printing:  # the phase's first forward: no device work unless a second one follows
+            try:
+                st.mc_first = weakref.ref(x)
+            except TypeError:
+                st.mc_first = None
+            return
+        first = st.mc_first() if st.mc_first is not None else None
+        st.mc_first = None
+        for t in (first, x):
+            printed = fingerprint(t) if t is not None and len(st.mc_prints) < MC_LOOKS else None
+            if printed is not None:
+                st.mc_prints.append((tuple(t.shape), printed))
 
     def on_step(self, oi: OptInfo) -> None:
         self.judge_sampling()
@@ -177,12 +189,14 @@ class ModeChecks(Check):
             st.nograd_pending = None
             return
         pending = st.nograd_pending
-        if pending is None or pending[0] != self.s.step:
-            st.mc_prints = []  # a new no_grad phase
+        again = pending is not None and pending[0] == self.s.step
+        if not again:  # a new no_grad phase
+            st.mc_prints, st.mc_first, st.mc_printing = [], None, False
         st.mc_look = dropout_only
-        if pending is not None and pending[0] == self.s.step:
+        st.mc_printing = again and dropout_only
+        if again:
             if self._trained(info):
-                self._report_train_mode(info, active, pending[1])
+                self._suspect(info, active, pending[1])
             elif info not in self.twice:
                 # no known optimizer holds it (a teacher run on two views, or the optimizer is not known until
                 # its first step): judged at the next optimizer step (on_step), or at the end of the run
@@ -206,12 +220,12 @@ class ModeChecks(Check):
             pending = st.nograd_pending
             active = [m for m in info.dropbn if m.training]
             if pending is not None and pending[0] == self.s.step and active and self._trained(info):
-                self._report_train_mode(info, active, pending[1])
+                self._suspect(info, active, pending[1])
                 self._judge_sampling(info, st)
 
     def judge_sampling(self) -> None:
         """At the end of a no_grad phase (an optimizer step, the end of the run): judge the suspects whose
-        active layers were all Dropout (:meth:`_report_train_mode`)."""
+        active layers were all Dropout (:meth:`_suspect`)."""
         for info in self.s.models.values():
             st = self.per_model.get(id(info))
             if st is not None and st.mc_suspect is not None:
@@ -223,7 +237,7 @@ class ModeChecks(Check):
         evaluation left in training mode feeds each batch once.  Report unless two of the phase's fingerprinted
         inputs of one shape are equal (read with the deferred values: no host read here)."""
         suspect, prints = st.mc_suspect, st.mc_prints
-        st.mc_suspect, st.mc_prints = None, []
+        st.mc_suspect, st.mc_prints, st.mc_first = None, [], None
         if suspect is None:
             return
         loc, active = suspect
@@ -239,24 +253,28 @@ class ModeChecks(Check):
                     eq.fill_diagonal_(False)
                     repeats.append(eq.any())
         if not repeats:
-            self._report_train_mode(info, active, loc, sampling_known=True)
+            self._report_train_mode(info, active, loc)
             return
 
         def judge(vals: list[float]) -> None:
             if not any(v > 0.5 for v in vals):
-                self._report_train_mode(info, active, loc, sampling_known=True)
+                self._report_train_mode(info, active, loc)
 
         self.s.defer(torch.stack([r.to(repeats[0].device) for r in repeats]).to(torch.float32), judge)
 
-    def _report_train_mode(self, info: ModelInfo, active: list[nn.Module], loc: str,
-                           sampling_known: bool = False) -> None:
+    def _suspect(self, info: ModelInfo, active: list[nn.Module], loc: str) -> None:
+        """A trained model evaluated in training mode: reported now, unless its active layers are all Dropout and
+        the phase's first input is still known -- Monte Carlo sampling or a forgotten ``model.eval()``, told apart
+        at the phase's end (:meth:`_judge_sampling`)."""
         st = self._of(info)
-        if not sampling_known and all(isinstance(m, _DROPOUT) for m in active) and st.mc_prints:
-            # Dropout alone: Monte Carlo sampling or a forgotten model.eval(), told apart at the phase's end
+        if all(isinstance(m, _DROPOUT) for m in active) and (st.mc_first is not None or st.mc_prints):
             if st.mc_suspect is None:
                 st.mc_suspect = (loc, active)
                 self.s.watch_steps(self, True)
             return
+        self._report_train_mode(info, active, loc)
+
+    def _report_train_mode(self, info: ModelInfo, active: list[nn.Module], loc: str) -> None:
         names = first_names([f"{info.label(m)} ({type(m).__name__})" for m in active], 4)
         self.s.report(
             "train-mode-in-eval",
@@ -483,7 +501,7 @@ class ModeChecks(Check):
             if pending is not None and pending[0] == self.s.step:
                 active = [m for m in info.dropbn if m.training]
                 if active:
-                    self._report_train_mode(info, active, pending[1])
+                    self._suspect(info, active, pending[1])
             self._judge_sampling(info, st)
             rec = st.eval_out
             if rec is not None and not rec["reached"] and rec["step"] == self.s.step:
