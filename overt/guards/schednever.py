@@ -11,7 +11,8 @@ default one-cycle), with no error.
 Seen when the run ends (``end_of_run``, nothing on any step): for every such scheduler the session saw built
 (its constructor's first ``step()`` goes through the patched ``LRScheduler.step``), its ``last_epoch`` is compared
 with the value it had when built.  Reported when it never moved while its optimizer stepped at least
-:data:`MIN_STEPS` times since, and no other ``scheduler-cadence`` finding named it.  Silent: a scheduler stepped
+:data:`MIN_STEPS` times since, no other scheduler of that optimizer stepped (a later stage of a ``SequentialLR``
+not reached yet, a schedule replaced by another) and no other ``scheduler-cadence`` finding named it.  Silent: a scheduler stepped
 at any cadence (too slow a one is judged per epoch by :mod:`overt.guards.schedulers`), epoch-counted schedules
 (a short run may end before their first step), ``ReduceLROnPlateau``.
 """
@@ -39,6 +40,19 @@ def _start_rate(sc: Any) -> str:
     return rate
 
 
+def _other_schedule_moved(scheds: Any, sc: Any, opt: Any) -> bool:
+    """Whether another scheduler of the same optimizer stepped since it was found: the rate was driven (a later
+    stage of a SequentialLR not reached yet, a schedule replaced by another), so this one's stillness proves
+    nothing."""
+    for entry in scheds.any_sched:
+        other = entry[0]
+        if other is sc or entry[1] is not opt or id(other) not in scheds.first:
+            continue
+        if getattr(other, "last_epoch", None) != scheds.first[id(other)][0]:
+            return True
+    return False
+
+
 class ScheduleNeverStepped(Check):
     """Reads the schedulers :class:`~overt.guards.schedulers.SchedulerChecks` saw built, at the end of the run."""
 
@@ -58,7 +72,7 @@ class ScheduleNeverStepped(Check):
             if oi is None or getattr(sc, "last_epoch", None) != last0 or oi.steps - steps0 < MIN_STEPS:
                 continue
             name = type(sc).__name__
-            if self.s.reporter.has("scheduler-cadence", name):
+            if self.s.reporter.has("scheduler-cadence", name) or _other_schedule_moved(scheds, sc, opt):
                 continue
             site = scheds.sites.get(id(sc), "")
             self.s.report(

@@ -70,6 +70,10 @@ def test_silent_near_the_premise():
     assert slugs(_run(lambda opt: _Never(torch.optim.lr_scheduler.StepLR(opt, step_size=10)))[0]) == []
     # a one-cycle of 20 steps stepped through them, then held at its end value (the wrapper stops it)
     assert slugs(_run(lambda opt: Wrapper(_one_cycle(opt, total=20), inverted=False))[0]) == []
+    # the second stage of a SequentialLR that this run does not reach (its first stage drives the rate)
+    assert slugs(_run(lambda opt: torch.optim.lr_scheduler.SequentialLR(opt, [
+        torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=10), _one_cycle(opt)],
+        milestones=[100]))[0]) == []
     # too few optimizer steps to judge
     assert slugs(_run(lambda opt: _Never(_one_cycle(opt)), steps=12)[0]) == []
 
