@@ -12,7 +12,9 @@ Seen when the run ends (``end_of_run``, nothing on any step): for every such sch
 (its constructor's first ``step()`` goes through the patched ``LRScheduler.step``), its ``last_epoch`` is compared
 with the value it had when built.  Reported when it never moved while its optimizer stepped at least
 :data:`MIN_STEPS` times since, no other scheduler of that optimizer stepped (a later stage of a ``SequentialLR``
-not reached yet, a schedule replaced by another) and no other ``scheduler-cadence`` finding named it.  Silent: a scheduler stepped
+not reached yet, a schedule replaced by another), every group still holds the rate the scheduler set (a rate
+written by hand since drives the run instead: the scheduler is dead code) and no other ``scheduler-cadence``
+finding named it.  Silent: a scheduler stepped
 at any cadence (too slow a one is judged per epoch by :mod:`overt.guards.schedulers`), epoch-counted schedules
 (a short run may end before their first step), ``ReduceLROnPlateau``.
 """
@@ -38,6 +40,22 @@ def _start_rate(sc: Any) -> str:
     if peaks and isinstance(peaks[0], (int, float)) and peaks[0] > 0 and isinstance(rates[0], (int, float)):
         return f"{rate}, {float(rates[0]) / float(peaks[0]):.3g} of the peak max_lr={float(peaks[0]):.3g} it was given"
     return rate
+
+
+def _rate_is_its_start(sc: Any) -> bool:
+    """Whether every group still holds the rate the scheduler set when it was built (a rate written by hand since
+    means something else drives it: the unstepped scheduler is dead code, not the run's schedule)."""
+    last = getattr(sc, "_last_lr", None)
+    groups = list(getattr(sc.optimizer, "param_groups", ()))
+    if not isinstance(last, list) or len(last) != len(groups):
+        return False
+    for v, g in zip(last, groups):
+        lr = g.get("lr")
+        if not isinstance(v, (int, float)) or not isinstance(lr, (int, float)):
+            return False  # a tensor rate: reading it could synchronise, nothing proven
+        if abs(float(lr) - float(v)) > 1e-9 * max(abs(float(v)), 1e-30):
+            return False
+    return True
 
 
 def _other_schedule_moved(scheds: Any, sc: Any, opt: Any) -> bool:
@@ -72,7 +90,8 @@ class ScheduleNeverStepped(Check):
             if oi is None or getattr(sc, "last_epoch", None) != last0 or oi.steps - steps0 < MIN_STEPS:
                 continue
             name = type(sc).__name__
-            if self.s.reporter.has("scheduler-cadence", name) or _other_schedule_moved(scheds, sc, opt):
+            if (self.s.reporter.has("scheduler-cadence", name) or _other_schedule_moved(scheds, sc, opt)
+                    or not _rate_is_its_start(sc)):
                 continue
             site = scheds.sites.get(id(sc), "")
             self.s.report(

@@ -74,6 +74,12 @@ def test_silent_near_the_premise():
     assert slugs(_run(lambda opt: torch.optim.lr_scheduler.SequentialLR(opt, [
         torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=10), _one_cycle(opt)],
         milestones=[100]))[0]) == []
+    # a one-cycle built and left unused while the program sets the rate by hand each step
+    class _ByHand(_Never):
+        def step(self):
+            for g in self.sched.optimizer.param_groups:
+                g["lr"] *= 0.99
+    assert slugs(_run(lambda opt: _ByHand(_one_cycle(opt)))[0]) == []
     # too few optimizer steps to judge
     assert slugs(_run(lambda opt: _Never(_one_cycle(opt)), steps=12)[0]) == []
 
