@@ -74,7 +74,8 @@ ENTRIES: tuple[Entry, ...] = (
           "every step keeps its autograd graph alive, so memory grows until the run dies",
           _W, True, True),
     Entry("scheduler-cadence", "OVT109", "learning-rate scheduler stepped at the wrong cadence",
-          "the learning rate follows a schedule far faster or slower than configured",
+          "the learning rate follows a schedule far faster or slower than configured, or a per-step schedule "
+          "(OneCycleLR, CyclicLR) is never stepped and the run keeps the rate its constructor set",
           _W, True, True),
     Entry("schedule-past-horizon", "OVT147",
           "a learning-rate schedule stepped past its horizon: its floor comes before the run ends",
@@ -300,7 +301,8 @@ ENTRIES: tuple[Entry, ...] = (
           "a hand-written optimizer whose update is not the algorithm its name and hyperparameters define",
           "an optimizer named after Adam, RAdam, SGD or another algorithm that writes a bias correction into its "
           "stored moments or updates them with the wrong coefficient, or whose decoupled weight decay is folded "
-          "into the gradient the moments and the sign see: every update of the run follows another rule than the "
+          "into the gradient the moments and the sign see, or whose denominator has a floor far above its eps "
+          "(eps added under the square root and after it): every update of the run follows another rule than the "
           "one the hyperparameters were chosen for, with no error",
           _E, False, True),
     Entry("eval-pass-changes-training", "OVT229",

@@ -19,6 +19,15 @@ checked step (no synchronisation).
   the group's weight decay and with 0.  A decoupled decay changes the result by a multiple of the weight (before
   or after the rest of the update: ``-c * p`` or ``-c * p_without_decay``); folding it into the gradient changes
   what the moments and the sign see instead.  Reported when neither fits to :data:`DECAY_FIT`.
+- **eps is the denominator's floor** (any name).  An optimizer whose groups carry a positive ``eps`` uses it as a
+  numerical floor: the update may depart from the scale-free rule only where the gradients are near ``eps``.  The
+  user's step is run from a fresh state for :data:`STEPS` steps on the step's gradients (weight decay set to 0),
+  once with the groups' ``eps`` and once with ``eps`` shrunk by :data:`EPS_SHRINK`.  A floor at ``eps`` under the
+  magnitudes of these gradients (each element's ``|g| / (|g| + eps)``, the update of Adam's rule from a fresh
+  state on a constant gradient) keeps at least :data:`FLOOR_EXPECTED` of the update; reported when the user's
+  update keeps :data:`FLOOR_GAP` times less than that (``sqrt(v + eps) + eps`` floors the root at ``sqrt(eps)``).
+  An update that grows with ``eps`` (Adadelta's numerator) or a large ``eps`` chosen on purpose (its floor
+  dominates by its own measure) is silent.
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ TOLERANCE = 0.25  # relative norm of the displacement's difference from torch's
 DECAY_FIT = 0.3  # residual of the best fit of the decay's effect to a multiple of the weight
 MAX_NUMEL = 200_000  # elements probed per optimizer
 MAX_PARAMS = 8
+EPS_SHRINK = 1e-6  # the reference eps of the floor premise, as a fraction of the configured one
+FLOOR_EXPECTED = 0.1  # a floor at eps keeps at least this fraction of the update on the probed gradients
+FLOOR_GAP = 30.0  # the user's update keeps this many times less than a floor at eps would: a higher floor
 
 TORCH_NAMES = {"adam": "Adam", "adamw": "AdamW", "radam": "RAdam", "nadam": "NAdam", "sgd": "SGD",
                "rmsprop": "RMSprop", "adagrad": "Adagrad", "adamax": "Adamax", "adadelta": "Adadelta"}
@@ -257,6 +269,7 @@ class OptimizerDefinitionChecks(Check):
         try:
             self._reference(opt, probe)
             self._decoupled(opt, probe)
+            self._eps_floor(opt, probe)
         finally:
             random_state.restore()
 
@@ -403,6 +416,98 @@ class OptimizerDefinitionChecks(Check):
                           key=f"{name}:decoupled")
 
         return callback
+
+    # -- premise 3: eps is the denominator's floor ---------------------------------------------------------------
+    def _eps_floor(self, opt: torch.optim.Optimizer, probe: _Probe) -> None:
+        groups = [h for h, _ in probe.groups]
+        eps = [h.get("eps") for h in groups]
+        if not all(type(e) is float and 0 < e < 1 for e in eps):
+            return  # no eps, a tuple (Adafactor's pair), a tensor: nothing to read as a floor
+        zero = {k: 0.0 for h in groups for k in _DECAY_KEYS if type(h.get(k)) in (int, float) and h.get(k)}
+        start = [_f64(p) for p in probe.params()]
+        saved = probe.groups
+        try:
+            probe.groups = [({**h, **{k: v for k, v in zero.items() if k in h}}, ps) for h, ps in saved]
+            configured = probe.run_user(opt, STEPS, state=False)
+            probe.groups = [({**h, **{k: v for k, v in zero.items() if k in h}, "eps": h["eps"] * EPS_SHRINK}, ps)
+                            for h, ps in saved]
+            shrunk = probe.run_user(opt, STEPS, state=False)
+        except Exception:
+            return
+        finally:
+            probe.groups = saved
+        if configured is None or shrunk is None:
+            return
+        dc = torch.cat([(u - s).flatten() for u, s in zip(configured, start)])
+        ds = torch.cat([(u - s).flatten() for u, s in zip(shrunk, start)])
+        floor, free, grads = [], [], []
+        for (h, ps) in probe.groups:
+            for _, g in ps:
+                a = _f64(g).abs().flatten()
+                floor.append(a / (a + h["eps"]))
+                free.append(a / (a + h["eps"] * EPS_SHRINK))
+                grads.append(a)
+        g = torch.cat(grads)
+        vals = torch.stack((dc.norm(), ds.norm(), torch.cat(floor).norm(), torch.cat(free).norm(),
+                            g.norm() / math.sqrt(max(g.numel(), 1)))).to(torch.float64)
+        self.s.defer(vals, self._judge_floor(opt, eps[0]))
+
+    def _judge_floor(self, opt: torch.optim.Optimizer, eps: float):
+        def callback(vals: list[float]) -> None:
+            kept, free, floor, ref, rms = vals
+            if not all(math.isfinite(v) for v in vals) or not (free > 0 and ref > 0):
+                return
+            observed, expected = kept / free, floor / ref
+            if not (expected >= FLOOR_EXPECTED and observed * FLOOR_GAP < expected):
+                return
+            name = type(opt).__name__
+            if self.s.reporter.has("optimizer-off-definition", f"{name}:reference"):
+                return  # already named as another algorithm's wrong copy
+            step = _raw_step(type(opt))
+            msg = (f"{name}'s denominator has a floor far above its eps ({eps:g}): run on copies of this step's "
+                   f"parameters and gradients (RMS {rms:.3g}) from a fresh state for {STEPS} steps, its update is "
+                   f"{observed:.3g} of the update with eps shrunk {1 / EPS_SHRINK:.0e}-fold, where a floor at eps "
+                   f"would keep {expected:.0%} of it. Something much larger than eps bounds the denominator (eps "
+                   "added under the square root as well as after it floors the root at sqrt(eps)), so wherever the "
+                   f"gradients are small, as this program's are, every step is about {expected / max(observed, 1e-300):.0f} "
+                   "times smaller than the algorithm's and the model barely moves, with no error.")
+            fix = ("add eps once, after the square root: denom = (exp_avg_sq / bias_correction2).sqrt().add_(eps) "
+                   "(or use torch.optim.Adam); if a floor inside the root is meant, give it its own, much smaller "
+                   "constant.")
+            self.s.report("optimizer-off-definition", msg, where=_use_line(step, "eps") or _step_line(step), fix=fix,
+                          key=f"{name}:eps")
+
+        return callback
+
+
+def _use_line(step: Any, key: str) -> str | None:
+    """``file:line`` of the first line of ``step`` that computes with the group's ``key`` (read inline, or through
+    a name it was read into), not merely reading it."""
+    try:
+        fn = inspect.unwrap(step)
+        lines, first = inspect.getsourcelines(fn)
+        filename = fn.__code__.co_filename
+    except (OSError, TypeError, AttributeError):
+        return None
+    read = re.compile(rf"""group(\[\s*['"]{re.escape(key)}['"]\s*\]|\.get\(\s*['"]{re.escape(key)}['"][^)]*\))""")
+    names: set[str] = set()
+    uses = []
+    for i, line in enumerate(lines):
+        code = line.split("#", 1)[0]
+        if not code.strip() or code.lstrip().startswith(("def ", "@")):
+            continue
+        m = re.match(r"\s*([\w\s,]+?)\s*=\s*([^=].*)$", code)
+        if m:
+            targets = [t.strip() for t in m.group(1).split(",")]
+            values = [v.strip() for v in m.group(2).split(",")] if len(targets) > 1 else [m.group(2).strip()]
+            reads = [t for t, v in zip(targets, values) if read.fullmatch(v)]
+            if reads and len(targets) == len(values) and all(
+                    read.fullmatch(v) or "group[" in v or "group.get" in v for v in values):
+                names.update(reads)
+                continue
+        if read.search(code) or any(re.search(rf"\b{re.escape(n)}\b", code) for n in names):
+            uses.append(i)
+    return short_location(filename, first + uses[0]) if uses else None
 
 
 __all__ = ["OptimizerDefinitionChecks", "algorithm"]

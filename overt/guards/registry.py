@@ -58,6 +58,7 @@ from overt.guards.recompute import RecomputeChecks
 from overt.guards.gradinv import GradLinearityChecks
 from overt.guards.lengths import LengthChecks
 from overt.guards.horizon import HorizonChecks
+from overt.guards.schednever import ScheduleNeverStepped
 from overt.guards.warmupend import WarmupEndChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
@@ -212,6 +213,7 @@ CHECKS: tuple[type[Check], ...] = (
     AutocastCacheChecks,
     SchedulerChecks,
     HorizonChecks,
+    ScheduleNeverStepped,
     WarmupEndChecks,
     GroupsLeftBehind,
     GroupRates,

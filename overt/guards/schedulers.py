@@ -76,6 +76,7 @@ class SchedulerChecks(Check):
         self.any_sched: list[list[Any]] = []  # [scheduler, its optimizer, sched_count, other_steps] of every scheduler
         self.any_ids: set[int] = set()
         self.sites: dict[int, str] = {}  # id(scheduler) -> the user's line where it was first seen stepping
+        self.first: dict[int, tuple[int, int]] = {}  # id(scheduler) -> (last_epoch, its optimizer's steps) when found
         self.lrs: dict[int, tuple[int, list[float], list[float]]] = {}  # id(OptInfo) -> (steps, lrs, peaks)
         self.writes = LrWrites(session)  # lr-overwritten-by-scheduler (lroverride.py)
 
@@ -85,6 +86,9 @@ class SchedulerChecks(Check):
         if scheduler is not None and opt is not None and id(scheduler) not in self.any_ids:
             self.any_ids.add(id(scheduler))
             self.sites[id(scheduler)] = user_location(2) or ""
+            last = getattr(scheduler, "last_epoch", None)  # (add runs before the step that found it: its count after)
+            if isinstance(last, int):
+                self.first[id(scheduler)] = (last + 1, self._steps(opt))
             self.any_sched.append([scheduler, opt, getattr(scheduler, "last_epoch", 0), self._steps(opt),
                                    self._others()])
             self._rate_lambda(scheduler)

@@ -571,6 +571,10 @@ EXPECTED = {
     # aggregate)
     "w326_ema_weights_copied_into_live_model": ("run",),
     "w375_fedavg_coefficients_do_not_sum_to_one": ("run",),
+    # session 54 (optim19): a OneCycleLR built and never stepped (scheduler-cadence, schednever.py); a hand-written
+    # Adam whose denominator is floored at sqrt(eps) (optimizer-off-definition, optdef.py's eps-floor premise)
+    "w401_one_cycle_step_guard_inverted": ("run",),
+    "w402_eps_inside_and_outside_square_root": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
