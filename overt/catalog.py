@@ -886,6 +886,12 @@ ENTRIES: tuple[Entry, ...] = (
           "never reaches the layers that computed the distribution (a VAE's encoder learns only from the KL term "
           "and the posterior collapses); rsample() carries it",
           _E, False, True),
+    Entry("log-scale-non-negative", "OVT549", "a Gaussian sample's log-variance passed through a non-negative "
+          "function, so its standard deviation never falls below 1",
+          "a log-variance (or log standard deviation) through softplus, relu, exp, sigmoid or abs before exp() can "
+          "only be non-negative: every reparameterised draw is at least as wide as a unit prior, the latent code is "
+          "drowned in that noise and the KL term cannot reach its optimum, while training runs normally",
+          _W, False, True),
     Entry("adapter-not-identity-at-init", "OVT438", "an adapter whose added branch is not zero before training",
           "a LoRA or adapter branch added to a frozen pretrained module must start at zero (one factor, LoRA's B "
           "or the up-projection, initialised to zero): drawn at random it perturbs every adapted layer at step 0, "

@@ -571,6 +571,9 @@ EXPECTED = {
     # aggregate)
     "w326_ema_weights_copied_into_live_model": ("run",),
     "w375_fedavg_coefficients_do_not_sum_to_one": ("run",),
+    # session 54 (latent19): a VAE's log-variance through softplus, so the sample's standard deviation is at least 1
+    # (log-scale-non-negative, overt/guards/scalefloor.py)
+    "w403_log_variance_through_softplus": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

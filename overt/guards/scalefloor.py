@@ -1,0 +1,308 @@
+"""Guard on a Gaussian sample whose log-scale cannot be negative (slug ``log-scale-non-negative``, issue 33, the
+wild corpus's w403).
+
+The premise: the log-variance (or log standard deviation) that a reparameterised Gaussian sample exponentiates is a
+free real number -- that is why it is parameterised in the log.  Passed through a function whose output is never
+negative (``softplus``, ``relu``, ``exp``, ``sigmoid``, ``abs``, a square) before the exponential, it can only be
+non-negative, so the standard deviation ``exp(0.5 * logvar)`` never falls below 1: every draw is at least as wide
+as a unit prior, a VAE's latent code is drowned in unit noise, the KL term cannot reach the posterior the data ask
+for, and nothing fails (wohlert/semi-supervised-pytorch#16: "it leads to log_var being positive only").  A positive
+function applied to the *scale itself* (``std = softplus(s)``) is correct and is not this.
+
+What is proven, on at most :data:`MAX_WINDOWS` checked steps (from the step's first checked forward to its
+optimizer step; no work on any other step): while the window lasts, ``torch.randn``, ``torch.randn_like``,
+``torch.normal`` and ``Tensor.normal_`` (what ``torch.distributions``' ``rsample`` draws with) are wrapped and the
+storage of each draw is noted.  When the step's loss is backwarded (:mod:`overt.guards.termscale`'s wrapper of
+``torch.autograd.backward`` hands over the root), its autograd graph is walked (at most :data:`MAX_NODES` nodes)
+for a product of such a draw with a tensor that carries a gradient -- the ``scale * eps`` of a reparameterised
+sample -- and the scale's chain is read down: positive powers, square roots and multiplications or divisions by a
+positive constant (read from the node's saved scalar, a CPU number: no device read), then ``exp``, then the
+log-scale's own positive constant factors and shifts, down to the function that made it.  Reported when that
+function is one of the non-negative ones above and the log-scale's lower bound, computed through the chain, is at
+least 0 (so the standard deviation's is at least 1).  Silent when any link is unknown (a shift whose constant
+autograd does not keep, a constant on the device, an operation outside the list), when the scale is made
+positive without an exponential (``softplus`` of the scale), when the log-scale's floor is below 0 (a chosen
+minimum spread such as ``exp(softplus(s) - 5)``), and when the noise does not come from one of the draws above.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.where import user_location
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+    from overt.guards.watched import ModelInfo, OptInfo
+
+SLUG = "log-scale-non-negative"
+MAX_WINDOWS = 3  # checked steps watched
+MAX_NODES = 4000  # autograd nodes walked per backward
+MAX_DRAWS = 64  # noise draws noted per window
+MAX_CHAIN = 24  # links read down a scale's chain
+
+# the functions whose output is never negative, by their autograd node (the producer of the log-scale)
+_NON_NEGATIVE = {"SoftplusBackward0": "softplus", "ReluBackward0": "relu", "ExpBackward0": "exp",
+                 "SigmoidBackward0": "sigmoid", "AbsBackward0": "abs", "Relu6Backward0": "relu6",
+                 "HardsigmoidBackward0": "hardsigmoid"}
+# nodes that only move, copy or pick values: a bound passes through them unchanged
+_SHAPE = frozenset({"ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "ExpandBackward0",
+                    "CloneBackward0", "UnsqueezeBackward0", "SqueezeBackward0", "SqueezeBackward1",
+                    "SqueezeBackward2", "SqueezeBackward3", "SliceBackward0", "SplitBackward0",
+                    "SplitWithSizesBackward0", "SelectBackward0", "UnbindBackward0", "ToCopyBackward0",
+                    "PermuteBackward0", "TransposeBackward0", "TBackward0", "AliasBackward0",
+                    "ContiguousBackward0", "NarrowBackward0"})
+# the draws of standard normal noise, wrapped while a window lasts: (owner, attribute)
+_DRAWS = ((torch, "randn"), (torch, "randn_like"), (torch, "normal"), (torch.Tensor, "normal_"))
+
+
+def _number(v: Any) -> float | None:
+    """A saved constant as a float: a Python number, or a one-element tensor on the CPU (read without a device
+    synchronisation); None otherwise."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, torch.Tensor) and v.numel() == 1 and v.device.type == "cpu" and not v.requires_grad:
+        return float(v.item())
+    return None
+
+
+def _saved(fn: Any, attr: str) -> Any:
+    try:
+        return getattr(fn, attr)
+    except Exception:  # freed, or not saved by this node
+        return None
+
+
+def _graph_child(fn: Any) -> tuple[Any, float | None, str] | None:
+    """For a node of two inputs of which exactly one carries a gradient: (that input's node, the other input as a
+    constant when autograd saved it, the node's kind); None otherwise."""
+    nxt = fn.next_functions
+    if len(nxt) != 2:
+        return None
+    a, b = nxt[0][0], nxt[1][0]
+    if (a is None) == (b is None):
+        return None
+    name = type(fn).__name__
+    if a is not None:
+        return a, _number(_saved(fn, "_saved_other")), name + ":self"
+    return b, _number(_saved(fn, "_saved_self")), name + ":other"
+
+
+def _step(fn: Any) -> tuple[Any, Any] | None:
+    """One link of a chain of monotone increasing maps: (the node below, a function mapping a lower bound of the
+    node below's values to one of this node's), or None when the link is not such a map (or its constant is not
+    known)."""
+    name = type(fn).__name__
+    if name in _SHAPE:
+        nxt = [n for n, _ in fn.next_functions if n is not None]
+        return (nxt[0], lambda lb: lb) if len(nxt) == 1 else None
+    if name == "ExpBackward0":
+        return fn.next_functions[0][0], math.exp
+    if name == "SqrtBackward0":
+        return fn.next_functions[0][0], lambda lb: math.sqrt(max(lb, 0.0))
+    if name == "PowBackward0":
+        p = _number(_saved(fn, "_saved_exponent"))
+        if p is None or p <= 0:
+            return None
+        return fn.next_functions[0][0], lambda lb, p=p: max(lb, 0.0) ** p if lb >= 0 else None
+    if name in ("MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1"):
+        if name.endswith("1"):  # a Python scalar: one input
+            c = _number(_saved(fn, "_saved_other"))
+            child = fn.next_functions[0][0]
+            side = "self"
+        else:
+            got = _graph_child(fn)
+            if got is None:
+                return None
+            child, c, side = got[0], got[1], got[2].split(":")[1]
+        if c is None or c <= 0 or not math.isfinite(c) or child is None:
+            return None
+        if name.startswith("Div"):
+            if side != "self":  # constant / x: decreasing
+                return None
+            return child, lambda lb, c=c: lb / c
+        return child, lambda lb, c=c: lb * c
+    return None  # (a shift by a constant: autograd does not keep the constant, so its sign is unknown)
+
+
+def scale_floor(fn: Any) -> tuple[float, str] | None:
+    """The lower bound of the values of the node ``fn`` (the scale multiplying the noise) and the name of the
+    non-negative function it comes from, when ``fn`` is ``g(exp(h(f(...))))`` with ``g`` and ``h`` increasing
+    maps of the kinds :func:`_step` reads and ``f`` never negative; None otherwise (or when the log-scale's bound,
+    ``h(0)``, is below 0)."""
+    above: list[Any] = []  # the maps between the scale and its exp, outermost first
+    node = fn
+    for _ in range(MAX_CHAIN):
+        if node is None:
+            return None
+        if type(node).__name__ == "ExpBackward0":
+            break
+        link = _step(node)
+        if link is None:
+            return None
+        above.append(link[1])
+        node = link[0]
+    else:
+        return None
+    below: list[Any] = []  # the maps between the exp and the non-negative function, outermost first
+    node = node.next_functions[0][0]
+    for _ in range(MAX_CHAIN):
+        if node is None:
+            return None
+        name = type(node).__name__
+        producer = _NON_NEGATIVE.get(name)
+        if producer is None and name == "PowBackward0":
+            p = _number(_saved(node, "_saved_exponent"))
+            if p is not None and p > 0 and p == int(p) and int(p) % 2 == 0:
+                producer = "an even power"
+        if producer is not None:
+            lb = 0.0
+            for f in reversed(below):
+                lb = f(lb)
+                if lb is None:
+                    return None
+            if lb < 0:  # a floor chosen below 1 (exp(softplus(s) - 5)): a minimum spread, not this
+                return None
+            lb = math.exp(lb)
+            for f in reversed(above):
+                lb = f(lb)
+                if lb is None:
+                    return None
+            return lb, producer
+        link = _step(node)
+        if link is None or name == "ExpBackward0":
+            return None
+        below.append(link[1])
+        node = link[0]
+    return None
+
+
+class ScaleFloorChecks(Check):
+    name = "scalefloor"
+
+    def __init__(self, session: GuardSession):
+        super().__init__(session)
+        self.windows = 0
+        self.open = False
+        self.swapped: list[tuple[Any, str, Any, bool]] = []  # (owner, attribute, original, owned by the owner)
+        self.draws: dict[int, tuple[torch.Tensor, str | None]] = {}  # storage pointer -> (draw, its user line)
+        self.done = False
+
+    # -- the window: a checked step, from its first forward to its optimizer step -------------------------
+    def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
+        if self.open or self.done or self.windows >= MAX_WINDOWS or not self.s.armed:
+            return
+        self.windows += 1
+        self.open = True
+        for owner, attr in _DRAWS:
+            orig = getattr(owner, attr, None)
+            if orig is None:
+                continue
+            self.swapped.append((owner, attr, orig, attr in vars(owner)))
+            setattr(owner, attr, self._wrap(orig))
+
+    def _wrap(self, orig: Any) -> Any:
+        check = self
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            out = orig(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and out.is_floating_point() and len(check.draws) < MAX_DRAWS \
+                    and not out.requires_grad:
+                check.draws[out.data_ptr()] = (out, user_location(2))
+            return out
+
+        draw.__wrapped__ = orig  # type: ignore[attr-defined]
+        return draw
+
+    def _close(self) -> None:
+        for owner, attr, orig, owned in reversed(self.swapped):
+            if owned:
+                setattr(owner, attr, orig)
+            else:
+                try:
+                    delattr(owner, attr)
+                except AttributeError:
+                    setattr(owner, attr, orig)
+        self.swapped = []
+        self.draws = {}
+        self.open = False
+
+    def after_checked_step(self, oi: OptInfo) -> None:
+        if self.open:
+            self._close()
+
+    def end_of_run(self) -> None:
+        if self.open:
+            self._close()
+
+    def on_crash(self, error: BaseException) -> None:
+        if self.open:
+            self._close()
+
+    def remove_hooks(self) -> None:
+        if self.open:
+            self._close()
+
+    # -- the backward of a checked step: the loss's graph ----------------------------------------------------
+    def on_backward(self, tensors: Any) -> None:
+        if not self.open or not self.draws or self.done:
+            return
+        roots = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+        todo = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        seen: set[int] = set()
+        while todo and len(seen) < MAX_NODES:
+            fn = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            if type(fn).__name__ == "MulBackward0":
+                hit = self._noise_product(fn)
+                if hit is not None:
+                    self._report(*hit)
+                    return
+            for n, _ in fn.next_functions:
+                if n is not None and id(n) not in seen:
+                    todo.append(n)
+
+    def _noise_product(self, fn: Any) -> tuple[float, str, str | None] | None:
+        """(the scale's floor, the non-negative function, the draw's line) when ``fn`` multiplies a noted draw by
+        a scale whose log cannot be negative."""
+        got = _graph_child(fn)
+        if got is None:
+            return None
+        child, _, side = got
+        noise = _saved(fn, "_saved_other" if side.endswith("self") else "_saved_self")
+        if not isinstance(noise, torch.Tensor) or noise.requires_grad:
+            return None
+        drawn = self.draws.get(noise.data_ptr())
+        if drawn is None or drawn[0].shape != noise.shape:
+            return None
+        found = scale_floor(child)
+        if found is None or found[0] < 1.0 - 1e-6:
+            return None
+        return found[0], found[1], drawn[1]
+
+    def _report(self, floor: float, producer: str, line: str | None) -> None:
+        self.done = True
+        self._close()
+        where = line or "the Gaussian sample"
+        msg = (f"the Gaussian noise drawn{f' at {line}' if line else ''} is multiplied by a standard deviation "
+               f"computed as exp of a log-scale that comes out of {producer}, a function that is never negative: "
+               f"the log-variance (or log standard deviation) can never go below 0, so the standard deviation of "
+               f"every draw is at least {floor:.3g}. A log-scale is parameterised in the log to range over all reals; "
+               "kept non-negative, the posterior can never be narrower than a unit prior, the latent code is drowned "
+               "in that noise and the KL term cannot reach the posterior the data ask for -- training runs, "
+               "reconstructs worse and pays a larger KL, with no error.")
+        fix = (f"take the log-variance straight from the layer (log_var = linear(h), no {producer}); or, to keep a "
+               "positive function, apply it to the standard deviation itself (std = softplus(linear(h)) + 1e-4) and "
+               "sample mu + std * eps")
+        self.s.report(SLUG, msg, where=where, fix=fix, key=f"scale:{where}")
+
+
+__all__ = ["ScaleFloorChecks", "scale_floor"]
