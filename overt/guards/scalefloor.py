@@ -23,6 +23,18 @@ least 0 (so the standard deviation's is at least 1).  Silent when any link is un
 autograd does not keep, a constant on the device, an operation outside the list), when the scale is made
 positive without an exponential (``softplus`` of the scale), when the log-scale's floor is below 0 (a chosen
 minimum spread such as ``exp(softplus(s) - 5)``), and when the noise does not come from one of the draws above.
+
+A second premise on the same graph (slug ``sample-spread-unpriced``, the corpus's w350): a program that learns the
+spread of the Gaussian it samples from prices it in the loss -- a KL divergence to a prior, a log-density of the
+draw, an entropy.  Without such a term the log-scale's only gradient is the harm the noise does to the other terms,
+so the spread is driven to zero and the codes drift from the prior (facebookresearch/irmae#1: a VAE's loss without
+its KL term).  The graph is walked whole (a larger one is not judged), counting the nodes that read each edge (a
+node and its output index, so a ``chunk``'s halves are told apart); from the noise product's scale input down
+through elementwise links of one input (:data:`_SPREAD`: constant factors and shifts, ``exp``, roots, views) to the
+tensor they start from (a layer's output or a chunk of it, not a leaf parameter), the chain must pass through an
+``exp`` and every edge on it be read by that one node only.  Reported at the optimizer step when the window saw
+exactly one backward (a KL backwarded on its own is another graph); silent when anything else reads the log-scale,
+the standard deviation or a link between.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo, OptInfo
 
 SLUG = "log-scale-non-negative"
+UNPRICED = "sample-spread-unpriced"
 MAX_WINDOWS = 3  # checked steps watched
 MAX_NODES = 4000  # autograd nodes walked per backward
 MAX_DRAWS = 64  # noise draws noted per window
@@ -183,6 +196,39 @@ def scale_floor(fn: Any) -> tuple[float, str] | None:
     return None
 
 
+# nodes of one input that compute a log-scale's spread from it elementwise (a constant factor or shift, exp, a root)
+_SPREAD = frozenset({"ExpBackward0", "SqrtBackward0", "PowBackward0", "MulBackward0", "MulBackward1", "DivBackward0",
+                     "DivBackward1", "AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "NegBackward0",
+                     "RsubBackward1", "ClampMinBackward0", "ClampBackward1"}) | _SHAPE
+# views whose one node serves several outputs (chunk, unbind): the log-scale is one of them, the walk ends there
+_MULTI = frozenset({"SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0"})
+
+
+def spread_edges(mul: Any, child_nr: int) -> list[tuple[int, int]] | None:
+    """The edges ``(id(node), output_nr)`` from the noise product ``mul``'s scale input down to the tensor the
+    scale is computed from elementwise (the log-scale: the first node outside :data:`_SPREAD`, or a chunk of a
+    layer's output), when the chain passes through an ``exp`` and that tensor is computed by the program (not a
+    leaf parameter); None otherwise."""
+    node, nr = mul.next_functions[child_nr]
+    edges: list[tuple[int, int]] = []
+    seen_exp = False
+    for _ in range(MAX_CHAIN):
+        if node is None:
+            return None
+        edges.append((id(node), nr))
+        name = type(node).__name__
+        if name == "AccumulateGrad":
+            return None
+        if name in _MULTI or name not in _SPREAD:
+            return edges if seen_exp else None
+        live = [(n, k) for n, k in node.next_functions if n is not None]
+        if len(live) != 1:
+            return edges if seen_exp else None
+        seen_exp = seen_exp or name == "ExpBackward0"
+        node, nr = live[0]
+    return None
+
+
 class ScaleFloorChecks(Check):
     name = "scalefloor"
 
@@ -193,10 +239,13 @@ class ScaleFloorChecks(Check):
         self.swapped: list[tuple[Any, str, Any, bool]] = []  # (owner, attribute, original, owned by the owner)
         self.draws: dict[int, tuple[torch.Tensor, str | None]] = {}  # storage pointer -> (draw, its user line)
         self.done = False
+        self.unpriced_done = False
+        self.backwards = 0  # backwards of the open window
+        self.unpriced: str | None = None  # the line of a draw whose spread no other term of the loss reads
 
     # -- the window: a checked step, from its first forward to its optimizer step -------------------------
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        if self.open or self.done or self.windows >= MAX_WINDOWS or not self.s.armed:
+        if self.open or (self.done and self.unpriced_done) or self.windows >= MAX_WINDOWS or not self.s.armed:
             return
         self.windows += 1
         self.open = True
@@ -232,10 +281,16 @@ class ScaleFloorChecks(Check):
         self.swapped = []
         self.draws = {}
         self.open = False
+        self.backwards = 0
+        self.unpriced = None
 
     def after_checked_step(self, oi: OptInfo) -> None:
-        if self.open:
-            self._close()
+        if not self.open:
+            return
+        line, one = self.unpriced, self.backwards == 1
+        self._close()
+        if line is not None and one:  # one backward: the whole loss was seen (no KL backwarded on its own)
+            self._report_unpriced(line)
 
     def end_of_run(self) -> None:
         if self.open:
@@ -251,46 +306,58 @@ class ScaleFloorChecks(Check):
 
     # -- the backward of a checked step: the loss's graph ----------------------------------------------------
     def on_backward(self, tensors: Any) -> None:
-        if not self.open or not self.draws or self.done:
+        if not self.open or not self.draws:
             return
+        self.backwards += 1
         roots = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
         todo = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         seen: set[int] = set()
-        while todo and len(seen) < MAX_NODES:
+        readers: dict[tuple[int, int], int] = {}  # edge (id(node), output_nr) -> how many nodes read it
+        products: list[tuple[Any, int, str | None]] = []  # noise products: (node, scale input, the draw's line)
+        while todo:
+            if len(seen) >= MAX_NODES:
+                products = []  # a graph not walked whole: no edge's readers are known
+                break
             fn = todo.pop()
             if id(fn) in seen:
                 continue
             seen.add(id(fn))
-            if type(fn).__name__ == "MulBackward0":
+            if type(fn).__name__ == "MulBackward0" and len(products) < MAX_DRAWS:
                 hit = self._noise_product(fn)
                 if hit is not None:
-                    self._report(*hit)
-                    return
-            for n, _ in fn.next_functions:
-                if n is not None and id(n) not in seen:
-                    todo.append(n)
+                    products.append(hit)
+            for n, k in fn.next_functions:
+                if n is not None:
+                    readers[(id(n), k)] = readers.get((id(n), k), 0) + 1
+                    if id(n) not in seen:
+                        todo.append(n)
+        for fn, nr, line in products:
+            if not self.done:
+                found = scale_floor(fn.next_functions[nr][0])
+                if found is not None and found[0] >= 1.0 - 1e-6:
+                    self._report(found[0], found[1], line)
+            if not self.unpriced_done and self.unpriced is None:
+                edges = spread_edges(fn, nr)
+                if edges is not None and all(readers.get(e, 0) == 1 for e in edges):
+                    self.unpriced = line or "the Gaussian sample"
 
-    def _noise_product(self, fn: Any) -> tuple[float, str, str | None] | None:
-        """(the scale's floor, the non-negative function, the draw's line) when ``fn`` multiplies a noted draw by
-        a scale whose log cannot be negative."""
-        got = _graph_child(fn)
-        if got is None:
+    def _noise_product(self, fn: Any) -> tuple[Any, int, str | None] | None:
+        """(``fn``, the index of its input that carries a gradient, the draw's line) when ``fn`` multiplies a draw
+        noted in this window by a tensor that carries a gradient."""
+        nxt = fn.next_functions
+        if len(nxt) != 2 or (nxt[0][0] is None) == (nxt[1][0] is None):
             return None
-        child, _, side = got
-        noise = _saved(fn, "_saved_other" if side.endswith("self") else "_saved_self")
+        nr = 0 if nxt[0][0] is not None else 1
+        noise = _saved(fn, "_saved_other" if nr == 0 else "_saved_self")
         if not isinstance(noise, torch.Tensor) or noise.requires_grad:
             return None
         drawn = self.draws.get(noise.data_ptr())
         if drawn is None or drawn[0].shape != noise.shape:
             return None
-        found = scale_floor(child)
-        if found is None or found[0] < 1.0 - 1e-6:
-            return None
-        return found[0], found[1], drawn[1]
+        return fn, nr, drawn[1]
 
     def _report(self, floor: float, producer: str, line: str | None) -> None:
         self.done = True
-        self._close()
         where = line or "the Gaussian sample"
         msg = (f"the Gaussian noise drawn{f' at {line}' if line else ''} is multiplied by a standard deviation "
                f"computed as exp of a log-scale that comes out of {producer}, a function that is never negative: "
@@ -304,5 +371,18 @@ class ScaleFloorChecks(Check):
                "sample mu + std * eps")
         self.s.report(SLUG, msg, where=where, fix=fix, key=f"scale:{where}")
 
+    def _report_unpriced(self, line: str) -> None:
+        self.unpriced_done = True
+        msg = (f"the Gaussian noise drawn at {line} is multiplied by a standard deviation computed as exp of a "
+               "log-scale that the rest of the loss never reads: no term of the loss backwarded on this step prices "
+               "the sample's spread (a KL divergence to the prior, a log-density, an entropy), so its only gradient "
+               "is the harm the noise does to the other terms, which drives the spread toward zero. The sample "
+               "becomes deterministic and nothing keeps the codes near the prior: a VAE trained so is an "
+               "autoencoder with noise, whose samples from the prior decode to nothing -- with no error.")
+        fix = ("add the term that prices the distribution to the loss, e.g. for a VAE loss = reconstruction + beta * "
+               "KL with KL = -0.5 * (1 + log_var - mu**2 - log_var.exp()).sum(-1).mean() (or "
+               "torch.distributions.kl_divergence(q, prior)); for a policy, the entropy or log_prob term")
+        self.s.report(UNPRICED, msg, where=line, fix=fix, key=f"unpriced:{line}")
 
-__all__ = ["ScaleFloorChecks", "scale_floor"]
+
+__all__ = ["ScaleFloorChecks", "scale_floor", "spread_edges"]

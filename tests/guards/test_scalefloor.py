@@ -91,3 +91,61 @@ def test_the_floor_is_read_through_the_chain():
     assert scale_floor(torch.exp(F.softplus(h) - 1.0).grad_fn) is None  # a shift autograd does not keep
     assert scale_floor(F.softplus(h).grad_fn) is None  # a positive scale without exp
     assert scale_floor(torch.exp(-0.5 * F.softplus(h)).grad_fn) is None  # decreasing: a ceiling, not a floor
+
+
+# -- sample-spread-unpriced: the same module's second premise -------------------------------------------------------
+UNPRICED = "sample-spread-unpriced"
+
+
+class Encoder(nn.Module):
+    def __init__(self, leaf: bool = False):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16))
+        self.dec = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 64))
+        self.log_std = nn.Parameter(torch.zeros(8)) if leaf else None
+
+    def forward(self, x: torch.Tensor):
+        mu, log_var = self.enc(x).chunk(2, -1)
+        if self.log_std is not None:  # a learned parameter, not an encoder's output
+            z = mu + torch.randn_like(mu) * self.log_std.exp()
+        else:
+            z = mu + torch.randn_like(mu) * (0.5 * log_var).exp()
+        recon = F.binary_cross_entropy_with_logits(self.dec(z), x, reduction="none").sum(-1).mean()
+        kl = -0.5 * (1 + log_var - mu ** 2 - log_var.exp()).sum(-1).mean()
+        return recon, kl, mu, log_var, z
+
+
+def _run_unpriced(mode: str) -> list:
+    def train():
+        torch.manual_seed(0)
+        model = Encoder(leaf=mode == "leaf")
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for xb, _ in batches(64, 12):
+            opt.zero_grad()
+            recon, kl, mu, log_var, z = model(xb)
+            if mode == "separate":  # the KL backwarded on its own: the whole loss is not one graph
+                recon.backward(retain_graph=True)
+                kl.backward()
+            elif mode == "log_prob":  # a Monte Carlo KL: log q(z) - log p(z) reads the scale
+                q = Normal(mu, (0.5 * log_var).exp())
+                (recon + (q.log_prob(z) - Normal(0.0, 1.0).log_prob(z)).sum(-1).mean()).backward()
+            elif mode in ("nokl", "leaf"):
+                recon.backward()
+            else:
+                (recon + 0.1 * kl).backward()
+            opt.step()
+
+    return [f for f in guarded_run(train)[0] if f.slug == UNPRICED]
+
+
+def test_a_vae_without_its_kl_term_is_named_at_the_draw():
+    findings = _run_unpriced("nokl")
+    assert len(findings) == 1, findings
+    f = findings[0]
+    assert "the rest of the loss never reads" in f.message and "test_scalefloor.py:" in f.where
+    assert "KL" in f.fix
+
+
+def test_silent_with_a_kl_a_log_density_a_separate_backward_or_a_leaf_scale():
+    for mode in ("kl", "log_prob", "separate", "leaf"):
+        assert _run_unpriced(mode) == [], mode
