@@ -313,6 +313,7 @@ class ScaleFloorChecks(Check):
         todo = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         seen: set[int] = set()
         readers: dict[tuple[int, int], int] = {}  # edge (id(node), output_nr) -> how many nodes read it
+        first: dict[int, Any] = {}  # id(node) -> the first node seen reading its output 0 (a product's sum)
         products: list[tuple[Any, int, str | None]] = []  # noise products: (node, scale input, the draw's line)
         while todo:
             if len(seen) >= MAX_NODES:
@@ -329,6 +330,8 @@ class ScaleFloorChecks(Check):
             for n, k in fn.next_functions:
                 if n is not None:
                     readers[(id(n), k)] = readers.get((id(n), k), 0) + 1
+                    if k == 0:
+                        first.setdefault(id(n), fn)
                     if id(n) not in seen:
                         todo.append(n)
         for fn, nr, line in products:
@@ -338,8 +341,21 @@ class ScaleFloorChecks(Check):
                     self._report(found[0], found[1], line)
             if not self.unpriced_done and self.unpriced is None:
                 edges = spread_edges(fn, nr)
-                if edges is not None and all(readers.get(e, 0) == 1 for e in edges):
+                if edges is not None and all(readers.get(e, 0) == 1 for e in edges) \
+                        and self._read_once(fn, readers, first):
                     self.unpriced = line or "the Gaussian sample"
+
+    @staticmethod
+    def _read_once(fn: Any, readers: dict[tuple[int, int], int], first: dict[int, Any]) -> bool:
+        """Whether the draw ``fn`` makes (the product, or the sum ``loc + scale * eps`` that reads it) is read by
+        one node only: a second reader (an adversarial autoencoder's discriminator on the codes) may price the
+        spread through the draw itself."""
+        if readers.get((id(fn), 0), 0) != 1:
+            return False
+        parent = first.get(id(fn))
+        if parent is not None and type(parent).__name__ in ("AddBackward0", "SubBackward0"):
+            return readers.get((id(parent), 0), 0) == 1
+        return True
 
     def _noise_product(self, fn: Any) -> tuple[Any, int, str | None] | None:
         """(``fn``, the index of its input that carries a gradient, the draw's line) when ``fn`` multiplies a draw

@@ -103,6 +103,7 @@ class Encoder(nn.Module):
         self.enc = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16))
         self.dec = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 64))
         self.log_std = nn.Parameter(torch.zeros(8)) if leaf else None
+        self.critic = nn.Linear(8, 1)
 
     def forward(self, x: torch.Tensor):
         mu, log_var = self.enc(x).chunk(2, -1)
@@ -131,6 +132,9 @@ def _run_unpriced(mode: str) -> list:
                 (recon + (q.log_prob(z) - Normal(0.0, 1.0).log_prob(z)).sum(-1).mean()).backward()
             elif mode in ("nokl", "leaf"):
                 recon.backward()
+            elif mode == "adversarial":  # an adversarial autoencoder: a critic on the codes prices their spread
+                fooled = F.binary_cross_entropy_with_logits(model.critic(z), torch.ones(len(z), 1))
+                (recon + fooled).backward()
             else:
                 (recon + 0.1 * kl).backward()
             opt.step()
@@ -146,6 +150,6 @@ def test_a_vae_without_its_kl_term_is_named_at_the_draw():
     assert "KL" in f.fix
 
 
-def test_silent_with_a_kl_a_log_density_a_separate_backward_or_a_leaf_scale():
-    for mode in ("kl", "log_prob", "separate", "leaf"):
+def test_silent_with_a_kl_a_log_density_a_separate_backward_a_leaf_scale_or_a_critic_on_the_codes():
+    for mode in ("kl", "log_prob", "separate", "leaf", "adversarial"):
         assert _run_unpriced(mode) == [], mode
