@@ -3,7 +3,7 @@ wild corpus's w403).
 
 The premise: the log-variance (or log standard deviation) that a reparameterised Gaussian sample exponentiates is a
 free real number -- that is why it is parameterised in the log.  Passed through a function whose output is never
-negative (``softplus``, ``relu``, ``exp``, ``sigmoid``, ``abs``, a square) before the exponential, it can only be
+negative (``softplus``, ``relu``, ``exp``, ``sigmoid``, ``abs``, a square, ``clamp(min=0)``) before the exponential, it can only be
 non-negative, so the standard deviation ``exp(0.5 * logvar)`` never falls below 1: every draw is at least as wide
 as a unit prior, a VAE's latent code is drowned in unit noise, the KL term cannot reach the posterior the data ask
 for, and nothing fails (wohlert/semi-supervised-pytorch#16: "it leads to log_var being positive only").  A positive
@@ -170,12 +170,17 @@ def scale_floor(fn: Any) -> tuple[float, str] | None:
             return None
         name = type(node).__name__
         producer = _NON_NEGATIVE.get(name)
+        floor = 0.0
         if producer is None and name == "PowBackward0":
             p = _number(_saved(node, "_saved_exponent"))
             if p is not None and p > 0 and p == int(p) and int(p) % 2 == 0:
                 producer = "an even power"
+        if producer is None and name in ("ClampMinBackward0", "ClampBackward1"):
+            m = _number(_saved(node, "_saved_min"))
+            if m is not None and m >= 0:
+                producer, floor = f"clamp(min={m:g})", m
         if producer is not None:
-            lb = 0.0
+            lb = floor
             for f in reversed(below):
                 lb = f(lb)
                 if lb is None:

@@ -87,6 +87,8 @@ def test_the_floor_is_read_through_the_chain():
     assert scale_floor((0.5 * F.softplus(h)).exp().grad_fn) == (1.0, "softplus")
     assert scale_floor(torch.exp(F.relu(h) / 2).sqrt().grad_fn) == (1.0, "relu")
     assert scale_floor(torch.exp(h.pow(2)).pow(0.5).grad_fn) == (1.0, "an even power")
+    assert scale_floor(torch.exp(0.5 * h.clamp(min=0)).grad_fn) == (1.0, "clamp(min=0)")
+    assert scale_floor(torch.exp(0.5 * h.clamp(min=-8.0)).grad_fn) is None  # a floor on the log-scale below 0
     assert scale_floor(torch.exp(0.5 * h).grad_fn) is None  # a free log-scale
     assert scale_floor(torch.exp(F.softplus(h) - 1.0).grad_fn) is None  # a shift autograd does not keep
     assert scale_floor(F.softplus(h).grad_fn) is None  # a positive scale without exp
