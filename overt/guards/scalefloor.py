@@ -3,16 +3,18 @@ wild corpus's w403).
 
 The premise: the log-variance (or log standard deviation) that a reparameterised Gaussian sample exponentiates is a
 free real number -- that is why it is parameterised in the log.  Passed through a function whose output is never
-negative (``softplus``, ``relu``, ``exp``, ``sigmoid``, ``abs``, a square, ``clamp(min=0)``) before the exponential, it can only be
-non-negative, so the standard deviation ``exp(0.5 * logvar)`` never falls below 1: every draw is at least as wide
-as a unit prior, a VAE's latent code is drowned in unit noise, the KL term cannot reach the posterior the data ask
-for, and nothing fails (wohlert/semi-supervised-pytorch#16: "it leads to log_var being positive only").  A positive
-function applied to the *scale itself* (``std = softplus(s)``) is correct and is not this.
+negative (``softplus``, ``relu``, ``exp``, ``sigmoid``, ``abs``, a square, ``clamp(min=0)``) before the
+exponential, it can only be non-negative, so the standard deviation ``exp(0.5 * logvar)`` never falls below 1: every
+draw is at least as wide as a unit prior, a VAE's latent code is drowned in unit noise, the KL term cannot reach
+the posterior the data ask for, and nothing fails (wohlert/semi-supervised-pytorch#16: "it leads to log_var being
+positive only").  A positive function applied to the *scale itself* (``std = softplus(s)``) is correct and is not
+this.
 
 What is proven, on at most :data:`MAX_WINDOWS` checked steps (from the step's first checked forward to its
 optimizer step; no work on any other step): while the window lasts, ``torch.randn``, ``torch.randn_like``,
 ``torch.normal`` and ``Tensor.normal_`` (what ``torch.distributions``' ``rsample`` draws with) are wrapped and the
-storage of each draw is noted.  When the step's loss is backwarded (:mod:`overt.guards.termscale`'s wrapper of
+storage of each draw is noted (at most :data:`MAX_DRAWS` draws and :data:`MAX_BYTES` kept alive until the step;
+none while ``torch.compile`` traces).  When the step's loss is backwarded (:mod:`overt.guards.termscale`'s wrapper of
 ``torch.autograd.backward`` hands over the root), its autograd graph is walked (at most :data:`MAX_NODES` nodes)
 for a product of such a draw with a tensor that carries a gradient -- the ``scale * eps`` of a reparameterised
 sample -- and the scale's chain is read down: positive powers, square roots and multiplications or divisions by a
@@ -56,6 +58,7 @@ UNPRICED = "sample-spread-unpriced"
 MAX_WINDOWS = 3  # checked steps watched
 MAX_NODES = 4000  # autograd nodes walked per backward
 MAX_DRAWS = 64  # noise draws noted per window
+MAX_BYTES = 256 << 20  # bytes of draws a window keeps alive (until its optimizer step)
 MAX_CHAIN = 24  # links read down a scale's chain
 
 # the functions whose output is never negative, by their autograd node (the producer of the log-scale)
@@ -243,6 +246,7 @@ class ScaleFloorChecks(Check):
         self.open = False
         self.swapped: list[tuple[Any, str, Any, bool]] = []  # (owner, attribute, original, owned by the owner)
         self.draws: dict[int, tuple[torch.Tensor, str | None]] = {}  # storage pointer -> (draw, its user line)
+        self.held = 0  # bytes of the draws kept
         self.done = False
         self.unpriced_done = False
         self.backwards = 0  # backwards of the open window
@@ -266,9 +270,13 @@ class ScaleFloorChecks(Check):
 
         def draw(*args: Any, **kwargs: Any) -> Any:
             out = orig(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and out.is_floating_point() and len(check.draws) < MAX_DRAWS \
-                    and not out.requires_grad:
+            if torch.compiler.is_compiling() or not isinstance(out, torch.Tensor):
+                return out  # (traced by torch.compile: no storage to note)
+            size = out.numel() * out.element_size()
+            if out.is_floating_point() and not out.requires_grad and len(check.draws) < MAX_DRAWS \
+                    and check.held + size <= MAX_BYTES:
                 check.draws[out.data_ptr()] = (out, user_location(2))
+                check.held += size
             return out
 
         draw.__wrapped__ = orig  # type: ignore[attr-defined]
@@ -285,6 +293,7 @@ class ScaleFloorChecks(Check):
                     setattr(owner, attr, orig)
         self.swapped = []
         self.draws = {}
+        self.held = 0
         self.open = False
         self.backwards = 0
         self.unpriced = None
