@@ -888,6 +888,19 @@ ENTRIES: tuple[Entry, ...] = (
           "never reaches the layers that computed the distribution (a VAE's encoder learns only from the KL term "
           "and the posterior collapses); rsample() carries it",
           _E, False, True),
+    Entry("log-scale-non-negative", "OVT549", "a Gaussian sample's log-variance passed through a non-negative "
+          "function, so its standard deviation never falls below 1",
+          "a log-variance (or log standard deviation) through softplus, relu, exp, sigmoid or abs before exp() can "
+          "only be non-negative: every reparameterised draw is at least as wide as a unit prior, the latent code is "
+          "drowned in that noise and the KL term cannot reach its optimum, while training runs normally",
+          _W, False, True),
+    Entry("sample-spread-unpriced", "OVT550", "a reparameterised Gaussian sample whose learned spread no term of the "
+          "loss prices (a VAE without its KL term)",
+          "without a KL divergence to the prior, a log-density or an entropy reading the sample's scale, its only "
+          "gradient is the harm the noise does to the other terms: the spread is driven toward zero, the sample "
+          "becomes deterministic and the codes drift from the prior (a VAE becomes an autoencoder whose prior "
+          "samples decode to nothing), with no error",
+          _W, False, True),
     Entry("adapter-not-identity-at-init", "OVT438", "an adapter whose added branch is not zero before training",
           "a LoRA or adapter branch added to a frozen pretrained module must start at zero (one factor, LoRA's B "
           "or the up-projection, initialised to zero): drawn at random it perturbs every adapted layer at step 0, "

@@ -33,6 +33,7 @@ from overt.guards.quantsign import QuantSignChecks
 from overt.guards.affinepair import AffinePairChecks
 from overt.guards.residualskip import ResidualSkipChecks
 from overt.guards.samplegrad import SampleGradChecks
+from overt.guards.scalefloor import ScaleFloorChecks
 from overt.guards.evalcopy import EvalCopyChecks
 from overt.guards.evaldata import EvalDataChecks
 from overt.guards.evaldrop import EvalDropChecks
@@ -139,6 +140,7 @@ CHECKS: tuple[type[Check], ...] = (
     AffinePairChecks,
     ResidualSkipChecks,
     SampleGradChecks,
+    ScaleFloorChecks,
     AdversaryChecks,
     EvalCopyChecks,
     ShadowChecks,

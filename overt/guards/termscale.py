@@ -505,6 +505,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
+                floor = getattr(s, "scalefloor", None)  # reads the graph's noise products (log-scale-non-negative)
+                if floor is not None and floor.open:
+                    safely(floor.on_backward, tensors)
                 inv = getattr(s, "gradinv", None)  # hooks the nodes of user-written autograd.Functions
                 if inv is not None:
                     safely(inv.on_backward, tensors)

@@ -575,6 +575,12 @@ EXPECTED = {
     # Adam whose denominator is floored at sqrt(eps) (optimizer-off-definition, optdef.py's eps-floor premise)
     "w401_one_cycle_step_guard_inverted": ("run",),
     "w402_eps_inside_and_outside_square_root": ("run",),
+    # session 54 (latent19): a VAE's log-variance through softplus, so the sample's standard deviation is at least 1
+    # (log-scale-non-negative, overt/guards/scalefloor.py)
+    "w403_log_variance_through_softplus": ("run",),
+    # session 54 (latent19): a VAE trained without its KL term, so nothing in the loss reads the sample's log-scale
+    # but the sample (sample-spread-unpriced, overt/guards/scalefloor.py)
+    "w350_vae_loss_without_kl_term": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
