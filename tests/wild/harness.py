@@ -32,6 +32,7 @@ import contextlib
 import importlib
 import io
 import json
+import os
 import pkgutil
 import sys
 import tempfile
@@ -85,6 +86,19 @@ def _quiet():
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         yield out, err
+
+
+@contextlib.contextmanager
+def _in_dir(path: Path):
+    """Run a case's script with ``path`` as the working directory, as ``tests.wild.metrics`` does: what a script
+    writes by a relative name (a checkpoint, a feature cache) lands in the case's temporary folder, never in the
+    directory the runner was started from (the repository)."""
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 @contextlib.contextmanager
@@ -151,7 +165,8 @@ def run_face(case: ModuleType, bug: bool) -> FaceResult:
             return FaceResult(True, results[0])
         path = _write(tmp, case.script(bug))
         report = tmp / "report.json"
-        code, err = _run_script(path, report)
+        with _in_dir(tmp):
+            code, err = _run_script(path, report)
         slugs = _report_slugs(report)
         error = "" if code == 0 or slugs else err[-800:]
         return FaceResult(True, slugs, error)
@@ -178,7 +193,8 @@ def guard_face(case: ModuleType, bug: bool) -> FaceResult:
         tmp = Path(d)
         report = tmp / "report.json"
         path = _write(tmp, text.replace("_REPORT", repr(str(report))))
-        code, err, stopped = _run_plain(path)
+        with _in_dir(tmp):
+            code, err, stopped = _run_plain(path)
         slugs = _report_slugs(report) + stopped
         return FaceResult(True, slugs, "" if code == 0 or slugs else err[-800:])
 
