@@ -19,6 +19,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half test16    # round sixteen's test half
     python -m tests.wild.runner --faces run,lint --half test17    # round seventeen's test half (measured in session 52)
     python -m tests.wild.runner --faces run,lint --half test18    # round eighteen's test half (measured in session 53)
+    python -m tests.wild.runner --faces run,lint --half test19    # round nineteen's test half (held out)
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -57,8 +58,9 @@ def _commit() -> str:
 #: sixteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round sixteen") were, until the lead measured both halves
 #: in session 51; round seventeen's (drawn 2026-11-28, docs/wild.md "Issue 33, round seventeen") were, until the
 #: lead measured both halves in session 52; round eighteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round
-#: eighteen") were, until the lead measured both halves in session 53.
-UNMEASURED: tuple[str, ...] = ()
+#: eighteen") were, until the lead measured both halves in session 53; round nineteen's (drawn 2026-11-28,
+#: docs/wild.md "Issue 33, round nineteen") are, until the lead measures them.
+UNMEASURED: tuple[str, ...] = ("dev19", "test19")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "dev9", "test9", "dev10", "test10", "dev11", "test11", "dev12",
                                        "test12", "dev13", "test13", "dev14", "test14", "dev15",
                                        "test15", "dev16", "test16", "dev17", "test17", "dev18",
-                                       "test18", "all"),
+                                       "test18", "dev19", "test19", "all"),
                     default="all",
                     help="the half of the held-out split to run (tests/wild/split.json): dev/test for round "
                          "one (w01-w54), dev2/test2 for round two, dev3/test3 for round three, dev4/test4 for "
@@ -78,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                          "dev8/test8 for round eight, dev9/test9 for round nine, dev10/test10 for round ten, "
                          "dev11/test11 for round eleven, dev12/test12 for round twelve, dev13/test13 for round "
                          "thirteen, dev14/test14 for round fourteen, dev15/test15 for round fifteen, dev16/test16 for "
-                         "round sixteen, dev17/test17 for round seventeen, dev18/test18 for round eighteen (a new round "
-                         "is left out of 'all' until measured: UNMEASURED)")
+                         "round sixteen, dev17/test17 for round seventeen, dev18/test18 for round eighteen, "
+                         "dev19/test19 for round nineteen (a new round is left out of 'all' until measured: "
+                         "UNMEASURED)")
     ap.add_argument("--markdown", help="also write the per-case and per-half tables to this file")
     args = ap.parse_args(argv)
     faces = tuple(f for f in args.faces.split(",") if f)

@@ -78,6 +78,10 @@ Round eighteen: the reports N369-N388 (docs/wild.md, "Issue 33, round eighteen")
 seventeen was measured, are shuffled with ``random.Random(SEED18)`` into ``dev18`` and ``test18`` (10 and
 10).  The keys of rounds one to seventeen are written exactly as before.
 
+Round nineteen: the reports N389-N408 (docs/wild.md, "Issue 33, round nineteen"), gathered after round
+eighteen was measured, are shuffled with ``random.Random(SEED19)`` into ``dev19`` and ``test19`` (10 and
+10).  The keys of rounds one to eighteen are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -161,13 +165,17 @@ SEED18 = 3918
 #: the round-eighteen reports, in the order they were gathered (docs/wild.md, "Issue 33, round eighteen")
 NEW18 = [f"N{i:02d}" for i in range(369, 389)]
 
+SEED19 = 3919
+#: the round-nineteen reports, in the order they were gathered (docs/wild.md, "Issue 33, round nineteen")
+NEW19 = [f"N{i:02d}" for i in range(389, 409)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
 HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
           "dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10", "dev11", "test11",
           "dev12", "test12", "dev13", "test13", "dev14", "test14", "dev15", "test15",
-          "dev16", "test16", "dev17", "test17", "dev18", "test18")
+          "dev16", "test16", "dev17", "test17", "dev18", "test18", "dev19", "test19")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -182,7 +190,7 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
          seed9: int = SEED9, seed10: int = SEED10, seed11: int = SEED11,
          seed12: int = SEED12, seed13: int = SEED13, seed14: int = SEED14,
          seed15: int = SEED15, seed16: int = SEED16, seed17: int = SEED17,
-         seed18: int = SEED18) -> dict:
+         seed18: int = SEED18, seed19: int = SEED19) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
     N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
@@ -193,8 +201,8 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     ({"dev12", "test12"}: the halves of N249-N268), round thirteen ({"dev13", "test13"}: the halves of
     N269-N288), round fourteen ({"dev14", "test14"}: the halves of N289-N308), round fifteen
     ({"dev15", "test15"}: the halves of N309-N328), round sixteen ({"dev16", "test16"}: the halves
-    of N329-N348), round seventeen ({"dev17", "test17"}: the halves of N349-N368) and round eighteen ({"dev18",
-    "test18"}: the halves of N369-N388)."""
+    of N329-N348), round seventeen ({"dev17", "test17"}: the halves of N349-N368), round eighteen ({"dev18",
+    "test18"}: the halves of N369-N388) and round nineteen ({"dev19", "test19"}: the halves of N389-N408)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
@@ -213,6 +221,7 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     dev16, test16 = _halve(NEW16, seed16)
     dev17, test17 = _halve(NEW17, seed17)
     dev18, test18 = _halve(NEW18, seed18)
+    dev19, test19 = _halve(NEW19, seed19)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
             "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6,
@@ -225,7 +234,8 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
             "seed15": seed15, "dev15": dev15, "test15": test15,
             "seed16": seed16, "dev16": dev16, "test16": test16,
             "seed17": seed17, "dev17": dev17, "test17": test17,
-            "seed18": seed18, "dev18": dev18, "test18": test18}
+            "seed18": seed18, "dev18": dev18, "test18": test18,
+            "seed19": seed19, "dev19": dev19, "test19": test19}
 
 
 def load() -> dict:

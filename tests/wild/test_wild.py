@@ -101,6 +101,11 @@ development, N383 without a case): held out until the lead measured both halves 
 53 (test18 0 of 10 by cause, none symptom only; dev18 0 of 9, none symptom only; no twin with a finding,
 docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 
+Round nineteen (w415-w434: ``dev19``/``test19``, drawn after round eighteen was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
+runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
+``test_round_nineteen_is_held_out``).
+
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
 ``python``, that each bug still changes its metric."""
@@ -698,6 +703,16 @@ def _pinned(cid: str, face: str) -> list[str]:
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_nineteen_is_held_out():
+    """Round nineteen's halves stay out of every test that runs an overt face, and out of the runner's default
+    selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev19", "test19"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in {"dev19", "test19"}}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_measured_rounds_are_in_the_default_selection():
