@@ -35,7 +35,9 @@ ng-video-lecture) is split by ``split-fresh5.json`` (``python run.py --split fre
 ``"group": "fresh7"`` (session 52: NCF, deep-active-learning, continual-learning, pytorch-3dunet,
 pytorch-beginner) is split by ``split-fresh7.json`` (``python run.py --split fresh7``, seed 20261210).
 ``"group": "fresh8"`` (session 53: PyTorch-GAN, disentangling-vae, spotlight, few-shot, vq-vae-2) is split by
-``split-fresh8.json`` (``python run.py --split fresh8``, seed 20261212).  An
+``split-fresh8.json`` (``python run.py --split fresh8``, seed 20261212).
+``"group": "fresh9"`` (session 54: pytorch-soft-actor-critic, RL-Adventure, DGI, dgcnn.pytorch, practical-pytorch) is
+split by ``split-fresh9.json`` (``python run.py --split fresh9``, seed 20261214).  An
 entry's ``notebooks`` are Jupyter notebooks turned into scripts (their code cells in order, IPython magics
 commented out: ``notebook_to_script``) before its patch is applied.
 
@@ -104,7 +106,8 @@ SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3"
 TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
 SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206,
-               "fresh6": 20261208, "fresh7": 20261210, "fresh8": 20261212}  # each drawn group's seed (split-GROUP.json)
+               "fresh6": 20261208, "fresh7": 20261210, "fresh8": 20261212,
+               "fresh9": 20261214}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -375,7 +378,7 @@ def main() -> int:
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
                              "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), "
-                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh8-dev' / 'fresh8-test' (session 53's), or all")
+                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh9-dev' / 'fresh9-test' (session 54's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

@@ -408,5 +408,28 @@ def unet3d_cells(dest: Path, train: int = 4, val: int = 1, shape: tuple[int, int
                 f.create_dataset("label", data=label.astype(np.uint16))
 
 
+def modelnet40_h5(dest: Path, train: int = 96, test: int = 32, points: int = 1024, classes: int = 40,
+                  seed: int = 0) -> None:
+    """dgcnn.pytorch's ModelNet40 HDF5 files (``modelnet40_ply_hdf5_2048/ply_data_{train,test}0.h5``: ``data``
+    float32 N x points x 3, ``label`` int N x 1): ten primitive shapes (``_shape``), each in four sizes, as 40
+    classes, rotated about z, scaled and jittered."""
+    import h5py
+    rng = np.random.default_rng(seed)
+    folder = dest / "modelnet40_ply_hdf5_2048"
+    folder.mkdir(parents=True, exist_ok=True)
+    for part, count in (("train", train), ("test", test)):
+        data = np.zeros((count, points, 3), np.float32)
+        label = rng.integers(0, classes, (count, 1))
+        for i in range(count):
+            p, _ = _shape(int(label[i, 0]) % 10, points, rng)
+            theta = rng.random() * 2 * np.pi
+            rot = np.array([[np.cos(theta), -np.sin(theta), 0], [np.sin(theta), np.cos(theta), 0], [0, 0, 1]])
+            size = 0.4 + 0.2 * (int(label[i, 0]) // 10)
+            data[i] = (p * size * rng.uniform(0.9, 1.1, 3)) @ rot.T + rng.normal(0, 0.01, (points, 3))
+        with h5py.File(folder / f"ply_data_{part}0.h5", "w") as f:
+            f.create_dataset("data", data=data)
+            f.create_dataset("label", data=label.astype(np.uint8))
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](Path(sys.argv[2]))
