@@ -99,9 +99,19 @@ def _operand(node: ast.AST) -> ast.AST:
     return node
 
 
+def _agreement(node: ast.AST) -> bool:
+    """Is ``node`` an element-wise equality of two arrays (``preds == label``, ``p != t``)?  It marks where two
+    arrays agree -- a correct pixel of any class, tp and tn alike -- not one mask whose overlap with another
+    is tp; a comparison with a constant (``label == 1``, ``prob > 0.5``) is a mask."""
+    return isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) \
+        and not any(isinstance(_operand(side), ast.Constant) for side in (node.left, node.comparators[0]))
+
+
 def mask_count(node: ast.AST) -> tuple[str, tuple[ast.AST, ...]] | None:
     """("and" | "or" | "one", operands) when ``node`` sums the overlap, the union or one of two masks:
-    ``(p & t).sum()``, ``(p * t).sum()``, ``torch.logical_or(p, t).sum()``, ``p.sum()``."""
+    ``(p & t).sum()``, ``(p * t).sum()``, ``torch.logical_or(p, t).sum()``, ``p.sum()``.  None when a part is
+    where two arrays agree (``(valid * (preds == label)).sum()``: the correct pixels of a multi-class map,
+    not an overlap of a prediction mask and a target mask)."""
     if not isinstance(node, ast.Call):
         return None
     name = dotted(node.func) or ""
@@ -121,12 +131,13 @@ def mask_count(node: ast.AST) -> tuple[str, tuple[ast.AST, ...]] | None:
         parts = (_operand(inner.args[0]), _operand(inner.args[1]))
         kind = "or" if (dotted(inner.func) or "").endswith("or") else "and"
     elif isinstance(inner, (ast.Name, ast.Attribute, ast.Subscript, ast.Compare)):
-        if dotted(inner) and count_kind(dotted(inner) or "") is not None:
+        if dotted(inner) and count_kind(dotted(inner) or "") is not None or _agreement(inner):
             return None
         return "one", (inner,)
     else:
         return None
-    if any(not isinstance(p, (ast.Name, ast.Attribute, ast.Subscript, ast.Compare)) for p in parts):
+    if any(not isinstance(p, (ast.Name, ast.Attribute, ast.Subscript, ast.Compare)) or _agreement(p)
+           for p in parts):
         return None
     return kind, parts
 
