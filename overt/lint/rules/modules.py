@@ -196,21 +196,58 @@ def _scalar_tensor(value: ast.expr) -> bool:
         isinstance(arg, ast.Attribute) and arg.attr.isupper())  # a config constant: cfg.MODEL.LOSS_WEIGHT
 
 
-def _moved_where_used(cls: ast.ClassDef, attr: str) -> bool:
-    """Every read of ``self.attr`` outside __init__ is moved on the spot (``self.z.type_as(x)``, ``.to(x.device)``)."""
+#: methods that give the same values in another view or dtype, on the tensor's own device: a read followed by a
+#: chain of them and then a move is still moved before it meets anything
+_SAME_DEVICE_VIEWS = frozenset({"view", "view_as", "reshape", "reshape_as", "long", "float", "double", "int", "half",
+                                "bool", "squeeze", "unsqueeze", "flatten", "t", "transpose", "contiguous", "clone",
+                                "detach"})
+
+
+def _moved_on_the_spot(read: ast.AST, parents: dict) -> bool:
+    """Is ``read`` (an ``x.attr`` load) moved in the same expression before it is used: ``x.attr.to(...)``,
+    ``x.attr[i].view_as(t).to(device)``, ``.type_as(...)``, ``.cuda()``, through indexing and same-device views?"""
+    node = read
+    while True:
+        up = parents.get(node)
+        if isinstance(up, ast.Subscript) and up.value is node:
+            node = up
+            continue
+        if isinstance(up, ast.Attribute) and up.value is node:
+            if up.attr in ("to", "type_as", "cuda"):
+                return True
+            call = parents.get(up)
+            if up.attr in _SAME_DEVICE_VIEWS and isinstance(call, ast.Call) and call.func is up:
+                node = call
+                continue
+        return False
+
+
+def _moved_where_used(cls: ast.ClassDef, attr: str, ix: FileIndex | None = None) -> bool:
+    """Every read of ``self.attr`` outside __init__ is moved on the spot (``self.z.type_as(x)``, ``.to(x.device)``),
+    and so is every read of ``.attr`` through another name in the file (``model.table[y].view_as(y).to(device)``
+    in a loss function beside the class): whatever device the module is on, the tensor meets others only after
+    it was moved."""
     reads = []
     parents = {c: n for n in ast.walk(cls) for c in ast.iter_child_nodes(n)}
     for n in ast.walk(cls):
         if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) \
                 and n.value.id == "self" and isinstance(n.ctx, ast.Load):
             reads.append(n)
+    if reads and all(isinstance(parents.get(r), ast.Attribute) and parents[r].attr in ("to", "type_as", "cuda")
+                     for r in reads):
+        return True  # the class's own reads, each moved at once
+    if ix is not None:
+        inside = {id(n) for n in ast.walk(cls)}
+        outside = [n for n in ast.walk(ix.tree) if isinstance(n, ast.Attribute) and n.attr == attr
+                   and isinstance(n.ctx, ast.Load) and id(n) not in inside]
+        if outside:
+            if any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(ix.tree)):
+                return False  # getattr(obj, "attr"): read in a way not followed here
+            parents.update({c: n for n in ast.walk(ix.tree) for c in ast.iter_child_nodes(n)})
+            reads.extend(outside)
     if not reads:
         return False
-    for r in reads:
-        up = parents.get(r)
-        if not (isinstance(up, ast.Attribute) and up.attr in ("to", "type_as", "cuda")):
-            return False
-    return True
+    return all(_moved_on_the_spot(r, parents) for r in reads)
 
 
 #: factories whose values follow from the shape (and a constant fill) alone: built again identically by the next
@@ -432,7 +469,7 @@ def unregistered_tensor(ix: FileIndex) -> Iterator[Hit]:
                 attr = _self_attr(t)
                 if attr is None or attr.startswith("_") or attr in registered or attr in reassigned:
                     continue
-                if attr == "example_input_array" or _scalar_tensor(n.value) or _moved_where_used(cls, attr):
+                if attr == "example_input_array" or _scalar_tensor(n.value) or _moved_where_used(cls, attr, ix):
                     continue  # Lightning's sample input; a 0-dim tensor mixes with any device; moved at use
                 if _resynced_constant(ix, cls, init, n.value, attr):
                     continue  # a shape-only constant the module moves to its device itself, before use
