@@ -1054,6 +1054,13 @@ ENTRIES: tuple[Entry, ...] = (
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
           _W, True, False),
+    Entry("kept-view-overwritten", "OVT825", "a tensor's element kept under a name as a view (an integer or "
+          "slice index), then written in place before the name is read",
+          "indexing a tensor with integers or slices returns a view of its storage, not a copy: a value kept as "
+          "`kept = t[i]` and read after `t[i]` is written holds the new value, so a finished hypothesis' score "
+          "recorded before its beam is retired, the old value of a swap or a previous estimate is silently the "
+          "overwritten one",
+          _W, True, False),
     Entry("state-snapshot-not-restored", "OVT817",
           "a copy of the model's or the optimizer's state taken before training steps and never read",
           "a state is copied to be put back: a learning-rate range test or a trial run whose copy is never loaded "
