@@ -1054,6 +1054,13 @@ ENTRIES: tuple[Entry, ...] = (
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
           _W, True, False),
+    Entry("choice-over-flat-curve", "OVT826", "a value chosen by argmax or argmin over a curve of scores that "
+          "are all equal",
+          "a threshold, temperature, hyperparameter or epoch chosen by the best score on a grid relies on the scores "
+          "telling the points apart; over a flat curve (an F1 of zero everywhere on a validation set without "
+          "positives) argmax returns the first point whatever the grid is, and the program goes on with an end of "
+          "its grid as if it were the best value",
+          _W, False, True),
     Entry("kept-view-overwritten", "OVT825", "a tensor's element kept under a name as a view (an integer or "
           "slice index), then written in place before the name is read",
           "indexing a tensor with integers or slices returns a view of its storage, not a copy: a value kept as "

@@ -14,6 +14,8 @@
 - ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps) and ``F.interpolate``
   (:mod:`overt.guards.labelresample`, checked steps);
 - ``torch.utils.checkpoint.checkpoint`` (:mod:`overt.guards.recompute`, checked steps);
+- ``torch.argmax``/``argmin``, their tensor methods and ``numpy.argmax``/``argmin`` (:mod:`overt.guards.flatpick`:
+  a choice over a flat curve);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
 - ``torch.autograd.backward`` (:mod:`overt.guards.termscale`, which also hands the loss to
@@ -605,6 +607,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import recompute  # torch.utils.checkpoint.checkpoint (checked steps)
 
         recompute.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import flatpick  # torch/numpy argmax, argmin (CPU curves)
+
+        flatpick.install(_patch, ACTIVE)
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)

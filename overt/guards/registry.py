@@ -52,6 +52,7 @@ from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.wastedgrad import WastedGradChecks
 from overt.guards.gridorder import GridOrderChecks
+from overt.guards.flatpick import FlatChoiceChecks
 from overt.guards.labelresample import LabelResampleChecks
 from overt.guards.sharedstats import SharedStatsChecks
 from overt.guards.recompute import RecomputeChecks
@@ -152,6 +153,7 @@ CHECKS: tuple[type[Check], ...] = (
     ForecastChecks,
     TransformAxisChecks,
     GridOrderChecks,
+    FlatChoiceChecks,
     LabelResampleChecks,
     SharedStatsChecks,
     RecomputeChecks,
