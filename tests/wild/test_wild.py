@@ -571,6 +571,11 @@ EXPECTED = {
     # aggregate)
     "w326_ema_weights_copied_into_live_model": ("run",),
     "w375_fedavg_coefficients_do_not_sum_to_one": ("run",),
+    # session 54 (evalcal19): a threshold chosen by argmax of an all-zero F1 curve (choice-over-flat-curve,
+    # overt/guards/flatpick.py); a finished beam's score kept as a view of the scores its retirement sets to -inf
+    # (kept-view-overwritten, overt/lint/rules/viewkept.py)
+    "w399_threshold_from_all_normal_validation": ("run",),
+    "w406_retired_beam_score_aliased": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
