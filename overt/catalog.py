@@ -1054,6 +1054,13 @@ ENTRIES: tuple[Entry, ...] = (
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
           _W, True, False),
+    Entry("diverged-fit-kept", "OVT827", "a parameter fitted by LBFGS read where its last step left it after "
+          "the fit's loss ended far above where it started",
+          "a value a program fits and goes on with (a calibration temperature, a scale) must be no worse on its "
+          "objective than the value the fit started from; LBFGS without a line search can overshoot, and reading "
+          "the parameters of its last step instead of the best loss it saw uses a fit worse than none (a "
+          "temperature turned negative reverses every ranking)",
+          _W, False, True),
     Entry("choice-over-flat-curve", "OVT826", "a value chosen by argmax or argmin over a curve of scores that "
           "are all equal",
           "a threshold, temperature, hyperparameter or epoch chosen by the best score on a grid relies on the scores "

@@ -166,7 +166,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 53 (optim18): every backward's gradients reach a step
          "backward-discarded", "warmup-outlasts-run",
          # session 54 (evalcal19): a chosen value is the best one, a kept value is the one kept
-         "kept-view-overwritten", "choice-over-flat-curve"}
+         "kept-view-overwritten", "choice-over-flat-curve", "diverged-fit-kept"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

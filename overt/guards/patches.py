@@ -311,6 +311,9 @@ def _optimizer_init_wrapper(orig: Any) -> Any:
                 adapter = getattr(s, "adapterinit", None)
                 if adapter is not None:
                     safely(adapter.built, self)  # adapter-not-identity-at-init (overt/guards/adapterinit.py)
+                fitkept = getattr(s, "fitkept", None)
+                if fitkept is not None:
+                    safely(fitkept.built, self, where)  # diverged-fit-kept (overt/guards/fitkept.py): LBFGS fits
                 orders = getattr(s, "orders", None)
                 if orders is not None:
                     orders.built += 1  # a new run, for shuffle-order-repeats (overt/guards/orders.py)

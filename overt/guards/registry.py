@@ -53,6 +53,7 @@ from overt.guards.grads import GradChecks
 from overt.guards.wastedgrad import WastedGradChecks
 from overt.guards.gridorder import GridOrderChecks
 from overt.guards.flatpick import FlatChoiceChecks
+from overt.guards.fitkept import DivergedFitChecks
 from overt.guards.labelresample import LabelResampleChecks
 from overt.guards.sharedstats import SharedStatsChecks
 from overt.guards.recompute import RecomputeChecks
@@ -154,6 +155,7 @@ CHECKS: tuple[type[Check], ...] = (
     TransformAxisChecks,
     GridOrderChecks,
     FlatChoiceChecks,
+    DivergedFitChecks,
     LabelResampleChecks,
     SharedStatsChecks,
     RecomputeChecks,

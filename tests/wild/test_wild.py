@@ -576,6 +576,9 @@ EXPECTED = {
     # (kept-view-overwritten, overt/lint/rules/viewkept.py)
     "w399_threshold_from_all_normal_validation": ("run",),
     "w406_retired_beam_score_aliased": ("lint",),
+    # session 54 (evalcal19): a temperature read where LBFGS's overshooting last step left it (diverged-fit-kept,
+    # overt/guards/fitkept.py)
+    "w408_last_temperature_kept": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
