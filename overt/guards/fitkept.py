@@ -15,7 +15,8 @@ one ``step()`` are noted (LBFGS reads each as a number itself, so no extra synch
 loss is at least :data:`RATIO` times its first (and :data:`MIN_RISE` above it) leaves its parameters *pending*:
 while any is, the tensor methods that read a value (``item``, ``tolist``, ``float()``, ``*``, ``/``, ``mul``,
 ``div``, ``clone``, ``detach``) are wrapped, and a call from the user's code that reads a pending parameter is
-reported, once per optimizer.  Silent when the program keeps the best value it saw instead (it never reads the
+reported, once per optimizer (the wrappers are put back once nothing is pending, or after
+:data:`MAX_WATCHED` calls).  Silent when the program keeps the best value it saw instead (it never reads the
 diverged parameter again), when the optimizer steps again (a fit that goes on may recover: the parameters are
 no longer pending), for a fit that ends no worse than it started, for large parameter sets (a network trained by
 LBFGS), and for non-finite losses (reported by the loss checks).
@@ -37,11 +38,13 @@ from overt.guards.where import is_user_file, user_location_from
 MAX_NUMEL = 4096  # the parameters of a calibration or tuning fit, not of a network
 RATIO = 2.0  # the last loss of a step against its first
 MIN_RISE = 1e-3  # and at least this much above it
+MAX_WATCHED = 200_000  # wrapped tensor-method calls after which a pending parameter is given up
 _READS = ("item", "tolist", "__float__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "mul", "div",
           "clone", "detach")
 
 #: id(parameter) -> (a weak reference to it, the check to report to, what the fit did)
 _PENDING: dict[int, tuple[Any, Any, dict]] = {}
+_COUNT = [0]  # wrapped calls since the methods were last wrapped
 _SAVED: dict[str, Any] = {}  # name -> torch.Tensor's own method replaced while a parameter is pending (None: none)
 
 
@@ -62,6 +65,11 @@ def _read_wrapper(name: str, orig: Callable) -> Callable:
     @functools.wraps(orig)
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _PENDING:
+            _COUNT[0] += 1
+            if _COUNT[0] > MAX_WATCHED:  # the program has long moved on: stop paying for the wrappers
+                _PENDING.clear()
+                _unwatch_reads()
+                return orig(self, *args, **kwargs)
             try:
                 hit = _pending_in(self, args)
                 if hit is not None:
@@ -78,6 +86,7 @@ def _read_wrapper(name: str, orig: Callable) -> Callable:
 def _watch_reads() -> None:
     if _SAVED:
         return
+    _COUNT[0] = 0
     for name in _READS:
         orig = getattr(torch.Tensor, name, None)
         if orig is None:

@@ -40,8 +40,11 @@ def _flat_value(x: Any) -> float | None:
         if x.dim() != 1 or not x.is_floating_point() or x.device.type != "cpu" or x._base is not None \
                 or x.requires_grad or not MIN_POINTS <= x.numel() <= MAX_POINTS:
             return None
-        lo, hi = torch.aminmax(x)
-        lo_v, hi_v = float(lo), float(hi)
+        try:
+            with torch.no_grad():
+                lo_v, hi_v = float(x.min()), float(x.max())
+        except (RuntimeError, TypeError):  # a dtype without a CPU reduction
+            return None
     else:
         import numpy as np
 
