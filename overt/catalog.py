@@ -1069,6 +1069,27 @@ ENTRIES: tuple[Entry, ...] = (
           "returned afterwards is the last one: the selection is done and thrown away, and the reported score is "
           "the over-trained model's",
           _W, True, False),
+    Entry("diverged-fit-kept", "OVT827", "a parameter fitted by LBFGS read where its last step left it after "
+          "the fit's loss ended far above where it started",
+          "a value a program fits and goes on with (a calibration temperature, a scale) must be no worse on its "
+          "objective than the value the fit started from; LBFGS without a line search can overshoot, and reading "
+          "the parameters of its last step instead of the best loss it saw uses a fit worse than none (a "
+          "temperature turned negative reverses every ranking)",
+          _W, False, True),
+    Entry("choice-over-flat-curve", "OVT826", "a value chosen by argmax or argmin over a curve of scores that "
+          "are all equal",
+          "a threshold, temperature, hyperparameter or epoch chosen by the best score on a grid relies on the scores "
+          "telling the points apart; over a flat curve (an F1 of zero everywhere on a validation set without "
+          "positives) argmax returns the first point whatever the grid is, and the program goes on with an end of "
+          "its grid as if it were the best value",
+          _W, False, True),
+    Entry("kept-view-overwritten", "OVT825", "a tensor's element kept under a name as a view (an integer or "
+          "slice index), then written in place before the name is read",
+          "indexing a tensor with integers or slices returns a view of its storage, not a copy: a value kept as "
+          "`kept = t[i]` and read after `t[i]` is written holds the new value, so a finished hypothesis' score "
+          "recorded before its beam is retired, the old value of a swap or a previous estimate is silently the "
+          "overwritten one",
+          _W, True, False),
     Entry("state-snapshot-not-restored", "OVT817",
           "a copy of the model's or the optimizer's state taken before training steps and never read",
           "a state is copied to be put back: a learning-rate range test or a trial run whose copy is never loaded "

@@ -167,6 +167,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "backward-discarded", "warmup-outlasts-run",
          # session 54 (latent19): a Gaussian sample's log-scale ranges over all reals
          "log-scale-non-negative", "sample-spread-unpriced"}
+         # session 54 (evalcal19): a chosen value is the best one, a kept value is the one kept
+         "kept-view-overwritten", "choice-over-flat-curve", "diverged-fit-kept"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

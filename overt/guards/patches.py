@@ -14,6 +14,8 @@
 - ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps) and ``F.interpolate``
   (:mod:`overt.guards.labelresample`, checked steps);
 - ``torch.utils.checkpoint.checkpoint`` (:mod:`overt.guards.recompute`, checked steps);
+- ``torch.argmax``/``argmin``, their tensor methods and ``numpy.argmax``/``argmin`` (:mod:`overt.guards.flatpick`:
+  a choice over a flat curve);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);
 - ``torch.autograd.backward`` (:mod:`overt.guards.termscale`, which also hands the loss to
@@ -309,6 +311,9 @@ def _optimizer_init_wrapper(orig: Any) -> Any:
                 adapter = getattr(s, "adapterinit", None)
                 if adapter is not None:
                     safely(adapter.built, self)  # adapter-not-identity-at-init (overt/guards/adapterinit.py)
+                fitkept = getattr(s, "fitkept", None)
+                if fitkept is not None:
+                    safely(fitkept.built, self, where)  # diverged-fit-kept (overt/guards/fitkept.py): LBFGS fits
                 orders = getattr(s, "orders", None)
                 if orders is not None:
                     orders.built += 1  # a new run, for shuffle-order-repeats (overt/guards/orders.py)
@@ -605,6 +610,9 @@ def activate(session: GuardSession) -> None:
         from overt.guards import recompute  # torch.utils.checkpoint.checkpoint (checked steps)
 
         recompute.install(_patch, ACTIVE, lambda: ARMED)
+        from overt.guards import flatpick  # torch/numpy argmax, argmin (CPU curves)
+
+        flatpick.install(_patch, ACTIVE)
         from overt.guards import axisflip  # torch.fliplr, rot90, roll and their tensor methods (default axes)
 
         axisflip.install(_patch, ACTIVE)

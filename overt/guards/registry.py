@@ -53,6 +53,8 @@ from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.wastedgrad import WastedGradChecks
 from overt.guards.gridorder import GridOrderChecks
+from overt.guards.flatpick import FlatChoiceChecks
+from overt.guards.fitkept import DivergedFitChecks
 from overt.guards.labelresample import LabelResampleChecks
 from overt.guards.sharedstats import SharedStatsChecks
 from overt.guards.recompute import RecomputeChecks
@@ -155,6 +157,8 @@ CHECKS: tuple[type[Check], ...] = (
     ForecastChecks,
     TransformAxisChecks,
     GridOrderChecks,
+    FlatChoiceChecks,
+    DivergedFitChecks,
     LabelResampleChecks,
     SharedStatsChecks,
     RecomputeChecks,

@@ -1,0 +1,136 @@
+"""Guard on a choice made by ``argmax``/``argmin`` over a curve whose values are all equal (slug
+``choice-over-flat-curve``, issue 33: a chosen value is the best one).
+
+The premise: a program that picks a point of a grid by the best score on it (a decision threshold by the
+F1 it gives, a temperature, a regularisation strength, an epoch) relies on the scores telling the points
+apart.  Over a curve whose values are all equal the choice carries no information: ``argmax`` returns the
+first point of the grid whatever the grid is, and the program goes on with an end of its grid as if it were
+the best value (open-edge-platform/anomalib#2433: an F1-adaptive threshold fitted on a validation set with
+no anomalies takes the argmax of an all-zero F1 curve, so the threshold is the lowest normal score and almost
+everything is called anomalous at test time).
+
+Seen with wrappers of ``torch.argmax``/``torch.argmin`` (and the tensor methods) and ``numpy.argmax``/
+``numpy.argmin``, called directly from the user's code, on a *curve*: a
+one-dimensional floating-point tensor on the CPU (or a numpy array, or a list of numbers) of at least
+:data:`MIN_POINTS` values, made as a whole (not a view into a table: a row of a Q-table or of a batch's
+logits is not a curve built to choose from), every value finite.  Reported, once per call site, when every
+value is the same.  Silent for curves with any difference, integer counts (votes, bin counts), a 2-D argmax
+(a batch's predictions), views, curves on an accelerator (reading them would synchronise), and calls made by
+libraries.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.where import is_user_file, user_location_from
+
+MIN_POINTS = 3  # a grid of fewer points is no curve
+MAX_POINTS = 1 << 20  # larger 1-D tensors are not a grid of candidate values (and cost a pass to check)
+
+
+def _flat_value(x: Any) -> float | None:
+    """The common value of a curve whose values are all equal, or None (not a curve, or not flat)."""
+    if isinstance(x, torch.Tensor):
+        if x.dim() != 1 or not x.is_floating_point() or x.device.type != "cpu" or x._base is not None \
+                or x.requires_grad or not MIN_POINTS <= x.numel() <= MAX_POINTS:
+            return None
+        try:
+            with torch.no_grad():
+                lo_v, hi_v = float(x.min()), float(x.max())
+        except (RuntimeError, TypeError):  # a dtype without a CPU reduction
+            return None
+    else:
+        import numpy as np
+
+        if isinstance(x, np.ndarray):
+            if x.ndim != 1 or x.dtype.kind != "f" or x.base is not None or not MIN_POINTS <= x.size <= MAX_POINTS:
+                return None
+            arr = x
+        elif isinstance(x, (list, tuple)):
+            if not MIN_POINTS <= len(x) <= MAX_POINTS or not all(isinstance(v, (float, np.floating)) for v in x):
+                return None
+            arr = np.asarray(x, dtype=np.float64)
+        else:
+            return None
+        lo_v, hi_v = float(arr.min()), float(arr.max())
+    if lo_v != hi_v or lo_v != lo_v or abs(lo_v) == float("inf"):
+        return None
+    return lo_v
+
+
+class FlatChoiceChecks(Check):
+    name = "flatpick"
+
+    def __init__(self, session: Any):
+        super().__init__(session)
+        self.done: set[str] = set()
+
+    def on_choice(self, fn: str, curve: Any, loc: str) -> None:
+        """``fn`` (``"torch.argmax"``, ...) was called at ``loc`` on ``curve``."""
+        if loc in self.done:
+            return
+        value = _flat_value(curve)
+        if value is None:
+            return
+        self.done.add(loc)
+        n = len(curve)
+        self.s.report(
+            "choice-over-flat-curve",
+            f"{fn} at {loc} chose from a curve of {n} values that are all {value:g}: over a flat curve the choice "
+            f"carries no information, and {fn.rsplit('.', 1)[-1]} returns the first point (index 0) whatever "
+            "the grid is, so the value the program goes on with (a threshold, a temperature, a hyperparameter, an "
+            "epoch chosen by its score) is an end of its grid, not the best one; a validation set without the "
+            "class a score needs (no positives for an F1, a precision or a recall) gives such a curve.",
+            fix="test that the curve varies before choosing from it (curve.max() > curve.min()) and fall back to a "
+            "value the data supports when it does not (the largest normal score for an anomaly threshold, a "
+            "default), or score the grid on data that holds every class the score needs.",
+            where=f"{fn} call at {loc}", key=loc)
+
+
+def _user_caller() -> str | None:
+    """``file.py:LINE`` of the wrapper's caller when it is the user's code, else None."""
+    frame = sys._getframe(2)
+    if not is_user_file(frame.f_code.co_filename):
+        return None
+    return user_location_from(frame)
+
+
+def _wrapper(active: list, fn: str, orig: Callable) -> Callable:
+    @functools.wraps(orig)
+    def choose(x: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig(x, *args, **kwargs)
+        if not active or torch.compiler.is_compiling():
+            return out
+        try:
+            if args and args[0] not in (0, -1, None) or kwargs.get("dim", kwargs.get("axis")) not in (0, -1, None):
+                return out
+            loc = _user_caller()
+            if loc is None:
+                return out
+            for s in active:
+                try:
+                    s.flatpick.on_choice(fn, x, loc)
+                except Exception as exc:  # never break the user's call over a check
+                    s.check_failed(s.flatpick, exc)
+        except Exception:  # noqa: BLE001
+            pass
+        return out
+
+    return choose
+
+
+def install(patch: Callable, active: list) -> None:
+    """Wrap ``torch.argmax``/``argmin``, the tensor methods of the same names and ``numpy.argmax``/``argmin``
+    with ``patch(owner, name, make)``."""
+    import numpy as np
+
+    for name in ("argmax", "argmin"):
+        patch(torch, name, functools.partial(_wrapper, active, f"torch.{name}"))
+        patch(torch.Tensor, name, functools.partial(_wrapper, active, f"Tensor.{name}"))
+        patch(np, name, functools.partial(_wrapper, active, f"np.{name}"))

@@ -1,0 +1,90 @@
+"""choice-over-flat-curve (issue 33; tests/wild w399): a decision threshold chosen by argmax of an F1 curve
+computed on a validation set without positives (every F1 zero) -- with torch on a stacked curve and with numpy
+on a list -- each beside its twin whose validation set holds positives; a row of a Q-table (a view), integer
+vote counts and a batch's 2-D argmax stay silent.  Real small runs on the digits."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.conftest import TIMING
+from tests.guards.helpers import digits, guarded, slugs
+
+
+def _scorer() -> tuple[nn.Module, list, str, object]:
+    """A logistic 'is it a zero' scorer trained for a few steps under a guard."""
+    torch.manual_seed(0)
+    x, y = digits()
+    target = (y == 0).float()
+    model = nn.Linear(64, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(12):
+        xb, yb = x[64 * i:64 * (i + 1)], target[64 * i:64 * (i + 1)]
+        loss = F.binary_cross_entropy_with_logits(model(xb).squeeze(1), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model, x, target, g
+
+
+def _f1(pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    tp = (pred & (labels == 1)).sum().float()
+    fp = (pred & (labels == 0)).sum().float()
+    fn = (~pred & (labels == 1)).sum().float()
+    return 2 * tp / (2 * tp + fp + fn) if tp > 0 else torch.tensor(0.0)
+
+
+def _threshold(with_positives: bool, numpy: bool) -> tuple[list, str]:
+    model, x, target, g = _scorer()
+    val = slice(1000, 1200)
+    xv, yv = x[val], target[val]
+    if not with_positives:
+        keep = yv == 0
+        xv, yv = xv[keep], yv[keep]
+    with torch.no_grad():
+        scores = model(xv).squeeze(1)
+    grid = torch.linspace(float(scores.min()), float(scores.max()), 20)
+    if numpy:
+        curve = [float(_f1(scores >= t, yv)) for t in grid]
+        best = grid[int(np.argmax(curve))]
+    else:
+        curve = torch.stack([_f1(scores >= t, yv) for t in grid])
+        best = grid[curve.argmax()]
+    assert best.numel() == 1
+    return g.report(), g.session.options.stream.getvalue()
+
+
+def test_an_argmax_over_an_all_zero_f1_curve_is_named_at_its_call():
+    findings, text = _threshold(with_positives=False, numpy=False)
+    assert slugs(findings) == ["choice-over-flat-curve"], text
+    assert "Tensor.argmax at tests/guards/test_flatpick.py:" in text and "all 0" in text, text
+
+
+def test_numpy_argmax_over_a_list_of_zero_f1s_is_named():
+    findings, text = _threshold(with_positives=False, numpy=True)
+    assert slugs(findings) == ["choice-over-flat-curve"], text
+    assert "np.argmax at tests/guards/test_flatpick.py:" in text, text
+
+
+def test_a_curve_with_positives_is_silent():
+    for numpy in (False, True):
+        findings, text = _threshold(with_positives=True, numpy=numpy)
+        assert slugs(findings) == [], text
+
+
+def test_table_rows_counts_and_batches_are_silent():
+    model, x, target, g = _scorer()
+    q_table = torch.zeros(5, 4)  # a fresh Q-table: its rows are views, ties broken by the first action
+    actions = [int(q_table[s].argmax()) for s in range(5)]
+    votes = torch.bincount(torch.tensor([1, 2, 3]), minlength=4)  # integer counts, a tie
+    with torch.no_grad():
+        logits = torch.zeros(8, 3)  # a batch's predictions: a 2-D argmax
+        preds = logits.argmax(1)
+    np_votes = np.argmax(np.array([2, 2, 2]))
+    assert actions == [0] * 5 and int(votes.argmax()) == 1 and preds.sum() == 0 and np_votes == 0
+    findings = g.report()
+    assert slugs(findings) == [], g.session.options.stream.getvalue()
