@@ -166,7 +166,7 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 53 (optim18): every backward's gradients reach a step
          "backward-discarded", "warmup-outlasts-run",
          # session 54 (latent19): a Gaussian sample's log-scale ranges over all reals
-         "log-scale-non-negative", "sample-spread-unpriced"}
+         "log-scale-non-negative", "sample-spread-unpriced",
          # session 54 (evalcal19): a chosen value is the best one, a kept value is the one kept
          "kept-view-overwritten", "choice-over-flat-curve", "diverged-fit-kept"}
 
