@@ -13,10 +13,12 @@ Seen with wrappers of ``torch.argmax``/``torch.argmin`` (and the tensor methods)
 ``numpy.argmin``, called directly from the user's code, on a *curve*: a
 one-dimensional floating-point tensor on the CPU (or a numpy array, or a list of numbers) of at least
 :data:`MIN_POINTS` values, made as a whole (not a view into a table: a row of a Q-table or of a batch's
-logits is not a curve built to choose from), every value finite.  Reported, once per call site, when every
-value is the same.  Silent for curves with any difference, integer counts (votes, bin counts), a 2-D argmax
-(a batch's predictions), views, curves on an accelerator (reading them would synchronise), and calls made by
-libraries.
+logits is not a curve built to choose from), every value finite.  Judged at the end of the run, once per call
+site: reported when every curve that call site chose from was flat.  A call site that once chose from a curve
+with a difference is a choice that can work, and its flat calls are ties the program may mean (the first actions
+of a bandit or tabular agent whose value estimates all start at zero): silent.  Silent too for integer counts
+(votes, bin counts), a 2-D argmax (a batch's predictions), views, curves on an accelerator (reading them would
+synchronise), and calls made by libraries.
 """
 
 from __future__ import annotations
@@ -34,31 +36,35 @@ MIN_POINTS = 3  # a grid of fewer points is no curve
 MAX_POINTS = 1 << 20  # larger 1-D tensors are not a grid of candidate values (and cost a pass to check)
 
 
-def _flat_value(x: Any) -> float | None:
-    """The common value of a curve whose values are all equal, or None (not a curve, or not flat)."""
+def _curve_range(x: Any) -> tuple[float, float, int] | None:
+    """``(lowest, highest, points)`` of a curve, or None when ``x`` is not a curve built to choose from."""
     if isinstance(x, torch.Tensor):
         if x.dim() != 1 or not x.is_floating_point() or x.device.type != "cpu" or x._base is not None \
                 or x.requires_grad or not MIN_POINTS <= x.numel() <= MAX_POINTS:
             return None
-        try:
-            with torch.no_grad():
-                lo_v, hi_v = float(x.min()), float(x.max())
-        except (RuntimeError, TypeError):  # a dtype without a CPU reduction
-            return None
-    else:
-        import numpy as np
+        lo, hi = torch.aminmax(x)
+        return float(lo), float(hi), x.numel()
+    import numpy as np
 
-        if isinstance(x, np.ndarray):
-            if x.ndim != 1 or x.dtype.kind != "f" or x.base is not None or not MIN_POINTS <= x.size <= MAX_POINTS:
-                return None
-            arr = x
-        elif isinstance(x, (list, tuple)):
-            if not MIN_POINTS <= len(x) <= MAX_POINTS or not all(isinstance(v, (float, np.floating)) for v in x):
-                return None
-            arr = np.asarray(x, dtype=np.float64)
-        else:
+    if isinstance(x, np.ndarray):
+        if x.ndim != 1 or x.dtype.kind != "f" or x.base is not None or not MIN_POINTS <= x.size <= MAX_POINTS:
             return None
-        lo_v, hi_v = float(arr.min()), float(arr.max())
+        arr = x
+    elif isinstance(x, (list, tuple)):
+        if not MIN_POINTS <= len(x) <= MAX_POINTS or not all(isinstance(v, (float, np.floating)) for v in x):
+            return None
+        arr = np.asarray(x, dtype=np.float64)
+    else:
+        return None
+    return float(arr.min()), float(arr.max()), int(arr.size)
+
+
+def _flat_value(x: Any) -> float | None:
+    """The common value of a curve whose values are all equal, or None (not a curve, or not flat)."""
+    r = _curve_range(x)
+    if r is None:
+        return None
+    lo_v, hi_v, _ = r
     if lo_v != hi_v or lo_v != lo_v or abs(lo_v) == float("inf"):
         return None
     return lo_v
@@ -69,24 +75,41 @@ class FlatChoiceChecks(Check):
 
     def __init__(self, session: Any):
         super().__init__(session)
-        self.done: set[str] = set()
+        #: call sites that chose from a curve with a difference: choices that can work, never judged again
+        self.varied: set[str] = set()
+        #: call site -> (function, points, common value) of the first flat curve it chose from
+        self.flat: dict[str, tuple[str, int, float]] = {}
 
     def on_choice(self, fn: str, curve: Any, loc: str) -> None:
         """``fn`` (``"torch.argmax"``, ...) was called at ``loc`` on ``curve``."""
-        if loc in self.done:
+        if loc in self.varied:
             return
-        value = _flat_value(curve)
-        if value is None:
+        r = _curve_range(curve)
+        if r is None:
             return
-        self.done.add(loc)
-        n = len(curve)
+        lo_v, hi_v, n = r
+        if lo_v != hi_v:
+            self.varied.add(loc)
+            self.flat.pop(loc, None)
+            return
+        if lo_v != lo_v or abs(lo_v) == float("inf"):
+            return
+        self.flat.setdefault(loc, (fn, n, lo_v))
+
+    def end_of_run(self) -> None:
+        for loc, (fn, n, value) in self.flat.items():
+            if loc not in self.varied:
+                self._report(fn, n, value, loc)
+
+    def _report(self, fn: str, n: int, value: float, loc: str) -> None:
         self.s.report(
             "choice-over-flat-curve",
-            f"{fn} at {loc} chose from a curve of {n} values that are all {value:g}: over a flat curve the choice "
-            f"carries no information, and {fn.rsplit('.', 1)[-1]} returns the first point (index 0) whatever "
-            "the grid is, so the value the program goes on with (a threshold, a temperature, a hyperparameter, an "
-            "epoch chosen by its score) is an end of its grid, not the best one; a validation set without the "
-            "class a score needs (no positives for an F1, a precision or a recall) gives such a curve.",
+            f"{fn} at {loc} chose from curves that were all flat ({n} values, all {value:g}, the first time): over "
+            f"a flat curve the choice carries no information, and {fn.rsplit('.', 1)[-1]} returns the first point "
+            "(index 0) whatever the grid is, so the value the program goes on with (a threshold, a temperature, a "
+            "hyperparameter, an epoch chosen by its score) is an end of its grid, not the best one; a validation "
+            "set without the class a score needs (no positives for an F1, a precision or a recall) gives such a "
+            "curve.",
             fix="test that the curve varies before choosing from it (curve.max() > curve.min()) and fall back to a "
             "value the data supports when it does not (the largest normal score for an anomaly threshold, a "
             "default), or score the grid on data that holds every class the score needs.",

@@ -88,3 +88,20 @@ def test_table_rows_counts_and_batches_are_silent():
     assert actions == [0] * 5 and int(votes.argmax()) == 1 and preds.sum() == 0 and np_votes == 0
     findings = g.report()
     assert slugs(findings) == [], g.session.options.stream.getvalue()
+
+
+def test_ties_at_a_call_site_that_later_chooses_from_varied_values_are_silent():
+    """A bandit's value estimates start at zero (np.zeros: a whole array, not a view) and are chosen from by argmax
+    every pull: the first pulls break a tie on purpose, later ones choose from estimates that differ."""
+    model, x, target, g = _scorer()
+    rng = np.random.default_rng(0)
+    means = np.array([0.1, 0.5, 0.9, 0.3])
+    values, counts = np.zeros(4), np.zeros(4)
+    for t in range(60):
+        greedy = int(np.argmax(values))  # flat at first: every estimate is still zero
+        arm = int(rng.integers(4)) if rng.random() < 0.3 else greedy
+        reward = float(rng.random() < means[arm])
+        counts[arm] += 1
+        values[arm] += (reward - values[arm]) / counts[arm]
+    findings = g.report()
+    assert slugs(findings) == [], g.session.options.stream.getvalue()
