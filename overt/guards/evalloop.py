@@ -149,7 +149,9 @@ class EvalLoopChecks(Check):
                 f"{info.name} ran {len(recs)} forwards in a row with gradients on, and no backward pass used their "
                 "outputs and no optimizer step followed: an evaluation without torch.no_grad() builds and keeps an "
                 "autograd graph for nothing.",
-                fix="wrap it in `with torch.no_grad():` (and call model.eval() first).",
+                fix="wrap it in `with torch.no_grad():`; if the forwards are an evaluation, call model.eval() first too "
+                "(not for an agent choosing its actions with a noisy network, whose training-mode noise is its "
+                "exploration).",
                 where=where, key=info.name,
             )
 
