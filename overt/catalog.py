@@ -580,6 +580,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the first part's columns: the other features reach no output, whatever the labels owe to them is never "
           "learnt, and training runs normally on what is left",
           _E, False, True),
+    Entry("feature-columns-collapsed", "OVT455", "input feature columns that hold one value per row",
+          "a reduction taken over every axis, or over the wrong one, and broadcast back to a feature's shape "
+          "(np.sum(taps) for np.sum(taps, axis=0)) gives every column of the feature the same number: what told "
+          "the coefficients, channels or positions apart is lost before the model sees it, and training runs "
+          "normally on what is left",
+          _E, False, True),
     Entry("inputs-duplicated", "OVT448", "two inputs of a model that hold the same ids in two argument slots",
           "a collate or unpacking that fills one field with another's values (token types filled with the input "
           "ids, user ids where item ids belong) gives the model one input twice: what the second slot should carry "
@@ -982,6 +988,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
           "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
           _W, True, False),
+    Entry("init-loop-misses-nested-layers", "OVT456", "an initialisation loop over children() that tests for layers "
+          "nested deeper",
+          "children() yields a module's immediate submodules only: an init loop that picks layers by type over it "
+          "never reaches the layers built inside a ModuleList, a Sequential or a block, which keep PyTorch's default "
+          "initialisation while the code reads as if every one were initialised",
+          _E, True, False),
     Entry("init-after-load", "OVT609", "weights initialised again after load_state_dict, before training",
           "an init call (reset_parameters(), apply(init_fn), nn.init.*) run after the checkpoint was loaded "
           "overwrites the loaded weights with fresh random ones: the resumed or fine-tuned run starts from scratch "

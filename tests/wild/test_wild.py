@@ -571,6 +571,9 @@ EXPECTED = {
     # aggregate)
     "w326_ema_weights_copied_into_live_model": ("run",),
     "w375_fedavg_coefficients_do_not_sum_to_one": ("run",),
+    # session 54 (features19): delta features summed over every axis, so each frame's coefficients hold one value
+    # per row (feature-columns-collapsed, overt/guards/samecolumns.py)
+    "w411_delta_features_summed_over_coefficients": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
