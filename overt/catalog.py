@@ -801,11 +801,12 @@ ENTRIES: tuple[Entry, ...] = (
           "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
           "evaluation data, chosen by its order",
           _W, True, True),
-    Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
-          "its horizon",
+    Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, one step past "
+          "its horizon, or whose inputs were derived from the steps after it",
           "a target index at or before the window's last index hands the model the answer; a window that ends one "
           "step early for its horizon leaves out the latest observation and trains a forecaster for another "
-          "horizon",
+          "horizon; a derivative or centred filter taken over the whole series before the cut gives the last "
+          "inputs a piece of the future they are to predict",
           _W, True, False),
     Entry("tokenizer-casing-mismatch", "OVT534", "a tokenizer told to case text against its checkpoint's vocabulary",
           "an uncased checkpoint's vocabulary is lower-case: loaded with do_lower_case=False, every capitalised word "
@@ -847,11 +848,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the queried samples with other samples' labels, a re-ranker returns other documents, while nothing "
           "fails",
           _E, True, False),
-    Entry("coordinates-scaled-by-other-axis", "OVT546", "an x coordinate scaled by the image's height, or a y "
-          "coordinate by its width",
+    Entry("coordinates-scaled-by-other-axis", "OVT546", "an x coordinate scaled or bounded by the image's height, "
+          "or a y coordinate by its width",
           "points, boxes and flow vectors list x first while an image's shape lists its height first: normalised, "
-          "resized or rescaled with the other axis's size, every coordinate of a non-square image is stretched by "
-          "the aspect ratio, boxes leave the image and flow vectors point elsewhere, while nothing fails",
+          "resized or rescaled with the other axis's size (or bounded by it, a shape unpacked as width, height), "
+          "every coordinate of a non-square image is stretched by the aspect ratio or clipped, boxes leave the "
+          "image and flow vectors point elsewhere, while nothing fails",
           _E, True, False),
     Entry("box-format-mismatch", "OVT544", "boxes in another format given to a function that reads corners",
           "a box IoU, GIoU loss or NMS written for corners (x1, y1, x2, y2) given centre (cx, cy, w, h) or "
