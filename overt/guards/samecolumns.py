@@ -55,13 +55,13 @@ def _ranges(cols: list[int]) -> str:
     """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
     out: list[str] = []
     start = prev = cols[0]
-    for c in cols[1:] + [None]:
-        if c is not None and c == prev + 1:
+    for c in cols[1:]:
+        if c == prev + 1:
             prev = c
             continue
         out.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if c is not None:
-            start = prev = c
+        start = prev = c
+    out.append(f"{start}-{prev}" if prev != start else f"{start}")
     return ", ".join(out)
 
 

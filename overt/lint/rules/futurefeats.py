@@ -75,7 +75,8 @@ def _two_sided(node: ast.AST) -> tuple[ast.Call, str] | None:
 
 
 def future_features(ix: FileIndex) -> Iterator[tuple[ast.Call, str, str]]:
-    """(the call, the message, the fix) for each two-sided operation over a whole series cut afterwards at its future."""
+    """(the call, the message, the fix) for each two-sided operation over a whole series, cut afterwards at the
+    index where its future begins."""
     for fn in ast.walk(ix.tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue

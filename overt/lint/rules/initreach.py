@@ -114,7 +114,8 @@ def _nested(ix: FileIndex, cls: ast.ClassDef, tail: str) -> tuple[str, int] | No
     if init is None:
         return None
     # local names bound to a layer (``conv = nn.Conv2d(...)`` then ``self.blocks.append(conv)``)
-    names = frozenset(t.id for n in ast.walk(init) if isinstance(n, ast.Assign) and _builds(ix, n.value, tail, {cls.name})
+    names = frozenset(t.id for n in ast.walk(init)
+                      if isinstance(n, ast.Assign) and _builds(ix, n.value, tail, {cls.name})
                       for t in n.targets if isinstance(t, ast.Name))
     for node in ast.walk(init):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:

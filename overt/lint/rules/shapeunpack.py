@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from overt.lint.index import FileIndex, dotted
 
@@ -99,7 +99,8 @@ def _meets_x(nodes: list[ast.AST], width: str) -> ast.AST | None:
     return None
 
 
-def shape_unpacked_width_first(ix: FileIndex, dim_name) -> Iterator[tuple[ast.AST, str]]:
+def shape_unpacked_width_first(ix: FileIndex, dim_name: Callable[[str], str | None]
+                               ) -> Iterator[tuple[ast.Assign, str]]:
     """(the unpacking, the message) for each ``w, h = A.shape`` proven to hold the height in ``w``.
 
     ``dim_name``: axisscale's reader of height and width names (``"h"``/``"w"``/None)."""
