@@ -10,8 +10,9 @@ nationalparkservice/acoustic_discovery#15; a ``mean()`` with no ``dim`` assigned
 information that told the columns apart is gone before the model sees it, and nothing fails.
 
 What is proven, once per model, on its first checked training forward whose first tensor argument is a
-floating-point ``(rows, features)`` tensor with at least :data:`MIN_ROWS` rows and :data:`MIN_COLS` features that
-does not require a gradient (an input, not another model's output): the columns are ordered by a fixed weighting
+floating-point ``(rows, features)`` tensor with at least :data:`MIN_ROWS` rows and :data:`MIN_COLS` (at most
+:data:`MAX_COLS`) features that does not require a gradient (an input, not another model's output), on its first
+:data:`MAX_ROWS` rows: the columns are ordered by a fixed weighting
 of their rows, each column is compared exactly with the next in that order, and the number of distinct values of
 each column is counted (queued as one device tensor, read with the next checked step's values).  Reported when
 :data:`MIN_GROUP` or more columns are equal on every row and each takes at least :data:`MIN_DISTINCT` distinct
@@ -39,14 +40,17 @@ MIN_ROWS = 16  # rows of the input: equal columns by chance over this many rich 
 MIN_COLS = 6  # features of the input
 MIN_GROUP = 3  # columns equal to each other on every row
 MIN_DISTINCT = 8  # distinct values each of them takes across the rows (and at least half the rows)
+MAX_ROWS = 512  # rows compared (the first ones): equal on these many rich rows is already no accident
+MAX_COLS = 1 << 16  # wider inputs (hashed features, vocabularies) are not judged
 
 
 def _input(args: tuple) -> torch.Tensor | None:
     """The first tensor argument when it is a floating-point ``(rows, features)`` input large enough to judge."""
     x = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if x is None or x.dim() != 2 or not x.is_floating_point() or x.requires_grad or x.device.type == "meta":
+    if x is None or x.dim() != 2 or not x.is_floating_point() or x.requires_grad or x.device.type == "meta" \
+            or x.layout != torch.strided:
         return None
-    if x.shape[0] < MIN_ROWS or x.shape[1] < MIN_COLS:
+    if x.shape[0] < MIN_ROWS or x.shape[1] < MIN_COLS or x.shape[1] > MAX_COLS:
         return None
     return x
 
@@ -97,9 +101,9 @@ class SameColumnChecks(Check):
         if x is None:
             return
         self.done.add(id(info))
-        rows, cols = x.shape
         with torch.no_grad():
-            xf = x.detach().float()
+            xf = x.detach()[:MAX_ROWS].float()
+            rows, cols = xf.shape
             w = torch.cos(torch.arange(rows, device=xf.device, dtype=torch.float32) * 1.7 + 0.3)
             order = (w @ xf).argsort()
             ordered = xf[:, order]
