@@ -582,6 +582,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the first part's columns: the other features reach no output, whatever the labels owe to them is never "
           "learnt, and training runs normally on what is left",
           _E, False, True),
+    Entry("feature-columns-collapsed", "OVT455", "input feature columns that hold one value per row",
+          "a reduction taken over every axis, or over the wrong one, and broadcast back to a feature's shape "
+          "(np.sum(taps) for np.sum(taps, axis=0)) gives every column of the feature the same number: what told "
+          "the coefficients, channels or positions apart is lost before the model sees it, and training runs "
+          "normally on what is left",
+          _E, False, True),
     Entry("inputs-duplicated", "OVT448", "two inputs of a model that hold the same ids in two argument slots",
           "a collate or unpacking that fills one field with another's values (token types filled with the input "
           "ids, user ids where item ids belong) gives the model one input twice: what the second slot should carry "
@@ -797,11 +803,12 @@ ENTRIES: tuple[Entry, ...] = (
           "only the first batches are scored (a debugging limit left in): the reported metric covers a subset of the "
           "evaluation data, chosen by its order",
           _W, True, True),
-    Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, or one step past "
-          "its horizon",
+    Entry("window-target-misaligned", "OVT527", "a sliding window whose target is inside it, one step past "
+          "its horizon, or whose inputs were derived from the steps after it",
           "a target index at or before the window's last index hands the model the answer; a window that ends one "
           "step early for its horizon leaves out the latest observation and trains a forecaster for another "
-          "horizon",
+          "horizon; a derivative or centred filter taken over the whole series before the cut gives the last "
+          "inputs a piece of the future they are to predict",
           _W, True, False),
     Entry("tokenizer-casing-mismatch", "OVT534", "a tokenizer told to case text against its checkpoint's vocabulary",
           "an uncased checkpoint's vocabulary is lower-case: loaded with do_lower_case=False, every capitalised word "
@@ -843,11 +850,12 @@ ENTRIES: tuple[Entry, ...] = (
           "the queried samples with other samples' labels, a re-ranker returns other documents, while nothing "
           "fails",
           _E, True, False),
-    Entry("coordinates-scaled-by-other-axis", "OVT546", "an x coordinate scaled by the image's height, or a y "
-          "coordinate by its width",
+    Entry("coordinates-scaled-by-other-axis", "OVT546", "an x coordinate scaled or bounded by the image's height, "
+          "or a y coordinate by its width",
           "points, boxes and flow vectors list x first while an image's shape lists its height first: normalised, "
-          "resized or rescaled with the other axis's size, every coordinate of a non-square image is stretched by "
-          "the aspect ratio, boxes leave the image and flow vectors point elsewhere, while nothing fails",
+          "resized or rescaled with the other axis's size (or bounded by it, a shape unpacked as width, height), "
+          "every coordinate of a non-square image is stretched by the aspect ratio or clipped, boxes leave the "
+          "image and flow vectors point elsewhere, while nothing fails",
           _E, True, False),
     Entry("box-format-mismatch", "OVT544", "boxes in another format given to a function that reads corners",
           "a box IoU, GIoU loss or NMS written for corners (x1, y1, x2, y2) given centre (cx, cy, w, h) or "
@@ -997,6 +1005,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("every-rank-saves", "OVT605", "checkpoint written by every rank, not only rank 0",
           "all processes write the same file at once: wasted I/O and a file torn by concurrent writers",
           _W, True, False),
+    Entry("init-loop-misses-nested-layers", "OVT456", "an initialisation loop over children() that tests for layers "
+          "nested deeper",
+          "children() yields a module's immediate submodules only: an init loop that picks layers by type over it "
+          "never reaches the layers built inside a ModuleList, a Sequential or a block, which keep PyTorch's default "
+          "initialisation while the code reads as if every one were initialised",
+          _E, True, False),
     Entry("init-after-load", "OVT609", "weights initialised again after load_state_dict, before training",
           "an init call (reset_parameters(), apply(init_fn), nn.init.*) run after the checkpoint was loaded "
           "overwrites the loaded weights with fresh random ones: the resumed or fine-tuned run starts from scratch "

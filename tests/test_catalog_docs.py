@@ -168,7 +168,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 54 (latent19): a Gaussian sample's log-scale ranges over all reals
          "log-scale-non-negative", "sample-spread-unpriced",
          # session 54 (evalcal19): a chosen value is the best one, a kept value is the one kept
-         "kept-view-overwritten", "choice-over-flat-curve", "diverged-fit-kept"}
+         "kept-view-overwritten", "choice-over-flat-curve", "diverged-fit-kept",
+         # session 54 (features19): features keep the information their inputs had
+         "feature-columns-collapsed", "init-loop-misses-nested-layers"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -66,6 +66,7 @@ from overt.guards.warmupend import WarmupEndChecks
 from overt.guards.ignored import IgnoredLabelChecks
 from overt.guards.independence import IndependenceChecks
 from overt.guards.inputreach import InputReachChecks
+from overt.guards.samecolumns import SameColumnChecks
 from overt.guards.sameinputs import SameInputChecks
 from overt.guards.labelsignal import LabelSignalChecks
 from overt.guards.leak import TargetLeakChecks
@@ -182,6 +183,7 @@ CHECKS: tuple[type[Check], ...] = (
     PaddingRowChecks,
     LabelSignalChecks,
     InputReachChecks,
+    SameColumnChecks,
     SameInputChecks,
     OneTargetChecks,
     TargetLeakChecks,

@@ -594,6 +594,16 @@ EXPECTED = {
     # session 54 (evalcal19): a temperature read where LBFGS's overshooting last step left it (diverged-fit-kept,
     # overt/guards/fitkept.py)
     "w408_last_temperature_kept": ("run",),
+    # session 54 (features19): delta features summed over every axis, so each frame's coefficients hold one value
+    # per row (feature-columns-collapsed, overt/guards/samecolumns.py)
+    "w411_delta_features_summed_over_coefficients": ("run",),
+    # session 54 (features19): an init loop over children() that tests for layers built inside containers
+    # (init-loop-misses-nested-layers, overt/lint/rules/initreach.py); velocities by np.gradient over the whole
+    # trajectory cut at the history's end (window-target-misaligned, futurefeats.py); a heatmap's shape unpacked
+    # width first while it is indexed [y, x] (coordinates-scaled-by-other-axis, shapeunpack.py)
+    "w413_init_loop_over_children": ("lint",),
+    "w398_derivative_features_from_future_positions": ("lint",),
+    "w410_heatmap_shape_unpacked_as_width_height": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

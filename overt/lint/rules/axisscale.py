@@ -33,6 +33,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.shapeunpack import shape_unpacked_width_first
 
 _XFIRST = re.compile(r"(?:^|_|c)xy|cxcy|(?:^|_)(?:flow|flows|flo)(?:$|_|[0-9])", re.I)
 _YFIRST = re.compile(r"(?:^|_)yx|(?:^|_)ij(?:$|_)|(?:^|_)rc(?:$|_)", re.I)
@@ -205,3 +206,8 @@ def coordinates_scaled_by_other_axis(ix: FileIndex) -> Iterator[Hit]:
                       "boxes, points or flow vectors land elsewhere while nothing fails",
                       fix=f"scale x coordinates by the width and y coordinates by the height: use the image's {own} "
                           f"for component {c} of `{array}`")
+    for stmt, message in shape_unpacked_width_first(ix, _dim_name):
+        names = stmt.targets[0].elts
+        yield Hit("coordinates-scaled-by-other-axis", stmt, message,
+                  fix=f"unpack the shape height first: `{names[1].id}, {names[0].id}"
+                      f"{', ' + names[2].id if len(names) == 3 and isinstance(names[2], ast.Name) else ''} = ...`")

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted, tokens
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.futurefeats import future_features
 
 Linear = dict[str, int]  # name -> coefficient; "" -> the constant
 _HORIZON = frozenset({"horizon", "ahead", "lead", "pred", "forecast", "shift", "offset", "delay", "gap"})
@@ -174,6 +175,8 @@ def window_target_misaligned(ix: FileIndex) -> Iterator[Hit]:
                       f"left out and the model is trained to forecast {horizon} + 1 steps ahead",
                       fix=f"end the window at target - {horizon} (range(t - {horizon} - w + 1, t - {horizon} + 1), "
                           f"or s[t - {horizon} - w + 1:t - {horizon} + 1])")
+    for call, message, fix in future_features(ix):
+        yield Hit("window-target-misaligned", call, message, fix=fix)
 
 
 # -- windows-split-at-random -----------------------------------------------------------------------------------
