@@ -115,6 +115,7 @@ from overt.guards.stopgrad import StopGradientChecks
 from overt.guards.targetcopy import TargetCopyChecks
 from overt.guards.termscale import TermScaleChecks
 from overt.guards.maskpick import MaskPickChecks
+from overt.guards.probtargets import ProbTargetChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -169,6 +170,7 @@ CHECKS: tuple[type[Check], ...] = (
     TermScaleChecks,
     DeadTermChecks,
     MaskPickChecks,
+    ProbTargetChecks,
     TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

@@ -504,6 +504,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
+                probs = getattr(s, "probtargets", None)  # a hand-written soft cross-entropy's target
+                if probs is not None and not probs.retired:
+                    safely(probs.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
                 inv = getattr(s, "gradinv", None)  # hooks the nodes of user-written autograd.Functions
                 if inv is not None:

@@ -1,0 +1,291 @@
+"""Guard on probability targets that are not distributions (slug ``probability-target-not-distribution``;
+issue 33, session 54).
+
+The premise, true of every correct program that fits a categorical distribution: the target a soft
+cross-entropy or a divergence is taken against is itself a distribution over the same classes -- non-negative,
+each row summing to one.  A teacher's softmax, a smoothed one-hot, a mixup of two one-hots and a categorical
+(C51) projection of a next-state return distribution all are.  A target whose rows lose mass (a projection that
+drops the atoms landing exactly on the support: ``l == u`` weights both 0) or create it (both neighbours moved
+and weighted 1 each) is not: the cross-entropy is then minimised by no distribution the model can output, the
+model learns a distorted (or, with no mass at all, no) target while every loss looks ordinary.
+
+Where it is seen, on checked steps only:
+
+- ``F.cross_entropy`` with probability targets (a floating target of the input's shape: classes on dimension 1)
+  and ``F.kl_div`` on 2-D inputs (classes on dimension 1; the target's exponentials under ``log_target``), at
+  the loss call;
+- a cross-entropy written by hand, read off autograd's graph of the loss backwarded (the wrapper of
+  ``torch.autograd.backward`` of :mod:`overt.guards.termscale`): a product of a constant tensor (no gradient)
+  with ``log_softmax`` of a model's output (or ``log`` of its ``softmax``) of the same shape, the
+  ``-(target * log_softmax(logits)).sum(1)`` of distributional critics and hand-made distillation.  The classes
+  are ``log_softmax``'s dimension.
+
+Judged on the device, read with the session's deferred reads: rows with at least two non-zero entries (a one-hot
+scaled by a sample weight or an advantage is a weighted class index, not a distribution: not judged) whose sum is
+off one by more than :data:`TOL`, or a target that is zero everywhere.  Silent on targets with negative entries
+(not probabilities: a signed weight), on 0/1 targets (multi-hot labels, a mask), on rows of zero mass next to rows
+of mass (rows masked out on purpose), on fewer than three classes, and on a hand-written product whose row sum is
+divided by a tensor on its way to the loss (a weight normalised after the sum: ``(w * logp).sum(1) / w.sum(1)``).
+Reported, once per loss line, after :data:`LOOKS` checked looks found most judged rows off one (or no mass at
+all) and none found every judged row at one.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from overt.guards.check import Check
+from overt.guards.where import is_user_file, short_location, user_location
+
+if TYPE_CHECKING:
+    from overt.guards.session import GuardSession
+
+TOL = 0.02  # a row's sum farther than this from one is not a distribution's (float and fp16 sums stay closer)
+LOOKS = 2  # checked looks of a site that must all be off one before it is reported
+MIN_CLASSES = 3  # classes on the distribution's dimension: two-class targets are left to the binary checks
+MIN_ROWS = 4  # judged rows (two non-zero entries or more) a look needs to say anything of the rows' sums
+MAX_NODES = 300  # autograd nodes walked from the loss (a watched model's graph is not entered)
+QUIET = 3  # checked backwards in a row with no hand-written soft cross-entropy after which the graph is not walked
+MAX_SITES = 8
+_THROUGH = frozenset(("NegBackward0", "CloneBackward0", "ToCopyBackward0", "MulBackward1", "DivBackward1"))
+_ONE_SIDED = frozenset(("SubBackward0", "RsubBackward0", "AddBackward0"))  # t.log() - logp: one side constant
+
+
+def _log_probs(fn: Any) -> tuple[Any, int] | None:
+    """(the node, the class dimension) when ``fn`` is, through negations and constant factors, a ``log_softmax``
+    or the ``log`` of a ``softmax`` (plus a constant ``eps``, or clamped), else None."""
+    for _ in range(4):
+        kind = type(fn).__name__
+        if kind == "LogSoftmaxBackward0":
+            return fn, int(fn._saved_dim)
+        if kind == "LogBackward0":
+            inner = fn.next_functions[0][0]
+            for _ in range(2):
+                name = type(inner).__name__
+                if name == "SoftmaxBackward0":
+                    return inner, int(inner._saved_dim)
+                if name in ("AddBackward1", "ClampMinBackward0", "ClampBackward1") and inner.next_functions:
+                    inner = inner.next_functions[0][0]
+                else:
+                    return None
+            return None
+        if kind in _THROUGH and fn.next_functions:
+            fn = fn.next_functions[0][0]
+        elif kind in _ONE_SIDED and len(fn.next_functions) == 2:
+            a, b = fn.next_functions[0][0], fn.next_functions[1][0]
+            if (a is None) == (b is None):
+                return None
+            fn = a if a is not None else b
+        else:
+            return None
+        if fn is None:
+            return None
+    return None
+
+
+def _constant_side(fn: Any) -> tuple[torch.Tensor, Any] | None:
+    """(the constant, the other side's node) of a ``MulBackward0`` of a constant tensor and a computed one."""
+    nxt = [n for n, _ in fn.next_functions]
+    if len(nxt) != 2 or (nxt[0] is None) == (nxt[1] is None):
+        return None
+    try:
+        const = fn._saved_self if nxt[0] is None else fn._saved_other
+    except Exception:  # noqa: BLE001  a freed or unsaved operand
+        return None
+    if not isinstance(const, torch.Tensor) or not const.is_floating_point() or const.dim() == 0:
+        return None
+    return const, nxt[1] if nxt[0] is None else nxt[0]
+
+
+def _normaliser(fn: Any) -> bool:
+    """Whether ``fn`` divides by a tensor of more than one element (a per-row normaliser of a weighted sum)."""
+    if type(fn).__name__ != "DivBackward0":
+        return False
+    try:
+        other = fn._saved_other
+    except Exception:  # noqa: BLE001
+        return True  # cannot tell: treat as normalised (silent)
+    return not isinstance(other, torch.Tensor) or other.numel() > 1
+
+
+def hand_written(root: Any, outputs: dict[int, Any]) -> list[tuple[torch.Tensor, int]]:
+    """(target, class dimension) of each product of a constant and the log-probabilities of a model's output in
+    the loss's graph from ``root``, whose row sum is not normalised by a tensor on its way to the root."""
+    seen = {root}
+    todo: list[tuple[Any, bool]] = [(root, False)]
+    found: list[tuple[torch.Tensor, int]] = []
+    while todo and len(seen) < MAX_NODES:
+        fn, normed = todo.pop()
+        if id(fn) in outputs and outputs[id(fn)] is fn:
+            continue  # a watched model's output: its graph is the model's, not the loss's
+        kind = type(fn).__name__
+        if kind in ("LogSoftmaxBackward0", "SoftmaxBackward0", "AccumulateGrad"):
+            continue
+        normed = normed or _normaliser(fn)
+        if kind == "MulBackward0" and not normed:
+            got = _constant_side(fn)
+            lp = _log_probs(got[1]) if got is not None else None
+            if got is not None and lp is not None:
+                node, dim = lp
+                try:
+                    result = node._saved_result
+                except Exception:  # noqa: BLE001
+                    result = None
+                if isinstance(result, torch.Tensor) and tuple(result.shape) == tuple(got[0].shape):
+                    found.append((got[0], dim % got[0].dim()))
+                continue
+        for nxt, _ in fn.next_functions:
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                todo.append((nxt, normed))
+    return found
+
+
+def _row_stats(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """On the device: min, rows, judged rows (two non-zero entries or more), judged rows off one, rows of zero mass,
+    whether every entry is 0 or 1, the judged rows' smallest and largest sums."""
+    x = t.detach().float().movedim(dim, -1).reshape(-1, t.shape[dim])
+    s = x.sum(1)
+    multi = (x != 0).sum(1) >= 2
+    off = multi & ((s - 1).abs() > TOL)
+    inf = torch.tensor(float("inf"), device=x.device)
+    return torch.stack([x.min(), torch.tensor(float(x.shape[0]), device=x.device), multi.sum().float(),
+                        off.sum().float(), (s.abs() <= 1e-6).sum().float(), ((x == 0) | (x == 1)).all().float(),
+                        torch.where(multi, s, inf).min(), torch.where(multi, s, -inf).max()])
+
+
+def _assigned(frame: Any, target: torch.Tensor) -> tuple[str, str] | None:
+    """(the name, ``file:line`` of its last assignment above the frame's line) of the variable of ``frame`` that
+    holds ``target`` (the same storage and shape), when the user's code named it."""
+    try:
+        ptr, shape = target.data_ptr(), tuple(target.shape)
+    except Exception:  # noqa: BLE001
+        return None
+    for name, val in list(frame.f_locals.items()):
+        if isinstance(val, torch.Tensor) and not name.startswith("_") and val.data_ptr() == ptr \
+                and tuple(val.shape) == shape:
+            pat = re.compile(rf"^\s*{re.escape(name)}\s*(:[^=]*)?=(?!=)")
+            file = frame.f_code.co_filename
+            for line in range(frame.f_lineno - 1, max(0, frame.f_lineno - 200), -1):
+                if pat.match(linecache.getline(file, line)):
+                    return name, short_location(file, line)
+            return name, ""
+    return None
+
+
+def _user_frame() -> Any:
+    f = sys._getframe(1)
+    while f is not None and not is_user_file(f.f_code.co_filename):
+        f = f.f_back
+    return f
+
+
+class ProbTargetChecks(Check):
+    name = "probtargets"
+
+    def __init__(self, session: GuardSession):
+        super().__init__(session)
+        self.looks: dict[str, list[str]] = {}  # site -> the kind of each look ("off", "empty")
+        self.fine: set[str] = set()  # sites whose targets were distributions on a look: never reported
+        self.done: set[str] = set()
+        self.quiet = 0
+        self.retired = False  # QUIET checked backwards with no hand-written soft cross-entropy: the walk stops
+
+    # -- library losses ------------------------------------------------------------------------
+    def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
+        if name not in ("cross_entropy", "kl_div") or not isinstance(target, torch.Tensor):
+            return
+        if not target.is_floating_point() or target.requires_grad or tuple(target.shape) != tuple(inp.shape) \
+                or target.dim() < 2 or target.shape[1] < MIN_CLASSES or target.device.type == "meta":
+            return
+        if name == "kl_div":
+            if target.dim() != 2:
+                return
+            log_target = kwargs.get("log_target", args[5] if len(args) > 5 else False)
+            if log_target:
+                target = target.detach().float().exp()
+        loc = self.s.losses.site() or f"F.{name}"
+        self._look(target, 1, loc, f"{loc}#F.{name}", f"the target of F.{name} at {loc}")
+
+    # -- a cross-entropy written by hand -------------------------------------------------------
+    def on_backward(self, tensors: Any, outputs: dict[int, Any]) -> None:
+        """Called by the backward wrapper of a checked step (before termscale forgets the step's outputs)."""
+        if self.retired or len(self.done) >= MAX_SITES:
+            return
+        if isinstance(tensors, (list, tuple)):
+            tensors = tensors[0] if len(tensors) == 1 else None
+        root = getattr(tensors, "grad_fn", None)
+        if root is None or tensors.numel() != 1 or not outputs:
+            return
+        found = [(t, d) for t, d in hand_written(root, outputs) if t.shape[d] >= MIN_CLASSES]
+        if not found:
+            self.quiet += 1
+            self.retired = self.quiet >= QUIET and not self.looks
+            return
+        self.quiet = 0
+        frame = _user_frame()
+        loc = user_location() or "the backward call"
+        for t, d in found[:2]:
+            named = _assigned(frame, t) if frame is not None else None
+            what = f"the target that the loss backwarded at {loc} multiplies with log_softmax"
+            if named:
+                what = f"the target `{named[0]}`" + (f" (assigned at {named[1]})" if named[1] else "") + \
+                    f", which the loss backwarded at {loc} multiplies with log_softmax,"
+            self._look(t, d, loc, f"{loc}#{d}", what)
+
+    # -- judging ---------------------------------------------------------------------------------
+    def _look(self, target: torch.Tensor, dim: int, loc: str, site: str, what: str) -> None:
+        """Queue one look at ``target`` (classes on ``dim``) for the loss line ``loc``, keyed ``site``."""
+        if site in self.done or site in self.fine or len(self.looks.get(site, ())) >= 2 * LOOKS:
+            return
+        step = self.s.step
+        self.s.defer(_row_stats(target, dim), self._callback(loc, site, what, dim, tuple(target.shape), step))
+
+    def _callback(self, loc: str, site: str, what: str, dim: int, shape: tuple, step: int):
+        def callback(vals: list[float]) -> None:
+            lo, rows, multi, off, zero, binary, s_lo, s_hi = vals
+            if site in self.done or site in self.fine:
+                return
+            if zero == rows:
+                kind = "empty"
+            elif lo < -1e-6 or binary or multi < MIN_ROWS:
+                return  # not probabilities, multi-hot labels, or too few rows to judge
+            elif off == 0:
+                self.fine.add(site)
+                return
+            elif off * 2 >= multi:
+                kind = "off"
+            else:
+                return
+            kinds = self.looks.setdefault(site, [])
+            kinds.append(kind)
+            if len(kinds) >= LOOKS:
+                self.done.add(site)
+                self._report(what, dim, shape, kind, int(off), int(multi), s_lo, s_hi, step, loc, site)
+
+        return callback
+
+    def _report(self, what: str, dim: int, shape: tuple, kind: str, off: int, multi: int, s_lo: float, s_hi: float,
+                step: int, loc: str, site: str) -> None:
+        if kind == "empty":
+            seen = (f"{what} is zero everywhere (shape {list(shape)}), on {LOOKS} checked steps: a probability target "
+                    "with no mass at all, so the loss is 0 and passes no gradient; the model learns nothing from it")
+        else:
+            seen = (f"{off} of {multi} rows of {what} (shape {list(shape)}, classes on dimension {dim}) sum to "
+                    f"between {s_lo:.3g} and {s_hi:.3g}, not 1, on {LOOKS} checked steps: mass is "
+                    + ("lost" if s_hi < 1 else "created" if s_lo > 1 else "lost and created")
+                    + " where the target was built")
+        msg = (seen + ". A soft cross-entropy or divergence fits the model's distribution to its target, and a target "
+               "that is not a distribution (non-negative, each row summing to one) is fitted as if it were: the "
+               "model learns a distorted target while the loss looks like any other (a categorical projection that "
+               "drops the atoms landing exactly on the support, or moves both neighbours of one).")
+        fix = ("build the target so that each row sums to one: in a categorical (C51) projection, where an atom lands "
+               "exactly on the support (l == u) give its whole probability to that atom (move l down, then test u "
+               "against the moved l); normalise soft labels, or check target.sum(dim) == 1 once.")
+        self.s.report("probability-target-not-distribution", msg, where=loc, key=site,
+                      step=step, fix=fix)
