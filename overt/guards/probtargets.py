@@ -148,15 +148,20 @@ def hand_written(root: Any, outputs: dict[int, Any]) -> list[tuple[torch.Tensor,
 
 def _row_stats(t: torch.Tensor, dim: int) -> torch.Tensor:
     """On the device: min, rows, judged rows (two non-zero entries or more), judged rows off one, rows of zero mass,
-    whether every entry is 0 or 1, the judged rows' smallest and largest sums."""
+    whether every entry is 0 or 1, the judged rows' smallest and largest sums, whether a 2-D target's sums over
+    its other dimension (its columns, for classes on dimension 1) are all one."""
     x = t.detach().float().movedim(dim, -1).reshape(-1, t.shape[dim])
     s = x.sum(1)
     multi = (x != 0).sum(1) >= 2
     off = multi & ((s - 1).abs() > TOL)
     inf = torch.tensor(float("inf"), device=x.device)
+    if t.dim() == 2:  # a distribution over the other dimension (softmax over the batch): every column sums to one
+        other = ((t.detach().float().sum(1 - dim) - 1).abs() <= TOL).all().float()
+    else:
+        other = torch.zeros((), device=x.device)
     return torch.stack([x.min(), torch.tensor(float(x.shape[0]), device=x.device), multi.sum().float(),
                         off.sum().float(), (s.abs() <= 1e-6).sum().float(), ((x == 0) | (x == 1)).all().float(),
-                        torch.where(multi, s, inf).min(), torch.where(multi, s, -inf).max()])
+                        torch.where(multi, s, inf).min(), torch.where(multi, s, -inf).max(), other])
 
 
 def _assigned(frame: Any, target: torch.Tensor) -> tuple[str, str] | None:
@@ -195,6 +200,9 @@ class ProbTargetChecks(Check):
         self.done: set[str] = set()
         self.quiet = 0
         self.retired = False  # QUIET checked backwards with no hand-written soft cross-entropy: the walk stops
+        #: shapes of the targets the library losses of this backward's step were given (their own graphs hold the
+        #: same product with log_softmax: looked at once, at the call)
+        self.library: set[tuple[int, ...]] = set()
 
     # -- library losses ------------------------------------------------------------------------
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
@@ -210,11 +218,18 @@ class ProbTargetChecks(Check):
             if log_target:
                 target = target.detach().float().exp()
         loc = self.s.losses.site() or f"F.{name}"
+        self.library.add(tuple(target.shape))
         self._look(target, 1, loc, f"{loc}#F.{name}", f"the target of F.{name} at {loc}")
 
     # -- a cross-entropy written by hand -------------------------------------------------------
     def on_backward(self, tensors: Any, outputs: dict[int, Any]) -> None:
         """Called by the backward wrapper of a checked step (before termscale forgets the step's outputs)."""
+        try:
+            self._walk(tensors, outputs)
+        finally:
+            self.library.clear()
+
+    def _walk(self, tensors: Any, outputs: dict[int, Any]) -> None:
         if self.retired or len(self.done) >= MAX_SITES:
             return
         if isinstance(tensors, (list, tuple)):
@@ -222,7 +237,8 @@ class ProbTargetChecks(Check):
         root = getattr(tensors, "grad_fn", None)
         if root is None or tensors.numel() != 1 or not outputs:
             return
-        found = [(t, d) for t, d in hand_written(root, outputs) if t.shape[d] >= MIN_CLASSES]
+        found = [(t, d) for t, d in hand_written(root, outputs)
+                 if t.shape[d] >= MIN_CLASSES and tuple(t.shape) not in self.library]
         if not found:
             self.quiet += 1
             self.retired = self.quiet >= QUIET and not self.looks
@@ -248,8 +264,11 @@ class ProbTargetChecks(Check):
 
     def _callback(self, loc: str, site: str, what: str, dim: int, shape: tuple, step: int):
         def callback(vals: list[float]) -> None:
-            lo, rows, multi, off, zero, binary, s_lo, s_hi = vals
+            lo, rows, multi, off, zero, binary, s_lo, s_hi, other = vals
             if site in self.done or site in self.fine:
+                return
+            if other:
+                self.fine.add(site)  # a distribution over the other axis
                 return
             if zero == rows:
                 kind = "empty"
