@@ -54,37 +54,42 @@ QUIET = 3  # checked backwards in a row with no hand-written soft cross-entropy 
 MAX_SITES = 8
 _THROUGH = frozenset(("NegBackward0", "CloneBackward0", "ToCopyBackward0", "MulBackward1", "DivBackward1"))
 _ONE_SIDED = frozenset(("SubBackward0", "RsubBackward0", "AddBackward0"))  # t.log() - logp: one side constant
+_EPS = frozenset(("AddBackward1", "ClampMinBackward0", "ClampBackward1"))  # log(p + eps), log(p.clamp(min=eps))
+#: indexing and views between the log-probabilities and the product (the class dimension must stay the last)
+_MOVES = frozenset(("IndexBackward0", "GatherBackward0", "SelectBackward0", "SqueezeBackward0", "SqueezeBackward1",
+                    "UnsqueezeBackward0", "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0",
+                    "SliceBackward0"))
+MAX_UP = 8  # nodes walked from the product to the log-probabilities
 
 
-def _log_probs(fn: Any) -> tuple[Any, int] | None:
-    """(the node, the class dimension) when ``fn`` is, through negations and constant factors, a ``log_softmax``
-    or the ``log`` of a ``softmax`` (plus a constant ``eps``, or clamped), else None."""
-    for _ in range(4):
+def _log_probs(fn: Any) -> tuple[Any, int, bool] | None:
+    """(the node, its class dimension, whether indexing or a view came between) when ``fn`` is, through negations,
+    constant factors, indexing (an action's distribution picked out of ``(N, A, atoms)``) and views, a
+    ``log_softmax`` or the ``log`` of a ``softmax`` (plus a constant ``eps``, or clamped), else None."""
+    logged = moved = False
+    for _ in range(MAX_UP):
         kind = type(fn).__name__
         if kind == "LogSoftmaxBackward0":
-            return fn, int(fn._saved_dim)
+            return fn, int(fn._saved_dim), moved
+        if kind == "SoftmaxBackward0":
+            return (fn, int(fn._saved_dim), moved) if logged else None
+        nxt = [n for n, _ in fn.next_functions]
         if kind == "LogBackward0":
-            inner = fn.next_functions[0][0]
-            for _ in range(2):
-                name = type(inner).__name__
-                if name == "SoftmaxBackward0":
-                    return inner, int(inner._saved_dim)
-                if name in ("AddBackward1", "ClampMinBackward0", "ClampBackward1") and inner.next_functions:
-                    inner = inner.next_functions[0][0]
-                else:
-                    return None
-            return None
-        if kind in _THROUGH and fn.next_functions:
-            fn = fn.next_functions[0][0]
-        elif kind in _ONE_SIDED and len(fn.next_functions) == 2:
-            a, b = fn.next_functions[0][0], fn.next_functions[1][0]
-            if (a is None) == (b is None):
+            logged = True
+        elif kind in _EPS:
+            if not logged:
                 return None
-            fn = a if a is not None else b
-        else:
+        elif kind in _MOVES:
+            moved = True
+        elif kind in _ONE_SIDED:
+            if len(nxt) != 2 or (nxt[0] is None) == (nxt[1] is None):
+                return None
+            nxt = [nxt[0] if nxt[0] is not None else nxt[1]]
+        elif kind not in _THROUGH:
             return None
-        if fn is None:
+        if not nxt or nxt[0] is None:
             return None
+        fn = nxt[0]
     return None
 
 
@@ -131,13 +136,19 @@ def hand_written(root: Any, outputs: dict[int, Any]) -> list[tuple[torch.Tensor,
             got = _constant_side(fn)
             lp = _log_probs(got[1]) if got is not None else None
             if got is not None and lp is not None:
-                node, dim = lp
+                node, dim, moved = lp
+                const = got[0]
                 try:
                     result = node._saved_result
                 except Exception:  # noqa: BLE001
                     result = None
-                if isinstance(result, torch.Tensor) and tuple(result.shape) == tuple(got[0].shape):
-                    found.append((got[0], dim % got[0].dim()))
+                if not isinstance(result, torch.Tensor):
+                    continue
+                if not moved and tuple(result.shape) == tuple(const.shape):
+                    found.append((const, dim % const.dim()))
+                elif moved and const.dim() >= 2 and dim % result.dim() == result.dim() - 1 \
+                        and const.shape[-1] == result.shape[-1]:
+                    found.append((const, const.dim() - 1))  # classes last, before and after the indexing
                 continue
         for nxt, _ in fn.next_functions:
             if nxt is not None and nxt not in seen:

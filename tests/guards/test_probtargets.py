@@ -136,3 +136,51 @@ def test_correct_soft_targets_are_quiet():
     for form in ("smooth", "mixup-kl-fixed", "policy-gradient", "multi-hot", "normalised-after", "masked-rows",
                  "entropy-bonus"):
         assert _named(_digits(form)) == [], form
+
+
+# -- a C51 agent's form: (N, actions, atoms) log-probabilities, the action's row picked, the target built with
+# index_add_ over flattened offsets -------------------------------------------------------------------------------
+def _c51(form: str, steps: int = 45) -> list:
+    torch.manual_seed(0)
+    actions = 3
+    net = nn.Sequential(nn.Linear(N, 32), nn.ReLU(), nn.Linear(32, actions * ATOMS))
+    eye = torch.eye(N + 1)[:, :N]
+
+    def dist(x, log):
+        z = net(x).view(-1, actions, ATOMS)
+        return F.log_softmax(z, 2) if log else F.softmax(z, 2)
+
+    def losses():
+        for _ in range(steps):
+            s = torch.randint(0, N, (32,))
+            a = torch.randint(0, actions, (32,))
+            with torch.no_grad():
+                p_next = dist(eye[s + 1], False)[torch.arange(32), a]
+                b = (1.0 + 0.9 * SUPPORT[None]).clamp(0.0, 12.0).expand(32, ATOMS)
+                l, u = b.floor().long(), b.ceil().long()
+                if form == "fixed":
+                    l[(u > 0) & (l == u)] -= 1
+                    u[(l < ATOMS - 1) & (l == u)] += 1
+                m = torch.zeros(32 * ATOMS)
+                offset = (torch.arange(32) * ATOMS)[:, None]
+                m.index_add_(0, (l + offset).view(-1), (p_next * (u.float() - b)).view(-1))
+                m.index_add_(0, (u + offset).view(-1), (p_next * (b - l.float())).view(-1))
+                m = m.view(32, ATOMS)
+            if form == "log-of-softmax":  # log of the softmax's picked row, clamped
+                log_p = dist(eye[s], False)[torch.arange(32), a].clamp(min=1e-3).log()
+            else:
+                log_p = dist(eye[s], True)[torch.arange(32), a]
+            yield -(m * log_p).sum(1).mean()
+
+    return guarded_fit(net.parameters(), losses())
+
+
+def test_c51_projection_over_flattened_offsets_with_the_action_picked_is_named():
+    found = _named(_c51("drop"))
+    assert len(found) == 1 and "mass is lost" in found[0].message, found
+    found = _named(_c51("log-of-softmax"))
+    assert len(found) == 1 and "mass is lost" in found[0].message, found
+
+
+def test_corrected_c51_projection_with_the_action_picked_is_quiet():
+    assert _named(_c51("fixed")) == []
