@@ -306,7 +306,7 @@ class ProbTargetChecks(Check):
             seen = (f"{what} is zero everywhere (shape {list(shape)}), on {LOOKS} checked steps: a probability target "
                     "with no mass at all, so the loss is 0 and passes no gradient; the model learns nothing from it")
         else:
-            seen = (f"{off} of {multi} rows of {what} (shape {list(shape)}, classes on dimension {dim}) sum to "
+            seen = (f"{off} of {multi} rows (shape {list(shape)}, classes on dimension {dim}) of {what} sum to "
                     f"between {s_lo:.3g} and {s_hi:.3g}, not 1, on {LOOKS} checked steps: mass is "
                     + ("lost" if s_hi < 1 else "created" if s_lo > 1 else "lost and created")
                     + " where the target was built")
