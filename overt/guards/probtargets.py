@@ -46,11 +46,12 @@ if TYPE_CHECKING:
     from overt.guards.session import GuardSession
 
 TOL = 0.02  # a row's sum farther than this from one is not a distribution's (float and fp16 sums stay closer)
+MAX_LOOKS = 4  # checked looks queued per site at most (a target that cannot be judged is not looked at again)
 LOOKS = 2  # checked looks of a site that must all be off one before it is reported
 MIN_CLASSES = 3  # classes on the distribution's dimension: two-class targets are left to the binary checks
 MIN_ROWS = 4  # judged rows (two non-zero entries or more) a look needs to say anything of the rows' sums
 MAX_NODES = 300  # autograd nodes walked from the loss (a watched model's graph is not entered)
-QUIET = 3  # checked backwards in a row with no hand-written soft cross-entropy after which the graph is not walked
+QUIET = 3  # checked backwards in a row with no unsettled hand-written soft cross-entropy: the graph is not walked
 MAX_SITES = 8
 _THROUGH = frozenset(("NegBackward0", "CloneBackward0", "ToCopyBackward0", "MulBackward1", "DivBackward1"))
 _ONE_SIDED = frozenset(("SubBackward0", "RsubBackward0", "AddBackward0"))  # t.log() - logp: one side constant
@@ -207,6 +208,7 @@ class ProbTargetChecks(Check):
     def __init__(self, session: GuardSession):
         super().__init__(session)
         self.looks: dict[str, list[str]] = {}  # site -> the kind of each look ("off", "empty")
+        self.asked: dict[str, int] = {}  # site -> looks queued
         self.fine: set[str] = set()  # sites whose targets were distributions on a look: never reported
         self.done: set[str] = set()
         self.quiet = 0
@@ -250,13 +252,14 @@ class ProbTargetChecks(Check):
             return
         found = [(t, d) for t, d in hand_written(root, outputs)
                  if t.shape[d] >= MIN_CLASSES and tuple(t.shape) not in self.library]
-        if not found:
+        loc = (user_location() or "the backward call") if found else ""
+        found = [(t, d) for t, d in found if not self._settled(f"{loc}#{d}")]
+        if not found:  # nothing (more) to look at: after QUIET such backwards in a row the graph is not walked again
             self.quiet += 1
-            self.retired = self.quiet >= QUIET and not self.looks
+            self.retired = self.quiet >= QUIET
             return
         self.quiet = 0
         frame = _user_frame()
-        loc = user_location() or "the backward call"
         for t, d in found[:2]:
             named = _assigned(frame, t) if frame is not None else None
             what = f"the target that the loss backwarded at {loc} multiplies with log_softmax"
@@ -266,10 +269,15 @@ class ProbTargetChecks(Check):
             self._look(t, d, loc, f"{loc}#{d}", what)
 
     # -- judging ---------------------------------------------------------------------------------
+    def _settled(self, site: str) -> bool:
+        """Whether ``site`` needs no more looks: reported, seen to be a distribution, or looked at enough."""
+        return site in self.done or site in self.fine or self.asked.get(site, 0) >= MAX_LOOKS
+
     def _look(self, target: torch.Tensor, dim: int, loc: str, site: str, what: str) -> None:
         """Queue one look at ``target`` (classes on ``dim``) for the loss line ``loc``, keyed ``site``."""
-        if site in self.done or site in self.fine or len(self.looks.get(site, ())) >= 2 * LOOKS:
+        if self._settled(site):
             return
+        self.asked[site] = self.asked.get(site, 0) + 1
         step = self.s.step
         self.s.defer(_row_stats(target, dim), self._callback(loc, site, what, dim, tuple(target.shape), step))
 

@@ -161,13 +161,20 @@ def _c51(form: str, steps: int = 45) -> list:
                 if form == "fixed":
                     l[(u > 0) & (l == u)] -= 1
                     u[(l < ATOMS - 1) & (l == u)] += 1
-                m = torch.zeros(32 * ATOMS)
-                offset = (torch.arange(32) * ATOMS)[:, None]
-                m.index_add_(0, (l + offset).view(-1), (p_next * (u.float() - b)).view(-1))
-                m.index_add_(0, (u + offset).view(-1), (p_next * (b - l.float())).view(-1))
-                m = m.view(32, ATOMS)
-            if form == "log-of-softmax":  # log of the softmax's picked row, clamped
-                log_p = dist(eye[s], False)[torch.arange(32), a].clamp(min=1e-3).log()
+                if form == "cleanrl":  # the lower weight raised by one where l == u, one index_add_ per row
+                    lo, hi = (u.float() + (l == u).float() - b) * p_next, (b - l.float()) * p_next
+                    m = torch.zeros_like(p_next)
+                    for i in range(32):
+                        m[i].index_add_(0, l[i], lo[i])
+                        m[i].index_add_(0, u[i], hi[i])
+                else:
+                    m = torch.zeros(32 * ATOMS)
+                    offset = (torch.arange(32) * ATOMS)[:, None]
+                    m.index_add_(0, (l + offset).view(-1), (p_next * (u.float() - b)).view(-1))
+                    m.index_add_(0, (u + offset).view(-1), (p_next * (b - l.float())).view(-1))
+                    m = m.view(32, ATOMS)
+            if form in ("log-of-softmax", "cleanrl"):  # log of the softmax's picked row, clamped
+                log_p = dist(eye[s], False)[torch.arange(32), a].clamp(min=1e-5, max=1 - 1e-5).log()
             else:
                 log_p = dist(eye[s], True)[torch.arange(32), a]
             yield -(m * log_p).sum(1).mean()
@@ -184,3 +191,4 @@ def test_c51_projection_over_flattened_offsets_with_the_action_picked_is_named()
 
 def test_corrected_c51_projection_with_the_action_picked_is_quiet():
     assert _named(_c51("fixed")) == []
+    assert _named(_c51("cleanrl")) == []  # cleanrl's c51.py: u + (l == u) - b as the lower weight
