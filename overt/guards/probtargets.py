@@ -184,8 +184,12 @@ def _assigned(frame: Any, target: torch.Tensor) -> tuple[str, str] | None:
     except Exception:  # noqa: BLE001
         return None
     for name, val in list(frame.f_locals.items()):
-        if isinstance(val, torch.Tensor) and not name.startswith("_") and val.data_ptr() == ptr \
-                and tuple(val.shape) == shape:
+        try:
+            same = isinstance(val, torch.Tensor) and not name.startswith("_") and val.data_ptr() == ptr \
+                and tuple(val.shape) == shape
+        except Exception:  # noqa: BLE001  a tensor without storage (sparse, meta, a subclass)
+            same = False
+        if same:
             pat = re.compile(rf"^\s*{re.escape(name)}\s*(:[^=]*)?=(?!=)")
             file = frame.f_code.co_filename
             for line in range(frame.f_lineno - 1, max(0, frame.f_lineno - 200), -1):

@@ -31,16 +31,16 @@ SUPPORT = torch.linspace(0.0, 12.0, ATOMS)
 
 def _project(next_probs: torch.Tensor, rewards: torch.Tensor, gamma: float, form: str) -> torch.Tensor:
     b = (rewards[:, None] + gamma * SUPPORT[None]).clamp(0.0, 12.0)  # delta_z 1, v_min 0
-    l, u = b.floor().long(), b.ceil().long()
-    if form == "fixed":  # the usual correction: l moves down where l == u, then u up against the moved l
-        l = torch.where((u > 0) & (l == u), l - 1, l)
-        u = torch.where((l < ATOMS - 1) & (l == u), u + 1, u)
+    low, up = b.floor().long(), b.ceil().long()
+    if form == "fixed":  # the usual correction: low moves down where low == up, then up moves up against the moved low
+        low = torch.where((up > 0) & (low == up), low - 1, low)
+        up = torch.where((low < ATOMS - 1) & (low == up), up + 1, up)
     elif form == "both":  # the bug: both masks first, so both neighbours move and get weight 1
-        lm, um = (u > 0) & (l == u), (l < ATOMS - 1) & (l == u)
-        l, u = torch.where(lm, l - 1, l), torch.where(um, u + 1, u)
+        lm, um = (up > 0) & (low == up), (low < ATOMS - 1) & (low == up)
+        low, up = torch.where(lm, low - 1, low), torch.where(um, up + 1, up)
     proj = torch.zeros(len(rewards), ATOMS)
-    proj.scatter_add_(1, l, next_probs * (u.float() - b))
-    proj.scatter_add_(1, u, next_probs * (b - l.float()))
+    proj.scatter_add_(1, low, next_probs * (up.float() - b))
+    proj.scatter_add_(1, up, next_probs * (b - low.float()))
     return proj
 
 
@@ -157,21 +157,21 @@ def _c51(form: str, steps: int = 45) -> list:
             with torch.no_grad():
                 p_next = dist(eye[s + 1], False)[torch.arange(32), a]
                 b = (1.0 + 0.9 * SUPPORT[None]).clamp(0.0, 12.0).expand(32, ATOMS)
-                l, u = b.floor().long(), b.ceil().long()
+                low, up = b.floor().long(), b.ceil().long()
                 if form == "fixed":
-                    l[(u > 0) & (l == u)] -= 1
-                    u[(l < ATOMS - 1) & (l == u)] += 1
-                if form == "cleanrl":  # the lower weight raised by one where l == u, one index_add_ per row
-                    lo, hi = (u.float() + (l == u).float() - b) * p_next, (b - l.float()) * p_next
+                    low[(up > 0) & (low == up)] -= 1
+                    up[(low < ATOMS - 1) & (low == up)] += 1
+                if form == "cleanrl":  # the lower weight raised by one where low == up, one index_add_ per row
+                    lo, hi = (up.float() + (low == up).float() - b) * p_next, (b - low.float()) * p_next
                     m = torch.zeros_like(p_next)
                     for i in range(32):
-                        m[i].index_add_(0, l[i], lo[i])
-                        m[i].index_add_(0, u[i], hi[i])
+                        m[i].index_add_(0, low[i], lo[i])
+                        m[i].index_add_(0, up[i], hi[i])
                 else:
                     m = torch.zeros(32 * ATOMS)
                     offset = (torch.arange(32) * ATOMS)[:, None]
-                    m.index_add_(0, (l + offset).view(-1), (p_next * (u.float() - b)).view(-1))
-                    m.index_add_(0, (u + offset).view(-1), (p_next * (b - l.float())).view(-1))
+                    m.index_add_(0, (low + offset).view(-1), (p_next * (up.float() - b)).view(-1))
+                    m.index_add_(0, (up + offset).view(-1), (p_next * (b - low.float())).view(-1))
                     m = m.view(32, ATOMS)
             if form in ("log-of-softmax", "cleanrl"):  # log of the softmax's picked row, clamped
                 log_p = dist(eye[s], False)[torch.arange(32), a].clamp(min=1e-5, max=1 - 1e-5).log()
@@ -191,4 +191,4 @@ def test_c51_projection_over_flattened_offsets_with_the_action_picked_is_named()
 
 def test_corrected_c51_projection_with_the_action_picked_is_quiet():
     assert _named(_c51("fixed")) == []
-    assert _named(_c51("cleanrl")) == []  # cleanrl's c51.py: u + (l == u) - b as the lower weight
+    assert _named(_c51("cleanrl")) == []  # cleanrl's c51.py: up + (low == up) - b as the lower weight
