@@ -22,7 +22,8 @@ Where it is seen, on checked steps only:
 
 Judged on the device, read with the session's deferred reads: rows with at least two non-zero entries (a one-hot
 scaled by a sample weight or an advantage is a weighted class index, not a distribution: not judged) whose sum is
-off one by more than :data:`TOL`, or a target that is zero everywhere.  Silent on targets with negative entries
+off one by more than :data:`TOL`, or a hand-written target that is zero everywhere while the whole loss backwarded
+is exactly 0 (the objective is that dead term; a placeholder of zeros beside other terms is silent).  Silent on targets with negative entries
 (not probabilities: a signed weight), on 0/1 targets (multi-hot labels, a mask), on rows of zero mass next to rows
 of mass (rows masked out on purpose), on fewer than three classes, and on a hand-written product whose row sum is
 divided by a tensor on its way to the loss (a weight normalised after the sum: ``(w * logp).sum(1) / w.sum(1)``).
@@ -270,30 +271,39 @@ class ProbTargetChecks(Check):
             if named:
                 what = f"the target `{named[0]}`" + (f" (assigned at {named[1]})" if named[1] else "") + \
                     f", which the loss backwarded at {loc} multiplies with log_softmax,"
-            self._look(t, d, loc, f"{loc}#{d}", what)
+            self._look(t, d, loc, f"{loc}#{d}", what, tensors)
 
     # -- judging ---------------------------------------------------------------------------------
     def _settled(self, site: str) -> bool:
         """Whether ``site`` needs no more looks: reported, seen to be a distribution, or looked at enough."""
         return site in self.done or site in self.fine or self.asked.get(site, 0) >= MAX_LOOKS
 
-    def _look(self, target: torch.Tensor, dim: int, loc: str, site: str, what: str) -> None:
-        """Queue one look at ``target`` (classes on ``dim``) for the loss line ``loc``, keyed ``site``."""
+    def _look(self, target: torch.Tensor, dim: int, loc: str, site: str, what: str, loss: Any = None) -> None:
+        """Queue one look at ``target`` (classes on ``dim``) for the loss line ``loc``, keyed ``site``; ``loss``: the
+        backwarded loss the target is a part of (a target with no mass is reported only when that loss is 0: the
+        whole objective is then the dead term, not one placeholder term beside others)."""
         if self._settled(site):
             return
         self.asked[site] = self.asked.get(site, 0) + 1
         step = self.s.step
-        self.s.defer(_row_stats(target, dim), self._callback(loc, site, what, dim, tuple(target.shape), step))
+        stats = _row_stats(target, dim)
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.device == stats.device:
+            whole = loss.detach().float().reshape(1).abs()
+        else:
+            whole = torch.full((1,), float("nan"), device=stats.device)
+        self.s.defer(torch.cat((stats, whole)), self._callback(loc, site, what, dim, tuple(target.shape), step))
 
     def _callback(self, loc: str, site: str, what: str, dim: int, shape: tuple, step: int):
         def callback(vals: list[float]) -> None:
-            lo, rows, multi, off, zero, binary, s_lo, s_hi, other = vals
+            lo, rows, multi, off, zero, binary, s_lo, s_hi, other, whole = vals
             if site in self.done or site in self.fine:
                 return
             if other:
                 self.fine.add(site)  # a distribution over the other axis
                 return
             if zero == rows:
+                if not whole == 0:  # another term carries the objective (or the loss is not known): a placeholder
+                    return
                 kind = "empty"
             elif lo < -1e-6 or binary or multi < MIN_ROWS:
                 return  # not probabilities, multi-hot labels, or too few rows to judge
