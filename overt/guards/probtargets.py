@@ -1,35 +1,35 @@
-"""Guard on probability targets that are not distributions (slug ``probability-target-not-distribution``;
-issue 33, session 54).
+"""Guard on probability targets that are not distributions (slug ``probability-target-not-distribution``; issue 33,
+session 54).
 
-The premise, true of every correct program that fits a categorical distribution: the target a soft
-cross-entropy or a divergence is taken against is itself a distribution over the same classes -- non-negative,
-each row summing to one.  A teacher's softmax, a smoothed one-hot, a mixup of two one-hots and a categorical
-(C51) projection of a next-state return distribution all are.  A target whose rows lose mass (a projection that
-drops the atoms landing exactly on the support: ``l == u`` weights both 0) or create it (both neighbours moved
-and weighted 1 each) is not: the cross-entropy is then minimised by no distribution the model can output, the
-model learns a distorted (or, with no mass at all, no) target while every loss looks ordinary.
+The premise, true of every correct program that fits a categorical distribution: the target a soft cross-entropy or
+a divergence is taken against is itself a distribution over the same classes -- non-negative, each row summing to
+one. A teacher's softmax, a smoothed one-hot, a mixup of two one-hots and a categorical (C51) projection of a
+next-state return distribution all are. A target whose rows lose mass (a projection that drops the atoms landing
+exactly on the support: ``l == u`` weights both 0) or create it (both neighbours moved and weighted 1 each) is not:
+the cross-entropy is then minimised by no distribution the model can output, the model learns a distorted (or, with
+no mass at all, no) target while every loss looks ordinary.
 
 Where it is seen, on checked steps only:
 
-- ``F.cross_entropy`` with probability targets (a floating target of the input's shape: classes on dimension 1)
-  and ``F.kl_div`` on 2-D inputs (classes on dimension 1; the target's exponentials under ``log_target``), at
-  the loss call;
+- ``F.cross_entropy`` with probability targets (a floating target of the input's shape: classes on dimension 1) and
+  ``F.kl_div`` on 2-D inputs (classes on dimension 1; the target's exponentials under ``log_target``), at the loss
+  call;
 - a cross-entropy written by hand, read off autograd's graph of the loss backwarded (the wrapper of
-  ``torch.autograd.backward`` of :mod:`overt.guards.termscale`): a product of a constant tensor (no gradient)
-  with ``log_softmax`` of a model's output (or ``log`` of its ``softmax``) of the same shape, the
-  ``-(target * log_softmax(logits)).sum(1)`` of distributional critics and hand-made distillation.  The classes
-  are ``log_softmax``'s dimension.
+  ``torch.autograd.backward`` of :mod:`overt.guards.termscale`): a product of a constant tensor (no gradient) with
+  ``log_softmax`` of a model's output (or ``log`` of its ``softmax``) of the same shape, or through indexing and
+  views with the classes last (an action's atoms picked out of ``(N, actions, atoms)``): the ``-(target *
+  log_softmax(logits)).sum(1)`` of distributional critics and hand-made distillation. The classes are
+  ``log_softmax``'s dimension.
 
 Judged on the device, read with the session's deferred reads: rows with at least two non-zero entries (a one-hot
 scaled by a sample weight or an advantage is a weighted class index, not a distribution: not judged) whose sum is
 off one by more than :data:`TOL`, or a hand-written target that is zero everywhere while the whole loss backwarded
-is exactly 0 (the objective is that dead term; a placeholder of zeros beside other terms is silent).  Silent on targets with negative entries
-(not probabilities: a signed weight), on 0/1 targets (multi-hot labels, a mask), on rows of zero mass next to rows
-of mass (rows masked out on purpose), on fewer than three classes, and on a hand-written product whose row sum is
-divided by a tensor on its way to the loss (a weight normalised after the sum: ``(w * logp).sum(1) / w.sum(1)``).
-Reported, once per loss line, after :data:`LOOKS` checked looks found most judged rows off one (or no mass at
-all) and none found every judged row at one.
-"""
+is exactly 0 (the objective is that dead term; a placeholder of zeros beside other terms is silent). Silent on
+targets with negative entries (not probabilities: a signed weight), on 0/1 targets (multi-hot labels, a mask), on
+rows of zero mass next to rows of mass (rows masked out on purpose), on fewer than three classes, and on a
+hand-written product whose row sum is divided by a tensor on its way to the loss (a weight normalised after the sum:
+``(w * logp).sum(1) / w.sum(1)``). Reported, once per loss line, after :data:`LOOKS` checked looks found most judged
+rows off one (or no mass at all) and none found every judged row at one."""
 
 from __future__ import annotations
 

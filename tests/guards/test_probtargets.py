@@ -1,13 +1,13 @@
 """probability-target-not-distribution (overt/guards/probtargets.py, issue 33): a soft cross-entropy or divergence
-whose probability target's rows do not sum to one.  Named in the forms such a target is built and used: a
-categorical (C51) projection that drops the atoms landing exactly on the support (all of them: no mass at all;
-some of them: rows summing to less than one), one that moves both neighbours of such an atom (rows summing to up
-to two), a hand-written cross-entropy ``-(t * log_softmax(z)).sum(1)``, ``F.cross_entropy`` with probability
-targets smoothed by adding ``eps`` to every class, ``F.kl_div`` against a mixup that forgot ``1 - lam``.  Their
-twins stay quiet: the corrected projection, smoothing by ``eps / K``, a correct mixup, a policy-gradient term
-(a one-hot scaled by an advantage), multi-hot labels, a weighted sum normalised by the weights' sum, rows masked
-to zero next to rows of one, a placeholder term of zeros beside the objective, an entropy bonus.  Small real runs on the digits and on a synthetic chain, found as
-``overt run`` finds models (global hooks)."""
+whose probability target's rows do not sum to one. Named in the forms such a target is built and used: a categorical
+(C51) projection that drops the atoms landing exactly on the support (all of them: no mass at all; some of them:
+rows summing to less than one), one that moves both neighbours of such an atom (rows summing to up to two), a
+hand-written cross-entropy ``-(t * log_softmax(z)).sum(1)``, ``F.cross_entropy`` with probability targets smoothed
+by adding ``eps`` to every class, ``F.kl_div`` against a mixup that forgot ``1 - lam``. Their twins stay quiet: the
+corrected projection, smoothing by ``eps / K``, a correct mixup, a policy-gradient term (a one-hot scaled by an
+advantage), multi-hot labels, a weighted sum normalised by the weights' sum, rows masked to zero next to rows of
+one, a placeholder term of zeros beside the objective, an entropy bonus. Small real runs on the digits and on a
+synthetic chain, found as ``overt run`` finds models (global hooks)."""
 
 from __future__ import annotations
 
