@@ -52,7 +52,8 @@ LOOKS = 2  # checked looks of a site that must all be off one before it is repor
 MIN_CLASSES = 3  # classes on the distribution's dimension: two-class targets are left to the binary checks
 MIN_ROWS = 4  # judged rows (two non-zero entries or more) a look needs to say anything of the rows' sums
 MAX_NODES = 300  # autograd nodes walked from the loss (a watched model's graph is not entered)
-QUIET = 3  # checked backwards in a row with no unsettled hand-written soft cross-entropy: the graph is not walked
+QUIET = 3  # checked backwards in a row with no unsettled hand-written soft cross-entropy: the walk is made rarely
+AGAIN = 8  # then on every AGAIN-th checked backward only (a distillation term that starts with a later task)
 MAX_SITES = 8
 _THROUGH = frozenset(("NegBackward0", "CloneBackward0", "ToCopyBackward0", "MulBackward1", "DivBackward1"))
 _ONE_SIDED = frozenset(("SubBackward0", "RsubBackward0", "AddBackward0"))  # t.log() - logp: one side constant
@@ -164,12 +165,13 @@ def _row_stats(t: torch.Tensor, dim: int) -> torch.Tensor:
     whether every entry is 0 or 1, the judged rows' smallest and largest sums, whether a 2-D target's sums over
     its other dimension (its columns, for classes on dimension 1) are all one."""
     x = t.detach().float().movedim(dim, -1).reshape(-1, t.shape[dim])
+    x = torch.where(x.max() <= 0, -x, x)  # ``-t * logp``: the minus sign went to the target (none of it positive)
     s = x.sum(1)
     multi = (x != 0).sum(1) >= 2
     off = multi & ((s - 1).abs() > TOL)
     inf = torch.tensor(float("inf"), device=x.device)
     if t.dim() == 2:  # a distribution over the other dimension (softmax over the batch): every column sums to one
-        other = ((t.detach().float().sum(1 - dim) - 1).abs() <= TOL).all().float()
+        other = ((x.sum(0) - 1).abs() <= TOL).all().float()  # x: classes last, so its columns are that dimension
     else:
         other = torch.zeros((), device=x.device)
     return torch.stack([x.min(), torch.tensor(float(x.shape[0]), device=x.device), multi.sum().float(),
@@ -217,7 +219,8 @@ class ProbTargetChecks(Check):
         self.fine: set[str] = set()  # sites whose targets were distributions on a look: never reported
         self.done: set[str] = set()
         self.quiet = 0
-        self.retired = False  # QUIET checked backwards with no hand-written soft cross-entropy: the walk stops
+        self.retired = False  # QUIET checked backwards with nothing to look at: the walk is made only now and then
+        self.backwards = 0  # checked backwards seen
         #: shapes of the targets the library losses of this backward's step were given (their own graphs hold the
         #: same product with log_softmax: looked at once, at the call)
         self.library: set[tuple[int, ...]] = set()
@@ -248,8 +251,9 @@ class ProbTargetChecks(Check):
             self.library.clear()
 
     def _walk(self, tensors: Any, outputs: dict[int, Any]) -> None:
-        if self.retired or len(self.done) >= MAX_SITES:
-            return
+        self.backwards += 1
+        if len(self.done) >= MAX_SITES or self.retired and self.backwards % AGAIN:
+            return  # a quiet loss is looked at again every AGAIN-th checked backward (a term added later: LwF's)
         if isinstance(tensors, (list, tuple)):
             tensors = tensors[0] if len(tensors) == 1 else None
         root = getattr(tensors, "grad_fn", None)
@@ -259,11 +263,12 @@ class ProbTargetChecks(Check):
                  if t.shape[d] >= MIN_CLASSES and tuple(t.shape) not in self.library]
         loc = (user_location() or "the backward call") if found else ""
         found = [(t, d) for t, d in found if not self._settled(f"{loc}#{d}")]
-        if not found:  # nothing (more) to look at: after QUIET such backwards in a row the graph is not walked again
+        if not found:  # nothing (more) to look at: after QUIET such backwards in a row the walk is made rarely
             self.quiet += 1
             self.retired = self.quiet >= QUIET
             return
         self.quiet = 0
+        self.retired = False
         frame = _user_frame()
         for t, d in found[:2]:
             named = _assigned(frame, t) if frame is not None else None

@@ -505,7 +505,7 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
                 probs = getattr(s, "probtargets", None)  # a hand-written soft cross-entropy's target
-                if probs is not None and not probs.retired:
+                if probs is not None:
                     safely(probs.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
                 inv = getattr(s, "gradinv", None)  # hooks the nodes of user-written autograd.Functions

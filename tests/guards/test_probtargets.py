@@ -44,7 +44,7 @@ def _project(next_probs: torch.Tensor, rewards: torch.Tensor, gamma: float, form
     return proj
 
 
-def _critic(form: str, gamma: float = 1.0, steps: int = 45) -> list:
+def _critic(form: str, gamma: float = 1.0, steps: int = 45, minus_inside: bool = False) -> list:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(N, 32), nn.ReLU(), nn.Linear(32, ATOMS))
     eye = torch.eye(N + 1)[:, :N]
@@ -55,7 +55,8 @@ def _critic(form: str, gamma: float = 1.0, steps: int = 45) -> list:
             with torch.no_grad():
                 next_probs = F.softmax(net(eye[s + 1]), 1)
                 target = _project(next_probs, torch.ones(32), gamma, form)
-            yield -(target * F.log_softmax(net(eye[s]), 1)).sum(1).mean()
+            logp = F.log_softmax(net(eye[s]), 1)
+            yield (-target * logp).sum(1).mean() if minus_inside else -(target * logp).sum(1).mean()
 
     return guarded_fit(net.parameters(), losses())
 
@@ -75,6 +76,12 @@ def test_projection_that_drops_some_atoms_is_named_as_lost_mass():
 def test_projection_that_moves_both_neighbours_is_named_as_created_mass():
     found = _named(_critic("both"))
     assert len(found) == 1 and "mass is created" in found[0].message and "not 1" in found[0].message, found
+
+
+def test_minus_sign_on_the_target_is_read_through():
+    found = _named(_critic("both", minus_inside=True))  # (-target * logp): the constant is the negated target
+    assert len(found) == 1 and "mass is created" in found[0].message, found
+    assert _named(_critic("fixed", minus_inside=True)) == []
 
 
 def test_corrected_projection_is_quiet():
@@ -114,6 +121,11 @@ def _digits(form: str, steps: int = 45) -> list:
             with torch.no_grad():
                 t = F.softmax(teacher(x), 1) * (torch.arange(len(y)) % 2 == 0).float()[:, None]
             return -(t * logp).sum(1).mean() + F.cross_entropy(z, y)
+        if form == "lwf-padded":  # LwF: -softmax(old / T) * log_softmax(new / T), zeros for the classes added since
+            with torch.no_grad():
+                old = F.softmax(teacher(x)[:, :6] / 2.0, 1)
+            t = torch.cat([old, torch.zeros(len(y), 4)], 1)
+            return F.cross_entropy(z, y) + (-t * F.log_softmax(z / 2.0, 1)).sum(1).mean() * 4
         if form == "placeholder":  # a distillation term with no teacher yet: zeros, beside the objective
             return F.cross_entropy(z, y) - (torch.zeros_like(logp) * logp).sum(1).mean()
         if form == "entropy-bonus":  # an entropy term: its probabilities carry the gradient
@@ -136,7 +148,7 @@ def test_kl_div_against_a_mixup_without_one_minus_lambda_is_named():
 
 def test_correct_soft_targets_are_quiet():
     for form in ("smooth", "mixup-kl-fixed", "policy-gradient", "multi-hot", "normalised-after", "masked-rows",
-                 "placeholder", "entropy-bonus"):
+                 "lwf-padded", "placeholder", "entropy-bonus"):
         assert _named(_digits(form)) == [], form
 
 
