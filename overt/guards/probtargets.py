@@ -262,7 +262,7 @@ class ProbTargetChecks(Check):
         found = [(t, d) for t, d in hand_written(root, outputs)
                  if t.shape[d] >= MIN_CLASSES and tuple(t.shape) not in self.library]
         loc = (user_location() or "the backward call") if found else ""
-        found = [(t, d) for t, d in found if not self._settled(f"{loc}#{d}")]
+        found = [(t, d) for t, d in found if not self._settled(f"{loc}#{d}:{t.shape[d]}")]
         if not found:  # nothing (more) to look at: after QUIET such backwards in a row the walk is made rarely
             self.quiet += 1
             self.retired = self.quiet >= QUIET
@@ -276,7 +276,7 @@ class ProbTargetChecks(Check):
             if named:
                 what = f"the target `{named[0]}`" + (f" (assigned at {named[1]})" if named[1] else "") + \
                     f", which the loss backwarded at {loc} multiplies with log_softmax,"
-            self._look(t, d, loc, f"{loc}#{d}", what, tensors)
+            self._look(t, d, loc, f"{loc}#{d}:{t.shape[d]}", what, tensors)  # one site per line and class count
 
     # -- judging ---------------------------------------------------------------------------------
     def _settled(self, site: str) -> bool:
