@@ -404,6 +404,14 @@ ENTRIES: tuple[Entry, ...] = (
           "at the next state what was right at this one is worth, so wherever the right action changes between "
           "states the target is wrong, and the critic and the policy learn from it while the loss looks normal",
           _E, True, False),
+    Entry("probability-target-not-distribution", "OVT361", "a soft cross-entropy or divergence whose "
+          "probability target is not a distribution",
+          "a target of class probabilities (a teacher's softmax, smoothed or mixed labels, a categorical (C51) "
+          "projection of a return distribution) is non-negative and each of its rows sums to one; one whose rows "
+          "lose mass or create it (a projection that drops the atoms landing exactly on the support, or moves both "
+          "neighbours of one) is fitted as if it were a distribution, so the model learns a distorted target, or "
+          "none when no mass is left, while the loss looks like any other",
+          _E, False, True),
     Entry("bootstrap-ignores-done", "OVT366", "a bootstrapped target that ignores the episode-end flags the "
           "program has",
           "r + gamma * V(s') must not bootstrap past the end of an episode: flags unpacked beside the rewards and "

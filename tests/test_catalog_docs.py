@@ -170,7 +170,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 54 (evalcal19): a chosen value is the best one, a kept value is the one kept
          "kept-view-overwritten", "choice-over-flat-curve", "diverged-fit-kept",
          # session 54 (features19): features keep the information their inputs had
-         "feature-columns-collapsed", "init-loop-misses-nested-layers"}
+         "feature-columns-collapsed", "init-loop-misses-nested-layers",
+         # session 54 (targets19): a probability target is a distribution
+         "probability-target-not-distribution"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -120,6 +120,7 @@ from overt.guards.stopgrad import StopGradientChecks
 from overt.guards.targetcopy import TargetCopyChecks
 from overt.guards.termscale import TermScaleChecks
 from overt.guards.maskpick import MaskPickChecks
+from overt.guards.probtargets import ProbTargetChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -177,6 +178,7 @@ CHECKS: tuple[type[Check], ...] = (
     TermScaleChecks,
     DeadTermChecks,
     MaskPickChecks,
+    ProbTargetChecks,
     TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

@@ -504,6 +504,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
+                probs = getattr(s, "probtargets", None)  # a hand-written soft cross-entropy's target
+                if probs is not None:
+                    safely(probs.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
                 floor = getattr(s, "scalefloor", None)  # reads the graph's noise products (log-scale-non-negative)
                 if floor is not None and floor.open:
