@@ -42,6 +42,7 @@ from torch import nn
 from torch.func import functional_call
 
 from overt.guards.check import Check
+from overt.guards.probeargs import fresh
 from overt.guards.putback import restore_buffers, save_buffers
 from overt.guards.where import class_location, class_source, is_user_file, short_location, user_location
 
@@ -225,7 +226,7 @@ class AdapterInitChecks(Check):
             seen["again"] = True
             seen.pop("out", None)
             try:
-                return functional_call(m, values, args, kwargs), (seen.get("out") if owner is None else frozen)
+                return functional_call(m, values, fresh(args), fresh(kwargs)), (seen.get("out") if owner is None else frozen)
             finally:
                 seen["again"] = False
 
@@ -235,7 +236,7 @@ class AdapterInitChecks(Check):
                 frozen = None
                 if owner is not None:  # the frozen module on the wrapper's input, as the wrapper calls it
                     reset()
-                    frozen = owner.forward(*args, **kwargs)
+                    frozen = owner.forward(*fresh(args), **fresh(kwargs))
                     if not isinstance(frozen, torch.Tensor) or frozen.shape != output.shape:
                         return
                 if init is None:

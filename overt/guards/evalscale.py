@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
+from overt.guards.probeargs import fresh
 from overt.guards.rerun import rerun
 from overt.guards.where import is_user_file, short_location
 
@@ -79,19 +80,6 @@ def _first_float(value: Any) -> torch.Tensor | None:
             if t is not None:
                 return t
     return None
-
-
-def _copy(value: Any) -> Any:
-    """``value`` with every tensor detached and cloned (the module may write into its input)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
@@ -179,7 +167,7 @@ class EvalScaleChecks(Check):
             return
         if _first_float(output) is None or not _plain(args) or not _plain(kwargs):
             return
-        self.inputs[id(module)] = (module, _copy(args), _copy(kwargs))
+        self.inputs[id(module)] = (module, fresh(args), fresh(kwargs))
 
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         if info is not self.model:
@@ -211,19 +199,19 @@ class EvalScaleChecks(Check):
                 for m, _ in flags:
                     m.training = False
                 module.training = True
-                first = _first_float(module.forward(*_copy(args), **_copy(kwargs)))
-                second = _first_float(module.forward(*_copy(args), **_copy(kwargs)))
+                first = _first_float(module.forward(*fresh(args), **fresh(kwargs)))
+                second = _first_float(module.forward(*fresh(args), **fresh(kwargs)))
                 if first is None or second is None or first.shape != second.shape or torch.equal(first, second):
                     return None  # not random in training mode: nothing to average
                 draws = [first.float(), second.float()]
                 for _ in range(DRAWS - 2):
-                    out = _first_float(module.forward(*_copy(args), **_copy(kwargs)))
+                    out = _first_float(module.forward(*fresh(args), **fresh(kwargs)))
                     if out is None or out.shape != first.shape:
                         return None
                     draws.append(out.float())
                 module.training = False
-                ev = _first_float(module.forward(*_copy(args), **_copy(kwargs)))
-                ev2 = _first_float(module.forward(*_copy(args), **_copy(kwargs)))
+                ev = _first_float(module.forward(*fresh(args), **fresh(kwargs)))
+                ev2 = _first_float(module.forward(*fresh(args), **fresh(kwargs)))
         except Exception:  # noqa: BLE001  a module that cannot be run on its own again: nothing to judge
             return None
         finally:

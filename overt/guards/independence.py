@@ -41,6 +41,7 @@ from torch import nn
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.oneshot import OneShotHook
+from overt.guards.probeargs import fresh
 from overt.guards.putback import ModelState
 from overt.guards.samerows import close as _close
 from overt.guards.samerows import tensors as _tensors
@@ -359,7 +360,7 @@ class IndependenceChecks(Check):
                 full = [t for t in _tensors(output) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
                 for start in starts:
                     try:
-                        part = module.forward(*_slice(args, batch, k, start), **_slice(kwargs, batch, k, start))
+                        part = module.forward(*fresh(_slice(args, batch, k, start)), **fresh(_slice(kwargs, batch, k, start)))
                     except Exception:  # noqa: BLE001  a forward that cannot take half a batch: nothing to compare
                         return
                     mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]
@@ -373,7 +374,7 @@ class IndependenceChecks(Check):
                 # generator where the first extra forward left it), then locate the cause
                 rec_full = _Recorder(module)
                 try:
-                    again = module.forward(*args, **kwargs)
+                    again = module.forward(*fresh(args), **fresh(kwargs))
                 finally:
                     rec_full.remove()
                 again_t = [t for t in _tensors(again) if t.dim() and t.shape[0] == batch and t.is_floating_point()]
@@ -383,7 +384,7 @@ class IndependenceChecks(Check):
                     return
                 rec_part = _Recorder(module)
                 try:
-                    module.forward(*_slice(args, batch, k, start), **_slice(kwargs, batch, k, start))
+                    module.forward(*fresh(_slice(args, batch, k, start)), **fresh(_slice(kwargs, batch, k, start)))
                 finally:
                     rec_part.remove()
         finally:
@@ -421,7 +422,7 @@ class IndependenceChecks(Check):
             a2 = tuple(v if (kind, i) == ("a", which) else _slice(v, batch, k, start) for i, v in enumerate(args))
             k2 = {key: v if (kind, key) == ("k", which) else _slice(v, batch, k, start) for key, v in kwargs.items()}
             try:
-                part = module.forward(*a2, **k2)
+                part = module.forward(*fresh(a2), **fresh(k2))
             except Exception:  # noqa: BLE001  the arguments must be cut together: they are all samples
                 continue
             mine = [t for t in _tensors(part) if t.dim() and t.shape[0] == k and t.is_floating_point()]

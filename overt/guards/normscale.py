@@ -46,7 +46,8 @@ import torch
 from torch import nn
 
 from overt.guards.check import Check
-from overt.guards.evalscale import _Contents, _copy, _plain
+from overt.guards.evalscale import _Contents, _plain
+from overt.guards.probeargs import fresh as _copy
 from overt.guards.rerun import rerun
 from overt.guards.where import is_user_file, short_location
 from overt.torchrun import Topology

@@ -36,6 +36,7 @@ from torch import nn
 
 from overt.guards import aside
 from overt.guards.check import Check
+from overt.guards.probeargs import fresh
 from overt.guards.putback import restore_buffers, restore_host_random, save_buffers, save_host_random
 from overt.guards.where import user_location
 
@@ -140,7 +141,7 @@ class RecomputeChecks(Check):
             for d, state in zip(devices, cuda):
                 torch.cuda.set_rng_state(state, d)
             with torch.no_grad(), aside.user_code():
-                again = fn(*args, **inner)
+                again = fn(*fresh(args), **fresh(inner))
         except Exception:  # noqa: BLE001  a function that cannot run again: nothing proved
             return
         finally:

@@ -35,6 +35,7 @@ from torch import nn
 
 from overt.guards import aside
 from overt.guards.check import Check
+from overt.guards.probeargs import fresh
 from overt.guards.putback import RandomState
 from overt.guards.where import is_user_file, short_location
 
@@ -130,7 +131,7 @@ class ResidualSkipChecks(Check):
             rng = RandomState([x.device])
             try:
                 with torch.no_grad(), aside.user_code():
-                    y = torch.func.functional_call(module, _switched_off(module), (x.detach(),))
+                    y = torch.func.functional_call(module, _switched_off(module), (fresh(x),))
             except Exception:
                 return
             finally:

@@ -79,3 +79,33 @@ def test_a_block_not_named_residual_is_not_judged():
     class Plain(ResBlock):
         pass
     assert _run(lambda: Plain("branch")) == []
+
+
+class InplaceResBlock(nn.Module):
+    """vq-vae-2's ResBlock: the branch opens with an in-place ReLU, which writes into the block's input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.ReLU(inplace=True), nn.Linear(D, D), nn.ReLU(inplace=True), nn.Linear(D, D))
+
+    def forward(self, x):
+        out = self.conv(x)
+        out += x
+        return out
+
+
+def test_the_probe_never_writes_into_the_users_tensors():
+    """The probe runs the block again: on a copy of its input, so the in-place ReLU does not bump the version of a
+    tensor the user's graph saved (before, the user's backward raised 'modified by an inplace operation' under the
+    guards only: w420)."""
+    def train():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, D), InplaceResBlock(), InplaceResBlock(), nn.Linear(D, 10))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for xb, yb in batches(64, 12):
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+
+    findings, text = guarded_run(train)  # raised RuntimeError in backward() before
+    assert [f for f in findings if f.slug == SLUG] == [], text
