@@ -455,7 +455,8 @@ class IndependenceChecks(Check):
     def _padding_probe(self, info: ModelInfo, args: tuple, kwargs: dict, output: Any, batch: int, k: int) -> bool:
         """Token inputs padded to the batch's longest sequence: run the ``k`` shortest sequences with
         the padding their own batch would have (trailing pad columns trimmed); a sequence's output
-        must not change.  True when it was run (and reported if it changed)."""
+        must not change.  True when it was run (and reported if it changed).  Not run when the batch is
+        padded beyond its longest sequence: a fixed pad size, the same padding whatever the batch holds."""
         ids = next((t for t in _tensors(list(args) + list(kwargs.values())) if t.dim() == 2), None)
         if ids is None or ids.is_floating_point() or ids.dtype == torch.bool or ids.shape[1] < 2:
             return False
@@ -473,6 +474,11 @@ class IndependenceChecks(Check):
             return False
         positions = torch.arange(1, ids.shape[1] + 1, device=ids.device)
         lengths = (real * positions).amax(1)
+        if int(lengths.max()) < ids.shape[1]:
+            # no sequence reaches the last position: the batch is padded to a fixed size, not to its longest,
+            # so no sequence's padding depends on the others' lengths (a model that reads the padding reads the
+            # same padding in every batch); the half-batch probe still looks at the other ways to mix a batch
+            return False
         order = torch.argsort(lengths, stable=True)[:k]
         width = int(lengths[order].max())
         if width >= ids.shape[1] or width < 1:

@@ -223,14 +223,17 @@ class Pooler(nn.Module):
         return self.head((h * mask[..., None]).sum(1) if self.masked else h.sum(1))  # the bug: sums padding
 
 
-@pytest.mark.parametrize("masked", [False, True])
-def test_a_pooling_over_padding_is_named_and_the_masked_twin_is_silent(masked):
+@pytest.mark.parametrize("masked,fixed", [(False, False), (True, False), (False, True)])
+def test_a_pooling_over_padding_is_named_and_the_masked_twin_is_silent(masked, fixed):
+    """With a fixed pad size beyond every sequence (``fixed``: 32 positions for lengths under 24, the
+    Chinese-Text-Classification FastText's way, round nineteen's w426 twin) the unmasked pooling reads the same
+    padding in every batch: no sequence depends on the others' lengths, silent."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
 
     def batch(n=32):
         lengths = torch.randint(4, 24, (n,), generator=gen)
-        ids = torch.randint(1, 10, (n, int(lengths.max())), generator=gen)
+        ids = torch.randint(1, 10, (n, 32 if fixed else int(lengths.max())), generator=gen)
         ids[torch.arange(ids.shape[1])[None, :] >= lengths[:, None]] = 0
         return ids, ids != 0, (ids == 1).sum(1).gt((ids == 2).sum(1)).long()
 
@@ -248,8 +251,8 @@ def test_a_pooling_over_padding_is_named_and_the_masked_twin_is_silent(masked):
         model(ids, mask)
     findings = g.report()
     text = g.session.options.stream.getvalue()
-    assert slugs(findings) == ([] if masked else ["batch-dependent-eval"]), text
-    if not masked:
+    assert slugs(findings) == ([] if masked or fixed else ["batch-dependent-eval"]), text
+    if not masked and not fixed:
         assert "the model reads the padding" in text
 
 
