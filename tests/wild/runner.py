@@ -19,7 +19,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half test16    # round sixteen's test half
     python -m tests.wild.runner --faces run,lint --half test17    # round seventeen's test half (measured in session 52)
     python -m tests.wild.runner --faces run,lint --half test18    # round eighteen's test half (measured in session 53)
-    python -m tests.wild.runner --faces run,lint --half test19    # round nineteen's test half (held out)
+    python -m tests.wild.runner --faces run,lint --half test19    # round nineteen's test half (measured in session 54)
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -59,8 +59,8 @@ def _commit() -> str:
 #: in session 51; round seventeen's (drawn 2026-11-28, docs/wild.md "Issue 33, round seventeen") were, until the
 #: lead measured both halves in session 52; round eighteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round
 #: eighteen") were, until the lead measured both halves in session 53; round nineteen's (drawn 2026-11-28,
-#: docs/wild.md "Issue 33, round nineteen") are, until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev19", "test19")
+#: docs/wild.md "Issue 33, round nineteen") were, until the lead measured both halves in session 54.
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
