@@ -9,8 +9,10 @@ the best value (open-edge-platform/anomalib#2433: an F1-adaptive threshold fitte
 no anomalies takes the argmax of an all-zero F1 curve, so the threshold is the lowest normal score and almost
 everything is called anomalous at test time).
 
-Seen with wrappers of ``torch.argmax``/``torch.argmin`` (and the tensor methods) and ``numpy.argmax``/
-``numpy.argmin``, called directly from the user's code, on a *curve*: a
+Seen with wrappers of ``numpy.argmax``/``numpy.argmin`` (for the session) and, for ``torch.argmax``/``torch.argmin``
+and the tensor methods, through :mod:`overt.guards.predshape`'s wrappers, which are in place from a watched model's
+evaluation (``eval()``, a ``no_grad`` forward: its first evaluations) until its training resumes -- torch's own
+functions run unwrapped on training steps -- each called directly from the user's code, on a *curve*: a
 one-dimensional floating-point tensor on the CPU (or a numpy array, or a list of numbers) of at least
 :data:`MIN_POINTS` values, made as a whole (not a view into a table: a row of a Q-table or of a batch's
 logits is not a curve built to choose from), every value finite.  Judged at the end of the run, once per call
@@ -96,6 +98,16 @@ class FlatChoiceChecks(Check):
             return
         self.flat.setdefault(loc, (fn, n, lo_v))
 
+    def seen_choice(self, fn: str, args: tuple, kwargs: dict, frame: Any) -> None:
+        """torch's ``argmax``/``argmin`` (the function or the tensor method, ``fn``) was called from ``frame``
+        while a model's evaluation outputs are watched (:mod:`overt.guards.predshape`'s wrappers, in place
+        only then: unchecked training runs the originals)."""
+        if not args or not _over_the_curve(args, kwargs):
+            return
+        loc = _user_caller(frame)
+        if loc is not None:
+            self.on_choice(fn, args[0], loc)
+
     def end_of_run(self) -> None:
         for loc, (fn, n, value) in self.flat.items():
             if loc not in self.varied:
@@ -116,12 +128,17 @@ class FlatChoiceChecks(Check):
             where=f"{fn} call at {loc}", key=loc)
 
 
-def _user_caller() -> str | None:
-    """``file.py:LINE`` of the wrapper's caller when it is the user's code, else None."""
-    frame = sys._getframe(2)
+def _user_caller(frame: Any = None) -> str | None:
+    """``file.py:LINE`` of the wrapper's caller (or of ``frame``) when it is the user's code, else None."""
+    frame = frame if frame is not None else sys._getframe(2)
     if not is_user_file(frame.f_code.co_filename):
         return None
     return user_location_from(frame)
+
+
+def _over_the_curve(args: tuple, kwargs: dict) -> bool:
+    """An argmax/argmin over the whole of its first argument (no dim/axis, or 0 or -1 of a 1-D curve)."""
+    return not (args[1:2] and args[1] not in (0, -1, None)) and kwargs.get("dim", kwargs.get("axis")) in (0, -1, None)
 
 
 def _wrapper(active: list, fn: str, orig: Callable) -> Callable:
@@ -131,7 +148,7 @@ def _wrapper(active: list, fn: str, orig: Callable) -> Callable:
         if not active or torch.compiler.is_compiling():
             return out
         try:
-            if args and args[0] not in (0, -1, None) or kwargs.get("dim", kwargs.get("axis")) not in (0, -1, None):
+            if not _over_the_curve((x,) + args, kwargs):
                 return out
             loc = _user_caller()
             if loc is None:
@@ -149,11 +166,10 @@ def _wrapper(active: list, fn: str, orig: Callable) -> Callable:
 
 
 def install(patch: Callable, active: list) -> None:
-    """Wrap ``torch.argmax``/``argmin``, the tensor methods of the same names and ``numpy.argmax``/``argmin``
-    with ``patch(owner, name, make)``."""
+    """Wrap ``numpy.argmax``/``argmin`` with ``patch(owner, name, make)``.  torch's functions and tensor methods
+    are seen through :mod:`overt.guards.predshape`'s wrappers, in place while a model's evaluation outputs are
+    watched (torch's own stay unwrapped on training steps)."""
     import numpy as np
 
     for name in ("argmax", "argmin"):
-        patch(torch, name, functools.partial(_wrapper, active, f"torch.{name}"))
-        patch(torch.Tensor, name, functools.partial(_wrapper, active, f"Tensor.{name}"))
         patch(np, name, functools.partial(_wrapper, active, f"np.{name}"))

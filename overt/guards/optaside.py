@@ -29,6 +29,7 @@ import torch
 from torch.optim.optimizer import Optimizer, _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
 from overt.guards import aside
+from overt.guards.where import is_overt_file
 
 #: torch's own optimizer classes (exact classes)
 TORCH_OPTIMIZERS = frozenset(cls for cls in vars(torch.optim).values()
@@ -38,18 +39,25 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _STEP_CODE = Optimizer._optimizer_step_code
 
 
+def _overt_hook(hook: Any) -> bool:
+    """Whether ``hook`` is a function of overt's own files."""
+    code = getattr(hook, "__code__", None)
+    return code is not None and is_overt_file(code.co_filename)
+
+
 def torch_only(opt: Any, pre: Any, post: Any) -> bool:
     """Whether ``opt.step()`` without a closure runs only torch's code from the hook ``pre`` (the last pre-hook)
     to the hook ``post`` (the first post-hook)."""
     cls = type(opt)
     if cls not in TORCH_OPTIMIZERS or cls._optimizer_step_code is not _STEP_CODE:
         return False
-    own = opt._optimizer_step_pre_hooks
-    last = next(reversed(own.values())) if own else next(reversed(_global_optimizer_pre_hooks.values()), None)
+    # an optimizer's own hooks that are overt's (diverged-fit-kept's on an LBFGS) run overt's code only
+    own = [h for h in opt._optimizer_step_pre_hooks.values() if not _overt_hook(h)]
+    last = own[-1] if own else next(reversed(_global_optimizer_pre_hooks.values()), None)
     if last is None or last != pre:
         return False
-    own = opt._optimizer_step_post_hooks
-    first = next(iter(own.values())) if own else next(iter(_global_optimizer_post_hooks.values()), None)
+    own = [h for h in opt._optimizer_step_post_hooks.values() if not _overt_hook(h)]
+    first = own[0] if own else next(iter(_global_optimizer_post_hooks.values()), None)
     if first is None or first != post:
         return False
     return all(type(p) in _PLAIN for group in opt.param_groups for p in group["params"])

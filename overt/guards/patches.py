@@ -14,7 +14,7 @@
 - ``F.grid_sample`` (:mod:`overt.guards.gridorder`, checked steps) and ``F.interpolate``
   (:mod:`overt.guards.labelresample`, checked steps);
 - ``torch.utils.checkpoint.checkpoint`` (:mod:`overt.guards.recompute`, checked steps);
-- ``torch.argmax``/``argmin``, their tensor methods and ``numpy.argmax``/``argmin`` (:mod:`overt.guards.flatpick`:
+- ``numpy.argmax``/``argmin`` (:mod:`overt.guards.flatpick`; torch's through predshape's evaluation wrappers:
   a choice over a flat curve);
 - ``torch.fliplr``/``rot90``/``roll`` and their tensor methods (:mod:`overt.guards.axisflip`: a call with the
   default axes notes its result);

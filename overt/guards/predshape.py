@@ -381,7 +381,7 @@ def _listening(frame: Any) -> bool:
     return bool(_WRAPPERS.listening) and not compiling() and not from_torch(frame)
 
 
-def _producer(orig: Any, name: str) -> Any:
+def _producer(orig: Any, name: str, shown: str) -> Any:
     @functools.wraps(orig)
     def produce(*args: Any, **kwargs: Any) -> Any:
         out = orig(*args, **kwargs)
@@ -391,6 +391,13 @@ def _producer(orig: Any, name: str) -> Any:
                     check.produced(name, args, kwargs, out)
                 except Exception as exc:  # noqa: BLE001  never break the user's call over a check
                     check.s.check_failed(check, exc)
+                if name in ("argmax", "argmin"):  # a choice over a curve (overt.guards.flatpick), same window
+                    pick = getattr(check.s, "flatpick", None)
+                    if pick is not None:
+                        try:
+                            pick.seen_choice(shown, args, kwargs, sys._getframe(1))
+                        except Exception as exc:  # noqa: BLE001
+                            check.s.check_failed(pick, exc)
         return out
 
     return produce
@@ -448,7 +455,7 @@ def _make(orig: Any, owner: Any, name: str) -> Any:
     if (owner, name) in _GATHERS:
         return _gather(orig, name)
     if (owner, name) in _PRODUCERS:
-        return _producer(orig, name)
+        return _producer(orig, name, f"{'torch' if owner is torch else 'Tensor'}.{name}")
     return _comparison(orig, name) if (owner, name) in _COMPARISONS else _difference(orig, name)
 
 

@@ -18,7 +18,9 @@ each column is counted (queued as one device tensor, read with the next checked 
 :data:`MIN_GROUP` or more columns are equal on every row and each takes at least :data:`MIN_DISTINCT` distinct
 values and half as many as there are rows.
 
-Silent: columns constant over the batch or with few values (padding, one-hot codes, sparse pixels: they can be
+Silent: equal columns that are not :data:`MIN_GROUP` adjacent ones, or that hold their row's lowest or highest value
+on every row (blank pixels or padding after a per-sample standardisation: equal before the transform); columns
+constant over the batch or with few values (padding, one-hot codes, sparse pixels: they can be
 equal by design or by chance); two equal columns (a dataset may hold a duplicated field); inputs of more or fewer
 than two dimensions (an image repeated over three channels is a grey image given to an RGB model); inputs that
 require a gradient.  Only the first checked forward of each model is looked at.
@@ -69,11 +71,16 @@ def _ranges(cols: list[int]) -> str:
     return ", ".join(out)
 
 
-def groups(order: list[int], equal: list[float], distinct: list[float], rows: int) -> list[list[int]]:
-    """The groups of at least :data:`MIN_GROUP` columns equal on every row, each column rich in values.
+def groups(order: list[int], equal: list[float], distinct: list[float], rows: int,
+           extreme: list[float] | None = None) -> list[list[int]]:
+    """The runs of at least :data:`MIN_GROUP` adjacent columns equal on every row, each column rich in values and
+    not at its row's lowest or highest value on every row.
 
     ``order``: the columns in hash order; ``equal[k]``: whether ``order[k]`` and ``order[k + 1]`` are equal on
-    every row; ``distinct[c]``: the distinct values of column ``c``."""
+    every row; ``distinct[c]``: the distinct values of column ``c``; ``extreme[c]``: whether column ``c`` holds
+    its row's lowest or highest value on every row.  A feature block built by one reduction broadcast back is
+    adjacent; equal columns scattered over the input, or at the rows' extremes, are input values that were equal
+    before a per-row transform (blank pixels standardised per sample): they prove no loss."""
     need = max(MIN_DISTINCT, rows // 2)
     found: list[list[int]] = []
     run = [order[0]]
@@ -84,7 +91,16 @@ def groups(order: list[int], equal: list[float], distinct: list[float], rows: in
         found.append(run)
         run = [order[k + 1]]
     found.append(run)
-    return [sorted(g) for g in found if len(g) >= MIN_GROUP and all(distinct[c] >= need for c in g)]
+    out: list[list[int]] = []
+    for g in found:
+        cols = sorted(c for c in g if distinct[c] >= need and not (extreme and extreme[c]))
+        start = 0
+        for i in range(1, len(cols) + 1):
+            if i == len(cols) or cols[i] != cols[i - 1] + 1:
+                if i - start >= MIN_GROUP:
+                    out.append(cols[start:i])
+                start = i
+    return out
 
 
 class SameColumnChecks(Check):
@@ -110,15 +126,19 @@ class SameColumnChecks(Check):
             equal = ordered[:, 1:].eq(ordered[:, :-1]).all(0)
             s = xf.sort(0).values
             distinct = s[1:].ne(s[:-1]).sum(0) + 1
-            value = torch.cat([order.float(), equal.float(), distinct.float()])
+            # a column at its row's lowest (or highest) value on every row: a background or padding value that a
+            # per-row transform moved with the row (digits' always-blank pixels after a per-sample standardisation)
+            extreme = xf.eq(xf.amin(1, keepdim=True)).all(0) | xf.eq(xf.amax(1, keepdim=True)).all(0)
+            value = torch.cat([order.float(), equal.float(), distinct.float(), extreme.float()])
         where = user_location(2)
         self.s.defer(value, lambda v: self._judge(info, v, rows, cols, where))
 
     def _judge(self, info: ModelInfo, values: list[float], rows: int, cols: int, where: str | None) -> None:
         order = [int(v) for v in values[:cols]]
         equal = values[cols:2 * cols - 1]
-        distinct = values[2 * cols - 1:]
-        found = groups(order, equal, distinct, rows)
+        distinct = values[2 * cols - 1:3 * cols - 1]
+        extreme = values[3 * cols - 1:]
+        found = groups(order, equal, distinct, rows, extreme)
         if not found:
             return
         found.sort(key=lambda g: g[0])

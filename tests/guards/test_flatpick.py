@@ -45,6 +45,7 @@ def _threshold(with_positives: bool, numpy: bool) -> tuple[list, str]:
     if not with_positives:
         keep = yv == 0
         xv, yv = xv[keep], yv[keep]
+    model.eval()  # torch's argmax is seen while a model's evaluation is watched
     with torch.no_grad():
         scores = model(xv).squeeze(1)
     grid = torch.linspace(float(scores.min()), float(scores.max()), 20)

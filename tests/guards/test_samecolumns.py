@@ -63,3 +63,14 @@ def test_correct_inputs_near_the_premise_are_silent():
     grey = x.reshape(-1, 1, 8, 8).repeat(1, 3, 1, 1)
     conv = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 10))
     assert slugs(_run(grey, conv)[0]) == []
+
+
+def test_blank_pixels_standardised_per_sample_are_silent():
+    """Digits standardised per sample: the always-blank pixels (the left border, scattered over the 64 columns)
+    all become -mean/std of their row, equal to each other on every row and different across rows, but they were
+    equal before the transform and sit at each row's lowest value: no information was lost (test_norm_function's
+    and test_skew's programs; a false finding of this entry before)."""
+    x, _ = digits()
+    feats = (x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True)
+    findings, text = _run(feats)
+    assert "feature-columns-collapsed" not in slugs(findings), text
