@@ -12,7 +12,7 @@ no mass at all, no) target while every loss looks ordinary.
 Where it is seen, on checked steps only:
 
 - ``F.cross_entropy`` with probability targets (a floating target of the input's shape: classes on dimension 1) and
-  ``F.kl_div`` on 2-D inputs (classes on dimension 1; the target's exponentials under ``log_target``), at the loss
+  ``F.kl_div`` on 2-D inputs (classes on dimension 1; not under ``log_target``, left to the domain check), at the loss
   call;
 - a cross-entropy written by hand, read off autograd's graph of the loss backwarded (the wrapper of
   ``torch.autograd.backward`` of :mod:`overt.guards.termscale`): a product of a constant tensor (no gradient) with
@@ -237,7 +237,10 @@ class ProbTargetChecks(Check):
                 return
             log_target = kwargs.get("log_target", args[5] if len(args) > 5 else False)
             if log_target:
-                target = target.detach().float().exp()
+                # probabilities given where log-probabilities are declared are the domain check's finding
+                # (softmax-before-cross-entropy names that cause); reading exp() of them here would name its symptom
+                self.library.add(tuple(target.shape))  # nor is it looked at again in the backwarded graph
+                return
         loc = self.s.losses.site() or f"F.{name}"
         self.library.add(tuple(target.shape))
         self._look(target, 1, loc, f"{loc}#F.{name}", f"the target of F.{name} at {loc}")
