@@ -212,14 +212,22 @@ def _decay_key(group: dict) -> str | None:
     return None
 
 
-def _decay_line(step: Any, key: str) -> str | None:
-    """The line of ``step`` that applies the decay: the first that uses the decay's name outside its read."""
+def _step_source(step: Any) -> tuple[list[str], int, str] | None:
+    """The source lines of an optimizer's ``step``, its first line number and its file, or None (no source)."""
     try:
         fn = inspect.unwrap(step)
         lines, first = inspect.getsourcelines(fn)
-        filename = fn.__code__.co_filename
+        return lines, first, fn.__code__.co_filename
     except (OSError, TypeError, AttributeError):
         return None
+
+
+def _decay_line(step: Any, key: str) -> str | None:
+    """The line of ``step`` that applies the decay: the first that uses the decay's name outside its read."""
+    source = _step_source(step)
+    if source is None:
+        return None
+    lines, first, filename = source
     names = {key}
     for line in lines:
         m = re.match(r"\s*([\w\s,]+?)\s*=\s*(.+)$", line)
@@ -483,12 +491,10 @@ class OptimizerDefinitionChecks(Check):
 def _use_line(step: Any, key: str) -> str | None:
     """``file:line`` of the first line of ``step`` that computes with the group's ``key`` (read inline, or through
     a name it was read into), not merely reading it."""
-    try:
-        fn = inspect.unwrap(step)
-        lines, first = inspect.getsourcelines(fn)
-        filename = fn.__code__.co_filename
-    except (OSError, TypeError, AttributeError):
+    source = _step_source(step)
+    if source is None:
         return None
+    lines, first, filename = source
     read = re.compile(rf"""group(\[\s*['"]{re.escape(key)}['"]\s*\]|\.get\(\s*['"]{re.escape(key)}['"][^)]*\))""")
     names: set[str] = set()
     uses = []
