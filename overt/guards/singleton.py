@@ -66,7 +66,7 @@ _DISPATCH = frozenset({("overrides.py", "handle_torch_function"), ("functional.p
 
 
 #: the inner functions of overt's wrappers of these functions (softmax_dim's, predshape's)
-_WRAPPERS = frozenset({"softmax", "produce", "choose"})  # choose: flatpick's argmax/argmin wrapper
+_WRAPPERS = frozenset({"softmax", "produce"})
 
 
 def caller(frame: Any, own: Any) -> str | None:
