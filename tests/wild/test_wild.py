@@ -107,6 +107,11 @@ session 54 (test19 0 of 8 by cause, none symptom only, w426's twin with a run ``
 fixed after; dev19 0 of 5, w420's bug script broken by a guard's probe under ``overt run``, fixed after;
 docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 
+Round twenty (w435-w454: ``dev20``/``test20``, drawn after round nineteen was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
+runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
+``test_round_twenty_is_held_out``).
+
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
 ``python``, that each bug still changes its metric."""
@@ -728,6 +733,16 @@ def _pinned(cid: str, face: str) -> list[str]:
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_twenty_is_held_out():
+    """Round twenty's halves stay out of every test that runs an overt face, and out of the runner's default
+    selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev20", "test20"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in {"dev20", "test20"}}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_measured_rounds_are_in_the_default_selection():
