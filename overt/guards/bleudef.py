@@ -9,18 +9,20 @@ for it (``bleu``, ``bleu_score``, ``corpus_bleu``, ``compute_bleu``, ``bleu4`` .
 own first call (or of its module-level call, :mod:`overt.guards.latecalls`, when it is defined after the last
 evaluation).
 
-Accepted conventions: corpus BLEU (counts summed over the sentences) or the mean of sentence BLEUs; maximum
-n-gram order the one the call passes, else the name's digit, else the parameter's default, else any of 1 to 4; the closest reference length with ties
-broken to the shorter, the longer or the first listed one (NLTK; torchmetrics and sacrebleu); no smoothing or add-one on the orders above 1 (Lin and Och; sacrebleu's
-``add-k``; the smoothings that act on zero counts only, NLTK's ``method1``/``method3``, sacrebleu's ``floor``/``exp``,
-change nothing where the check judges); tokens as given, or strings split on whitespace, as written or lower-cased; as a fraction or
-in percent.  A value farther than 1% (and 0.001 of the scale) from every one of them is reported.
+Accepted conventions: corpus BLEU (counts summed over the sentences) or the mean of sentence BLEUs; as maximum
+n-gram order the one the call passes, else the name's digit, else the parameter's default, else any of 1 to 4; the
+closest reference length with ties broken to the shorter, the longer or the first listed one (NLTK; torchmetrics
+and sacrebleu); no smoothing, add-one on the orders above 1 (Lin and Och; sacrebleu's ``add-k``), or a smoothing of
+zero counts only (NLTK's ``method1``/``method3``, sacrebleu's ``floor``/``exp``: a mean of sentence BLEUs is then a
+range, from 0 to its value with each zero-count precision taken as 1); tokens as given, or strings split on
+whitespace, as written or lower-cased; as a fraction or in percent.  A value farther than 1% (and 0.001 of the
+scale) from every one of them is reported.
 
 Silent when the call does not have the definition's form: other arguments than the candidates, the references
 and an n-gram order; sentences that are not strings, token lists or integer id lists; strings holding anything but
-word characters and spaces (a tokeniser would split them in ways conventions differ on); an empty candidate; a
-zero n-gram count anywhere a convention's smoothing decides the value (a zero clipped count at some order in some
-sentence, or a candidate shorter than the order); a result that is not one number; names of other measures
+word characters and spaces (a tokeniser would split them in ways conventions differ on); an empty sentence; a
+zero n-gram count at some order summed over the whole corpus (every smoothing convention then decides the
+value); a result that is not one number; names of other measures
 (self-BLEU, BLEU losses or rewards).
 """
 
@@ -38,7 +40,7 @@ _NOT_BLEU = frozenset({"self", "loss", "reward", "plot", "print", "log", "save",
                        "show", "draw", "weights", "weight", "smooth", "smoothing", "nist", "chrf", "ter", "rouge"})
 #: parameter names of the maximum n-gram order
 _ORDER = frozenset({"n", "n_gram", "ngram", "n_grams", "ngrams", "max_n", "max_order", "order", "max_ngram",
-                    "max_ngram_order", "n_gram_order", "ngram_order", "max_len", "maxn"})
+                    "max_ngram_order", "n_gram_order", "ngram_order", "maxn"})
 _WORD = re.compile(r"^\w+$")
 MAX_SENTENCES, MAX_TOKENS, RELATIVE, ABSOLUTE = 20_000, 2_000_000, 0.01, 0.001
 _SMOOTH = {"none": "no smoothing", "add1": "add-one smoothing above unigrams",

@@ -16,7 +16,8 @@ case), rows that are no boxes (judged per row only where they are), four 0/1 val
 
 Quantile (pinball) losses and concordance indices are recomputed by :mod:`overt.guards.scoredefs` (a
 ``quantile_loss`` is claimed there although its name says loss), expected calibration errors by
-:mod:`overt.guards.calibdef`, Spearman's rho and Kendall's tau by :mod:`overt.guards.rankcorr`, BLEU by :mod:`overt.guards.bleudef`.
+:mod:`overt.guards.calibdef`, Spearman's rho and Kendall's tau by :mod:`overt.guards.rankcorr`, BLEU by
+:mod:`overt.guards.bleudef`.
 
 The probe itself runs at the end of the run (``MetricProbeChecks.end_of_run``), once per function.
 """

@@ -89,8 +89,8 @@ from torchmetrics.functional.text import bleu_score as tm_bleu
 def compute_bleu(candidates, references):
     return float(tm_bleu(candidates, references, n_gram=2))
 ''',
-    "percent": _bleu().replace("return math.exp", "return 100 * math.exp").replace("def corpus_bleu",
-                                                                                    "def compute_bleu"),
+    "percent": _bleu().replace("return math.exp", "return 100 * math.exp").replace("def corpus_bleu(",
+                                                                                   "def compute_bleu("),
     "sentence mean": _bleu().replace("math.log(a / b)", "math.log(max(a, 0.1) / b)") + '''
 
 def compute_bleu(candidates, references):  # a zero count smoothed to 0.1 (NLTK's method1)

@@ -75,8 +75,8 @@ def _compared(ix: FileIndex, node: ast.AST) -> bool:
         node = _strip(value)
         if isinstance(node, ast.Subscript):
             node = _strip(node.value)
-    return isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.ops[0], (ast.In, ast.NotIn,
-                                                                                                   ast.Is, ast.IsNot))
+    membership = (ast.In, ast.NotIn, ast.Is, ast.IsNot)
+    return isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.ops[0], membership)
 
 
 def _index(node: ast.AST) -> int | None:
