@@ -1178,11 +1178,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("metric-off-definition", "OVT824", "a metric (or decoding) function, or a metric written inline, named "
           "after a well-known definition that computes something else",
           "a function named IoU (of boxes or masks), GIoU, Dice, NMS, WER, CER, NDCG, CTC decoding, recall@k, "
-          "precision@k, hit@k, MRR, PSNR, Spearman's rho, Kendall's tau, "
+          "precision@k, hit@k, MRR, PSNR, Spearman's rho, Kendall's tau, BLEU, "
           "MAE, MSE or RMSE whose value on its own call's inputs matches none of the definition's accepted "
           "conventions (a pixel + 1 on normalised boxes, edits counted in characters for a word error rate, a "
           "position discount off by one, a final frame decoded unchecked, recall divided by k, a PSNR peak below "
-          "the images' range, an error computed in uint8 that wraps), a top-k or nucleus filter that keeps "
+          "the images' range, an error computed in uint8 that wraps, a BLEU brevity penalty on the shortest "
+          "reference instead of the closest), a top-k or nucleus filter that keeps "
           "another set than the largest scores its cut-off asks for, a mask IoU or Dice whose value on the call's "
           "binary masks is no convention of it (the Dice coefficient reported as IoU), an NMS that keeps another set "
           "than greedy suppression of the same boxes, scores and threshold, a k-NN classifier that scores test items of "
@@ -1201,7 +1202,8 @@ ENTRIES: tuple[Entry, ...] = (
           "an NDCG whose ideal is the retrieved list re-sorted, a top-k list of ids padded with item 0 and scored "
           "whole, a recall computed by the precision's function, an MRR taken as the reciprocal of the mean rank, "
           "an error rate, accuracy or ECE taken as the unweighted mean of per-utterance, per-batch or per-bin values, "
-          "a precision@k whose relevant set holds the rows the code itself reads as negative) "
+          "a precision@k whose relevant set holds the rows the code itself reads as negative, true positives or "
+          "negatives read from the wrong cell of scikit-learn's binary confusion matrix [[TN, FP], [FN, TP]]) "
           "reports another quantity under the metric's name, usually one that reads better, while nothing fails",
           _E, True, True),
     Entry("metric-arguments-swapped", "OVT806", "a scikit-learn metric given (predictions, labels)",

@@ -16,7 +16,8 @@ case), rows that are no boxes (judged per row only where they are), four 0/1 val
 
 Quantile (pinball) losses and concordance indices are recomputed by :mod:`overt.guards.scoredefs` (a
 ``quantile_loss`` is claimed there although its name says loss), expected calibration errors by
-:mod:`overt.guards.calibdef`, Spearman's rho and Kendall's tau by :mod:`overt.guards.rankcorr`.
+:mod:`overt.guards.calibdef`, Spearman's rho and Kendall's tau by :mod:`overt.guards.rankcorr`, BLEU by
+:mod:`overt.guards.bleudef`.
 
 The probe itself runs at the end of the run (``MetricProbeChecks.end_of_run``), once per function.
 """
@@ -30,7 +31,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.aside import user_code
-from overt.guards import calibdef, knnprobe, metricrank, overlapdef, rankcorr, scoredefs, topkfilter
+from overt.guards import bleudef, calibdef, knnprobe, metricrank, overlapdef, rankcorr, scoredefs, topkfilter
 from overt.guards import metricrefs as refs
 
 #: name words that make a metric something else than the one its other words name
@@ -48,7 +49,7 @@ def definition_of(words: set[str]) -> str | None:
     :mod:`overt.guards.metricrank`, a top-k decoding filter (:mod:`overt.guards.topkfilter`), a k-NN
     classifier (:mod:`overt.guards.knnprobe`), or None."""
     claimed = topkfilter.definition_of(words) or knnprobe.definition_of(words) or scoredefs.definition_of(words) \
-        or calibdef.definition_of(words) or rankcorr.definition_of(words)
+        or calibdef.definition_of(words) or rankcorr.definition_of(words) or bleudef.definition_of(words)
     if claimed is not None:
         return claimed
     if not words & _NEVER:
@@ -281,6 +282,8 @@ def check(fn: Callable, metric: str, name: str, given: dict[str, Any], bound: di
         return scoredefs.check(fn, metric, name, given, bound, result)
     if metric == "ece":
         return calibdef.check(name, given, bound, result)
+    if metric == "bleu":
+        return bleudef.check(name, given, bound, result)
     if metric in ("spearman", "kendall"):
         return rankcorr.check(metric, name, given, bound, result)
     return metricrank.check(fn, metric, name, given, bound, result)

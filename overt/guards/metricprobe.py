@@ -31,7 +31,7 @@ definition (box IoU/GIoU, WER/CER, NDCG, CTC greedy decoding; also without predi
 names) is recomputed by that definition (:mod:`overt.guards.metricdef`, ``metric-off-definition``).  Ranking
 metrics are called again with their items listed in reverse and their candidates renamed
 (:mod:`overt.guards.rankorder`), span extractions with each word's own tokens (:mod:`overt.guards.spantext`);
-a ranking metric defined after the last evaluation forward is found through its module-level call
+a ranking metric (or a BLEU) defined after the last evaluation forward is found through its module-level call
 (:mod:`overt.guards.latecalls`).
 """
 
@@ -199,18 +199,30 @@ def candidates(namespace: dict, filename: str, forms: bool = False) -> dict[str,
     return found
 
 
+#: definitions whose check needs only the call's own values and result: a function named after one and defined after
+#: the last evaluation forward is repeated through its module-level call (a BLEU scored once the outputs are decoded)
+LATE_DEFINITIONS = frozenset({"bleu"})
+
+
 def ranked(namespace: dict, filename: str) -> dict[str, Candidate]:
     """The functions of ``candidates(namespace, filename, forms=True)`` whose form is ``"rank-order"`` (named after
     a ranking metric, :func:`overt.guards.rankorder.form_of`), the same set, without the work that decides the
-    other kinds and forms (a signature read per function of the script for ``spantext``'s form): the late
-    calls keep only these (:meth:`MetricProbeChecks._late_calls`)."""
+    other kinds and forms (a signature read per function of the script for ``spantext``'s form), and the functions
+    named after a definition of ``LATE_DEFINITIONS``: the late calls keep only these
+    (:meth:`MetricProbeChecks._late_calls`)."""
     found = {}
     for name, fn in list(namespace.items()):
         if not isinstance(fn, types.FunctionType) or _defined(fn) != filename:
             continue
-        if rankorder.form_of(_words(fn.__name__)) != "rank-order" or _writes_globals(_inner(fn).__code__):
+        words = _words(fn.__name__)
+        form = rankorder.form_of(words)
+        known = metricdef.definition_of(words) if not words & NOT_METRIC else None
+        if form != "rank-order" and known not in LATE_DEFINITIONS:
             continue
-        found[name] = (fn, None, None, None, None, "rank-order")
+        if _writes_globals(_inner(fn).__code__):
+            continue
+        found[name] = (fn, None, None, None, known if known in LATE_DEFINITIONS else None,
+                       "rank-order" if form == "rank-order" else None)
     return found
 
 
@@ -462,7 +474,7 @@ class MetricProbeChecks(Check):
                 continue
             given = tuple(bound.arguments)
             bound.apply_defaults()
-            self.calls[name] = _Call(fn, (None, None, None, None, "rank-order"), given, bound, result,
+            self.calls[name] = _Call(fn, (None, None, None, late[name][4], late[name][5]), given, bound, result,
                                      short_location(filename, line))
 
     def _form(self, name: str, call: _Call, defined: str, at: str) -> None:

@@ -9,7 +9,8 @@ top-k list of item ids padded with item 0 and scored whole (:mod:`.padids`), a v
 confusion-count metric computed by another's function (:mod:`.crossmetric`), an MRR computed as the
 reciprocal of the mean rank (:mod:`.reciprocalmean`), a ratio-of-totals metric (an error rate, an accuracy, an
 ECE) taken as the unweighted mean of per-group values (:mod:`.groupmean`), a ranking metric's relevant set
-built from evaluation rows the code itself reads as labelled, negatives included (:mod:`.relevantrows`).
+built from evaluation rows the code itself reads as labelled, negatives included (:mod:`.relevantrows`), true
+positives or negatives read from the wrong cell of a binary confusion matrix (:mod:`.cmlayout`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.cmlayout import misread_cells
 from overt.lint.rules.countformula import count_formulas
 from overt.lint.rules.crossmetric import crossed_metrics
 from overt.lint.rules.groupmean import unweighted_group_means
@@ -39,3 +41,4 @@ def metric_off_definition(ix: FileIndex) -> Iterator[Hit]:
     yield from reciprocal_of_mean_rank(ix)
     yield from unweighted_group_means(ix)
     yield from relevant_rows_unlabelled(ix)
+    yield from misread_cells(ix)
