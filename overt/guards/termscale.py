@@ -67,13 +67,14 @@ _WRAP: Any = None
 class _Term:
     """One additive term of a loss: its node, its coefficient and the constant factors on the way there."""
 
-    __slots__ = ("node", "coef", "factors", "unknown")
+    __slots__ = ("node", "coef", "factors", "unknown", "inner")
 
     def __init__(self, node: Any, coef: float, factors: tuple, unknown: frozenset):
         self.node = node
         self.coef = coef
         self.factors = factors  # ("mul" | "div", value) from the root down
         self.unknown = unknown  # ids of nodes whose constant lives on an accelerator (not read)
+        self.inner: tuple = ()  # the factors applied to the reduced tensor's elements (:func:`inner_factors`)
 
 
 def _constant(t: Any) -> tuple[float | None, bool]:
@@ -299,7 +300,8 @@ class TermScaleChecks(Check):
         reds = [(t, reduction(t.node)) for t in terms if t.coef != 0]
         for t, r in reds:
             if r is not None:
-                for op, value in inner_factors(t.node):  # (x / n).sum() weighs the term as x.sum() / n
+                t.inner = inner_factors(t.node)
+                for op, value in t.inner:  # (x / n).sum() weighs the term as x.sum() / n
                     t.coef = t.coef * value if op == "mul" else t.coef / value
                     t.factors = t.factors + ((op, value),)
         if self._batch_mix(reds, loc) or self._averaged_twice(reds, loc) or self._soft_without_t2(terms, loc):
@@ -321,7 +323,7 @@ class TermScaleChecks(Check):
                 out_b, leaves_b = self._reach(b.node)
                 if not (out_a and out_b and leaves_a & leaves_b & held):
                     continue
-                if ra[0] == rb[0]:
+                if ra[0] == rb[0] and ("div", float(ra[1][0])) in a.inner:
                     self._report_divided(a, ra, oa, b, rb, ob, loc)
                 else:
                     self._report_mix(a, ra, b, rb, loc)
@@ -570,6 +572,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
+                ww = getattr(s, "whereweight", None)  # class weights written as a where on the target
+                if ww is not None:
+                    safely(ww.on_backward, tensors)
                 probs = getattr(s, "probtargets", None)  # a hand-written soft cross-entropy's target
                 if probs is not None:
                     safely(probs.on_backward, tensors, check.outputs)
