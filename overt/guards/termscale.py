@@ -222,7 +222,9 @@ def batch_order(t: _Term, r: tuple[str, tuple[int, ...]], n: int | None = None) 
     order = -1 if r[0] == "mean" else 0
     rest = abs(t.coef)
     for op, value in t.factors:
-        if abs(value) == n:
+        if value and abs(1.0 / value - n) < 1e-6 * n:  # a product with 1 / N is a division by N
+            op, value = ("div" if op == "mul" else "mul"), 1.0 / value
+        if abs(value) == n or abs(abs(value) - n) < 1e-6 * n:
             order += 1 if op == "mul" else -1
             rest = rest / n if op == "mul" else rest * n
     return order, rest
@@ -323,7 +325,8 @@ class TermScaleChecks(Check):
                 out_b, leaves_b = self._reach(b.node)
                 if not (out_a and out_b and leaves_a & leaves_b & held):
                     continue
-                if ra[0] == rb[0] and ("div", float(ra[1][0])) in a.inner:
+                if ra[0] == rb[0] and any(abs((v if op == "div" else 1.0 / v) - ra[1][0]) < 1e-6 * ra[1][0]
+                                          for op, v in a.inner):  # one of its divisions is before its reduction
                     self._report_divided(a, ra, oa, b, rb, ob, loc)
                 else:
                     self._report_mix(a, ra, b, rb, loc)
@@ -335,15 +338,16 @@ class TermScaleChecks(Check):
         other on its way to the loss (a division before its sum and another after it)."""
         n = ra[1][0]
         times = {1: "once", 2: "twice"}
-        da = times.get(-oa - (1 if ra[0] == "mean" else 0), f"{-oa} times")
-        db = times.get(-ob - (1 if rb[0] == "mean" else 0), f"{-ob} times")
+        ka = -oa - (1 if ra[0] == "mean" else 0)  # divisions by N on the way (a mean is not one)
+        kb = -ob - (1 if rb[0] == "mean" else 0)
+        da, db = times.get(ka, f"{ka} times"), times.get(kb, f"{kb} times")
         ratio = (b.coef and abs(b.coef) / abs(a.coef)) or 0.0
-        msg = (f"The loss backwarded at {loc} divides {self._describe(a, ra)} by the batch size {n} {da} on its way "
-               f"to the loss (before or after its {ra[0]}) and {self._describe(b, rb)}, over the same batch, {db}: every sample weighs "
-               f"{ratio:.3g} times less in the first term than in the second, a factor of the batch size that no "
-               "objective asks for. On the parameters they share, the first term's gradient is "
-               f"{ratio:.3g}-fold too small against the second's, which drives training alone (an auxiliary task that shapes nothing), "
-               "and the balance changes with the batch size, while every loss falls.")
+        msg = (f"The loss backwarded at {loc} divides {self._describe(a, ra)} by the batch size {n} {da} on its "
+               f"way to the loss (before or after its {ra[0]}) and {self._describe(b, rb)}, over the same batch, "
+               f"{db}: every sample weighs {ratio:.3g} times less in the first term than in the second, a factor of "
+               "the batch size that no objective asks for. On the parameters they share, the first term's gradient "
+               f"is {ratio:.3g}-fold too small against the second's, which drives training alone (an auxiliary task "
+               "that shapes nothing), and the balance changes with the batch size, while every loss falls.")
         fix = ("divide each term by the batch size once: drop the division applied to the per-sample values before "
                "the reduction (or the one after it); put any intended weight in an explicit coefficient.")
         call = self._loss_call(a.node)
