@@ -1,4 +1,4 @@
-"""Class weights written as a ``torch.where`` on the target (slug ``class-weights-inverted``; issue 33, round
+"""Class weights applied after a per-sample binary loss, as a ``torch.where`` on the target or a weight tensor (slug ``class-weights-inverted``; issue 33, round
 nineteen's w418).
 
 The invariant of :mod:`overt.guards.classweights`, for weights that never reach the loss call: re-weighting
@@ -10,9 +10,12 @@ backwarded (:mod:`overt.guards.termscale`'s wrapper of ``torch.autograd.backward
 
 - a ``where`` node in the backwarded loss's graph whose two branches are one tensor ``X`` multiplied by
   two host constants (one branch may be ``X`` itself: weight 1);
+- or a product ``X * W`` with ``W`` a tensor that takes no gradient (``alpha * t + (1 - alpha) * (1 - t)``),
+  with one value on every positive and one on every negative of the step (else a per-sample weight: silent);
 - ``X`` is a function of the input of a binary loss call of this step (its graph reaches the call's
   input within :data:`MAX_WALK` nodes), and the ``where``'s condition is that call's target ``== 1``
-  (or ``== 0``) element for element, the targets all 0 or 1: the weights are per class.
+  (or ``== 0``) element for element (``W`` has as many elements as the target), the targets all 0 or 1:
+  the weights are per class.
 
 The classes are counted on the device and read with the checked step's values (deferred: nothing is
 synchronised).  Once :data:`MIN_LABELS` targets are counted the pair is judged:
@@ -101,6 +104,20 @@ def class_weighting(fn: Any) -> tuple[Any, float, float] | None:
     return None
 
 
+def tensor_weight(fn: Any) -> tuple[Any, torch.Tensor] | None:
+    """(X's node, W) when ``fn`` computes ``X * W`` with ``W`` a tensor of more than one element that takes no
+    gradient (a weight built from the targets, ``alpha * t + (1 - alpha) * (1 - t)``), else None."""
+    if type(fn).__name__ != "MulBackward0" or len(fn.next_functions) != 2:
+        return None
+    a, b = fn.next_functions[0][0], fn.next_functions[1][0]
+    if (a is None) == (b is None):
+        return None
+    w = getattr(fn, "_saved_other" if a is not None else "_saved_self", None)
+    if not isinstance(w, torch.Tensor) or w.numel() < 2 or w.requires_grad or w.dtype == torch.bool:
+        return None
+    return (a if a is not None else b), w
+
+
 def favours_frequent(counts: list[float], weights: list[float]) -> bool:
     """Whether per-class ``weights`` of two classes with ``counts`` favour the frequent class (see the module
     doc: an alpha-balanced pair is the user's choice; a pair with one class at 1 is judged at any spread)."""
@@ -158,38 +175,75 @@ class WhereWeightChecks(Check):
             return
         for fn in _walk(root):
             got = class_weighting(fn)
-            if got is None:
-                continue
-            x, wy, wn = got
-            cond = getattr(fn, "_saved_condition", None)
-            if not isinstance(cond, torch.Tensor) or cond.dtype != torch.bool:
-                continue
+            if got is not None:
+                x, wy, wn = got
+                cond = getattr(fn, "_saved_condition", None)
+                if not isinstance(cond, torch.Tensor) or cond.dtype != torch.bool:
+                    continue
+                weights: torch.Tensor | tuple[float, float] = (wy, wn)
+                mask: torch.Tensor | None = cond
+            else:
+                tw = tensor_weight(fn)
+                if tw is None:
+                    continue
+                x, weights = tw
+                mask = None
+            size = mask.numel() if mask is not None else weights.numel()  # type: ignore[union-attr]
             for inp_fn, target, name, loc in self.calls:
-                if loc in self.done or target.numel() != cond.numel() or target.device != cond.device:
+                if loc in self.done or target.numel() != size or size < 2:
+                    continue
+                on = mask if mask is not None else weights
+                if target.device != on.device:  # type: ignore[union-attr]
                     continue
                 if not any(node is inp_fn for node in _walk(x)):
                     continue
-                self._defer(cond, target, name, loc, wy, wn)
+                self._defer(target, name, loc, weights, mask)
                 return
 
-    def _defer(self, cond: torch.Tensor, target: torch.Tensor, name: str, loc: str, wy: float, wn: float) -> None:
+    def _defer(self, target: torch.Tensor, name: str, loc: str, weights: Any, mask: torch.Tensor | None) -> None:
+        """Queue the step's class counts and the weights per class: [binary?, positives, then either (the condition
+        is target == 1, is target == 0) or (min, max of the positives' weights, min, max of the negatives')]."""
         t = target.reshape(-1)
-        c = cond.reshape(-1)
         ones = t == 1
-        value = torch.stack((((t == 0) | ones).all().float(), ones.sum().float(),
-                             (c == ones).all().float(), (c == ~ones).all().float()))
-        n = t.numel()
-        self.s.defer(value, self._judge(name, loc, n, wy, wn, self.s.step))
+        head = (((t == 0) | ones).all().float(), ones.sum().float())
+        if mask is not None:
+            c = mask.reshape(-1)
+            value = torch.stack((*head, (c == ones).all().float(), (c == ~ones).all().float()))
+        else:
+            w = weights.detach().reshape(-1).float()
+            inf = torch.full_like(w, float("inf"))
+            value = torch.stack((*head, torch.where(ones, w, inf).min(), torch.where(ones, w, -inf).max(),
+                                 torch.where(ones, inf, w).min(), torch.where(ones, -inf, w).max()))
+            weights = None
+        self.s.defer(value, self._judge(name, loc, t.numel(), weights, self.s.step))
 
-    def _judge(self, name: str, loc: str, n: int, wy: float, wn: float, step: int):
+    def _judge(self, name: str, loc: str, n: int, weights: tuple[float, float] | None, step: int):
         def callback(vals: list[float]) -> None:
             if loc in self.done:
                 return
-            binary, pos, is_pos, is_neg = vals
-            if not binary or not (is_pos or is_neg):
-                self.done.add(loc)  # soft targets, or a condition that is not the target's class
+            binary, pos = vals[0], vals[1]
+            if not binary:
+                self.done.add(loc)  # soft targets: no classes
                 return
-            key = (loc, wy, wn, bool(is_pos))
+            if weights is not None:  # a where: (weight where the condition holds, elsewhere)
+                is_pos, is_neg = vals[2], vals[3]
+                if not (is_pos or is_neg):
+                    self.done.add(loc)  # a condition that is not the target's class
+                    return
+                wp, wneg = weights if is_pos else weights[::-1]
+                on_pos = bool(is_pos)
+            else:  # a weight tensor: one value per class, or it is no class weighting
+                p_lo, p_hi, n_lo, n_hi = vals[2:6]
+                if not (pos and n - pos) or p_lo != p_hi or n_lo != n_hi:
+                    if pos and n - pos:
+                        self.done.add(loc)  # weights that vary within a class: per-sample weights, not per class
+                    return
+                wp, wneg = p_lo, n_lo
+                on_pos = wp != 1.0
+            key = (loc, wp, wneg)
+            if self.counts and key not in self.counts and any(k[0] == loc for k in self.counts):
+                self.done.add(loc)  # the weights changed during the run: not one weighting to judge
+                return
             counts = self.counts.setdefault(key, [0.0, 0.0])
             counts[0] += n
             counts[1] += pos
@@ -197,15 +251,13 @@ class WhereWeightChecks(Check):
                 return
             self.done.add(loc)
             total, positives = counts
-            # (weight of the positives, of the negatives)
-            wp, wneg = (wy, wn) if is_pos else (wn, wy)
             if favours_frequent([positives, total - positives], [wp, wneg]):
-                self._report(name, loc, total, positives, wp, wneg, bool(is_pos), step)
+                self._report(name, loc, total, positives, wp, wneg, on_pos, mask=weights is not None, step=step)
 
         return callback
 
     def _report(self, name: str, loc: str, total: float, pos: float, wp: float, wneg: float, on_pos: bool,
-                step: int) -> None:
+                mask: bool, step: int) -> None:
         rare, common = ("positives", "negatives") if pos * 2 < total else ("negatives", "positives")
         share = pos / total if rare == "positives" else 1 - pos / total
         w_rare, w_common = (wp, wneg) if rare == "positives" else (wneg, wp)
@@ -219,7 +271,8 @@ class WhereWeightChecks(Check):
                    "the others.") if 0 < factor < 1 else ""
         self.s.report(
             "class-weights-inverted",
-            f"the per-sample loss of F.{name} at {loc} is weighted by class with torch.where on its target: the "
+            f"the per-sample loss of F.{name} at {loc} is weighted by class "
+            f"{'with torch.where on its target' if mask else 'by a weight tensor that is one value per class'}: the "
             f"{rare} ({share:.1%} of {int(total)} training targets) weigh {w_rare:.3g}, the {common} weigh "
             f"{w_common:.3g}. The frequent class gets the larger weight, so the rare one is learned less than "
             f"without any weighting.{one} Re-weighting is meant to make the rare class count more (look at its "
