@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 BINARY = ("binary_cross_entropy_with_logits", "binary_cross_entropy")
 MAX_WALK = 200  # autograd nodes walked from the loss looking for a where, and from a where to a loss input
 MAX_CALLS = 8  # binary loss calls of one step remembered
+MAX_TRIED = 8  # candidate weightings followed back to a loss input per backward
 SUM_ONE = 1e-6  # weights a and b with |a + b - 1| below this are an alpha-balanced pair
 
 
@@ -173,7 +174,10 @@ class WhereWeightChecks(Check):
         root = getattr(tensors, "grad_fn", None)
         if root is None or tensors.numel() != 1:
             return
+        tried = 0
         for fn in _walk(root):
+            if tried >= MAX_TRIED:
+                return
             got = class_weighting(fn)
             if got is not None:
                 x, wy, wn = got
@@ -195,6 +199,7 @@ class WhereWeightChecks(Check):
                 on = mask if mask is not None else weights
                 if target.device != on.device:  # type: ignore[union-attr]
                     continue
+                tried += 1
                 if not any(node is inp_fn for node in _walk(x)):
                     continue
                 self._defer(target, name, loc, weights, mask)
