@@ -119,6 +119,7 @@ from overt.guards.states import StateChecks
 from overt.guards.stopgrad import StopGradientChecks
 from overt.guards.targetcopy import TargetCopyChecks
 from overt.guards.termscale import TermScaleChecks
+from overt.guards.whereweight import WhereWeightChecks
 from overt.guards.maskpick import MaskPickChecks
 from overt.guards.probtargets import ProbTargetChecks
 
@@ -155,6 +156,7 @@ CHECKS: tuple[type[Check], ...] = (
     FreezeAttrChecks,
     LossChecks,
     ClassWeightChecks,
+    WhereWeightChecks,
     SequenceTargetChecks,
     ForecastChecks,
     TransformAxisChecks,

@@ -53,6 +53,7 @@ MAX_CONCAT = 4  # per-sample tensors of one batch concatenated into a term's row
 MAX_NODES = 20000  # autograd nodes walked per term (model outputs and parameters reached)
 MAX_SOFT = 60  # nodes walked per term looking for a log_softmax of divided logits
 MAX_OUTPUTS = 64  # model outputs of a step remembered
+MAX_INNER = 6  # nodes followed below a term's reduction looking for constant factors
 _SHAPE = ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "SqueezeBackward0",
           "SqueezeBackward1", "UnsqueezeBackward0", "CloneBackward0", "SliceBackward0", "SelectBackward0")
 
@@ -66,13 +67,14 @@ _WRAP: Any = None
 class _Term:
     """One additive term of a loss: its node, its coefficient and the constant factors on the way there."""
 
-    __slots__ = ("node", "coef", "factors", "unknown")
+    __slots__ = ("node", "coef", "factors", "unknown", "inner")
 
     def __init__(self, node: Any, coef: float, factors: tuple, unknown: frozenset):
         self.node = node
         self.coef = coef
         self.factors = factors  # ("mul" | "div", value) from the root down
         self.unknown = unknown  # ids of nodes whose constant lives on an accelerator (not read)
+        self.inner: tuple = ()  # the factors applied to the reduced tensor's elements (:func:`inner_factors`)
 
 
 def _constant(t: Any) -> tuple[float | None, bool]:
@@ -173,6 +175,43 @@ def reduction(node: Any) -> tuple[str, tuple[int, ...]] | None:
     return None
 
 
+def inner_factors(node: Any) -> tuple:
+    """The constant factors applied elementwise to the tensor a term's reduction ``node`` reduces (``(x / n).sum()``,
+    ``torch.sum(per_sample / B)``): a number that multiplies or divides every element before a sum or a mean weighs
+    the term exactly as one after it.  Followed through shape nodes and one-element host constants, at most
+    :data:`MAX_INNER` nodes down; a tensor factor, a device constant or any other operation ends the walk.  A
+    squared norm's reduction (its ``PowBackward0``) has none."""
+    kind = type(node).__name__
+    if kind not in ("MeanBackward0", "SumBackward0", "MeanBackward1", "SumBackward1") or not node.next_functions:
+        return ()
+    found: list[tuple[str, float]] = []
+    fn = node.next_functions[0][0]
+    for _ in range(MAX_INNER):
+        if fn is None:
+            break
+        kind = type(fn).__name__
+        nxt = fn.next_functions
+        if kind in _SHAPE and nxt:
+            fn = nxt[0][0]
+            continue
+        value: Any = None
+        child = None
+        if kind in ("MulBackward1", "DivBackward1") and len(nxt) == 1:
+            value, child = getattr(fn, "_saved_other", None), nxt[0][0]
+        elif kind == "MulBackward0" and len(nxt) == 2 and (nxt[0][0] is None) != (nxt[1][0] is None):
+            a = nxt[0][0]
+            value, _ = _constant(getattr(fn, "_saved_other" if a is not None else "_saved_self", None))
+            child = a if a is not None else nxt[1][0]
+        elif kind == "DivBackward0" and len(nxt) == 2 and nxt[0][0] is not None and nxt[1][0] is None:
+            value, _ = _constant(getattr(fn, "_saved_other", None))
+            child = nxt[0][0]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value == 0 or not math.isfinite(value):
+            break
+        found.append(("mul" if kind.startswith("Mul") else "div", float(value)))
+        fn = child
+    return tuple(found)
+
+
 def batch_order(t: _Term, r: tuple[str, tuple[int, ...]], n: int | None = None) -> tuple[int, float]:
     """How a term scales with its batch of ``N`` rows, and the rest of its weight: (the power of ``N``, the
     coefficient with the divisions and multiplications by ``N`` taken out).  A mean over the rows is -1, a sum
@@ -183,7 +222,9 @@ def batch_order(t: _Term, r: tuple[str, tuple[int, ...]], n: int | None = None) 
     order = -1 if r[0] == "mean" else 0
     rest = abs(t.coef)
     for op, value in t.factors:
-        if abs(value) == n:
+        if value and abs(1.0 / value - n) < 1e-6 * n:  # a product with 1 / N is a division by N
+            op, value = ("div" if op == "mul" else "mul"), 1.0 / value
+        if abs(value) == n or abs(abs(value) - n) < 1e-6 * n:
             order += 1 if op == "mul" else -1
             rest = rest / n if op == "mul" else rest * n
     return order, rest
@@ -259,6 +300,12 @@ class TermScaleChecks(Check):
         if loc in self.done:
             return
         reds = [(t, reduction(t.node)) for t in terms if t.coef != 0]
+        for t, r in reds:
+            if r is not None:
+                t.inner = inner_factors(t.node)
+                for op, value in t.inner:  # (x / n).sum() weighs the term as x.sum() / n
+                    t.coef = t.coef * value if op == "mul" else t.coef / value
+                    t.factors = t.factors + ((op, value),)
         if self._batch_mix(reds, loc) or self._averaged_twice(reds, loc) or self._soft_without_t2(terms, loc):
             self.done.add(loc)
 
@@ -278,9 +325,34 @@ class TermScaleChecks(Check):
                 out_b, leaves_b = self._reach(b.node)
                 if not (out_a and out_b and leaves_a & leaves_b & held):
                     continue
-                self._report_mix(a, ra, b, rb, loc)
+                if ra[0] == rb[0] and any(abs((v if op == "div" else 1.0 / v) - ra[1][0]) < 1e-6 * ra[1][0]
+                                          for op, v in a.inner):  # one of its divisions is before its reduction
+                    self._report_divided(a, ra, oa, b, rb, ob, loc)
+                else:
+                    self._report_mix(a, ra, b, rb, loc)
                 return True
         return False
+
+    def _report_divided(self, a: _Term, ra: tuple, oa: int, b: _Term, rb: tuple, ob: int, loc: str) -> None:
+        """Two terms reduced the same way over the same batch, one divided by the batch size more times than the
+        other on its way to the loss (a division before its sum and another after it)."""
+        n = ra[1][0]
+        times = {1: "once", 2: "twice"}
+        ka = -oa - (1 if ra[0] == "mean" else 0)  # divisions by N on the way (a mean is not one)
+        kb = -ob - (1 if rb[0] == "mean" else 0)
+        da, db = times.get(ka, f"{ka} times"), times.get(kb, f"{kb} times")
+        ratio = (b.coef and abs(b.coef) / abs(a.coef)) or 0.0
+        msg = (f"The loss backwarded at {loc} divides {self._describe(a, ra)} by the batch size {n} {da} on its "
+               f"way to the loss (before or after its {ra[0]}) and {self._describe(b, rb)}, over the same batch, "
+               f"{db}: every sample weighs {ratio:.3g} times less in the first term than in the second, a factor of "
+               "the batch size that no objective asks for. On the parameters they share, the first term's gradient "
+               f"is {ratio:.3g}-fold too small against the second's, which drives training alone (an auxiliary task "
+               "that shapes nothing), and the balance changes with the batch size, while every loss falls.")
+        fix = ("divide each term by the batch size once: drop the division applied to the per-sample values before "
+               "the reduction (or the one after it); put any intended weight in an explicit coefficient.")
+        call = self._loss_call(a.node)
+        where = f"F.{call[0]} call at {call[1]}" if call is not None and call[1] else loc
+        self.s.report("loss-terms-misscaled", msg, where=where, fix=fix, key=loc)
 
     # -- a mean over the batch divided by the batch size again ---------------------------------
     def _averaged_twice(self, reds: list[tuple[_Term, Any]], loc: str) -> bool:
@@ -504,6 +576,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)
+                ww = getattr(s, "whereweight", None)  # class weights written as a where on the target
+                if ww is not None:
+                    safely(ww.on_backward, tensors)
                 probs = getattr(s, "probtargets", None)  # a hand-written soft cross-entropy's target
                 if probs is not None:
                     safely(probs.on_backward, tensors, check.outputs)

@@ -305,3 +305,36 @@ def test_mean_divided_by_the_batch_again_is_named(form):
 @pytest.mark.parametrize("form", ["once", "weights", "both"])
 def test_mean_divided_once_is_silent(form):
     assert [f for f in _twice(form) if f.slug == SLUG] == []
+
+
+def _divided(form: str) -> list:
+    """A trunk shared by a classification head and an auxiliary regression head (session 55, w421): each term
+    summed over the batch of 64 and divided by it once, except ``"twice"``, whose auxiliary per-sample values
+    are divided by the batch size before their sum as well."""
+    torch.manual_seed(0)
+    trunk = nn.Sequential(nn.Linear(64, 32), nn.ReLU())
+    cls, reg = nn.Linear(32, 10), nn.Linear(32, 1)
+
+    def step(x, y):
+        h = trunk(x)
+        n = len(x)
+        main = F.cross_entropy(cls(h), y, reduction="none")
+        aux = (reg(h) - x.mean(1, keepdim=True)) ** 2
+        if form == "twice":
+            aux = aux / n
+        elif form == "half":  # a weight of 0.5 on each per-sample value: the user's
+            aux = aux * 0.5
+        return torch.sum(main) / n + torch.sum(aux) / n
+
+    return _run(step, [trunk, cls, reg])
+
+
+def test_term_divided_by_batch_before_and_after_its_sum_is_named():
+    found = [f for f in _divided("twice") if f.slug == SLUG]
+    assert len(found) == 1, found
+    assert "by the batch size 64 twice" in found[0].message and "64 times less" in found[0].message
+
+
+@pytest.mark.parametrize("form", ["once", "half"])
+def test_terms_divided_once_each_are_quiet(form):
+    assert SLUG not in slugs(_divided(form))

@@ -620,6 +620,11 @@ EXPECTED = {
     # the wrong cells of scikit-learn's binary confusion matrix (metric-off-definition, overt/lint/rules/cmlayout.py)
     "w416_bleu_reference_length_minimum": ("run",),
     "w422_confusion_matrix_layout_misread": ("lint",),
+    # session 55 (lossw20): a binary focal loss weighting the rare positives by alpha and leaving the negatives at 1
+    # (class-weights-inverted read off a torch.where on the target, overt/guards/whereweight.py); an auxiliary term
+    # divided by the batch size before its sum and after it (loss-terms-misscaled, overt/guards/termscale.py)
+    "w418_focal_alpha_missing_for_negatives": ("run",),
+    "w421_auxiliary_loss_divided_by_batch_twice": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
