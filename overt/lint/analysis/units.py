@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from overt.lint.analysis.events import events
-from overt.lint.analysis.values import values_for
+from overt.lint.analysis.values import ClassRef, resolve_in, values_for
 from overt.lint.index import EVAL_FUNC_TOKENS, FACTORIES, INT_DTYPES, FileIndex, FuncNode, dotted, kwarg, tokens
 
 CLASSIFICATION_DATASETS = {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100",
@@ -59,6 +59,22 @@ def is_eval_function(func: FuncNode) -> bool:
     return bool(set(toks) & EVAL_FUNC_TOKENS) and "train" not in toks and "training" not in toks
 
 
+def constructs_imported_class(ix: FileIndex, func: ast.expr) -> bool:
+    """Is ``func(...)`` the construction of a class imported into this file (``from model import UNet``;
+    ``model = UNet(...)``), not a run of a model?  The name must be bound here by that import alone, and
+    name a module class of the project, or, when the import leads outside the project, be spelt like a
+    class (``CapWords``, not a CONSTANT): calling a class builds a module, it runs none."""
+    if not isinstance(func, ast.Name) or func.id in ix.assigns or func.id in ix.functions:
+        return False
+    module, level, symbol = ix.imports.get(func.id, (None, 0, None))
+    if symbol is None:
+        return False
+    if isinstance(resolve_in(ix, func.id), ClassRef):
+        return True
+    outside = ix.project is None or ix.project.module(ix, module, level) is None
+    return outside and symbol[:1].isupper() and any(c.islower() for c in symbol)
+
+
 def model_calls(ix: FileIndex, node: ast.AST) -> list[ast.Call]:
     """Calls of a model under ``node``: a name that holds (or is named like) a model, or a
     name that holds an instance of a module class of the project (``clf = Net()``,
@@ -67,7 +83,7 @@ def model_calls(ix: FileIndex, node: ast.AST) -> list[ast.Call]:
     for n in ix.scope_nodes(node):
         if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)):
             text = dotted(n.func)
-            if not text or text in ix.functions or text in ix.classes:
+            if not text or text in ix.functions or text in ix.classes or constructs_imported_class(ix, n.func):
                 continue
             if ix.is_model(text) or (isinstance(n.func, ast.Name) and values_for(ix).may_hold_classes
                                      and values_for(ix).of(n.func).cls is not None):

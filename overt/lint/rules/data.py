@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from overt.lint.analysis.units import eval_regions, loop_units
+from overt.lint.analysis.events import events
+from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.frameworks import framework_fix
 from overt.lint.index import FileIndex, dotted, has_star_kwargs, is_const, kwarg
 from overt.lint.rules.base import decided, Hit, rule
@@ -89,6 +90,35 @@ def _first_batch_only(ix: FileIndex, call: ast.Call) -> bool:
     return bool(uses) and all(first_batch(u) for u in uses)
 
 
+def _looked_at_only(ix: FileIndex, call: ast.Call) -> bool:
+    """Is the loader only iterated to look at its samples, in a file that trains nothing?  A loader's
+    order matters to the training that consumes it.  Here the file calls no ``backward()`` nor ``step()``
+    and holds no optimizer, the loader is bound to one name, and every read of that name is the iterable of
+    a ``for`` loop that runs no model and names none (a data set module's ``__main__`` block that plots a
+    few samples, say): nothing trains on it, whatever it is called.  A loader returned, passed on or stored
+    is used elsewhere: not proven."""
+    if ix.optimizers or any(isinstance(c.func, ast.Attribute) and c.func.attr in ("backward", "step")
+                            for c in ix.calls):
+        return False
+    parent = ix.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    scope = ix.enclosing_function(call) or ix.tree
+    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    if not uses:
+        return False
+    for use in uses:
+        loop = next((lp for lp in ix.enclosing_loops(use) if isinstance(lp, (ast.For, ast.AsyncFor))
+                     and any(n is use for n in ast.walk(lp.iter))), None)
+        if loop is None or model_calls(ix, loop) or any(
+                ix.is_model(dotted(n)) for n in ast.walk(loop) if isinstance(n, (ast.Name, ast.Attribute))):
+            return False
+        if {e.kind for e in events(ix, loop, depth=2)} & {"backward", "step"}:
+            return False
+    return True
+
+
 def _batches_itself(call: ast.Call) -> bool:
     """``batch_size=None`` written out: automatic batching is off, so the data set yields whole batches and
     decides which samples go together and in what order (a pipeline that shuffles its own buffer, say); the
@@ -119,7 +149,8 @@ def unshuffled_training(ix: FileIndex) -> Iterator[Hit]:
         written = _shuffle(call)
         if written is not None and not is_const(written, False):
             continue  # shuffle=args.shuffle: the author decides at run time
-        if _role(ix, call) == "train" and not _iterable_dataset(ix, call) and not _first_batch_only(ix, call):
+        if _role(ix, call) == "train" and not _iterable_dataset(ix, call) and not _first_batch_only(ix, call) \
+                and not _looked_at_only(ix, call):
             hit = Hit("unshuffled-training", call,
                       "this training DataLoader does not shuffle (shuffle defaults to False), so every epoch sees "
                       "the data in the same "
