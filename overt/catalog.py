@@ -645,6 +645,13 @@ ENTRIES: tuple[Entry, ...] = (
           "vocabulary's size, or two entries given one constant, put two tokens under one id, so the model is "
           "trained on them merged and decoding turns one into the other, while training runs normally",
           _W, False, True),
+    Entry("eval-positions-shifted", "OVT364", "position ids at evaluation that read rows of the position table "
+          "training never read",
+          "a learned position table means one row per position: an evaluation that numbers positions by another "
+          "convention (0-based ids for a table that counts from padding_idx + 1, as RoBERTa's) hands every token a "
+          "position vector the model never trained, an initial random row or the zero padding row, so the "
+          "evaluated model is not the trained one, while nothing fails",
+          _W, False, True),
     Entry("last-token-left-padding", "OVT417", "last-token pooling at mask.sum(1) - 1 on left-padded batches",
           "the sum of the attention mask minus one is the last real token only with right padding: with left "
           "padding it points into the padding or the middle of every sequence shorter than the batch's longest, so "

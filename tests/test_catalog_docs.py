@@ -174,7 +174,8 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 54 (targets19): a probability target is a distribution
          "probability-target-not-distribution",
          # issue 33, session 55 (tokens20)
-         "padding-fills-with-token", "vocabulary-ids-shared"}
+         "padding-fills-with-token", "vocabulary-ids-shared",
+         "eval-positions-shifted"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

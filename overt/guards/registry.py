@@ -97,6 +97,7 @@ from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
 from overt.guards.padfill import PadFillChecks
 from overt.guards.vocabids import VocabularyIdChecks
+from overt.guards.posrows import PositionRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.repeats import RepeatChecks
 from overt.guards.roundfunc import RoundTripFunctionChecks
@@ -187,6 +188,7 @@ CHECKS: tuple[type[Check], ...] = (
     PaddingRowChecks,
     PadFillChecks,
     VocabularyIdChecks,
+    PositionRowChecks,
     LabelSignalChecks,
     InputReachChecks,
     SameColumnChecks,
