@@ -15,11 +15,12 @@ steps with a 2-D integer input ``(N, T)``, ``T >= 4``, the row read at each posi
 every sequence read it there, and the set of rows read (device tensors, kept on the device); then on the first
 :data:`EVAL_LOOKS` lookups in evaluation (eval mode or autograd off), the row read at each position common to both
 and whether every sequence read it there (device values, read with the next checked step or at the end of the
-run).  Reported when, in training, every look read one row per position, the same rows in every look, at least
-half of them distinct (a position table, not a broadcast id), and at evaluation some position is read, by every
-sequence, at a row that is not its training row and that training never read.  Token tables (rows vary along each
-position), evaluation with the training convention, a table read at positions past the trained length (the
-positions in common only are compared) and tables with fewer than two training looks are silent.
+run).  Reported when, in training, every look read one row per position, the same rows in every look, and
+consecutive rows (``r_j = r_0 + j``: a position table, not tokens or a broadcast id), and at evaluation some
+position is read, by every sequence, at a row that is not its training row and that training never read.  Token
+tables (rows vary along each position), position ids that follow the padding (they vary along a position),
+evaluation with the training convention, a table read at positions past the trained length (the positions in
+common only are compared) and tables with fewer than two training looks are silent.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class PositionRowChecks(Check):
                 return
             evals = [int(v) for v in vals[1 + t:1 + 2 * t]]
             trained = [int(v) for v in vals[1 + 2 * t:1 + 3 * t]]
-            if len(set(trained)) * 2 < t:  # one id broadcast along the sequence, not positions
+            if any(r - trained[0] != j for j, r in enumerate(trained)):  # not consecutive: not positions
                 return
             self.done.add(id(m))
             self._report(info, m, bad, evals, trained, where)
@@ -173,9 +174,11 @@ class PositionRowChecks(Check):
 
 
 def _call_site() -> str | None:
-    """``file:line`` of the outermost user frame of the current call (the script line that called the model)."""
+    """``file:line`` of the user's call of the model: the first user frame past the run of user frames that torch
+    called (the model's own ``forward``s), from inside a forward hook."""
     frames = user_frames(sys._getframe(1))
-    if not frames:
+    ends = [i for i, (_, last) in enumerate(frames) if last]
+    if not frames or not ends:
         return None
-    frame = frames[-1][0]
+    frame = frames[ends[0] + 1][0] if ends[0] + 1 < len(frames) else frames[ends[0]][0]
     return short_location(frame.f_code.co_filename, frame.f_lineno)

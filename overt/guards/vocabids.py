@@ -6,15 +6,18 @@ tokens under one id merge them: the model is trained on one id for both, and dec
 (FudanNLP/fastNLP#252: padding and unknown set to the same tag, so the unknown entry overwrote the padding one at
 ``len(word2idx)``, which was then 1, and the first real tag was numbered 1 as well).
 
-Looked at once, at the first checked step (and at the end of a run that had none), in the running script's
+Looked at twice, after the first checked step and at the end of the run, in the running script's
 namespace: its global names, the attributes of the objects they hold, and theirs (three levels, at most
 :data:`MAX_OBJECTS` objects).  A vocabulary is a container (the namespace or one object) holding both a map from
 strings to ids (a dict of at least :data:`MIN_TOKENS` string keys and integer values, every id in
 ``[0, len)``: numbered by count) and a map back (a dict from int to str, or a list or tuple of strings, of at
 least as many ids as the largest id) that returns the same string for at least half of the tokens.  Reported when
-the forward map holds an id under two or more tokens and the map back returns another token for one of them.
-Maps with no map back (a label map that merges synonyms on purpose, ``{"positive": 1, "pos": 1}``, is one), ids
-at or beyond the count or negative (codes, sizes, settings), and one-to-one vocabularies are silent.
+the forward map holds an id under two or more tokens, the map back returns another token for one of them, and
+an id below the largest belongs to no token and decodes to nothing: the number a token got by the count before a
+later write gave it the next one.  A label map that merges synonyms on purpose (``{"nil": 0, "zero": 0, "one":
+1}``, with a class list as its map back) leaves no such gap and is silent, as are maps with no map back, ids at or
+beyond the count or negative (codes, sizes, settings), and one-to-one vocabularies.  Not seen: two entries given
+one constant with the count starting after them (no gap).
 """
 
 from __future__ import annotations
@@ -64,6 +67,13 @@ def _backward_map(back: Any, d: dict) -> bool:
     return same * 2 >= len(d)
 
 
+def _given_away(d: dict, back: Any) -> bool:
+    """Whether an id below the largest one belongs to no token and decodes to nothing: a number the count gave a
+    token that a later write moved to another id (a vocabulary that merges on purpose leaves no such gap)."""
+    used = set(d.values())
+    return any(i not in used and _lookup(back, i) is None for i in range(max(used) + 1))
+
+
 def shared_ids(d: dict, back: Any) -> list[tuple[int, list[str], Any]]:
     """``(id, tokens under it, what the map back returns)`` for every id of ``d`` that two or more tokens share
     and that the map back turns into one of them only."""
@@ -110,20 +120,24 @@ def find(namespace: dict) -> list[tuple[str, str, list[tuple[int, list[str], Any
             if back is None or len(set(d.values())) == len(d):
                 continue
             shared = shared_ids(d, back[1])
-            if shared:
+            if shared and _given_away(d, back[1]):
                 found.append((f"{path}.{name}".lstrip("."), f"{path}.{back[0]}".lstrip("."), shared))
     return found
 
 
-def _writes(filename: str, name: str) -> list[int]:
-    """Lines of the script that write an entry of a dict called ``name`` (``name[key] = ...``)."""
+def _writes(filename: str, name: str) -> tuple[list[int], list[int]]:
+    """Lines of the script that write an entry of a dict called ``name`` (``name[key] = ...``), and those of them
+    not guarded by a membership test (``not in`` on the line or the one before): only such a write can give a
+    token already there a second id."""
     try:
         with open(filename, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
     except OSError:
-        return []
+        return [], []
     pattern = re.compile(rf"\b{re.escape(name)}\[[^\]]+\]\s*=[^=]")
-    return [i + 1 for i, line in enumerate(lines) if pattern.search(line)]
+    writes = [i for i, line in enumerate(lines) if pattern.search(line)]
+    bare = [i for i in writes if "not in" not in lines[i] and (i == 0 or "not in" not in lines[i - 1])]
+    return [i + 1 for i in writes], [i + 1 for i in bare]
 
 
 class VocabularyIdChecks(Check):
@@ -134,15 +148,14 @@ class VocabularyIdChecks(Check):
         self.looked = False
 
     def after_checked_step(self, oi: Any) -> None:
-        self._look()
+        if not self.looked:  # once: the vocabularies are built before training
+            self.looked = True
+            self._look()
 
     def end_of_run(self) -> None:
-        self._look()
+        self._look()  # and those built after the first checked step (a report is made once per map)
 
     def _look(self) -> None:
-        if self.looked:
-            return
-        self.looked = True
         main = sys.modules.get("__main__")
         filename = getattr(main, "__file__", None)
         if main is None or not filename:
@@ -157,8 +170,10 @@ class VocabularyIdChecks(Check):
 
     def _report(self, filename: str, path: str, back: str, shared: list[tuple[int, list[str], Any]]) -> None:
         i, words, decoded = shared[0]
-        lines = _writes(filename, path.rsplit(".", 1)[-1])
-        where = short_location(filename, lines[-1] if len(lines) > 1 else lines[0]) if lines else ""
+        lines, bare = _writes(filename, path.rsplit(".", 1)[-1])
+        # a second id comes from a later unguarded write of a token an earlier write had added
+        line = bare[-1] if bare else lines[0] if lines else None
+        where = short_location(filename, line) if line else ""
         writes = f" (entries written at lines {', '.join(map(str, lines[:4]))})" if lines else ""
         shown = " and ".join(repr(w) for w in words[:3])
         more = f"; {len(shared) - 1} more ids are shared" if len(shared) > 1 else ""
