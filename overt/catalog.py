@@ -633,6 +633,25 @@ ENTRIES: tuple[Entry, ...] = (
           "is a real entity, relation, user or item (ids that start at 0), every example about it is scored with "
           "an embedding that never learns, while the rest of the table trains and the loss looks normal",
           _W, False, True),
+    Entry("padding-fills-with-token", "OVT362", "sequences padded with a real token's id, not the embedding's "
+          "padding_idx",
+          "an embedding told that padding is padding_idx p is fed sequences whose padding is another id, one that "
+          "also stands for a real token (the padding id looked up as a word and turned into the unknown word's id, "
+          "a pad value of 0 that is a word): every padded position reads as that token, so the model cannot tell "
+          "padding from it and everything pooled over a sequence carries it, while training runs normally",
+          _W, False, True),
+    Entry("vocabulary-ids-shared", "OVT363", "a vocabulary that gives two tokens the same id",
+          "a token-to-id map must be one-to-one: two special tokens set to one string and each numbered by the "
+          "vocabulary's size, or two entries given one constant, put two tokens under one id, so the model is "
+          "trained on them merged and decoding turns one into the other, while training runs normally",
+          _W, False, True),
+    Entry("eval-positions-shifted", "OVT364", "position ids at evaluation that read rows of the position table "
+          "training never read",
+          "a learned position table means one row per position: an evaluation that numbers positions by another "
+          "convention (0-based ids for a table that counts from padding_idx + 1, as RoBERTa's) hands every token a "
+          "position vector the model never trained, an initial random row or the zero padding row, so the "
+          "evaluated model is not the trained one, while nothing fails",
+          _W, False, True),
     Entry("last-token-left-padding", "OVT417", "last-token pooling at mask.sum(1) - 1 on left-padded batches",
           "the sum of the attention mask minus one is the last real token only with right padding: with left "
           "padding it points into the padding or the middle of every sequence shorter than the batch's longest, so "

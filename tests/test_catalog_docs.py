@@ -172,7 +172,10 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 54 (features19): features keep the information their inputs had
          "feature-columns-collapsed", "init-loop-misses-nested-layers",
          # session 54 (targets19): a probability target is a distribution
-         "probability-target-not-distribution"}
+         "probability-target-not-distribution",
+         # issue 33, session 55 (tokens20)
+         "padding-fills-with-token", "vocabulary-ids-shared",
+         "eval-positions-shifted"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

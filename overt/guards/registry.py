@@ -95,6 +95,9 @@ from overt.guards.normfunc import NormFunctionChecks
 from overt.guards.orders import OrderChecks
 from overt.guards.padloss import PaddingLossChecks
 from overt.guards.padrow import PaddingRowChecks
+from overt.guards.padfill import PadFillChecks
+from overt.guards.vocabids import VocabularyIdChecks
+from overt.guards.posrows import PositionRowChecks
 from overt.guards.precision import PrecisionChecks
 from overt.guards.repeats import RepeatChecks
 from overt.guards.roundfunc import RoundTripFunctionChecks
@@ -185,6 +188,9 @@ CHECKS: tuple[type[Check], ...] = (
     AttentionMaskChecks,
     PaddingLossChecks,
     PaddingRowChecks,
+    PadFillChecks,
+    VocabularyIdChecks,
+    PositionRowChecks,
     LabelSignalChecks,
     InputReachChecks,
     SameColumnChecks,

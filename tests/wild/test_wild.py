@@ -625,6 +625,14 @@ EXPECTED = {
     # divided by the batch size before its sum and after it (loss-terms-misscaled, overt/guards/termscale.py)
     "w418_focal_alpha_missing_for_negatives": ("run",),
     "w421_auxiliary_loss_divided_by_batch_twice": ("run",),
+    # session 55 (tokens20): token ids mean one thing each -- sentences padded with the unknown word's id under a
+    # table whose padding_idx is another id (padding-fills-with-token, overt/guards/padfill.py); a tag vocabulary
+    # whose padding and unknown entries are one string, so two tags share an id (vocabulary-ids-shared,
+    # vocabids.py); 0-based position ids at evaluation for a table trained from padding_idx + 1
+    # (eval-positions-shifted, posrows.py)
+    "w426_padding_id_looked_up_as_word": ("run",),
+    "w425_vocabulary_special_tokens_share_index": ("run",),
+    "w431_position_ids_without_padding_offset": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
