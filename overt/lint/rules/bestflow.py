@@ -189,8 +189,21 @@ class Found:
     metric: str
 
 
-def constant_test(ix: FileIndex, node: ast.If, cmp: ast.Compare, best: ast.expr, metric: ast.expr) -> Found | None:
-    """Is the strict test ``cmp`` (the test of ``node``) never true because the best already holds the metric?"""
+def _whole(node: ast.stmt, cmp: ast.Compare) -> bool:
+    """Is ``cmp`` the whole decision of ``node`` (an ``if``'s test, or one conjunct of an ``and``; the value of
+    an ``is_best = ...`` assignment)?  Under ``or`` another operand can make the decision true."""
+    if isinstance(node, ast.If):
+        test = node.test
+        return test is cmp or (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)
+                               and any(v is cmp for v in test.values))
+    return isinstance(node, ast.Assign) and node.value is cmp
+
+
+def constant_test(ix: FileIndex, node: ast.stmt, cmp: ast.Compare, best: ast.expr, metric: ast.expr) -> Found | None:
+    """Is the strict test ``cmp`` (the decision of ``node``: an ``if``, or an ``is_best = ...`` assignment) never
+    true because the best already holds the metric?"""
+    if not _whole(node, cmp):
+        return None
     op = cmp.ops[0]
     if not isinstance(op, (ast.Lt, ast.Gt)):
         return None

@@ -342,8 +342,6 @@ def _updated_before(ix: FileIndex, t: Improvement) -> Hit | None:
 
 def _updated_through(ix: FileIndex, t: Improvement) -> Hit | None:
     """The best already holds the metric when the test reads it, proved through one call (bestflow)."""
-    if not isinstance(t.node, ast.If):
-        return None
     found = constant_test(ix, t.node, t.cmp, t.best, t.metric)
     if found is None:
         return None
@@ -358,8 +356,8 @@ def _updated_through(ix: FileIndex, t: Improvement) -> Hit | None:
     return Hit("best-value-not-tracked", t.cmp,
                f"`{found.best}` is updated from `{found.metric}` ({how[found.kind]}) {where}; {via}: the "
                f"metric can never be strictly better than a best that already includes it, so no evaluation "
-               f"counts as an improvement: a patience counter is never reset and the run stops after `patience` "
-               f"evaluations however fast it improves",
+               f"counts as an improvement: no best model is kept on it, and a patience counter it drives is never "
+               f"reset, so the run stops after `patience` evaluations however fast it improves",
                fix=f"compare first: read the best before it is updated (keep `previous = {found.best}` before the "
                    f"update and compare with it), or update `{found.best}` only after the test")
 
