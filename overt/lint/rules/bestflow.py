@@ -224,6 +224,8 @@ def constant_test(ix: FileIndex, node: ast.stmt, cmp: ast.Compare, best: ast.exp
     inside = [s for s in ast.walk(func) if isinstance(s, ast.stmt)]
     if any(_writes(s, b) or _writes(s, m) for s in inside if s is not func):
         return None
+    if len(ix.functions.get(func.name, [])) != 1:
+        return None  # calls by this name may reach another function of the same name
     sites = ix.call_sites(func)
     if not sites:
         return None
