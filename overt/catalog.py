@@ -1099,6 +1099,13 @@ ENTRIES: tuple[Entry, ...] = (
           "evaluations; never updated, every evaluation beats it, and set at every evaluation with no comparison "
           "reading it, every checkpoint is saved as the best: the model kept is the last one, not the best",
           _W, True, False),
+    Entry("stop-on-window-worst", "OVT828", "an early stop that compares the latest evaluation with the worst "
+          "of the evaluations before it",
+          "patience means stopping only when the last evaluations hold no new best; a rule that stops when the "
+          "latest loss is above the highest of the window (below the lowest score) fires on one noisy evaluation "
+          "however much the window improved on the best before it, so a run that is still improving ends early "
+          "and the model kept is from an early epoch",
+          _W, True, False),
     # -- evaluation metrics ---------------------------------------------------------
     Entry("prediction-shape-mismatch", "OVT801", "predictions compared with labels of another shape",
           "argmax() without dim over a batch is one flat index into the whole batch, and a (N, 1) prediction "

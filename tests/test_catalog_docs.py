@@ -175,7 +175,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "probability-target-not-distribution",
          # issue 33, session 55 (tokens20)
          "padding-fills-with-token", "vocabulary-ids-shared",
-         "eval-positions-shifted"}
+         "eval-positions-shifted",
+         # session 55 (stop20): an early stop acts on the history it was given
+         "stop-on-window-worst"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

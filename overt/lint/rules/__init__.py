@@ -46,3 +46,4 @@ from overt.lint.rules import initreach  # noqa: F401  (issue 33: an init loop ov
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
+from overt.lint.rules import stopwindow  # noqa: F401  (issue 33: an early stop against the window's worst)

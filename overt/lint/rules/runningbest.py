@@ -11,7 +11,8 @@ counter) are only as good as the running best they compare with.  Three ways it 
 - never updated: every assignment in the file is the constant it starts from, so every evaluation
   that beats the start counts as an improvement: the last model is kept, the counter never grows;
 - updated just before the test: ``best = min(best, loss)`` (or ``best = loss``) and then
-  ``if loss < best:``: never true.
+  ``if loss < best:``: never true; the same followed through one call by :mod:`overt.lint.rules.bestflow`
+  (an ``evaluate()`` that keeps the best and returns the metric, then a patience check handed both).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 
 from overt.lint.index import FileIndex, dotted, kwarg, tokens
 from overt.lint.rules.base import Hit, rule
+from overt.lint.rules.bestflow import constant_test
 from overt.lint.rules.plateau import direction
 from overt.lint.rules.selection import Improvement, improvement_tests
 
@@ -166,7 +168,7 @@ def best_value_not_tracked(ix: FileIndex) -> Iterator[Hit]:
             if cls is None or any(dotted(b) not in ("object", "nn.Module", "torch.nn.Module", "Module")
                                   for b in cls.bases):
                 continue
-        hit = _stuck(ix, t) or _never_updated(ix, t) or _updated_before(ix, t)
+        hit = _stuck(ix, t) or _never_updated(ix, t) or _updated_before(ix, t) or _updated_through(ix, t)
         if hit is not None:
             seen.add(id(t.node))
             yield hit
@@ -336,6 +338,28 @@ def _updated_before(ix: FileIndex, t: Improvement) -> Hit | None:
                    f"better than a best that already includes it, so the test is never true and no best model is kept",
                    fix=f"compare first, then update `{t.best_text}` inside the improvement branch")
     return None
+
+
+def _updated_through(ix: FileIndex, t: Improvement) -> Hit | None:
+    """The best already holds the metric when the test reads it, proved through one call (bestflow)."""
+    found = constant_test(ix, t.node, t.cmp, t.best, t.metric)
+    if found is None:
+        return None
+    how = {"same": "set to it", "min": "kept as the smaller of the two", "max": "kept as the larger of the two"}
+    where = f"at line {found.proof.stmt.lineno}"
+    if found.proof.method is not None:
+        where = f"in `{found.proof.method.name}()` (line {found.proof.stmt.lineno}), which returns the metric it kept"
+    via = f"the improvement test `{ix.segment(t.cmp)}` (line {t.cmp.lineno}) then compares them"
+    if found.call is not None:
+        via = (f"both are then handed to `{ix.segment(found.call.func)}()` (line {found.call.lineno}), whose "
+               f"improvement test `{ix.segment(t.cmp)}` (line {t.cmp.lineno}) compares them")
+    return Hit("best-value-not-tracked", t.cmp,
+               f"`{found.best}` is updated from `{found.metric}` ({how[found.kind]}) {where}; {via}: the "
+               f"metric can never be strictly better than a best that already includes it, so no evaluation "
+               f"counts as an improvement: no best model is kept on it, and a patience counter it drives is never "
+               f"reset, so the run stops after `patience` evaluations however fast it improves",
+               fix=f"compare first: read the best before it is updated (keep `previous = {found.best}` before the "
+                   f"update and compare with it), or update `{found.best}` only after the test")
 
 
 # -- OVT815: the best snapshot is kept and never used --------------------------------------------------------
