@@ -37,7 +37,9 @@ pytorch-beginner) is split by ``split-fresh7.json`` (``python run.py --split fre
 ``"group": "fresh8"`` (session 53: PyTorch-GAN, disentangling-vae, spotlight, few-shot, vq-vae-2) is split by
 ``split-fresh8.json`` (``python run.py --split fresh8``, seed 20261212).
 ``"group": "fresh9"`` (session 54: pytorch-soft-actor-critic, RL-Adventure, DGI, dgcnn.pytorch, practical-pytorch) is
-split by ``split-fresh9.json`` (``python run.py --split fresh9``, seed 20261214).  An
+split by ``split-fresh9.json`` (``python run.py --split fresh9``, seed 20261214).
+``"group": "fresh10"`` (session 55: minimalRL, TD3, siamese-triplet, gae-pytorch, the Lightning project template) is
+split by ``split-fresh10.json`` (``python run.py --split fresh10``, seed 20261216).  An
 entry's ``notebooks`` are Jupyter notebooks turned into scripts (their code cells in order, IPython magics
 commented out: ``notebook_to_script``) before its patch is applied.
 
@@ -76,7 +78,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-DATA = REPO.parent / "shared" / "data"
+# the shared data sets (../shared/data beside the checkout); PUBLIC_SCRIPTS_DATA points elsewhere, for a git
+# worktree whose parent holds no shared/ (session 55: /work/wt/NAME, the data in /work/shared/data)
+DATA = Path(os.environ.get("PUBLIC_SCRIPTS_DATA") or REPO.parent / "shared" / "data")
 MIRRORS = Path("/work/.mirror")
 SITE = Path(tempfile.gettempdir()) / "overt-public-scripts-site"
 SITE_PACKAGES = ["torchvision==0.28.0", "gymnasium==1.4.0", "cloudpickle==3.1.3", "farama-notifications==0.0.6",
@@ -107,7 +111,7 @@ TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
 SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206,
                "fresh6": 20261208, "fresh7": 20261210, "fresh8": 20261212,
-               "fresh9": 20261214}  # each drawn group's seed (split-GROUP.json)
+               "fresh9": 20261214, "fresh10": 20261216}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -378,7 +382,7 @@ def main() -> int:
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
                              "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), "
-                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh9-dev' / 'fresh9-test' (session 54's), or all")
+                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh10-dev' / 'fresh10-test' (session 55's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

@@ -20,12 +20,14 @@ stepped, is reported as ``retain-graph-in-loop``.
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from overt.guards.check import Check
+from overt.guards.framesnap import refresh_stack
 from overt.guards.watched import output_tensors
 from overt.guards.where import user_location
 
@@ -212,6 +214,7 @@ class GraphChecks(Check):
                 ref = weakref.ref(sentinel)
                 del nodes, through, sentinel
                 if ref() is not None:
+                    refresh_stack(sys._getframe(1))  # nor is a stale snapshot of a frame's locals (framesnap)
                     gc.collect()  # garbage in a cycle (a frame that held it) is not kept by the program
                 kept = ref() is not None
             if kept:
@@ -247,7 +250,11 @@ class GraphChecks(Check):
                 for ref, step, name in self.live):
             # alive by reference count: garbage in a reference cycle is not a leak -- it goes at the next
             # cyclic collection (dynamo's tracer keeps the frame it compiles, locals included, in such a
-            # cycle: the output of a forward compiled with a graph break read as kept for three steps)
+            # cycle: the output of a forward compiled with a graph break read as kept for three steps); nor
+            # is a value that only a stale snapshot of a running function's locals still holds (``locals()``
+            # or a guard that read ``frame.f_locals`` steps ago keeps the loop variable of then: fresh10's
+            # minimalrl-sac, its acting output held from step 100 to 206 by main()'s snapshot)
+            refresh_stack(sys._getframe(1))
             gc.collect()
         # a leak keeps graph after graph: one graph alive from an old step is also what a variable that
         # holds the last output until it is next assigned gives (PPO's rollout `prob`, held while the

@@ -271,6 +271,64 @@ def test_the_last_output_held_by_a_variable_across_steps_is_not_a_leak(tmp_path)
         assert ("graph-leak" in proc.stderr) == keep_all, (keep_all, proc.stderr[-2000:])
 
 
+_LOCALS_SNAPSHOT = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 32)
+        self.fc_pi = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=-1)
+
+
+def main():
+    torch.manual_seed(0)
+    x, y = load_digits(return_X_y=True)
+    x, y = torch.tensor(x, dtype=torch.float32) / 16, torch.tensor(y)
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    kept = []
+    for episode in range(100):
+        start = episode * 7 % 1700
+        for t in range(5):  # acting: one sample at a time, gradients on
+            prob = model(x[start + t])
+            a = prob.argmax().item()
+            KEEP
+        if episode % 25 == 0:  # a log line from main's locals: a snapshot of them, prob included
+            line = "episode {episode}: action {a}".format(**locals())
+        for k in range(4):  # the updates, while `prob` is still bound
+            loss = F.nll_loss(torch.log(model(x[start:start + 64])), y[start:start + 64])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+main()
+"""
+
+
+@pytest.mark.slow
+def test_an_output_held_only_by_a_stale_snapshot_of_the_loops_locals_is_not_a_leak(tmp_path):
+    """fresh10's minimalrl-sac: the acting output of an episode long gone, kept only by the snapshot of
+    main()'s locals that reading ``f_locals`` leaves on a running frame (before Python 3.13: ``locals()``
+    here, a guard naming a variable there), was called a leak (an error, exit 1) although the loop holds one
+    output at a time.  The snapshot is re-read before concluding: quiet.  Keeping every output in a list
+    is still named."""
+    for keep_all in (False, True):
+        path = tmp_path / f"locals_snapshot_{keep_all}.py"
+        path.write_text(_LOCALS_SNAPSHOT.replace("KEEP", "kept.append(prob)" if keep_all else "pass"))
+        proc = subprocess.run([sys.executable, "-m", "overt", "run", str(path)], capture_output=True,
+                              text=True, timeout=240, cwd=tmp_path)
+        assert ("graph-leak" in proc.stderr) == keep_all, (keep_all, proc.stderr[-2000:])
+
+
 def test_retained_graph_freed_by_the_next_assignment_is_named_at_its_own_call_without_growth():
     """A PPO-style loop: the model runs once on a rollout (a graph never backwarded) and again in the update, whose
     backward keeps its graph (retain_graph=True) until the next iteration's assignment frees it.  Reported at the
