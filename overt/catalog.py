@@ -301,7 +301,9 @@ ENTRIES: tuple[Entry, ...] = (
           "a hand-written optimizer whose update is not the algorithm its name and hyperparameters define",
           "an optimizer named after Adam, RAdam, SGD or another algorithm that writes a bias correction into its "
           "stored moments or updates them with the wrong coefficient, or whose decoupled weight decay is folded "
-          "into the gradient the moments and the sign see, or whose denominator has a floor far above its eps "
+          "into the gradient the moments and the sign see, or a LAMB (a trust-ratio optimizer) whose decay is "
+          "added to the gradient instead of to the step its trust ratio scales, or whose denominator has a floor "
+          "far above its eps "
           "(eps added under the square root and after it): every update of the run follows another rule than the "
           "one the hyperparameters were chosen for, with no error",
           _E, False, True),

@@ -610,6 +610,9 @@ EXPECTED = {
     # overt/guards/probtargets.py)
     "w395_projection_drops_mass_on_integer_atoms": ("run",),
     "w414_projection_moves_both_atoms": ("run",),
+    # session 55 (optdata20): a LAMB whose weight decay is added to the gradient, before the moments, instead of to
+    # the step its trust ratio scales (optimizer-off-definition, optdef.py's trust-ratio premise, trustdecay.py)
+    "w423_lamb_decay_added_to_gradient": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
