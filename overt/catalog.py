@@ -877,6 +877,12 @@ ENTRIES: tuple[Entry, ...] = (
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
           _W, False, True),
+    Entry("split-attribute-shared", "OVT140", "an attribute set through one split's .dataset, which every split "
+          "of the data set shares",
+          "random_split and Subset keep the data set itself, not a copy: `val_set.dataset.transform = None` switches "
+          "the training split's augmentation off too, and training runs on other data than the one configured, "
+          "with no error",
+          _W, True, False),
     Entry("eval-order-mismatch", "OVT519",
           "outputs collected from a shuffled DataLoader compared with the labels in the data set's order",
           "the loader yields the samples in a new random order, so the i-th collected prediction belongs to another "

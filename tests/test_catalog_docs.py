@@ -172,7 +172,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 54 (features19): features keep the information their inputs had
          "feature-columns-collapsed", "init-loop-misses-nested-layers",
          # session 54 (targets19): a probability target is a distribution
-         "probability-target-not-distribution"}
+         "probability-target-not-distribution",
+         # session 55 (optdata20): the splits of one data set share its attributes
+         "split-attribute-shared"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():
