@@ -904,8 +904,9 @@ ENTRIES: tuple[Entry, ...] = (
           _W, True, False),
     Entry("residual-skip-missing", "OVT452", "a block named residual whose output does not carry its input",
           "with its branch's weights off a residual block returns its input; one that returns the branch alone "
-          "(or adds the branch to itself) has lost its skip connection, and a stack of such blocks trains like a "
-          "plain deep network, far slower than the residual network it was written to be",
+          "(or adds the branch to itself) has lost its skip connection, and one whose branch overwrites the input "
+          "in place (an in-place ReLU opening it) adds the overwritten input: a stack of such blocks trains like a "
+          "plain deep network, or loses what the layer before it computed",
           _W, False, True),
     Entry("sample-not-reparameterised", "OVT454", "a draw by sample() fed to a trained layer, from a distribution "
           "whose parameters are trained", "sample() draws under no_grad: the loss's gradient stops at the draw and "
