@@ -301,7 +301,9 @@ ENTRIES: tuple[Entry, ...] = (
           "a hand-written optimizer whose update is not the algorithm its name and hyperparameters define",
           "an optimizer named after Adam, RAdam, SGD or another algorithm that writes a bias correction into its "
           "stored moments or updates them with the wrong coefficient, or whose decoupled weight decay is folded "
-          "into the gradient the moments and the sign see, or whose denominator has a floor far above its eps "
+          "into the gradient the moments and the sign see, or a LAMB (a trust-ratio optimizer) whose decay is "
+          "added to the gradient instead of to the step its trust ratio scales, or whose denominator has a floor "
+          "far above its eps "
           "(eps added under the square root and after it): every update of the run follows another rule than the "
           "one the hyperparameters were chosen for, with no error",
           _E, False, True),
@@ -894,6 +896,12 @@ ENTRIES: tuple[Entry, ...] = (
           "a random augmentation reaches the evaluation data (e.g. a transform set on the dataset random_split's "
           "subsets share): validation metrics are noisy and measured on inputs the model is not used on",
           _W, False, True),
+    Entry("split-attribute-shared", "OVT140", "an attribute set through one split's .dataset, which every split "
+          "of the data set shares",
+          "random_split and Subset keep the data set itself, not a copy: `val_set.dataset.transform = None` switches "
+          "the training split's augmentation off too, and training runs on other data than the one configured, "
+          "with no error",
+          _W, True, False),
     Entry("eval-order-mismatch", "OVT519",
           "outputs collected from a shuffled DataLoader compared with the labels in the data set's order",
           "the loader yields the samples in a new random order, so the i-th collected prediction belongs to another "
@@ -915,8 +923,9 @@ ENTRIES: tuple[Entry, ...] = (
           _W, True, False),
     Entry("residual-skip-missing", "OVT452", "a block named residual whose output does not carry its input",
           "with its branch's weights off a residual block returns its input; one that returns the branch alone "
-          "(or adds the branch to itself) has lost its skip connection, and a stack of such blocks trains like a "
-          "plain deep network, far slower than the residual network it was written to be",
+          "(or adds the branch to itself) has lost its skip connection, and one whose branch overwrites the input "
+          "in place (an in-place ReLU opening it) adds the overwritten input: a stack of such blocks trains like a "
+          "plain deep network, or loses what the layer before it computed",
           _W, False, True),
     Entry("sample-not-reparameterised", "OVT454", "a draw by sample() fed to a trained layer, from a distribution "
           "whose parameters are trained", "sample() draws under no_grad: the loss's gradient stops at the draw and "

@@ -177,7 +177,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          "padding-fills-with-token", "vocabulary-ids-shared",
          "eval-positions-shifted",
          # session 55 (stop20): an early stop acts on the history it was given
-         "stop-on-window-worst"}
+         "stop-on-window-worst",
+         # session 55 (optdata20): the splits of one data set share its attributes
+         "split-attribute-shared"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -19,6 +19,10 @@ checked step (no synchronisation).
   the group's weight decay and with 0.  A decoupled decay changes the result by a multiple of the weight (before
   or after the rest of the update: ``-c * p`` or ``-c * p_without_decay``); folding it into the gradient changes
   what the moments and the sign see instead.  Reported when neither fits to :data:`DECAY_FIT`.
+- **a trust-ratio optimizer adds its decay to the step it scales.**  For a LAMB (named so, or an Adam-family
+  optimizer whose ``step`` computes a trust ratio) with a decay, the user's step is run once from a fresh state
+  with the decay and with 0: each tensor's update with the decay must be a combination of its update without it
+  and its weight (:mod:`overt.guards.trustdecay`); a decay added to the gradient leaves that plane.
 - **eps is the denominator's floor** (any name).  An optimizer whose groups carry a positive ``eps`` uses it as a
   numerical floor: the update may depart from the scale-free rule only where the gradients are near ``eps``.  The
   user's step is run from a fresh state for :data:`STEPS` steps on the step's gradients (weight decay set to 0),
@@ -41,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from overt.guards import aside, patches, putback
+from overt.guards import aside, patches, putback, trustdecay
 from overt.guards.check import Check
 from overt.guards.where import is_user_file, short_location
 
@@ -277,6 +281,7 @@ class OptimizerDefinitionChecks(Check):
         try:
             self._reference(opt, probe)
             self._decoupled(opt, probe)
+            self._trust_decay(opt, probe)
             self._eps_floor(opt, probe)
         finally:
             random_state.restore()
@@ -425,6 +430,57 @@ class OptimizerDefinitionChecks(Check):
 
         return callback
 
+    # -- premise 2b: a trust-ratio optimizer (LAMB) adds its decay to the update it scales -------------------------
+    def _trust_decay(self, opt: torch.optim.Optimizer, probe: _Probe) -> None:
+        groups = [h for h, _ in probe.groups]
+        keys = [_decay_key(h) for h in groups]
+        step = _raw_step(type(opt))
+        source = _step_source(step)
+        alg = algorithm(type(opt))
+        if not any(keys) or alg in DECOUPLED or not trustdecay.is_trust_ratio(alg, groups, source and source[0]):
+            return
+        start = [_f64(p) for p in probe.params()]
+        saved = probe.groups
+        try:
+            with_decay = probe.run_user(opt, 1, state=False)
+            probe.groups = [({**h, k: 0.0} if k else h, ps) for (h, ps), k in zip(saved, keys)]
+            without = probe.run_user(opt, 1, state=False)
+        except Exception:
+            return
+        finally:
+            probe.groups = saved
+        if with_decay is None or without is None:
+            return
+        vals = trustdecay.plane_residual(with_decay, without, start).to(torch.float64)
+        self.s.defer(vals, self._judge_trust(opt, next(k for k in keys if k)))
+
+    def _judge_trust(self, opt: torch.optim.Optimizer, key: str):
+        def callback(vals: list[float]) -> None:
+            resid, total = vals
+            if not (total > 0 and math.isfinite(total) and math.isfinite(resid)):
+                return
+            fit = math.sqrt(resid / total)
+            if not fit > trustdecay.TRUST_FIT:
+                return
+            name = type(opt).__name__
+            step = _raw_step(type(opt))
+            wd = opt.param_groups[0].get(key)
+            msg = (f"{name} scales its update layer by layer with a trust ratio, as LAMB does, but its weight decay "
+                   f"({key}={wd!r}) does not enter that update: run on copies of this step's parameters and gradients "
+                   f"from a fresh state with the decay and with {key}=0, each tensor's update with the decay should be "
+                   "its update without it plus a multiple of its weight (LAMB adds wd * w to the normalised step "
+                   f"before the trust ratio), and {fit:.0%} of it is left over by the best such combination. The decay "
+                   "went into the gradient the moments see, where the elementwise normalisation rescales it to the "
+                   "gradient's size and the trust ratio never sees it: the layer-wise decay LAMB prescribes is not "
+                   "applied, and a run that needs it overfits or stalls with no error.")
+            fix = (f"leave the gradient alone and add the decay to the normalised step: update = exp_avg / "
+                   f"(exp_avg_sq.sqrt() + eps); update.add_(p, alpha={key}); then compute the trust ratio from "
+                   "||p|| / ||update|| and apply it to that update (as the LAMB paper's algorithm does).")
+            self.s.report("optimizer-off-definition", msg, where=_trust_decay_line(step, key) or _step_line(step),
+                          fix=fix, key=f"{name}:trust-decay")
+
+        return callback
+
     # -- premise 3: eps is the denominator's floor ---------------------------------------------------------------
     def _eps_floor(self, opt: torch.optim.Optimizer, probe: _Probe) -> None:
         groups = [h for h, _ in probe.groups]
@@ -486,6 +542,16 @@ class OptimizerDefinitionChecks(Check):
                           key=f"{name}:eps")
 
         return callback
+
+
+def _trust_decay_line(step: Any, key: str) -> str | None:
+    """``file:line`` of the line of ``step`` that applies the decay (see :func:`trustdecay.decay_line_index`)."""
+    source = _step_source(step)
+    if source is None:
+        return None
+    lines, first, filename = source
+    at = trustdecay.decay_line_index(lines, key)
+    return None if at is None else short_location(filename, first + at)
 
 
 def _use_line(step: Any, key: str) -> str | None:

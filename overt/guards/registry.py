@@ -32,6 +32,7 @@ from overt.guards.prunesign import PruneSignChecks
 from overt.guards.quantsign import QuantSignChecks
 from overt.guards.affinepair import AffinePairChecks
 from overt.guards.residualskip import ResidualSkipChecks
+from overt.guards.skipwrite import SkipWriteChecks
 from overt.guards.samplegrad import SampleGradChecks
 from overt.guards.scalefloor import ScaleFloorChecks
 from overt.guards.evalcopy import EvalCopyChecks
@@ -147,6 +148,7 @@ CHECKS: tuple[type[Check], ...] = (
     QuantSignChecks,
     AffinePairChecks,
     ResidualSkipChecks,
+    SkipWriteChecks,
     SampleGradChecks,
     ScaleFloorChecks,
     AdversaryChecks,

@@ -108,4 +108,6 @@ def test_the_probe_never_writes_into_the_users_tensors():
             opt.step()
 
     findings, text = guarded_run(train)  # raised RuntimeError in backward() before
-    assert [f for f in findings if f.slug == SLUG] == [], text
+    # the weights-off premise holds (the block returns the rectified input); the block is named by skipwrite.py's
+    # premise instead, for the skip that adds its overwritten input (session 55)
+    assert [f for f in findings if f.slug == SLUG and "not the input it was given" not in f.message] == [], text

@@ -639,6 +639,14 @@ EXPECTED = {
     # (stop-on-window-worst, stopwindow.py)
     "w415_best_metric_updated_before_patience_check": ("lint",),
     "w427_patience_compares_with_window_worst": ("lint",),
+    # session 55 (optdata20): a LAMB whose weight decay is added to the gradient, before the moments, instead of to
+    # the step its trust ratio scales (optimizer-off-definition, optdef.py's trust-ratio premise, trustdecay.py)
+    "w423_lamb_decay_added_to_gradient": ("run",),
+    # session 55 (optdata20): a residual block whose branch opens with an in-place ReLU, so its skip adds the
+    # overwritten input (residual-skip-missing, skipwrite.py); a validation transform set through one random_split
+    # subset's .dataset, which the training subset shares (split-attribute-shared, overt/lint/rules/splitshared.py)
+    "w420_inplace_relu_overwrites_skip_input": ("run",),
+    "w430_validation_transform_set_on_shared_dataset": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

@@ -43,6 +43,7 @@ from overt.lint.rules import reciprocal  # noqa: F401  (issue 33: a tensor divid
 from overt.lint.rules import runningmean  # noqa: F401  (issue 33: a running mean weighting the newest by the count)
 from overt.lint.rules import viewkept  # noqa: F401  (issue 33: a tensor element kept as a view, then overwritten)
 from overt.lint.rules import initreach  # noqa: F401  (issue 33: an init loop over children() misses nested layers)
+from overt.lint.rules import splitshared  # noqa: F401  (issue 33: a write through one split's .dataset reaches all)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
