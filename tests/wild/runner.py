@@ -20,7 +20,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half test17    # round seventeen's test half (measured in session 52)
     python -m tests.wild.runner --faces run,lint --half test18    # round eighteen's test half (measured in session 53)
     python -m tests.wild.runner --faces run,lint --half test19    # round nineteen's test half (measured in session 54)
-    python -m tests.wild.runner --faces run,lint --half test20    # round twenty's test half (held out)
+    python -m tests.wild.runner --faces run,lint --half test20    # round twenty's test half (measured in session 55)
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -61,8 +61,8 @@ def _commit() -> str:
 #: lead measured both halves in session 52; round eighteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round
 #: eighteen") were, until the lead measured both halves in session 53; round nineteen's (drawn 2026-11-28,
 #: docs/wild.md "Issue 33, round nineteen") were, until the lead measured both halves in session 54; round twenty's
-#: (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty") are, until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev20", "test20")
+#: (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty") were, until the lead measured both halves in session 55.
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,10 +107,11 @@ session 54 (test19 0 of 8 by cause, none symptom only, w426's twin with a run ``
 fixed after; dev19 0 of 5, w420's bug script broken by a guard's probe under ``overt run``, fixed after;
 docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 
-Round twenty (w435-w454: ``dev20``/``test20``, drawn after round nineteen was measured): both halves are held out
-until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
-runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
-``test_round_twenty_is_held_out``).
+Round twenty (w435-w454: ``dev20``/``test20``, drawn after round nineteen was measured; 9 cases, 5 test and 4
+development, eleven reports without a case): held out until the lead measured both halves once, on the merged tree of
+session 55 (test20 0 of 5 by cause, one symptom only; dev20 0 of 4; one twin with a finding judged true and unrelated
+to its case's bug: w437's lint ``device-mismatch``, a causal mask and position ids made in forward() without a device,
+docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
@@ -692,7 +693,10 @@ TWIN_FINDINGS = {"w129_teacher_forcing_in_eval": "device-mismatch",
                  "w336_rotary_cache_keyed_without_offset": "device-mismatch",
                  # round seventeen, measured in session 52: a decoder's start tokens made in forward() without a
                  # device (true, unrelated)
-                 "w383_batched_decoding_keeps_tokens_after_eos": "device-mismatch"}
+                 "w383_batched_decoding_keeps_tokens_after_eos": "device-mismatch",
+                 # round twenty, measured in session 55: a causal mask and position ids made in forward() without a
+                 # device (true, unrelated)
+                 "w437_perplexity_masks_start_token": "device-mismatch"}
 #: correct twins whose ``overt run`` finding was judged true and unrelated to the case's bug
 RUN_TWIN_FINDINGS = {
     # round seventeen, measured in session 52: SGD at lr 0.5 with momentum 0.9 kills 92-96% of the hidden ReLUs over
@@ -701,7 +705,7 @@ RUN_TWIN_FINDINGS = {
 DEV_NEW = sorted(cid for cid, c in NEW.items()
                  if half(c) in ("dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "dev10",
                                  "dev11", "dev12", "dev13", "dev14", "dev15", "dev16", "dev17", "dev18",
-                                 "dev19"))
+                                 "dev19", "dev20"))
 
 
 def test_every_case_cites_its_source_and_has_a_twin():
@@ -767,25 +771,16 @@ def _dev_param(cid: str, face: str):
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
 
 
-def test_round_twenty_is_held_out():
-    """Round twenty's halves stay out of every test that runs an overt face, and out of the runner's default
-    selection, until the lead measures them."""
-    from tests.wild.runner import UNMEASURED
-
-    assert {"dev20", "test20"} <= set(UNMEASURED)
-    held = {cid for cid, c in CASES.items() if half(c) in {"dev20", "test20"}}
-    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
-
-
 def test_measured_rounds_are_in_the_default_selection():
-    """Rounds seven to nineteen were measured once (sessions 42 to 54): their halves are in the runner's default
+    """Rounds seven to twenty were measured once (sessions 42 to 55): their halves are in the runner's default
     selection; a new round adds its halves to ``runner.UNMEASURED`` until the lead measures it, and no test
     runs an overt face on a half listed there."""
     from tests.wild.runner import UNMEASURED
 
     measured = {"dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10", "dev11", "test11", "dev12",
                 "test12", "dev13", "test13", "dev14", "test14", "dev15", "test15", "dev16", "test16",
-                "dev17", "test17", "dev18", "test18", "dev19", "test19"}
+                "dev17", "test17", "dev18", "test18", "dev19", "test19",
+                "dev20", "test20"}
     assert not measured & set(UNMEASURED)
     held = {cid for cid, c in CASES.items() if half(c) in UNMEASURED}
     assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
@@ -796,7 +791,7 @@ def test_round_five_twins_with_findings_are_the_judged_ones():
     their judged lint finding (a changed case or rule shows here)."""
     for cid, slug in TWIN_FINDINGS.items():
         twin = harness.RUNNERS["lint"](NEW[cid], False)
-        assert twin.judged == [slug], (cid, twin)
+        assert sorted(set(twin.judged)) == [slug], (cid, twin)
 
 
 @pytest.mark.parametrize(("cid", "face"), [_dev_param(c, f) for c in DEV_NEW for f in ("lint", "run")])
@@ -805,7 +800,7 @@ def test_dev_twin_quiet(cid: str, face: str):
     ``overt run``; the test halves' twins are measured once, by the lead."""
     twin = harness.RUNNERS[face](NEW[cid], False)
     pinned = _pinned(cid, face)  # true, unrelated to the bug
-    assert twin.judged == pinned and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
+    assert sorted(set(twin.judged)) == pinned and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
 
 
 @pytest.mark.parametrize(("cid", "face"), [_param(c, f) for c, f in PAIRS])
@@ -816,4 +811,4 @@ def test_bug_caught_and_twin_quiet(cid: str, face: str):
     assert harness.caught(case, bug), f"{face} missed {cid}: {bug}"
     twin = run(case, False)
     pinned = _pinned(cid, face)  # true, unrelated to the bug
-    assert twin.judged == pinned and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
+    assert sorted(set(twin.judged)) == pinned and not twin.error, f"{face} on {cid}'s correct twin: {twin}"
