@@ -120,6 +120,10 @@ def _wrapper(active: list, is_armed: Callable[[], bool], orig: Callable) -> Call
                         s.gridorder.on_grid(grid)
                     except Exception as exc:  # never break the user's call over a check
                         s.check_failed(s.gridorder, exc)
+                    try:
+                        s.gridrange.on_call(input, grid, args, kwargs)  # grid-in-pixel-units, grid-normalised-by-size
+                    except Exception as exc:
+                        s.check_failed(s.gridrange, exc)
         out = orig(input, grid, *args, **kwargs)
         labelresample.notify("grid_sample", orig, (input, grid) + args, kwargs, out, active)  # label-map-interpolated
         return out
