@@ -9,8 +9,10 @@ normalised units, -1 and +1 being the image's two ends along each axis:
   call reads only the zero padding (cvg/nice-slam#26).  Premise: with ``padding_mode='zeros'``, at
   least :data:`MOSTLY` of the batch's points read no pixel at all (every bilinear tap off the image
   along some axis), and at least :data:`INSIDE_AS_PIXELS` of them lie inside the image when read as
-  pixel indices ([-0.5, size - 0.5] on every axis).  A projection of 3-D points of which most fall
-  outside the view spreads them far past the image in pixel units too, and stays silent.
+  pixel indices ([-0.5, size - 0.5] on every axis), and the grid has at most :data:`PASTE` times as
+  many points as the image has pixels.  A projection of 3-D points of which most fall outside the
+  view spreads them far past the image in pixel units too, and a paste of a small image into a larger
+  canvas (a mask into its box: grid much larger than the image) reads padding by intent: both silent.
 - **with align_corners=True the grid's lattice is the pixel centres'** (``grid-normalised-by-size``):
   the centres are at -1 + 2k/(W-1); a pixel index normalised by W (``x / W * 2 - 1``) lands on the
   lattice -1 + 2k/W, between the centres, and never reaches the last pixel, so the sampled region
@@ -42,6 +44,7 @@ INSIDE_AS_PIXELS = 0.9  # fraction of points inside the image when read as pixel
 OFF = 0.5  # fraction of points off the (W-1)-lattice
 TOL = 1e-3  # distance to a lattice point, in lattice steps
 SEEN = 2  # checked calls of one site that agree
+PASTE = 4  # grid points per image over the image's pixels above which a call pastes rather than samples
 
 
 def _options(args: tuple, kwargs: dict) -> tuple[str, str, bool]:
@@ -97,7 +100,11 @@ class GridRangeChecks(Check):
         if (loc, "grid-in-pixel-units") in self.done and (loc, "grid-normalised-by-size") in self.done:
             return
         sizes = list(input.shape[2:])[::-1]  # (W, H) or (W, H, D): the grid's coordinate order
-        self.s.defer(_stats(grid, sizes, align), self._judge(loc, tuple(grid.shape), sizes, padding, align))
+        # a grid of many more points than the image has pixels pastes the image into a larger canvas (a mask
+        # pasted into its box), where reading padding around it is the intent: the pixel-unit premise is silent
+        sampling = grid[0, ..., 0].numel() <= PASTE * input[0, 0].numel()
+        self.s.defer(_stats(grid, sizes, align),
+                     self._judge(loc, tuple(grid.shape), sizes, padding if sampling else "pasting", align))
 
     def _count(self, key: tuple[str, str]) -> bool:
         if key in self.done:
@@ -150,6 +157,6 @@ class GridRangeChecks(Check):
             "align_corners=True the centres of the first and last pixels are -1 and +1, so a pixel index divided "
             "by the size instead of the size minus one lands between pixels and the sampled region shrinks towards "
             "the first corner, with no error.",
-            fix="normalise a pixel index x with x / (W - 1) * 2 - 1 when align_corners=True (or keep x / W-style "
-            "normalisation, (2 * x + 1) / W - 1, and pass align_corners=False).",
+            fix="normalise a pixel index x with x / (W - 1) * 2 - 1 when align_corners=True (or normalise it with "
+            "(2 * x + 1) / W - 1 and pass align_corners=False).",
             where=f"F.grid_sample call at {loc}", key=loc)

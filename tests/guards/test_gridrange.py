@@ -114,13 +114,18 @@ class _Sampler(nn.Module):
             ys, xs = torch.meshgrid(r, r, indexing="ij")
             flow = 0.1 * torch.tanh(self.loc(x.flatten(1))[:, :2])
             grid = torch.stack([xs, ys], -1)[None] + flow[:, None, None, :]
+        elif self.kind == "paste":  # each image pasted into the top-left box of a 4x larger canvas
+            r = torch.linspace(-1, 7, 4 * SIZE)  # canvas pixels in the box's normalised units
+            ys, xs = torch.meshgrid(r, r, indexing="ij")
+            grid = torch.stack([xs, ys], -1).expand(n, -1, -1, -1)
+            align = False
         else:  # "projected": points of a scene projected to the image, most of them outside the view
             pts = torch.randn(n, 8, 8, 2) * 3.0
             grid = pts
         return self.head(F.grid_sample(x, grid, padding_mode="zeros", align_corners=align))
 
 
-@pytest.mark.parametrize("kind", ["stn", "random-affine", "centred-zoom", "resize", "flow", "projected"])
+@pytest.mark.parametrize("kind", ["stn", "random-affine", "centred-zoom", "resize", "flow", "projected", "paste"])
 def test_correct_grids_are_silent(kind):
     torch.manual_seed(0)
     findings, text = _train(_Sampler(kind))
