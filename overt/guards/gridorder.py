@@ -19,6 +19,9 @@ reported, once per call site, when on :data:`SEEN` checked calls the batch's mea
 :data:`NEAR` of the identity in reversed order and at least :data:`FAR` (and :data:`RATIO` times
 as far) from the identity in the right one.  Silent for grids that are not near an identity in
 either order (random affine warps, crops, a learned sampling pattern), evaluation, and tiny grids.
+
+The same wrapper hands each checked call to :mod:`overt.guards.gridrange` (a grid in pixel units, a grid
+normalised by the size instead of the size minus one).
 """
 
 from __future__ import annotations
