@@ -715,6 +715,18 @@ ENTRIES: tuple[Entry, ...] = (
           "displacement the image is already flipped about its diagonal and a spatial transformer or registration "
           "network must undo a reflection no small displacement can, with no error",
           _E, False, True),
+    Entry("grid-in-pixel-units", "OVT457", "a grid_sample grid in pixel units instead of [-1, 1]",
+          "grid_sample reads coordinates normalised to [-1, 1] (the image's two ends): a grid of pixel indices "
+          "puts almost every point past +1, where zero padding is read instead of the image, so the sampled "
+          "features are mostly zeros and the model learns from padding, with no error",
+          _E, False, True),
+    Entry("grid-normalised-by-size", "OVT458", "an align_corners=True grid normalised by the image size instead of "
+          "the size minus one",
+          "with align_corners=True the first and last pixel centres are -1 and +1, so a pixel index x normalises "
+          "to x / (W - 1) * 2 - 1; dividing by W puts every point between pixel centres and short of the last "
+          "pixel, so the sampled region shrinks towards the first corner and features are read from the wrong "
+          "places, with no error",
+          _E, False, True),
     Entry("label-map-interpolated", "OVT475", "a class-index target made by resampling a label map with linear "
           "interpolation and rounding it",
           "a bilinear or bicubic resampling averages class ids as if they were intensities: where class 0 meets "

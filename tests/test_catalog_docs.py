@@ -179,7 +179,9 @@ ADDED = {"unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-m
          # session 55 (stop20): an early stop acts on the history it was given
          "stop-on-window-worst",
          # session 55 (optdata20): the splits of one data set share its attributes
-         "split-attribute-shared"}
+         "split-attribute-shared",
+         # session 55 (grid20): grid_sample reads the image it is given
+         "grid-in-pixel-units", "grid-normalised-by-size"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

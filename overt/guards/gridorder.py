@@ -19,6 +19,9 @@ reported, once per call site, when on :data:`SEEN` checked calls the batch's mea
 :data:`NEAR` of the identity in reversed order and at least :data:`FAR` (and :data:`RATIO` times
 as far) from the identity in the right one.  Silent for grids that are not near an identity in
 either order (random affine warps, crops, a learned sampling pattern), evaluation, and tiny grids.
+
+The same wrapper hands each checked call to :mod:`overt.guards.gridrange` (a grid in pixel units, a grid
+normalised by the size instead of the size minus one).
 """
 
 from __future__ import annotations
@@ -120,6 +123,10 @@ def _wrapper(active: list, is_armed: Callable[[], bool], orig: Callable) -> Call
                         s.gridorder.on_grid(grid)
                     except Exception as exc:  # never break the user's call over a check
                         s.check_failed(s.gridorder, exc)
+                    try:
+                        s.gridrange.on_call(input, grid, args, kwargs)  # grid-in-pixel-units, grid-normalised-by-size
+                    except Exception as exc:
+                        s.check_failed(s.gridrange, exc)
         out = orig(input, grid, *args, **kwargs)
         labelresample.notify("grid_sample", orig, (input, grid) + args, kwargs, out, active)  # label-map-interpolated
         return out

@@ -54,6 +54,7 @@ from overt.guards.frozenmode import FrozenModeChecks
 from overt.guards.grads import GradChecks
 from overt.guards.wastedgrad import WastedGradChecks
 from overt.guards.gridorder import GridOrderChecks
+from overt.guards.gridrange import GridRangeChecks
 from overt.guards.flatpick import FlatChoiceChecks
 from overt.guards.fitkept import DivergedFitChecks
 from overt.guards.labelresample import LabelResampleChecks
@@ -166,6 +167,7 @@ CHECKS: tuple[type[Check], ...] = (
     ForecastChecks,
     TransformAxisChecks,
     GridOrderChecks,
+    GridRangeChecks,
     FlatChoiceChecks,
     DivergedFitChecks,
     LabelResampleChecks,

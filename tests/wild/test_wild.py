@@ -648,6 +648,12 @@ EXPECTED = {
     # subset's .dataset, which the training subset shares (split-attribute-shared, overt/lint/rules/splitshared.py)
     "w420_inplace_relu_overwrites_skip_input": ("run",),
     "w430_validation_transform_set_on_shared_dataset": ("lint",),
+    # session 55 (grid20): grid_sample reads the image it is given -- a grid of pixel indices whose points read
+    # only the zero padding (grid-in-pixel-units, overt/guards/gridrange.py); with align_corners=True, pixel
+    # indices normalised by W instead of W - 1, every point on the lattice -1 + 2k/W between the pixel centres
+    # (grid-normalised-by-size, gridrange.py)
+    "w439_grid_sample_given_pixel_coordinates": ("run",),
+    "w440_grid_normalised_by_size": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
