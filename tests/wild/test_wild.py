@@ -648,6 +648,11 @@ EXPECTED = {
     # subset's .dataset, which the training subset shares (split-attribute-shared, overt/lint/rules/splitshared.py)
     "w420_inplace_relu_overwrites_skip_input": ("run",),
     "w430_validation_transform_set_on_shared_dataset": ("lint",),
+    # session 55 (rl20): a policy-gradient loss whose no-gradient weight is zero on every sample of every checked
+    # step -- group-mean advantages over groups of one completion (w441), rewards never earned because the answer
+    # is read one character at a time (w454) (loss-term-constant, widened: overt/guards/pgzero.py)
+    "w441_group_baseline_over_group_of_one": ("run",),
+    "w454_reward_reads_character_of_answer": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
