@@ -16,9 +16,9 @@ What is observed, on checked training steps only (:mod:`overt.guards.termscale`'
 ``torch.autograd.backward`` hands it the root before the user's backward runs): the root's graph is walked
 through reductions, reshapes, sign changes, sums of terms, element-wise minimum/maximum (PPO's clipped
 objective) and products; a product (``MulBackward0``) of two tensors of which exactly one carries a gradient,
-whose no-gradient factor has at least two elements and whose gradient factor reaches a ``log_softmax`` or a
-``log`` within a few nodes, is a policy-gradient product.  Whether its no-gradient factor has any non-zero
-element is queued with the step's deferred reads (no synchronisation of its own).
+whose no-gradient factor has at least two elements and whose gradient factor reaches a ``log_softmax``, a ``log`` or
+a ``logsumexp`` (``Categorical.log_prob``) within a few nodes, is a policy-gradient product.  Whether its
+no-gradient factor has any non-zero element is queued with the step's deferred reads (no synchronisation of its own).
 
 Reported at the backward's line when the same product (its position in the walk) was all zero on
 :data:`SAME` probes spanning at least :data:`SPAN` optimizer steps and never non-zero on any probe.  Silent:
@@ -52,7 +52,7 @@ _PASS = frozenset((
     "MinimumBackward0", "MaximumBackward0", "MinBackward1", "MaxBackward1", "ExpandBackward0",
     "CloneBackward0", "ToCopyBackward0", "WhereBackward0",
 ))
-_LOG = frozenset(("LogSoftmaxBackward0", "LogBackward0"))
+_LOG = frozenset(("LogSoftmaxBackward0", "LogBackward0", "LogsumexpBackward0"))  # Categorical.log_prob: a logsumexp
 
 
 class _Site:
@@ -168,7 +168,7 @@ def _saved(node: Any, attr: str) -> torch.Tensor | None:
 
 
 def _reaches_log(node: Any) -> bool:
-    """Whether a ``log_softmax`` or ``log`` is within :data:`LOG_DEPTH` nodes below ``node``."""
+    """Whether a ``log_softmax``, ``log`` or ``logsumexp`` is within :data:`LOG_DEPTH` nodes below ``node``."""
     level = [node]
     seen = {node}
     for _ in range(LOG_DEPTH):

@@ -51,6 +51,21 @@ def test_a_reward_never_earned_is_named():
     assert len(_found(_bandit(4, earned=lambda step, a, y: a == y + 10))) == 1  # no action is ever a label + 10
 
 
+def test_a_categorical_log_prob_over_groups_of_one_is_named():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+    def losses():
+        for xb, yb in batches(32, 130):
+            dist = torch.distributions.Categorical(logits=model(xb))
+            actions = dist.sample()
+            rewards = (actions == yb).float()[:, None]
+            adv = (rewards - rewards.mean(1, keepdim=True)).squeeze(1)  # one completion per prompt
+            yield -(dist.log_prob(actions) * adv).mean()
+
+    assert len(_found(guarded_fit(model.parameters(), losses()))) == 1
+
+
 def test_groups_of_four_are_quiet():
     assert _found(_bandit(4)) == []
 
