@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from overt.guards.session import GuardSession
 
 SAME = 5  # probes on which the multiplier must be all zero
-SPAN = 100  # optimizer steps the probes must cover: sparse rewards at the start are normal
+SPAN = 200  # optimizer steps the probes must cover: sparse rewards at the start are normal
 MAX_SITES = 4  # backward lines followed
 MAX_WALK = 64  # nodes walked from the root looking for the products
 MAX_PRODUCTS = 4  # products followed per backward

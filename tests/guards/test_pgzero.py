@@ -17,7 +17,7 @@ from tests.guards.helpers import batches, guarded_fit
 SLUG = "loss-term-constant"
 
 
-def _bandit(per_prompt: int, steps: int = 130, earned=lambda step, a, y: a == y) -> list:
+def _bandit(per_prompt: int, steps: int = 230, earned=lambda step, a, y: a == y) -> list:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
@@ -56,7 +56,7 @@ def test_a_categorical_log_prob_over_groups_of_one_is_named():
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
     def losses():
-        for xb, yb in batches(32, 130):
+        for xb, yb in batches(32, 230):
             dist = torch.distributions.Categorical(logits=model(xb))
             actions = dist.sample()
             rewards = (actions == yb).float()[:, None]
@@ -71,11 +71,11 @@ def test_groups_of_four_are_quiet():
 
 
 def test_rewards_sparse_at_the_start_are_quiet():
-    assert _found(_bandit(4, earned=lambda step, a, y: (a == y) & (step >= 40))) == []
+    assert _found(_bandit(4, earned=lambda step, a, y: (a == y) & (step >= 120))) == []
 
 
 def test_a_run_shorter_than_the_span_is_quiet():
-    assert _found(_bandit(1, steps=60)) == []
+    assert _found(_bandit(1, steps=150)) == []
 
 
 def test_a_soft_target_cross_entropy_is_quiet():
@@ -83,7 +83,7 @@ def test_a_soft_target_cross_entropy_is_quiet():
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
     def losses():
-        for xb, yb in batches(64, 130):
+        for xb, yb in batches(64, 230):
             soft = F.one_hot(yb, 10).float() * 0.9 + 0.01
             yield -(soft * F.log_softmax(model(xb), -1)).sum(1).mean()
 
