@@ -115,12 +115,13 @@ class PolicyZeroChecks(Check):
         shown = ", ".join(str(s) for s in steps) if len(steps) <= 6 else \
             ", ".join(str(s) for s in steps[:5]) + f", ..., {steps[-1]}"
         msg = (f"The loss backwarded at {loc} multiplies a log-probability by a per-sample weight that carries no "
-               f"gradient (an advantage or a reward), and that weight is exactly zero on every sample at checked steps "
-               f"{shown}: the policy-gradient loss is 0 with a gradient of exactly 0, so the optimizer steps and the "
-               "policy never moves while the run looks normal. A weight that is zero by construction is usually a "
-               "baseline equal to the reward it is subtracted from (a group mean over groups of one completion, "
-               "a value that is the return itself) or a reward that can never be earned (an answer compared with "
-               "the wrong thing: one character of it, another sample's index).")
+               f"gradient (an advantage, a reward, a target's probabilities), and that weight is exactly zero on every "
+               f"sample at checked steps {shown}: the loss is 0 with a gradient of exactly 0, so the optimizer steps "
+               "and the model never moves while the run looks normal. A weight that is zero by construction is "
+               "usually a baseline equal to the reward it is subtracted from (a group mean over groups of one "
+               "completion, a value that is the return itself), a reward that can never be earned (an answer "
+               "compared with the wrong thing: one character of it, another sample's index), or a target "
+               "distribution that lost all its mass.")
         fix = ("print the advantages and rewards of one step: with group-relative baselines sample at least two "
                "completions per prompt; check that a correct completion gets a non-zero reward.")
         self.s.report("loss-term-constant", msg, where=loc, fix=fix, key=loc)
