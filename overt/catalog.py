@@ -386,8 +386,9 @@ ENTRIES: tuple[Entry, ...] = (
           _E, True, True),
     Entry("loss-term-constant", "OVT390", "a term of a summed loss that is constant in the parameters it reaches",
           "a term whose value cannot change with the weights (a load-balancing loss whose broadcast product always "
-          "sums to the number of experts, a penalty on a quantity normalised before the penalty sees it) has a "
-          "graph and no gradient: it trains nothing, and what it was added for never happens while the loss looks "
+          "sums to the number of experts, a penalty on a quantity normalised before the penalty sees it, a "
+          "policy-gradient loss whose advantages are zero on every sample) has a graph and no gradient: it trains "
+          "nothing, and what it was added for never happens while the loss looks "
           "normal",
           _W, False, True),
     Entry("returns-from-past-rewards", "OVT326", "discounted returns accumulated forward in time",

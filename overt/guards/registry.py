@@ -23,6 +23,7 @@ from overt.guards.ctcblank import CtcBlankChecks
 from overt.guards.data import DataChecks
 from overt.guards.datamut import DataMutationChecks
 from overt.guards.deadterm import DeadTermChecks
+from overt.guards.pgzero import PolicyZeroChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.adversary import AdversaryChecks
@@ -186,6 +187,7 @@ CHECKS: tuple[type[Check], ...] = (
     StopGradientChecks,
     TermScaleChecks,
     DeadTermChecks,
+    PolicyZeroChecks,
     MaskPickChecks,
     ProbTargetChecks,
     TargetCopyChecks,

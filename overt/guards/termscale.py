@@ -573,6 +573,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 dead = getattr(s, "deadterm", None)  # backwards each term alone: before any hook is put on the graph
                 if dead is not None:
                     safely(dead.on_backward, tensors)
+                zero = getattr(s, "pgzero", None)  # a policy-gradient product whose weights are all zero
+                if zero is not None:
+                    safely(zero.on_backward, tensors)
                 pick = getattr(s, "maskpick", None)  # reads the step's model outputs before termscale forgets them
                 if pick is not None and not pick.retired:
                     safely(pick.on_backward, tensors, check.outputs)

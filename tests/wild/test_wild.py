@@ -654,6 +654,12 @@ EXPECTED = {
     # (grid-normalised-by-size, gridrange.py)
     "w439_grid_sample_given_pixel_coordinates": ("run",),
     "w440_grid_normalised_by_size": ("run",),
+    # session 55 (rl20): a policy-gradient loss whose no-gradient weight is zero on every sample of every checked
+    # step -- group-mean advantages over groups of one completion (w441) (loss-term-constant, widened:
+    # overt/guards/pgzero.py). w454 (rewards never earned: the answer read one character at a time) gets the same
+    # finding, but it names the zero weight, not the indexing line that causes it: the lead's mapping (before the
+    # measurement) counts it a symptom, so w454 is not listed here
+    "w441_group_baseline_over_group_of_one": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
