@@ -112,6 +112,7 @@ from overt.guards.selfloss import SelfLossChecks
 from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
+from overt.guards.hiddentoken import HiddenTokenChecks
 from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.logitbound import LogitBoundChecks
 from overt.guards.logdet import LogDetChecks  # noqa: F401  (out of the defaults: see CHECKS)
@@ -223,6 +224,7 @@ CHECKS: tuple[type[Check], ...] = (
     RoundTripChecks,
     CoverageChecks,
     SkewChecks,
+    HiddenTokenChecks,
     SamplerChecks,
     ShardSplitChecks,
     EpochOrderChecks,
