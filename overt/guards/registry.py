@@ -113,6 +113,7 @@ from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
 from overt.guards.hiddentoken import HiddenTokenChecks
+from overt.guards.firstresponse import FirstResponseChecks
 from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.logitbound import LogitBoundChecks
 from overt.guards.logdet import LogDetChecks  # noqa: F401  (out of the defaults: see CHECKS)
@@ -225,6 +226,7 @@ CHECKS: tuple[type[Check], ...] = (
     CoverageChecks,
     SkewChecks,
     HiddenTokenChecks,
+    FirstResponseChecks,
     SamplerChecks,
     ShardSplitChecks,
     EpochOrderChecks,
