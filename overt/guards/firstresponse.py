@@ -51,6 +51,8 @@ def _ids(args: tuple) -> torch.Tensor | None:
 
 def _logits(output: Any) -> torch.Tensor | None:
     """The output tensor (or its ``logits`` attribute) when it is ``(batch, positions, vocabulary)`` floats."""
+    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
+        output = output[0]  # (logits, loss), as GPT-style models return
     out = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
     if not isinstance(out, torch.Tensor) or out.dim() != 3 or not out.is_floating_point() or not out.requires_grad:
         return None

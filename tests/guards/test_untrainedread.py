@@ -26,7 +26,14 @@ class _Policy(nn.Module):
         return self.out(self.rnn(self.emb(x))[0])
 
 
-def _run(which: str, decode: int = K, start: int = K + 1) -> tuple[list, str]:
+class _TuplePolicy(_Policy):
+    """Returns ``(logits, None)`` as GPT-style models do."""
+
+    def forward(self, x: torch.Tensor):
+        return super().forward(x), None
+
+
+def _run(which: str, decode: int = K, start: int = K + 1, tuple_out: bool = False) -> tuple[list, str]:
     """Train on ``state <sep> action`` rows with the loss on ``which`` tokens, then decode ``decode`` tokens
     greedily from the first ``start`` tokens of held-out rows."""
     torch.manual_seed(0)
@@ -36,12 +43,13 @@ def _run(which: str, decode: int = K, start: int = K + 1) -> tuple[list, str]:
     actions = torch.zeros_like(rows, dtype=torch.float)
     actions[:, K + 1:] = 1.0
     mask = {"actions": actions, "states": 1.0 - actions, "all": torch.ones_like(actions)}[which]
-    model = _Policy()
+    model = _TuplePolicy() if tuple_out else _Policy()
+    out = (lambda y: y[0]) if tuple_out else (lambda y: y)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     guard = guarded(model, opt, ignore=TIMING)
     for i in range(20):
         x, m = rows[i * 32:i * 32 + 32], mask[i * 32:i * 32 + 32]
-        token_loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, VOCAB), x[:, 1:].reshape(-1), reduction="none")
+        token_loss = F.cross_entropy(out(model(x[:, :-1])).reshape(-1, VOCAB), x[:, 1:].reshape(-1), reduction="none")
         loss = (token_loss * m[:, 1:].reshape(-1)).sum() / m[:, 1:].sum()
         opt.zero_grad()
         loss.backward()
@@ -50,7 +58,7 @@ def _run(which: str, decode: int = K, start: int = K + 1) -> tuple[list, str]:
     with torch.no_grad():
         ctx = rows[640:, :start]
         for _ in range(decode):
-            ctx = torch.cat([ctx, model(ctx)[:, -1].argmax(-1, keepdim=True)], dim=1)
+            ctx = torch.cat([ctx, out(model(ctx))[:, -1].argmax(-1, keepdim=True)], dim=1)
     return guard.report(), guard.session.options.stream.getvalue()
 
 
@@ -72,3 +80,9 @@ def test_sampling_beyond_the_training_length_stays_silent():
     """A model trained on every position, sampled far past its training length: nothing inside it is untrained."""
     findings, text = _run("all", decode=12, start=2)
     assert slugs(findings) == [], text
+
+
+@pytest.mark.parametrize("which", ["states", "actions"])
+def test_models_returning_logits_and_loss_are_followed(which):
+    findings, text = _run(which, tuple_out=True)
+    assert slugs(findings) == (["generation-reads-untrained-position"] if which == "states" else []), text
