@@ -64,6 +64,7 @@ class UntrainedReadChecks(Check):
         self.looks: dict[int, int] = {}
         self.hooked: dict[int, int] = {}  # id(ModelInfo) -> gradient hooks that ran
         self.trained: dict[int, torch.Tensor] = {}  # id(ModelInfo) -> (positions,) bool: weighed in some row
+        self.varied: dict[int, torch.Tensor] = {}  # id(ModelInfo) -> (positions,) bool: tokens differ across rows
         self.pending: dict[int, torch.Tensor] = {}  # id(ModelInfo) -> ids of the forward under way
         self.prev: dict[int, torch.Tensor] = {}  # id(ModelInfo) -> ids of the last evaluation call
         self.steps: dict[int, int] = {}
@@ -72,7 +73,7 @@ class UntrainedReadChecks(Check):
         if self.looks.get(id(info), 0) < LOOKS:
             ids = _ids(args)
             if ids is not None:
-                self.pending[id(info)] = ids
+                self.pending[id(info)] = ids.detach()
 
     def on_forward_end(self, info: ModelInfo, output: Any, failed: bool) -> None:
         ids = self.pending.pop(id(info), None)
@@ -87,12 +88,14 @@ class UntrainedReadChecks(Check):
         def grad_hook(g: torch.Tensor) -> None:
             try:
                 weighed = (g.detach() != 0).any(-1).any(0)
+                varied = (ids != ids[0]).any(0)
                 old = self.trained.get(key)
                 if old is not None and old.shape != weighed.shape:
                     self.trained[key] = torch.ones_like(weighed)  # training lengths vary: nothing is compared
                     self.hooked[key] = LOOKS + 1
                     return
                 self.trained[key] = weighed if old is None else old | weighed
+                self.varied[key] = varied if old is None else self.varied[key] | varied
                 self.hooked[key] = self.hooked.get(key, 0) + 1
             except Exception as exc:  # never break the user's backward
                 self.s.check_failed(self, exc)
@@ -117,7 +120,10 @@ class UntrainedReadChecks(Check):
         self.steps[key] = self.steps.get(key, 0) + 1
         read = ids.shape[1] - 1  # this call's last position; the previous call's is read - 1
         grows = (ids[:, :-1] == prev).all()
-        untrained = ~trained[read - 1:read + 1]
+        # positions past the last one where training tokens differ across rows hold only padding: not judged
+        positions = torch.arange(trained.shape[0], device=trained.device)
+        content = positions <= torch.where(self.varied[key], positions, -1).amax()
+        untrained = (~trained & content)[read - 1:read + 1]
         found = grows & untrained.any()
         where = user_location(2)
         value = torch.stack((found.float(), untrained[0].float(), torch.tensor(float(read), device=ids.device)))

@@ -86,3 +86,37 @@ def test_sampling_beyond_the_training_length_stays_silent():
 def test_models_returning_logits_and_loss_are_followed(which):
     findings, text = _run(which, tuple_out=True)
     assert slugs(findings) == (["generation-reads-untrained-position"] if which == "states" else []), text
+
+
+def test_right_padded_names_sampled_to_the_full_length_stays_silent():
+    """Words of varied length right-padded with 0 and their padded targets ignored (-1): the last positions are
+    trained by the longest words only and a few checked batches may hold none; sampling reaches them. Those
+    positions hold only padding in the batches seen, so they are not judged."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    n, T = 640, 10
+    lengths = torch.randint(2, 6, (n,), generator=g)
+    lengths[400::50] = T - 1  # a few long words, absent from the first batches
+    x = torch.zeros(n, T, dtype=torch.long)
+    y = torch.full((n, T), -1)
+    for r in range(n):
+        word = torch.randint(1, VOCAB, (int(lengths[r]),), generator=g)
+        x[r, 1:1 + len(word)] = word
+        y[r, :len(word)] = word
+        y[r, len(word)] = 0
+    model = _Policy()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    guard = guarded(model, opt, ignore=TIMING)
+    for i in range(1, 20):
+        loss = F.cross_entropy(model(x[i * 32:i * 32 + 32]).reshape(-1, VOCAB), y[i * 32:i * 32 + 32].reshape(-1),
+                               ignore_index=-1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        ctx = torch.zeros(16, 1, dtype=torch.long)
+        for _ in range(T - 1):
+            ctx = torch.cat([ctx, torch.multinomial(model(ctx)[:, -1].softmax(-1), 1)], dim=1)
+    findings, text = guard.report(), guard.session.options.stream.getvalue()
+    assert slugs(findings) == [], text
