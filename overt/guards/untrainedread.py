@@ -13,7 +13,8 @@ the output ORs, per position, whether the loss weighed the prediction in any row
 model's evaluation forwards (eval mode or ``no_grad``) are followed: two consecutive calls whose ids have the same
 rows and one position more, the longer starting with the shorter (greedy or sampled decoding without a cache), read
 the predictions at their last positions; reported (device values read with the next checked step's, or at the end)
-when such a position lies inside the training length and training weighed no prediction there.
+when such a position lies inside the training length, training weighed no prediction there, and it is not past the
+last position whose training tokens differ across rows (beyond it the batches looked at held only padding).
 
 Silent: decoding beyond the training length (a character model sampling longer texts), decoding with a cache (one
 new token per call), evaluation calls that do not grow by one position, losses over every position, and models
