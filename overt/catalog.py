@@ -648,6 +648,18 @@ ENTRIES: tuple[Entry, ...] = (
           "vocabulary's size, or two entries given one constant, put two tokens under one id, so the model is "
           "trained on them merged and decoding turns one into the other, while training runs normally",
           _W, False, True),
+    Entry("response-mask-skips-first-token", "OVT365", "a loss mask over next-token predictions that starts one "
+          "position after the delimiter, so the first token of every trained span is never predicted in training",
+          "the prediction made at the delimiter (the end of the prompt) is the one that produces the span's first "
+          "token; a mask sliced from the input's span mask without the one-position shift of the targets drops it, "
+          "and the model starts every answer with a token it never learned, while the loss falls",
+          _W, False, True),
+    Entry("generation-reads-untrained-position", "OVT371", "token-by-token generation that reads predictions at "
+          "positions whose prediction the training loss never weighed",
+          "a loss mask that marks other tokens than the ones the model is asked to produce (observations instead "
+          "of actions, the prompt instead of the answer) or one not shifted like the targets leaves the generated "
+          "positions untrained: the loss falls, and what the model generates there was never learned",
+          _W, False, True),
     Entry("eval-positions-shifted", "OVT364", "position ids at evaluation that read rows of the position table "
           "training never read",
           "a learned position table means one row per position: an evaluation that numbers positions by another "

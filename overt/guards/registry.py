@@ -114,6 +114,9 @@ from overt.guards.selfloss import SelfLossChecks
 from overt.guards.seqtargets import SequenceTargetChecks
 from overt.guards.schedulers import SchedulerChecks
 from overt.guards.skew import SkewChecks
+from overt.guards.hiddentoken import HiddenTokenChecks
+from overt.guards.firstresponse import FirstResponseChecks
+from overt.guards.untrainedread import UntrainedReadChecks
 from overt.guards.softtargets import SoftTargetChecks
 from overt.guards.logitbound import LogitBoundChecks
 from overt.guards.logdet import LogDetChecks  # noqa: F401  (out of the defaults: see CHECKS)
@@ -227,6 +230,9 @@ CHECKS: tuple[type[Check], ...] = (
     RoundTripChecks,
     CoverageChecks,
     SkewChecks,
+    HiddenTokenChecks,
+    FirstResponseChecks,
+    UntrainedReadChecks,
     SamplerChecks,
     ShardSplitChecks,
     EpochOrderChecks,
