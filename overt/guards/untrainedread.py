@@ -116,7 +116,7 @@ class UntrainedReadChecks(Check):
             return
         prev, self.prev[key] = self.prev.get(key), ids.detach()
         if prev is None or prev.shape[0] != ids.shape[0] or prev.shape[1] + 1 != ids.shape[1] \
-                or prev.device != ids.device or ids.shape[1] > trained.shape[0]:
+                or prev.device != ids.device or ids.device != trained.device or ids.shape[1] > trained.shape[0]:
             return
         self.steps[key] = self.steps.get(key, 0) + 1
         read = ids.shape[1] - 1  # this call's last position; the previous call's is read - 1
@@ -127,18 +127,17 @@ class UntrainedReadChecks(Check):
         untrained = (~trained & content)[read - 1:read + 1]
         found = grows & untrained.any()
         where = user_location(2)
-        value = torch.stack((found.float(), untrained[0].float(), torch.tensor(float(read), device=ids.device)))
-        self.s.defer(value.to(trained.device) if value.device != trained.device else value,
-                     self._judge(info, trained.shape[0], self.s.step, where))
+        value = torch.stack((found.float(), untrained[0].float()))  # `read` is known here: no host-to-device copy
+        self.s.defer(value, self._judge(info, trained.shape[0], read, self.s.step, where))
 
-    def _judge(self, info: ModelInfo, length: int, step: int, site: str | None):
+    def _judge(self, info: ModelInfo, length: int, read: int, step: int, site: str | None):
         s = self.s
 
         def callback(vals: list[float]) -> None:
-            found, earlier, read = vals
+            found, earlier = vals
             if not found or s.reporter.has("generation-reads-untrained-position", info.name):
                 return
-            position = int(read) - 1 if earlier else int(read)
+            position = read - 1 if earlier else read
             s.report(
                 "generation-reads-untrained-position",
                 f"{info.name} generates token by token and reads its prediction at position {position}, inside "
