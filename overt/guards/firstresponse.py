@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from overt.guards.check import Check
+from overt.guards.untrainedread import seq_logits, token_ids
 from overt.guards.where import user_location
 
 if TYPE_CHECKING:
@@ -40,23 +41,11 @@ MIN_ROWS = 8  # rows of a batch ("the same token in every row" of fewer proves l
 
 
 def _ids(args: tuple) -> torch.Tensor | None:
-    """The model's first positional tensor when it is a ``(batch, positions)`` integer tensor (token ids)."""
-    x = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if x is None or x.dim() != 2 or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
-        return None
-    if x.shape[0] < MIN_ROWS or x.shape[1] < 3:
+    """The model's token ids (:func:`overt.guards.untrainedread.token_ids`) with enough rows and positions."""
+    x = token_ids(args)
+    if x is None or x.shape[0] < MIN_ROWS or x.shape[1] < 3:
         return None
     return x
-
-
-def _logits(output: Any) -> torch.Tensor | None:
-    """The output tensor (or its ``logits`` attribute) when it is ``(batch, positions, vocabulary)`` floats."""
-    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        output = output[0]  # (logits, loss), as GPT-style models return
-    out = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
-    if not isinstance(out, torch.Tensor) or out.dim() != 3 or not out.is_floating_point() or not out.requires_grad:
-        return None
-    return out
 
 
 def skipped_delimiter(ids: torch.Tensor, trained: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -95,7 +84,7 @@ class FirstResponseChecks(Check):
         if got is None or failed:
             return
         ids, site = got
-        out = _logits(output)
+        out = seq_logits(output)
         if out is None or out.shape[:2] != ids.shape or out.shape[2] < 2:
             return
         self.looks[id(info)] = self.looks.get(id(info), 0) + 1

@@ -38,7 +38,7 @@ LOOKS = 3  # checked training forwards whose trained positions are recorded, per
 STEPS = 64  # decoding calls compared per model
 
 
-def _ids(args: tuple) -> torch.Tensor | None:
+def token_ids(args: tuple) -> torch.Tensor | None:
     """The first positional tensor when it is a ``(batch, positions)`` integer tensor (token ids)."""
     x = next((a for a in args if isinstance(a, torch.Tensor)), None)
     if x is None or x.dim() != 2 or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
@@ -46,7 +46,9 @@ def _ids(args: tuple) -> torch.Tensor | None:
     return x
 
 
-def _output(output: Any) -> torch.Tensor | None:
+def seq_logits(output: Any) -> torch.Tensor | None:
+    """The output tensor (or its ``logits`` attribute) when it is ``(batch, positions, vocabulary)`` floats that
+    require grad."""
     if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
         output = output[0]  # (logits, loss), as GPT-style models return
     out = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
@@ -72,7 +74,7 @@ class UntrainedReadChecks(Check):
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
         if self.looks.get(id(info), 0) < LOOKS:
-            ids = _ids(args)
+            ids = token_ids(args)
             if ids is not None:
                 self.pending[id(info)] = ids.detach()
 
@@ -80,7 +82,7 @@ class UntrainedReadChecks(Check):
         ids = self.pending.pop(id(info), None)
         if ids is None or failed:
             return
-        out = _output(output)
+        out = seq_logits(output)
         if out is None or out.shape[:2] != ids.shape:
             return
         key = id(info)
@@ -110,7 +112,7 @@ class UntrainedReadChecks(Check):
             return
         if self.s.reporter.has("generation-reads-untrained-position", info.name):
             return
-        ids = _ids(args)
+        ids = token_ids(args)
         if ids is None:
             self.prev.pop(key, None)
             return
