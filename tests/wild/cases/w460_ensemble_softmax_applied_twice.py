@@ -5,12 +5,13 @@ fails.
 
 Source: layer6ai-labs/TabDPT-inference#46 (https://github.com/layer6ai-labs/TabDPT-inference/pull/46), "Fix bug where
 softmax is applied twice": "return_logits is ignored in one branch, sometimes causing miscalibrated outputs when
-ensemble_predict_proba is used" (merged). Here three MLP members are trained on the digits (with the flag honoured
-or not, the loss sees logits or probabilities alike through the member's own ``predict``), and
-``ensemble_predict_proba`` averages ``predict(x, return_logits=True).softmax(-1)``; the bug's member returns
-``logits.softmax(-1)`` whatever the flag, the twin's returns the logits when asked. The reproduction departs from
-the report in the model (an ensemble of MLPs instead of the TabDPT transformer's ensembled context passes) and the
-data (digits instead of tabular benchmarks).
+ensemble_predict_proba is used" (merged). Here three MLP members are trained on the digits through their own
+``predict(x, return_logits=True)`` and ``ensemble_predict_proba`` averages ``predict(x,
+return_logits=True).softmax(-1)``; the bug's member returns ``logits.softmax(-1)`` whatever the flag, the twin's
+returns the logits when asked. The reproduction departs from the report in the model (an ensemble of MLPs instead of
+the TabDPT transformer's ensembled context passes), the data (digits instead of tabular benchmarks) and in that the
+bug's members are also trained through the ignored flag (a cross-entropy of probabilities), where the report's flag
+is ignored in one inference branch only.
 
 Metric: test negative log-likelihood of the ensemble's probabilities (lower is better; plain ``python``, CPU,
 seed 0): bug 1.6327, twin 0.4034
