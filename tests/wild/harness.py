@@ -315,14 +315,14 @@ def half(case: ModuleType) -> str:
     ``"dev15"`` or ``"test15"`` for round fifteen (N309-N328), ``"dev16"`` or ``"test16"`` for round sixteen
     (N329-N348), ``"dev17"`` or ``"test17"`` for round seventeen (N349-N368), ``"dev18"`` or ``"test18"`` for round
     eighteen (N369-N388), ``"dev19"`` or ``"test19"`` for round nineteen (N389-N408), ``"dev20"`` or ``"test20"``
-    for round twenty (N409-N428)."""
+    for round twenty (N409-N428), ``"dev21"`` or ``"test21"`` for round twenty-one (N429-N448)."""
     split = json.loads(Path(__file__).with_name("split.json").read_text())
     rid = report_id(case)
     for name in ("test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6",
                  "dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10", "dev11", "test11",
                  "dev12", "test12", "dev13", "test13", "dev14", "test14", "dev15", "test15",
                  "dev16", "test16", "dev17", "test17", "dev18", "test18", "dev19", "test19",
-                 "dev20", "test20"):
+                 "dev20", "test20", "dev21", "test21"):
         if rid in split.get(name, ()):
             return name
     return "dev"

@@ -21,6 +21,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half test18    # round eighteen's test half (measured in session 53)
     python -m tests.wild.runner --faces run,lint --half test19    # round nineteen's test half (measured in session 54)
     python -m tests.wild.runner --faces run,lint --half test20    # round twenty's test half (measured in session 55)
+    python -m tests.wild.runner --faces run,lint --half test21    # round twenty-one's test half (held out)
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -61,8 +62,9 @@ def _commit() -> str:
 #: lead measured both halves in session 52; round eighteen's (drawn 2026-11-28, docs/wild.md "Issue 33, round
 #: eighteen") were, until the lead measured both halves in session 53; round nineteen's (drawn 2026-11-28,
 #: docs/wild.md "Issue 33, round nineteen") were, until the lead measured both halves in session 54; round twenty's
-#: (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty") were, until the lead measured both halves in session 55.
-UNMEASURED: tuple[str, ...] = ()
+#: (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty") were, until the lead measured both halves in session 55;
+#: round twenty-one's (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty-one") are, until the lead measures them.
+UNMEASURED: tuple[str, ...] = ("dev21", "test21")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "test12", "dev13", "test13", "dev14", "test14", "dev15",
                                        "test15", "dev16", "test16", "dev17", "test17", "dev18",
                                        "test18", "dev19", "test19", "dev20", "test20",
-                                       "all"),
+                                       "dev21", "test21", "all"),
                     default="all",
                     help="the half of the held-out split to run (tests/wild/split.json): dev/test for round "
                          "one (w01-w54), dev2/test2 for round two, dev3/test3 for round three, dev4/test4 for "
@@ -84,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                          "dev11/test11 for round eleven, dev12/test12 for round twelve, dev13/test13 for round "
                          "thirteen, dev14/test14 for round fourteen, dev15/test15 for round fifteen, dev16/test16 for "
                          "round sixteen, dev17/test17 for round seventeen, dev18/test18 for round eighteen, "
-                         "dev19/test19 for round nineteen, dev20/test20 for round twenty (a new round is left out "
-                         "of 'all' until measured: UNMEASURED)")
+                         "dev19/test19 for round nineteen, dev20/test20 for round twenty, dev21/test21 for round "
+                         "twenty-one (a new round is left out of 'all' until measured: UNMEASURED)")
     ap.add_argument("--markdown", help="also write the per-case and per-half tables to this file")
     args = ap.parse_args(argv)
     faces = tuple(f for f in args.faces.split(",") if f)

@@ -86,6 +86,10 @@ Round twenty: the reports N409-N428 (docs/wild.md, "Issue 33, round twenty"), ga
 nineteen was measured, are shuffled with ``random.Random(SEED20)`` into ``dev20`` and ``test20`` (10 and
 10).  The keys of rounds one to nineteen are written exactly as before.
 
+Round twenty-one: the reports N429-N448 (docs/wild.md, "Issue 33, round twenty-one"), gathered after round
+twenty was measured, are shuffled with ``random.Random(SEED21)`` into ``dev21`` and ``test21`` (10 and
+10).  The keys of rounds one to twenty are written exactly as before.
+
 Case modules name their report id in ``REPORT`` so the runner can tell the halves apart.
 """
 
@@ -177,6 +181,10 @@ SEED20 = 3920
 #: the round-twenty reports, in the order they were gathered (docs/wild.md, "Issue 33, round twenty")
 NEW20 = [f"N{i:02d}" for i in range(409, 429)]
 
+SEED21 = 3921
+#: the round-twenty-one reports, in the order they were gathered (docs/wild.md, "Issue 33, round twenty-one")
+NEW21 = [f"N{i:02d}" for i in range(429, 449)]
+
 PATH = Path(__file__).with_name("split.json")
 
 #: the halves a case can belong to, in the order the runner lists them
@@ -184,7 +192,7 @@ HALVES = ("dev", "test", "dev2", "test2", "dev3", "test3", "dev4", "test4", "dev
           "dev7", "test7", "dev8", "test8", "dev9", "test9", "dev10", "test10", "dev11", "test11",
           "dev12", "test12", "dev13", "test13", "dev14", "test14", "dev15", "test15",
           "dev16", "test16", "dev17", "test17", "dev18", "test18", "dev19", "test19",
-          "dev20", "test20")
+          "dev20", "test20", "dev21", "test21")
 
 
 def _halve(reports: list[str], seed: int) -> tuple[list[str], list[str]]:
@@ -199,7 +207,8 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
          seed9: int = SEED9, seed10: int = SEED10, seed11: int = SEED11,
          seed12: int = SEED12, seed13: int = SEED13, seed14: int = SEED14,
          seed15: int = SEED15, seed16: int = SEED16, seed17: int = SEED17,
-         seed18: int = SEED18, seed19: int = SEED19, seed20: int = SEED20) -> dict:
+         seed18: int = SEED18, seed19: int = SEED19, seed20: int = SEED20,
+         seed21: int = SEED21) -> dict:
     """Round one ({"dev", "test"}: the old cases plus half of N01-N28, and the other half), round
     two ({"dev2", "test2"}: the halves of N29-N52), round three ({"dev3", "test3"}: the halves of
     N53-N76), round four ({"dev4", "test4"}: the halves of N77-N100), round five ({"dev5",
@@ -211,8 +220,9 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     N269-N288), round fourteen ({"dev14", "test14"}: the halves of N289-N308), round fifteen
     ({"dev15", "test15"}: the halves of N309-N328), round sixteen ({"dev16", "test16"}: the halves
     of N329-N348), round seventeen ({"dev17", "test17"}: the halves of N349-N368), round eighteen ({"dev18",
-    "test18"}: the halves of N369-N388), round nineteen ({"dev19", "test19"}: the halves of N389-N408) and round
-    twenty ({"dev20", "test20"}: the halves of N409-N428)."""
+    "test18"}: the halves of N369-N388), round nineteen ({"dev19", "test19"}: the halves of N389-N408), round
+    twenty ({"dev20", "test20"}: the halves of N409-N428) and round twenty-one ({"dev21", "test21"}: the halves
+    of N429-N448)."""
     dev, test = _halve(NEW, seed)
     dev2, test2 = _halve(NEW2, seed2)
     dev3, test3 = _halve(NEW3, seed3)
@@ -233,6 +243,7 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
     dev18, test18 = _halve(NEW18, seed18)
     dev19, test19 = _halve(NEW19, seed19)
     dev20, test20 = _halve(NEW20, seed20)
+    dev21, test21 = _halve(NEW21, seed21)
     return {"seed": seed, "dev": OLD + dev, "test": test, "seed2": seed2, "dev2": dev2, "test2": test2,
             "seed3": seed3, "dev3": dev3, "test3": test3, "seed4": seed4, "dev4": dev4, "test4": test4,
             "seed5": seed5, "dev5": dev5, "test5": test5, "seed6": seed6, "dev6": dev6, "test6": test6,
@@ -247,7 +258,8 @@ def draw(seed: int = SEED, seed2: int = SEED2, seed3: int = SEED3, seed4: int = 
             "seed17": seed17, "dev17": dev17, "test17": test17,
             "seed18": seed18, "dev18": dev18, "test18": test18,
             "seed19": seed19, "dev19": dev19, "test19": test19,
-            "seed20": seed20, "dev20": dev20, "test20": test20}
+            "seed20": seed20, "dev20": dev20, "test20": test20,
+            "seed21": seed21, "dev21": dev21, "test21": test21}
 
 
 def load() -> dict:

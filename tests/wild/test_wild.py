@@ -113,6 +113,11 @@ session 55 (test20 0 of 5 by cause, one symptom only; dev20 0 of 4; one twin wit
 to its case's bug: w437's lint ``device-mismatch``, a causal mask and position ids made in forward() without a device,
 docs/wild.md); development since: the development half's twins join ``DEV_NEW``.
 
+Round twenty-one (w455-w474: ``dev21``/``test21``, drawn after round twenty was measured): both halves are held out
+until the lead measures them (``runner.UNMEASURED`` leaves them out of the default selection); no test here
+runs an overt face on either half (neither is in ``EXPECTED``, ``DEV_NEW`` or ``TWIN_FINDINGS``,
+``test_round_twenty_one_is_held_out``).
+
 A new round adds its halves to ``runner.UNMEASURED`` until the lead measures it; no test here runs an overt face
 on a half listed there, and the suite checks only each such case's structure and, marked slow with plain
 ``python``, that each bug still changes its metric."""
@@ -789,6 +794,16 @@ def _pinned(cid: str, face: str) -> list[str]:
 def _dev_param(cid: str, face: str):
     marks = [pytest.mark.slow] if face == "run" else []
     return pytest.param(cid, face, id=f"{cid}-{face}", marks=marks)
+
+
+def test_round_twenty_one_is_held_out():
+    """Round twenty-one's halves stay out of every test that runs an overt face, and out of the runner's default
+    selection, until the lead measures them."""
+    from tests.wild.runner import UNMEASURED
+
+    assert {"dev21", "test21"} <= set(UNMEASURED)
+    held = {cid for cid, c in CASES.items() if half(c) in {"dev21", "test21"}}
+    assert not held & set(DEV_NEW) and not held & set(EXPECTED) and not held & set(TWIN_FINDINGS)
 
 
 def test_measured_rounds_are_in_the_default_selection():
