@@ -533,6 +533,12 @@ ENTRIES: tuple[Entry, ...] = (
           "classifier without its scale) or by a tanh stay in [-1, 1], so the loss has a floor far above zero, the "
           "soft-max stays nearly flat and the model learns slowly while the loss looks like it trains",
           _W, False, True),
+    Entry("squashed-twice", "OVT141", "a tanh or sigmoid applied to the output of the same function",
+          "a squashing function maps an unbounded input into its range; applied again to its own output (a "
+          "squashed Gaussian policy whose network already returns tanh(mean), a sigmoid of probabilities) its input "
+          "is confined to (-1, 1), so the outer output or its mode stays in (-0.762, 0.762) ((0.5, 0.731) for a "
+          "sigmoid): the ends of the range are out of reach and the model settles short of them while nothing fails",
+          _W, False, True),
     Entry("log-det-sign-flipped", "OVT375", "a flow's log-determinant returned with the wrong sign",
           "a function that returns its output with a log-determinant must return log |det| of its own Jacobian: "
           "its negative makes the change of variables reward the flow for shrinking the volume it should spread "

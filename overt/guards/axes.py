@@ -42,6 +42,9 @@ from overt.guards.axisrules import (covers_both_halves, moved_axis, single_tenso
 from overt.guards.check import Check
 from overt.guards.singleton import FUNCS as SINGLETON_FUNCS
 from overt.guards.singleton import SingletonAxes, caller
+from overt.guards.squashtwice import FUNCS as SQUASH_FUNCS
+from overt.guards.squashtwice import SquashTwice
+from overt.guards.squashtwice import caller as squash_caller
 from overt.guards.swapped import Swapped, compiling
 from overt.guards.watched import storage_ptr
 from overt.guards.where import is_overt_file, is_user_file, short_location
@@ -89,6 +92,7 @@ class AxisChecks(Check):
         self.mode: _IndexMode | None = None  # sees the indexing while a window is open
         self.eval_left = 0  # evaluation forwards left to look at in this one
         self.singleton = SingletonAxes(session)  # softmax/argmax/... over a size-1 axis (singleton-axis)
+        self.squash = SquashTwice(session)  # a tanh/sigmoid of the same function's output (squashed-twice)
         aside.EARLY = True  # the first checked steps: the window is open or opens (aside.hook)
 
     # -- the window ---------------------------------------------------------------------------------
@@ -141,6 +145,7 @@ class AxisChecks(Check):
 
     def after_checked_step(self, oi: OptInfo) -> None:
         self.looked += 1
+        self.squash.step_done()
         if self.looked >= LOOK_STEPS:
             aside.EARLY = False
             self.eval_left = 0
@@ -161,6 +166,7 @@ class AxisChecks(Check):
 
     def _unwrap(self) -> None:
         self.bidi = []
+        self.squash.step_done()
         _WRAPPERS.stop(self)
         mode, self.mode = self.mode, None
         if mode is not None:
@@ -392,8 +398,16 @@ class _IndexMode(TorchFunctionMode):
         out = inner(*args, **kwargs)
         try:
             known = SINGLETON_FUNCS.get(inner)  # inline: this runs on every torch call of the window
+            squash = SQUASH_FUNCS.get(inner)
         except TypeError:  # an unhashable callable
-            known = None
+            known = squash = None
+        if squash is not None and args:
+            try:
+                loc = squash_caller(sys._getframe(1), _own)
+                if loc is not None:
+                    self.check.squash.call(squash, args[0], out, loc)
+            except Exception as exc:  # noqa: BLE001
+                self.check.s.check_failed(self.check, exc)
         if known is not None and args and isinstance(args[0], torch.Tensor):
             try:
                 loc = caller(sys._getframe(1), _own)

@@ -2,8 +2,9 @@
 session 49).
 
 A function named after a return, an advantage or a value target (``gae``, ``compute_gae``, ``compute_returns``,
-``compute_value_targets``, ``discount_rewards`` ...) whose parameters say which argument holds the rewards, which
-the values, which the episode-end flags and which number is the discount gives values that one recursion fixes:
+``compute_value_targets``, ``discount_rewards``, ``reward_to_go`` ...) whose parameters say which argument holds
+the rewards, which the values, which the episode-end flags and which number is the discount gives values that one
+recursion fixes:
 
     delta_t = r_t + gamma * c_t * V_{t+1} - V_t
     A_t     = delta_t + gamma * lambda * c_t * A_{t+1},   A_T = 0
@@ -16,7 +17,8 @@ one" (``c_t = 1 - done_{t+1}``, the last from a ``next_done`` argument), masks (
 first or on the other axis where the shapes allow both, the advantages, the returns, or either standardised (any
 positive affine map of them over the whole call), a tuple holding one of them; with values but no lambda, the TD(0)
 target and the bootstrapped Monte Carlo return.  A discount and a lambda are read from the call, or from a global
-the function's code names (``GAMMA``, ``LAM``).
+the function's code names (``GAMMA``, ``LAM``); a return function with neither, whose code can hold no other
+discount (:mod:`overt.guards.undiscounted`), is read as undiscounted (gamma = 1; session 56, w324).
 
 Silent when the call does not have this form: no reward or discount identified, arguments that are neither of
 the roles nor flags (a truncation array, a clip value, weights), flags that are not 0/1, shapes that do not line
@@ -30,6 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+
+from overt.guards.undiscounted import no_discount_possible
 
 MAX_NUMEL = 1_000_000
 #: name words of a function that computes returns, advantages or value targets
@@ -54,7 +58,8 @@ def definition_of(words: frozenset[str] | set[str]) -> str | None:
     if words & _NOT:
         return None
     if words & _CLAIMS or ({"target", "targets"} & words and {"value", "values", "td", "q"} & words) \
-            or ("discount" in words and {"reward", "rewards"} & words):
+            or ("discount" in words and {"reward", "rewards"} & words) or {"to", "go"} <= words \
+            or {"rtg", "rtgs"} & words:
         return "returns"
     return None
 
@@ -206,6 +211,8 @@ def roles(fn: Callable, words: frozenset[str], bound: dict[str, Any]) -> _Roles 
         found = _global(fn, _GAMMA)
         if found is not None:
             out.names["gamma"], out.gamma = f"global {found[0]}", found[1]
+    if out.gamma is None and out.values is None and out.lam is None and no_discount_possible(fn):
+        out.names["gamma"], out.gamma = "none in its code: undiscounted", 1.0
     if out.lam is None and out.values is not None:
         found = _global(fn, _LAMBDA)
         if found is not None:
@@ -395,6 +402,7 @@ def check(fn: Callable, name: str, bound: dict[str, Any], result: Any, words: fr
     if ro.flags_seen:
         lams = sorted(set(lams) | {0.0, 1.0})  # a switch may turn GAE into TD(0) or Monte Carlo returns
     best = None  # (gap, layout, convention, lambda, references, key, output) nearest to the call's output
+    per_layout: dict[str, tuple] = {}  # the same, per layout of the call's arrays
     for lay in layouts(ro):
         shaped = [s for s in (_as_layout(o, lay) for o in outputs) if s is not None]
         if not shaped:
@@ -412,8 +420,13 @@ def check(fn: Callable, name: str, bound: dict[str, Any], result: Any, words: fr
                         gap = float((o - x).abs().max())
                         if best is None or gap < best[0]:
                             best = (gap, lay, label, lam, refs, key, o, shaped)
+                        if lay.label not in per_layout or gap < per_layout[lay.label][0]:
+                            per_layout[lay.label] = (gap, lay, label, lam, refs, key, o, shaped)
     if best is None:
         return None
+    for near in sorted(per_layout.values(), key=lambda b: b[0]):  # the layout whose slip has a name, if any
+        if _diagnose(near[1], ro, lams, near[7]) is not None:
+            return ("differ", *_explain(name, ro, lams, near))
     return ("differ", *_explain(name, ro, lams, best))
 
 
@@ -471,7 +484,31 @@ def _diagnose(lay: _Layout, ro: _Roles, lams: list[float], shaped: list[torch.Te
         if any(_close(o, fwd) for o in shaped):
             return ("it accumulates forward in time: each step gets the discounted sum of the rewards before it, "
                     "not after it")
+        for o in shaped:
+            cut = _carry_cut_steps(lay.r, o, ro.gamma)
+            if cut:
+                return (f"it drops the backward carry at step(s) {', '.join(map(str, cut[:6]))} (G_t = r_t there "
+                        "although G_t+1 is not 0) where no episode-end flag it was given ends an episode (a mask of "
+                        "the sequence's tokens or of its padding multiplied into the running return): the rewards "
+                        "after those steps never reach the steps before them")
     return None
+
+
+def _carry_cut_steps(r: torch.Tensor, o: torch.Tensor, gamma: float) -> list[int]:
+    """Steps t after which ``o`` restarts the return (o_t = r_t where the carry G_t+1 is not 0) while every other
+    step follows G_t = r_t + gamma G_t+1; empty when ``o`` is not of this form."""
+    tol = 1e-4 * max(float(o.abs().max()), 1e-3) + 1e-6
+    if not bool(((o[-1] - r[-1]).abs() <= tol).all()):
+        return []
+    cut = []
+    for t in range(r.shape[0] - 1):
+        carried = (o[t] - r[t] - gamma * o[t + 1]).abs() <= tol
+        reset = (o[t] - r[t]).abs() <= tol
+        if not bool((carried | reset).all()):
+            return []
+        if bool((reset & ~carried).any()):
+            cut.append(t)
+    return cut
 
 
 def _explain(name: str, ro: _Roles, lams: list[float], best) -> tuple[str, str]:

@@ -281,3 +281,97 @@ def test_a_gae_that_masks_its_carry_again_is_named_with_its_lambda_read_from_a_g
     twin = GLOBAL_LAMBDA.format(carry="last = adv[t]") \
         + ROLLOUT.format(call="gae(rewards, values.detach(), dones, next_value)")
     assert _run(tmp_path, twin) == [] and _ran(tmp_path)
+
+
+# session 56 (w324): a return function with no discount anywhere in its code is read as undiscounted (gamma = 1)
+REINFORCE = '''
+MASK = {mask}
+
+
+def reward_to_go(rews):
+{body}
+
+
+opt2 = torch.optim.Adam(model.parameters(), lr=1e-2)  # its own step count: its first steps are checked
+for step in range(6):
+    i = (step * 40) % 1200
+    xb = x[i:i + 40].reshape(8, 5, 64)  # 8 episodes of 5 steps: a sequence of guesses on digits
+    yb = y[i:i + 40].reshape(8, 5)
+    dist = torch.distributions.Categorical(logits=model(xb))
+    a = dist.sample()
+    rews = (a == yb).float()
+    with torch.no_grad():
+        rtg = torch.stack([reward_to_go(r) for r in rews])
+    loss = -(dist.log_prob(a) * rtg).mean()
+    opt2.zero_grad()
+    loss.backward()
+    opt2.step()
+open(__file__ + ".done", "w").write("ran to its end")
+'''
+RTG_TWIN = '''    out, running = torch.zeros_like(rews), 0.0
+    for t in reversed(range(len(rews))):
+        running = rews[t] + running
+        out[t] = running
+    return out'''
+
+
+def test_an_undiscounted_reward_to_go_that_sums_past_rewards_is_found_and_its_twin_is_quiet(tmp_path):
+    """Another slip than the case's: Spinning Up's reward-to-go written as a forward cumulative sum."""
+    bug = REINFORCE.format(mask="None", body="    return torch.cumsum(rews, 0)")
+    findings = _run(tmp_path, bug)
+    assert "targets-off-recursion" in _slugs(findings), findings
+    message = next(f["message"] for f in findings if f["slug"] == "targets-off-recursion")
+    assert "undiscounted" in message and "forward in time" in message, message
+    assert _run(tmp_path, REINFORCE.format(mask="None", body=RTG_TWIN)) == [] and _ran(tmp_path)
+
+
+def test_a_return_scan_cut_by_a_token_mask_is_named_and_its_twin_is_quiet(tmp_path):
+    """The family of w324 on another layout: a mask over the steps (0 where a tool wrote) multiplied into the
+    running return of an undiscounted reward-to-go over one episode."""
+    body = RTG_TWIN.replace("        out[t] = running", "        out[t] = running\n        running = running * MASK[t]")
+    findings = _run(tmp_path, REINFORCE.format(mask="torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0])", body=body))
+    assert _slugs(findings) == ["targets-off-recursion"], findings
+    assert "drops the backward carry at step(s) 1 " in findings[0]["message"], findings[0]["message"]
+    twin = REINFORCE.format(mask="torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0])", body=RTG_TWIN)
+    assert _run(tmp_path, twin) == [] and _ran(tmp_path)
+
+
+def test_a_discount_the_code_may_hold_keeps_an_unnamed_gamma_silent():
+    """No discount argument or discount global: gamma = 1 only when nothing in the code can be another one."""
+    rewards = torch.tensor([0.0, 1.0, 0.0, 2.0, 1.0])
+    discounted = torch.tensor([sum(0.9 ** k * float(r) for k, r in enumerate(rewards[t:])) for t in range(5)])
+
+    def literal_returns(rewards):
+        out, g = torch.zeros_like(rewards), 0.0
+        for t in reversed(range(len(rewards))):
+            g = rewards[t] + 0.9 * g
+            out[t] = g
+        return out
+
+    class Config:
+        gamma = 0.9
+
+    cfg = Config()
+
+    def config_returns(rewards):
+        return literal_returns(rewards) if cfg.gamma else rewards
+
+    def helper_returns(rewards):
+        return literal_returns(rewards)
+
+    assert _check(literal_returns, discounted, rewards=rewards) is None
+    assert _check(config_returns, discounted, rewards=rewards) is None
+    assert _check(helper_returns, discounted, rewards=rewards) is None  # a closure over a helper: unreadable
+
+
+def test_undiscounted_returns_agree_in_their_accepted_forms():
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 2.0], [1.0, 0.0, 0.0, 1.0]])
+
+    def compute_returns(rewards):
+        return torch.flip(torch.cumsum(torch.flip(rewards, [1]), 1), [1])
+
+    found = _check(compute_returns, compute_returns(rewards), rewards=rewards)
+    assert found is not None and found[0] == "agree", found
+    out = compute_returns(rewards)
+    found = _check(compute_returns, (out - out.mean()) / out.std(), rewards=rewards)
+    assert found is not None and found[0] == "agree", found

@@ -673,6 +673,12 @@ EXPECTED = {
     "w437_perplexity_masks_start_token": ("run",),
     "w445_action_loss_mask_inverted": ("run",),
     "w447_sft_loss_mask_drops_first_response_token": ("run",),
+    # session 56 (rl21): a return function with no discount anywhere in its code is read as undiscounted
+    # (targets-off-recursion widened, undiscounted.py): a reverse scan whose carry a token mask resets
+    "w324_return_scan_reset_at_observation_tokens": ("run",),
+    # session 56 (rl21): a tanh applied to a tanh's output (plus noise): the policy's mean squashed twice
+    # (squashed-twice, squashtwice.py)
+    "w341_policy_mean_squashed_twice": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
