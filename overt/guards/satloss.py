@@ -1,29 +1,32 @@
-"""Guard on a loss that is a plain sum of sigmoids of the model's scores (slug ``loss-saturates-when-wrong``;
-issue 33, the wild corpus's w443).
+"""Guard on a pairwise loss that is a plain sum of sigmoids of a margin between the model's scores (slug
+``loss-saturates-when-wrong``; issue 33, the wild corpus's w443).
 
-Premise, one sentence: a loss that trains a per-example score (a logit, a reward margin, a ranking margin) gives
-the examples it gets most wrong at least as much gradient as the ones near its decision boundary -- true of the
-log-sigmoid (Bradley-Terry, BPR, logistic), softplus, hinge, margin-ranking and cross-entropy losses alike -- so in
-a correct program no example the model scores confidently wrong is left without gradient.
+Premise, one sentence: a ranking or preference loss on the margin between two scores (chosen minus rejected,
+positive minus negative) gives the pairs it gets most wrong at least as much gradient as the pairs near its decision
+boundary -- true of the log-sigmoid (Bradley-Terry, BPR, DPO), softplus, hinge, margin-ranking and InfoNCE losses
+alike -- so in a correct program no pair the model ranks confidently wrong is left without gradient.
 
-A loss that is *linear in* ``sigmoid(score)`` (``-sigmoid(margin).mean()``, ``(1 - sigmoid(margin)).sum()``: the
-``log`` of ``-log sigmoid`` left out) breaks it: its gradient on the score is ``sigmoid'(score)``, which peaks at the
-boundary and vanishes on the examples on the wrong side by a wide margin.  Nothing fails, the loss falls, and the
+A loss that is *linear in* ``sigmoid(margin)`` (``-sigmoid(margin).mean()``, ``(1 - sigmoid(x_uij)).sum()``: the
+``log`` of ``-log sigmoid`` left out) breaks it: its gradient on the margin is ``sigmoid'(margin)``, which peaks at
+the boundary and vanishes on the pairs ranked wrong by a wide margin.  Nothing fails, the loss falls, and the
 worst-ranked pairs are never corrected.
 
 What is observed, on checked training steps only (:mod:`overt.guards.termscale`'s wrapper of
 ``torch.autograd.backward`` hands it the root before the user's backward runs): the root's graph is walked through
-linear nodes only (reductions, sign changes, sums of terms, scalar factors and divisors, ``1 - x``, reshapes); a
-``sigmoid`` reached that way, with at least :data:`MIN_ELEMENTS` elements, whose input reaches the output of a
-watched model within :data:`MODEL_DEPTH` nodes, is a loss linear in a sigmoid of the model's scores.  The walk knows
-the sign with which the sigmoid enters the loss, so which side is wrong: where the loss decreases as the sigmoid
-grows, an element below :data:`WRONG` is confidently wrong (its gradient is under a fifth of the boundary's); the
-count of such elements is queued with the step's deferred reads (no synchronisation of its own).
+linear nodes only (reductions, sign changes, sums of terms, scalar factors and divisors, ``1 - x``, reshapes,
+concatenations); a ``sigmoid`` reached that way, with at least :data:`MIN_ELEMENTS` elements, whose input is a
+difference of two tensors that both carry a gradient (possibly reshaped or scaled by a positive number: a
+temperature, DPO's beta) and reaches the output of a watched model within :data:`MODEL_DEPTH` nodes, is a pairwise
+loss linear in a sigmoid of the margin.  The walk knows the sign with which the sigmoid enters the loss, so which
+side is wrong: where the loss falls as the sigmoid grows, an element below :data:`WRONG` is a pair ranked
+confidently wrong (its gradient is under a fifth of a boundary pair's); the count of such elements is queued with
+the step's deferred reads (no synchronisation of its own).
 
-Reported at the backward's line when that count was non-zero on :data:`SAME` probes of different steps.  Silent: a
-sigmoid weighted by a tensor (a label or mask factor: its sign per element is not read), a sigmoid followed by any
-non-linear function (a ``log``, a square, a BCE), a sigmoid of something no watched model produced (a learned gate
-or coefficient), a run in which the model never scores an example confidently wrong (then nothing is lost).  A
+Reported at the backward's line when that count was non-zero on :data:`SAME` probes of different steps.  Silent:
+a sigmoid weighted by a tensor (a label or mask factor: its sign per element is not read), a sigmoid followed by any
+non-linear function (a ``log``, a square, a BCE), a sigmoid of one score rather than of a difference (a gate, a
+penalty on gate activations, a per-example soft accuracy), a sigmoid of something no watched model produced (a
+learned coefficient), a run in which the model never ranks a pair confidently wrong (then nothing is lost).  A
 ramp (sigmoid) loss chosen on purpose for robustness to label noise has exactly this gradient and is reported too:
 the message says so.
 """
@@ -46,12 +49,17 @@ MIN_ELEMENTS = 8  # a sigmoid of fewer elements is a gate or a coefficient, not 
 MAX_SITES = 4  # backward lines followed
 MAX_WALK = 64  # linear nodes walked from the root
 MAX_SIGMOIDS = 4  # sigmoids followed per backward
-MODEL_DEPTH = 12  # nodes searched below the sigmoid for a watched model's output
+MODEL_DEPTH = 16  # nodes searched below the sigmoid for a watched model's output
+MARGIN_DEPTH = 4  # nodes (reshapes, a positive scale) passed below the sigmoid to reach the margin's subtraction
 _PASS = frozenset((
     "MeanBackward0", "MeanBackward1", "SumBackward0", "SumBackward1", "ViewBackward0", "UnsafeViewBackward0",
     "ReshapeAliasBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0",
     "ExpandBackward0", "CloneBackward0", "ToCopyBackward0", "AddBackward0", "AddBackward1", "SubBackward1",
     "CatBackward0", "SelectBackward0", "SliceBackward0",
+))
+_SHAPE = frozenset((
+    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "SqueezeBackward0", "SqueezeBackward1",
+    "SqueezeBackward2", "UnsqueezeBackward0", "CloneBackward0", "ToCopyBackward0",
 ))
 _FLIP = frozenset(("NegBackward0", "RsubBackward1"))  # -x and c - x
 
@@ -72,7 +80,8 @@ class SaturatedLossChecks(Check):
         self.sites: dict[str, _Site] = {}
 
     def on_backward(self, tensors: Any, outputs: dict[int, Any]) -> None:
-        """Find the sigmoids a checked step's loss is linear in and queue how many elements are confidently wrong."""
+        """Find the sigmoids of a margin a checked step's loss is linear in; queue how many pairs are ranked
+        confidently wrong."""
         if isinstance(tensors, (list, tuple)):
             tensors = tensors[0] if len(tensors) == 1 else None
         if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or tensors.grad_fn is None or not outputs:
@@ -114,17 +123,16 @@ class SaturatedLossChecks(Check):
 
     def _report(self, loc: str, seen: list[tuple[int, int, int]]) -> None:
         shown = ", ".join(f"{w} of {n} at step {s}" for s, w, n in seen[:4])
-        msg = (f"The loss backwarded at {loc} is linear in a sigmoid of the model's scores (such as "
-               "-sigmoid(margin).mean(), 1 - sigmoid(score)): its gradient on each score is sigmoid'(score), "
-               "largest at the decision boundary and vanishing on the examples the model gets most wrong. "
-               f"Elements scored confidently wrong (sigmoid beyond {WRONG} on the side the loss pushes away "
-               f"from), each with under a fifth of the gradient of a boundary example: {shown}. Those examples "
-               "(a reward model's worst-ranked pairs, a classifier's confident mistakes) are never corrected, "
-               "while the loss falls normally. A log-sigmoid (Bradley-Terry, BPR, logistic) loss gives them the "
-               "largest gradient instead. If a bounded ramp loss was chosen on purpose for label noise, this "
-               "is its known cost.")
-        fix = ("take the log: -F.logsigmoid(margin).mean() (equivalently F.softplus(-margin).mean()) for a pairwise "
-               "preference or BPR loss, F.binary_cross_entropy_with_logits(score, target) for a per-example one.")
+        msg = (f"The loss backwarded at {loc} is linear in a sigmoid of a margin between the model's scores (such "
+               "as -sigmoid(chosen - rejected).mean() or 1 - sigmoid(pos - neg): a log-sigmoid loss without its "
+               "log). Its gradient on each margin is sigmoid'(margin), largest at the decision boundary and "
+               "vanishing on the pairs the model ranks most wrong. Pairs ranked confidently wrong (sigmoid beyond "
+               f"{WRONG} on the side the loss pushes away from, each with under a fifth of a boundary pair's "
+               f"gradient): {shown}. Those pairs (a reward model's worst-ranked preferences, a recommender's "
+               "liked items scored far below unliked ones) are never corrected while the loss falls normally; a "
+               "log-sigmoid (Bradley-Terry, BPR, DPO) loss gives them the largest gradient instead. If a bounded "
+               "ramp loss was chosen on purpose for label noise, this is its known cost.")
+        fix = ("take the log: -F.logsigmoid(margin).mean(), equivalently F.softplus(-margin).mean().")
         self.s.report("loss-saturates-when-wrong", msg, where=loc, fix=fix, key=loc)
 
 
@@ -141,7 +149,7 @@ def _linear_sigmoids(root: Any) -> list[tuple[Any, int, torch.Tensor]]:
         nxt = [n for n, _ in node.next_functions]
         if kind == "SigmoidBackward0":
             y = _saved(node, "_saved_result")
-            if y is not None and y.numel() >= MIN_ELEMENTS:
+            if y is not None and y.numel() >= MIN_ELEMENTS and _is_margin(node.next_functions[0][0]):
                 out.append((node, sign, y))
             continue
         if kind in _PASS:
@@ -173,6 +181,22 @@ def _linear_sigmoids(root: Any) -> list[tuple[Any, int, torch.Tensor]]:
                 seen.add(n)
                 todo.append((n, s))
     return out
+
+
+def _is_margin(node: Any) -> bool:
+    """Whether ``node`` (a sigmoid's input) is a difference of two tensors that both carry a gradient -- a margin
+    between two scores -- possibly scaled by a positive number (a temperature, DPO's beta) or reshaped."""
+    for _ in range(MARGIN_DEPTH):
+        kind = type(node).__name__
+        nxt = [n for n, _ in node.next_functions] if node is not None else []
+        if kind == "SubBackward0":
+            return len(nxt) == 2 and all(n is not None for n in nxt)
+        if kind in _SHAPE or kind in ("MulBackward1", "DivBackward1") and _number(
+                _saved_any(node, "_saved_other")) > 0:
+            node = nxt[0] if nxt else None
+            continue
+        return False
+    return False
 
 
 def _reaches_model(node: Any, outputs: dict[int, Any]) -> bool:
