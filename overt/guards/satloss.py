@@ -167,10 +167,10 @@ def _linear_sigmoids(root: Any) -> list[tuple[Any, int, torch.Tensor]]:
         elif kind in ("MulBackward0", "DivBackward0") and len(nxt) == 2 and nxt[1] is None or \
                 kind == "MulBackward0" and len(nxt) == 2 and nxt[0] is None:
             k = 0 if nxt[1] is None else 1  # the factor with a gradient
-            const = _saved(node, "_saved_other" if k == 0 else "_saved_self")
-            if const is None or const.numel() != 1:
+            const = _saved_any(node, "_saved_other" if k == 0 else "_saved_self")
+            if not isinstance(const, torch.Tensor) or const.numel() != 1:
                 continue  # a per-element weight: its sign is not read
-            factor = _number(const)
+            factor = _number(const)  # a count or a coefficient on the CPU; a device scalar is not read
             if factor == 0 or factor != factor:
                 continue
             following = [(nxt[k], sign if factor > 0 else -sign)]
