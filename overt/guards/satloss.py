@@ -50,6 +50,7 @@ MAX_SITES = 4  # backward lines followed
 MAX_WALK = 64  # linear nodes walked from the root
 MAX_SIGMOIDS = 4  # sigmoids followed per backward
 MODEL_DEPTH = 16  # nodes searched below the sigmoid for a watched model's output
+MAX_NODES = 4096  # graph nodes visited below one sigmoid
 MARGIN_DEPTH = 4  # nodes (reshapes, a positive scale) passed below the sigmoid to reach the margin's subtraction
 _PASS = frozenset((
     "MeanBackward0", "MeanBackward1", "SumBackward0", "SumBackward1", "ViewBackward0", "UnsafeViewBackward0",
@@ -209,7 +210,7 @@ def _reaches_model(node: Any, outputs: dict[int, Any]) -> bool:
             if id(n) in outputs and outputs[id(n)] is n:
                 return True
             for m, _ in n.next_functions:
-                if m is not None and m not in seen:
+                if m is not None and m not in seen and len(seen) < MAX_NODES:
                     seen.add(m)
                     nxt.append(m)
         level = nxt
