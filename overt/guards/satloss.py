@@ -15,7 +15,7 @@ What is observed, on checked training steps only (:mod:`overt.guards.termscale`'
 ``torch.autograd.backward`` hands it the root before the user's backward runs): the root's graph is walked through
 linear nodes only (reductions, sign changes, sums of terms, scalar factors and divisors, ``1 - x``, reshapes,
 concatenations); a ``sigmoid`` reached that way, with at least :data:`MIN_ELEMENTS` elements, whose input is a
-difference of two tensors that both carry a gradient (possibly reshaped or scaled by a positive number: a
+difference of two tensors that both carry a gradient (possibly reshaped or scaled by a number: a
 temperature, DPO's beta) and reaches the output of a watched model within :data:`MODEL_DEPTH` nodes, is a pairwise
 loss linear in a sigmoid of the margin.  The walk knows the sign with which the sigmoid enters the loss, so which
 side is wrong: where the loss falls as the sigmoid grows, an element below :data:`WRONG` is a pair ranked
@@ -160,21 +160,9 @@ def _linear_sigmoids(root: Any) -> list[tuple[Any, int, torch.Tensor]]:
         elif kind == "SubBackward0" and len(nxt) == 2:
             alpha = getattr(node, "_saved_alpha", 1)
             following = [(nxt[0], sign), (nxt[1], -sign if _number(alpha) > 0 else sign)]
-        elif kind in ("MulBackward1", "DivBackward1"):
-            factor = _number(_saved_any(node, "_saved_other"))
-            if factor == 0 or factor != factor:
-                continue
-            following = [(n, sign if factor > 0 else -sign) for n in nxt]
-        elif kind in ("MulBackward0", "DivBackward0") and len(nxt) == 2 and nxt[1] is None or \
-                kind == "MulBackward0" and len(nxt) == 2 and nxt[0] is None:
-            k = 0 if nxt[1] is None else 1  # the factor with a gradient
-            const = _saved_any(node, "_saved_other" if k == 0 else "_saved_self")
-            if not isinstance(const, torch.Tensor) or const.numel() != 1:
-                continue  # a per-element weight: its sign is not read
-            factor = _number(const)  # a count or a coefficient on the CPU; a device scalar is not read
-            if factor == 0 or factor != factor:
-                continue
-            following = [(nxt[k], sign if factor > 0 else -sign)]
+        elif _scaled(node) is not None:
+            below, factor = _scaled(node)  # type: ignore[misc]
+            following = [(below, sign if factor > 0 else -sign)]
         else:
             continue
         for n, s in following:
@@ -184,17 +172,42 @@ def _linear_sigmoids(root: Any) -> list[tuple[Any, int, torch.Tensor]]:
     return out
 
 
+def _scaled(node: Any) -> tuple[Any, float] | None:
+    """``(the node below, the factor)`` where ``node`` multiplies or divides by a non-zero number: a Python scalar
+    (``MulBackward1``, ``DivBackward1``, or a wrapped scalar with no gradient) or a one-element CPU tensor that
+    carries none (a count, a coefficient); None otherwise (a per-element weight: its sign per element is not read;
+    a device scalar is not read, so no synchronisation)."""
+    kind = type(node).__name__
+    nxt = [n for n, _ in node.next_functions]
+    if kind in ("MulBackward1", "DivBackward1") and nxt:
+        factor = _number(_saved_any(node, "_saved_other"))
+        return (nxt[0], factor) if factor == factor and factor != 0 else None
+    if kind not in ("MulBackward0", "DivBackward0") or len(nxt) != 2 or (nxt[0] is None) == (nxt[1] is None):
+        return None
+    if kind == "DivBackward0" and nxt[1] is not None:
+        return None  # a division by something with a gradient
+    k = 0 if nxt[1] is None else 1  # the factor with a gradient
+    const = _saved_any(node, "_saved_other" if k == 0 else "_saved_self")
+    if not isinstance(const, torch.Tensor) or const.numel() != 1:
+        return None
+    factor = _number(const)
+    return (nxt[k], factor) if factor == factor and factor != 0 else None
+
+
 def _is_margin(node: Any) -> bool:
     """Whether ``node`` (a sigmoid's input) is a difference of two tensors that both carry a gradient -- a margin
-    between two scores -- possibly scaled by a positive number (a temperature, DPO's beta) or reshaped."""
+    between two scores -- possibly scaled by a number (a temperature, DPO's beta) or reshaped."""
     for _ in range(MARGIN_DEPTH):
         kind = type(node).__name__
         nxt = [n for n, _ in node.next_functions] if node is not None else []
         if kind == "SubBackward0":
             return len(nxt) == 2 and all(n is not None for n in nxt)
-        if kind in _SHAPE or kind in ("MulBackward1", "DivBackward1") and _number(
-                _saved_any(node, "_saved_other")) > 0:
+        if kind in _SHAPE:
             node = nxt[0] if nxt else None
+            continue
+        scaled = _scaled(node)
+        if scaled is not None:
+            node = scaled[0]
             continue
         return False
     return False

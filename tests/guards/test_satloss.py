@@ -115,3 +115,31 @@ def test_a_sigmoid_loss_with_no_pair_confidently_wrong_is_quiet():
             yield -torch.sigmoid(0.1 * margin).mean()
 
     assert _found(guarded_fit(model.parameters(), losses(), lr=1e-4)) == []
+
+
+def test_the_walk_reads_the_sign_and_the_scale_of_each_form():
+    """The graph walk alone, on real graphs: which forms are a loss linear in a sigmoid of a margin, and the sign
+    with which the sigmoid enters (-1: the loss falls as it grows)."""
+    from overt.guards.satloss import _linear_sigmoids
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    x = torch.randn(16, 4)
+    pick = torch.zeros(16, 1, dtype=torch.long)
+    chosen = F.log_softmax(model(x), -1).gather(1, pick).squeeze(1)
+    rejected = F.log_softmax(model(x + 1), -1).gather(1, pick).squeeze(1)
+    ref = torch.randn(16)
+    forms = {
+        "dpo without its log": (-torch.sigmoid(0.1 * ((chosen - ref) - (rejected - ref))).mean(), [-1]),
+        "a tensor beta": (-torch.sigmoid(torch.tensor(0.1) * (chosen - rejected)).mean(), [-1]),
+        "a temperature divisor": (-torch.sigmoid((chosen - rejected) / 0.5).mean(), [-1]),
+        "half of one minus": (0.5 * (1 - torch.sigmoid(chosen - rejected)).mean(), [-1]),
+        "summed over a count": (torch.sigmoid(rejected - chosen).sum() / 16, [1]),
+        "beside a penalty": ((1 - torch.sigmoid(chosen - rejected)).mean() + 1e-4 * chosen.pow(2).mean(), [-1]),
+        "dpo": (-F.logsigmoid(0.1 * (chosen - rejected)).mean(), []),
+        "one score": (torch.sigmoid(chosen).mean(), []),
+        "weighted per element": ((torch.rand(16) * torch.sigmoid(chosen - rejected)).mean(), []),
+        "squared": ((1 - torch.sigmoid(chosen - rejected)).pow(2).mean(), []),
+    }
+    for name, (loss, signs) in forms.items():
+        assert [s for _, s, _ in _linear_sigmoids(loss.grad_fn)] == signs, name
