@@ -976,6 +976,12 @@ ENTRIES: tuple[Entry, ...] = (
           "becomes deterministic and the codes drift from the prior (a VAE becomes an autoencoder whose prior "
           "samples decode to nothing), with no error",
           _W, False, True),
+    Entry("loss-saturates-when-wrong", "OVT556", "a pairwise loss linear in a sigmoid of the margin between two "
+          "scores (the log of a log-sigmoid loss left out)",
+          "-sigmoid(chosen - rejected) in place of -logsigmoid(chosen - rejected) has the same optimum but a gradient "
+          "sigmoid'(margin) that vanishes on the pairs the model ranks confidently wrong: a reward model's or a "
+          "recommender's worst-ranked pairs are never corrected, while the loss falls normally",
+          _W, False, True),
     Entry("adapter-not-identity-at-init", "OVT438", "an adapter whose added branch is not zero before training",
           "a LoRA or adapter branch added to a frozen pretrained module must start at zero (one factor, LoRA's B "
           "or the up-projection, initialised to zero): drawn at random it perturbs every adapted layer at step 0, "

@@ -181,7 +181,9 @@ ADDED = {"squashed-twice", "generation-reads-untrained-position", "response-mask
          # session 55 (optdata20): the splits of one data set share its attributes
          "split-attribute-shared",
          # session 55 (grid20): grid_sample reads the image it is given
-         "grid-in-pixel-units", "grid-normalised-by-size"}
+         "grid-in-pixel-units", "grid-normalised-by-size",
+         # session 56 (rank21): a ranking loss pushes hardest on the pairs it gets most wrong
+         "loss-saturates-when-wrong"}
 
 
 def test_slugs_and_codes_are_unique_and_match_the_shared_catalog():

@@ -24,6 +24,7 @@ from overt.guards.data import DataChecks
 from overt.guards.datamut import DataMutationChecks
 from overt.guards.deadterm import DeadTermChecks
 from overt.guards.pgzero import PolicyZeroChecks
+from overt.guards.satloss import SaturatedLossChecks
 from overt.guards.distributed import DistributedChecks
 from overt.guards.dropout import DropoutChecks
 from overt.guards.adversary import AdversaryChecks
@@ -191,6 +192,7 @@ CHECKS: tuple[type[Check], ...] = (
     TermScaleChecks,
     DeadTermChecks,
     PolicyZeroChecks,
+    SaturatedLossChecks,
     MaskPickChecks,
     ProbTargetChecks,
     TargetCopyChecks,
