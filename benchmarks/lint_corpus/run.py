@@ -1,6 +1,6 @@
 """Lint a corpus of public PyTorch projects and say how precise lint is on it.
 
-    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test|fresh3-dev|fresh3-test|fresh4-dev|fresh4-test|fresh5-dev|fresh5-test|fresh6-dev|fresh6-test|fresh7-dev|fresh7-test|fresh8-dev|fresh8-test|fresh9-dev|fresh9-test|fresh10-dev|fresh10-test]
+    python benchmarks/lint_corpus/run.py [--group tuned|known|dev|test|fresh-dev|fresh-test|fresh2-dev|fresh2-test|fresh3-dev|fresh3-test|fresh4-dev|fresh4-test|fresh5-dev|fresh5-test|fresh6-dev|fresh6-test|fresh7-dev|fresh7-test|fresh8-dev|fresh8-test|fresh9-dev|fresh9-test|fresh10-dev|fresh10-test|fresh11-dev|fresh11-test]
                                          [--mirror DIR] [--verdicts FILE]
                                          [--findings OUT] [--only SLUG,...]
 
@@ -33,7 +33,9 @@ ten more added in session 51 (``split-fresh6.json``, seed 20261207; ``verdicts-f
 ``verdicts-fresh8-dev.txt``, ``verdicts-fresh8-test.txt``); ``fresh9-dev`` and ``fresh9-test`` the two halves of ten
 more added in session 54 (``split-fresh9.json``, seed 20261213; ``verdicts-fresh9-dev.txt``,
 ``verdicts-fresh9-test.txt``); ``fresh10-dev`` and ``fresh10-test`` the two halves of ten more added in session 55
-(``split-fresh10.json``, seed 20261215; ``verdicts-fresh10-dev.txt``, ``verdicts-fresh10-test.txt``).  Projects whose
+(``split-fresh10.json``, seed 20261215; ``verdicts-fresh10-dev.txt``, ``verdicts-fresh10-test.txt``); ``fresh11-dev`` and
+``fresh11-test`` the two halves of ten more added in session 56 (``split-fresh11.json``, seed 20261217;
+``verdicts-fresh11-dev.txt``, ``verdicts-fresh11-test.txt``).  Projects whose
 manifest entry says ``"notebooks": true`` have their ``.ipynb`` files linted too.
 
 Printed: a per-project table (files, lines, findings, seconds) and a per-rule table of findings.
@@ -142,7 +144,7 @@ def _lines(path: Path) -> int:
 GROUPS = ("tuned", "known", "dev", "test", "fresh-dev", "fresh-test", "fresh2-dev", "fresh2-test", "fresh3-dev", "fresh3-test",
           "fresh4-dev", "fresh4-test", "fresh5-dev", "fresh5-test", "fresh6-dev", "fresh6-test",
           "fresh7-dev", "fresh7-test", "fresh8-dev", "fresh8-test", "fresh9-dev", "fresh9-test",
-          "fresh10-dev", "fresh10-test")
+          "fresh10-dev", "fresh10-test", "fresh11-dev", "fresh11-test")
 
 
 def select(projects: list[dict], group: str) -> list[dict]:
@@ -151,7 +153,8 @@ def select(projects: list[dict], group: str) -> list[dict]:
     split-fresh2.json; ``fresh3-dev``/``fresh3-test``: those of split-fresh3.json; ``fresh4-dev``/``fresh4-test``: those of
     split-fresh4.json; ``fresh5-dev``/``fresh5-test``: those of split-fresh5.json; ``fresh6-dev``/``fresh6-test``:
     those of split-fresh6.json; ``fresh7-dev``/``fresh7-test``: those of split-fresh7.json; ``fresh8-dev``/``fresh8-test``:
-    those of split-fresh8.json; ``fresh9-dev``/``fresh9-test``: those of split-fresh9.json; ``fresh10-dev``/``fresh10-test``: those of split-fresh10.json)."""
+    those of split-fresh8.json; ``fresh9-dev``/``fresh9-test``: those of split-fresh9.json; ``fresh10-dev``/``fresh10-test``: those of split-fresh10.json;
+    ``fresh11-dev``/``fresh11-test``: those of split-fresh11.json)."""
     if group == "tuned":
         return [p for p in projects if "group" not in p]
     if group == "known":

@@ -1,6 +1,6 @@
-"""Split the corpus's "new", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9" and "fresh10" projects into development and test halves by a seeded draw.
+"""Split the corpus's "new", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10" and "fresh11" projects into development and test halves by a seeded draw.
 
-    python benchmarks/lint_corpus/split.py    # writes split.json, split-fresh.json, split-fresh2.json, split-fresh3.json, split-fresh4.json, split-fresh5.json, split-fresh6.json, split-fresh7.json, split-fresh8.json, split-fresh9.json and split-fresh10.json beside this script
+    python benchmarks/lint_corpus/split.py    # writes split.json, split-fresh.json, split-fresh2.json, split-fresh3.json, split-fresh4.json, split-fresh5.json, split-fresh6.json, split-fresh7.json, split-fresh8.json, split-fresh9.json, split-fresh10.json and split-fresh11.json beside this script
 
 Held out means held out: the draw is made once, before any finding on these projects is read,
 and committed with its seed.  Rules are built against the development half only; the test half
@@ -27,6 +27,7 @@ FRESH7_SEED = 20261209  # the "fresh7" projects' draw (session 52)
 FRESH8_SEED = 20261211  # the "fresh8" projects' draw (session 53)
 FRESH9_SEED = 20261213  # the "fresh9" projects' draw (session 54)
 FRESH10_SEED = 20261215  # the "fresh10" projects' draw (session 55)
+FRESH11_SEED = 20261217  # the "fresh11" projects' draw (session 56)
 
 
 def draw(slugs: list[str], seed: int = SEED) -> dict[str, list[str]]:
@@ -48,7 +49,8 @@ def main() -> int:
                               ("fresh7", FRESH7_SEED, "split-fresh7.json"),
                               ("fresh8", FRESH8_SEED, "split-fresh8.json"),
                               ("fresh9", FRESH9_SEED, "split-fresh9.json"),
-                              ("fresh10", FRESH10_SEED, "split-fresh10.json")):
+                              ("fresh10", FRESH10_SEED, "split-fresh10.json"),
+                              ("fresh11", FRESH11_SEED, "split-fresh11.json")):
         halves = draw([p["slug"] for p in projects if p.get("group") == group], seed)
         (HERE / name).write_text(json.dumps(halves, indent=2) + "\n")
         print(f"{group}, seed {halves['seed']}: dev {len(halves['dev'])} {halves['dev']}\n"

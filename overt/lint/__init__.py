@@ -30,7 +30,7 @@ def lint_paths(paths: list[str | Path], config: LintConfig | None = None,
         config = load_config(find_pyproject(ps[0] if ps else Path.cwd()))
     files, errors = discover(ps, config.exclude, config.root)
     findings: list[Finding] = []
-    project = Project()
+    project = Project(config.root)
     with cyclic_gc_paused():
         for f in files:
             res = lint_file(f, config.rules_for(f), project)

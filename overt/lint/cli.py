@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
                 notes.append(note)
     findings = []
     fixed_notes: list[str] = []
-    project = Project()
+    project = Project(config.root)
     with cyclic_gc_paused():
         for f in files:
             select = config.rules_for(f)

@@ -185,6 +185,36 @@ def _callee(ix: FileIndex, call: ast.Call) -> tuple[FileIndex, FuncNode | None]:
     return ix, None
 
 
+_COPIES = frozenset({"deepcopy", "copy.deepcopy"})
+
+
+def _is_deep_copy(value: ast.AST) -> bool:
+    """``deepcopy(m)``, ``copy.deepcopy(m)``, or such a copy moved or switched (``deepcopy(m).cuda()``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and isinstance(value.func.value, ast.Call):
+        value = value.func.value
+    return isinstance(value, ast.Call) and dotted(value.func) in _COPIES
+
+
+def on_a_copy(func: FuncNode, ev: Event) -> bool:
+    """Does the mode switch ``ev``, made in ``func``'s body, act on a deep copy ``func`` made of its module?
+    True when the receiver is a plain name that ``func`` binds only as ``name = deepcopy(...)``, one such
+    binding being a statement of ``func``'s own body before the switch: the module the caller holds keeps
+    its mode (an adversarial attack or a probe run on a copy in eval mode)."""
+    name = ev.target
+    if not name or not name.isidentifier():
+        return False
+    stores = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    if not stores:
+        return False
+    copies = [st for st in func.body if isinstance(st, ast.Assign) and len(st.targets) == 1
+              and isinstance(st.targets[0], ast.Name) and st.targets[0].id == name and _is_deep_copy(st.value)]
+    if len(copies) != len(stores):
+        return False  # bound some other way too (a loop target, a second assignment, a tuple)
+    line = getattr(ev.node, "lineno", 0)
+    return any(st.lineno < line for st in copies)
+
+
 _EXTERNAL = frozenset({"torch", "nn", "F", "np", "numpy", "optim", "os", "sys", "math", "random", "time",
                        "json", "tqdm", "logging", "pathlib", "Path", "functional"})
 
@@ -216,6 +246,8 @@ def events(ix: FileIndex, body: ast.AST | list[ast.stmt], depth: int = 2,
                 for inner in events(where, callee.body, depth - 1, _seen | {id(callee)}):
                     if consts and _not_taken(where, inner.site, callee, consts):
                         continue  # `_run_one_epoch(epoch, train=False)`: its `if train:` steps are not run
+                    if inner.kind in ("eval", "train") and not inner.nested and on_a_copy(callee, inner):
+                        continue  # `model = deepcopy(model); model.eval()`: the caller's model keeps its mode
                     out.append(replace(inner, site=node, nested=True))
     ix.cache[key] = out
     return out

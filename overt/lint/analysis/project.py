@@ -27,7 +27,9 @@ MAX_MODULES = 128
 class Project:
     """The imported modules of the project, parsed on demand, by path."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
+        #: the tree being linted (the configuration's root), or None when not known
+        self.root = root
         self._files: dict[Path, FileIndex | None] = {}
         self._paths: dict[tuple, Path | None] = {}
         self._extra = 0

@@ -10,6 +10,7 @@ from overt.lint.analysis.units import eval_regions, loop_units, model_calls
 from overt.lint.analysis.values import values_for
 from overt.lint.analysis.requirements import torch_floor_of
 from overt.lint.analysis.torchera import written_for_torch_before_04
+from overt.lint.analysis.volatile import volatile_in
 from overt.lint.index import FileIndex, FuncNode, dotted, kwarg, tokens
 from overt.lint.rules.base import Edit, Hit, rule
 from overt.lint.rules.frameworks import lightning_eval_mode_left, lightning_graph_in_eval, lightning_train_mode_in_eval
@@ -531,18 +532,17 @@ def _called_by_training(ix: FileIndex, func: ast.AST) -> bool:
 
 
 def _volatile_before_04(ix: FileIndex, region: ast.AST) -> bool:
-    """Does ``region`` wrap values in ``Variable(..., volatile=True)`` in a project whose torch floor is below
+    """Does ``region`` wrap values in ``Variable(..., volatile=True)`` (itself, or through a project helper
+    it asks for a volatile input: ``get_batch(..., evaluation=True)``) in a project whose torch floor is below
     0.4, or, naming none, whose code beside the file is written for torch before 0.4 (``.cuda(async=True)``,
     ``loss.data[0]`` and nothing of 0.4's API)?  Up to torch 0.3 ``volatile`` is how autograd was switched off
     (no graph); it is ignored from 0.4 on, so whether a graph is built depends on a torch the project allows
     either way: not provable."""
-    if not any(isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] == "Variable"
-               and any(k.arg == "volatile" and not is_false(k.value) for k in n.keywords)
-               for n in ast.walk(region)):
+    if not volatile_in(ix, region):
         return False
     floor = torch_floor_of(ix.path)
     if floor is None:
-        return written_for_torch_before_04(ix.path)
+        return written_for_torch_before_04(ix.path, ix.project.root if ix.project is not None else None)
     return floor < (0, 4)
 
 
