@@ -131,6 +131,7 @@ from overt.guards.termscale import TermScaleChecks
 from overt.guards.whereweight import WhereWeightChecks
 from overt.guards.maskpick import MaskPickChecks
 from overt.guards.probtargets import ProbTargetChecks
+from overt.guards.reducedmask import ReducedMaskChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -193,6 +194,7 @@ CHECKS: tuple[type[Check], ...] = (
     PolicyZeroChecks,
     MaskPickChecks,
     ProbTargetChecks,
+    ReducedMaskChecks,
     TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

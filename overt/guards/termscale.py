@@ -585,6 +585,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 probs = getattr(s, "probtargets", None)  # a hand-written soft cross-entropy's target
                 if probs is not None:
                     safely(probs.on_backward, tensors, check.outputs)
+                red = getattr(s, "reducedmask", None)  # a per-sample mask multiplied into a batch reduction
+                if red is not None:
+                    safely(red.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
                 floor = getattr(s, "scalefloor", None)  # reads the graph's noise products (log-scale-non-negative)
                 if floor is not None and floor.open:
