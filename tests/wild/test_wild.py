@@ -668,6 +668,9 @@ EXPECTED = {
     "w437_perplexity_masks_start_token": ("run",),
     "w445_action_loss_mask_inverted": ("run",),
     "w447_sft_loss_mask_drops_first_response_token": ("run",),
+    # session 56 (weights21): a KL summed over the whole tensor (torch.sum without dim) and then multiplied by the
+    # per-event mask, every event carrying the batch's KL (mask-on-reduced-loss, overt/guards/reducedmask.py)
+    "w295_kl_summed_over_whole_batch": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
