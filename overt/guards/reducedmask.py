@@ -25,14 +25,17 @@ that both take gradients (a normalisation in a model or a loss), a reduction of 
 
 from __future__ import annotations
 
+import linecache
 import math
+import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from overt.guards.check import Check
 from overt.guards.termscale import _constant, reduction
-from overt.guards.where import user_location
+from overt.guards.where import is_user_file, short_location, user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -58,9 +61,10 @@ _LOSS_NAMES = {"MseLossBackward0": "mse_loss", "L1LossBackward0": "l1_loss", "Nl
 class Found:
     """One product of a per-sample constant with a reduction over the whole batch."""
 
-    __slots__ = ("const", "red", "kind", "shape")
+    __slots__ = ("prod", "const", "red", "kind", "shape")
 
-    def __init__(self, const: torch.Tensor, red: Any, kind: str, shape: tuple[int, ...]):
+    def __init__(self, prod: Any, const: torch.Tensor, red: Any, kind: str, shape: tuple[int, ...]):
+        self.prod = prod  # the product's autograd node
         self.const = const  # the tensor without gradient (the mask or the weights)
         self.red = red  # the reduction's autograd node
         self.kind = kind  # "sum" | "mean"
@@ -124,7 +128,7 @@ def products(root: Any, outputs: dict[int, Any]) -> list[Found]:
                 const, other = side
                 whole = _whole_reduction(other)
                 if whole is not None and _per_sample(const, whole[2]) and _reaches(whole[0], outputs):
-                    found.append(Found(const, whole[0], whole[1], whole[2]))
+                    found.append(Found(fn, const, whole[0], whole[1], whole[2]))
                     continue
         for nxt, _ in fn.next_functions:
             if nxt is not None and nxt not in seen:
@@ -175,15 +179,20 @@ class ReducedMaskChecks(Check):
         if loc in self.done or self.looked.get(loc, 0) >= LOOKS:
             return
         self.looked[loc] = self.looked.get(loc, 0) + 1
-        for f in products(root, outputs)[:2]:
+        found = products(root, outputs)[:2]
+        frame = _user_frame() if found else None
+        for f in found:
             c = f.const.detach()
             c = c.float() if c.dtype == torch.bool else c
             stats = torch.stack((c.amin(), c.amax())).float()
-            self.s.defer(stats, self._judge(f, loc))
+            self.s.defer(stats, self._judge(f, loc, _product_line(frame, f) if frame is not None else None))
 
-    def _judge(self, f: Found, loc: str):
+    def _judge(self, f: Found, loc: str, named: tuple[str, str] | None):
         shape = tuple(int(n) for n in f.const.shape)
         what = _what(f)
+        lead = ""
+        if named is not None:
+            lead = f"`{named[0]}`" + (f" (assigned at {named[1]})" if named[1] else "") + " is a product: "
         red_kind, red_shape = f.kind, f.shape
 
         def callback(vals: list[float]) -> None:
@@ -191,10 +200,12 @@ class ReducedMaskChecks(Check):
             if loc in self.done or not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
                 return  # one value everywhere: a scale, not a mask
             self.done.add(loc)
-            self._report(what, red_kind, red_shape, shape, lo, hi, loc)
+            where = named[1] if named is not None and named[1] else loc
+            self._report(lead, what, red_kind, red_shape, shape, lo, hi, loc, where)
         return callback
 
-    def _report(self, what: str, kind: str, red: tuple, shape: tuple, lo: float, hi: float, loc: str) -> None:
+    def _report(self, lead: str, what: str, kind: str, red: tuple, shape: tuple, lo: float, hi: float, loc: str,
+                where: str) -> None:
         n = red[0]
         rs = "x".join(str(k) for k in red)
         ms = "x".join(str(k) for k in shape)
@@ -207,7 +218,7 @@ class ReducedMaskChecks(Check):
                   "their sum or mean")
         if kind == "sum":
             effect += ", a term that then outweighs the per-sample terms beside it by about the batch's size"
-        msg = (f"The loss backwarded at {loc} multiplies {what}, a {kind} over the whole {rs} tensor (all {n} samples "
+        msg = (f"{lead}{'the' if lead else 'The'} loss backwarded at {loc} multiplies {what}, a {kind} over the whole {rs} tensor (all {n} samples "
                f"of the batch), by a {ms} tensor that takes no gradient and has one entry per sample (values "
                f"{lo:.3g} to {hi:.3g}: per-sample {role}). A per-sample {role[:-1] if role == 'weights' else role} "
                f"multiplies per-sample values; multiplied into a value already reduced over the batch it gives every "
@@ -215,7 +226,33 @@ class ReducedMaskChecks(Check):
         fix = ("reduce per sample before the mask or weights: torch.sum(x, dim=...) over the non-sample dimensions "
                "(or the loss with reduction='none'), multiply by the mask or weights, then reduce over the samples "
                "(divided by the mask's sum for a masked mean).")
-        self.s.report("mask-on-reduced-loss", msg, where=loc, fix=fix, key=loc)
+        self.s.report("mask-on-reduced-loss", msg, where=where, fix=fix, key=loc)
+
+
+def _product_line(frame: Any, f: Found) -> tuple[str, str] | None:
+    """(the name, ``file:line`` of its last assignment) of the variable of the backward's calling ``frame`` that
+    holds the product (its ``grad_fn`` is the product's node, or the product times a constant), when the user's code
+    named it."""
+    for name, val in list(frame.f_locals.items()):
+        fn = getattr(val, "grad_fn", None) if isinstance(val, torch.Tensor) else None
+        if fn is None or name.startswith("_"):
+            continue
+        if fn is f.prod or any(nxt is f.prod for nxt, _ in fn.next_functions):
+            pat = re.compile(rf"^\s*{re.escape(name)}\s*(:[^=]*)?=(?!=)")
+            file = frame.f_code.co_filename
+            for line in range(frame.f_lineno - 1, max(0, frame.f_lineno - 200), -1):
+                if pat.match(linecache.getline(file, line)):
+                    return name, short_location(file, line)
+            return name, ""
+    return None
+
+
+def _user_frame() -> Any:
+    """The innermost frame of the user's own code on the stack (the one that called backward)."""
+    f = sys._getframe(1)
+    while f is not None and not is_user_file(f.f_code.co_filename):
+        f = f.f_back
+    return f
 
 
 def _what(f: Found) -> str:
