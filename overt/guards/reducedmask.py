@@ -218,8 +218,9 @@ class ReducedMaskChecks(Check):
                   "their sum or mean")
         if kind == "sum":
             effect += ", a term that then outweighs the per-sample terms beside it by about the batch's size"
-        msg = (f"{lead}{'the' if lead else 'The'} loss backwarded at {loc} multiplies {what}, a {kind} over the whole {rs} tensor (all {n} samples "
-               f"of the batch), by a {ms} tensor that takes no gradient and has one entry per sample (values "
+        start = "the" if lead else "The"
+        msg = (f"{lead}{start} loss backwarded at {loc} multiplies {what}, a {kind} over the whole {rs} tensor (all "
+               f"{n} samples of the batch), by a {ms} tensor that takes no gradient and has one entry per sample (values "
                f"{lo:.3g} to {hi:.3g}: per-sample {role}). A per-sample {role[:-1] if role == 'weights' else role} "
                f"multiplies per-sample values; multiplied into a value already reduced over the batch it gives every "
                f"sample the whole batch's {kind}: {effect}. Nothing fails and the loss falls.")
