@@ -219,9 +219,10 @@ class ReducedMaskChecks(Check):
         if kind == "sum":
             effect += ", a term that then outweighs the per-sample terms beside it by about the batch's size"
         start = "the" if lead else "The"
+        one = "weight" if role == "weights" else role
         msg = (f"{lead}{start} loss backwarded at {loc} multiplies {what}, a {kind} over the whole {rs} tensor (all "
-               f"{n} samples of the batch), by a {ms} tensor that takes no gradient and has one entry per sample (values "
-               f"{lo:.3g} to {hi:.3g}: per-sample {role}). A per-sample {role[:-1] if role == 'weights' else role} "
+               f"{n} samples of the batch), by a {ms} tensor that takes no gradient and has one entry per sample "
+               f"(values {lo:.3g} to {hi:.3g}: per-sample {role}). A per-sample {one} "
                f"multiplies per-sample values; multiplied into a value already reduced over the batch it gives every "
                f"sample the whole batch's {kind}: {effect}. Nothing fails and the loss falls.")
         fix = ("reduce per sample before the mask or weights: torch.sum(x, dim=...) over the non-sample dimensions "
