@@ -415,6 +415,14 @@ ENTRIES: tuple[Entry, ...] = (
           "neighbours of one) is fitted as if it were a distribution, so the model learns a distorted target, or "
           "none when no mass is left, while the loss looks like any other",
           _E, False, True),
+    Entry("mask-on-reduced-loss", "OVT561", "a per-sample mask or weight multiplied into a loss already reduced "
+          "over the samples",
+          "a per-sample mask or weight multiplies per-sample values: a sum without dim or a loss left at its "
+          "default reduction='mean' is one number for the whole batch, and multiplying it by one entry per sample "
+          "gives every sample the batch's total, so the mask keeps the padding and the masked samples, the weights "
+          "only rescale the loss, and a summed term grows with the batch against the terms masked per sample, "
+          "while the loss falls",
+          _E, False, True),
     Entry("bootstrap-ignores-done", "OVT366", "a bootstrapped target that ignores the episode-end flags the "
           "program has",
           "r + gamma * V(s') must not bootstrap past the end of an episode: flags unpacked beside the rewards and "

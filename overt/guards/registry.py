@@ -132,6 +132,7 @@ from overt.guards.termscale import TermScaleChecks
 from overt.guards.whereweight import WhereWeightChecks
 from overt.guards.maskpick import MaskPickChecks
 from overt.guards.probtargets import ProbTargetChecks
+from overt.guards.reducedmask import ReducedMaskChecks
 
 CHECKS: tuple[type[Check], ...] = (
     GradChecks,
@@ -195,6 +196,7 @@ CHECKS: tuple[type[Check], ...] = (
     SaturatedLossChecks,
     MaskPickChecks,
     ProbTargetChecks,
+    ReducedMaskChecks,
     TargetCopyChecks,
     AttentionMaskChecks,
     PaddingLossChecks,

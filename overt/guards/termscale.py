@@ -588,6 +588,9 @@ def _wrapper(active: list, safely: Callable, orig: Any) -> Any:
                 sat = getattr(s, "satloss", None)  # a loss linear in a sigmoid of the model's scores
                 if sat is not None:
                     safely(sat.on_backward, tensors, check.outputs)
+                red = getattr(s, "reducedmask", None)  # a per-sample mask multiplied into a batch reduction
+                if red is not None:
+                    safely(red.on_backward, tensors, check.outputs)
                 safely(check.on_backward, tensors)
                 floor = getattr(s, "scalefloor", None)  # reads the graph's noise products (log-scale-non-negative)
                 if floor is not None and floor.open:

@@ -683,6 +683,9 @@ EXPECTED = {
     # Bradley-Terry loss written -sigmoid(margin) without its log, linear in the sigmoid, while some pairs are
     # scored confidently wrong (loss-saturates-when-wrong, overt/guards/satloss.py)
     "w443_reward_loss_sigmoid_not_log_sigmoid": ("run",),
+    # session 56 (weights21): a KL summed over the whole tensor (torch.sum without dim) and then multiplied by the
+    # per-event mask, every event carrying the batch's KL (mask-on-reduced-loss, overt/guards/reducedmask.py)
+    "w295_kl_summed_over_whole_batch": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
