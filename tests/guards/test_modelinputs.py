@@ -200,3 +200,42 @@ def _decode_run(keywords: bool, which: str) -> tuple[list, str]:
 def test_generation_reading_untrained_positions_is_named_however_the_model_is_called(keywords, which):
     findings, text = _decode_run(keywords, which)
     assert slugs(findings) == (["generation-reads-untrained-position"] if which == "states" else []), text
+
+
+# -- an additive attention mask given by keyword is no non-finite input -------------------------------------------
+class _Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.out = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: torch.Tensor | None = None):
+        h = self.emb(x) if scale is None else self.emb(x) * scale
+        return self.out(self.enc(h, mask=mask, is_causal=mask is not None))
+
+
+@pytest.mark.parametrize("keywords", [False, True])
+@pytest.mark.parametrize("poisoned", [False, True])
+def test_causal_mask_of_zeros_and_minus_infinity_is_no_non_finite_input(keywords, poisoned):
+    """``model(x, mask=nn.Transformer.generate_square_subsequent_mask(T))``: the mask's -inf are by design; a float
+    input holding inf among real values (the twin, ``scale``) is still non-finite."""
+    torch.manual_seed(0)
+    model = _Encoder()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = guarded(model, opt, ignore=TIMING, stop_on_error=False)
+    data = torch.randint(0, 10, (64, 9))
+    mask = nn.Transformer.generate_square_subsequent_mask(8)
+    scale = torch.ones(8, 16)
+    if poisoned:
+        scale[0, 0] = float("inf")
+    for i in range(6):
+        x = data[i * 8:i * 8 + 8]
+        logits = model(x[:, :-1], mask=mask, scale=scale) if keywords else model(x[:, :-1], mask, scale)
+        loss = F.cross_entropy(logits.reshape(-1, 10), x[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    findings, text = g.report(), g.session.options.stream.getvalue()
+    assert ("non-finite" in slugs(findings)) == poisoned, text
