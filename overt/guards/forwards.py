@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from overt.guards import clock, compiled, patches
+from overt.guards.modelinputs import as_positional
 from overt.guards.never_break import compiler_disable, never_break
 from overt.guards.unwrap import unwrap_model
 
@@ -110,6 +111,18 @@ class ForwardHooks:
     @never_break
     def _fwd_pre(self, module: nn.Module, args: tuple, kwargs: dict | None = None) -> None:
         info = self.models[id(module)]
+        if not kwargs:
+            self._fwd_pre_checks(module, info, args)
+            return
+        # a model called with keywords (``model(input_ids=..., attention_mask=...)``): the checks see the
+        # arguments of the same call made positionally, and the keywords by name while the hooks run
+        info.kwargs = kwargs
+        try:
+            self._fwd_pre_checks(module, info, as_positional(module, args, kwargs))
+        finally:
+            info.kwargs = {}
+
+    def _fwd_pre_checks(self, module: nn.Module, info: Any, args: tuple) -> None:
         info.forwards += 1
         if self.armed and not self.optimizers and info.forwards > self.options.warmup_steps \
                 and module.training and _grad_enabled():
@@ -129,7 +142,8 @@ class ForwardHooks:
         else:
             self._each("on_no_grad_forward", info)
         if not module.training or not _grad_enabled():
-            # a model called with keywords only (``model(input_ids=...)``): its inputs are the keywords' values
+            kwargs = info.kwargs
+            # keywords that could not be made positional (a ``**kwargs`` forward): their values, as before
             self._each("on_eval_input", info, args if args or not kwargs else tuple(kwargs.values()))
         if self._global_pre is not None:  # discovering: track nesting so inner modules are not roots
             self.depth += 1

@@ -37,10 +37,12 @@ MIN_ROWS = 2  # rows of an evaluation batch ("every row" of one row proves nothi
 LOOKS = 3  # evaluation batches compared per model
 
 
-def _ids_and_mask(args: tuple) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _ids_and_mask(args: tuple, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The first ``(batch, positions)`` integer tensor among the positional arguments and the first later tensor
-    of the same shape (the candidate attention mask), else None."""
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    of the same shape (the candidate attention mask), else None.  ``kwargs``: the call's keywords (its tensors are
+    in ``args`` too, as the positional call would pass them); one passed as labels or targets is not a mask."""
+    named = {id(v) for k, v in kwargs.items() if "label" in k.lower() or "target" in k.lower()}
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and id(a) not in named]
     for i, ids in enumerate(tensors):
         if ids.dim() != 2 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
             continue
@@ -72,7 +74,7 @@ class HiddenTokenChecks(Check):
         self.looks: dict[int, int] = {}
 
     def on_checked_forward(self, info: ModelInfo, args: tuple, light: bool) -> None:
-        pair = _ids_and_mask(args)
+        pair = _ids_and_mask(args, info.kwargs)
         if pair is None:
             return
         ids, mask = (t.detach() for t in pair)
@@ -91,7 +93,7 @@ class HiddenTokenChecks(Check):
             return
         if self.s.reporter.has("train-serve-skew", info.name):
             return
-        pair = _ids_and_mask(args)
+        pair = _ids_and_mask(args, info.kwargs)
         if pair is None:
             return
         ids, mask = (t.detach() for t in pair)

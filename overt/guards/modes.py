@@ -466,7 +466,10 @@ class ModeChecks(Check):
                         f"{info.name} input {i} at {loc}",
                     ))
                 if x.numel():  # NaN and inf show in the extremes: one reduction, judged at flush
-                    self.s.defer(torch.stack(torch.aminmax(x.detach())), self._nonfinite_input(info, i))
+                    v = x.detach()
+                    # an additive attention mask holds only 0 and -inf (nn.Transformer's causal mask): not data
+                    additive = ((v == 0) | (v == float("-inf"))).all().to(v.dtype)
+                    self.s.defer(torch.stack((*torch.aminmax(v), additive)), self._nonfinite_input(info, i))
             elif x.dtype != torch.bool and not info.has_embedding:
                 loc = loc or user_location(4) or ""
                 suspects.append((
@@ -483,7 +486,7 @@ class ModeChecks(Check):
         where = f"{info.name} input {i}, {self.s.batch_where() or 'training batch'}"
 
         def callback(vals: list[float]) -> None:
-            if not (math.isfinite(vals[0]) and math.isfinite(vals[1])):
+            if not (math.isfinite(vals[0]) and math.isfinite(vals[1])) and not vals[2]:
                 self.s.stop("non-finite",
                             f"input {i} of {info.name} contains NaN or inf at step "
                             f"{self.s.run_step(step)}: every weight "

@@ -24,6 +24,11 @@ sequence of the forward's 2-D token ids (``(N, L)``, or flattened ``N * L``), in
   inside it that are that id (the run's first position left out) are padding made targets (an MLM
   collator whose masking may choose padding, huggingface/transformers#11155, w254).
 
+A target counts when the loss weighs it: not the ``ignore_index``, and, for a per-target loss
+(``reduction="none"``) that the caller weighs afterwards (a loss mask multiplied in), one whose loss reaches the
+gradient (a nonzero gradient of its logits, read by a hook on them during backward): a mask that zeroes the
+padding after the call trains none of it.
+
 Counted on the device: targets that the loss counts and that lie in the padding, one per row left out
 (the first padding position may be a real end-of-sequence target when the pad token is the end
 token).  Reported, once per call site, when over at least two checked calls that share is 10% of the
@@ -67,7 +72,7 @@ class PaddingLossChecks(Check):
             return
         if target.dtype == torch.bool or target.device != ids.device:
             return
-        n, t = ids.shape
+        n = ids.shape[0]
         m = target.numel()
         if m % n or m // n < 4:  # one row of targets per sequence (its own length: a decoder's targets)
             return
@@ -76,13 +81,44 @@ class PaddingLossChecks(Check):
             return
         ii = ignore_index_of(args, kwargs)
         tgt = target.detach().reshape(n, m // n)
+        if _per_element(args, kwargs):
+            # ``reduction="none"``: the caller weighs each target's loss afterwards (a loss mask multiplied in):
+            # a target is counted when its loss reaches the gradient, read from the logits' gradient on backward
+            if not isinstance(inp, torch.Tensor) or not inp.requires_grad or inp.dim() < 2 \
+                    or inp.shape[:1] + inp.shape[2:] != target.shape:
+                return
+            inp.register_hook(self._weighed_hook(name, loc, ii, inp.shape[1], ids, tgt))
+            return
+        classes = inp.shape[1] if isinstance(inp, torch.Tensor) and inp.dim() >= 2 else 0
+        self.s.defer(self._measure(classes, ids, tgt, tgt != ii, ii), self._judge(name, loc, ii))
+
+    def _weighed_hook(self, name: str, loc: str, ii: int, classes: int, ids: torch.Tensor, tgt: torch.Tensor):
+        """A gradient hook on a per-element loss's logits (``classes`` wide): the targets whose loss reached the
+        gradient are the counted ones (nonzero gradient over the classes), measured on the device and read at
+        the next flush."""
+
+        def hook(g: torch.Tensor) -> None:
+            try:
+                weighed = (g.detach() != 0).any(1).reshape(tgt.shape) & (tgt != ii)
+                self.s.defer(self._measure(classes, ids, tgt, weighed, ii), self._judge(name, loc, ii))
+            except Exception as exc:  # never break the user's backward
+                self.s.check_failed(self, exc)
+
+        return hook
+
+    def _measure(self, classes: int, ids: torch.Tensor, tgt: torch.Tensor, counts: torch.Tensor,
+                 ii: int) -> torch.Tensor:
+        """Device values ``(padding targets counted, targets counted, padding id, input padding id, kind)``:
+        ``counts`` (like ``tgt``) is True where the loss counts the target; ``classes``: the loss's classes (0:
+        unknown)."""
+        n, t = ids.shape
+        w = tgt.shape[1]
         pad_t, id_t = padding(tgt)
         pad_x, id_x = padding(ids)
         same = pad_x.any() & pad_t.any() & (id_t == id_x) & (id_t != ii)
-        trained = pad_t & (tgt != ii)
+        trained = pad_t & counts
         extra = (trained.sum(1) - 1).clamp(min=0).sum() * same
         fill = id_t
-        w = m // n
         if w in (t, t - 1):
             # the targets where the inputs are padding (label i of targets shifted by one is token i + 1's):
             # one value written there by the collate function, not the ignore index, is trained on too
@@ -90,7 +126,7 @@ class PaddingLossChecks(Check):
             low = tgt.masked_fill(~at, torch.iinfo(tgt.dtype).max).amin()
             high = tgt.masked_fill(~at, torch.iinfo(tgt.dtype).min).amax()
             filled = at.any() & (low == high) & (low != ii) & ~same
-            extra = torch.where(filled, ((at & (tgt != ii)).sum(1) - 1).clamp(min=0).sum(), extra)
+            extra = torch.where(filled, ((at & counts).sum(1) - 1).clamp(min=0).sum(), extra)
             fill = torch.where(filled, low, fill)
             # inputs corrupted where the loss has targets (masked language modelling, denoising): the padding
             # is proven on the sequence the targets restore -- the target where one is counted, the input id
@@ -98,9 +134,8 @@ class PaddingLossChecks(Check):
             restored = torch.where(tgt != ii, tgt, ids[:, t - w:])
             pad_r, id_r = padding(restored)
             edge = pad_r & ~(_shift(pad_r, 1) & _shift(pad_r, -1))  # a run's first (or, left, last) position
-            inside = pad_r & ~edge & (tgt != ii) & (tgt == id_r)
+            inside = pad_r & ~edge & counts & (tgt == id_r)
             shown = (pad_r & (ids[:, t - w:] == id_r)).sum() * 2 >= pad_r.sum()  # the inputs mostly padding there
-            classes = inp.shape[1] if isinstance(inp, torch.Tensor) and inp.dim() >= 2 else 0
             vocab = ids.max() < classes  # the loss predicts over the ids' own vocabulary (tokens, not tags)
             corrupt = pad_r.any() & (id_r != ii) & shown & vocab & ~same & ~filled
             extra = torch.where(corrupt, inside.sum(), extra)
@@ -109,8 +144,8 @@ class PaddingLossChecks(Check):
             kind = corrupt.long()
         else:
             kind = torch.zeros((), dtype=torch.long, device=tgt.device)
-        counted = (tgt != ii).sum()
-        self.s.defer(torch.stack((extra, counted, fill, id_x, kind)).float(), self._judge(name, loc, ii))
+        counted = counts.sum()
+        return torch.stack((extra, counted, fill, id_x, kind)).float()
 
     def _judge(self, name: str, loc: str, ii: int):
         def callback(vals: list[float]) -> None:
@@ -163,6 +198,15 @@ class PaddingLossChecks(Check):
                  f"the mask), or set the labels there to {ii} (labels[input_ids == {int(pad_id)}] = {ii}, on the "
                  "ids before masking)."),
             where=f"F.{name} call at {loc}", key=loc)
+
+
+def _per_element(args: tuple, kwargs: dict) -> bool:
+    """Whether a ``cross_entropy``/``nll_loss`` call returns one loss per target (``reduction="none"``, or the
+    deprecated ``reduce=False``): signature ``(input, target, weight, size_average, ignore_index, reduce,
+    reduction, ...)``."""
+    reduction = kwargs.get("reduction", args[6] if len(args) > 6 else "mean")
+    reduce = kwargs.get("reduce", args[5] if len(args) > 5 else None)
+    return reduction == "none" or reduce is False
 
 
 def _shift(mask: torch.Tensor, by: int) -> torch.Tensor:

@@ -34,6 +34,9 @@ class ModelInfo:
         self.param_dtype = p.dtype if p is not None else None
         self.param_device = p.device if p is not None else None
         self.forwards = 0  # forwards seen by the pre-hook
+        # the keyword arguments of the forward whose pre-hook is running (empty otherwise, and when called
+        # positionally); the hooks' ``args`` already hold them as the positional call would pass them
+        self.kwargs: dict[str, Any] = {}
         self.post_handle: Any = None
         self._pre_handle: Any = None
         self.fwd_left = 0  # forwards still to look at outside checked steps
