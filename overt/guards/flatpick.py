@@ -11,8 +11,11 @@ everything is called anomalous at test time).
 
 Seen with wrappers of ``numpy.argmax``/``numpy.argmin`` (for the session) and, for ``torch.argmax``/``torch.argmin``
 and the tensor methods, through :mod:`overt.guards.predshape`'s wrappers, which are in place from a watched model's
-evaluation (``eval()``, a ``no_grad`` forward: its first evaluations) until its training resumes -- torch's own
-functions run unwrapped on training steps -- each called directly from the user's code, on a *curve*: a
+evaluation (``eval()``, a ``no_grad`` forward: its first evaluations) until its training resumes, and (session 56)
+from a ``no_grad`` forward of a watched model without Dropout/BatchNorm left in training mode (an evaluation without
+``eval()``: the mode changes nothing it computes) until its next training forward (its first few such forwards:
+a flat choice seen there is judged only when training took no step after it, since the later calls of a choice
+made between steps run in no window) -- torch's own functions run unwrapped on training steps -- each called directly from the user's code, on a *curve*: a
 one-dimensional floating-point tensor on the CPU (or a numpy array, or a list of numbers) of at least
 :data:`MIN_POINTS` values, made as a whole (not a view into a table: a row of a Q-table or of a batch's
 logits is not a curve built to choose from), every value finite.  Judged at the end of the run, once per call
@@ -81,6 +84,9 @@ class FlatChoiceChecks(Check):
         self.varied: set[str] = set()
         #: call site -> (function, points, common value) of the first flat curve it chose from
         self.flat: dict[str, tuple[str, int, float]] = {}
+        #: call site -> the optimizer steps done at its latest flat choice seen in a training-mode window (an
+        #: evaluation without ``eval()``): judged only if training took no step after it
+        self.late: dict[str, int] = {}
 
     def on_choice(self, fn: str, curve: Any, loc: str) -> None:
         """``fn`` (``"torch.argmax"``, ...) was called at ``loc`` on ``curve``."""
@@ -105,13 +111,22 @@ class FlatChoiceChecks(Check):
         if not args or not _over_the_curve(args, kwargs):
             return
         loc = _user_caller(frame)
-        if loc is not None:
-            self.on_choice(fn, args[0], loc)
+        if loc is None:
+            return
+        self.on_choice(fn, args[0], loc)
+        shape = getattr(self.s, "pred_shape", None)
+        if loc in self.flat and shape is not None and shape.train_mode_window:
+            self.late[loc] = self.s.step
 
     def end_of_run(self) -> None:
         for loc, (fn, n, value) in self.flat.items():
-            if loc not in self.varied:
-                self._report(fn, n, value, loc)
+            if loc in self.varied:
+                continue
+            if loc in self.late and self.late[loc] != self.s.step:
+                # chosen in a training-mode window and training stepped on: a choice the program makes while it
+                # trains (an agent's greedy action), whose later calls ran in no window and went unseen
+                continue
+            self._report(fn, n, value, loc)
 
     def _report(self, fn: str, n: int, value: float, loc: str) -> None:
         self.s.report(

@@ -77,6 +77,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         super().__init__(session)
         self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
         self.choice_windows: dict[int, int] = {}  # id(ModelInfo) -> training-mode no_grad windows opened for choices
+        self.train_mode_window = False  # the wrappers are in place for a training-mode no_grad forward's choices
         self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (ref, storage, shape, model)
         # predictions made from them: (ref, storage, flat, batch, the output's shape, model, what made it)
         self.preds: list[tuple[Any, int | None, bool, int, tuple[int, ...], ModelInfo, str]] = []
@@ -141,6 +142,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         if n >= CHOICE_WINDOWS:
             return
         self.choice_windows[id(info)] = n + 1
+        self.train_mode_window = True
         _WRAPPERS.listen(self)
 
     def _remember(self, info: ModelInfo):
@@ -381,12 +383,14 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
 
     # -- wrappers ------------------------------------------------------------------------------------
     def _wrap(self) -> None:
+        self.train_mode_window = False  # an evaluation in eval mode (it may follow a training-mode window)
         _WRAPPERS.listen(self)
         if self.targets and self.units_looks < UNITS_LOOKS:
             patches.eval_losses(self, True)
             self.sk_errors.install()
 
     def _unwrap(self) -> None:
+        self.train_mode_window = False
         self.outputs, self.preds = [], []
         _WRAPPERS.stop(self)
         patches.eval_losses(self, False)
