@@ -35,6 +35,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.check import Check
+from overt.guards.swapped import Swapped
 from overt.guards.where import is_user_file, user_location_from
 
 MIN_POINTS = 3  # a grid of fewer points is no curve
@@ -104,19 +105,34 @@ class FlatChoiceChecks(Check):
             return
         self.flat.setdefault(loc, (fn, n, lo_v))
 
-    def seen_choice(self, fn: str, args: tuple, kwargs: dict, frame: Any) -> None:
+    def seen_choice(self, fn: str, args: tuple, kwargs: dict, frame: Any, late: bool = False) -> None:
         """torch's ``argmax``/``argmin`` (the function or the tensor method, ``fn``) was called from ``frame``
         while a model's evaluation outputs are watched (:mod:`overt.guards.predshape`'s wrappers, in place
-        only then: unchecked training runs the originals)."""
+        only then: unchecked training runs the originals), or through this module's own wrappers in a training-mode
+        window (``late``: the choice is judged only if no optimizer step follows it)."""
         if not args or not _over_the_curve(args, kwargs):
             return
         loc = _user_caller(frame)
         if loc is None:
             return
         self.on_choice(fn, args[0], loc)
-        shape = getattr(self.s, "pred_shape", None)
-        if loc in self.flat and shape is not None and shape.train_mode_window:
+        if loc in self.flat and late:
             self.late[loc] = self.s.step
+
+    # -- the window of a training-mode no_grad forward (opened by overt.guards.predshape) ------------------------
+    def window_open(self) -> bool:
+        return self in _CHOICES.listening
+
+    def open_window(self) -> None:
+        """A ``no_grad`` forward of a model the mode does not change, left in training mode: an evaluation without
+        ``eval()``; torch's ``argmax``/``argmin`` are wrapped until :meth:`close_window`."""
+        _CHOICES.listen(self)
+
+    def close_window(self) -> None:
+        _CHOICES.stop(self)
+
+    def remove_hooks(self) -> None:
+        self.close_window()
 
     def end_of_run(self) -> None:
         for loc, (fn, n, value) in self.flat.items():
@@ -188,3 +204,26 @@ def install(patch: Callable, active: list) -> None:
 
     for name in ("argmax", "argmin"):
         patch(np, name, functools.partial(_wrapper, active, f"np.{name}"))
+
+
+def _choice(orig: Callable, owner: Any, name: str) -> Callable:
+    shown = f"{'torch' if owner is torch else 'Tensor'}.{name}"
+
+    @functools.wraps(orig)
+    def choose(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if args and _CHOICES.listening and not torch.compiler.is_compiling():
+            frame = sys._getframe(1)
+            for check in list(_CHOICES.listening):
+                try:
+                    check.seen_choice(shown, args, kwargs, frame, late=True)
+                except Exception as exc:  # noqa: BLE001  never break the user's call over a check
+                    check.s.check_failed(check, exc)
+        return out
+
+    return choose
+
+
+# torch's argmax/argmin while a training-mode no_grad forward's evaluation lasts (never with predshape's set, which
+# wraps them too in eval-mode evaluations: predshape closes this one before it opens its own)
+_CHOICES = Swapped(((torch, "argmax"), (torch, "argmin"), (torch.Tensor, "argmax"), (torch.Tensor, "argmin")), _choice)

@@ -77,7 +77,6 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
         super().__init__(session)
         self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
         self.choice_windows: dict[int, int] = {}  # id(ModelInfo) -> training-mode no_grad windows opened for choices
-        self.train_mode_window = False  # the wrappers are in place for a training-mode no_grad forward's choices
         self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (ref, storage, shape, model)
         # predictions made from them: (ref, storage, flat, batch, the output's shape, model, what made it)
         self.preds: list[tuple[Any, int | None, bool, int, tuple[int, ...], ModelInfo, str]] = []
@@ -127,23 +126,30 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
         if self in _WRAPPERS.listening:  # training resumed: the evaluation is over
             self._unwrap()
+        self._close_choices()
+
+    def _close_choices(self) -> None:
+        pick = getattr(self.s, "flatpick", None)
+        if pick is not None:
+            pick.close_window()
 
     def on_no_grad_forward(self, info: ModelInfo) -> None:
         """A ``no_grad`` forward: an evaluation in eval mode (:class:`EvalOutputLooks`), or, for a model without
         Dropout/BatchNorm left in training mode after training started (the mode changes nothing it computes), an
         evaluation that never called ``eval()``.  The latter opens the wrappers for the choices an evaluation makes
         (flatpick's argmax/argmin over a curve) until training resumes, without remembering its outputs: the
-        checks of predictions stay with evaluations in eval mode (session 56)."""
+        checks of predictions stay with evaluations in eval mode; only ``argmax``/``argmin`` are wrapped there, by
+        flatpick's own set, so that the arithmetic of a target computed under ``no_grad`` runs unwrapped (session 56)."""
         super().on_no_grad_forward(info)
+        pick = getattr(self.s, "flatpick", None)
         if not info.module.training or info.dropbn or self.s.step < 1 or self in _WRAPPERS.listening \
-                or getattr(self.s, "flatpick", None) is None:
+                or pick is None or pick.window_open():
             return
         n = self.choice_windows.get(id(info), 0)
         if n >= CHOICE_WINDOWS:
             return
         self.choice_windows[id(info)] = n + 1
-        self.train_mode_window = True
-        _WRAPPERS.listen(self)
+        pick.open_window()
 
     def _remember(self, info: ModelInfo):
         def hook(module: Any, args: tuple, output: Any) -> None:
@@ -383,14 +389,13 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
 
     # -- wrappers ------------------------------------------------------------------------------------
     def _wrap(self) -> None:
-        self.train_mode_window = False  # an evaluation in eval mode (it may follow a training-mode window)
+        self._close_choices()  # an evaluation in eval mode: its wrappers see the choices (never both sets at once)
         _WRAPPERS.listen(self)
         if self.targets and self.units_looks < UNITS_LOOKS:
             patches.eval_losses(self, True)
             self.sk_errors.install()
 
     def _unwrap(self) -> None:
-        self.train_mode_window = False
         self.outputs, self.preds = [], []
         _WRAPPERS.stop(self)
         patches.eval_losses(self, False)
