@@ -11,8 +11,11 @@ everything is called anomalous at test time).
 
 Seen with wrappers of ``numpy.argmax``/``numpy.argmin`` (for the session) and, for ``torch.argmax``/``torch.argmin``
 and the tensor methods, through :mod:`overt.guards.predshape`'s wrappers, which are in place from a watched model's
-evaluation (``eval()``, a ``no_grad`` forward: its first evaluations) until its training resumes -- torch's own
-functions run unwrapped on training steps -- each called directly from the user's code, on a *curve*: a
+evaluation (``eval()``, a ``no_grad`` forward: its first evaluations) until its training resumes, and (session 56)
+from a ``no_grad`` forward of a watched model without Dropout/BatchNorm left in training mode (an evaluation without
+``eval()``: the mode changes nothing it computes) until its next training forward (its first few such forwards:
+a flat choice seen there is judged only when training took no step after it, since the later calls of a choice
+made between steps run in no window) -- torch's own functions run unwrapped on training steps -- each called directly from the user's code, on a *curve*: a
 one-dimensional floating-point tensor on the CPU (or a numpy array, or a list of numbers) of at least
 :data:`MIN_POINTS` values, made as a whole (not a view into a table: a row of a Q-table or of a batch's
 logits is not a curve built to choose from), every value finite.  Judged at the end of the run, once per call
@@ -32,6 +35,7 @@ from typing import Any, Callable
 import torch
 
 from overt.guards.check import Check
+from overt.guards.swapped import Swapped
 from overt.guards.where import is_user_file, user_location_from
 
 MIN_POINTS = 3  # a grid of fewer points is no curve
@@ -81,6 +85,9 @@ class FlatChoiceChecks(Check):
         self.varied: set[str] = set()
         #: call site -> (function, points, common value) of the first flat curve it chose from
         self.flat: dict[str, tuple[str, int, float]] = {}
+        #: call site -> the optimizer steps done at its latest flat choice seen in a training-mode window (an
+        #: evaluation without ``eval()``): judged only if training took no step after it
+        self.late: dict[str, int] = {}
 
     def on_choice(self, fn: str, curve: Any, loc: str) -> None:
         """``fn`` (``"torch.argmax"``, ...) was called at ``loc`` on ``curve``."""
@@ -98,20 +105,44 @@ class FlatChoiceChecks(Check):
             return
         self.flat.setdefault(loc, (fn, n, lo_v))
 
-    def seen_choice(self, fn: str, args: tuple, kwargs: dict, frame: Any) -> None:
+    def seen_choice(self, fn: str, args: tuple, kwargs: dict, frame: Any, late: bool = False) -> None:
         """torch's ``argmax``/``argmin`` (the function or the tensor method, ``fn``) was called from ``frame``
         while a model's evaluation outputs are watched (:mod:`overt.guards.predshape`'s wrappers, in place
-        only then: unchecked training runs the originals)."""
+        only then: unchecked training runs the originals), or through this module's own wrappers in a training-mode
+        window (``late``: the choice is judged only if no optimizer step follows it)."""
         if not args or not _over_the_curve(args, kwargs):
             return
         loc = _user_caller(frame)
-        if loc is not None:
-            self.on_choice(fn, args[0], loc)
+        if loc is None:
+            return
+        self.on_choice(fn, args[0], loc)
+        if loc in self.flat and late:
+            self.late[loc] = self.s.step
+
+    # -- the window of a training-mode no_grad forward (opened by overt.guards.predshape) ------------------------
+    def window_open(self) -> bool:
+        return self in _CHOICES.listening
+
+    def open_window(self) -> None:
+        """A ``no_grad`` forward of a model the mode does not change, left in training mode: an evaluation without
+        ``eval()``; torch's ``argmax``/``argmin`` are wrapped until :meth:`close_window`."""
+        _CHOICES.listen(self)
+
+    def close_window(self) -> None:
+        _CHOICES.stop(self)
+
+    def remove_hooks(self) -> None:
+        self.close_window()
 
     def end_of_run(self) -> None:
         for loc, (fn, n, value) in self.flat.items():
-            if loc not in self.varied:
-                self._report(fn, n, value, loc)
+            if loc in self.varied:
+                continue
+            if loc in self.late and self.late[loc] != self.s.step:
+                # chosen in a training-mode window and training stepped on: a choice the program makes while it
+                # trains (an agent's greedy action), whose later calls ran in no window and went unseen
+                continue
+            self._report(fn, n, value, loc)
 
     def _report(self, fn: str, n: int, value: float, loc: str) -> None:
         self.s.report(
@@ -173,3 +204,26 @@ def install(patch: Callable, active: list) -> None:
 
     for name in ("argmax", "argmin"):
         patch(np, name, functools.partial(_wrapper, active, f"np.{name}"))
+
+
+def _choice(orig: Callable, owner: Any, name: str) -> Callable:
+    shown = f"{'torch' if owner is torch else 'Tensor'}.{name}"
+
+    @functools.wraps(orig)
+    def choose(*args: Any, **kwargs: Any) -> Any:
+        out = orig(*args, **kwargs)
+        if args and _CHOICES.listening and not torch.compiler.is_compiling():
+            frame = sys._getframe(1)
+            for check in list(_CHOICES.listening):
+                try:
+                    check.seen_choice(shown, args, kwargs, frame, late=True)
+                except Exception as exc:  # noqa: BLE001  never break the user's call over a check
+                    check.s.check_failed(check, exc)
+        return out
+
+    return choose
+
+
+# torch's argmax/argmin while a training-mode no_grad forward's evaluation lasts (never with predshape's set, which
+# wraps them too in eval-mode evaluations: predshape closes this one before it opens its own)
+_CHOICES = Swapped(((torch, "argmax"), (torch, "argmin"), (torch.Tensor, "argmax"), (torch.Tensor, "argmin")), _choice)

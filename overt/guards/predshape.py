@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from overt.guards.watched import ModelInfo
 
 OUT_LOOKS = 8  # evaluation forwards per model whose outputs are remembered
+#: no_grad forwards per model in training mode (a model the mode does not change) after which the window for choices
+#: (flatpick) stops opening: an evaluation that never calls eval() (session 56)
+CHOICE_WINDOWS = 4
 _PRODUCERS = ((torch, "argmax"), (torch, "argmin"), (torch, "max"), (torch, "topk"),
               (torch.Tensor, "argmax"), (torch.Tensor, "argmin"), (torch.Tensor, "max"), (torch.Tensor, "topk"))
 _COMPARISONS = ((torch.Tensor, "__eq__"), (torch.Tensor, "__ne__"), (torch.Tensor, "eq"), (torch.Tensor, "ne"),
@@ -73,6 +76,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
     def __init__(self, session: Any):
         super().__init__(session)
         self.out_looks: dict[int, int] = {}  # id(ModelInfo) -> evaluation forwards whose outputs were remembered
+        self.choice_windows: dict[int, int] = {}  # id(ModelInfo) -> training-mode no_grad windows opened for choices
         self.outputs: list[tuple[Any, int | None, tuple[int, ...], ModelInfo]] = []  # (ref, storage, shape, model)
         # predictions made from them: (ref, storage, flat, batch, the output's shape, model, what made it)
         self.preds: list[tuple[Any, int | None, bool, int, tuple[int, ...], ModelInfo, str]] = []
@@ -122,6 +126,30 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
     def on_train_forward(self, info: ModelInfo, args: tuple) -> None:
         if self in _WRAPPERS.listening:  # training resumed: the evaluation is over
             self._unwrap()
+        self._close_choices()
+
+    def _close_choices(self) -> None:
+        pick = getattr(self.s, "flatpick", None)
+        if pick is not None:
+            pick.close_window()
+
+    def on_no_grad_forward(self, info: ModelInfo) -> None:
+        """A ``no_grad`` forward: an evaluation in eval mode (:class:`EvalOutputLooks`), or, for a model without
+        Dropout/BatchNorm left in training mode after training started (the mode changes nothing it computes), an
+        evaluation that never called ``eval()``.  The latter opens the wrappers for the choices an evaluation makes
+        (flatpick's argmax/argmin over a curve) until training resumes, without remembering its outputs: the
+        checks of predictions stay with evaluations in eval mode; only ``argmax``/``argmin`` are wrapped there, by
+        flatpick's own set, so that the arithmetic of a target computed under ``no_grad`` runs unwrapped (session 56)."""
+        super().on_no_grad_forward(info)
+        pick = getattr(self.s, "flatpick", None)
+        if not info.module.training or info.dropbn or self.s.step < 1 or self in _WRAPPERS.listening \
+                or pick is None or pick.window_open():
+            return
+        n = self.choice_windows.get(id(info), 0)
+        if n >= CHOICE_WINDOWS:
+            return
+        self.choice_windows[id(info)] = n + 1
+        pick.open_window()
 
     def _remember(self, info: ModelInfo):
         def hook(module: Any, args: tuple, output: Any) -> None:
@@ -361,6 +389,7 @@ class PredictionShapeChecks(EvalOutputLooks, Check):
 
     # -- wrappers ------------------------------------------------------------------------------------
     def _wrap(self) -> None:
+        self._close_choices()  # an evaluation in eval mode: its wrappers see the choices (never both sets at once)
         _WRAPPERS.listen(self)
         if self.targets and self.units_looks < UNITS_LOOKS:
             patches.eval_losses(self, True)

@@ -38,15 +38,16 @@ def _f1(pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return 2 * tp / (2 * tp + fp + fn) if tp > 0 else torch.tensor(0.0)
 
 
-def _threshold(with_positives: bool, numpy: bool) -> tuple[list, str]:
+def _threshold(with_positives: bool, numpy: bool, eval_mode: bool = True) -> tuple[list, str]:
     model, x, target, g = _scorer()
     val = slice(1000, 1200)
     xv, yv = x[val], target[val]
     if not with_positives:
         keep = yv == 0
         xv, yv = xv[keep], yv[keep]
-    model.eval()  # torch's argmax is seen while a model's evaluation is watched
-    with torch.no_grad():
+    if eval_mode:
+        model.eval()  # torch's argmax is seen while a model's evaluation is watched
+    with torch.no_grad():  # without eval(): a model the mode does not change, evaluated under no_grad
         scores = model(xv).squeeze(1)
     grid = torch.linspace(float(scores.min()), float(scores.max()), 20)
     if numpy:
@@ -104,5 +105,96 @@ def test_ties_at_a_call_site_that_later_chooses_from_varied_values_are_silent():
         reward = float(rng.random() < means[arm])
         counts[arm] += 1
         values[arm] += (reward - values[arm]) / counts[arm]
+    findings = g.report()
+    assert slugs(findings) == [], g.session.options.stream.getvalue()
+
+
+def test_a_flat_curve_scored_without_eval_is_named():
+    """Session 56 (w399): the scores come from a no_grad forward of a model left in training mode (no Dropout or
+    BatchNorm, so the mode changes nothing) and the curve is chosen from outside the no_grad block."""
+    findings, text = _threshold(with_positives=False, numpy=False, eval_mode=False)
+    assert slugs(findings) == ["choice-over-flat-curve"], text
+    assert "Tensor.argmax at tests/guards/test_flatpick.py:" in text, text
+
+
+def test_a_curve_with_positives_scored_without_eval_is_silent():
+    findings, text = _threshold(with_positives=True, numpy=False, eval_mode=False)
+    assert slugs(findings) == [], text
+
+
+def test_torch_argmax_is_put_back_when_training_resumes():
+    """The window a training-mode no_grad forward opens closes at the next training forward: the training steps
+    after it run torch's own argmax."""
+    original = torch.Tensor.argmax
+    model, x, target, g = _scorer()
+    with torch.no_grad():
+        model(x[:8])
+    assert torch.Tensor.argmax is not original  # the evaluation's window
+    loss = F.binary_cross_entropy_with_logits(model(x[:64]).squeeze(1), target[:64])
+    loss.backward()
+    assert torch.Tensor.argmax is original
+    g.report()
+
+
+def test_a_model_with_dropout_left_in_training_mode_opens_no_window():
+    """Under no_grad in training mode a model with Dropout is not evaluated (its outputs are still sampled): no
+    window, a flat curve chosen then is not judged."""
+    torch.manual_seed(0)
+    x, y = digits()
+    model = nn.Sequential(nn.Linear(64, 16), nn.Dropout(0.1), nn.Linear(16, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(12):
+        loss = F.binary_cross_entropy_with_logits(model(x[64 * i:64 * (i + 1)]).squeeze(1),
+                                                  (y[64 * i:64 * (i + 1)] == 0).float())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        model(x[:8])
+    curve = torch.zeros(10)
+    assert int(curve.argmax()) == 0
+    findings = g.report()  # (train-mode-in-eval names the forward itself)
+    assert "choice-over-flat-curve" not in slugs(findings), g.session.options.stream.getvalue()
+
+
+def test_greedy_actions_of_a_policy_in_training_mode_are_silent():
+    """An agent's no_grad action choices between its updates (a model in training mode, the argmax over one state's
+    action values, which differ) open the window and stay silent."""
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 3))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    g = guarded(policy, opt, ignore=TIMING)
+    for step in range(30):
+        state = torch.randn(4)
+        with torch.no_grad():
+            action = int(policy(state).argmax())
+        loss = -policy(state)[action] * 0.01
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    findings = g.report()
+    assert slugs(findings) == [], g.session.options.stream.getvalue()
+
+
+def test_a_flat_choice_made_while_training_goes_on_is_silent():
+    """In a training-mode window only the first few no_grad forwards open the window: a choice made between steps
+    (an agent's greedy action over values a zero-initialised head makes all equal) has later calls that no window
+    sees, so a flat curve there, followed by more training steps, is not judged."""
+    torch.manual_seed(0)
+    x, y = digits()
+    model = nn.Linear(64, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = guarded(model, opt, ignore=TIMING)
+    for i in range(12):
+        xb, yb = x[64 * i:64 * (i + 1)], (y[64 * i:64 * (i + 1)] == 0).float()
+        with torch.no_grad():
+            model(xb)
+        values = torch.zeros(4)  # what the greedy choice reads, all equal in these steps
+        assert int(values.argmax()) == 0
+        loss = F.binary_cross_entropy_with_logits(model(xb).squeeze(1), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
     findings = g.report()
     assert slugs(findings) == [], g.session.options.stream.getvalue()

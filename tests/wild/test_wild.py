@@ -686,6 +686,10 @@ EXPECTED = {
     # session 56 (weights21): a KL summed over the whole tensor (torch.sum without dim) and then multiplied by the
     # per-event mask, every event carrying the batch's KL (mask-on-reduced-loss, overt/guards/reducedmask.py)
     "w295_kl_summed_over_whole_batch": ("run",),
+    # session 56 (choice21): a threshold chosen by argmax of an all-zero F1 curve, scored under no_grad by a model
+    # left in training mode (no Dropout/BatchNorm: an evaluation without eval()), which now opens the window in
+    # which torch's argmax is seen (choice-over-flat-curve widened, overt/guards/predshape.py + flatpick.py)
+    "w399_threshold_from_all_normal_validation": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
