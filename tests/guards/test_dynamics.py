@@ -248,8 +248,9 @@ class _GatedResidual(nn.Module):
 
 
 def _gated_run(trained: str) -> tuple[list, float]:
-    """20 digits steps of ``_GatedResidual`` under Adam with a linear learning-rate warm-up, the optimizer holding
-    the parameters whose names do not start with ``trained``'s complement (all, or all but the gate)."""
+    """20 digits steps of ``_GatedResidual`` under Adam with a linear learning-rate warm-up (as pytorch-ddpm's), the
+    optimizer holding every parameter (``trained == "all"``) or all but the gate's: (findings, the last gradient norm
+    of ``cond``)."""
     model = _GatedResidual()
     params = [p for n, p in model.named_parameters() if trained == "all" or not n.startswith("gate")]
     opt = torch.optim.Adam(params, lr=1e-3)
