@@ -39,7 +39,9 @@ pytorch-beginner) is split by ``split-fresh7.json`` (``python run.py --split fre
 ``"group": "fresh9"`` (session 54: pytorch-soft-actor-critic, RL-Adventure, DGI, dgcnn.pytorch, practical-pytorch) is
 split by ``split-fresh9.json`` (``python run.py --split fresh9``, seed 20261214).
 ``"group": "fresh10"`` (session 55: minimalRL, TD3, siamese-triplet, gae-pytorch, the Lightning project template) is
-split by ``split-fresh10.json`` (``python run.py --split fresh10``, seed 20261216).  An
+split by ``split-fresh10.json`` (``python run.py --split fresh10``, seed 20261216).
+``"group": "fresh11"`` (session 56: dlrm, powerful-gnns, PPO-PyTorch, pytorch-ddpm, NGCF-PyTorch) is split by
+``split-fresh11.json`` (``python run.py --split fresh11``, seed 20261218).  An
 entry's ``notebooks`` are Jupyter notebooks turned into scripts (their code cells in order, IPython magics
 commented out: ``notebook_to_script``) before its patch is applied.
 
@@ -111,7 +113,7 @@ TIMING = frozenset({"dataloader-starvation"})
 FRESH2_SEED = 20261130  # the fresh2 halves (split-fresh2.json)
 SPLIT_SEEDS = {"fresh2": FRESH2_SEED, "fresh3": 20261202, "fresh4": 20261204, "fresh5": 20261206,
                "fresh6": 20261208, "fresh7": 20261210, "fresh8": 20261212,
-               "fresh9": 20261214, "fresh10": 20261216}  # each drawn group's seed (split-GROUP.json)
+               "fresh9": 20261214, "fresh10": 20261216, "fresh11": 20261218}  # each drawn group's seed (split-GROUP.json)
 MNIST_TRAIN = 8000  # the first 8,000 t10k digits stand in for the training split, the last 2,000 for test
 
 
@@ -382,7 +384,7 @@ def main() -> int:
                         help="entries whose 'group' is this ('tuned': those with none; 'fresh': scripts nobody "
                              "tuned on, session 45), 'fresh2-dev' / 'fresh2-test' (session 47's halves), "
                              "'fresh3-dev' / 'fresh3-test' (session 48's), 'fresh4-dev' / 'fresh4-test' (session 49's), "
-                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh10-dev' / 'fresh10-test' (session 55's), or all")
+                             "'fresh5-dev' / 'fresh5-test' (session 50's), ... 'fresh11-dev' / 'fresh11-test' (session 56's), or all")
     parser.add_argument("--load", action="store_true", help="repeat each guarded run under 2 CPU burners, compare")
     parser.add_argument("--no-plain", action="store_true", help="skip the unguarded reference runs")
     parser.add_argument("--setup", action="store_true", help="install torchvision and gymnasium into --site and exit")

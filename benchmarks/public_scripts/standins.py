@@ -52,6 +52,17 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
   usually the next one in the genre (learnable as a sequence).
 - ``digits_folder`` (fresh8): an ImageFolder tree (``DIGIT/N.png``, 28 x 28 grey) of the shared t10k split's first
   2,560 digits, for vq-vae-2's ``train_vqvae.py``, which reads any image folder.
+- ``gin_graphs`` (fresh11): powerful-gnns' text graph files (``dataset/NAME/NAME.txt``: the graph count, then per
+  graph ``nodes label`` and per node ``tag degree neighbours...``), two sets: ``MUTAG`` (188 molecule-like graphs of
+  10-28 nodes with 7 atom tags: a ring backbone with tagged side chains, labelled by whether a three-node motif of
+  tags 2-3-2 is present) and ``IMDBBINARY`` (500 untagged ego-networks of 12-30 nodes: one class a few dense
+  cliques, the other one sparse community; the script's ``--degree_as_tag`` makes the tags).
+- ``ngcf_ratings`` (fresh11): NGCF-PyTorch's ``Data/NAME/train.txt`` and ``test.txt`` (``user item item ...`` a line,
+  ids from 0): 300 users, 400 items from a rank-4 taste model, each user's 24 best-liked items of a random 40%
+  seen, 80% of them for training and the rest for test.
+- ``rgb_shapes`` (fresh11): an ImageFolder tree (``CLASS/N.png``, 32 x 32 RGB) of 1,024 scenes for pytorch-ddpm, which
+  trains on CIFAR-10's 32 x 32 colour images: a smooth two-colour gradient background with one filled disc,
+  square or triangle of a random colour, size and place (the class is the shape).
 """
 
 from __future__ import annotations
@@ -429,6 +440,116 @@ def modelnet40_h5(dest: Path, train: int = 96, test: int = 32, points: int = 102
         with h5py.File(folder / f"ply_data_{part}0.h5", "w") as f:
             f.create_dataset("data", data=data)
             f.create_dataset("label", data=label.astype(np.uint8))
+
+
+def _gin_write(path: Path, graphs: list[tuple[list[int], int, list[set[int]]]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [str(len(graphs))]
+    for tags, label, adj in graphs:
+        lines.append(f"{len(tags)} {label}")
+        for tag, nbrs in zip(tags, adj):
+            lines.append(" ".join(map(str, [tag, len(nbrs), *sorted(nbrs)])))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def gin_graphs(dest: Path, seed: int = 0) -> None:
+    """powerful-gnns' ``dataset/MUTAG/MUTAG.txt`` and ``dataset/IMDBBINARY/IMDBBINARY.txt`` (see the module's list)."""
+    rng = np.random.default_rng(seed)
+    mutag = []
+    for i in range(188):
+        n = int(rng.integers(10, 29))
+        ring = int(rng.integers(5, 8))
+        adj: list[set[int]] = [set() for _ in range(n)]
+
+        def edge(a: int, b: int) -> None:
+            adj[a].add(b)
+            adj[b].add(a)
+        for j in range(ring):
+            edge(j, (j + 1) % ring)
+        tags = [0] * ring + [int(rng.choice([0, 1, 4, 5, 6])) for _ in range(n - ring)]
+        for j in range(ring, n):
+            edge(j, int(rng.integers(0, j)))
+        label = i % 2
+        if label:  # the motif: a node tagged 3 between two tagged 2, hung off the ring
+            a = int(rng.integers(0, ring))
+            tags[n - 3:] = [2, 3, 2]
+            for j in range(n - 3, n):
+                for k in list(adj[j]):
+                    adj[k].discard(j)
+                adj[j] = set()
+            edge(a, n - 2)
+            edge(n - 3, n - 2)
+            edge(n - 2, n - 1)
+        else:
+            tags = [t if t not in (2, 3) else 0 for t in tags]
+            tags[n - 1] = 2
+        mutag.append((tags, 1 if label else -1, adj))
+    _gin_write(dest / "dataset" / "MUTAG" / "MUTAG.txt", mutag)
+    imdb = []
+    for i in range(500):
+        n = int(rng.integers(12, 31))
+        adj = [set() for _ in range(n)]
+        label = i % 2
+        if label:  # a few dense cliques sharing the ego node
+            groups = np.array_split(np.arange(1, n), int(rng.integers(2, 4)))
+            for g in groups:
+                for a in g:
+                    for b in g:
+                        if a < b and rng.random() < 0.9:
+                            adj[a].add(int(b))
+                            adj[b].add(int(a))
+        else:  # one sparse community
+            for a in range(1, n):
+                for b in range(a + 1, n):
+                    if rng.random() < 0.15:
+                        adj[a].add(b)
+                        adj[b].add(a)
+        for a in range(1, n):
+            adj[0].add(a)
+            adj[a].add(0)
+        imdb.append(([0] * n, label, adj))
+    _gin_write(dest / "dataset" / "IMDBBINARY" / "IMDBBINARY.txt", imdb)
+
+
+def ngcf_ratings(dest: Path, users: int = 300, items: int = 400, seen: int = 24, seed: int = 0) -> None:
+    """NGCF-PyTorch's ``train.txt`` / ``test.txt`` under ``dest`` (see the module's list)."""
+    rng = np.random.default_rng(seed)
+    taste = rng.normal(size=(users, 4)) @ rng.normal(size=(4, items)) + rng.normal(0, 0.5, (users, items))
+    dest.mkdir(parents=True, exist_ok=True)
+    train, test = [], []
+    for u in range(users):
+        pool = np.flatnonzero(rng.random(items) < 0.4)
+        liked = pool[np.argsort(-taste[u, pool])[:seen]]
+        liked = rng.permutation(liked)
+        cut = int(0.8 * seen)
+        train.append(" ".join(map(str, [u, *liked[:cut]])))
+        test.append(" ".join(map(str, [u, *liked[cut:]])))
+    (dest / "train.txt").write_text("\n".join(train) + "\n")
+    (dest / "test.txt").write_text("\n".join(test) + "\n")
+
+
+def rgb_shapes(dest: Path, count: int = 1024, size: int = 32, seed: int = 0) -> None:
+    """An ImageFolder tree of 32 x 32 RGB shape scenes for pytorch-ddpm (see the module's list)."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size] / (size - 1)
+    for i in range(count):
+        kind = i % 3
+        c0, c1, c2 = rng.uniform(0, 255, (3, 3))
+        t = rng.uniform(0, 2 * np.pi)
+        ramp = (np.cos(t) * xx + np.sin(t) * yy + 1.5) / 3
+        img = c0 * ramp[..., None] + c1 * (1 - ramp[..., None])
+        cx, cy, r = rng.uniform(0.3, 0.7), rng.uniform(0.3, 0.7), rng.uniform(0.12, 0.25)
+        if kind == 0:
+            mask = (xx - cx) ** 2 + (yy - cy) ** 2 < r ** 2
+        elif kind == 1:
+            mask = (abs(xx - cx) < r) & (abs(yy - cy) < r)
+        else:
+            mask = (yy - cy < r) & (yy - cy > -r + 2 * abs(xx - cx))
+        img[mask] = c2
+        folder = dest / ("disc", "square", "triangle")[kind]
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(folder / f"{i:05d}.png")
 
 
 if __name__ == "__main__":

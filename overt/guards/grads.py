@@ -483,7 +483,10 @@ class GradChecks(Check):
             # ratio is no sign of an early layer that stopped learning, only a norm under VANISHED is
             if last > 0 and first < 1e-4 * last and (judge_growth or first < VANISHED):
                 self.vanish_strikes += 1
-                if self.vanish_strikes >= 2:
+                # "stopped learning" needs the collapse to outlast the warm-up's updates: at initialisation a
+                # residual branch or an output layer scaled to ~0 on purpose (DDPM's UNet, Fixup, ReZero) makes
+                # every gradient behind it ~0 until the first updates grow it, and those layers are still to start
+                if self.vanish_strikes >= 2 and step >= s.options.warmup_steps:
                     s.report(
                         "vanishing-gradients",
                         f"the gradient norm of the first layer {first_name} is {first:.3g}, "

@@ -45,7 +45,7 @@ def test_the_manifest_is_well_formed():
         for nb in e.get("notebooks", []):
             assert nb.endswith(".ipynb") and nb in e["paths"], (e["name"], nb)
         assert e.get("group", "tuned") in ("tuned", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6",
-                                          "fresh7", "fresh8", "fresh9", "fresh10"), e["name"]
+                                          "fresh7", "fresh8", "fresh9", "fresh10", "fresh11"), e["name"]
         for slug, verdict in e.get("known", {}).items():
             assert verdict.split(":")[0].split()[0] in VERDICTS, (e["name"], slug)
         if e.get("patch"):
