@@ -21,7 +21,7 @@ half of the held-out split (issue 33).
     python -m tests.wild.runner --faces run,lint --half test18    # round eighteen's test half (measured in session 53)
     python -m tests.wild.runner --faces run,lint --half test19    # round nineteen's test half (measured in session 54)
     python -m tests.wild.runner --faces run,lint --half test20    # round twenty's test half (measured in session 55)
-    python -m tests.wild.runner --faces run,lint --half test21    # round twenty-one's test half (held out)
+    python -m tests.wild.runner --faces run,lint --half test21    # round twenty-one's test half (measured in session 56)
 
 A case counts as *caught* by a face when that face reports a slug that names the case's cause
 (its ``SLUGS``, or the slugs ``tests/wild/mechanisms.json`` gives its ``MECHANISM``); a finding
@@ -63,8 +63,9 @@ def _commit() -> str:
 #: eighteen") were, until the lead measured both halves in session 53; round nineteen's (drawn 2026-11-28,
 #: docs/wild.md "Issue 33, round nineteen") were, until the lead measured both halves in session 54; round twenty's
 #: (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty") were, until the lead measured both halves in session 55;
-#: round twenty-one's (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty-one") are, until the lead measures them.
-UNMEASURED: tuple[str, ...] = ("dev21", "test21")
+#: round twenty-one's (drawn 2026-11-28, docs/wild.md "Issue 33, round twenty-one") were, until the lead measured both
+#: halves in session 56.
+UNMEASURED: tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
