@@ -219,8 +219,8 @@ def lay_data(spec: dict[str, Any], root: Path, site: Path = SITE) -> None:
     elif kind == "standin":  # a synthetic data set in the script's own format (standins.py)
         subprocess.run([sys.executable, str(HERE / "standins.py"), spec["name"], str(dest)], check=True,
                        capture_output=True, timeout=600,  # the site's packages for formats like HDF5 (h5py)
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"),
-                                                                                      str(site)]))})
+                       env={**os.environ, "PUBLIC_SCRIPTS_DATA": str(DATA),  # the stand-ins read the shared data here
+                            "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(site)]))})
     elif kind == "tiny-lm":  # a local tiny model + data set for the Hugging Face entries (tiny_lm.py)
         subprocess.run([sys.executable, str(HERE / "tiny_lm.py"), str(DATA / spec["src"]), str(dest / "model"),
                         str(dest / "data")], check=True, capture_output=True, timeout=600,

@@ -68,11 +68,19 @@ this machine does not have (no downloads): each learnable, seeded, small.  Used 
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
+
+
+def _shared() -> Path:
+    """The shared data sets: ``PUBLIC_SCRIPTS_DATA``, which run.py (the owner of that path) sets for this process, or
+    ``../shared/data`` beside the checkout when the stand-ins are made by hand."""
+    env = os.environ.get("PUBLIC_SCRIPTS_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def ett(dest: Path, rows: int = 2400, seed: int = 0) -> None:
@@ -174,7 +182,7 @@ def modelnet10(dest: Path, train: int = 24, test: int = 8, points: int = 1024, s
 
 
 def mnist_gz60k(dest: Path, train: int = 8000) -> None:
-    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-t10k"
+    src = _shared() / "mnist-t10k"
     images = np.frombuffer(gzip.open(src / "t10k-images-idx3-ubyte.gz").read()[16:], np.uint8).reshape(10000, 784)
     labels = np.frombuffer(gzip.open(src / "t10k-labels-idx1-ubyte.gz").read()[8:], np.uint8)
     dest.mkdir(parents=True, exist_ok=True)
@@ -188,7 +196,7 @@ def mnist_gz60k(dest: Path, train: int = 8000) -> None:
 
 def names(dest: Path, seed: int = 0) -> None:
     import re
-    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare" / "input.txt"
+    src = _shared() / "tinyshakespeare" / "input.txt"
     lines = src.read_text(encoding="utf-8").splitlines()[:30000]
     words = sorted({w.lower() for line in lines for w in re.findall(r"[A-Za-z]+", line) if 3 <= len(w) <= 12})
     order = np.random.default_rng(seed).permutation(len(words))
@@ -197,14 +205,14 @@ def names(dest: Path, seed: int = 0) -> None:
 
 
 def _t10k_images() -> np.ndarray:
-    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-t10k" / "t10k-images-idx3-ubyte.gz"
+    src = _shared() / "mnist-t10k" / "t10k-images-idx3-ubyte.gz"
     with gzip.open(src) as f:
         return np.frombuffer(f.read()[16:], np.uint8).reshape(10000, 784)
 
 
 def digits_folder(dest: Path, count: int = 2560) -> None:
     from PIL import Image
-    src = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-t10k" / "t10k-labels-idx1-ubyte.gz"
+    src = _shared() / "mnist-t10k" / "t10k-labels-idx1-ubyte.gz"
     with gzip.open(src) as f:
         labels = np.frombuffer(f.read()[8:], np.uint8)
     images = _t10k_images()
