@@ -16,8 +16,10 @@ is put back).  Up to :data:`KEEP` such calls are kept (the text, the other argum
 the run each kept call is repeated once on the text without its unary minus signs, with output suppressed.
 
 When reported: the function returned a number on some call of the run, and on a kept call (a) it returned
-nothing (None, an empty string) while the unsigned text gives a number, or (b) it returned a positive number
-that the text writes only with a minus (never unsigned) and the unsigned text gives the same number.
+nothing (None, an empty string) while the unsigned text gives a number, (b) it returned a positive number
+that the text writes only with a minus (never unsigned) and the unsigned text gives the same number, or (c) it
+returned a number that the text writes only as the whole or the fractional digits of a decimal of another value
+(``\\d+`` reading ``3.5`` as 3 or 5; calls whose text holds a decimal are kept too).
 
 What stays silent: a function that reads the sign (the two texts give different numbers), a number that is
 also written unsigned in the text, a minus between two operands (``5 - 3``) or inside a word, a date or an
@@ -42,6 +44,8 @@ from overt.guards.where import short_location, user_location
 UNARY = re.compile(r"(?<![\w.\-+)\]}])-(?=\d)")
 #: a number token of a text: its sign (a unary minus, read with :data:`UNARY`) and its digits
 NUMBER = re.compile(r"(?<![\w.])-?(\d+(?:\.\d+)?)(?![\w.]*\d)")
+#: a decimal number of a text (its whole part read alone is another number)
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)")
 #: the regular-expression spellings of a digit that make a function a number extractor
 DIGIT_CLASSES = ("\\d", "[0-9]")
 MAX_CALLS = 2000  # calls of one function looked at before the original is put back
@@ -129,7 +133,7 @@ class AnswerExtractors:
                     watch.read_number = True
                 if len(watch.kept) < KEEP:
                     index = next((i for i, a in enumerate(args) if isinstance(a, str)), None)
-                    if index is not None and UNARY.search(args[index]) is not None \
+                    if index is not None and (UNARY.search(args[index]) or DECIMAL.search(args[index])) \
                             and all(isinstance(a, PLAIN) for a in args) \
                             and all(isinstance(v, PLAIN) for v in kwargs.values()):
                         watch.kept.append(_Kept(index, args, dict(kwargs), result, user_location(2)))
@@ -166,18 +170,24 @@ class AnswerExtractors:
         broken: list[tuple[_Kept, str, Any]] = []
         for kept in watch.kept:
             text = kept.args[kept.index]
-            unsigned = UNARY.sub("", text)
-            args = kept.args[:kept.index] + (unsigned,) + kept.args[kept.index + 1:]
+            number = _value(kept.result)
+            part = None if number is None else _fragment(text, number)
+            if part == "decimals":
+                broken.append((kept, "decimals", None))
+                continue
+            if UNARY.search(text) is None or (part is None and not _nothing(kept.result)):
+                continue
+            args = kept.args[:kept.index] + (UNARY.sub("", text),) + kept.args[kept.index + 1:]
             try:
                 again = _quiet(watch.fn, *args, **kept.kwargs)
             except Exception:  # noqa: BLE001  the user's function on another text: no premise
                 continue
-            number, other = _value(kept.result), _value(again)
+            other = _value(again)
             if other is None:
                 continue
             if _nothing(kept.result):
                 broken.append((kept, "unreadable", again))
-            elif number is not None and number > 0 and number == other and _only_negative(text, number):
+            elif part == "sign" and number == other:
                 broken.append((kept, "unsigned", again))
         if not broken:
             return None
@@ -189,28 +199,39 @@ class AnswerExtractors:
             what = (f"on the text {shown!r} ({at}) it returns {kept.result!r}, and on the same text with its minus "
                     f"sign taken out it returns {again!r}: its pattern cannot read a number written with a minus, "
                     "so every negative answer is unreadable")
-        else:
+        elif how == "unsigned":
             what = (f"on the text {shown!r} ({at}) it returns {kept.result!r}, a number that text writes only with "
                     f"a minus sign, and the same text without the sign gives the same {again!r}: its pattern reads "
                     "the digits without their sign, so every negative answer is read as positive")
-        message = (f"the answer extractor {watch.name}() defined at {defined} does not read the sign of a number: "
-                   f"{what} ({len(broken)} of the {len(watch.kept)} texts with a negative number it was given). "
-                   "An exact match of extracted answers then scores a perfect answer to every question whose answer "
-                   "is negative as wrong, and the reported accuracy is not the model's while nothing fails.")
-        fix = (f"let the number pattern in {watch.name}() take an optional sign (r\"-?\\d+\" or r\"[+-]?\\d+\", and "
-               "r\"-?\\d+(?:\\.\\d+)?\" for decimals), and check it on a reference whose answer is negative: "
-               "it must come back negative.")
+        else:
+            what = (f"on the text {shown!r} ({at}) it returns {kept.result!r}, a number that text writes only as "
+                    "a piece of a longer decimal: its pattern splits the number at the decimal point, so every answer "
+                    "with decimals is read as another number")
+        message = (f"the answer extractor {watch.name}() defined at {defined} does not read the whole number its text "
+                   f"writes: {what} ({len(broken)} of the {len(watch.kept)} texts with a signed or decimal number it "
+                   "was given). An exact match of extracted answers then scores a perfect answer to every such "
+                   "question as wrong, and the reported accuracy is not the model's while nothing fails.")
+        fix = (f"let the number pattern in {watch.name}() take an optional sign and decimals (r\"-?\\d+\" or "
+               "r\"[+-]?\\d+\", r\"-?\\d+(?:\\.\\d+)?\" with decimals), and check it on a reference whose "
+               "answer is negative or has decimals: it must come back as written.")
         return watch.name, f"{watch.name}() at {defined}", message, fix
 
 
-def _only_negative(text: str, number: float) -> bool:
-    """Whether ``text`` writes ``number`` with a unary minus and never without one."""
-    signed = unsigned = False
+def _fragment(text: str, number: float) -> str | None:
+    """How ``text`` writes ``number`` when it writes it only as part of a longer number: "sign" (only after a
+    unary minus), "decimals" (only as the whole or the fractional digits of a decimal of another value); None when the text writes it
+    as a whole number somewhere, or not at all."""
+    whole: set[float] = set()
+    signed = decimals = False
     for match in NUMBER.finditer(text):
-        if float(match.group(1)) != number:
-            continue
-        if match.group(0).startswith("-") and UNARY.match(text, match.start()) is not None:
+        digits = match.group(1)
+        negative = match.group(0).startswith("-") and UNARY.match(text, match.start()) is not None
+        value = float(digits)
+        whole.add(-value if negative else value)
+        if "." in digits and value != number and any(float(part) == number for part in digits.split(".")):
+            decimals = True
+        elif negative and value == number:
             signed = True
-        else:
-            unsigned = True
-    return signed and not unsigned
+    if number in whole or number <= 0:
+        return None
+    return "decimals" if decimals else "sign" if signed else None

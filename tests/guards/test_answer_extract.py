@@ -5,7 +5,7 @@ twins, a minus between operands, dates and exponents, and functions that never r
 
 from __future__ import annotations
 
-from overt.guards.answerextract import UNARY, _only_negative, extractor
+from overt.guards.answerextract import UNARY, _fragment, extractor
 from tests.guards.helpers import run_script_probe as _run
 from tests.guards.helpers import slug_set as _slugs
 
@@ -54,6 +54,19 @@ def test_signed_patterns_are_quiet(tmp_path):
     assert _run(tmp_path, ANSWERS.format(reference="([+-]?\\d+)", prediction="-?\\d+")) == []
 
 
+#: half of each digit (0.0 to 4.5) as the answer: a pattern without decimals reads 3.5 as 3
+HALVES = (ANSWERS.replace("int(g) - 5", "int(g) / 2").replace("{{int(t)}} - 5 = {{int(t) - 5}}", "{{int(t)}} / 2")
+          .replace("int(t) - 5", "int(t) / 2").replace("str(reference_answer(r))", "reference_answer(r)")
+          .replace("int(found.group(1))", "found.group(1)"))
+
+
+def test_a_pattern_that_stops_at_the_decimal_point_is_named_and_its_twin_is_quiet(tmp_path):
+    findings = _run(tmp_path, HALVES.format(reference="(-?\\d+(?:\\.\\d+)?)", prediction="\\d+"))
+    assert _slugs(findings) == ["metric-imperfect-on-truth"], findings
+    assert findings[0]["where"].startswith("predicted_answer() at ") and "decimal" in findings[0]["message"]
+    assert _run(tmp_path, HALVES.format(reference="(-?\\d+(?:\\.\\d+)?)", prediction="\\d+(?:\\.\\d+)?")) == []
+
+
 QUIET = '''
 import re
 
@@ -90,8 +103,9 @@ def test_extractors_whose_texts_have_no_lost_sign_are_quiet(tmp_path):
 def test_unary_minus_is_told_from_operators_dates_and_exponents():
     assert [m.start() for m in UNARY.finditer("#### -3, (-4) x=-5")] == [5, 10, 16]
     assert UNARY.search("7 - 9 = 2, 2020-11-03, 1e-5, a-3, [1]-2") is None
-    assert _only_negative("7 - 9 = -2\n#### -2", 2.0)
-    assert not _only_negative("2 then -2", 2.0) and not _only_negative("-2.5 and -1", 2.0)
+    assert _fragment("7 - 9 = -2\n#### -2", 2.0) == "sign" and _fragment("#### 2.5", 2.0) == "decimals"
+    assert _fragment("2 then -2", 2.0) is None and _fragment("-2.5 and 2", 2.0) is None
+    assert _fragment("#### 2.0", 2.0) is None and _fragment("v1.2.3", 1.0) is None and _fragment("2020-11", 11.0) is None
 
 
 def test_only_script_functions_with_a_digit_pattern_are_extractors():
