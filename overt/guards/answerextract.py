@@ -1,4 +1,4 @@
-"""An answer extractor reads a number written with a minus sign as that negative number (slug
+"""An answer extractor reads the whole number its text writes: a minus sign and decimals included (slug
 ``metric-imperfect-on-truth``; issue 33).
 
 Premise: a function that reads a number out of a text (an answer pulled from a model's completion or from a
