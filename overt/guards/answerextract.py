@@ -219,8 +219,8 @@ class AnswerExtractors:
 
 def _fragment(text: str, number: float) -> str | None:
     """How ``text`` writes ``number`` when it writes it only as part of a longer number: "sign" (only after a
-    unary minus), "decimals" (only as the whole or the fractional digits of a decimal of another value); None when the text writes it
-    as a whole number somewhere, or not at all."""
+    unary minus), "decimals" (only as the whole or the fractional digits of a decimal of another value); None
+    when the text writes it as a whole number somewhere, or not at all."""
     whole: set[float] = set()
     signed = decimals = False
     for match in NUMBER.finditer(text):
