@@ -51,7 +51,8 @@ from typing import Any
 
 import torch
 
-from overt.guards import answerextract, batchdecode, countcells, ignoredpreds, latecalls, metricdef, rankorder, scoredefs, spantext
+from overt.guards import (answerextract, batchdecode, countcells, ignoredpreds, latecalls, metricdef, rankorder,
+                          scoredefs, spantext)
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.scriptspace import script_grown
