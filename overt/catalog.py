@@ -1228,7 +1228,8 @@ ENTRIES: tuple[Entry, ...] = (
           "best score",
           "a metric that scores the ground truth itself below its best value (a class absent from both sides scored "
           "as a miss, a wrong denominator, a decoding step that leaves a token, an answer span that turns a "
-          "prediction of exactly a word's tokens into other text) misjudges every model it scores, "
+          "prediction of exactly a word's tokens into other text, an answer extractor that cannot read a minus "
+          "sign) misjudges every model it scores, "
           "and the reported number is not the metric while nothing fails",
           _E, False, True),
     Entry("metric-rewards-disjoint-prediction", "OVT823", "a metric function that scores a prediction sharing "

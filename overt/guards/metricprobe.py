@@ -51,7 +51,8 @@ from typing import Any
 
 import torch
 
-from overt.guards import batchdecode, countcells, ignoredpreds, latecalls, metricdef, rankorder, scoredefs, spantext
+from overt.guards import (answerextract, batchdecode, countcells, ignoredpreds, latecalls, metricdef, rankorder,
+                          scoredefs, spantext)
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.scriptspace import script_grown
@@ -321,6 +322,7 @@ class MetricProbeChecks(Check):
         self.tries: dict[str, int] = {}  # calls of a function chosen by its arity looked at for a span's form
         self.ignored: dict[int, int] = {}  # label a training index loss ignored -> its classes (0: conflicting)
         self.loss_looks = 0  # checked classification losses read for their ignore_index
+        self.extractors = answerextract.AnswerExtractors()  # number extractors that may drop a minus sign
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         """A checked training loss: the label a classification loss ignores, with its number of classes (read
@@ -344,6 +346,10 @@ class MetricProbeChecks(Check):
         self.namespace = main.__dict__
         self.seen = len(self.namespace)
         self._wrap(filename, training=False)
+        try:
+            self.extractors.wrap(self.namespace, filename, skip=set(self.wrapped))
+        except Exception as exc:  # noqa: BLE001  a guard never breaks the user's run
+            self.s.check_failed(self, exc)
 
     def _wrap(self, filename: str, training: bool) -> None:
         """Wrap the namespace's metric functions not wrapped yet.  During training only the definition
@@ -440,6 +446,9 @@ class MetricProbeChecks(Check):
 
     def end_of_run(self) -> None:
         self._late_calls()
+        self.extractors.remove()
+        for _name, where, message, fix in self.extractors.findings():
+            self.s.report("metric-imperfect-on-truth", message, fix=fix, where=where, key=f"extract:{where}")
         for name, call in self.calls.items():
             code = _inner(call.fn).__code__
             defined = short_location(code.co_filename, code.co_firstlineno)
@@ -706,6 +715,7 @@ class MetricProbeChecks(Check):
         return (value, perfect, made[1]) if value >= 0.5 * perfect else None
 
     def remove_hooks(self) -> None:
+        self.extractors.remove()
         if self.namespace is not None:
             for name, (fn, wrapper) in self.wrapped.items():
                 if self.namespace.get(name) is wrapper:

@@ -695,6 +695,10 @@ EXPECTED = {
     # left in training mode (no Dropout/BatchNorm: an evaluation without eval()), which now opens the window in
     # which torch's argmax is seen (choice-over-flat-curve widened, overt/guards/predshape.py + flatpick.py)
     "w399_threshold_from_all_normal_validation": ("run",),
+    # session 56 (eval22): a reference answer parsed with ``#### (\\d+)``, which cannot read ``#### -2``: every
+    # negative reference is unreadable, while the same text without its minus gives a number
+    # (metric-imperfect-on-truth widened, overt/guards/answerextract.py)
+    "w458_reference_answer_sign_stripped": ("run",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)
