@@ -34,6 +34,8 @@ from overt.lint.rules.base import Hit, rule
 _TRIG = {"sin", "cos", "tan"}
 _ROOTS = {"np", "numpy", "torch", "jnp"}
 _GRIDS = {"linspace", "arange", "range"}
+_DRAWS = {"uniform", "randint"}  # random angles: np.random.uniform(0, 360), random.randint(-180, 180), rng.uniform
+_DRAW_ROOTS = {"np.random", "numpy.random", "random", "torch.distributions"}
 _STACKS = {"stack", "concatenate", "cat", "column_stack", "vstack", "hstack", "dstack", "meshgrid"}
 _WRAPS = {"array", "asarray", "tensor", "as_tensor", "from_numpy", "asanyarray", "ascontiguousarray",
           "float", "double", "astype", "to", "ravel", "flatten", "reshape", "view", "squeeze", "unsqueeze",
@@ -76,6 +78,10 @@ def _grid_extreme(call: ast.Call, name: str) -> float | None:
             ends += [start - half if start < stop else start + half, stop + half if start < stop else stop - half]
     else:
         values = [_number(a) for a in args]
+        if name in _DRAWS:
+            values = values[:2]
+            if len(values) < 2:
+                return None
         if not values or any(v is None for v in values) or len(values) > 3:
             return None
         if len(values) == 1:
@@ -128,6 +134,9 @@ class _Tracer:
         if isinstance(node, ast.Call):
             root, name = _call_name(node)
             if name in _GRIDS and (root in _ROOTS or (root == "" and name == "range")):
+                return node if _grid_extreme(node, name) is not None else None
+            if name in _DRAWS and isinstance(node.func, ast.Attribute) and (
+                    dotted(node.func.value) in _DRAW_ROOTS or isinstance(node.func.value, ast.Name)):
                 return node if _grid_extreme(node, name) is not None else None
             if name in _STACKS and root in _ROOTS and node.args:
                 first = node.args[0]
@@ -207,7 +216,9 @@ class _Tracer:
                 return None
             elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
                     isinstance(e, ast.Name) and e.id == target for e in ast.walk(n.target)):
-                return None
+                if not (isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Call)):
+                    return None
+                values.append(n.iter)  # for angle in range(0, 360, 15): each angle is one of the grid's values
             elif isinstance(n, ast.withitem) and n.optional_vars is not None and any(
                     isinstance(e, ast.Name) and e.id == target for e in ast.walk(n.optional_vars)):
                 return None
@@ -224,7 +235,7 @@ def _trig_argument(node: ast.Call) -> tuple[str, ast.AST] | None:
     if not isinstance(func, ast.Attribute) or func.attr not in _TRIG:
         return None
     root = dotted(func.value)
-    if root in _ROOTS:
+    if root in _ROOTS or root == "math":
         return (f"{root}.{func.attr}", node.args[0]) if len(node.args) == 1 else None
     if not node.args and not node.keywords and root is not None:
         return f".{func.attr}()", func.value
