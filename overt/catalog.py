@@ -1048,6 +1048,12 @@ ENTRIES: tuple[Entry, ...] = (
           "dividing by it multiplies by the quantity it inverts, so attention logits come out head_dim times too "
           "large (the softmax saturates) or a normalised value is multiplied by the deviation, with no error",
           _E, True, False),
+    Entry("trig-of-degrees", "OVT856", "a sine or cosine taken of a grid laid out in degrees",
+          "sin/cos/tan take radians: a grid of latitudes, longitudes or rotation angles that reaches 90, 180 or "
+          "360 handed to them unconverted is read as that many radians, so the features wrap around every 6.28 "
+          "degrees and neighbouring points get unrelated values; a model fed them cannot tell positions apart, "
+          "with no error",
+          _E, True, False),
     Entry("graph-edges-cross-batch", "OVT548", "edges of a batched graph that join nodes of two different graphs",
           "graphs batched as one disconnected graph must keep every edge inside its own graph (batch[src] == "
           "batch[dst]): an edge_index shifted by anything but the cumulative node count of the graphs before it "

@@ -15,7 +15,7 @@ def test_catalog_page_is_generated_from_the_code():
 
 
 #: entries overt added after the shared catalog (never renamed, never reused)
-ADDED = {"squashed-twice", "mask-on-reduced-loss", "generation-reads-untrained-position", "response-mask-skips-first-token", "unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-memory",
+ADDED = {"trig-of-degrees", "squashed-twice", "mask-on-reduced-loss", "generation-reads-untrained-position", "response-mask-skips-first-token", "unsharded-sampler", "unset-epoch", "every-rank-saves", "numpy-shared-memory",
          "unregistered-tensor", "too-many-workers", "batchnorm-in-accumulation", "effective-batch-size",
          "val-loss-diverging", "val-metric-collapse",
          # issue 24, real-world silent bugs (tests/wild)

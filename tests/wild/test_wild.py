@@ -688,6 +688,9 @@ EXPECTED = {
     # round twenty-one, measured in session 56: caught by cause at the measurement (dev21) -- members trained
     # through a cross-entropy of their own softmax (softmax-before-cross-entropy)
     "w460_ensemble_softmax_applied_twice": ("run",),
+    # session 56 (features22): sin/cos of latitudes and longitudes laid out in degrees (a literal grid reaching
+    # 90 and 360, no conversion to radians on the way) (trig-of-degrees, overt/lint/rules/trigdegrees.py)
+    "w469_lat_lon_features_in_degrees": ("lint",),
     # session 56 (weights21): a KL summed over the whole tensor (torch.sum without dim) and then multiplied by the
     # per-event mask, every event carrying the batch's KL (mask-on-reduced-loss, overt/guards/reducedmask.py)
     "w295_kl_summed_over_whole_batch": ("run",),

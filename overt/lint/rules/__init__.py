@@ -44,6 +44,7 @@ from overt.lint.rules import runningmean  # noqa: F401  (issue 33: a running mea
 from overt.lint.rules import viewkept  # noqa: F401  (issue 33: a tensor element kept as a view, then overwritten)
 from overt.lint.rules import initreach  # noqa: F401  (issue 33: an init loop over children() misses nested layers)
 from overt.lint.rules import splitshared  # noqa: F401  (issue 33: a write through one split's .dataset reaches all)
+from overt.lint.rules import trigdegrees  # noqa: F401  (issue 33: sin/cos of a grid laid out in degrees)
 from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
