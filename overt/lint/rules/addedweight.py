@@ -32,6 +32,9 @@ _WEIGHT_WORDS = frozenset(("weight", "weights", "w", "wt", "wts", "lambda", "lam
                            "lmbd", "coef", "coefs", "coeff", "coeffs", "coefficient", "coefficients", "alpha",
                            "alphas", "beta", "betas"))
 _LOSS_WORDS = ("loss", "cost", "elbo", "objective", "nll", "penalty")
+#: words that make a weight-named value a quantity of its own (``w_loss``, ``weight_norm``, ``weight_reg``)
+_QUANTITY_WORDS = frozenset(("loss", "losses", "cost", "norm", "penalty", "reg", "term", "kl", "nll", "grad", "error",
+                             "err", "dist", "decay", "sum", "mean", "total"))
 
 
 def _words(name: str) -> set[str]:
@@ -65,6 +68,27 @@ def _family(node: ast.AST) -> tuple[str, frozenset[str]] | None:
         found = frozenset(_words(node.id) & _WEIGHT_WORDS)
         return ("", found) if found else None
     return None
+
+
+def _computed(ix: FileIndex, node: ast.expr) -> bool:
+    """``node``, a weight-named leaf, names a computed quantity rather than a weight: its name carries a
+    quantity word, or (a plain name) one of its plain bindings in its scope calls something."""
+    text = dotted(node.value) if isinstance(node, ast.Subscript) else dotted(node)
+    words = _words(text or "")
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        words |= _words(node.slice.value)
+    if words & _QUANTITY_WORDS:
+        return True
+    if isinstance(node, ast.Name):
+        fn = ix.enclosing_function(node)
+        scope = ix.scope_nodes(fn) if fn is not None else ix.stmts_nodes(ix.tree.body)
+        for n in scope:
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if any(isinstance(t, ast.Name) and t.id == node.id for t in targets) and \
+                        any(isinstance(c, ast.Call) for c in ast.walk(n.value)):
+                    return True
+    return False
 
 
 def _terms(node: ast.expr) -> list[tuple[int, ast.expr]]:
@@ -138,7 +162,7 @@ def loss_weight_added(ix: FileIndex) -> Iterator[Hit]:
 
         for i, (sign, term) in enumerate(terms):
             fam = _family(term)
-            if sign < 0 or fam is None:
+            if sign < 0 or fam is None or _computed(ix, term):
                 continue
             sibling = next((t for f, t in multiplying if f is not None and _same(fam, f)), None)
             if sibling is None:
