@@ -15,8 +15,9 @@ an attribute or a subscript whose name or key carries a weight word: weight, w, 
 unweighted, non-constant term (the partner it was meant to multiply), and (c) the sum is a loss (its target,
 its function or one of its terms is named loss, cost, elbo, objective, nll or penalty).  Silent on deliberate
 constants (``+ math.log(k)``, a number, ``self.margin``: no weight word or no sibling that multiplies), on a sum
-whose every loss term is weighted (uncertainty weighting adds its learned log-variances on purpose), and on
-weights of different families.
+whose every loss term is weighted (uncertainty weighting adds its learned log-variances on purpose), on weights
+of different families, and on weight-named quantities of their own (``w_loss``, ``weight_reg``: a quantity word in
+the name; a plain name bound by a call).
 """
 
 from __future__ import annotations
