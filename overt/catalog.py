@@ -387,10 +387,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("loss-term-constant", "OVT390", "a term of a summed loss that is constant in the parameters it reaches",
           "a term whose value cannot change with the weights (a load-balancing loss whose broadcast product always "
           "sums to the number of experts, a penalty on a quantity normalised before the penalty sees it, a "
-          "policy-gradient loss whose advantages are zero on every sample) has a graph and no gradient: it trains "
-          "nothing, and what it was added for never happens while the loss looks "
-          "normal",
-          _W, False, True),
+          "policy-gradient loss whose advantages are zero on every sample, a loss weight added to the sum where it "
+          "should multiply its term) has no gradient: it trains nothing, and what it was added for never happens "
+          "while the loss looks normal",
+          _W, True, True),
     Entry("returns-from-past-rewards", "OVT326", "discounted returns accumulated forward in time",
           "G = r[t] + gamma * G iterated from the first step to the last gives each step the discounted sum of "
           "the rewards before it, not after it: actions are credited for what already happened, and the policy "
@@ -459,9 +459,10 @@ ENTRIES: tuple[Entry, ...] = (
           "were reduced, not by the objective",
           "a term averaged over the batch next to one summed over it (a VAE's reconstruction averaged, its KL "
           "summed), or a distillation term at temperature T without its factor T*T: one term's share of the "
-          "gradient on the parameters they share is off by the batch size or by T*T, so the other term drives "
+          "gradient on the parameters they share is off by the batch size or by T*T (or, a minibatch's likelihood "
+          "next to the whole data set's KL unscaled, by N / B), so the other term drives "
           "training while every loss falls",
-          _E, False, True),
+          _E, True, True),
     Entry("regression-target-is-input", "OVT348", "a regression whose target is the model's own input, learned as "
           "a copy",
           "a model asked to output one of the tensors it is given learns the identity in a few steps: the loss "

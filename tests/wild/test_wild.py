@@ -702,6 +702,14 @@ EXPECTED = {
     # negative reference is unreadable, while the same text without its minus gives a number
     # (metric-imperfect-on-truth widened, overt/guards/answerextract.py)
     "w458_reference_answer_sign_stripped": ("run",),
+    # session 56 (terms22): a PINN loss adding its interior weight (a dict entry whose sibling multiplies the
+    # boundary term) to the interior loss instead of multiplying it (loss-term-constant widened to a lint face,
+    # overt/lint/rules/addedweight.py)
+    "w456_pde_interior_weight_added": ("lint",),
+    # session 56 (terms22): an SVGP ELBO adding a minibatch's expected log-likelihood to the whole data set's KL
+    # (a parameter-only kl() of the file's class) with no N / batch_size (loss-terms-misscaled widened to a lint
+    # face, overt/lint/rules/klbatch.py)
+    "w459_svgp_minibatch_likelihood_not_rescaled": ("lint",),
 }
 SLOW_FACES = {"doctor", "engine"}
 #: cases whose scripts take over ~10 s under a face (per-sample actor-critic updates)

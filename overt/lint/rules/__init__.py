@@ -49,3 +49,5 @@ from overt.lint.rules.base import FIXABLE, RULES, Edit, Hit
 
 __all__ = ["RULES", "FIXABLE", "Edit", "Hit"]
 from overt.lint.rules import stopwindow  # noqa: F401  (issue 33: an early stop against the window's worst)
+from overt.lint.rules import addedweight  # noqa: F401  (issue 33: a loss weight added as a term of its own)
+from overt.lint.rules import klbatch  # noqa: F401  (issue 33: a minibatch likelihood beside the data set's KL)
