@@ -377,6 +377,7 @@ class MetricProbeChecks(Check):
             return
         self.namespace, filename = found
         self.seen_training = len(self.namespace)
+        self.library.install()  # a ranking metric scored between training steps, without eval() or no_grad
         self._wrap(filename, training=True)
         box_format = getattr(self.s, "box_format", None)  # box functions given another format (boxformat.py)
         if box_format is not None:

@@ -54,6 +54,36 @@ def test_distances_squashed_by_binary_auroc_are_named_and_scaled_ones_are_quiet(
     assert _run(tmp_path, "print(binary_auroc(dist / dist.max(), 1 - is_zero).item())\n", head=TM) == []
 
 
+LOOP = """
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from sklearn.metrics import roc_auc_score
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+d = load_digits()
+x = torch.tensor(d.data, dtype=torch.float32) / 16
+y = torch.tensor(d.target)
+model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for step in range(80):
+    i = (step * 32) % 1400
+    opt.zero_grad()
+    F.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
+    opt.step()
+    if step % 20 == 19:  # scored between steps: no eval(), no no_grad
+        p0 = model(x[1400:]).softmax(1)[:, 0].detach().numpy()
+        print(roc_auc_score((y[1400:] == 0).numpy(), SCORE))
+"""
+
+
+def test_a_metric_scored_between_training_steps_without_an_evaluation_is_seen(tmp_path):
+    assert _slugs(_run(tmp_path, "", head=LOOP.replace("SCORE", "1 - p0"))) == ["metric-wrong-class-score"]
+    assert _run(tmp_path, "", head=LOOP.replace("SCORE", "p0")) == []
+
+
 def test_logits_in_range_a_weak_score_and_hard_labels_stay_quiet(tmp_path):
     body = '''
     print(binary_auroc(out[:, 0], is_zero).item())                      # logits: the sigmoid keeps them apart
