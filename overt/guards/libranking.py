@@ -19,8 +19,9 @@ A binary ranking metric (ROC AUC, average precision) measures how a score orders
 Watched: scikit-learn's ``roc_auc_score`` and ``average_precision_score`` and torchmetrics' ``binary_auroc``,
 ``binary_average_precision`` and ``auroc``/``average_precision`` with ``task="binary"`` -- the modules' functions
 and the names the script and its own modules bound to them -- from the first evaluation on (installed by
-:mod:`overt.guards.metricprobe`, put back at the end of the run); the first :data:`LOOKS` calls are judged on
-the host (a metric call reads its values anyway; nothing runs on training steps).  Silent on anything else:
+:mod:`overt.guards.metricprobe`, also on a checked training step once the script's namespace grew; put back at the
+end of the run); the first :data:`LOOKS` calls are judged on the host (a metric call reads its values anyway;
+nothing runs on unchecked training steps).  Silent on anything else:
 labels that are not two classes (0/1, -1/1, booleans), scores that are not one finite float per sample, fewer
 than :data:`MIN_CLASS` samples of a class, a ``pos_label``, ``thresholds``, ``ignore_index``, ``max_fpr`` or
 sample weights given.
