@@ -92,21 +92,21 @@ def _labels(target: Any) -> np.ndarray | None:
     return y == values[1]
 
 
-def _scores(preds: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """(the scores as given, the values the metric ranks) as float64; None for anything but 1-D floats."""
+def _scores(preds: Any) -> np.ndarray | None:
+    """The scores as given, as float64; None for anything but one float per sample."""
     if isinstance(preds, torch.Tensor):
         if not preds.is_floating_point():
             return None
         t = preds.detach().reshape(-1) if preds.ndim == 2 and preds.shape[1] == 1 else preds.detach()
         if t.ndim != 1:
             return None
-        return t.cpu().double().numpy(), np.empty(0)
+        return t.cpu().double().numpy()
     s = np.asarray(preds)
     if s.dtype.kind != "f":
         return None
     if s.ndim == 2 and s.shape[1] == 1:
         s = s.reshape(-1)
-    return (s.astype(np.float64), np.empty(0)) if s.ndim == 1 else None
+    return s.astype(np.float64) if s.ndim == 1 else None
 
 
 def _as_seen(preds: torch.Tensor, library: str, raw: np.ndarray) -> np.ndarray:
@@ -120,10 +120,9 @@ def _as_seen(preds: torch.Tensor, library: str, raw: np.ndarray) -> np.ndarray:
 def judge(library: str, target: Any, preds: Any) -> Verdict | None:
     """The verdict on one call's labels and scores, or None when its premise does not hold or nothing is wrong."""
     y = _labels(target)
-    got = _scores(preds)
-    if y is None or got is None:
+    raw = _scores(preds)
+    if y is None or raw is None:
         return None
-    raw = got[0]
     if len(raw) != len(y) or not np.isfinite(raw).all():
         return None
     pos = int(y.sum())
