@@ -1218,8 +1218,9 @@ ENTRIES: tuple[Entry, ...] = (
           _W, True, False),
     Entry("metric-wrong-class-score", "OVT803", "a binary ranking metric given the negative class's score",
           "roc_auc_score, average precision and ROC/PR curves take label 1 as the positive class; fed column 0 of "
-          "a two-class probability matrix they rank the samples backwards and report one minus the model's score",
-          _E, True, False),
+          "a two-class probability matrix (or a score negated once too often) they rank the samples backwards and "
+          "report one minus the model's score",
+          _E, True, True),
     Entry("predictions-not-denormalised", "OVT804", "predictions in normalised units scored against raw targets",
           "a model trained on standardised targets predicts in standard deviations around zero: scored against "
           "the targets in their own units without the inverse transform (or put back in raw units and scored "
@@ -1325,7 +1326,8 @@ ENTRIES: tuple[Entry, ...] = (
           "given thresholded predictions (0 or 1, argmax) only one threshold is left, so the 'AUC' is a balanced "
           "accuracy at 0.5 and no longer measures the ranking it is reported as; a hand-written one that ranks "
           "its items by a label field or another key on which they tie scores the order they are listed in, "
-          "which moves when they are listed in another order",
+          "which moves when they are listed in another order; torchmetrics' binary AUROC squashes scores outside "
+          "[0, 1] with a sigmoid, and large scores saturate into one tie",
           _E, True, True),
     Entry("logits-thresholded-as-probabilities", "OVT819", "outputs trained as logits compared with 0.5 without "
           "a sigmoid",

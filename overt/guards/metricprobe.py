@@ -51,8 +51,8 @@ from typing import Any
 
 import torch
 
-from overt.guards import (answerextract, batchdecode, countcells, ignoredpreds, latecalls, metricdef, rankorder,
-                          scoredefs, spantext)
+from overt.guards import (answerextract, batchdecode, countcells, ignoredpreds, latecalls, libranking, metricdef,
+                          rankorder, scoredefs, spantext)
 from overt.guards.aside import user_code
 from overt.guards.check import Check
 from overt.guards.scriptspace import script_grown
@@ -323,6 +323,8 @@ class MetricProbeChecks(Check):
         self.ignored: dict[int, int] = {}  # label a training index loss ignored -> its classes (0: conflicting)
         self.loss_looks = 0  # checked classification losses read for their ignore_index
         self.extractors = answerextract.AnswerExtractors()  # number extractors that may drop a minus sign
+        # scikit-learn's and torchmetrics' binary ranking metrics, judged on their calls (libranking.py)
+        self.library = libranking.LibraryRanking(self._library_verdict, lambda exc: self.s.check_failed(self, exc))
 
     def on_checked_loss(self, name: str, inp: Any, target: Any, args: tuple, kwargs: dict) -> None:
         """A checked training loss: the label a classification loss ignores, with its number of classes (read
@@ -339,6 +341,7 @@ class MetricProbeChecks(Check):
         """A watched model was switched to eval mode: wrap the script's metric functions defined by now.
         Evaluation forwards the session shows this check look again when the script's namespace has grown
         (a function defined after ``model.eval()``)."""
+        self.library.install()
         main = sys.modules.get("__main__")
         filename = getattr(main, "__file__", None)
         if main is None or not filename or (self.namespace is not None and main.__dict__ is not self.namespace):
@@ -379,6 +382,7 @@ class MetricProbeChecks(Check):
             return
         self.namespace, filename = found
         self.seen_training = len(self.namespace)
+        self.library.install()  # a ranking metric scored between training steps, without eval() or no_grad
         self._wrap(filename, training=True)
         box_format = getattr(self.s, "box_format", None)  # box functions given another format (boxformat.py)
         if box_format is not None:
@@ -714,8 +718,41 @@ class MetricProbeChecks(Check):
             return None
         return (value, perfect, made[1]) if value >= 0.5 * perfect else None
 
+    def _library_verdict(self, name: str, v: libranking.Verdict) -> None:
+        """A library ranking metric's call whose scores break a property of every correct use (libranking.py)."""
+        loc = user_location(2)
+        where = f"the {name}() call at {loc}" if loc else f"a {name}() call"
+        counts = f"{v.positives} positive and {v.negatives} negative samples"
+        if v.slug == "ranking-metric-on-labels":
+            self.s.report(
+                v.slug,
+                f"{name}() was given scores outside [0, 1] ({v.distinct} distinct values over {counts}); "
+                "torchmetrics takes such inputs for logits and applies a sigmoid, which saturates at this "
+                f"magnitude: the metric ranks only {v.seen_distinct} distinct value"
+                f"{'' if v.seen_distinct == 1 else 's'}, so most samples tie and the metric reports the ties, "
+                f"not the ranking (AUROC {v.auc:.3f} as the metric sees the scores, "
+                f"{v.raw_auc:.3f} on the scores as computed). The number reported does not measure the score.",
+                where, key=f"squash:{loc}",
+                fix="give the metric scores it ranks as they are: scores in [0, 1] (a mean instead of a sum over "
+                    "classes, a monotone map such as a rank or min-max scaling fitted on held-in data), or "
+                    "compute the AUROC with a function that does not transform its input (sklearn.metrics."
+                    "roc_auc_score).")
+        else:
+            self.s.report(
+                v.slug,
+                f"{name}() ranks the samples backwards: AUROC {v.auc:.3f} over {counts}, far below the 0.5 of a "
+                "score that knows nothing. A score that separates the classes this well the wrong way round is "
+                "oriented against label 1 (the metric's positive class): it was negated once too often (a score "
+                "that already means 'higher = positive' given a minus sign), or it is the other class's "
+                f"probability or column. The metric reports {v.auc:.3f} for a score worth {1 - v.auc:.3f}.",
+                where, key=f"backwards:{loc}",
+                fix="pass a score that is higher for label 1: follow the score from where it is computed to this "
+                    "call and drop the extra negation (or take the positive class's column), or swap which "
+                    "samples are labelled 1; check once that a trained model's AUROC is above 0.5.")
+
     def remove_hooks(self) -> None:
         self.extractors.remove()
+        self.library.remove()
         if self.namespace is not None:
             for name, (fn, wrapper) in self.wrapped.items():
                 if self.namespace.get(name) is wrapper:

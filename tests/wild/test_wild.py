@@ -691,6 +691,11 @@ EXPECTED = {
     # session 56 (features22): sin/cos of latitudes and longitudes laid out in degrees (a literal grid reaching
     # 90 and 360, no conversion to radians on the way) (trig-of-degrees, overt/lint/rules/trigdegrees.py)
     "w469_lat_lon_features_in_degrees": ("lint",),
+    # session 56 (scores22): a library ranking metric judged on its call's scores (overt/guards/libranking.py):
+    # summed OOD scores of 20-50 squashed by torchmetrics' sigmoid into one tie (ranking-metric-on-labels), and an
+    # OOD score negated twice, ranking the samples reliably backwards (metric-wrong-class-score)
+    "w471_ood_score_summed_saturates_auroc": ("run",),
+    "w462_ood_score_sign_inverted": ("run",),
     # session 56 (weights21): a KL summed over the whole tensor (torch.sum without dim) and then multiplied by the
     # per-event mask, every event carrying the batch's KL (mask-on-reduced-loss, overt/guards/reducedmask.py)
     "w295_kl_summed_over_whole_batch": ("run",),
