@@ -139,9 +139,10 @@ class SquashTwice:
             "squashed-twice",
             f"{kind} at {loc} is applied to a value already squashed by the {kind} at {inner} (its input, of "
             f"shape {tuple(x.shape)}, is {how}): the inner {kind} keeps it in {_FULL[kind]}, so the outer one's output "
-            f"(its mode, under zero-mean noise) stays in {_RANGE[kind]} and never reaches the range's ends -- a "
-            "squashed Gaussian policy whose mean is already a tanh cannot act near its action bounds, a sigmoid of "
-            "probabilities never predicts below one half -- while training runs as usual.",
+            f"without the added term stays in {_RANGE[kind]} and never reaches the range's ends; only the noise, "
+            "if any, carries it further -- a squashed Gaussian policy whose mean is already a tanh cannot aim its "
+            "mean action near its bounds, a sigmoid of probabilities never predicts below one half -- while "
+            "training runs as usual.",
             fix=(f"squash once: drop the {kind} at {inner} (return the unbounded mean or logit from the network) "
                  f"and keep the one at {loc}, or the other way round."),
             where=f"{kind} at {loc}", key=key)
