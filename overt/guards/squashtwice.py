@@ -5,9 +5,9 @@ The premise, true of every correct program: a ``tanh`` (or a ``sigmoid``) is app
 is what maps a real number into the range.  Applied to the output of another ``tanh`` (``tanh(tanh(x))``), or to
 that output plus zero-mean noise or a constant (a squashed Gaussian policy whose mean the network already passed
 through ``tanh``: ``tanh(tanh(mu) + std * eps)``), its input is confined to (-1, 1) (or centred there), so the
-outer output -- or its mode -- can never leave (-0.762, 0.762) (``sigmoid(sigmoid(x))``: (0.5, 0.731)): actions near
-the bounds, probabilities below one half, are out of the model's reach, the model settles short of them and
-nothing fails.
+outer output without the added term can never leave (-0.762, 0.762) (``sigmoid(sigmoid(x))``: (0.5, 0.731)): mean
+actions near the bounds, probabilities below one half, are out of the model's reach (only wide noise carries a sample
+there), the model settles short of them and nothing fails.
 
 Seen through :mod:`overt.guards.axes`'s window (the first checked training steps and the first evaluation
 forwards): every ``torch.tanh``/``torch.sigmoid`` call (function, tensor method, ``torch.nn.functional``'s, an
