@@ -9,21 +9,12 @@ another function is not this line's discount).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from overt.guards.where import is_user_file
+from overt.guards.where import user_frame  # noqa: F401  (re-exported: bootshift, tdgrad)
 
 NAMES = ("gamma", "discount", "discount_factor", "gamma_", "disc", "discount_rate")
 HOLDERS = ("self", "args", "cfg", "config", "hparams", "params", "opt", "opts", "hp", "flags", "agent")
-
-
-def user_frame(skip: int = 1) -> Any:
-    """The innermost frame of the user's code from the caller's ``skip``-th frame outwards, or None."""
-    frame = sys._getframe(skip + 1)
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
 
 
 def _number(x: Any) -> float | None:

@@ -33,15 +33,12 @@ rows off one (or no mass at all) and none found every judged row at one."""
 
 from __future__ import annotations
 
-import linecache
-import re
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from overt.guards.check import Check
-from overt.guards.where import is_user_file, short_location, user_location
+from overt.guards.where import assignment_location, user_frame, user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -193,20 +190,8 @@ def _assigned(frame: Any, target: torch.Tensor) -> tuple[str, str] | None:
         except Exception:  # noqa: BLE001  a tensor without storage (sparse, meta, a subclass)
             same = False
         if same:
-            pat = re.compile(rf"^\s*{re.escape(name)}\s*(:[^=]*)?=(?!=)")
-            file = frame.f_code.co_filename
-            for line in range(frame.f_lineno - 1, max(0, frame.f_lineno - 200), -1):
-                if pat.match(linecache.getline(file, line)):
-                    return name, short_location(file, line)
-            return name, ""
+            return name, assignment_location(frame, name)
     return None
-
-
-def _user_frame() -> Any:
-    f = sys._getframe(1)
-    while f is not None and not is_user_file(f.f_code.co_filename):
-        f = f.f_back
-    return f
 
 
 class ProbTargetChecks(Check):
@@ -272,7 +257,7 @@ class ProbTargetChecks(Check):
             return
         self.quiet = 0
         self.retired = False
-        frame = _user_frame()
+        frame = user_frame()
         for t, d in found[:2]:
             named = _assigned(frame, t) if frame is not None else None
             what = f"the target that the loss backwarded at {loc} multiplies with log_softmax"

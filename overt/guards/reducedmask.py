@@ -25,17 +25,14 @@ that both take gradients (a normalisation in a model or a loss), a reduction of 
 
 from __future__ import annotations
 
-import linecache
 import math
-import re
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from overt.guards.check import Check
 from overt.guards.termscale import _constant, reduction
-from overt.guards.where import is_user_file, short_location, user_location
+from overt.guards.where import assignment_location, user_frame, user_location
 
 if TYPE_CHECKING:
     from overt.guards.session import GuardSession
@@ -180,7 +177,7 @@ class ReducedMaskChecks(Check):
             return
         self.looked[loc] = self.looked.get(loc, 0) + 1
         found = products(root, outputs)[:2]
-        frame = _user_frame() if found else None
+        frame = user_frame() if found else None
         for f in found:
             c = f.const.detach()
             c = c.float() if c.dtype == torch.bool else c
@@ -240,21 +237,8 @@ def _product_line(frame: Any, f: Found) -> tuple[str, str] | None:
         if fn is None or name.startswith("_"):
             continue
         if fn is f.prod or any(nxt is f.prod for nxt, _ in fn.next_functions):
-            pat = re.compile(rf"^\s*{re.escape(name)}\s*(:[^=]*)?=(?!=)")
-            file = frame.f_code.co_filename
-            for line in range(frame.f_lineno - 1, max(0, frame.f_lineno - 200), -1):
-                if pat.match(linecache.getline(file, line)):
-                    return name, short_location(file, line)
-            return name, ""
+            return name, assignment_location(frame, name)
     return None
-
-
-def _user_frame() -> Any:
-    """The innermost frame of the user's own code on the stack (the one that called backward)."""
-    f = sys._getframe(1)
-    while f is not None and not is_user_file(f.f_code.co_filename):
-        f = f.f_back
-    return f
 
 
 def _what(f: Found) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import linecache
 import os
+import re
 import sys
 import sysconfig
 from typing import Any
@@ -114,6 +116,25 @@ def user_class(cls: type) -> bool:
 def short_location(filename: str, lineno: int) -> str:
     """``"file.py:LINE"`` with the file relative to the working directory when that is shorter."""
     return f"{_short(filename)}:{lineno}"
+
+
+def user_frame(skip: int = 1) -> Any:
+    """The innermost frame of the user's code from the caller's ``skip``-th frame outwards, or None."""
+    frame = sys._getframe(skip + 1)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def assignment_location(frame: Any, name: str, back: int = 200) -> str:
+    """``file:line`` of the last line above ``frame``'s current line (at most ``back`` lines up) that assigns
+    ``name`` (``name = ...`` or ``name: T = ...``), or ``""`` when none does."""
+    pat = re.compile(rf"^\s*{re.escape(name)}\s*(:[^=]*)?=(?!=)")
+    file = frame.f_code.co_filename
+    for line in range(frame.f_lineno - 1, max(0, frame.f_lineno - back), -1):
+        if pat.match(linecache.getline(file, line)):
+            return short_location(file, line)
+    return ""
 
 
 def class_source(obj: object) -> tuple[str, list[str], int] | None:
